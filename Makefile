@@ -1,0 +1,38 @@
+# Two commands matter: `make run` and `make test`. Both set everything up first.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+HOST   ?= 127.0.0.1
+PORT   ?= 8000
+
+.PHONY: setup run test migrate browser bench clean
+
+setup: $(STAMP)
+
+# Reinstall only when the package's declared dependencies change.
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[test]'
+	touch $(STAMP)
+
+run: setup
+	$(BIN)/tabletalk serve --host $(HOST) --port $(PORT)
+
+migrate: setup
+	$(BIN)/tabletalk migrate
+
+# Browser tests drive Debian's Chromium, never a downloaded browser.
+browser:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  echo "installing Debian's chromium for the browser tests"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
+
+test: setup browser
+	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+
+bench: setup
+	@for b in benchmarks/*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
+
+clean:
+	rm -rf $(VENV) .pytest_cache

@@ -1,0 +1,268 @@
+"""The agent loop: model step -> tool calls -> results -> model step, until the model stops.
+
+Pure: it knows nothing of SQLite or HTTP. It takes the history, the tools, a stream
+function (the model boundary) and an `emit` sink, and reports what happens as events in
+three nested lifecycles: agent start/end, turn start/end, and message / tool start,
+update, end. A model's or a tool's failure is data (a `Failed` event, a failed tool
+result), never an exception out of the loop; cancellation is how a run is stopped.
+"""
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from .tools import Context, Result, Tool
+
+MAX_STEPS = 40
+
+
+# --- messages ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    id: str
+    name: str
+    arguments: str  # JSON text, as the model wrote it
+
+
+@dataclass(frozen=True)
+class Message:
+    """One message as the Chat Completions API has it."""
+
+    role: str  # system | user | assistant | tool
+    content: str | list[dict[str, Any]] = ""
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_call_id: str = ""
+
+    def to_api(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"role": self.role, "content": self.content}
+        if self.tool_calls:
+            out["tool_calls"] = [
+                {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+                for c in self.tool_calls
+            ]
+            if not self.content:
+                out["content"] = None
+        if self.role == "tool":
+            out["tool_call_id"] = self.tool_call_id
+        return out
+
+
+# --- what the stream function yields ----------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Delta:
+    """A piece of a model's streamed reply."""
+
+    text: str = ""
+    reasoning: str = ""
+    call_index: int | None = None  # a piece of a tool call
+    call_id: str = ""
+    call_name: str = ""
+    call_arguments: str = ""
+    usage: dict[str, int] | None = None
+
+
+class ModelError(Exception):
+    """The model could not answer; the message is in plain words for the person."""
+
+
+class StreamFn(Protocol):
+    def __call__(self, messages: list[Message], tools: list[Tool]) -> AsyncIterator[Delta]: ...
+
+
+# --- events -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class AgentStart:
+    pass
+
+
+@dataclass(frozen=True)
+class AgentEnd:
+    messages: tuple[Message, ...]  # what the run added to the history
+
+
+@dataclass(frozen=True)
+class TurnStart:
+    pass
+
+
+@dataclass(frozen=True)
+class TurnEnd:
+    message: Message | None
+    results: tuple[Message, ...] = ()
+
+
+@dataclass(frozen=True)
+class MessageStart:
+    kind: str  # text | reasoning
+
+
+@dataclass(frozen=True)
+class MessageUpdate:
+    kind: str
+    delta: str
+    text: str  # all of it so far
+
+
+@dataclass(frozen=True)
+class MessageEnd:
+    kind: str
+    text: str
+
+
+@dataclass(frozen=True)
+class ToolStart:
+    call: ToolCall
+
+
+@dataclass(frozen=True)
+class ToolUpdate:
+    call: ToolCall
+    output: str
+
+
+@dataclass(frozen=True)
+class ToolEnd:
+    call: ToolCall
+    output: str
+    ok: bool
+    result: Result | None = None
+
+
+@dataclass(frozen=True)
+class Usage:
+    prompt: int
+    completion: int
+    cached: int = 0
+
+
+@dataclass(frozen=True)
+class Failed:
+    message: str
+
+
+Event = (
+    AgentStart | AgentEnd | TurnStart | TurnEnd | MessageStart | MessageUpdate | MessageEnd
+    | ToolStart | ToolUpdate | ToolEnd | Usage | Failed
+)
+Emit = Callable[[Event], None]
+
+
+# --- the loop ---------------------------------------------------------------------------
+
+
+@dataclass
+class _Parts:
+    text: str = ""
+    reasoning: str = ""
+    calls: dict[int, dict[str, str]] = field(default_factory=dict)
+
+
+async def run(
+    history: list[Message],
+    tools: list[Tool],
+    stream: StreamFn,
+    emit: Emit,
+    context: Context | None = None,
+    max_steps: int = MAX_STEPS,
+) -> list[Message]:
+    """Run the agent from `history` until the model answers without calling a tool.
+
+    Returns the messages the run added (assistant replies and tool results).
+    """
+    emit(AgentStart())
+    added: list[Message] = []
+    by_name = {t.name: t for t in tools}
+    for _ in range(max_steps):
+        emit(TurnStart())
+        reply = await model_step([*history, *added], tools, stream, emit)
+        if reply is None:
+            emit(TurnEnd(None))
+            break
+        added.append(reply)
+        results = []
+        for call in reply.tool_calls:
+            results.append(await run_tool(call, by_name, emit, context))
+        added.extend(results)
+        emit(TurnEnd(reply, tuple(results)))
+        if not reply.tool_calls:
+            break
+    else:
+        emit(Failed(f"The agent stopped after {max_steps} steps without finishing."))
+    emit(AgentEnd(tuple(added)))
+    return added
+
+
+async def model_step(messages: list[Message], tools: list[Tool], stream: StreamFn, emit: Emit) -> Message | None:
+    """One request to the model, streamed into events. None when the model failed."""
+    parts = _Parts()
+    open_kinds: list[str] = []
+
+    def grow(kind: str, piece: str) -> None:
+        if kind not in open_kinds:
+            open_kinds.append(kind)
+            emit(MessageStart(kind))
+        setattr(parts, kind, getattr(parts, kind) + piece)
+        emit(MessageUpdate(kind, piece, getattr(parts, kind)))
+
+    def close() -> None:
+        for kind in open_kinds:
+            emit(MessageEnd(kind, getattr(parts, kind)))
+        open_kinds.clear()
+
+    try:
+        async for delta in stream(messages, tools):
+            if delta.reasoning:
+                grow("reasoning", delta.reasoning)
+            if delta.text:
+                grow("text", delta.text)
+            if delta.call_index is not None:
+                call = parts.calls.setdefault(delta.call_index, {"id": "", "name": "", "arguments": ""})
+                call["id"] = call["id"] or delta.call_id
+                call["name"] += delta.call_name
+                call["arguments"] += delta.call_arguments
+            if delta.usage:
+                emit(Usage(delta.usage.get("prompt", 0), delta.usage.get("completion", 0), delta.usage.get("cached", 0)))
+    except ModelError as e:
+        close()
+        emit(Failed(str(e)))
+        return None
+    close()
+    calls = tuple(
+        ToolCall(id=c["id"] or f"call_{i}", name=c["name"], arguments=c["arguments"] or "{}")
+        for i, c in sorted(parts.calls.items())
+    )
+    return Message("assistant", parts.text, tool_calls=calls)
+
+
+async def run_tool(call: ToolCall, tools: dict[str, Tool], emit: Emit, context: Context | None) -> Message:
+    """Run one call; every failure becomes a failed result the model reads."""
+    emit(ToolStart(call))
+    tool = tools.get(call.name)
+    result: Result | None = None
+    if tool is None:
+        output, ok = f"Error: there is no tool named {call.name!r}.", False
+    else:
+        try:
+            args = json.loads(call.arguments or "{}")
+            if not isinstance(args, dict):
+                raise ValueError("the arguments must be a JSON object")
+        except ValueError as e:
+            output, ok = f"Error: the arguments are not valid JSON ({e}).", False
+        else:
+            ctx = context or Context(chat=0, agent=None)
+            ctx.progress = lambda text: emit(ToolUpdate(call, text))
+            try:
+                result = await tool.run(args, ctx)
+                output, ok = result.text, True
+            except Exception as e:  # a tool's failure is data for the model
+                output, ok = f"Error: {type(e).__name__}: {e}", False
+    emit(ToolEnd(call, output, ok, result))
+    return Message("tool", output, tool_call_id=call.id)

@@ -1,0 +1,61 @@
+"""`tabletalk serve|migrate`: the command line."""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from . import config as configuration
+from . import db as dbm
+
+
+def migrate(config: configuration.Config) -> list[str]:
+    db = dbm.connect(config.database)
+    try:
+        return dbm.migrate(db)
+    finally:
+        db.conn.close()
+
+
+def serve(host: str, port: int, workers: int) -> None:
+    from granian import Granian
+    from granian.constants import Interfaces
+
+    config = configuration.load()
+    migrate(config)
+    db = dbm.connect(config.database)
+    with dbm.write(db):
+        # This server owns the data folder: leases left by a process that died are void,
+        # so the conversations they held resume at once instead of after expiry.
+        db.conn.execute("DELETE FROM runs")
+    db.conn.close()
+    print(f"Tabletalk on http://{host}:{port} (data in {config.data})", file=sys.stderr, flush=True)
+    Granian(
+        target="app.web.app:create_app",
+        factory=True,
+        interface=Interfaces.ASGI,
+        address=host,
+        port=port,
+        workers=workers,
+        workers_kill_timeout=5,
+        log_access=False,
+    ).serve()
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="tabletalk", description="People talk to AI agents.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    s = sub.add_parser("serve", help="serve the app (and answer conversations)")
+    s.add_argument("--host", default="127.0.0.1")
+    s.add_argument("--port", type=int, default=8000)
+    s.add_argument("--workers", type=int, default=1)
+    sub.add_parser("migrate", help="apply database migrations")
+    args = parser.parse_args(argv)
+    if args.command == "serve":
+        serve(args.host, args.port, args.workers)
+    elif args.command == "migrate":
+        applied = migrate(configuration.load())
+        print("applied: " + (", ".join(applied) if applied else "nothing (up to date)"))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,212 @@
+"""The database: connection setup, migrations and the rev counter.
+
+Every process opens one connection (WAL, busy_timeout, foreign keys on) and writes in
+explicit `BEGIN IMMEDIATE` transactions, so two workers never deadlock upgrading a read
+to a write. Migrations are an append-only list of small named functions: never edit one
+that has landed, add the next.
+"""
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import sqlite_utils
+
+BUSY_TIMEOUT_MS = 10_000
+MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = []
+migration = MIGRATIONS.append
+
+
+def connect(path: Path | str) -> sqlite_utils.Database:
+    """Open the database with the settings every connection needs."""
+    if str(path) != ":memory:":
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+    # isolation_level=None: we open transactions ourselves (see `write`), never implicitly.
+    conn = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False, timeout=BUSY_TIMEOUT_MS / 1000)
+    conn.row_factory = sqlite3.Row
+    conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute("PRAGMA synchronous = NORMAL")
+    conn.execute("PRAGMA foreign_keys = ON")
+    return sqlite_utils.Database(conn)
+
+
+@contextmanager
+def write(db: sqlite_utils.Database) -> Iterator[sqlite_utils.Database]:
+    """One write transaction, taken IMMEDIATE so concurrent writers queue on busy_timeout.
+
+    Nested calls become savepoints of the outer transaction.
+    """
+    if db.conn.in_transaction:
+        with db.atomic():
+            yield db
+        return
+    db.conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield db
+    except BaseException:
+        if db.conn.in_transaction:
+            db.conn.execute("ROLLBACK")
+        raise
+    else:
+        db.conn.execute("COMMIT")
+
+
+def bump(db: sqlite_utils.Database) -> int:
+    """Take the next rev; call inside `write` so the rev and the row it marks commit together."""
+    return db.conn.execute("UPDATE revs SET rev = rev + 1 WHERE id = 1 RETURNING rev").fetchone()[0]
+
+
+def current_rev(db: sqlite_utils.Database) -> int:
+    return db.conn.execute("SELECT rev FROM revs WHERE id = 1").fetchone()[0]
+
+
+def now() -> float:
+    return time.time()
+
+
+def migrate(db: sqlite_utils.Database) -> list[str]:
+    """Apply the migrations not applied yet; returns their names."""
+    db.conn.execute(
+        "CREATE TABLE IF NOT EXISTS migrations (name TEXT PRIMARY KEY, applied REAL NOT NULL)"
+    )
+    applied = {row[0] for row in db.conn.execute("SELECT name FROM migrations")}
+    done = []
+    for fn in MIGRATIONS:
+        if fn.__name__ in applied:
+            continue
+        with write(db):
+            # Another process may have applied it while we waited for the write lock.
+            if db.conn.execute("SELECT 1 FROM migrations WHERE name = ?", [fn.__name__]).fetchone():
+                continue
+            fn(db)
+            db.conn.execute("INSERT INTO migrations (name, applied) VALUES (?, ?)", [fn.__name__, now()])
+        done.append(fn.__name__)
+    return done
+
+
+@migration
+def m001_tables(db: sqlite_utils.Database) -> None:
+    # The seed's tables, with the constraints SQLite enforces itself. `rev` on every row a
+    # page shows is the change feed's cursor (see feed.py); `revs` holds its one counter.
+    db.execute("CREATE TABLE revs (id INTEGER PRIMARY KEY CHECK (id = 1), rev INTEGER NOT NULL)")
+    db.execute("INSERT INTO revs (id, rev) VALUES (1, 0)")
+    db.execute(
+        """CREATE TABLE assistants (
+            id INTEGER PRIMARY KEY,
+            name TEXT NOT NULL CHECK (length(name) BETWEEN 1 AND 80),
+            instructions TEXT NOT NULL DEFAULT '',
+            model TEXT NOT NULL DEFAULT '',
+            tools TEXT NOT NULL DEFAULT '',      -- '' means every tool, else names, commas
+            approve TEXT NOT NULL DEFAULT '',    -- tools that wait for the person, commas
+            created REAL NOT NULL, updated REAL NOT NULL, rev INTEGER NOT NULL DEFAULT 0)"""
+    )
+    db.execute(
+        """CREATE TABLE conversations (
+            id INTEGER PRIMARY KEY,
+            agent INTEGER REFERENCES assistants(id) ON DELETE SET NULL,  -- readable after the agent goes
+            title TEXT NOT NULL DEFAULT '',
+            created REAL NOT NULL, updated REAL NOT NULL, rev INTEGER NOT NULL DEFAULT 0)"""
+    )
+    db.execute(
+        """CREATE TABLE files (
+            id INTEGER PRIMARY KEY,
+            name TEXT NOT NULL CHECK (length(name) BETWEEN 1 AND 255),
+            type TEXT NOT NULL,
+            size INTEGER NOT NULL CHECK (size >= 0),
+            sha256 TEXT NOT NULL CHECK (length(sha256) = 64),
+            created REAL NOT NULL)"""
+    )
+    db.execute(
+        """CREATE TABLE items (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,  -- never reused, so ids sort in creation order
+            chat INTEGER NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+            -- the user item this item belongs to: answers stay under their question even
+            -- when a queued question was written while the answer was still growing
+            turn INTEGER NOT NULL DEFAULT 0,
+            kind TEXT NOT NULL CHECK (kind IN ('user','text','reasoning','call','plan','error','retry','stop')),
+            text TEXT NOT NULL DEFAULT '',
+            name TEXT NOT NULL DEFAULT '' CHECK (length(name) <= 80),
+            input TEXT NOT NULL DEFAULT '',
+            output TEXT NOT NULL DEFAULT '',
+            file INTEGER REFERENCES files(id),
+            files TEXT NOT NULL DEFAULT '',      -- attachment file ids, commas
+            model TEXT NOT NULL DEFAULT '',
+            state TEXT NOT NULL DEFAULT '' CHECK (state IN
+                ('','running','done','failed','approval','approved','declined')),
+            done INTEGER NOT NULL DEFAULT 0 CHECK (done IN (0, 1)),
+            created REAL NOT NULL, updated REAL NOT NULL, rev INTEGER NOT NULL DEFAULT 0)"""
+    )
+    db.execute("CREATE INDEX items_chat ON items (chat, id)")
+    db.execute("CREATE INDEX items_rev ON items (rev)")
+    db.execute("CREATE INDEX conversations_rev ON conversations (rev)")
+    # The runner's question "what is waiting?" reads only this small partial index.
+    db.execute("CREATE INDEX items_pending ON items (chat, id) WHERE done = 0 AND kind IN ('user','retry','stop')")
+    db.execute(
+        """CREATE TABLE choices (
+            id TEXT PRIMARY KEY,
+            name TEXT NOT NULL,
+            "group" TEXT NOT NULL,
+            note TEXT NOT NULL DEFAULT '',
+            window INTEGER)"""
+    )
+    db.execute(
+        """CREATE TABLE plugins (
+            id INTEGER PRIMARY KEY,
+            agent INTEGER NOT NULL REFERENCES assistants(id) ON DELETE CASCADE,
+            name TEXT NOT NULL CHECK (length(name) BETWEEN 1 AND 80),
+            address TEXT NOT NULL,
+            header TEXT NOT NULL DEFAULT '',
+            secret TEXT NOT NULL DEFAULT '',
+            enabled INTEGER NOT NULL DEFAULT 1 CHECK (enabled IN (0, 1)),
+            status TEXT NOT NULL DEFAULT '',
+            created REAL NOT NULL, updated REAL NOT NULL, rev INTEGER NOT NULL DEFAULT 0)"""
+    )
+    db.execute(
+        """CREATE TABLE skills (
+            id INTEGER PRIMARY KEY,
+            name TEXT NOT NULL UNIQUE CHECK (length(name) BETWEEN 1 AND 80),
+            description TEXT NOT NULL DEFAULT '',
+            body TEXT NOT NULL DEFAULT '',
+            created REAL NOT NULL, updated REAL NOT NULL)"""
+    )
+    db.execute(
+        """CREATE TABLE memories (
+            id INTEGER PRIMARY KEY,
+            agent INTEGER NOT NULL REFERENCES assistants(id) ON DELETE CASCADE,
+            text TEXT NOT NULL CHECK (length(text) >= 1),
+            created REAL NOT NULL)"""
+    )
+    db.execute(
+        """CREATE TABLE contexts (
+            id INTEGER PRIMARY KEY REFERENCES conversations(id) ON DELETE CASCADE,
+            used INTEGER NOT NULL DEFAULT 0,
+            window INTEGER NOT NULL DEFAULT 0,
+            rev INTEGER NOT NULL DEFAULT 0)"""
+    )
+    # A lease: the one worker answering a conversation, until `expires` (epoch seconds).
+    db.execute(
+        """CREATE TABLE runs (
+            chat INTEGER PRIMARY KEY REFERENCES conversations(id) ON DELETE CASCADE,
+            owner TEXT NOT NULL,
+            expires REAL NOT NULL)"""
+    )
+
+
+DEFAULT_INSTRUCTIONS = """You are a helpful assistant in Tabletalk, a chat app people host themselves.
+Answer clearly and briefly; use Markdown (lists, tables, fenced code with a language) where it helps.
+When you are not sure of something, say so rather than guess."""
+
+
+@migration
+def m002_default_agent(db: sqlite_utils.Database) -> None:
+    # On first start one agent exists, so a new conversation has someone to talk to.
+    if db.conn.execute("SELECT count(*) FROM assistants").fetchone()[0] == 0:
+        t = now()
+        db.conn.execute(
+            "INSERT INTO assistants (name, instructions, created, updated, rev) VALUES (?, ?, ?, ?, ?)",
+            ["Assistant", DEFAULT_INSTRUCTIONS, t, t, bump(db)],
+        )

@@ -1,0 +1,166 @@
+"""The change feed: rows changed since a rev, wake-ups within and across processes.
+
+One `Feed` per process. It reads the rows changed since the last rev it saw once per
+wake-up, for all conversations at once, renders each conversation's changes once, and
+hands the result to every follower of that conversation: a thousand followers of one
+answer cost one query and one render, not a thousand. A write in this process wakes it at
+once (`notify`); a write in another process is seen by one cheap `PRAGMA data_version`
+poll every 50 ms on this process's own feed connection, never one poll per follower.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import defaultdict, deque
+from collections.abc import Callable
+from pathlib import Path
+
+from . import db as dbm
+from .store import Store
+from .tables import Conversation, Item
+
+log = logging.getLogger(__name__)
+
+POLL_SECONDS = 0.05
+FOLLOWER_BACKLOG = 256  # messages a slow follower may fall behind before it must resync
+
+# (store, chat, changed items, changed conversation or None) -> one SSE message's HTML;
+# the store reads through the feed's own connection, inside the snapshot being sent.
+Render = Callable[[Store, int, list[Item], Conversation | None], str]
+# (store, changed conversations) -> the conversation list's HTML
+RenderList = Callable[[Store, list[Conversation]], str]
+
+
+class Follower:
+    """One open stream: a small queue of (rev, html) messages."""
+
+    __slots__ = ("chat", "messages", "ready", "behind")
+
+    def __init__(self, chat: int | None):
+        self.chat = chat
+        self.messages: deque[tuple[int, str]] = deque()
+        self.ready = asyncio.Event()
+        self.behind = False  # fell too far behind: end the stream, the browser resyncs
+
+    def push(self, rev: int, html: str) -> None:
+        if len(self.messages) >= FOLLOWER_BACKLOG:
+            self.behind = True
+        else:
+            self.messages.append((rev, html))
+        self.ready.set()
+
+    async def next(self, timeout: float) -> tuple[int, str] | None:
+        """The next message, or None after `timeout` seconds of quiet."""
+        if not self.messages:
+            self.ready.clear()
+            try:
+                await asyncio.wait_for(self.ready.wait(), timeout)
+            except TimeoutError:
+                return None
+        return self.messages.popleft() if self.messages else None
+
+
+class Feed:
+    def __init__(self, path: Path | str, render: Render | None = None, render_list: RenderList | None = None):
+        self.db = dbm.connect(path)
+        self.store = Store(self.db)
+        self.render = render
+        self.render_list = render_list
+        self.rev = dbm.current_rev(self.db)
+        self.followers: dict[int | None, set[Follower]] = defaultdict(set)
+        self.closed = False
+        self._poke = asyncio.Event()
+        self._tick = asyncio.Event()
+        self._task: asyncio.Task | None = None
+
+    # --- wake-ups -------------------------------------------------------------------
+
+    def notify(self) -> None:
+        """A row was committed in this process."""
+        self._poke.set()
+
+    async def changed(self, timeout: float) -> None:
+        """Wait until the feed has seen a change (or `timeout` passes)."""
+        tick = self._tick
+        try:
+            await asyncio.wait_for(tick.wait(), timeout)
+        except TimeoutError:
+            pass
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run(), name="feed")
+
+    async def _run(self) -> None:
+        version = self._data_version()
+        while not self.closed:
+            try:
+                await asyncio.wait_for(self._poke.wait(), POLL_SECONDS)
+            except TimeoutError:
+                seen = self._data_version()
+                if seen == version:
+                    continue
+                version = seen
+            self._poke.clear()
+            try:
+                self.dispatch()
+            except Exception:  # a bad row must not stop every page following
+                log.exception("feed dispatch failed")
+            tick, self._tick = self._tick, asyncio.Event()
+            tick.set()
+
+    def _data_version(self) -> int:
+        return self.db.conn.execute("PRAGMA data_version").fetchone()[0]
+
+    # --- following ------------------------------------------------------------------
+
+    def follow(self, chat: int | None) -> Follower:
+        f = Follower(chat)
+        self.followers[chat].add(f)
+        return f
+
+    def unfollow(self, follower: Follower) -> None:
+        group = self.followers.get(follower.chat)
+        if group is not None:
+            group.discard(follower)
+            if not group:
+                del self.followers[follower.chat]
+
+    def dispatch(self) -> None:
+        """Read what changed since the last rev seen and hand it to the followers."""
+        with self.store.snapshot():  # one snapshot: the rev and the rows it covers agree
+            top = self.store.rev()
+            if top <= self.rev:
+                return
+            items = self.store.items_since(self.rev, upto=top)
+            convos = self.store.conversations_since(self.rev, upto=top)
+            self.rev = top
+            by_chat: dict[int, list[Item]] = defaultdict(list)
+            for it in items:
+                if it.chat in self.followers:
+                    by_chat[it.chat].append(it)
+            convo_of = {c.id: c for c in convos if c.id in self.followers}
+            if self.render:
+                for chat in by_chat.keys() | convo_of.keys():
+                    html = self.render(self.store, chat, by_chat.get(chat, []), convo_of.get(chat))
+                    for f in tuple(self.followers.get(chat, ())):
+                        f.push(top, html)
+            if convos and self.render_list and None in self.followers:
+                html = self.render_list(self.store, convos)
+                for f in tuple(self.followers[None]):
+                    f.push(top, html)
+
+    def close(self) -> None:
+        """End every stream (shutdown): followers wake and find the feed closed."""
+        self.closed = True
+        for group in self.followers.values():
+            for f in group:
+                f.ready.set()
+        self._poke.set()
+        tick, self._tick = self._tick, asyncio.Event()
+        tick.set()
+
+    async def aclose(self) -> None:
+        self.close()
+        if self._task:
+            await asyncio.gather(self._task, return_exceptions=True)
+        self.db.conn.close()

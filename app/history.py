@@ -1,0 +1,73 @@
+"""Items to model messages: the one place a conversation's log becomes a request.
+
+The person's messages, answers as written (a stopped answer as far as it got), tool calls
+with their results. Reasoning and errors are left out: they were for the person. Of the
+versions of an answer (after "again") only the newest is sent.
+"""
+from __future__ import annotations
+
+from .agent import Message, ToolCall
+from .tables import Assistant, Item
+
+
+def call_id(item: Item) -> str:
+    # Our own id, stable across restarts, so a call and its result always pair up.
+    return f"call_{item.id}"
+
+
+def system_prompt(agent: Assistant | None) -> str:
+    return (agent.instructions if agent else "").strip()
+
+
+def newest_versions(items: list[Item]) -> list[Item]:
+    """Drop answers that a later `retry` of the same turn replaced."""
+    last_retry: dict[int, int] = {}
+    for it in items:
+        if it.kind == "retry":
+            last_retry[it.turn] = it.id or 0
+    return [
+        it for it in items
+        if it.kind == "user" or it.turn not in last_retry or (it.id or 0) > last_retry[it.turn]
+    ]
+
+
+def to_messages(agent: Assistant | None, items: list[Item]) -> list[Message]:
+    """The request's messages for a conversation whose log is `items` (in key order)."""
+    messages: list[Message] = []
+    prompt = system_prompt(agent)
+    if prompt:
+        messages.append(Message("system", prompt))
+    text = ""
+    calls: list[Item] = []
+
+    def flush() -> None:
+        nonlocal text, calls
+        if text or calls:
+            messages.append(Message(
+                "assistant", text,
+                tool_calls=tuple(ToolCall(call_id(c), c.name, c.input or "{}") for c in calls),
+            ))
+            for c in calls:
+                messages.append(Message("tool", c.output or _unfinished(c), tool_call_id=call_id(c)))
+        text, calls = "", []
+
+    for it in newest_versions(items):
+        if it.kind == "user":
+            flush()
+            messages.append(Message("user", it.text))
+        elif it.kind == "text":
+            if calls:  # a text after calls is the model's next step
+                flush()
+            text += it.text
+        elif it.kind == "call":
+            calls.append(it)
+    flush()
+    return messages
+
+
+def _unfinished(call: Item) -> str:
+    if call.state == "declined":
+        return "The person declined this call."
+    if call.state in ("approval", "approved"):
+        return "This call is waiting for the person's approval."
+    return "This call did not finish."

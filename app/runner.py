@@ -1,0 +1,295 @@
+"""`serve`: the background runner that answers what people write.
+
+Started by the app's lifespan in every worker. Work is found from rows, never from
+memory: a `user` item not done, a `retry` or `stop` not handled. A conversation is
+answered by one worker at a time, the one holding its lease in `runs`; the lease is
+renewed while it works and taken over once it expires. Within a conversation the pending
+items are handled one at a time, in order. The agent loop's events become rows; growing
+text is written at most every 50 ms, in one transaction per tick for every run at once.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import secrets
+import socket
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import agent as loop
+from . import db as dbm
+from .config import Config
+from .feed import Feed
+from .history import to_messages
+from .providers import Providers
+from .store import Store
+from .tables import Item, item
+
+log = logging.getLogger(__name__)
+
+LEASE_SECONDS = 10.0
+RENEW_SECONDS = 3.0
+TICK_SECONDS = 0.05
+IDLE_SCAN_SECONDS = 1.0
+
+
+@dataclass
+class Run:
+    """One conversation being answered by this worker."""
+
+    chat: int
+    task: asyncio.Task | None = None
+    items: dict[str, int] = field(default_factory=dict)  # open text/reasoning item ids by kind
+    calls: dict[str, int] = field(default_factory=dict)  # call item ids by the model's call id
+    written: list[int] = field(default_factory=list)
+    turn: int | None = None  # the user item being answered
+
+
+class Runner:
+    def __init__(self, config: Config, store: Store, feed: Feed, providers: Providers):
+        self.config = config
+        self.store = store
+        self.feed = feed
+        self.providers = providers
+        self.owner = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
+        self.runs: dict[int, Run] = {}
+        self.pending: dict[int, dict[str, Any]] = {}  # item id -> columns to write at the next tick
+        self.stopping = False
+        self._wake = asyncio.Event()
+        self._tasks: list[asyncio.Task] = []
+
+    # --- the main loop --------------------------------------------------------------
+
+    def start(self) -> None:
+        loop_ = asyncio.get_running_loop()
+        self._tasks = [
+            loop_.create_task(self._scan_forever(), name="runner-scan"),
+            loop_.create_task(self._tick_forever(), name="runner-tick"),
+            loop_.create_task(self._renew_forever(), name="runner-renew"),
+        ]
+
+    async def stop(self) -> None:
+        """Shutdown: leave every run as rows, release the leases so another process resumes them."""
+        self.stopping = True
+        for run in list(self.runs.values()):
+            if run.task:
+                run.task.cancel()
+        await asyncio.gather(*(r.task for r in self.runs.values() if r.task), return_exceptions=True)
+        for t in self._tasks:
+            t.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self.flush()
+
+    async def _scan_forever(self) -> None:
+        while not self.stopping:
+            try:
+                self.scan()
+            except Exception:
+                log.exception("runner scan failed")
+            waits = [asyncio.ensure_future(self.feed.changed(IDLE_SCAN_SECONDS)), asyncio.ensure_future(self._wake.wait())]
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+            for w in waits:
+                w.cancel()
+            self._wake.clear()
+
+    def scan(self) -> None:
+        """Start a run for each conversation with pending work that no live worker holds."""
+        rows = self.store.all(
+            "SELECT chat, kind FROM items WHERE done = 0 AND kind IN ('user','retry','stop') ORDER BY id"
+        )
+        for row in rows:
+            chat, kind = row["chat"], row["kind"]
+            run = self.runs.get(chat)
+            if run is not None:
+                if kind == "stop" and run.task and not run.task.done():
+                    run.task.cancel()  # the run ends where it is; what was written stays
+                continue
+            if self.lease(chat):
+                run = self.runs[chat] = Run(chat)
+                run.task = asyncio.get_running_loop().create_task(self._answer(run), name=f"run-{chat}")
+
+    # --- leases ---------------------------------------------------------------------
+
+    def lease(self, chat: int) -> bool:
+        t = dbm.now()
+        with dbm.write(self.store.db) as db:
+            cur = db.conn.execute(
+                """INSERT INTO runs (chat, owner, expires) VALUES (?, ?, ?)
+                   ON CONFLICT (chat) DO UPDATE SET owner = excluded.owner, expires = excluded.expires
+                   WHERE runs.expires < ? OR runs.owner = excluded.owner""",
+                [chat, self.owner, t + LEASE_SECONDS, t],
+            )
+            return cur.rowcount == 1
+
+    def release(self, chat: int) -> None:
+        with dbm.write(self.store.db) as db:
+            db.conn.execute("DELETE FROM runs WHERE chat = ? AND owner = ?", [chat, self.owner])
+
+    async def _renew_forever(self) -> None:
+        while not self.stopping:
+            await asyncio.sleep(RENEW_SECONDS)
+            if not self.runs:
+                continue
+            chats = list(self.runs)
+            marks = ",".join("?" * len(chats))
+            with dbm.write(self.store.db) as db:
+                db.conn.execute(
+                    f"UPDATE runs SET expires = ? WHERE owner = ? AND chat IN ({marks})",
+                    [dbm.now() + LEASE_SECONDS, self.owner, *chats],
+                )
+                held = {r[0] for r in db.conn.execute(
+                    f"SELECT chat FROM runs WHERE owner = ? AND chat IN ({marks})", [self.owner, *chats])}
+            for chat in chats:
+                run = self.runs.get(chat)
+                if chat not in held and run and run.task:
+                    log.warning("lost the lease on conversation %s; another worker answers it", chat)
+                    run.task.cancel()
+
+    # --- batched writes of growing text ---------------------------------------------
+
+    async def _tick_forever(self) -> None:
+        while not self.stopping:
+            await asyncio.sleep(TICK_SECONDS)
+            try:
+                self.flush()
+            except Exception:
+                log.exception("runner flush failed")
+
+    def flush(self) -> None:
+        """Write every run's pending growth in one transaction."""
+        if not self.pending:
+            return
+        pending, self.pending = self.pending, {}
+        t = dbm.now()
+        with self.store.write() as db:
+            for item_id, values in pending.items():
+                values = values | {"updated": t, "rev": dbm.bump(db)}
+                sets = ", ".join(f"{k} = ?" for k in values)
+                db.conn.execute(f"UPDATE items SET {sets} WHERE id = ?", [*values.values(), item_id])
+
+    def grow(self, item_id: int, **values: Any) -> None:
+        self.pending.setdefault(item_id, {}).update(values)
+
+    # --- answering ------------------------------------------------------------------
+
+    async def _answer(self, run: Run) -> None:
+        try:
+            while not self.stopping:
+                work = self.store.one(
+                    "SELECT * FROM items WHERE chat = ? AND done = 0 AND kind IN ('user','retry','stop') "
+                    "ORDER BY id LIMIT 1", [run.chat])
+                if work is None:
+                    break
+                pending = Item.from_row(work)
+                if pending.kind == "user":
+                    await self._turn(run, pending)
+                else:
+                    # a stop with nothing running, or a retry (made in a later slice), is handled
+                    self.store.update(pending.id, done=True)
+        except asyncio.CancelledError:
+            self._cancelled(run)
+        except Exception:
+            log.exception("run of conversation %s failed", run.chat)
+        finally:
+            self.flush()
+            self.runs.pop(run.chat, None)
+            try:
+                self.release(run.chat)
+            except Exception:
+                log.exception("releasing the lease of %s failed", run.chat)
+            self._wake.set()  # more work may have arrived while this run held the lease
+
+    def _cancelled(self, run: Run) -> None:
+        """A stop (or a lost lease, or shutdown): keep what was written and mark it done."""
+        self.flush()
+        if self.stopping:
+            return  # shutdown: the rows stay pending and the next start resumes them
+        stops = [r[0] for r in self.store.all(
+            "SELECT id FROM items WHERE chat = ? AND kind = 'stop' AND done = 0", [run.chat])]
+        with self.store.write():
+            for item_id in [*run.written, *([run.turn] if run.turn else []), *stops]:
+                self.store.update(item_id, done=True)
+
+    async def _turn(self, run: Run, user: Item) -> None:
+        convo = self.store.conversation(run.chat)
+        agent = self.store.agent(convo.agent) if convo and convo.agent else None
+        agent = agent or self.store.default_agent()
+        model = user.model or (agent.model if agent else "") or await self.default_model()
+        run.turn, run.items, run.calls, run.written = user.id, {}, {}, []
+        history = [it for it in self.store.items(run.chat) if it.turn <= user.id and it.kind != "retry"]
+        messages = to_messages(agent, history)
+
+        def emit(event: loop.Event) -> None:
+            self.on_event(run, user, model, event)
+
+        if not model:
+            emit(loop.Failed("No model is available: the model server lists none and AI_MODEL is not set."))
+        else:
+            await loop.run(messages, [], self.providers.stream_fn(model), emit)
+        self.flush()
+        self.store.update(user.id, done=True)
+
+    async def default_model(self) -> str:
+        if self.config.ai_model:
+            return self.config.ai_model
+        row = self.store.one("SELECT id FROM choices ORDER BY rowid LIMIT 1")
+        if row:
+            return row[0]
+        choices = await self.providers.choices()
+        return choices[0].id if choices else ""
+
+    def on_event(self, run: Run, user: Item, model: str, event: loop.Event) -> None:
+        """Turn one agent event into rows."""
+        chat, turn = run.chat, user.id
+        match event:
+            case loop.MessageStart(kind=kind):
+                new = self.store.add(item(kind, chat, turn=turn, model=model))
+                run.items[kind] = new.id
+                run.written.append(new.id)
+            case loop.MessageUpdate(kind=kind, text=text):
+                self.grow(run.items[kind], text=text)
+            case loop.MessageEnd(kind=kind, text=text):
+                self.grow(run.items.pop(kind), text=text, done=1)
+                self.flush()
+            case loop.ToolStart(call=call):
+                new = self.store.add(item("call", chat, turn=turn, model=model, name=call.name[:80],
+                                          input=call.arguments, state="running"))
+                run.calls[call.id] = new.id
+                run.written.append(new.id)
+            case loop.ToolUpdate(call=call, output=output):
+                self.grow(run.calls[call.id], output=output)
+            case loop.ToolEnd(call=call, output=output, ok=ok):
+                self.grow(run.calls.pop(call.id), output=output, state="done" if ok else "failed", done=1)
+                self.flush()
+            case loop.Usage(prompt=prompt, completion=completion):
+                self.flush()
+                window = self.window_of(model)
+                with self.store.write() as db:
+                    db.conn.execute(
+                        """INSERT INTO contexts (id, used, window, rev) VALUES (?, ?, ?, ?)
+                           ON CONFLICT (id) DO UPDATE SET used = excluded.used, window = excluded.window,
+                           rev = excluded.rev""",
+                        [chat, prompt + completion, window, dbm.bump(db)],
+                    )
+            case loop.Failed(message=message):
+                self.flush()
+                new = self.store.add(item("error", chat, message, turn=turn, model=model, done=True))
+                run.written.append(new.id)
+
+    def window_of(self, model: str) -> int:
+        row = self.store.one("SELECT window FROM choices WHERE id = ?", [model])
+        return (row[0] if row and row[0] else None) or self.config.context_window
+
+    async def refresh_choices(self) -> None:
+        """The model list, read at start; a server that is down leaves it as it was."""
+        choices = await self.providers.choices()
+        if not choices:
+            return
+        with self.store.write() as db:
+            db.conn.execute("DELETE FROM choices")
+            for c in choices:
+                db.conn.execute(
+                    'INSERT OR REPLACE INTO choices (id, name, "group", note, window) VALUES (?, ?, ?, ?, ?)',
+                    [c.id, c.name, c.group, c.note, c.window],
+                )

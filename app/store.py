@@ -1,0 +1,186 @@
+"""Reading and writing rows. The one module that knows ids, revs and SQL.
+
+Every write of a row a page shows takes a new rev in the same transaction (db.bump) and,
+once committed, wakes this process's followers (`notify`); other processes see the commit
+through the feed's poll.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import fields
+from typing import Any
+
+import sqlite_utils
+
+from . import db as dbm
+from .tables import Assistant, Choice, Conversation, Item, asked
+
+ITEM_COLUMNS = [f.name for f in fields(Item) if f.name not in ("id",)]
+TITLE_WORDS = 8
+TITLE_MAX = 80
+
+
+def first_words(text: str) -> str:
+    """A conversation's first title: the person's first words."""
+    words = text.split()
+    title = " ".join(words[:TITLE_WORDS])
+    if len(title) > TITLE_MAX:
+        title = title[: TITLE_MAX - 1].rstrip() + "…"
+    elif len(words) > TITLE_WORDS:
+        title += "…"
+    return title
+
+
+class Store:
+    def __init__(self, db: sqlite_utils.Database, notify: Callable[[], None] = lambda: None):
+        self.db = db
+        self.notify = notify
+
+    @contextmanager
+    def write(self) -> Iterator[sqlite_utils.Database]:
+        outer = not self.db.conn.in_transaction
+        with dbm.write(self.db):
+            yield self.db
+        if outer:
+            self.notify()
+
+    @contextmanager
+    def snapshot(self) -> Iterator[None]:
+        """Several reads that must agree (a page and the rev it was rendered at)."""
+        if self.db.conn.in_transaction:
+            yield
+            return
+        self.db.conn.execute("BEGIN")
+        try:
+            yield
+        finally:
+            self.db.conn.execute("COMMIT")
+
+    def rev(self) -> int:
+        return dbm.current_rev(self.db)
+
+    def one(self, sql: str, params: Any = ()) -> Any:
+        return self.db.conn.execute(sql, params).fetchone()
+
+    def all(self, sql: str, params: Any = ()) -> list[Any]:
+        return self.db.conn.execute(sql, params).fetchall()
+
+    # --- models ---------------------------------------------------------------------
+
+    def choices(self) -> list[Choice]:
+        rows = self.all('SELECT * FROM choices ORDER BY "group", rowid')
+        return [Choice(id=r["id"], name=r["name"], group=r["group"], note=r["note"], window=r["window"]) for r in rows]
+
+    def choice(self, model: str) -> Choice | None:
+        r = self.one("SELECT * FROM choices WHERE id = ?", [model])
+        return Choice(id=r["id"], name=r["name"], group=r["group"], note=r["note"], window=r["window"]) if r else None
+
+    # --- agents ---------------------------------------------------------------------
+
+    def agent(self, agent_id: int) -> Assistant | None:
+        row = self.one("SELECT * FROM assistants WHERE id = ?", [agent_id])
+        return Assistant.from_row(row) if row else None
+
+    def agents(self) -> list[Assistant]:
+        return [Assistant.from_row(r) for r in self.all("SELECT * FROM assistants ORDER BY id")]
+
+    def default_agent(self) -> Assistant | None:
+        row = self.one("SELECT * FROM assistants ORDER BY id LIMIT 1")
+        return Assistant.from_row(row) if row else None
+
+    # --- conversations --------------------------------------------------------------
+
+    def conversation(self, chat: int) -> Conversation | None:
+        row = self.one("SELECT * FROM conversations WHERE id = ?", [chat])
+        return Conversation.from_row(row) if row else None
+
+    def conversations(self, limit: int = 200) -> list[Conversation]:
+        rows = self.all("SELECT * FROM conversations ORDER BY id DESC LIMIT ?", [limit])
+        return [Conversation.from_row(r) for r in rows]
+
+    def new_conversation(self, agent: int | None, title: str = "") -> Conversation:
+        t = dbm.now()
+        with self.write() as db:
+            rev = dbm.bump(db)
+            cur = db.conn.execute(
+                "INSERT INTO conversations (agent, title, created, updated, rev) VALUES (?, ?, ?, ?, ?)",
+                [agent, title, t, t, rev],
+            )
+        return Conversation(agent=agent, title=title, id=cur.lastrowid, created=t, updated=t, rev=rev)
+
+    def set_title(self, chat: int, title: str) -> None:
+        with self.write() as db:
+            db.conn.execute(
+                "UPDATE conversations SET title = ?, rev = ? WHERE id = ?", [title, dbm.bump(db), chat]
+            )
+
+    def touch(self, chat: int) -> None:
+        """Mark a conversation as just used (it moves to the top of the list)."""
+        with self.write() as db:
+            db.conn.execute(
+                "UPDATE conversations SET updated = ?, rev = ? WHERE id = ?", [dbm.now(), dbm.bump(db), chat]
+            )
+
+    # --- items ----------------------------------------------------------------------
+
+    def item(self, item_id: int) -> Item | None:
+        row = self.one("SELECT * FROM items WHERE id = ?", [item_id])
+        return Item.from_row(row) if row else None
+
+    def items(self, chat: int) -> list[Item]:
+        return [Item.from_row(r) for r in self.all("SELECT * FROM items WHERE chat = ? ORDER BY id", [chat])]
+
+    def items_since(self, rev: int, chat: int | None = None, upto: int | None = None) -> list[Item]:
+        """Items changed after `rev` (up to `upto`), in page order."""
+        sql, params = "SELECT * FROM items WHERE rev > ?", [rev]
+        if chat is not None:
+            sql, params = sql + " AND chat = ?", [*params, chat]
+        if upto is not None:
+            sql, params = sql + " AND rev <= ?", [*params, upto]
+        return [Item.from_row(r) for r in self.all(sql + " ORDER BY chat, turn, id", params)]
+
+    def conversations_since(self, rev: int, upto: int | None = None) -> list[Conversation]:
+        sql, params = "SELECT * FROM conversations WHERE rev > ?", [rev]
+        if upto is not None:
+            sql, params = sql + " AND rev <= ?", [*params, upto]
+        return [Conversation.from_row(r) for r in self.all(sql + " ORDER BY id", params)]
+
+    def add(self, new: Item) -> Item:
+        """Store a new item; a user item is its own turn."""
+        if new.chat is None:
+            raise ValueError("an item belongs to a conversation")
+        t = dbm.now()
+        with self.write() as db:
+            rev = dbm.bump(db)
+            values = new.to_dict() | {"created": t, "updated": t, "rev": rev, "done": int(new.done)}
+            values.pop("id")
+            cols = ", ".join(values)
+            marks = ", ".join("?" for _ in values)
+            item_id = db.conn.execute(f"INSERT INTO items ({cols}) VALUES ({marks})", list(values.values())).lastrowid
+            if new.kind == "user":
+                db.conn.execute("UPDATE items SET turn = ? WHERE id = ?", [item_id, item_id])
+                values["turn"] = item_id
+            db.conn.execute("UPDATE conversations SET updated = ?, rev = ? WHERE id = ?", [t, rev, new.chat])
+        return Item(**{k: v for k, v in values.items() if k != "done"}, done=bool(new.done), id=item_id)
+
+    def update(self, item_id: int, **values: Any) -> None:
+        """Change some columns of an item (text, output, state, done ...)."""
+        bad = set(values) - set(ITEM_COLUMNS)
+        if bad:
+            raise ValueError(f"not item columns: {sorted(bad)}")
+        if "done" in values:
+            values["done"] = int(values["done"])
+        with self.write() as db:
+            values |= {"updated": dbm.now(), "rev": dbm.bump(db)}
+            sets = ", ".join(f"{k} = ?" for k in values)
+            db.conn.execute(f"UPDATE items SET {sets} WHERE id = ?", [*values.values(), item_id])
+
+    def ask(self, chat: int, text: str, model: str = "", files: tuple[int, ...] = ()) -> Item:
+        """Write the person's message; the first one also names the conversation."""
+        with self.write():
+            new = self.add(asked(chat, text, model=model, files=files))
+            convo = self.conversation(chat)
+            if convo is not None and not convo.title:
+                self.set_title(chat, first_words(text))
+        return new

@@ -1,0 +1,212 @@
+"""The seed's row types and constructors.
+
+Rows are plain dataclasses; the constructors are pure functions that return a row not yet
+stored (id None). Ids, revs and foreign keys are the storage module's business (store.py).
+"""
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import asdict, dataclass, field, fields, replace
+from typing import Any
+from urllib.parse import urlsplit
+
+KINDS = ("user", "text", "reasoning", "call", "plan", "error", "retry", "stop")
+CALL_STATES = ("running", "done", "failed", "approval", "approved", "declined")
+NAME_MAX = 80
+
+
+@dataclass(frozen=True)
+class Item:
+    """One entry of a conversation's log, as a model API has it."""
+
+    kind: str
+    chat: int | None = None
+    text: str = ""
+    name: str = ""          # a call's tool name
+    input: str = ""         # a call's arguments (JSON)
+    output: str = ""        # a call's result
+    file: int | None = None  # a file a tool made
+    files: str = ""         # attachments: file ids, commas
+    model: str = ""
+    state: str = ""
+    done: bool = False
+    turn: int = 0           # the user item this belongs to (a user item's own id)
+    id: int | None = None
+    created: float = 0.0
+    updated: float = 0.0
+    rev: int = 0
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ValueError(f"unknown item kind {self.kind!r}")
+        if self.state and self.state not in CALL_STATES:
+            raise ValueError(f"unknown call state {self.state!r}")
+        if len(self.name) > NAME_MAX:
+            raise ValueError(f"a name is at most {NAME_MAX} characters")
+
+    @property
+    def file_ids(self) -> list[int]:
+        return [int(f) for f in self.files.split(",") if f.strip().isdigit()]
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_row(cls, row: Any) -> Item:
+        data = dict(row)
+        data["done"] = bool(data.get("done"))
+        return cls(**{f.name: data[f.name] for f in fields(cls) if f.name in data})
+
+
+@dataclass(frozen=True)
+class Assistant:
+    """An agent: a name, instructions, a model and which tools it may use."""
+
+    name: str
+    instructions: str = ""
+    model: str = ""
+    tools: str = ""     # "" means every tool
+    approve: str = ""   # tools that wait for the person's approval
+    id: int | None = None
+    created: float = 0.0
+    updated: float = 0.0
+    rev: int = 0
+
+    def __post_init__(self) -> None:
+        check_name(self.name)
+
+    @classmethod
+    def from_row(cls, row: Any) -> Assistant:
+        data = dict(row)
+        return cls(**{f.name: data[f.name] for f in fields(cls) if f.name in data})
+
+
+@dataclass(frozen=True)
+class Conversation:
+    agent: int | None
+    title: str = ""
+    id: int | None = None
+    created: float = 0.0
+    updated: float = 0.0
+    rev: int = 0
+
+    @classmethod
+    def from_row(cls, row: Any) -> Conversation:
+        data = dict(row)
+        return cls(**{f.name: data[f.name] for f in fields(cls) if f.name in data})
+
+
+@dataclass(frozen=True)
+class Plugin:
+    """An MCP server an agent may use; its tools are offered prefixed with `name`."""
+
+    agent: int
+    name: str
+    address: str
+    header: str = ""
+    secret: str = ""
+    enabled: bool = True
+    status: str = ""
+    id: int | None = None
+
+    def __post_init__(self) -> None:
+        check_name(self.name)
+
+
+@dataclass(frozen=True)
+class Skill:
+    name: str
+    description: str = ""
+    body: str = ""
+    id: int | None = None
+
+    def __post_init__(self) -> None:
+        check_name(self.name)
+
+
+@dataclass(frozen=True)
+class Choice:
+    """A model a message can name, grouped by where it runs."""
+
+    id: str
+    name: str
+    group: str
+    note: str = ""
+    window: int | None = None
+    tags: tuple[str, ...] = field(default=())
+
+
+def check_name(name: str) -> str:
+    if not name or not name.strip():
+        raise ValueError("a name is required")
+    if len(name) > NAME_MAX:
+        raise ValueError(f"a name is at most {NAME_MAX} characters (this one has {len(name)})")
+    return name
+
+
+# --- the seed's constructors ------------------------------------------------------------
+
+
+def item(kind: str, chat: int | None = None, text: str = "", **values: Any) -> Item:
+    """Any item of a conversation's log."""
+    return Item(kind=kind, chat=chat, text=text, **values)
+
+
+def asked(chat: int | None, text: str, model: str = "", files: list[int] | tuple[int, ...] = ()) -> Item:
+    """The person's message: a `user` item, not done until it is answered."""
+    return Item(kind="user", chat=chat, text=text, model=model, files=",".join(str(f) for f in files))
+
+
+def retried(chat: int | None, model: str = "") -> Item:
+    """The person's "again": make the last answer anew, from `model` if named."""
+    return Item(kind="retry", chat=chat, model=model)
+
+
+def stopped(chat: int | None) -> Item:
+    """The person's "stop": end the run going in this conversation, keeping what was written."""
+    return Item(kind="stop", chat=chat)
+
+
+def decided(call: Item, decision: str) -> Item:
+    """The person's decision on a call waiting for approval: the call, approved or declined."""
+    if call.kind != "call" or call.state != "approval":
+        raise ValueError("only a call waiting for approval can be decided")
+    if decision not in ("approve", "decline"):
+        raise ValueError("the decision is approve or decline")
+    return replace(call, state="approved" if decision == "approve" else "declined")
+
+
+def assistant(id: int | None = None, name: str = "Assistant", **values: Any) -> Assistant:
+    """An agent with the given name and, unless given, no instructions, the default model and every tool."""
+    return Assistant(id=id, name=name, **values)
+
+
+# Second-level suffixes under which the site's name is one label further left.
+_SHARED_SUFFIXES = {"co", "com", "net", "org", "gov", "edu", "ac", "or", "ne", "go"}
+
+
+def site_name(address: str) -> str:
+    """What a plugin is called after its site: mcp.example.com -> example, 127.0.0.1 -> 127_0_0_1."""
+    host = urlsplit(address if "//" in address else f"//{address}").hostname or ""
+    host = host.strip("[]").rstrip(".").lower()
+    try:
+        ip = ipaddress.ip_address(host)
+    except ValueError:
+        labels = [label for label in host.split(".") if label]
+        if len(labels) >= 3 and labels[-2] in _SHARED_SUFFIXES and len(labels[-1]) == 2:
+            labels = labels[:-1]
+        name = labels[-2] if len(labels) >= 2 else (labels[0] if labels else "plugin")
+    else:
+        name = str(ip).replace(".", "_").replace(":", "_")
+    name = "".join(c if c.isalnum() or c == "_" else "_" for c in name)
+    return name[:NAME_MAX] or "plugin"
+
+
+def plugin(agent: int, address: str, header: str = "", secret: str = "", name: str = "") -> Plugin:
+    """An MCP server for an agent, enabled, named after its site unless a name is given."""
+    return Plugin(agent=agent, name=name or site_name(address), address=address, header=header, secret=secret)
+
+
+def skill(name: str, description: str = "", body: str = "") -> Skill:
+    """Instructions an agent loads by name when its description fits the task."""
+    return Skill(name=name, description=description, body=body)

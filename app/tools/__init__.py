@@ -1,0 +1,53 @@
+"""Tools an agent can call: the interface, and the built-in ones.
+
+A tool has a name, a description, JSON-schema parameters and an async `run(args, ctx)`
+that returns a `Result`. `idempotent` says whether running it twice is harmless, which
+decides what happens to a call cut off by a restart (it is run again, or reported as
+interrupted to the model).
+"""
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Source:
+    url: str
+    title: str = ""
+
+
+@dataclass(frozen=True)
+class Result:
+    text: str
+    sources: tuple[Source, ...] = ()
+    file: int | None = None
+
+
+@dataclass
+class Context:
+    """What a running tool may know and use."""
+
+    chat: int
+    agent: int | None
+    abort: asyncio.Event = field(default_factory=asyncio.Event)
+    progress: Callable[[str], None] = lambda text: None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Tool:
+    name: str
+    description: str
+    parameters: dict[str, Any]
+    run: Callable[[dict[str, Any], Context], Awaitable[Result]]
+    idempotent: bool = False
+
+    def schema(self) -> dict[str, Any]:
+        """The tool as the Chat Completions API describes it."""
+        return {
+            "type": "function",
+            "function": {"name": self.name, "description": self.description, "parameters": self.parameters},
+        }

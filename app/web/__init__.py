@@ -1,0 +1,1 @@
+"""Routes: one module per page family, the SSE endpoint, rendering helpers."""

@@ -1,0 +1,123 @@
+"""The ASGI app: routes, CSRF, static files, errors, and the lifespan that starts a worker.
+
+Each worker (granian process) opens its own connection, feed and runner in the lifespan.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import secrets
+import signal
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+from litestar import Litestar, Request, Response
+from litestar.config.csrf import CSRFConfig
+from litestar.datastructures import CacheControlHeader
+from litestar.exceptions import HTTPException
+from litestar.static_files import create_static_files_router
+
+from .. import config as configuration
+from .. import db as dbm
+from ..feed import Feed
+from ..providers import Providers
+from ..runner import Runner
+from ..store import Store
+from . import chats, events, render
+from .state import State
+
+log = logging.getLogger(__name__)
+
+
+def secret_key(data: Path) -> str:
+    """The key that signs CSRF tokens: made once, kept in the data folder, shared by workers."""
+    path = data / "secret.key"
+    data.mkdir(parents=True, exist_ok=True)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return path.read_text().strip()
+    with os.fdopen(fd, "w") as f:
+        f.write(secrets.token_urlsafe(48))
+    return path.read_text().strip()
+
+
+def end_streams_on_signal(feed: Feed) -> None:
+    """Granian waits for open responses before it exits: end the SSE streams when told to stop.
+
+    The handler chains with the one installed before it (granian's own).
+    """
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        previous = signal.getsignal(sig)
+
+        def handler(signum, frame, previous=previous):
+            loop.call_soon_threadsafe(feed.close)
+            if callable(previous):
+                previous(signum, frame)
+
+        try:
+            signal.signal(sig, handler)
+        except ValueError:  # not the main thread (e.g. an in-process test server)
+            return
+
+
+def error_page(request: Request, exc: Exception) -> Response:
+    if isinstance(exc, HTTPException):
+        status, detail = exc.status_code, exc.detail
+    else:
+        log.exception("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
+        status, detail = 500, "Something went wrong on our side. Nothing you wrote was lost."
+    if status == 403 and "CSRF" in str(detail):
+        detail = "This form has expired. Go back, reload the page and send it again."
+    if render.is_htmx(request) or request.url.path.endswith("/events"):
+        return Response(str(detail), status_code=status, media_type="text/plain; charset=utf-8")
+    return render.page(request, "error.html", status_code=status, status=status, detail=detail)
+
+
+def create_app(config: configuration.Config | None = None) -> Litestar:
+    config = config or configuration.load()
+    config.data.mkdir(parents=True, exist_ok=True)
+
+    @asynccontextmanager
+    async def lifespan(app: Litestar) -> AsyncIterator[None]:
+        db = dbm.connect(config.database)
+        dbm.migrate(db)
+        feed = Feed(config.database, render=render.chat_changes, render_list=render.list_changes)
+        store = Store(db, notify=feed.notify)
+        providers = Providers(config)
+        runner = Runner(config, store, feed, providers)
+        app.state.tabletalk = State(config, store, feed, providers, runner)
+        feed.start()
+        end_streams_on_signal(feed)
+        try:
+            await runner.refresh_choices()
+        except Exception:
+            log.exception("reading the model list failed")
+        runner.start()
+        try:
+            yield
+        finally:
+            feed.close()
+            await runner.stop()
+            await feed.aclose()
+            await providers.close()
+            db.conn.close()
+
+    return Litestar(
+        route_handlers=[
+            *chats.routes,
+            *events.routes,
+            create_static_files_router(
+                path="/static", directories=[render.STATIC], cache_control=CacheControlHeader(max_age=3600),
+                include_in_schema=False,
+            ),
+        ],
+        lifespan=[lifespan],
+        csrf_config=CSRFConfig(secret=secret_key(config.data), cookie_samesite="lax", cookie_httponly=True),
+        exception_handlers={Exception: error_page},
+        openapi_config=None,
+        logging_config=None,
+    )

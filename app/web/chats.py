@@ -1,0 +1,123 @@
+"""Conversations: the list, a conversation's page, and what a person does in one."""
+from __future__ import annotations
+
+from dataclasses import replace
+
+from litestar import Request, Response, get, post
+from litestar.exceptions import HTTPException, NotFoundException
+from litestar.response import Redirect
+
+from ..store import Store
+from ..tables import Conversation, stopped
+from . import render
+from .state import state
+
+TEXT_MAX = 100_000  # characters in one message
+MODEL_MAX = 200
+
+
+def parse_id(raw: str) -> int:
+    """An id from a URL: digits only and within SQLite's integers, else 404 (never 500)."""
+    if not raw.isascii() or not raw.isdigit() or len(raw) > 18:
+        raise NotFoundException("No such conversation.")
+    return int(raw)
+
+
+def conversation_or_404(store: Store, raw: str) -> Conversation:
+    convo = store.conversation(parse_id(raw))
+    if convo is None:
+        raise NotFoundException("No such conversation.")
+    return convo
+
+
+def done(request: Request, to: str) -> Response:
+    """htmx gets 204 (the feed brings the change); a plain form gets 303 back to the page."""
+    if render.is_htmx(request):
+        return Response(b"", status_code=204)
+    return Redirect(to, status_code=303)
+
+
+async def form_field(request: Request, name: str, limit: int) -> str:
+    form = await request.form()
+    value = form.get(name, "")
+    if not isinstance(value, str):
+        raise HTTPException(status_code=400, detail=f"“{name}” must be text.")
+    if len(value) > limit:
+        raise HTTPException(status_code=413, detail=f"“{name}” is too long: at most {limit:,} characters.")
+    return value
+
+
+@get("/")
+async def index(request: Request) -> Response:
+    s = state(request)
+    return render.page(
+        request, "index.html",
+        conversations=s.store.conversations(),
+        configured=s.providers.configured,
+        rev=s.store.rev(),
+    )
+
+
+@post("/c")
+async def new_conversation(request: Request) -> Response:
+    s = state(request)
+    agent = s.store.default_agent()
+    convo = s.store.new_conversation(agent.id if agent else None)
+    if render.is_htmx(request):
+        return Response(b"", status_code=204, headers={"HX-Redirect": f"/c/{convo.id}"})
+    return Redirect(f"/c/{convo.id}", status_code=303)
+
+
+@get("/c/{chat:str}")
+async def conversation(request: Request, chat: str) -> Response:
+    s = state(request)
+    with s.store.snapshot():
+        convo = conversation_or_404(s.store, chat)
+        rev = s.store.rev()
+        items = render.sort_items(s.store.items(convo.id))
+        chat_state = render.chat_state(s.store, convo.id)
+        choices = s.store.choices()
+    return render.page(
+        request, "chat.html",
+        convo=convo,
+        items=render.items_html(items),
+        state=chat_state,
+        rev=rev,
+        choices=choices,
+        model="",
+        configured=s.providers.configured,
+        text_max=TEXT_MAX,
+    )
+
+
+@post("/c/{chat:str}/ask")
+async def ask(request: Request, chat: str) -> Response:
+    s = state(request)
+    convo = conversation_or_404(s.store, chat)
+    text = (await form_field(request, "text", TEXT_MAX)).strip()
+    model = (await form_field(request, "model", MODEL_MAX)).strip()
+    if not text:
+        raise HTTPException(status_code=400, detail="Write a message first: it was empty.")
+    if model and s.store.choice(model) is None:
+        raise HTTPException(status_code=400, detail=f"There is no model “{model}” to choose.")
+    s.store.ask(convo.id, text, model=model)
+    return done(request, f"/c/{convo.id}")
+
+
+@post("/c/{chat:str}/stop")
+async def stop(request: Request, chat: str) -> Response:
+    s = state(request)
+    convo = conversation_or_404(s.store, chat)
+    running = render.chat_state(s.store, convo.id)
+    if running["running"]:
+        s.store.add(replace(stopped(convo.id), turn=running["turn"]))
+    return done(request, f"/c/{convo.id}")
+
+
+@get("/healthz")
+async def healthz(request: Request) -> dict[str, object]:
+    s = state(request)
+    return {"ok": True, "rev": s.store.rev()}
+
+
+routes = [index, new_conversation, conversation, ask, stop, healthz]

@@ -1,0 +1,84 @@
+"""The live feed as Server-Sent Events: `GET /c/{chat}/events` and `GET /events` (the list).
+
+A page rendered at rev R connects with `?since=R`; on reconnect htmx sends the
+`Last-Event-ID` header, which wins over `since`. The first message brings the page from
+its cursor to now (everything, when the cursor is ahead of the database: a full resync);
+after that the process's feed hands over what changes. Every message's `id:` is the rev it
+reaches, so replaying or resyncing is always correct.
+"""
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+from litestar import Request, get
+from litestar.response import Stream
+
+from ..feed import Feed, Follower
+from . import render
+from .chats import conversation_or_404
+from .state import state
+
+KEEPALIVE_SECONDS = 15.0
+HEADERS = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
+
+
+def cursor_of(request: Request, since: str | None) -> int:
+    for raw in (request.headers.get("last-event-id"), since):
+        if raw and raw.isascii() and raw.isdigit() and len(raw) <= 18:
+            return int(raw)
+    return 0
+
+
+def sse(rev: int, html: str) -> bytes:
+    data = "".join(f"data: {line}\n" for line in html.split("\n"))
+    return f"id: {rev}\n{data}\n".encode()
+
+
+async def follow(feed: Feed, follower: Follower, first: bytes, cursor: int) -> AsyncIterator[bytes]:
+    try:
+        yield first
+        while not feed.closed:
+            message = await follower.next(KEEPALIVE_SECONDS)
+            if feed.closed or follower.behind:
+                break  # shutdown, or too slow: the browser reconnects and resyncs
+            if message is None:
+                yield b": keep-alive\n\n"
+                continue
+            rev, html = message
+            if rev <= cursor:
+                continue  # already covered by the first message
+            cursor = rev
+            yield sse(rev, html)
+    finally:
+        feed.unfollow(follower)
+
+
+@get("/c/{chat:str}/events")
+async def chat_events(request: Request, chat: str, since: str | None = None) -> Stream:
+    s = state(request)
+    convo = conversation_or_404(s.store, chat)
+    follower = s.feed.follow(convo.id)  # before reading, so nothing committed after is missed
+    cursor = cursor_of(request, since)
+    with s.store.snapshot():
+        top = s.store.rev()
+        if cursor > top:
+            cursor = 0  # a cursor from another database (or a restore): resync everything
+        items = s.store.items_since(cursor, chat=convo.id)
+        first = render.chat_changes(s.store, convo.id, items, convo if convo.rev > cursor else None)
+    return Stream(follow(s.feed, follower, sse(top, first), top), media_type="text/event-stream", headers=HEADERS)
+
+
+@get("/events")
+async def list_events(request: Request, since: str | None = None) -> Stream:
+    s = state(request)
+    follower = s.feed.follow(None)
+    cursor = cursor_of(request, since)
+    with s.store.snapshot():
+        top = s.store.rev()
+        if cursor > top:
+            cursor = 0
+        first = render.list_changes(s.store, s.store.conversations_since(cursor))
+    return Stream(follow(s.feed, follower, sse(top, first), top), media_type="text/event-stream", headers=HEADERS)
+
+
+routes = [chat_events, list_events]

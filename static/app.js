@@ -1,0 +1,33 @@
+// Tabletalk's only script of its own: small comforts on top of plain forms.
+// Everything works without it (and without htmx); no inline script anywhere, so a strict
+// Content-Security-Policy can forbid inline code.
+(function () {
+  "use strict";
+
+  // Enter sends, Shift+Enter makes a new line (not while an IME is composing).
+  document.addEventListener("keydown", function (e) {
+    var t = e.target;
+    if (e.key !== "Enter" || e.shiftKey || e.isComposing || !t.matches || !t.matches("#composer textarea")) return;
+    e.preventDefault();
+    if (t.value.trim() === "") return;
+    t.form.requestSubmit();
+  });
+
+  // After htmx posted the composer, empty it; the feed brings the message onto the page.
+  document.addEventListener("htmx:after:request", function (e) {
+    var form = e.target;
+    if (!form || form.id !== "composer") return;
+    var ctx = e.detail && e.detail.ctx;
+    var ok = ctx && ctx.response && ctx.response.status < 400;
+    if (ok) { form.reset(); var t = form.querySelector("textarea"); if (t) t.focus(); }
+  });
+
+  // Keep the newest part of the conversation in view while it grows, unless the person scrolled up.
+  var stick = true;
+  window.addEventListener("scroll", function () {
+    stick = window.innerHeight + window.scrollY >= document.body.scrollHeight - 80;
+  }, { passive: true });
+  document.addEventListener("htmx:after:swap", function () {
+    if (stick) window.scrollTo(0, document.body.scrollHeight);
+  });
+})();
