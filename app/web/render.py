@@ -42,7 +42,12 @@ def item_dom_id(it: Item) -> str:
 
 
 env.globals.update(item_key=item_key, item_dom_id=item_dom_id)
-env.filters["markdown"] = lambda text: Markup(markdown.render(text or ""))
+def blocks_html(it: Item) -> Markup:
+    """An item's Markdown as keyed blocks (`i{id}-{n}`), the unit the live feed updates."""
+    return Markup("".join(b.html for b in markdown.keyed(it.text or "", item_dom_id(it))))
+
+
+env.globals.update(blocks=blocks_html)
 
 
 def csrf_token(request: Request) -> str:
@@ -96,7 +101,7 @@ def chat_changes(store: Store, chat: int, items: list[Item], convo: Conversation
     if items:
         parts.append(
             '<hx-partial hx-target="#items" hx-swap="upsert key:data-key">'
-            + items_html(sort_items(items)) + "</hx-partial>"
+            + str(items_html(sort_items(items))) + "</hx-partial>"
         )
     parts.append(fragment("_status.html", chat=chat, state=chat_state(store, chat), oob=True))
     if convo is not None:

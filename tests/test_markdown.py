@@ -1,0 +1,723 @@
+"""Tests for app/markdown.py: safe rendering, keyed blocks, block diffs, appends."""
+
+from __future__ import annotations
+
+import random
+import re
+
+import pytest
+from bs4 import BeautifulSoup, Tag
+
+from app.markdown import (
+    Block,
+    Changes,
+    append_at,
+    append_selector,
+    appended,
+    block_changes,
+    keyed,
+    render,
+)
+
+# A realistic answer (~1,200 tokens): headings, lists (nested, tasks), fences in several
+# languages, a table, a blockquote, an hr, linkify, and a reference defined at the end.
+SAMPLE = """# Moving the importer to streaming batches
+
+Here is a plan for the change you asked about. The current importer reads the **whole file** into memory, parses it with `csv.reader`, and only then writes rows; on a 2 GB export that takes ~6 minutes and peaks at 9 GB of RSS. See [the issue][issue] and the [profiling notes](https://wiki.example.org/perf/importer?run=42#summary) for details.
+
+## What changes
+
+1. Read the file in chunks of 64 KiB and feed a *streaming* parser.
+2. Write rows in batches of 500 inside one transaction per batch:
+   - commit after each batch, so a crash loses at most one batch;
+   - keep a cursor row (`import_progress`) so a restart resumes;
+   - retry `SQLITE_BUSY` with a short backoff.
+3. Report progress every second (rows, bytes, rate).
+
+> **Note:** batching changes the failure mode. A half-imported file is now visible to
+> readers, so the UI must show "importing" until the last batch lands.
+
+### The reader
+
+```python
+import csv
+import io
+from collections.abc import Iterator
+
+
+def rows(path: str, chunk: int = 64 * 1024) -> Iterator[list[str]]:
+    # Yield parsed rows without holding the file in memory.
+    with open(path, newline="", encoding="utf-8") as fh:
+        reader = csv.reader(iter(lambda: fh.readline(), ""))
+        for row in reader:
+            if row and not row[0].startswith("#"):
+                yield row
+```
+
+The writer takes those rows and commits every 500:
+
+```python
+def write(db, rows, batch: int = 500) -> int:
+    total = 0
+    buf: list[tuple] = []
+    for row in rows:
+        buf.append(tuple(row))
+        if len(buf) >= batch:
+            with db:
+                db.executemany("INSERT INTO items VALUES (?, ?, ?)", buf)
+            total += len(buf)
+            buf.clear()
+    if buf:
+        with db:
+            db.executemany("INSERT INTO items VALUES (?, ?, ?)", buf)
+        total += len(buf)
+    return total
+```
+
+### Numbers
+
+| Variant | Time | Peak RSS | Rows/s |
+|:--------|-----:|---------:|-------:|
+| whole file | 6m 02s | 9.1 GB | 55k |
+| batches of 100 | 2m 40s | 84 MB | 125k |
+| batches of 500 | 1m 51s | 86 MB | 180k |
+| batches of 5000 | 1m 47s | 140 MB | 187k |
+
+Batches of 500 are the sweet spot: ~~5000~~ barely helps and costs memory. Anything
+above that is noise on this machine (8 cores, NVMe, SQLite 3.45 in WAL mode).
+
+## Shell steps
+
+Run the migration first, then the import; `--resume` picks up after a crash:
+
+```bash
+tabletalk migrate
+tabletalk import --batch 500 --resume data/export-2024-05.csv
+```
+
+If you prefer a config file, the same settings in TOML:
+
+```toml
+[import]
+batch = 500
+resume = true
+progress_interval = "1s"
+```
+
+Some details worth knowing:
+
+* The progress row is written in the same transaction as the batch, so it never runs
+  ahead of the data.
+* `PRAGMA journal_mode=WAL` lets readers keep reading while batches commit.
+* The backoff is 10 ms doubling to 1 s; after 30 s of `SQLITE_BUSY` the import stops
+  with an error instead of hanging forever.
+  * This is configurable with `--busy-timeout`.
+  * A value of `0` disables the limit (not recommended).
+
+---
+
+### Edge cases
+
+Quoted fields can contain newlines, which is why the reader uses `csv.reader` over lines
+and not `str.split`. A field like `"line one
+line two"` is still one field. Byte-order marks at the start of the file are stripped by
+`encoding="utf-8-sig"` if you need them gone; I left `utf-8` because the exports from
+https://export.example.com never carry one.
+
+Files compressed with gzip can be read the same way:
+
+```python
+import gzip
+
+def open_any(path: str):
+    if path.endswith(".gz"):
+        return gzip.open(path, "rt", newline="", encoding="utf-8")
+    return open(path, newline="", encoding="utf-8")
+```
+
+And a quick check for the HTTP endpoint that starts an import (JavaScript, from the
+admin page):
+
+```javascript
+async function startImport(file) {
+  const body = new FormData();
+  body.append("file", file);
+  const res = await fetch("/admin/import", { method: "POST", body });
+  if (!res.ok) throw new Error(`import failed: ${res.status}`);
+  return res.json();
+}
+```
+
+Questions to settle before merging:
+
+- [ ] Should a failed batch be retried automatically, or stop the import?
+- [ ] Do we keep the old importer behind a flag for one release?
+- [x] Is 500 the default? (yes, per the numbers above)
+
+Contact ops@example.com if the NVMe numbers do not match production. The full benchmark
+script is in `benchmarks/importer.py`; run it with `python benchmarks/importer.py --rows
+1000000` and paste the table into the PR.
+
+[issue]: https://tracker.example.org/issues/1234 "Importer memory"
+"""
+
+
+def soup(html: str) -> BeautifulSoup:
+    return BeautifulSoup(html, "html.parser")
+
+
+def joined(blocks: list[Block]) -> str:
+    return "".join(b.html for b in blocks)
+
+
+def inner(block_html: str) -> str:
+    """The block's HTML without its wrapper element."""
+    m = re.fullmatch(r'<div class="md" id="[^"]*">(.*)</div>', block_html, re.S)
+    assert m, block_html
+    return m.group(1)
+
+
+def block_tags(text: str, key: str = "k") -> list[Tag]:
+    """The single element inside each block wrapper, checking the wrapper on the way."""
+    out = []
+    for n, block in enumerate(keyed(text, key)):
+        assert block.id == f"{key}-{n}"
+        nodes = list(soup(block.html).children)
+        assert len(nodes) == 1 and isinstance(nodes[0], Tag)
+        wrapper = nodes[0]
+        assert wrapper.name == "div" and wrapper["id"] == block.id
+        assert wrapper["class"] == ["md"]
+        kids = [c for c in wrapper.children]
+        assert len(kids) == 1 and isinstance(kids[0], Tag), block.html
+        out.append(kids[0])
+    return out
+
+
+# --------------------------------------------------------------------------- basics
+
+
+def test_empty_text_gives_no_blocks():
+    assert keyed("", "k") == []
+    assert render("") == ""
+
+
+def test_basic_blocks_and_ids():
+    text = "# Title\n\nA *para* with `code`.\n\n---\n\n    indented\n\n> quote\n> more\n"
+    tags = block_tags(text, "item-0007")
+    assert [t.name for t in tags] == ["h1", "p", "hr", "div", "blockquote"]
+    assert tags[1].em.get_text() == "para"
+    assert tags[1].code.get_text() == "code"
+    assert tags[3]["class"] == ["hl"] and tags[3].pre.code.get_text() == "indented\n"
+    blocks = keyed(text, "item-0007")
+    assert [b.id for b in blocks] == [f"item-0007-{n}" for n in range(5)]
+    with pytest.raises(Exception):
+        blocks[0].id = "x"  # frozen
+
+
+def test_block_is_small_frozen_dataclass():
+    b = Block("k-0", "<div></div>")
+    assert b == Block(id="k-0", html="<div></div>")
+    assert hash(b) == hash(Block("k-0", "<div></div>"))
+
+
+def test_headings_are_left_as_they_are():
+    tags = block_tags("# one\n\n###### six\n\nSetext\n===\n")
+    assert [t.name for t in tags] == ["h1", "h6", "h1"]
+
+
+def test_list_is_one_block_including_nested():
+    text = (
+        "Intro\n\n"
+        "- a\n"
+        "  - a.1\n"
+        "    1. deep\n"
+        "    2. deeper\n"
+        "  - a.2\n"
+        "\n"
+        "- b\n\n"
+        "  continued paragraph of b\n\n"
+        "1. other list\n"
+        "2. two\n\n"
+        "After"
+    )
+    tags = block_tags(text)
+    assert [t.name for t in tags] == ["p", "ul", "ol", "p"]
+    ul = tags[1]
+    assert len(ul.find_all("li", recursive=False)) == 2
+    assert ul.find("ol").find_all("li")[1].get_text() == "deeper"
+    assert "continued paragraph of b" in ul.get_text()
+
+
+def test_reference_links_resolve_across_blocks():
+    text = (
+        "See [the docs][docs] and [Docs].\n\n"
+        "Middle paragraph.\n\n"
+        '[docs]: https://docs.example.org/guide "The guide"\n'
+    )
+    tags = block_tags(text)
+    assert [t.name for t in tags] == ["p", "p"]  # the definition makes no block
+    links = tags[0].find_all("a")
+    assert [a["href"] for a in links] == ["https://docs.example.org/guide"] * 2
+    assert links[0]["title"] == "The guide"
+    # a definition with a bad scheme is not a definition: the text stays text
+    tags = block_tags("[x][bad]\n\n[bad]: javascript:alert(1)\n")
+    assert tags[0].find("a") is None
+
+
+def test_unclosed_fence_renders_as_code_so_far():
+    blocks = keyed("Here:\n\n```python\ndef f(x):\n    return '<b>' + x", "k")
+    assert len(blocks) == 2
+    code = block_tags("Here:\n\n```python\ndef f(x):\n    return '<b>' + x")[1]
+    assert code.name == "div" and code["class"] == ["hl"]
+    assert code.pre.code.get_text() == "def f(x):\n    return '<b>' + x"
+    assert code.find("span") is None  # still streaming: plain, highlighted when closed
+    assert "&lt;b&gt;" in blocks[1].html
+    # just the opening line, and an opening line with a partial info string
+    assert block_tags("```")[0].pre.code.get_text() == ""
+    assert block_tags("```pyth")[0].pre.code.get_text() == ""
+    # once closed it is highlighted
+    closed = block_tags("```python\ndef f(x):\n    return x\n```")[0]
+    assert closed.find("span", class_="k").get_text() == "def"
+    assert closed.pre.code.get_text() == "def f(x):\n    return x\n"
+
+
+def test_fence_closed_by_its_container_is_highlighted():
+    tags = block_tags("- ```python\n  x = 1\n- next\n")
+    assert tags[0].find("span", class_="n") is not None
+    # but a fence still open at the end of the text, inside a list, is plain
+    tags = block_tags("- ```python\n  x = 1")
+    assert tags[0].find("div", class_="hl").find("span") is None
+
+
+def test_linkify():
+    text = (
+        "See https://example.com/x?a=1&b=2, www.example.org and ops@example.com.\n"
+        "Files like app.py, README.md and main.rs stay text; so do ftp://x.example "
+        "and //x.example."
+    )
+    (p,) = block_tags(text)
+    hrefs = [a["href"] for a in p.find_all("a")]
+    assert hrefs == [
+        "https://example.com/x?a=1&b=2",
+        "http://www.example.org",
+        "mailto:ops@example.com",
+    ]
+    assert [a.get_text() for a in p.find_all("a")] == [
+        "https://example.com/x?a=1&b=2",
+        "www.example.org",
+        "ops@example.com",
+    ]
+
+
+def test_links_get_rel_and_target():
+    text = "[a](https://a.example) <https://b.example> https://c.example [m](mailto:x@y.example)"
+    (p,) = block_tags(text)
+    links = p.find_all("a")
+    assert len(links) == 4
+    for a in links:
+        assert a["rel"] == ["nofollow", "noopener", "noreferrer"]
+        assert a["target"] == "_blank"
+
+
+def test_non_web_links_stay_text():
+    for text in [
+        "[x](/relative/path)",
+        "[x](#frag)",
+        "[x](ftp://files.example/a)",
+        "[x](//evil.example/a)",
+        "[x](file:///etc/passwd)",
+        "[x](https:javascript:alert(1))",
+    ]:
+        (p,) = block_tags(text)
+        assert p.find("a") is None, text
+        assert p.get_text() == text
+
+
+def test_tables():
+    text = "| Name | Count |\n|:-----|------:|\n| a `b` | 1 |\n| ~~c~~ | 22 |\n"
+    (table,) = block_tags(text)
+    assert table.name == "table"
+    assert [th.get_text() for th in table.thead.find_all("th")] == ["Name", "Count"]
+    rows = table.tbody.find_all("tr")
+    assert [[td.get_text() for td in tr.find_all("td")] for tr in rows] == [
+        ["a b", "1"],
+        ["c", "22"],
+    ]
+    assert rows[1].find("s").get_text() == "c"
+    assert table.thead.find_all("th")[1]["style"] == "text-align:right"
+
+
+def test_strikethrough():
+    (p,) = block_tags("keep ~~drop~~ keep")
+    assert p.find("s").get_text() == "drop"
+
+
+def test_code_is_highlighted_with_classes_and_escaped():
+    text = '```python\nif a < b and c > d:\n    print("</code><script>alert(1)</script>")\n```\n'
+    (div,) = block_tags(text)
+    assert div.name == "div" and div["class"] == ["hl"]
+    code = div.pre.code
+    assert code.find("span", class_="k") is not None  # keyword
+    assert code.find("span", class_="nb").get_text() == "print"
+    assert code.get_text() == 'if a < b and c > d:\n    print("</code><script>alert(1)</script>")\n'
+    assert div.find("script") is None
+    for el in div.find_all(True):
+        assert "style" not in el.attrs  # classes only, no inline styles
+    assert div.find(class_="linenos") is None
+
+
+def test_language_aliases_and_info_words():
+    (div,) = block_tags("```JS title=x\nconst a = 1;\n```")
+    assert div.find("span", class_="kd").get_text() == "const"
+
+
+def test_unknown_language_is_plain_escaped_code():
+    (div,) = block_tags("```no-such-lang\n<b>&amp;</b>\n```")
+    assert div["class"] == ["hl"]
+    assert div.pre.code.get_text() == "<b>&amp;</b>\n"
+    assert div.find("span") is None and div.find("b") is None
+
+
+def test_inline_code_is_escaped():
+    (p,) = block_tags("run `<script>alert(1)</script>` now")
+    assert p.code.get_text() == "<script>alert(1)</script>"
+    assert p.find("script") is None
+
+
+def test_raw_html_is_shown_as_text():
+    tags = block_tags("<div onclick=x>hi</div>\n\ntext <b>bold</b>")
+    assert tags[0].name == "p" and tags[0].get_text() == "<div onclick=x>hi</div>"
+    assert tags[1].find("b") is None and tags[1].get_text() == "text <b>bold</b>"
+
+
+def test_images_become_links_never_img():
+    (p,) = block_tags('![a chart *x*](https://img.example/c.png "Chart") and ![](https://img.example/d.png)')
+    assert p.find("img") is None
+    links = p.find_all("a")
+    assert [a["href"] for a in links] == ["https://img.example/c.png", "https://img.example/d.png"]
+    assert [a.get_text() for a in links] == ["a chart x", "https://img.example/d.png"]
+    assert links[0]["title"] == "Chart"
+    for a in links:
+        assert a["rel"] == ["nofollow", "noopener", "noreferrer"] and a["target"] == "_blank"
+    # an image inside a link: no <a> inside <a>
+    (p,) = block_tags("[![logo](https://img.example/l.png)](https://site.example)")
+    assert len(p.find_all("a")) == 1 and p.a["href"] == "https://site.example"
+    assert p.a.get_text() == "logo"
+
+
+def test_key_is_escaped_in_the_id():
+    (block,) = keyed("x", 'a"b<c')
+    assert block.id == 'a"b<c-0'
+    wrapper = soup(block.html).div
+    assert wrapper["id"] == 'a"b<c-0' and len(wrapper.attrs) == 2
+
+
+def test_crlf_and_nul():
+    blocks = keyed("a\r\nb\r\n\r\n- x\r\n- y\x00\r\n", "k")
+    assert [soup(inner(b.html)).find(True).name for b in blocks] == ["p", "ul"]
+    assert "\x00" not in joined(blocks)
+
+
+# --------------------------------------------------------------------------- hostile input
+
+HOSTILE = [
+    "<script>alert(1)</script>",
+    "<img src=x onerror=alert(1)>",
+    "[x](javascript:alert(1))",
+    "[x](JaVaScRiPt:alert(1))",
+    "[x](java&#x09;script:alert(1))",
+    "[x](&#106;avascript:alert(1))",
+    "[x](  javascript:alert(1)  )",
+    "[x](<javascript:alert(1)>)",
+    "[x](java\tscript:alert(1))",
+    "[x](\x01javascript:alert(1))",
+    "[x](data:text/html;base64,PHNjcmlwdD5hbGVydCgxKTwvc2NyaXB0Pg==)",
+    "[x](vbscript:msgbox)",
+    "[x](file:///etc/passwd)",
+    "![x](javascript:alert(1))",
+    "![x](https://evil.example/x.png)",
+    "![x](data:image/png;base64,iVBORw0KGgo=)",
+    "<svg onload=alert(1)>",
+    "<svg><script>alert(1)</script></svg>",
+    '<a href="javascript:alert(1)">x</a>',
+    "&lt;script&gt;alert(1)&lt;/script&gt;",
+    '<iframe src="https://evil.example"></iframe>',
+    "<object data=x></object><embed src=x>",
+    "<style>body{display:none}</style>",
+    '<form action="https://evil.example"><input name=a></form>',
+    '<base href="https://evil.example/"><meta http-equiv="refresh" content="0;url=x">',
+    "<javascript:alert(1)>",
+    "<JAVASCRIPT:alert(1)>",
+    "<vbscript:msgbox>",
+    "javascript:alert(1) and data:text/html,<script>alert(1)</script>",
+    "```\n</code><script>alert(1)</script>\n```",
+    "```python\n</code></pre><script>alert(1)</script>\n```",
+    "```\n</code><script>alert(1)</script>",
+    '[x](https://a.example "a\\" onmouseover=\\"alert(1)")',
+    "[x](https://a.example 'a' onmouseover='alert(1)')",
+    '[x](https://a.example/" onclick="alert(1))',
+    '<https://a.example/"onmouseover="alert(1)>',
+    'https://a.example/"onmouseover="alert(1)',
+    'www.example.com/"><script>alert(1)</script>',
+    '```"><script>alert(1)</script>\ncode\n```',
+    "~~~ <img src=x onerror=alert(1)>\ncode\n~~~",
+    "[a]: javascript:alert(1)\n\n[a]",
+    "[a]\n\n[a]: <javascript:alert(1)>",
+    "| a | b |\n|---|---|\n| <script>alert(1)</script> | [x](javascript:alert(1)) |",
+    "- <img src=x onerror=alert(1)>\n  - [x](javascript:alert(1))",
+    "> <iframe src=x>\n> ![x](javascript:alert(1))",
+    "`<script>alert(1)</script>`",
+    "[<img src=x onerror=alert(1)>](https://a.example)",
+    "[![x](https://a.example/i.png)](javascript:alert(1))",
+    "<!-- <script>alert(1)</script> -->",
+    "<div\nonclick=alert(1)>x</div>",
+]
+
+ALLOWED_TAGS = {
+    "div", "p", "h1", "h2", "h3", "h4", "h5", "h6", "ul", "ol", "li", "blockquote",
+    "pre", "code", "span", "a", "em", "strong", "s", "table", "thead", "tbody", "tr",
+    "th", "td", "hr", "br",
+}
+ALLOWED_ATTRS = {"class", "id", "href", "title", "rel", "target", "style", "start"}
+FORBIDDEN_TAGS = ["script", "iframe", "svg", "img", "object", "embed", "style", "form",
+                  "input", "base", "meta", "link", "frame", "math"]
+
+
+def assert_inert(html: str) -> None:
+    doc = soup(html)
+    assert not doc.find_all(FORBIDDEN_TAGS), html
+    for el in doc.find_all(True):
+        assert el.name in ALLOWED_TAGS, (el.name, html)
+        for name, value in el.attrs.items():
+            assert not name.lower().startswith("on"), (name, html)
+            assert name in ALLOWED_ATTRS, (name, html)
+            if name == "style":
+                assert re.fullmatch(r"text-align:(left|right|center)", value), html
+        if el.name == "a":
+            assert re.match(r"(https?://|mailto:)", el["href"], re.I), html
+            assert el["rel"] == ["nofollow", "noopener", "noreferrer"]
+            assert el["target"] == "_blank"
+        else:
+            assert "href" not in el.attrs
+    for a in doc.find_all(href=True):
+        assert re.match(r"(https?://|mailto:)", a["href"], re.I), html
+    assert "<script" not in html.lower()
+    assert "<img" not in html.lower()
+
+
+@pytest.mark.parametrize("text", HOSTILE)
+def test_hostile_input_is_inert(text):
+    assert_inert(render(text))
+    blocks = keyed(text, "k")
+    assert_inert(joined(blocks))
+    # and inside containers, and as a later block
+    for wrapped in (f"- {text}", f"> {text}", f"intro\n\n{text}\n\noutro", f"1. a\n\n   {text}"):
+        assert_inert(joined(keyed(wrapped, "k")))
+    # every prefix (the text streams in)
+    for n in range(1, len(text) + 1):
+        assert_inert(joined(keyed(text[:n], "k")))
+
+
+def test_hostile_specifics():
+    (p,) = block_tags("[x](java&#x09;script:alert(1))")
+    assert p.find("a") is None
+    (p,) = block_tags('[x](https://a.example "a\\" onmouseover=\\"alert(1)")')
+    assert p.a["title"] == 'a" onmouseover="alert(1)' and len(p.a.attrs) == 4
+    (p,) = block_tags("![x](https://evil.example/x.png)")
+    assert p.a["href"] == "https://evil.example/x.png" and p.a.get_text() == "x"
+    (p,) = block_tags("<javascript:alert(1)>")
+    assert p.get_text() == "<javascript:alert(1)>" and p.find("a") is None
+    (p,) = block_tags("&lt;script&gt;")
+    assert p.get_text() == "<script>"
+    (div,) = block_tags('```"><script>alert(1)</script>\ncode\n```')
+    assert div.pre.code.get_text() == "code\n"
+
+
+# --------------------------------------------------------------------------- keyed == render
+
+
+CORPUS = [SAMPLE, "x", "# t", "- a\n- b", "```py\nx", "a\n\n\n\nb\n\n", *HOSTILE]
+
+
+@pytest.mark.parametrize("text", CORPUS)
+def test_joined_blocks_are_render_with_wrappers(text):
+    blocks = keyed(text, "k")
+    # render(text) is the blocks' inner HTML, each followed by the "\n" that ends it
+    assert render(text) == "".join(inner(b.html) + "\n" for b in blocks)
+    for n, b in enumerate(blocks):
+        assert b.html.startswith(f'<div class="md" id="k-{n}">') and b.html.endswith("</div>")
+
+
+@pytest.mark.parametrize("text", CORPUS)
+def test_no_text_between_or_around_blocks(text):
+    nodes = list(soup(joined(keyed(text, "k"))).children)
+    assert all(isinstance(n, Tag) and n.name == "div" for n in nodes)
+    for n in nodes:  # and each wrapper holds exactly one element, nothing around it
+        assert [type(c) for c in n.children] == [Tag]
+
+
+def stream(text: str, seed: int = 7) -> list[str]:
+    """Growing prefixes, as 50 ms flushes of a model would produce them."""
+    rnd = random.Random(seed)
+    out, pos = [], 0
+    while pos < len(text):
+        pos = min(len(text), pos + rnd.choice([1, 2, 3, 5, 8, 13, 21]))
+        out.append(text[:pos])
+    return out
+
+
+def test_ids_stable_while_streaming():
+    final = keyed(SAMPLE, "k")
+    final_by_id = {b.id: b.html for b in final}
+    uses_ref = {b.id for b in final if "tracker.example.org" in b.html}
+    assert uses_ref == {"k-1"}  # the first paragraph uses a reference defined at the end
+    for prefix in stream(SAMPLE):
+        blocks = keyed(prefix, "k")
+        assert [b.id for b in blocks] == [f"k-{n}" for n in range(len(blocks))]
+        # (+1: the definition's line is a paragraph until it is a whole definition)
+        assert len(blocks) <= len(final) + ("\n[issu" in prefix)
+        # every block but the growing last one is already final (except the block with
+        # the reference link: it changes again while its definition streams in)
+        for b in blocks[:-1]:
+            if b.id not in uses_ref:
+                assert b.html == final_by_id[b.id], (prefix[-40:], b.id)
+
+
+def apply_append(old_html: str, block_id: str, depth: int, fragment: str) -> str:
+    """What the browser does with an append: parse, insert, serialize."""
+    doc = soup(old_html)
+    (target,) = doc.select(append_selector(block_id, depth))
+    for node in list(soup(fragment).contents):
+        target.append(node)
+    return str(doc)
+
+
+def test_feed_simulation_sends_small_multiple_of_final_html():
+    """Simulate the feed over a streamed answer with block_changes + the append path."""
+    page: dict[str, str] = {}
+    sent_bytes = appends = replaces = 0
+    for prefix in stream(SAMPLE):
+        blocks = keyed(prefix, "k")
+        changed, new, gone = block_changes(page, blocks)
+        for b in changed:
+            found = append_at(page[b.id], b.html)
+            if found is None:
+                sent_bytes += len(b.html)
+                replaces += 1
+            else:
+                depth, fragment = found
+                assert appended(page[b.id], b.html) == fragment
+                assert apply_append(page[b.id], b.id, depth, fragment) == str(soup(b.html))
+                sent_bytes += len(fragment)
+                appends += 1
+            page[b.id] = b.html
+        for b in new:
+            sent_bytes += len(b.html)
+            page[b.id] = b.html
+        for id_ in gone:
+            del page[id_]
+    final = keyed(SAMPLE, "k")
+    assert page == {b.id: b.html for b in final}
+    final_size = len(joined(final))
+    assert appends > replaces
+    assert sent_bytes < 4 * final_size, (sent_bytes, final_size, appends, replaces)
+
+
+def test_every_prefix_keeps_wrapper_invariants():
+    text = SAMPLE[:1500]
+    for n in range(1, len(text) + 1):
+        blocks = keyed(text[:n], "k")
+        html = joined(blocks)
+        assert all(isinstance(x, Tag) for x in soup(html).children)
+        assert render(text[:n]) == "".join(inner(b.html) + "\n" for b in blocks)
+
+
+# --------------------------------------------------------------------------- block_changes
+
+
+def test_block_changes():
+    sent = {"k-0": "<a0>", "k-1": "<a1>", "k-2": "<a2>"}
+    blocks = [Block("k-0", "<a0>"), Block("k-1", "<b1>"), Block("k-3", "<b3>")]
+    changes = block_changes(sent, blocks)
+    assert isinstance(changes, Changes) and isinstance(changes, tuple)
+    changed, new, gone = changes
+    assert changed == [Block("k-1", "<b1>")]
+    assert new == [Block("k-3", "<b3>")]
+    assert gone == ["k-2"]
+    assert sent == {"k-0": "<a0>", "k-1": "<a1>", "k-2": "<a2>"}  # not mutated
+    assert block_changes({}, blocks) == ([], blocks, [])
+    assert block_changes({"k-0": "<a0>"}, []) == ([], [], ["k-0"])
+    assert block_changes({b.id: b.html for b in blocks}, blocks) == ([], [], [])
+
+
+def test_block_changes_on_real_growth():
+    a = keyed("Para one.\n\nPara tw", "k")
+    b = keyed("Para one.\n\nPara two.\n\n- item", "k")
+    changed, new, gone = block_changes({x.id: x.html for x in a}, b)
+    assert [x.id for x in changed] == ["k-1"] and [x.id for x in new] == ["k-2"]
+    assert gone == []
+    # a definition arriving removes its paragraph-so-far
+    a = keyed("[r][]\n\n[r]:", "k")
+    b = keyed("[r][]\n\n[r]: https://r.example", "k")
+    changed, new, gone = block_changes({x.id: x.html for x in a}, b)
+    assert [x.id for x in changed] == ["k-0"] and new == [] and gone == ["k-1"]
+
+
+# --------------------------------------------------------------------------- appended
+
+
+def test_appended_growing_paragraph():
+    old = keyed("Hello wor", "k")[0].html
+    new = keyed("Hello world, and *more*", "k")[0].html
+    assert appended(old, new) == "ld, and <em>more</em>"
+    assert append_at(old, new) == (1, "ld, and <em>more</em>")
+    assert append_selector("k-0", 1) == '[id="k-0"]>:last-child'
+
+
+def test_appended_growing_code_block():
+    old = keyed("```python\nx = 1\n", "k")[0].html
+    new = keyed("```python\nx = 1\nif x < 2:", "k")[0].html
+    assert append_at(old, new) == (3, "if x &lt; 2:")  # div.md > div.hl > pre > code
+
+
+def test_appended_list_items():
+    old = keyed("- a\n- b", "k")[0].html
+    grow = keyed("- a\n- bc", "k")[0].html
+    more = keyed("- a\n- bc\n- d", "k")[0].html
+    assert append_at(old, grow) == (2, "c")  # into the last li
+    assert append_at(grow, more) == (1, "<li>d</li>\n")  # into the ul
+    nested = keyed("- a\n- bc\n  - x", "k")[0].html
+    # a nested list is inserted into the last li
+    assert append_at(grow, nested) == (2, "\n<ul>\n<li>x</li>\n</ul>\n")
+
+
+def test_appended_table_rows():
+    old = keyed("| a |\n|---|\n| 1 |", "k")[0].html
+    new = keyed("| a |\n|---|\n| 1 |\n| 2 |", "k")[0].html
+    depth, frag = append_at(old, new)
+    assert frag == "<tr>\n<td>2</td>\n</tr>\n" and depth == 2  # table > tbody
+
+
+def test_appended_none_when_not_an_append():
+    p = keyed("Hello", "k")[0].html
+    assert appended(p, p) is None
+    assert appended(keyed("Hello world", "k")[0].html, p) is None  # shrank
+    assert appended(p, keyed("Hallo there", "k")[0].html) is None  # changed inside
+    assert appended(p, keyed("# Hello", "k")[0].html) is None  # other element
+    # emphasis closing turns earlier text into markup: not an append
+    assert appended(keyed("a *b", "k")[0].html, keyed("a *b*", "k")[0].html) is None
+    # a fence closing gets highlighted: not an append
+    assert appended(keyed("```py\nx = 1\n", "k")[0].html, keyed("```py\nx = 1\n```", "k")[0].html) is None
+    # a tight list becoming loose rewrites the items
+    assert appended(keyed("- a\n- b", "k")[0].html, keyed("- a\n- b\n\n- c", "k")[0].html) is None
+
+
+def test_appended_pure_strings():
+    assert appended("<p>ab</p>", "<p>abc</p>") == "c"
+    assert append_at("<div><p>ab</p>\n</div>", "<div><p>ab</p>\n<p>c</p>\n</div>") == (0, "<p>c</p>\n")
+    # the unbalanced split is skipped in favour of the balanced one
+    assert append_at("<ul><li>a</li></ul>", "<ul><li>a</li><li>a</li></ul>") == (0, "<li>a</li>")
+    assert appended("<p>a</p>", "<p>a</p><p>b</p>") is None  # after the root: no
+    assert appended("text", "text more") is None  # no closing tags at all
+    assert appended("<p>a<br>b</p>", "<p>a<br>b<br>c</p>") == "<br>c"
+    assert appended("<p>a</p>", "<p>a</b></p>") is None
