@@ -65,6 +65,7 @@ class Delta:
     call_name: str = ""
     call_arguments: str = ""
     usage: dict[str, int] | None = None
+    notice: str = ""  # something the person should see while it waits (a retry after a 429)
 
 
 class ModelError(Exception):
@@ -113,8 +114,14 @@ class MessageUpdate:
 
 @dataclass(frozen=True)
 class MessageEnd:
-    kind: str
-    text: str
+    """A model step is over: its whole message (text and tool calls) and its reasoning.
+
+    `complete` is False when the model failed part way; what it wrote is kept.
+    """
+
+    message: Message
+    reasoning: str = ""
+    complete: bool = True
 
 
 @dataclass(frozen=True)
@@ -148,9 +155,14 @@ class Failed:
     message: str
 
 
+@dataclass(frozen=True)
+class Notice:
+    text: str
+
+
 Event = (
     AgentStart | AgentEnd | TurnStart | TurnEnd | MessageStart | MessageUpdate | MessageEnd
-    | ToolStart | ToolUpdate | ToolEnd | Usage | Failed
+    | ToolStart | ToolUpdate | ToolEnd | Usage | Failed | Notice
 )
 Emit = Callable[[Event], None]
 
@@ -203,22 +215,19 @@ async def run(
 async def model_step(messages: list[Message], tools: list[Tool], stream: StreamFn, emit: Emit) -> Message | None:
     """One request to the model, streamed into events. None when the model failed."""
     parts = _Parts()
-    open_kinds: list[str] = []
+    started: set[str] = set()
 
     def grow(kind: str, piece: str) -> None:
-        if kind not in open_kinds:
-            open_kinds.append(kind)
+        if kind not in started:
+            started.add(kind)
             emit(MessageStart(kind))
         setattr(parts, kind, getattr(parts, kind) + piece)
         emit(MessageUpdate(kind, piece, getattr(parts, kind)))
 
-    def close() -> None:
-        for kind in open_kinds:
-            emit(MessageEnd(kind, getattr(parts, kind)))
-        open_kinds.clear()
-
     try:
         async for delta in stream(messages, tools):
+            if delta.notice:
+                emit(Notice(delta.notice))
             if delta.reasoning:
                 grow("reasoning", delta.reasoning)
             if delta.text:
@@ -231,15 +240,17 @@ async def model_step(messages: list[Message], tools: list[Tool], stream: StreamF
             if delta.usage:
                 emit(Usage(delta.usage.get("prompt", 0), delta.usage.get("completion", 0), delta.usage.get("cached", 0)))
     except ModelError as e:
-        close()
+        if started:
+            emit(MessageEnd(Message("assistant", parts.text), parts.reasoning, complete=False))
         emit(Failed(str(e)))
         return None
-    close()
     calls = tuple(
         ToolCall(id=c["id"] or f"call_{i}", name=c["name"], arguments=c["arguments"] or "{}")
         for i, c in sorted(parts.calls.items())
     )
-    return Message("assistant", parts.text, tool_calls=calls)
+    reply = Message("assistant", parts.text, tool_calls=calls)
+    emit(MessageEnd(reply, parts.reasoning))
+    return reply
 
 
 async def run_tool(call: ToolCall, tools: dict[str, Tool], emit: Emit, context: Context | None) -> Message:

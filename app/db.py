@@ -210,3 +210,16 @@ def m002_default_agent(db: sqlite_utils.Database) -> None:
             "INSERT INTO assistants (name, instructions, created, updated, rev) VALUES (?, ?, ?, ?, ?)",
             ["Assistant", DEFAULT_INSTRUCTIONS, t, t, bump(db)],
         )
+
+
+@migration
+def m003_tombstones(db: sqlite_utils.Database) -> None:
+    # Deletions are rows too: a page that follows the feed removes what a tombstone names.
+    db.execute(
+        """CREATE TABLE tombstones (
+            id INTEGER PRIMARY KEY,
+            chat INTEGER,              -- the conversation it was in (NULL: the list)
+            dom TEXT NOT NULL,         -- the element's id on the page, e.g. i42 or c7
+            rev INTEGER NOT NULL)"""
+    )
+    db.execute("CREATE INDEX tombstones_rev ON tombstones (rev)")

@@ -24,9 +24,9 @@ log = logging.getLogger(__name__)
 POLL_SECONDS = 0.05
 FOLLOWER_BACKLOG = 256  # messages a slow follower may fall behind before it must resync
 
-# (store, chat, changed items, changed conversation or None) -> one SSE message's HTML;
-# the store reads through the feed's own connection, inside the snapshot being sent.
-Render = Callable[[Store, int, list[Item], Conversation | None], str]
+# (store, chat, changed items, changed conversation or None, deleted dom ids) -> one SSE
+# message's HTML; the store reads through the feed's own connection, inside the snapshot.
+Render = Callable[[Store, int, list[Item], Conversation | None, list[str]], str]
 # (store, changed conversations) -> the conversation list's HTML
 RenderList = Callable[[Store, list[Conversation]], str]
 
@@ -133,6 +133,10 @@ class Feed:
                 return
             items = self.store.items_since(self.rev, upto=top)
             convos = self.store.conversations_since(self.rev, upto=top)
+            gone: dict[int, list[str]] = defaultdict(list)
+            for chat, dom in self.store.tombstones_since(self.rev, upto=top):
+                if chat in self.followers:
+                    gone[chat].append(dom)
             self.rev = top
             by_chat: dict[int, list[Item]] = defaultdict(list)
             for it in items:
@@ -140,8 +144,8 @@ class Feed:
                     by_chat[it.chat].append(it)
             convo_of = {c.id: c for c in convos if c.id in self.followers}
             if self.render:
-                for chat in by_chat.keys() | convo_of.keys():
-                    html = self.render(self.store, chat, by_chat.get(chat, []), convo_of.get(chat))
+                for chat in by_chat.keys() | convo_of.keys() | gone.keys():
+                    html = self.render(self.store, chat, by_chat.get(chat, []), convo_of.get(chat), gone.get(chat, []))
                     for f in tuple(self.followers.get(chat, ())):
                         f.push(top, html)
             if convos and self.render_list and None in self.followers:

@@ -14,17 +14,17 @@ import logging
 import os
 import secrets
 import socket
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from . import agent as loop
 from . import db as dbm
 from .config import Config
 from .feed import Feed
-from .history import to_messages
 from .providers import Providers
 from .store import Store
-from .tables import Item, item
+from .tables import Item
+from .turn import Turn, usage_writer
 
 log = logging.getLogger(__name__)
 
@@ -40,10 +40,7 @@ class Run:
 
     chat: int
     task: asyncio.Task | None = None
-    items: dict[str, int] = field(default_factory=dict)  # open text/reasoning item ids by kind
-    calls: dict[str, int] = field(default_factory=dict)  # call item ids by the model's call id
-    written: list[int] = field(default_factory=list)
-    turn: int | None = None  # the user item being answered
+    turn: Turn | None = None  # the turn being answered
 
 
 class Runner:
@@ -176,17 +173,24 @@ class Runner:
     async def _answer(self, run: Run) -> None:
         try:
             while not self.stopping:
-                work = self.store.one(
+                row = self.store.one(
                     "SELECT * FROM items WHERE chat = ? AND done = 0 AND kind IN ('user','retry','stop') "
                     "ORDER BY id LIMIT 1", [run.chat])
-                if work is None:
+                if row is None:
                     break
-                pending = Item.from_row(work)
-                if pending.kind == "user":
-                    await self._turn(run, pending)
-                else:
-                    # a stop with nothing running, or a retry (made in a later slice), is handled
+                pending = Item.from_row(row)
+                if pending.kind == "stop":
+                    self.store.update(pending.id, done=True)  # nothing is running: nothing to stop
+                    continue
+                user = pending if pending.kind == "user" else self.store.item(pending.turn)
+                if user is None or user.kind != "user":
+                    self.store.update(pending.id, done=True)  # a retry of nothing
+                    continue
+                await self._turn(run, user, retry=pending if pending.kind == "retry" else None)
+                with self.store.write():
                     self.store.update(pending.id, done=True)
+                    if pending.kind == "retry" and not user.done:
+                        self.store.update(user.id, done=True)
         except asyncio.CancelledError:
             self._cancelled(run)
         except Exception:
@@ -203,32 +207,34 @@ class Runner:
     def _cancelled(self, run: Run) -> None:
         """A stop (or a lost lease, or shutdown): keep what was written and mark it done."""
         self.flush()
-        if self.stopping:
+        if self.stopping or run.turn is None:
             return  # shutdown: the rows stay pending and the next start resumes them
+        run.turn.stopped()
         stops = [r[0] for r in self.store.all(
             "SELECT id FROM items WHERE chat = ? AND kind = 'stop' AND done = 0", [run.chat])]
         with self.store.write():
-            for item_id in [*run.written, *([run.turn] if run.turn else []), *stops]:
+            for item_id in [run.turn.user.id, *stops]:
                 self.store.update(item_id, done=True)
+            if run.turn.retry is not None:
+                self.store.update(run.turn.retry.id, done=True)
 
-    async def _turn(self, run: Run, user: Item) -> None:
+    async def _turn(self, run: Run, user: Item, retry: Item | None) -> None:
         convo = self.store.conversation(run.chat)
         agent = self.store.agent(convo.agent) if convo and convo.agent else None
         agent = agent or self.store.default_agent()
-        model = user.model or (agent.model if agent else "") or await self.default_model()
-        run.turn, run.items, run.calls, run.written = user.id, {}, {}, []
-        history = [it for it in self.store.items(run.chat) if it.turn <= user.id and it.kind != "retry"]
-        messages = to_messages(agent, history)
-
-        def emit(event: loop.Event) -> None:
-            self.on_event(run, user, model, event)
-
-        if not model:
-            emit(loop.Failed("No model is available: the model server lists none and AI_MODEL is not set."))
+        model = (retry.model if retry else "") or user.model or (agent.model if agent else "")
+        model = model or await self.default_model()
+        turn = run.turn = Turn(self.store, self.grow, self.flush, run.chat, user, agent, model, retry=retry,
+                               on_usage=usage_writer(self.store, run.chat, self.window_of(model)))
+        self.store.update(user.id)  # it is answered now, no longer queued: pages re-render it
+        if not self.providers.configured:
+            turn.emit(loop.Failed("No model server is set up: start Tabletalk with AI_URL set to an "
+                                  "OpenAI-compatible server (see the README)."))
+        elif not model:
+            turn.emit(loop.Failed("No model is available: the model server lists none and AI_MODEL is not set."))
         else:
-            await loop.run(messages, [], self.providers.stream_fn(model), emit)
+            await turn.run(self.providers.stream_fn(model))
         self.flush()
-        self.store.update(user.id, done=True)
 
     async def default_model(self) -> str:
         if self.config.ai_model:
@@ -238,44 +244,6 @@ class Runner:
             return row[0]
         choices = await self.providers.choices()
         return choices[0].id if choices else ""
-
-    def on_event(self, run: Run, user: Item, model: str, event: loop.Event) -> None:
-        """Turn one agent event into rows."""
-        chat, turn = run.chat, user.id
-        match event:
-            case loop.MessageStart(kind=kind):
-                new = self.store.add(item(kind, chat, turn=turn, model=model))
-                run.items[kind] = new.id
-                run.written.append(new.id)
-            case loop.MessageUpdate(kind=kind, text=text):
-                self.grow(run.items[kind], text=text)
-            case loop.MessageEnd(kind=kind, text=text):
-                self.grow(run.items.pop(kind), text=text, done=1)
-                self.flush()
-            case loop.ToolStart(call=call):
-                new = self.store.add(item("call", chat, turn=turn, model=model, name=call.name[:80],
-                                          input=call.arguments, state="running"))
-                run.calls[call.id] = new.id
-                run.written.append(new.id)
-            case loop.ToolUpdate(call=call, output=output):
-                self.grow(run.calls[call.id], output=output)
-            case loop.ToolEnd(call=call, output=output, ok=ok):
-                self.grow(run.calls.pop(call.id), output=output, state="done" if ok else "failed", done=1)
-                self.flush()
-            case loop.Usage(prompt=prompt, completion=completion):
-                self.flush()
-                window = self.window_of(model)
-                with self.store.write() as db:
-                    db.conn.execute(
-                        """INSERT INTO contexts (id, used, window, rev) VALUES (?, ?, ?, ?)
-                           ON CONFLICT (id) DO UPDATE SET used = excluded.used, window = excluded.window,
-                           rev = excluded.rev""",
-                        [chat, prompt + completion, window, dbm.bump(db)],
-                    )
-            case loop.Failed(message=message):
-                self.flush()
-                new = self.store.add(item("error", chat, message, turn=turn, model=model, done=True))
-                run.written.append(new.id)
 
     def window_of(self, model: str) -> int:
         row = self.store.one("SELECT window FROM choices WHERE id = ?", [model])

@@ -176,6 +176,28 @@ class Store:
             sets = ", ".join(f"{k} = ?" for k in values)
             db.conn.execute(f"UPDATE items SET {sets} WHERE id = ?", [*values.values(), item_id])
 
+    def delete_items(self, ids: list[int]) -> None:
+        """Delete items, leaving tombstones so following pages remove them too."""
+        if not ids:
+            return
+        with self.write() as db:
+            for item_id in ids:
+                row = db.conn.execute("SELECT chat FROM items WHERE id = ?", [item_id]).fetchone()
+                if row is None:
+                    continue
+                db.conn.execute("DELETE FROM items WHERE id = ?", [item_id])
+                db.conn.execute("INSERT INTO tombstones (chat, dom, rev) VALUES (?, ?, ?)",
+                                [row[0], f"i{item_id}", dbm.bump(db)])
+
+    def tombstones_since(self, rev: int, chat: int | None = None, upto: int | None = None) -> list[tuple[int, str]]:
+        """(chat, dom id) of what was deleted after `rev`."""
+        sql, params = "SELECT chat, dom FROM tombstones WHERE rev > ?", [rev]
+        if chat is not None:
+            sql, params = sql + " AND chat = ?", [*params, chat]
+        if upto is not None:
+            sql, params = sql + " AND rev <= ?", [*params, upto]
+        return [(r[0], r[1]) for r in self.all(sql + " ORDER BY rev", params)]
+
     def ask(self, chat: int, text: str, model: str = "", files: tuple[int, ...] = ()) -> Item:
         """Write the person's message; the first one also names the conversation."""
         with self.write():

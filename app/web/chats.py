@@ -4,6 +4,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from litestar import Request, Response, get, post
+from litestar.params import FromPath
 from litestar.exceptions import HTTPException, NotFoundException
 from litestar.response import Redirect
 
@@ -69,7 +70,7 @@ async def new_conversation(request: Request) -> Response:
 
 
 @get("/c/{chat:str}")
-async def conversation(request: Request, chat: str) -> Response:
+async def conversation(request: Request, chat: FromPath[str]) -> Response:
     s = state(request)
     with s.store.snapshot():
         convo = conversation_or_404(s.store, chat)
@@ -91,7 +92,7 @@ async def conversation(request: Request, chat: str) -> Response:
 
 
 @post("/c/{chat:str}/ask")
-async def ask(request: Request, chat: str) -> Response:
+async def ask(request: Request, chat: FromPath[str]) -> Response:
     s = state(request)
     convo = conversation_or_404(s.store, chat)
     text = (await form_field(request, "text", TEXT_MAX)).strip()
@@ -105,7 +106,7 @@ async def ask(request: Request, chat: str) -> Response:
 
 
 @post("/c/{chat:str}/stop")
-async def stop(request: Request, chat: str) -> Response:
+async def stop(request: Request, chat: FromPath[str]) -> Response:
     s = state(request)
     convo = conversation_or_404(s.store, chat)
     running = render.chat_state(s.store, convo.id)

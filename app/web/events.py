@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 from litestar import Request, get
+from litestar.params import FromPath, FromQuery
 from litestar.response import Stream
 
 from ..feed import Feed, Follower
@@ -54,7 +55,7 @@ async def follow(feed: Feed, follower: Follower, first: bytes, cursor: int) -> A
 
 
 @get("/c/{chat:str}/events")
-async def chat_events(request: Request, chat: str, since: str | None = None) -> Stream:
+async def chat_events(request: Request, chat: FromPath[str], since: FromQuery[str | None] = None) -> Stream:
     s = state(request)
     convo = conversation_or_404(s.store, chat)
     follower = s.feed.follow(convo.id)  # before reading, so nothing committed after is missed
@@ -64,12 +65,13 @@ async def chat_events(request: Request, chat: str, since: str | None = None) -> 
         if cursor > top:
             cursor = 0  # a cursor from another database (or a restore): resync everything
         items = s.store.items_since(cursor, chat=convo.id)
-        first = render.chat_changes(s.store, convo.id, items, convo if convo.rev > cursor else None)
+        gone = [dom for _, dom in s.store.tombstones_since(cursor, chat=convo.id)] if cursor else []
+        first = render.chat_changes(s.store, convo.id, items, convo if convo.rev > cursor else None, gone)
     return Stream(follow(s.feed, follower, sse(top, first), top), media_type="text/event-stream", headers=HEADERS)
 
 
 @get("/events")
-async def list_events(request: Request, since: str | None = None) -> Stream:
+async def list_events(request: Request, since: FromQuery[str | None] = None) -> Stream:
     s = state(request)
     follower = s.feed.follow(None)
     cursor = cursor_of(request, since)

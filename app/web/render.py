@@ -95,9 +95,10 @@ def sort_items(items: list[Item]) -> list[Item]:
     return sorted(items, key=lambda it: (it.turn or it.id, it.id))
 
 
-def chat_changes(store: Store, chat: int, items: list[Item], convo: Conversation | None) -> str:
-    """One feed message for a conversation: changed items (upsert) and its state (by id)."""
-    parts = []
+def chat_changes(store: Store, chat: int, items: list[Item], convo: Conversation | None,
+                 gone: list[str] = ()) -> str:
+    """One feed message for a conversation: changed items (upsert), deleted ones, its state (by id)."""
+    parts = [f'<div id="{dom}" hx-swap-oob="delete"></div>' for dom in gone]
     if items:
         parts.append(
             '<hx-partial hx-target="#items" hx-swap="upsert key:data-key">'

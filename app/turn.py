@@ -1,0 +1,188 @@
+"""One turn: answering one `user` item (or making its answer again), as rows.
+
+The runner decides *which* turn runs and where; this module runs it: it resumes what a
+crash cut off, builds the request from the rows, drives the agent loop and turns each
+event into rows. Completed steps are never repeated: a model step is written whole (its
+text, reasoning and tool calls in one transaction) when it ends, so after a restart the
+rows say exactly which steps are complete.
+"""
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from . import agent as loop
+from . import db as dbm
+from .history import to_messages
+from .store import Store
+from .tables import Assistant, Item, item
+from .tools import Context, Tool
+
+log = logging.getLogger(__name__)
+
+INTERRUPTED = "Interrupted by a restart before it finished; it was not run again."
+
+
+def versions(items: list[Item]) -> list[list[Item]]:
+    """A turn's items (user item first) split at each `retry`: the answers, oldest first."""
+    out: list[list[Item]] = [[]]
+    for it in items:
+        if it.kind == "user":
+            continue
+        if it.kind == "retry":
+            out.append([])
+        else:
+            out[-1].append(it)
+    return out
+
+
+def finished(version: list[Item]) -> bool:
+    """Whether this answer already ended (a crash may come between its end and `done`)."""
+    settled = [it for it in version if not (it.kind == "error" and it.state != "failed")]
+    if not settled:
+        return False
+    last = settled[-1]
+    return (last.kind == "text" and last.done) or (last.kind == "error") or last.kind == "stop"
+
+
+@dataclass
+class Turn:
+    store: Store
+    grow: Callable[..., None]   # buffer a growing column for the next tick
+    flush: Callable[[], None]   # write everything buffered now
+    chat: int
+    user: Item
+    agent: Assistant | None
+    model: str
+    tools: list[Tool] = field(default_factory=list)
+    retry: Item | None = None
+    items: dict[str, int] = field(default_factory=dict)  # open text/reasoning item ids by kind
+    calls: dict[str, int] = field(default_factory=dict)  # call item ids by call id
+    written: list[int] = field(default_factory=list)
+    notice: int | None = None  # the item telling the person about retries in this step
+    on_usage: Callable[[int, int, int], None] = lambda prompt, completion, cached: None
+
+    # --- resuming -------------------------------------------------------------------
+
+    def current_version(self) -> list[Item]:
+        turn_items = [it for it in self.store.items(self.chat) if it.turn == self.user.id]
+        return versions(turn_items)[-1]
+
+    def resume(self) -> list[Item]:
+        """Make the rows of a cut-off run consistent; returns calls that still have to run."""
+        version = self.current_version()
+        partial = [it.id for it in version if it.kind in ("text", "reasoning") and not it.done]
+        if partial:
+            self.store.delete_items(partial)  # the cut-off step runs again from the last complete one
+        by_name = {t.name: t for t in self.tools}
+        to_run = []
+        with self.store.write():
+            for it in version:
+                if it.kind != "call":
+                    continue
+                if it.state == "running":
+                    tool = by_name.get(it.name)
+                    if tool is not None and tool.idempotent:
+                        self.store.update(it.id, state="", output="")
+                        to_run.append(it)
+                    else:
+                        self.store.update(it.id, state="failed", output=INTERRUPTED, done=True)
+                elif it.state in ("", "approved"):
+                    to_run.append(it)
+        return to_run
+
+    def history(self) -> list[loop.Message]:
+        earlier = [it for it in self.store.items(self.chat) if it.turn < self.user.id]
+        return to_messages(self.agent, [*earlier, self.user, *self.current_version()])
+
+    # --- running --------------------------------------------------------------------
+
+    async def run(self, stream: loop.StreamFn) -> None:
+        if finished(self.current_version()):
+            return
+        pending_calls = self.resume()
+        context = Context(chat=self.chat, agent=self.agent.id if self.agent else None)
+        by_name = {t.name: t for t in self.tools}
+        for call_item in pending_calls:
+            call = loop.ToolCall(f"call_{call_item.id}", call_item.name, call_item.input or "{}")
+            self.calls[call.id] = call_item.id
+            await loop.run_tool(call, by_name, self.emit, context)
+        await loop.run(self.history(), self.tools, stream, self.emit, context)
+
+    def emit(self, event: loop.Event) -> None:
+        """Turn one agent event into rows."""
+        match event:
+            case loop.MessageStart(kind=kind):
+                new = self.add(item(kind, self.chat, turn=self.user.id, model=self.model))
+                self.items[kind] = new.id
+            case loop.MessageUpdate(kind=kind, text=text):
+                self.grow(self.items[kind], text=text)
+            case loop.MessageEnd(message=message, reasoning=reasoning):
+                self.end_step(message, reasoning)
+            case loop.ToolStart(call=call):
+                self.store.update(self.calls[call.id], state="running")
+            case loop.ToolUpdate(call=call, output=output):
+                self.grow(self.calls[call.id], output=output)
+            case loop.ToolEnd(call=call, output=output, ok=ok):
+                self.flush()
+                self.store.update(self.calls.pop(call.id), output=output, state="done" if ok else "failed", done=True)
+            case loop.Usage(prompt=prompt, completion=completion, cached=cached):
+                self.on_usage(prompt, completion, cached)
+            case loop.Notice(text=text):
+                self.flush()
+                if self.notice is None:
+                    self.notice = self.add(item("error", self.chat, text, turn=self.user.id,
+                                                model=self.model, done=True)).id
+                else:
+                    self.store.update(self.notice, text=text)
+            case loop.Failed(message=message):
+                self.flush()
+                self.add(item("error", self.chat, message, turn=self.user.id, model=self.model,
+                              state="failed", done=True))
+            case loop.TurnStart():
+                self.notice = None
+
+    def end_step(self, message: loop.Message, reasoning: str) -> None:
+        """A model step is over: write its text, reasoning and calls in one transaction."""
+        self.flush()
+        with self.store.write():
+            if "reasoning" in self.items:
+                self.store.update(self.items.pop("reasoning"), text=reasoning, done=True)
+            if "text" in self.items:
+                self.store.update(self.items.pop("text"), text=message.content or "", done=True)
+            for call in message.tool_calls:
+                new = self.add(item("call", self.chat, turn=self.user.id, model=self.model,
+                                    name=call.name[:80], input=call.arguments))
+                self.calls[call.id] = new.id
+
+    def add(self, new: Item) -> Item:
+        stored = self.store.add(new)
+        self.written.append(stored.id)
+        return stored
+
+    def stopped(self) -> None:
+        """Stop: what was written stays, marked done; a call cut off says so."""
+        self.flush()
+        with self.store.write():
+            for item_id in self.written:
+                it = self.store.item(item_id)
+                if it is None or it.done:
+                    continue
+                if it.kind == "call":
+                    self.store.update(item_id, state="failed", output=it.output or "Stopped before it finished.", done=True)
+                else:
+                    self.store.update(item_id, done=True)
+
+
+def usage_writer(store: Store, chat: int, window: int) -> Callable[[int, int, int], None]:
+    def write(prompt: int, completion: int, cached: int) -> None:
+        with store.write() as db:
+            db.conn.execute(
+                """INSERT INTO contexts (id, used, window, rev) VALUES (?, ?, ?, ?)
+                   ON CONFLICT (id) DO UPDATE SET used = excluded.used, window = excluded.window, rev = excluded.rev""",
+                [chat, prompt + completion, window, dbm.bump(db)],
+            )
+
+    return write
+

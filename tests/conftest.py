@@ -1,0 +1,148 @@
+"""Shared fixtures: the fake model server, the app in-process, the app as a real process,
+and Debian's Chromium driven by Playwright. Nothing here reaches beyond 127.0.0.1."""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.fakes.openai_server import FakeModelServer
+
+ROOT = Path(__file__).resolve().parent.parent
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking"]
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeModelServer]:
+    with FakeModelServer(models={"fake-model": 8192, "other-model": 4096}) as server:
+        yield server
+
+
+@pytest.fixture
+def data(tmp_path: Path) -> Path:
+    return tmp_path / "data"
+
+
+@pytest.fixture
+def env(monkeypatch: pytest.MonkeyPatch, data: Path, fake: FakeModelServer) -> dict[str, str]:
+    """The app's settings for a test: its own data folder, the fake model server."""
+    values = {"TABLETALK_DATA": str(data), "AI_URL": fake.url, "AI_KEY": "", "AI_MODEL": ""}
+    for k, v in values.items():
+        monkeypatch.setenv(k, v)
+    return values
+
+
+@pytest.fixture
+def client(env: dict[str, str]):
+    """The app in this process, its lifespan (feed, runner) running."""
+    from litestar.testing import TestClient
+
+    from app.web.app import create_app
+
+    with TestClient(create_app(), raise_server_exceptions=False) as c:
+        yield c
+
+
+def csrf(client, path: str = "/") -> str:
+    page = client.get(path)
+    match = re.search(r'name="_csrf_token" value="([^"]+)"', page.text)
+    assert match, "every page with a form carries a CSRF token"
+    return match.group(1)
+
+
+def wait_for(predicate, timeout: float = 10.0, every: float = 0.05):
+    end = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > end:
+            raise AssertionError(f"timed out after {timeout}s waiting for {predicate}")
+        time.sleep(every)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Served:
+    """`tabletalk serve` as a real process (granian), for tests about serving."""
+
+    def __init__(self, data: Path, env: dict[str, str], workers: int = 1):
+        self.data = data
+        self.env = {**os.environ, **env}
+        self.workers = workers
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.proc: subprocess.Popen | None = None
+        self.log = data.parent / f"serve-{self.port}.log"
+
+    def start(self) -> "Served":
+        self.data.mkdir(parents=True, exist_ok=True)
+        out = open(self.log, "ab")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "app.cli", "serve", "--port", str(self.port), "--workers", str(self.workers)],
+            cwd=ROOT, env=self.env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+        )
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"tabletalk serve exited: {self.log.read_text()[-3000:]}")
+            try:
+                if httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200:
+                    return self
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.1)
+        raise RuntimeError(f"tabletalk serve did not come up: {self.log.read_text()[-3000:]}")
+
+    def signal(self, sig: int) -> None:
+        assert self.proc
+        os.killpg(self.proc.pid, sig)
+
+    def stop(self, timeout: float = 10) -> float:
+        """SIGTERM, then wait; returns the seconds it took to exit."""
+        if not self.proc or self.proc.poll() is not None:
+            return 0.0
+        t = time.monotonic()
+        self.signal(signal.SIGTERM)
+        try:
+            self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.signal(signal.SIGKILL)
+            self.proc.wait()
+        return time.monotonic() - t
+
+
+@pytest.fixture
+def served(data: Path, env: dict[str, str]) -> Iterator[Served]:
+    s = Served(data, env).start()
+    yield s
+    s.stop()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    # Module scope: Playwright's sync API keeps an event loop running in this thread while it
+    # is open, which async tests in later modules could not share.
+    if not Path(CHROMIUM).exists():
+        pytest.fail("Debian's chromium is missing: `make test` installs it (apt-get install chromium)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        yield b
+        b.close()

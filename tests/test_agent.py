@@ -1,0 +1,159 @@
+"""The agent loop, pure: a scripted stream function in, a sequence of events out."""
+import asyncio
+
+from app import agent as loop
+from app.agent import Delta, Message, ModelError
+from app.tools import Result, Tool
+
+
+def scripted(*steps):
+    """A stream function answering each model step with the next list of deltas (or an error)."""
+    queue = list(steps)
+    seen: list[list[Message]] = []
+
+    async def stream(messages, tools):
+        seen.append(list(messages))
+        step = queue.pop(0)
+        if isinstance(step, Exception):
+            raise step
+        for d in step:
+            if isinstance(d, Exception):
+                raise d
+            yield d
+
+    stream.seen = seen
+    return stream
+
+
+def echo_tool(name="echo", fail=False, idempotent=False):
+    async def run(args, ctx):
+        ctx.progress("working")
+        if fail:
+            raise RuntimeError("disk on fire")
+        return Result(f"echo: {args.get('text', '')}")
+
+    return Tool(name, "Echo text back", {"type": "object", "properties": {"text": {"type": "string"}}}, run,
+                idempotent=idempotent)
+
+
+def call(name, args, index=0, id="c1"):
+    return Delta(call_index=index, call_id=id, call_name=name, call_arguments=args)
+
+
+def run(history, tools, stream):
+    events = []
+    added = asyncio.run(loop.run(history, tools, stream, events.append))
+    return events, added
+
+
+def kinds(events):
+    out = []
+    for e in events:
+        name = type(e).__name__
+        if hasattr(e, "kind"):
+            name += f":{e.kind}"
+        out.append(name)
+    return out
+
+
+def test_a_plain_answer_is_one_turn_of_nested_lifecycles():
+    stream = scripted([Delta(reasoning="hm"), Delta(text="Hel"), Delta(text="lo"),
+                       Delta(usage={"prompt": 10, "completion": 2})])
+    events, added = run([Message("user", "hi")], [], stream)
+    assert kinds(events) == [
+        "AgentStart", "TurnStart",
+        "MessageStart:reasoning", "MessageUpdate:reasoning",
+        "MessageStart:text", "MessageUpdate:text", "MessageUpdate:text",
+        "Usage", "MessageEnd",
+        "TurnEnd", "AgentEnd",
+    ]
+    assert events[6].text == "Hello" and events[6].delta == "lo"
+    assert events[8].message == Message("assistant", "Hello") and events[8].reasoning == "hm"
+    assert added == [Message("assistant", "Hello")]
+
+
+def test_tool_calls_loop_back_to_the_model_with_their_results():
+    stream = scripted(
+        [Delta(text="Let me check."), call("echo", '{"te'), Delta(call_index=0, call_arguments='xt": "a"}')],
+        [Delta(text="It said a.")],
+    )
+    events, added = run([Message("user", "echo a")], [echo_tool()], stream)
+    assert [type(e).__name__ for e in events].count("TurnStart") == 2
+    end = next(e for e in events if isinstance(e, loop.MessageEnd))
+    assert end.message.tool_calls == (loop.ToolCall("c1", "echo", '{"text": "a"}'),)
+    assert events.index(end) < next(i for i, e in enumerate(events) if isinstance(e, loop.ToolStart)), \
+        "a step's message (with its calls) is complete before any tool runs"
+    tool_events = [e for e in events if type(e).__name__.startswith("Tool")]
+    assert [type(e).__name__ for e in tool_events] == ["ToolStart", "ToolUpdate", "ToolEnd"]
+    assert tool_events[-1].ok and tool_events[-1].output == "echo: a"
+    second_request = stream.seen[1]
+    assert second_request[-2].tool_calls[0].arguments == '{"text": "a"}'
+    assert second_request[-1] == Message("tool", "echo: a", tool_call_id="c1")
+    assert added[-1] == Message("assistant", "It said a.")
+
+
+def test_failures_are_data_the_model_sees():
+    stream = scripted(
+        [call("nope", "{}", 0, "a"), call("echo", "{not json", 1, "b"), call("boom", '{"text": 1}', 2, "c"),
+         call("echo", "[1, 2]", 3, "d")],
+        [Delta(text="I see the errors.")],
+    )
+    events, added = run([Message("user", "go")], [echo_tool(), echo_tool("boom", fail=True)], stream)
+    ends = [e for e in events if isinstance(e, loop.ToolEnd)]
+    assert [e.ok for e in ends] == [False, False, False, False]
+    assert "no tool named 'nope'" in ends[0].output
+    assert "not valid JSON" in ends[1].output
+    assert "disk on fire" in ends[2].output
+    assert "JSON object" in ends[3].output
+    results = [m for m in stream.seen[1] if m.role == "tool"]
+    assert [m.tool_call_id for m in results] == ["a", "b", "c", "d"]
+    assert added[-1].content == "I see the errors."
+
+
+def test_a_model_error_ends_the_run_as_an_event_not_an_exception():
+    stream = scripted([Delta(text="Partial"), ModelError("The model server failed (500).")])
+    events, added = run([Message("user", "hi")], [], stream)
+    assert kinds(events)[-4:] == ["MessageEnd", "Failed", "TurnEnd", "AgentEnd"]
+    assert events[-4].message.content == "Partial" and events[-4].complete is False
+    assert events[-3].message == "The model server failed (500)."
+    assert added == []
+
+
+def test_a_model_error_before_any_output():
+    events, _ = run([Message("user", "hi")], [], scripted(ModelError("Could not reach the model server.")))
+    assert kinds(events) == ["AgentStart", "TurnStart", "Failed", "TurnEnd", "AgentEnd"]
+
+
+def test_a_run_that_never_stops_calling_tools_is_cut_off():
+    stream = scripted(*[[call("echo", "{}", 0, f"c{i}")] for i in range(3)])
+    events = []
+    asyncio.run(loop.run([Message("user", "loop")], [echo_tool()], stream, events.append, max_steps=3))
+    assert isinstance(events[-2], loop.Failed) and "3 steps" in events[-2].message
+
+
+def test_cancellation_propagates_so_a_run_can_be_stopped():
+    async def slow(messages, tools):
+        yield Delta(text="a")
+        await asyncio.sleep(10)
+        yield Delta(text="b")
+
+    async def main():
+        events = []
+        task = asyncio.create_task(loop.run([Message("user", "hi")], [], slow, events.append))
+        await asyncio.sleep(0.05)
+        task.cancel()
+        try:
+            await task
+        except asyncio.CancelledError:
+            return events
+        raise AssertionError("the loop swallowed the cancellation")
+
+    events = asyncio.run(main())
+    assert kinds(events)[-1] == "MessageUpdate:text"
+
+
+def test_messages_become_the_chat_completions_shape():
+    m = Message("assistant", "", tool_calls=(loop.ToolCall("c1", "echo", '{"text": "a"}'),))
+    assert m.to_api() == {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "c1", "type": "function", "function": {"name": "echo", "arguments": '{"text": "a"}'}}]}
+    assert Message("tool", "out", tool_call_id="c1").to_api() == {"role": "tool", "content": "out", "tool_call_id": "c1"}

@@ -1,0 +1,147 @@
+"""Pages and forms, in-process: what a person sees and sends, with and without htmx."""
+import pytest
+from bs4 import BeautifulSoup
+
+from app import db as dbm
+from tests.conftest import csrf, wait_for
+from tests.fakes.openai_server import error, reasoning, text
+
+
+def soup(response):
+    return BeautifulSoup(response.text, "html.parser")
+
+
+def new_chat(client) -> str:
+    r = client.post("/c", data={"_csrf_token": csrf(client)}, follow_redirects=False)
+    assert r.status_code == 303
+    return r.headers["location"]
+
+
+def items_of(client, path):
+    return soup(client.get(path)).select("#items > article")
+
+
+def test_home_lists_conversations_newest_first_with_a_new_button(client):
+    page = soup(client.get("/"))
+    assert page.select_one('form[action="/c"][method="post"] button').text == "New conversation"
+    assert page.select_one('meta[name="htmx-config"]')["content"] == '{"extensions": "sse, upsert"}'
+    first, second = new_chat(client), new_chat(client)
+    token = csrf(client)
+    client.post(first + "/ask", data={"_csrf_token": token, "text": "older one"})
+    client.post(second + "/ask", data={"_csrf_token": token, "text": "newer one"})
+    links = [a["href"] for a in soup(client.get("/")).select("#conversations a")]
+    assert links == [second, first]
+
+
+def test_a_message_without_javascript_is_answered_after_the_redirect(client, fake):
+    fake.script([reasoning("Let me think."), text("Hello **there**.")])
+    chat = new_chat(client)
+    r = client.post(chat + "/ask", data={"_csrf_token": csrf(client), "text": "Hi!"}, follow_redirects=False)
+    assert r.status_code == 303 and r.headers["location"] == chat
+    page = wait_for(lambda: (p := soup(client.get(chat))).select_one("article.text:not(.growing)") and p)
+    user, thought, answer = page.select("#items > article")
+    assert "user" in user["class"] and user.select_one(".body").text == "Hi!"
+    assert thought.select_one("details summary").text == "Reasoning"
+    assert answer.select_one("strong").text == "there"
+    assert page.select_one("h1#title").text == "Hi!"
+    assert fake.requests[-1]["messages"][-1] == {"role": "user", "content": "Hi!"}
+
+
+def test_with_htmx_the_form_answers_204_and_the_feed_brings_the_change(client):
+    chat = new_chat(client)
+    r = client.post(chat + "/ask", data={"_csrf_token": csrf(client), "text": "Hi"},
+                    headers={"HX-Request": "true"}, follow_redirects=False)
+    assert r.status_code == 204
+
+
+def test_a_running_conversation_refreshes_itself_without_javascript(client, fake):
+    from tests.fakes.openai_server import stall
+    fake.script([stall(3), text("late")])
+    chat = new_chat(client)
+    client.post(chat + "/ask", data={"_csrf_token": csrf(client), "text": "Hi"})
+    page = soup(client.get(chat))
+    assert page.select_one('noscript meta[http-equiv="refresh"]') is not None
+    assert page.select_one("#status .typing") is not None
+
+
+def test_an_unreachable_model_gives_an_error_in_plain_words(client, fake):
+    fake.script([error(401, "bad key")])
+    chat = new_chat(client)
+    client.post(chat + "/ask", data={"_csrf_token": csrf(client), "text": "Hi"})
+    err = wait_for(lambda: soup(client.get(chat)).select_one("article.error .error"))
+    assert "refused the key" in err.text and "Traceback" not in err.text
+
+
+@pytest.mark.parametrize("text,status,says", [
+    ("", 400, "empty"),
+    ("   \n\t ", 400, "empty"),
+    ("x" * 100_001, 413, "too long"),
+])
+def test_bad_messages_get_a_clear_error_and_write_nothing(client, text, status, says):
+    chat = new_chat(client)
+    r = client.post(chat + "/ask", data={"_csrf_token": csrf(client), "text": text})
+    assert r.status_code == status and says in r.text
+    assert items_of(client, chat) == []
+
+
+def test_a_model_that_is_not_offered_is_refused(client):
+    chat = new_chat(client)
+    r = client.post(chat + "/ask", data={"_csrf_token": csrf(client), "text": "hi", "model": "nope<script>"})
+    assert r.status_code == 400 and "<script>" not in r.text
+
+
+def test_a_message_can_name_its_model(client, fake):
+    chat = new_chat(client)
+    client.post(chat + "/ask", data={"_csrf_token": csrf(client), "text": "hi", "model": "other-model"})
+    assert fake.wait_requests(1)[-1]["model"] == "other-model"
+
+
+@pytest.mark.parametrize("path", [
+    "/c/abc", "/c/999999", "/c/99999999999999999999999999", "/c/-1", "/c/0", "/c/1.5", "/c/%00",
+    "/c/abc/events", "/c/٣",
+])
+def test_bad_ids_are_404_not_500(client, path):
+    assert client.get(path).status_code == 404
+
+
+@pytest.mark.parametrize("path", ["/c/abc/ask", "/c/999999/ask", "/c/999999/stop"])
+def test_posts_to_missing_conversations_are_404(client, path):
+    assert client.post(path, data={"_csrf_token": csrf(client), "text": "x"}).status_code == 404
+
+
+def test_every_form_needs_the_csrf_token(client):
+    chat = new_chat(client)
+    assert client.post("/c", data={}).status_code == 403
+    r = client.post(chat + "/ask", data={"text": "sneaky"})
+    assert r.status_code == 403 and "expired" in r.text
+    assert client.post(chat + "/ask", data={"text": "sneaky", "_csrf_token": "forged"}).status_code == 403
+    assert items_of(client, chat) == []
+
+
+def test_without_a_model_server_the_page_says_how_to_connect_one(monkeypatch, data):
+    from litestar.testing import TestClient
+
+    from app.web.app import create_app
+
+    monkeypatch.setenv("TABLETALK_DATA", str(data))
+    monkeypatch.setenv("AI_URL", "")
+    with TestClient(create_app()) as c:
+        page = soup(c.get("/"))
+        assert "AI_URL" in page.select_one("#connect").text
+        chat = new_chat(c)
+        c.post(chat + "/ask", data={"_csrf_token": csrf(c), "text": "Hi"})
+        err = wait_for(lambda: soup(c.get(chat)).select_one("article.error .error"))
+        assert "AI_URL" in err.text
+
+
+def test_healthz(client):
+    r = client.get("/healthz")
+    assert r.status_code == 200 and r.json()["ok"] is True
+
+
+def test_static_files_are_served_locally(client):
+    page = soup(client.get("/"))
+    for tag in page.select("script[src], link[href]"):
+        url = tag.get("src") or tag.get("href")
+        assert url.startswith("/static/"), f"{url} is fetched from another host"
+        assert client.get(url).status_code == 200

@@ -1,0 +1,133 @@
+"""`tabletalk serve` as a real process: the form, the SSE stream, the database, shutdown."""
+import re
+import sqlite3
+import threading
+import time
+
+import httpx
+import pytest
+from bs4 import BeautifulSoup
+
+from tests.conftest import Served, wait_for
+from tests.fakes.openai_server import rate, reasoning, stall, text
+
+pytestmark = pytest.mark.process
+
+ANSWER = ("Streaming works. " * 20).strip()
+
+
+def session(url: str) -> tuple[httpx.Client, str]:
+    client = httpx.Client(base_url=url, timeout=10, follow_redirects=True)
+    token = re.search(r'name="_csrf_token" value="([^"]+)"', client.get("/").text).group(1)
+    return client, token
+
+
+def read_events(url: str, path: str, until, headers=None, timeout: float = 15.0) -> list[tuple[str, str]]:
+    """Read SSE messages (id, data) until `until(messages)` holds."""
+    messages: list[tuple[str, str]] = []
+    with httpx.stream("GET", url + path, headers=headers or {}, timeout=timeout) as r:
+        assert r.status_code == 200
+        assert r.headers["content-type"].startswith("text/event-stream")
+        event_id, data = "", []
+        for line in r.iter_lines():
+            if line.startswith("id: "):
+                event_id = line[4:]
+            elif line.startswith("data: "):
+                data.append(line[6:])
+            elif line == "" and data:
+                messages.append((event_id, "\n".join(data)))
+                data = []
+                if until(messages):
+                    return messages
+    return messages
+
+
+def test_a_message_sent_through_the_form_streams_in_over_sse(served: Served, fake):
+    fake.script([reasoning("Thinking it over."), rate(200), text(ANSWER)])
+    client, token = session(served.url)
+    chat = client.post("/c", data={"_csrf_token": token}).url.path  # follows the 303
+    assert re.fullmatch(r"/c/\d+", chat)
+    since = re.search(r'events\?since=(\d+)', client.get(chat).text).group(1)
+    r = client.post(chat + "/ask", data={"_csrf_token": token, "text": "Stream please"}, follow_redirects=False)
+    assert r.status_code == 303
+
+    def finished(messages):
+        return any('class="item text"' in m[1] for m in messages)
+
+    messages = read_events(served.url, f"{chat}/events?since={since}", finished)
+    ids = [int(m[0]) for m in messages]
+    assert ids == sorted(ids) and ids[0] >= int(since)
+    growing = [m for m in messages if "item text growing" in m[1]]
+    assert len(growing) >= 2, "the answer arrives in pieces while it grows"
+    assert all(m[1].startswith(("<hx-partial ", "<div id=\"status\"")) for m in messages), "fragments, not escaped text"
+    final = BeautifulSoup(messages[-1][1], "html.parser")
+    assert final.select_one("article.text").get_text(" ", strip=True).startswith("Streaming works.")
+
+    db = sqlite3.connect(served.data / "tabletalk.db")
+    rows = db.execute("SELECT kind, text, done FROM items ORDER BY id").fetchall()
+    assert [r[0] for r in rows] == ["user", "reasoning", "text"]
+    assert rows[2][1] == ANSWER and all(r[2] == 1 for r in rows)
+    page = BeautifulSoup(client.get(chat).text, "html.parser")
+    assert page.select_one("article.text").get_text(" ", strip=True).startswith("Streaming works.")
+
+
+def test_last_event_id_wins_over_since(served: Served):
+    client, token = session(served.url)
+    chat = client.post("/c", data={"_csrf_token": token}).url.path
+    client.post(chat + "/ask", data={"_csrf_token": token, "text": "one"})
+    wait_for(lambda: 'class="item text"' in client.get(chat).text)
+    top = int(client.get("/healthz").json()["rev"])
+    # since=0 would replay everything; the header says the page already has it all.
+    messages = read_events(served.url, f"{chat}/events?since=0", lambda m: True,
+                           headers={"Last-Event-ID": str(top)})
+    assert messages[0][0] == str(top)
+    assert "<article" not in messages[0][1]
+    # a cursor ahead of the database (another database, a restore) resyncs everything
+    messages = read_events(served.url, f"{chat}/events?since={top + 1000}", lambda m: True)
+    assert messages[0][1].count("<article") == 2
+
+
+def test_sigterm_ends_open_streams_and_the_server_exits_promptly(served: Served, fake):
+    fake.script([stall(30), text("never")])
+    client, token = session(served.url)
+    chat = client.post("/c", data={"_csrf_token": token}).url.path
+    client.post(chat + "/ask", data={"_csrf_token": token, "text": "wait"})
+    ended = []
+
+    def follow():
+        try:
+            with httpx.stream("GET", f"{served.url}{chat}/events?since=0", timeout=30) as r:
+                for _ in r.iter_lines():
+                    pass
+        except httpx.HTTPError:
+            pass
+        ended.append(time.monotonic())
+
+    followers = [threading.Thread(target=follow) for _ in range(3)]
+    for t in followers:
+        t.start()
+    time.sleep(1.0)
+    took = served.stop()
+    for t in followers:
+        t.join(5)
+    assert took < 2.0, f"shutdown took {took:.2f}s with followers attached"
+    assert len(ended) == 3
+
+
+def test_a_restarted_server_keeps_revs_and_serves_the_same_page(data, env, fake):
+    first = Served(data, env).start()
+    try:
+        client, token = session(first.url)
+        chat = client.post("/c", data={"_csrf_token": token}).url.path
+        client.post(chat + "/ask", data={"_csrf_token": token, "text": "remember me"})
+        wait_for(lambda: 'class="item text"' in client.get(chat).text)
+        rev = client.get("/healthz").json()["rev"]
+    finally:
+        first.stop()
+    second = Served(data, env).start()
+    try:
+        client2 = httpx.Client(base_url=second.url)
+        assert client2.get("/healthz").json()["rev"] == rev
+        assert "remember me" in client2.get(chat).text
+    finally:
+        second.stop()
