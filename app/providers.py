@@ -6,6 +6,7 @@ Every failure leaves this module as a `ModelError` whose message a person can re
 """
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -20,6 +21,25 @@ from .tables import Choice
 from .tools import Tool
 
 GROUP_SERVER = "Model server"
+RETRY_DELAYS = (1.0, 2.0, 4.0)  # seconds before the 2nd, 3rd and 4th try of a busy or failing server
+RETRY_AFTER_MAX = 30.0
+TRANSIENT = (openai.RateLimitError, openai.InternalServerError)
+
+
+def retry_after(e: Exception) -> float | None:
+    """The wait a server asked for (Retry-After, or retry-after-ms), capped."""
+    response = getattr(e, "response", None)
+    if response is None:
+        return None
+    headers = response.headers
+    try:
+        if "retry-after-ms" in headers:
+            return min(float(headers["retry-after-ms"]) / 1000, RETRY_AFTER_MAX)
+        if "retry-after" in headers:
+            return min(float(headers["retry-after"]), RETRY_AFTER_MAX)
+    except ValueError:
+        return None
+    return None
 
 
 @dataclass(frozen=True)
@@ -116,8 +136,21 @@ class Providers:
         if extra:
             request.update(extra)
         finished = False
+        tries = len(RETRY_DELAYS) + 1
+        for attempt in range(tries):
+            try:
+                response = await client.chat.completions.create(**request)
+                break
+            except TRANSIENT as e:
+                if attempt == tries - 1:
+                    raise ModelError(f"{plain_words(e, endpoint)} Gave up after {tries} tries.") from e
+                wait = retry_after(e) or RETRY_DELAYS[attempt]
+                yield Delta(notice=f"{plain_words(e, endpoint)} Trying again in {wait:g} s "
+                                   f"(try {attempt + 2} of {tries}).")
+                await asyncio.sleep(wait)
+            except Exception as e:
+                raise ModelError(plain_words(e, endpoint)) from e
         try:
-            response = await client.chat.completions.create(**request)
             async with response as chunks:
                 async for chunk in chunks:
                     if chunk.usage:

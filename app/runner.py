@@ -22,7 +22,7 @@ from . import db as dbm
 from .config import Config
 from .feed import Feed
 from .providers import Providers
-from .store import Store
+from .store import Store, first_words
 from .tables import Item
 from .turn import Turn, usage_writer
 
@@ -32,6 +32,15 @@ LEASE_SECONDS = 10.0
 RENEW_SECONDS = 3.0
 TICK_SECONDS = 0.05
 IDLE_SCAN_SECONDS = 1.0
+TITLE_PROMPT = ("Name this conversation in at most six words, in the language it is written in. "
+                "Answer with the name only: no quotes, no full stop.")
+
+
+def clean_title(raw: str) -> str:
+    """A model's suggested title, made fit for the list: one line, no quotes or Markdown."""
+    line = next((ln for ln in raw.strip().splitlines() if ln.strip()), "")
+    line = line.strip().strip("#*_`\"'“”‘’ ").removeprefix("Title:").strip().rstrip(".").strip()
+    return line[:80]
 
 
 @dataclass
@@ -55,6 +64,7 @@ class Runner:
         self.stopping = False
         self._wake = asyncio.Event()
         self._tasks: list[asyncio.Task] = []
+        self._side: set[asyncio.Task] = set()
 
     # --- the main loop --------------------------------------------------------------
 
@@ -73,9 +83,9 @@ class Runner:
             if run.task:
                 run.task.cancel()
         await asyncio.gather(*(r.task for r in self.runs.values() if r.task), return_exceptions=True)
-        for t in self._tasks:
+        for t in [*self._tasks, *self._side]:
             t.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await asyncio.gather(*self._tasks, *self._side, return_exceptions=True)
         self.flush()
 
     async def _scan_forever(self) -> None:
@@ -187,6 +197,8 @@ class Runner:
                     self.store.update(pending.id, done=True)  # a retry of nothing
                     continue
                 await self._turn(run, user, retry=pending if pending.kind == "retry" else None)
+                if pending.kind == "user":
+                    self.side(self.name_conversation(run.chat, user, run.turn.model))
                 with self.store.write():
                     self.store.update(pending.id, done=True)
                     if pending.kind == "retry" and not user.done:
@@ -235,6 +247,33 @@ class Runner:
         else:
             await turn.run(self.providers.stream_fn(model))
         self.flush()
+
+    def side(self, work) -> None:
+        """Work beside a run (naming a conversation): never holds the run up, ends at shutdown."""
+        task = asyncio.get_running_loop().create_task(work)
+        self._side.add(task)
+        task.add_done_callback(self._side.discard)
+
+    async def name_conversation(self, chat: int, user: Item, model: str) -> None:
+        """After the first answer a short request names the conversation; on failure the first words stay."""
+        convo = self.store.conversation(chat)
+        first = self.store.one("SELECT min(id) FROM items WHERE chat = ? AND kind = 'user'", [chat])[0]
+        if convo is None or first != user.id or convo.title != first_words(user.text) or not model:
+            return
+        answer = "".join(r[0] for r in self.store.all(
+            "SELECT text FROM items WHERE turn = ? AND kind = 'text' ORDER BY id", [user.id]))
+        if not answer.strip():
+            return
+        try:
+            title = await self.providers.complete(model, [
+                loop.Message("system", TITLE_PROMPT),
+                loop.Message("user", f"{user.text[:2000]}\n\n---\n\n{answer[:2000]}"),
+            ], max_tokens=30)
+        except loop.ModelError:
+            return
+        title = clean_title(title)
+        if title and (now := self.store.conversation(chat)) is not None and now.title == convo.title:
+            self.store.set_title(chat, title)
 
     async def default_model(self) -> str:
         if self.config.ai_model:

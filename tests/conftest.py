@@ -16,7 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.fakes.openai_server import FakeModelServer
+from tests.fakes.openai_server import FakeModelServer, text
 
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
@@ -26,6 +26,7 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networki
 @pytest.fixture
 def fake() -> Iterator[FakeModelServer]:
     with FakeModelServer(models={"fake-model": 8192, "other-model": 4096}) as server:
+        server.plain_default = [text("A fitting title")]  # side requests (naming) leave the script alone
         yield server
 
 
@@ -52,6 +53,25 @@ def client(env: dict[str, str]):
 
     with TestClient(create_app(), raise_server_exceptions=False) as c:
         yield c
+
+
+@pytest.fixture
+def make_client(env, monkeypatch):
+    """A client for an app started with extra settings: `with make_client(NAME="v") as c:`."""
+    from contextlib import contextmanager
+
+    from litestar.testing import TestClient
+
+    from app.web.app import create_app
+
+    @contextmanager
+    def make(**settings: str):
+        for k, v in settings.items():
+            monkeypatch.setenv(k, v)
+        with TestClient(create_app(), raise_server_exceptions=False) as c:
+            yield c
+
+    return make
 
 
 def csrf(client, path: str = "/") -> str:

@@ -44,7 +44,7 @@ def test_a_message_without_javascript_is_answered_after_the_redirect(client, fak
     assert thought.select_one("details summary").text == "Reasoning"
     assert answer.select_one("strong").text == "there"
     assert page.select_one("h1#title").text == "Hi!"
-    assert fake.requests[-1]["messages"][-1] == {"role": "user", "content": "Hi!"}
+    assert fake.streamed[-1]["messages"][-1] == {"role": "user", "content": "Hi!"}
 
 
 def test_with_htmx_the_form_answers_204_and_the_feed_brings_the_change(client):

@@ -4,12 +4,12 @@ from __future__ import annotations
 from dataclasses import replace
 
 from litestar import Request, Response, get, post
-from litestar.params import FromPath
+from litestar.params import FromPath, FromQuery
 from litestar.exceptions import HTTPException, NotFoundException
 from litestar.response import Redirect
 
 from ..store import Store
-from ..tables import Conversation, stopped
+from ..tables import Conversation, retried, stopped
 from . import render
 from .state import state
 
@@ -70,8 +70,9 @@ async def new_conversation(request: Request) -> Response:
 
 
 @get("/c/{chat:str}")
-async def conversation(request: Request, chat: FromPath[str]) -> Response:
+async def conversation(request: Request, chat: FromPath[str], versions: FromQuery[str | None] = None) -> Response:
     s = state(request)
+    shown = frozenset({int(versions)}) if versions and versions.isascii() and versions.isdigit() and len(versions) < 18 else frozenset()
     with s.store.snapshot():
         convo = conversation_or_404(s.store, chat)
         rev = s.store.rev()
@@ -81,7 +82,7 @@ async def conversation(request: Request, chat: FromPath[str]) -> Response:
     return render.page(
         request, "chat.html",
         convo=convo,
-        items=render.items_html(items),
+        items=render.items_html(items, render.view_of(items, chat_state["turn"], shown)),
         state=chat_state,
         rev=rev,
         choices=choices,
@@ -105,6 +106,21 @@ async def ask(request: Request, chat: FromPath[str]) -> Response:
     return done(request, f"/c/{convo.id}")
 
 
+@post("/c/{chat:str}/retry")
+async def retry(request: Request, chat: FromPath[str]) -> Response:
+    """"Again": make the last answer anew, optionally from another model; the old one stays."""
+    s = state(request)
+    convo = conversation_or_404(s.store, chat)
+    model = (await form_field(request, "model", MODEL_MAX)).strip()
+    if model and s.store.choice(model) is None:
+        raise HTTPException(status_code=400, detail=f"There is no model “{model}” to choose.")
+    last = s.store.one("SELECT max(id) FROM items WHERE chat = ? AND kind = 'user'", [convo.id])[0]
+    if last is None:
+        raise HTTPException(status_code=400, detail="There is no answer to make again yet.")
+    s.store.add(replace(retried(convo.id, model), turn=last))
+    return done(request, f"/c/{convo.id}")
+
+
 @post("/c/{chat:str}/stop")
 async def stop(request: Request, chat: FromPath[str]) -> Response:
     s = state(request)
@@ -121,4 +137,4 @@ async def healthz(request: Request) -> dict[str, object]:
     return {"ok": True, "rev": s.store.rev()}
 
 
-routes = [index, new_conversation, conversation, ask, stop, healthz]
+routes = [index, new_conversation, conversation, ask, retry, stop, healthz]

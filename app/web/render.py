@@ -7,6 +7,8 @@ between them: htmx's upsert keeps elements only, and a fresh render must match i
 """
 from __future__ import annotations
 
+from collections import defaultdict
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -70,25 +72,58 @@ def fragment(name: str, **context: Any) -> str:
 # --- conversation state shown around the items -------------------------------------------
 
 
+@dataclass(frozen=True)
+class View:
+    """What an item's rendering depends on beyond its own row."""
+
+    running: int | None = None                  # the user item being answered now
+    superseded: frozenset[int] = frozenset()    # answers replaced by a newer version ("again")
+    versions: dict[int, tuple[int, int]] = field(default_factory=dict)  # retry id -> (n, of)
+    shown: frozenset[int] = frozenset()         # turns whose earlier versions are shown
+
+
 def chat_state(store: Store, chat: int) -> dict[str, Any]:
     """Whether a run is going and what the page should show for it (derived from rows)."""
     pending = store.one(
-        "SELECT id FROM items WHERE chat = ? AND kind = 'user' AND done = 0 ORDER BY id LIMIT 1", [chat])
-    running = pending is not None
+        "SELECT id, kind, turn FROM items WHERE chat = ? AND done = 0 AND kind IN ('user','retry') "
+        "ORDER BY id LIMIT 1", [chat])
+    turn = (pending["id"] if pending["kind"] == "user" else pending["turn"]) if pending else None
     waiting = False  # the model has not sent its first token yet
-    if running:
-        answered = store.one("SELECT 1 FROM items WHERE chat = ? AND turn = ? AND kind != 'user' LIMIT 1",
-                             [chat, pending[0]])
+    if pending:
+        answered = store.one("SELECT 1 FROM items WHERE chat = ? AND turn = ? AND id > ? "
+                             "AND kind NOT IN ('user','retry','stop') LIMIT 1", [chat, turn, pending["id"]])
         waiting = answered is None
-    return {"running": running, "waiting": waiting, "turn": pending[0] if pending else None}
+    context = store.one("SELECT used, window FROM contexts WHERE id = ?", [chat])
+    asked = store.one("SELECT 1 FROM items WHERE chat = ? AND kind = 'user' LIMIT 1", [chat]) is not None
+    return {"running": pending is not None, "waiting": waiting, "turn": turn, "asked": asked,
+            "used": context["used"] if context else 0, "window": context["window"] if context else 0}
 
 
-def item_html(it: Item) -> str:
-    return fragment("_item.html", it=it)
+def view_of(items: list[Item], running: int | None, shown: frozenset[int] = frozenset()) -> View:
+    """The view of a set of items that holds whole turns (versions need all of a turn)."""
+    by_turn: dict[int, list[Item]] = defaultdict(list)
+    for it in sort_items(items):
+        by_turn[it.turn or it.id].append(it)
+    superseded: set[int] = set()
+    versions: dict[int, tuple[int, int]] = {}
+    for turn_items in by_turn.values():
+        retries = [it for it in turn_items if it.kind == "retry"]
+        if not retries:
+            continue
+        last = retries[-1].id
+        superseded |= {it.id for it in turn_items if it.kind not in ("user", "retry") and it.id < last}
+        for n, r in enumerate(retries, start=2):
+            versions[r.id] = (n, len(retries) + 1)
+        superseded |= {r.id for r in retries[:-1]}
+    return View(running, frozenset(superseded), versions, shown)
 
 
-def items_html(items: list[Item]) -> Markup:
-    return Markup("".join(item_html(it) for it in items))
+def item_html(it: Item, view: View = View()) -> str:
+    return fragment("_item.html", it=it, view=view)
+
+
+def items_html(items: list[Item], view: View = View()) -> Markup:
+    return Markup("".join(item_html(it, view) for it in items))
 
 
 def sort_items(items: list[Item]) -> list[Item]:
@@ -99,12 +134,24 @@ def chat_changes(store: Store, chat: int, items: list[Item], convo: Conversation
                  gone: list[str] = ()) -> str:
     """One feed message for a conversation: changed items (upsert), deleted ones, its state (by id)."""
     parts = [f'<div id="{dom}" hx-swap-oob="delete"></div>' for dom in gone]
+    state = chat_state(store, chat)
     if items:
+        # A new version ("again") changes how the earlier ones show: send those turns whole.
+        retried = {it.turn for it in items if it.kind == "retry"}
+        if retried:
+            marks = ",".join("?" * len(retried))
+            rows = store.all(f"SELECT * FROM items WHERE chat = ? AND turn IN ({marks})", [chat, *retried])
+            items = list({it.id: it for it in [*items, *(Item.from_row(r) for r in rows)]}.values())
+        turns = {it.turn for it in items}
+        marks = ",".join("?" * len(turns))
+        context = [Item.from_row(r) for r in store.all(
+            f"SELECT * FROM items WHERE chat = ? AND turn IN ({marks}) AND kind = 'retry'", [chat, *turns])]
+        view = view_of([*items, *(c for c in context if c.id not in {it.id for it in items})], state["turn"])
         parts.append(
             '<hx-partial hx-target="#items" hx-swap="upsert key:data-key">'
-            + str(items_html(sort_items(items))) + "</hx-partial>"
+            + str(items_html(sort_items(items), view)) + "</hx-partial>"
         )
-    parts.append(fragment("_status.html", chat=chat, state=chat_state(store, chat), oob=True))
+    parts.append(fragment("_status.html", chat=chat, state=state, oob=True))
     if convo is not None:
         parts.append(fragment("_title.html", convo=convo, oob=True))
     return "".join(parts)

@@ -322,6 +322,9 @@ class FakeModelServer:
         self.port = port
         self.require_key = require_key
         self.default: Turn = [text("OK")]
+        # When set, non-streamed requests (an app's side requests, such as naming a
+        # conversation) are answered by this turn and leave the scripted queue alone.
+        self.plain_default: Turn | None = None
         self.requests: list[dict] = []
         self.request_headers: list[dict[str, str]] = []
         self.connections = 0  # TCP connections accepted; lets tests see keep-alive reuse
@@ -541,7 +544,15 @@ class FakeModelServer:
             self.request_headers.append(req.headers)
             self._cond.notify_all()
 
+    @property
+    def streamed(self) -> list[dict]:
+        """The streamed chat requests only (the conversation's own, not side requests)."""
+        return [r for r in self.requests if r.get("stream")]
+
     def _next_turn(self, body: dict) -> list[Step] | None:
+        if not body.get("stream") and self.plain_default is not None:
+            t = self.plain_default
+            return t(body) if callable(t) else _normalize(t)
         try:
             turn = self._queue.popleft()
         except IndexError:
