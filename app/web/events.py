@@ -8,6 +8,7 @@ reaches, so replaying or resyncing is always correct.
 """
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator
 
 from litestar import Request, get
@@ -37,7 +38,8 @@ def sse(rev: int, html: str) -> bytes:
 
 async def follow(feed: Feed, follower: Follower, first: bytes, cursor: int) -> AsyncIterator[bytes]:
     try:
-        yield first
+        # which worker serves this stream: lets a test see a page follow a run in another worker
+        yield f": worker {os.getpid()}\n\n".encode() + first
         while not feed.closed:
             message = await follower.next(KEEPALIVE_SECONDS)
             if feed.closed or follower.behind:

@@ -1,0 +1,186 @@
+"""Resuming after a crash: completed steps are never repeated, cut-off ones are redone once."""
+import asyncio
+import os
+import signal
+import sqlite3
+import time
+
+import pytest
+
+from app import db as dbm
+from app.agent import Delta
+from app.store import Store
+from app.tables import asked, item
+from app.tools import Result, Tool
+from app.turn import INTERRUPTED, Turn
+from tests.conftest import Served, wait_for
+from tests.fakes.openai_server import rate, text
+
+
+@pytest.fixture
+def store(tmp_path):
+    db = dbm.connect(tmp_path / "t.db")
+    dbm.migrate(db)
+    yield Store(db)
+    db.conn.close()
+
+
+def counting_tool(name, runs, idempotent=False):
+    async def run(args, ctx):
+        runs.append(name)
+        return Result(f"{name} ran")
+    return Tool(name, name, {"type": "object"}, run, idempotent=idempotent)
+
+
+def test_a_crash_mid_turn_resumes_from_the_last_complete_step(store):
+    chat = store.new_conversation(store.default_agent().id).id
+    user = store.ask(chat, "Do the things")
+    t = user.id
+    # What the rows look like when the process died: one complete step with five calls in
+    # every state, then a model step cut off while it streamed.
+    store.add(item("text", chat, "On it.", turn=t, done=True))
+    done_call = store.add(item("call", chat, turn=t, name="once", input="{}", output="once ran", state="done", done=True))
+    cut = store.add(item("call", chat, turn=t, name="charge_card", input="{}", state="running"))
+    safe = store.add(item("call", chat, turn=t, name="lookup", input="{}", state="running"))
+    queued = store.add(item("call", chat, turn=t, name="later", input="{}"))
+    waiting = store.add(item("call", chat, turn=t, name="delete_all", input="{}", state="approval"))
+    partial = store.add(item("text", chat, "Half a sen", turn=t))
+    runs: list[str] = []
+    tools = [counting_tool("once", runs), counting_tool("charge_card", runs),
+             counting_tool("lookup", runs, idempotent=True), counting_tool("later", runs),
+             counting_tool("delete_all", runs)]
+    requests = []
+
+    async def stream(messages, tools):
+        requests.append(messages)
+        yield Delta(text="All done.")
+
+    turn = Turn(store, lambda *a, **k: None, lambda: None, chat, user, store.default_agent(), "m", tools=tools)
+    asyncio.run(turn.run(stream))
+
+    assert sorted(runs) == ["later", "lookup"], "a completed call never runs again; a cut-off one runs only if idempotent"
+    assert store.item(partial.id) is None, "the cut-off step's partial rows are replaced"
+    assert store.tombstones_since(0, chat) == [(chat, f"i{partial.id}")]
+    assert store.item(cut.id).state == "failed" and store.item(cut.id).output == INTERRUPTED
+    assert store.item(safe.id).state == "done" and store.item(queued.id).state == "done"
+    assert store.item(waiting.id).state == "approval", "a call waiting for approval keeps waiting"
+    assert store.item(done_call.id).output == "once ran"
+    tool_results = {m.tool_call_id: m.content for m in requests[0] if m.role == "tool"}
+    assert tool_results[f"call_{cut.id}"] == INTERRUPTED, "the model is told the call was interrupted"
+    assert tool_results[f"call_{safe.id}"] == "lookup ran"
+    texts = [i.text for i in store.items(chat) if i.kind == "text"]
+    assert texts == ["On it.", "All done."]
+
+
+def test_a_turn_that_had_ended_is_not_answered_again(store):
+    chat = store.new_conversation(None).id
+    user = store.ask(chat, "hi")
+    store.add(item("text", chat, "Hello!", turn=user.id, done=True))
+    calls = []
+
+    async def stream(messages, tools):
+        calls.append(messages)
+        yield Delta(text="again?")
+
+    asyncio.run(Turn(store, lambda *a, **k: None, lambda: None, chat, user, None, "m").run(stream))
+    assert calls == [] and [i.text for i in store.items(chat) if i.kind == "text"] == ["Hello!"]
+
+
+# --- with a real process, SIGKILL and a restart -----------------------------------------------
+
+ANSWER = " ".join(f"w{i}" for i in range(120))
+
+
+@pytest.mark.process
+def test_kill_9_mid_answer_and_the_conversation_goes_on_after_a_restart(data, env, fake):
+    fake.script([rate(40), text(ANSWER)], [rate(200), text(ANSWER)])
+    first = Served(data, env).start()
+    db = dbm.connect(data / "tabletalk.db")
+    store = Store(db)
+    chat = store.new_conversation(store.default_agent().id).id
+    store.add(asked(chat, "Say the words"))
+
+    def text_rows():
+        return db.conn.execute("SELECT id, text, done FROM items WHERE kind = 'text' ORDER BY id").fetchall()
+
+    wait_for(lambda: text_rows() and len(text_rows()[0]["text"]) > 30, timeout=15)
+    first.signal(signal.SIGKILL)
+    first.proc.wait(5)
+    cut_id, cut_text, cut_done = text_rows()[0]
+    assert not cut_done and len(cut_text) < len(ANSWER)
+
+    second = Served(data, env).start()
+    try:
+        wait_for(lambda: any(r["done"] for r in text_rows()), timeout=20)
+        rows = text_rows()
+        assert len(rows) == 1, "the page shows the answer once"
+        assert rows[0]["text"] == ANSWER and rows[0]["id"] != cut_id
+        assert db.conn.execute("SELECT done FROM items WHERE kind = 'user'").fetchone()[0] == 1
+        assert len(fake.streamed) == 2 and fake.streamed[1]["messages"] == fake.streamed[0]["messages"]
+        assert db.conn.execute("SELECT count(*) FROM tombstones WHERE dom = ?", [f"i{cut_id}"]).fetchone()[0] == 1
+    finally:
+        second.stop()
+        db.conn.close()
+
+
+@pytest.mark.process
+def test_two_workers_answer_every_message_exactly_once(data, env, fake):
+    fake.default = [rate(100), text("An answer of a few words.")]
+    served = Served(data, env, workers=2).start()
+    db = dbm.connect(data / "tabletalk.db")
+    store = Store(db)
+    try:
+        chats = [store.new_conversation(None).id for _ in range(8)]
+        for round_ in range(3):
+            for chat in chats:
+                store.add(asked(chat, f"message {round_} in {chat}"))
+        wait_for(lambda: db.conn.execute("SELECT count(*) FROM items WHERE kind = 'user' AND done = 0")
+                 .fetchone()[0] == 0, timeout=30)
+        per_turn = db.conn.execute(
+            "SELECT turn, count(*) FROM items WHERE kind = 'text' GROUP BY turn").fetchall()
+        assert len(per_turn) == 24 and all(n == 1 for _, n in per_turn)
+        assert len(fake.streamed) == 24
+    finally:
+        served.stop()
+        db.conn.close()
+
+
+@pytest.mark.process
+def test_a_page_served_by_one_worker_follows_a_run_in_the_other(data, env, fake):
+    import threading
+
+    import httpx
+
+    fake.default = [rate(10), text("Slow words for the other worker to follow along.")]
+    served = Served(data, env, workers=2).start()
+    db = dbm.connect(data / "tabletalk.db")
+    store = Store(db)
+    try:
+        chat = store.new_conversation(None).id
+        store.add(asked(chat, "go"))
+        owner = wait_for(lambda: db.conn.execute("SELECT owner FROM runs WHERE chat = ?", [chat]).fetchone())[0]
+        runner_pid = owner.split(":")[1]
+        seen: dict[str, str] = {}
+
+        def follow():
+            with httpx.stream("GET", f"{served.url}/c/{chat}/events?since=0", timeout=20) as r:
+                pid, body = "", ""
+                for line in r.iter_lines():
+                    if line.startswith(": worker "):
+                        pid = line.split()[-1]
+                    body += line
+                    if "item text" in body and "growing" not in body.rsplit("item text", 1)[1][:20]:
+                        break
+                seen[pid] = body
+
+        threads = [threading.Thread(target=follow) for _ in range(12)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(30)
+        others = [pid for pid in seen if pid != runner_pid]
+        assert others, f"all 12 streams landed on the running worker {runner_pid}: {list(seen)}"
+        assert "Slow words for the other worker" in seen[others[0]].replace("data: ", "")
+    finally:
+        served.stop()
+        db.conn.close()
