@@ -24,9 +24,10 @@ log = logging.getLogger(__name__)
 POLL_SECONDS = 0.05
 FOLLOWER_BACKLOG = 256  # messages a slow follower may fall behind before it must resync
 
-# (store, chat, changed items, changed conversation or None, deleted dom ids) -> one SSE
-# message's HTML; the store reads through the feed's own connection, inside the snapshot.
-Render = Callable[[Store, int, list[Item], Conversation | None, list[str]], str]
+# (store, chat, changed items, changed conversation or None, deleted dom ids, what followers
+# in step have of each item or None for whole elements) -> one SSE message's HTML. The
+# store reads through the feed's own connection, inside the snapshot being sent.
+Render = Callable[[Store, int, list[Item], Conversation | None, list[str], dict | None], str]
 # (store, changed conversations) -> the conversation list's HTML
 RenderList = Callable[[Store, list[Conversation]], str]
 
@@ -34,13 +35,16 @@ RenderList = Callable[[Store, list[Conversation]], str]
 class Follower:
     """One open stream: a small queue of (rev, html) messages."""
 
-    __slots__ = ("chat", "messages", "ready", "behind")
+    __slots__ = ("chat", "messages", "ready", "behind", "fresh")
 
     def __init__(self, chat: int | None):
         self.chat = chat
         self.messages: deque[tuple[int, str]] = deque()
         self.ready = asyncio.Event()
         self.behind = False  # fell too far behind: end the stream, the browser resyncs
+        # Caught up from the database, not from the feed: its page may be ahead of what
+        # followers in step have, so its next message carries whole elements, not diffs.
+        self.fresh = True
 
     def push(self, rev: int, html: str) -> None:
         if len(self.messages) >= FOLLOWER_BACKLOG:
@@ -68,6 +72,7 @@ class Feed:
         self.render_list = render_list
         self.rev = dbm.current_rev(self.db)
         self.followers: dict[int | None, set[Follower]] = defaultdict(set)
+        self.sent: dict[int, dict] = {}  # per followed conversation: what followers in step have
         self.closed = False
         self._poke = asyncio.Event()
         self._tick = asyncio.Event()
@@ -116,6 +121,8 @@ class Feed:
     def follow(self, chat: int | None) -> Follower:
         f = Follower(chat)
         self.followers[chat].add(f)
+        if chat is not None:
+            self.sent.setdefault(chat, {})
         return f
 
     def unfollow(self, follower: Follower) -> None:
@@ -124,6 +131,7 @@ class Feed:
             group.discard(follower)
             if not group:
                 del self.followers[follower.chat]
+                self.sent.pop(follower.chat, None)
 
     def dispatch(self) -> None:
         """Read what changed since the last rev seen and hand it to the followers."""
@@ -145,9 +153,14 @@ class Feed:
             convo_of = {c.id: c for c in convos if c.id in self.followers}
             if self.render:
                 for chat in by_chat.keys() | convo_of.keys() | gone.keys():
-                    html = self.render(self.store, chat, by_chat.get(chat, []), convo_of.get(chat), gone.get(chat, []))
-                    for f in tuple(self.followers.get(chat, ())):
-                        f.push(top, html)
+                    changes = (self.store, chat, by_chat.get(chat, []), convo_of.get(chat), gone.get(chat, []))
+                    group = tuple(self.followers.get(chat, ()))
+                    # the diff is made once for every follower in step, and keeps `sent` current
+                    diff = self.render(*changes, self.sent.setdefault(chat, {}))
+                    whole = self.render(*changes, None) if any(f.fresh for f in group) else diff
+                    for f in group:
+                        f.push(top, whole if f.fresh else diff)
+                        f.fresh = False
             if convos and self.render_list and None in self.followers:
                 html = self.render_list(self.store, convos)
                 for f in tuple(self.followers[None]):

@@ -36,8 +36,8 @@ def test_enter_sends_and_the_answer_streams_in_without_a_reload(page, fake):
     page.locator("article.user").wait_for()
     assert page.locator("article.user .body").inner_text() == "First line\nsecond line"
     assert box.input_value() == "", "the composer empties after sending"
-    page.locator("article.text.growing").wait_for(timeout=10_000)  # seen while it grows
-    page.locator("article.text:not(.growing)").wait_for(timeout=15_000)
+    page.locator("article.text .state.growing").wait_for(state="attached", timeout=10_000)  # seen while it grows
+    page.locator("article.text .state.done").wait_for(state="attached", timeout=15_000)
     assert page.locator("article.text strong").inner_text() == "live"
     assert page.evaluate("window.__sameDocument") is True, "no reload happened"
     # the title starts as the first words, then the model's name for it arrives live
@@ -45,7 +45,7 @@ def test_enter_sends_and_the_answer_streams_in_without_a_reload(page, fake):
     # the live DOM is what a fresh render of the same rows gives
     live = page.locator("#items").inner_html()
     page.reload()
-    page.locator("article.text:not(.growing)").wait_for()
+    page.locator("article.text .state.done").wait_for(state="attached")
     assert page.locator("#items").inner_html() == live
 
 
@@ -62,7 +62,7 @@ def test_without_javascript_the_answer_is_there_after_the_redirect(browser, serv
         page.wait_for_load_state()
         assert page.locator("article.user .body").inner_text() == "Hello without JavaScript"
         # the page refreshes itself while the run goes, then stops refreshing
-        page.locator("article.text:not(.growing) strong").wait_for(timeout=20_000)
+        page.locator("article.text:has(.state.done) strong").wait_for(timeout=20_000)
         assert page.locator("article.text strong").inner_text() == "live"
         assert page.locator('noscript').count() == 0 or "refresh" not in page.content().split("</head>")[0]
     finally:

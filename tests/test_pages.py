@@ -39,7 +39,7 @@ def test_a_message_without_javascript_is_answered_after_the_redirect(client, fak
     chat = new_chat(client)
     r = client.post(chat + "/ask", data={"_csrf_token": csrf(client), "text": "Hi!"}, follow_redirects=False)
     assert r.status_code == 303 and r.headers["location"] == chat
-    page = wait_for(lambda: (p := soup(client.get(chat))).select_one("article.text:not(.growing)") and p)
+    page = wait_for(lambda: (p := soup(client.get(chat))).select_one("article.text .state.done") and p)
     user, thought, answer = page.select("#items > article")
     assert "user" in user["class"] and user.select_one(".body").text == "Hi!"
     assert thought.select_one("details summary").text == "Reasoning"

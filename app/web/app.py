@@ -25,7 +25,7 @@ from ..feed import Feed
 from ..providers import Providers
 from ..runner import Runner
 from ..store import Store
-from . import chats, events, render
+from . import chats, events, live, render
 from .state import State
 
 log = logging.getLogger(__name__)
@@ -85,7 +85,7 @@ def create_app(config: configuration.Config | None = None) -> Litestar:
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
         db = dbm.connect(config.database)
         dbm.migrate(db)
-        feed = Feed(config.database, render=render.chat_changes, render_list=render.list_changes)
+        feed = Feed(config.database, render=live.chat_changes, render_list=live.list_changes)
         store = Store(db, notify=feed.notify)
         providers = Providers(config)
         runner = Runner(config, store, feed, providers)

@@ -10,7 +10,7 @@ from litestar.response import Redirect
 
 from ..store import Store
 from ..tables import Conversation, retried, stopped
-from . import render
+from . import live, render
 from .state import state
 
 TEXT_MAX = 100_000  # characters in one message
@@ -82,7 +82,7 @@ async def conversation(request: Request, chat: FromPath[str], versions: FromQuer
     return render.page(
         request, "chat.html",
         convo=convo,
-        items=render.items_html(items, render.view_of(items, chat_state["turn"], shown)),
+        items=live.items_html(items, render.view_of(items, chat_state["turn"], shown)),
         state=chat_state,
         rev=rev,
         choices=choices,

@@ -16,7 +16,7 @@ from litestar.params import FromPath, FromQuery
 from litestar.response import Stream
 
 from ..feed import Feed, Follower
-from . import render
+from . import live
 from .chats import conversation_or_404
 from .state import state
 
@@ -68,7 +68,7 @@ async def chat_events(request: Request, chat: FromPath[str], since: FromQuery[st
             cursor = 0  # a cursor from another database (or a restore): resync everything
         items = s.store.items_since(cursor, chat=convo.id)
         gone = [dom for _, dom in s.store.tombstones_since(cursor, chat=convo.id)] if cursor else []
-        first = render.chat_changes(s.store, convo.id, items, convo if convo.rev > cursor else None, gone)
+        first = live.chat_changes(s.store, convo.id, items, convo if convo.rev > cursor else None, gone)
     return Stream(follow(s.feed, follower, sse(top, first), top), media_type="text/event-stream", headers=HEADERS)
 
 
@@ -81,7 +81,7 @@ async def list_events(request: Request, since: FromQuery[str | None] = None) -> 
         top = s.store.rev()
         if cursor > top:
             cursor = 0
-        first = render.list_changes(s.store, s.store.conversations_since(cursor))
+        first = live.list_changes(s.store, s.store.conversations_since(cursor))
     return Stream(follow(s.feed, follower, sse(top, first), top), media_type="text/event-stream", headers=HEADERS)
 
 

@@ -1,9 +1,7 @@
-"""Rows to HTML: the one place that renders pages and the fragments the feed sends.
+"""Pages: the template environment, whole-page responses, and the state a page shows.
 
-A fragment that changes is rendered by exactly one partial, whether it arrives with the
-first page load, a form response or the live feed; so a live page and a fresh render of
-the same rows are the same DOM. Children of `#items` are joined with no whitespace
-between them: htmx's upsert keeps elements only, and a fresh render must match it.
+Items and the feed's fragments are rendered in live.py, with the same templates, so a
+live page and a fresh render of the same rows are the same DOM.
 """
 from __future__ import annotations
 
@@ -17,7 +15,6 @@ from litestar import Request, Response
 from litestar.utils.scope.state import ScopeState
 from markupsafe import Markup
 
-from .. import markdown
 from ..store import Store
 from ..tables import Conversation, Item
 
@@ -44,12 +41,6 @@ def item_dom_id(it: Item) -> str:
 
 
 env.globals.update(item_key=item_key, item_dom_id=item_dom_id)
-def blocks_html(it: Item) -> Markup:
-    """An item's Markdown as keyed blocks (`i{id}-{n}`), the unit the live feed updates."""
-    return Markup("".join(b.html for b in markdown.keyed(it.text or "", item_dom_id(it))))
-
-
-env.globals.update(blocks=blocks_html)
 
 
 def csrf_token(request: Request) -> str:
@@ -118,46 +109,5 @@ def view_of(items: list[Item], running: int | None, shown: frozenset[int] = froz
     return View(running, frozenset(superseded), versions, shown)
 
 
-def item_html(it: Item, view: View = View()) -> str:
-    return fragment("_item.html", it=it, view=view)
-
-
-def items_html(items: list[Item], view: View = View()) -> Markup:
-    return Markup("".join(item_html(it, view) for it in items))
-
-
 def sort_items(items: list[Item]) -> list[Item]:
     return sorted(items, key=lambda it: (it.turn or it.id, it.id))
-
-
-def chat_changes(store: Store, chat: int, items: list[Item], convo: Conversation | None,
-                 gone: list[str] = ()) -> str:
-    """One feed message for a conversation: changed items (upsert), deleted ones, its state (by id)."""
-    parts = [f'<div id="{dom}" hx-swap-oob="delete"></div>' for dom in gone]
-    state = chat_state(store, chat)
-    if items:
-        # A new version ("again") changes how the earlier ones show: send those turns whole.
-        retried = {it.turn for it in items if it.kind == "retry"}
-        if retried:
-            marks = ",".join("?" * len(retried))
-            rows = store.all(f"SELECT * FROM items WHERE chat = ? AND turn IN ({marks})", [chat, *retried])
-            items = list({it.id: it for it in [*items, *(Item.from_row(r) for r in rows)]}.values())
-        turns = {it.turn for it in items}
-        marks = ",".join("?" * len(turns))
-        context = [Item.from_row(r) for r in store.all(
-            f"SELECT * FROM items WHERE chat = ? AND turn IN ({marks}) AND kind = 'retry'", [chat, *turns])]
-        view = view_of([*items, *(c for c in context if c.id not in {it.id for it in items})], state["turn"])
-        parts.append(
-            '<hx-partial hx-target="#items" hx-swap="upsert key:data-key">'
-            + str(items_html(sort_items(items), view)) + "</hx-partial>"
-        )
-    parts.append(fragment("_status.html", chat=chat, state=state, oob=True))
-    if convo is not None:
-        parts.append(fragment("_title.html", convo=convo, oob=True))
-    return "".join(parts)
-
-
-def list_changes(store: Store, convos: list[Conversation]) -> str:
-    """One feed message for the conversation list: new and renamed conversations."""
-    rows = "".join(fragment("_convo.html", convo=c) for c in sorted(convos, key=lambda c: c.id or 0))
-    return f'<hx-partial hx-target="#conversations" hx-swap="upsert key:data-key sort:desc">{rows}</hx-partial>'

@@ -1,0 +1,166 @@
+"""Rows to the fragments a live page receives: only what changed, as small as it can be.
+
+An item renders as a *shell* (its element with two slots), a *state* (a small span: growing,
+done, running ...) and a *body* (its Markdown as keyed blocks, or a call's output). The
+feed keeps, per followed conversation, what it last sent of each item (`Sent`); the next
+message then carries the whole element only when the shell changed (a new item, a new
+version, queued -> answered), the state span when only it changed, and for the body only
+the changed blocks (out-of-band by id), the new blocks (upsert, harmless on replay) and,
+where a block only grew at its end, just the added text (`beforeend` on its last element).
+Children of `#items` and of a body are joined with no whitespace: htmx's upsert keeps
+elements only, and a fresh render must be the same DOM as a live one.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from markupsafe import Markup, escape
+
+from .. import markdown
+from ..markdown import Block
+from ..store import Store
+from ..tables import Conversation, Item
+from .render import View, chat_state, fragment, item_dom_id, sort_items, view_of
+
+SLOT_STATE = "\x00state\x00"
+SLOT_BODY = "\x00body\x00"
+MARKDOWN_KINDS = ("text", "reasoning", "plan")
+CALL_LABELS = {"": "waiting", "running": "running", "done": "done", "failed": "failed",
+               "approval": "waiting for approval", "approved": "approved", "declined": "declined"}
+
+
+@dataclass(frozen=True)
+class Parts:
+    shell: str
+    state: str
+    blocks: tuple[Block, ...]
+
+    @property
+    def element(self) -> str:
+        return (self.shell.replace(SLOT_STATE, self.state, 1)
+                .replace(SLOT_BODY, "".join(b.html for b in self.blocks), 1))
+
+
+@dataclass
+class Sent:
+    """What a follower has of an item: its shell, state span and body blocks by id."""
+
+    shell: str
+    state: str
+    blocks: dict[str, str]
+
+
+def state_html(it: Item) -> str:
+    dom = item_dom_id(it)
+    if it.kind == "call":
+        state = it.state or "waiting"
+        label = CALL_LABELS.get(it.state, it.state)
+    else:
+        state, label = ("done", "") if it.done else ("growing", "")
+    return f'<span id="{dom}-s" class="state {state}">{label}</span>'
+
+
+def body_blocks(it: Item) -> tuple[Block, ...]:
+    dom = item_dom_id(it)
+    if it.kind in MARKDOWN_KINDS:
+        return tuple(markdown.keyed(it.text or "", dom))
+    if it.kind == "call":
+        return (Block(f"{dom}-o", f'<pre class="output" id="{dom}-o">{escape(it.output)}</pre>'),)
+    return ()
+
+
+def item_parts(it: Item, view: View = View()) -> Parts:
+    shell = fragment("_item.html", it=it, view=view, slot_state=Markup(SLOT_STATE), slot_body=Markup(SLOT_BODY))
+    return Parts(shell, state_html(it), body_blocks(it))
+
+
+def items_html(items: list[Item], view: View = View()) -> Markup:
+    return Markup("".join(item_parts(it, view).element for it in items))
+
+
+def oob(html: str) -> str:
+    """The element, swapped out-of-band by its id."""
+    end = html.index(">")
+    return f'{html[:end]} hx-swap-oob="true"{html[end:]}'
+
+
+def item_changes(it: Item, parts: Parts, sent: Sent | None) -> tuple[str | None, list[str]]:
+    """(the whole element, or None) and the smaller pieces that bring `sent` up to `parts`."""
+    if sent is None or sent.shell != parts.shell:
+        return parts.element, []
+    pieces = []
+    if sent.state != parts.state:
+        pieces.append(oob(parts.state))
+    changed, new, gone = markdown.block_changes(sent.blocks, list(parts.blocks))
+    for block in changed:
+        at = markdown.append_at(sent.blocks[block.id], block.html)
+        if at is None:
+            pieces.append(oob(block.html))
+        else:
+            depth, added = at
+            target = markdown.append_selector(block.id, depth)
+            pieces.append(f"<hx-partial hx-target='{target}' hx-swap=\"beforeend\">{added}</hx-partial>")
+    if new:
+        pieces.append(f'<hx-partial hx-target="#{item_dom_id(it)}-b" hx-swap="upsert">'
+                      + "".join(b.html for b in new) + "</hx-partial>")
+    pieces.extend(f'<div id="{dom}" hx-swap-oob="delete"></div>' for dom in gone)
+    return None, pieces
+
+
+def with_whole_turns(store: Store, chat: int, items: list[Item]) -> tuple[list[Item], list[Item]]:
+    """Items to send and the retry items their view needs: a new version changes how the
+    earlier ones show, so a turn with a new `retry` is sent whole."""
+    retried = {it.turn for it in items if it.kind == "retry"}
+    if retried:
+        marks = ",".join("?" * len(retried))
+        rows = store.all(f"SELECT * FROM items WHERE chat = ? AND turn IN ({marks})", [chat, *retried])
+        items = list({it.id: it for it in [*items, *(Item.from_row(r) for r in rows)]}.values())
+    turns = {it.turn for it in items}
+    marks = ",".join("?" * len(turns))
+    retries = [Item.from_row(r) for r in store.all(
+        f"SELECT * FROM items WHERE chat = ? AND turn IN ({marks}) AND kind = 'retry'", [chat, *turns])]
+    return sort_items(items), retries
+
+
+def chat_changes(store: Store, chat: int, items: list[Item], convo: Conversation | None,
+                 gone: list[str] = (), sent: dict[int, Sent] | None = None) -> str:
+    """One feed message for a conversation.
+
+    With `sent` (what followers in step have), only the differences, and `sent` is brought
+    up to date; without it, whole elements (for a follower that has just caught up).
+    """
+    parts_out = [f'<div id="{dom}" hx-swap-oob="delete"></div>' for dom in gone]
+    state = chat_state(store, chat)
+    if items:
+        items, retries = with_whole_turns(store, chat, items)
+        known = {it.id for it in items}
+        view = view_of([*items, *(r for r in retries if r.id not in known)], state["turn"])
+        elements, pieces = [], []
+        for it in items:
+            parts = item_parts(it, view)
+            element, small = item_changes(it, parts, sent.get(it.id) if sent is not None else None)
+            if element is not None:
+                elements.append(element)
+            pieces.extend(small)
+            if sent is not None:
+                if it.done and it.kind != "call":
+                    sent.pop(it.id, None)  # finished: it changes again only as a whole (a new version)
+                else:
+                    sent[it.id] = Sent(parts.shell, parts.state, {b.id: b.html for b in parts.blocks})
+        if elements:
+            parts_out.append('<hx-partial hx-target="#items" hx-swap="upsert key:data-key">'
+                             + "".join(elements) + "</hx-partial>")
+        parts_out.extend(pieces)
+    parts_out.append(fragment("_status.html", chat=chat, state=state, oob=True))
+    if convo is not None:
+        parts_out.append(fragment("_title.html", convo=convo, oob=True))
+    return "".join(parts_out)
+
+
+def list_changes(store: Store, convos: list[Conversation]) -> str:
+    """One feed message for the conversation list: new and renamed conversations."""
+    rows = "".join(fragment("_convo.html", convo=c) for c in sorted(convos, key=lambda c: c.id or 0))
+    return f'<hx-partial hx-target="#conversations" hx-swap="upsert key:data-key sort:desc">{rows}</hx-partial>'
+
+
+__all__ = ["Parts", "Sent", "chat_changes", "item_parts", "items_html", "list_changes"]
