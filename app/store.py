@@ -161,7 +161,8 @@ class Store:
             if new.kind == "user":
                 db.conn.execute("UPDATE items SET turn = ? WHERE id = ?", [item_id, item_id])
                 values["turn"] = item_id
-            db.conn.execute("UPDATE conversations SET updated = ?, rev = ? WHERE id = ?", [t, rev, new.chat])
+            # not a change a page shows, so no rev: only the title and the list order show
+            db.conn.execute("UPDATE conversations SET updated = ? WHERE id = ?", [t, new.chat])
         return Item(**{k: v for k, v in values.items() if k != "done"}, done=bool(new.done), id=item_id)
 
     def update(self, item_id: int, **values: Any) -> None:

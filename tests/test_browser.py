@@ -67,3 +67,128 @@ def test_without_javascript_the_answer_is_there_after_the_redirect(browser, serv
         assert page.locator('noscript').count() == 0 or "refresh" not in page.content().split("</head>")[0]
     finally:
         context.close()
+
+
+LONG = "\n\n".join([
+    "## A heading",
+    "A paragraph with **bold**, *italic*, `code` and a [link](https://example.org/page).",
+    "- one\n- two\n  - nested\n- three",
+    "```python\ndef f(x):\n    return x * 2\n```",
+    "| a | b |\n|---|---|\n| 1 | 2 |",
+    "> quoted words to end with",
+])
+
+
+def fresh_items(browser, url):
+    """#items as a fresh page load renders it."""
+    context = browser.new_context(base_url=url, java_script_enabled=False)
+    try:
+        p = context.new_page()
+        p.goto(url)
+        return p.locator("#items").inner_html()
+    finally:
+        context.close()
+
+
+def test_two_pages_follow_one_answer_and_end_identical_to_a_fresh_render(browser, served, fake):
+    fake.script([rate(40), text(LONG, chunk=7)])
+    context = browser.new_context(base_url=served.url)
+    try:
+        a, b = context.new_page(), context.new_page()
+        a.goto("/")
+        a.get_by_role("button", name="New conversation").click()
+        a.wait_for_url("**/c/*")
+        b.goto(a.url)
+        a.locator("#composer textarea").fill("Show me everything")
+        a.locator("#composer textarea").press("Enter")
+        for p in (a, b):
+            p.locator("article.text .state.done").wait_for(state="attached", timeout=20_000)
+        expect(b.locator("article.text table td").first).to_have_text("1")
+        fresh = fresh_items(browser, a.url)
+        assert a.locator("#items").inner_html() == fresh
+        assert b.locator("#items").inner_html() == fresh
+    finally:
+        context.close()
+
+
+def test_a_reload_mid_answer_continues_without_duplicates(browser, served, fake):
+    fake.script([rate(12), text(LONG, chunk=5)])
+    context = browser.new_context(base_url=served.url)
+    try:
+        p = context.new_page()
+        p.goto("/")
+        p.get_by_role("button", name="New conversation").click()
+        p.wait_for_url("**/c/*")
+        p.locator("#composer textarea").fill("Go slowly")
+        p.locator("#composer textarea").press("Enter")
+        p.locator("article.text .state.growing").wait_for(state="attached", timeout=10_000)
+        p.wait_for_timeout(800)
+        p.reload()
+        assert p.locator("article.text .state.growing").count() == 1, "the answer is still growing after the reload"
+        p.locator("article.text .state.done").wait_for(state="attached", timeout=30_000)
+        ids = p.eval_on_selector_all("[id]", "els => els.map(e => e.id)")
+        assert len(ids) == len(set(ids)), "no element arrived twice"
+        assert p.locator("#items").inner_html() == fresh_items(browser, p.url)
+    finally:
+        context.close()
+
+
+HOSTILE = "\n\n".join([
+    "<script>window.__pwned = 1</script>",
+    "<img src=x onerror=\"window.__pwned = 2\">",
+    "[click](javascript:window.__pwned=3) [data](data:text/html;base64,PHNjcmlwdD5wYXJlbnQuX19wd25lZD00PC9zY3JpcHQ+)",
+    "[entity](jav&#x09;ascript:window.__pwned=5) [upper](JAVASCRIPT:window.__pwned=6)",
+    "<svg onload=\"window.__pwned = 7\"><script>window.__pwned = 8</script></svg>",
+    "&lt;script&gt;window.__pwned = 9&lt;/script&gt; &#60;img src=x onerror=window.__pwned=10&#62;",
+    "![img](javascript:window.__pwned=11) <iframe src=\"javascript:window.__pwned=12\"></iframe>",
+    "```html\n</code></pre><script>window.__pwned = 13</script>\n```",
+    "[title](https://example.org \"x\\\" onmouseover=\\\"window.__pwned=14\")",
+])
+
+
+def test_a_hostile_answer_is_inert_in_the_dom(page, fake):
+    fake.script([rate(200), text(HOSTILE, chunk=9)])
+    dialogs = []
+    page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+    page.goto("/")
+    page.get_by_role("button", name="New conversation").click()
+    page.wait_for_url("**/c/*")
+    page.locator("#composer textarea").fill("be hostile")
+    page.locator("#composer textarea").press("Enter")
+    page.locator("article.text .state.done").wait_for(state="attached", timeout=15_000)
+    for link in page.locator("article.text a").all():
+        link.hover()
+    page.wait_for_timeout(300)
+    assert page.evaluate("window.__pwned") is None and dialogs == []
+    report = page.evaluate("""() => {
+        const root = document.querySelector('article.text');
+        const bad = [];
+        for (const el of root.querySelectorAll('*')) {
+            if (['SCRIPT', 'IFRAME', 'SVG', 'IMG', 'OBJECT', 'EMBED'].includes(el.tagName.toUpperCase())) bad.push(el.tagName);
+            for (const a of el.attributes) if (a.name.startsWith('on')) bad.push(a.name);
+            if (el.tagName === 'A' && !/^(https?:|mailto:)/i.test(el.getAttribute('href') || '')) bad.push(el.getAttribute('href'));
+        }
+        return bad;
+    }""")
+    assert report == []
+    assert "window.__pwned = 1" in page.locator("article.text").inner_text(), "raw HTML is shown as text"
+    page.reload()
+    page.wait_for_timeout(300)
+    assert page.evaluate("window.__pwned") is None and dialogs == []
+
+
+def test_the_conversation_list_follows_live(browser, served, fake):
+    context = browser.new_context(base_url=served.url)
+    try:
+        home, other = context.new_page(), context.new_page()
+        home.goto("/")
+        home.wait_for_timeout(300)  # its stream is open
+        other.goto("/")
+        other.get_by_role("button", name="New conversation").click()
+        other.wait_for_url("**/c/*")
+        expect(home.locator("#conversations li")).to_have_count(1)
+        other.locator("#composer textarea").fill("a title from the first words")
+        other.locator("#composer textarea").press("Enter")
+        expect(home.locator("#conversations li a").first).to_have_text("A fitting title", timeout=10_000)
+    finally:
+        context.close()

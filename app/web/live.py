@@ -51,7 +51,10 @@ class Sent:
 
 
 def state_html(it: Item) -> str:
+    """The item's state span ('' for kinds whose state the page does not show)."""
     dom = item_dom_id(it)
+    if it.kind not in (*MARKDOWN_KINDS, "call"):
+        return ""
     if it.kind == "call":
         state = it.state or "waiting"
         label = CALL_LABELS.get(it.state, it.state)
@@ -89,7 +92,7 @@ def item_changes(it: Item, parts: Parts, sent: Sent | None) -> tuple[str | None,
     if sent is None or sent.shell != parts.shell:
         return parts.element, []
     pieces = []
-    if sent.state != parts.state:
+    if sent.state != parts.state and parts.state:
         pieces.append(oob(parts.state))
     changed, new, gone = markdown.block_changes(sent.blocks, list(parts.blocks))
     for block in changed:
