@@ -9,9 +9,11 @@ result), never an exception out of the loop; cancellation is how a run is stoppe
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
+
+import jsonschema
 
 from .tools import Context, Result, Tool
 
@@ -144,6 +146,14 @@ class ToolEnd:
 
 
 @dataclass(frozen=True)
+class ToolDeclined:
+    """The call did not run: the person declined it (or the run was told not to)."""
+
+    call: ToolCall
+    reason: str
+
+
+@dataclass(frozen=True)
 class Usage:
     prompt: int
     completion: int
@@ -162,9 +172,12 @@ class Notice:
 
 Event = (
     AgentStart | AgentEnd | TurnStart | TurnEnd | MessageStart | MessageUpdate | MessageEnd
-    | ToolStart | ToolUpdate | ToolEnd | Usage | Failed | Notice
+    | ToolStart | ToolUpdate | ToolEnd | ToolDeclined | Usage | Failed | Notice
 )
 Emit = Callable[[Event], None]
+# Asked before a call runs: None to run it, or the reason it must not (given to the model).
+# May wait (for the person's approval); a stop cancels the wait.
+Gate = Callable[[ToolCall], Awaitable[str | None]]
 
 
 # --- the loop ---------------------------------------------------------------------------
@@ -184,6 +197,7 @@ async def run(
     emit: Emit,
     context: Context | None = None,
     max_steps: int = MAX_STEPS,
+    gate: Gate | None = None,
 ) -> list[Message]:
     """Run the agent from `history` until the model answers without calling a tool.
 
@@ -201,7 +215,7 @@ async def run(
         added.append(reply)
         results = []
         for call in reply.tool_calls:
-            results.append(await run_tool(call, by_name, emit, context))
+            results.append(await run_tool(call, by_name, emit, context, gate))
         added.extend(results)
         emit(TurnEnd(reply, tuple(results)))
         if not reply.tool_calls:
@@ -253,8 +267,14 @@ async def model_step(messages: list[Message], tools: list[Tool], stream: StreamF
     return reply
 
 
-async def run_tool(call: ToolCall, tools: dict[str, Tool], emit: Emit, context: Context | None) -> Message:
+async def run_tool(call: ToolCall, tools: dict[str, Tool], emit: Emit, context: Context | None,
+                   gate: Gate | None = None) -> Message:
     """Run one call; every failure becomes a failed result the model reads."""
+    if gate is not None:
+        reason = await gate(call)
+        if reason is not None:
+            emit(ToolDeclined(call, reason))
+            return Message("tool", reason, tool_call_id=call.id)
     emit(ToolStart(call))
     tool = tools.get(call.name)
     result: Result | None = None
@@ -268,12 +288,28 @@ async def run_tool(call: ToolCall, tools: dict[str, Tool], emit: Emit, context: 
         except ValueError as e:
             output, ok = f"Error: the arguments are not valid JSON ({e}).", False
         else:
-            ctx = context or Context(chat=0, agent=None)
-            ctx.progress = lambda text: emit(ToolUpdate(call, text))
-            try:
-                result = await tool.run(args, ctx)
-                output, ok = result.text, True
-            except Exception as e:  # a tool's failure is data for the model
-                output, ok = f"Error: {type(e).__name__}: {e}", False
+            problem = schema_problem(args, tool.parameters)
+            if problem:
+                output, ok = f"Error: the arguments do not fit the tool's parameters: {problem}", False
+            else:
+                ctx = context or Context(chat=0, agent=None)
+                ctx.progress = lambda text: emit(ToolUpdate(call, text))
+                try:
+                    result = await tool.run(args, ctx)
+                    output, ok = result.text, True
+                except Exception as e:  # a tool's failure is data for the model
+                    output, ok = f"Error: {e}" if str(e) else f"Error: {type(e).__name__}", False
     emit(ToolEnd(call, output, ok, result))
     return Message("tool", output, tool_call_id=call.id)
+
+
+def schema_problem(args: dict[str, Any], schema: dict[str, Any]) -> str | None:
+    """Why `args` do not fit the JSON schema, in one line, or None."""
+    try:
+        jsonschema.validate(args, schema)
+    except jsonschema.ValidationError as e:
+        where = "/".join(str(p) for p in e.absolute_path)
+        return f"{where + ': ' if where else ''}{e.message}"[:300]
+    except jsonschema.SchemaError:
+        return None  # a tool with a broken schema is the tool's problem, not the model's
+    return None

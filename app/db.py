@@ -223,3 +223,9 @@ def m003_tombstones(db: sqlite_utils.Database) -> None:
             rev INTEGER NOT NULL)"""
     )
     db.execute("CREATE INDEX tombstones_rev ON tombstones (rev)")
+
+
+@migration
+def m004_item_sources(db: sqlite_utils.Database) -> None:
+    # The pages a call's result came from, as JSON [{"url", "title"}]: shown as chips.
+    db.execute("ALTER TABLE items ADD COLUMN sources TEXT NOT NULL DEFAULT ''")

@@ -32,6 +32,22 @@ Render = Callable[[Store, int, list[Item], Conversation | None, list[str], dict 
 RenderList = Callable[[Store, list[Conversation]], str]
 
 
+async def wait_event(event: asyncio.Event, timeout: float) -> bool:
+    """Wait for `event` at most `timeout` seconds; True if it is set.
+
+    Not asyncio.wait_for: on Python 3.11 it can swallow a cancellation that arrives as the
+    event is set, and a stopped run must never miss its cancellation.
+    """
+    if event.is_set():
+        return True
+    waiter = asyncio.ensure_future(event.wait())
+    try:
+        await asyncio.wait([waiter], timeout=timeout)
+    finally:
+        waiter.cancel()
+    return event.is_set()
+
+
 class Follower:
     """One open stream: a small queue of (rev, html) messages."""
 
@@ -57,10 +73,7 @@ class Follower:
         """The next message, or None after `timeout` seconds of quiet."""
         if not self.messages:
             self.ready.clear()
-            try:
-                await asyncio.wait_for(self.ready.wait(), timeout)
-            except TimeoutError:
-                return None
+            await wait_event(self.ready, timeout)
         return self.messages.popleft() if self.messages else None
 
 
@@ -86,11 +99,7 @@ class Feed:
 
     async def changed(self, timeout: float) -> None:
         """Wait until the feed has seen a change (or `timeout` passes)."""
-        tick = self._tick
-        try:
-            await asyncio.wait_for(tick.wait(), timeout)
-        except TimeoutError:
-            pass
+        await wait_event(self._tick, timeout)
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run(), name="feed")
@@ -98,9 +107,7 @@ class Feed:
     async def _run(self) -> None:
         version = self._data_version()
         while not self.closed:
-            try:
-                await asyncio.wait_for(self._poke.wait(), POLL_SECONDS)
-            except TimeoutError:
+            if not await wait_event(self._poke, POLL_SECONDS):
                 seen = self._data_version()
                 if seen == version:
                     continue

@@ -62,7 +62,13 @@ from typing import Any, NamedTuple, Sequence
 
 from linkify_it import LinkifyIt
 from markdown_it import MarkdownIt
-from markdown_it.common.utils import escapeHtml, unescapeAll
+from markdown_it.common.utils import (
+    escapeHtml,
+    isPunctChar,
+    isWhiteSpace,
+    normalizeReference,
+    unescapeAll,
+)
 from markdown_it.rules_block.fence import fence as _fence_rule
 from markdown_it.rules_block.state_block import StateBlock
 from markdown_it.rules_core.linkify import linkify as _core_linkify
@@ -149,6 +155,13 @@ def _highlighted(lang: str, code: str) -> str | None:
     return _pygments_highlight(code, lexer, _FORMATTER).rstrip("\n")
 
 
+@functools.lru_cache(maxsize=64)
+def _highlight_shell(lang: str) -> str:
+    """What `_highlighted` wraps around the code, with no code in it."""
+    html = _highlighted(lang, "\n") or _plain_code("")
+    return html[: html.index("<code>") + 6] + html[html.rindex("</code>") :]
+
+
 def _plain_code(code: str) -> str:
     return f'<div class="{CODE_CLASS}"><pre><code>{escapeHtml(code)}</code></pre></div>'
 
@@ -222,6 +235,18 @@ def _render_fence(self, tokens: Sequence[Token], idx: int, options, env) -> str:
     token = tokens[idx]
     info = unescapeAll(token.info).strip() if token.info else ""
     lang = info.split(maxsplit=1)[0] if info else ""
+    if (
+        lang
+        and token.meta.get("streaming")
+        and isinstance(env, dict)
+        and env.get(_GROWING)
+        and _lexer(lang.lower()) is not None
+    ):
+        # growing: the fence holds whole lines only (see _stable_fence), highlighted as
+        # they come; highlighting is per line, so each new line is an append
+        if not token.content:
+            return _highlight_shell(lang) + "\n"
+        return str(_highlighted(lang, token.content)) + "\n"
     if lang and token.content and not token.meta.get("streaming"):
         html = _highlighted(lang, token.content)
         if html is not None:
@@ -296,9 +321,12 @@ _md = _make_md()
 # --------------------------------------------------------------------------- render
 
 
-def render(text: str) -> str:
-    """Safe HTML for the whole Markdown text (no ids)."""
-    return _md.render(text or "")
+def render(text: str, growing: bool = False) -> str:
+    """Safe HTML for the whole Markdown text (no ids). `growing`: see `keyed`."""
+    if not growing:
+        return _md.render(text or "")
+    env: dict[str, Any] = {}
+    return _md.renderer.render(_growing_tokens(text or "", env), _md.options, env)
 
 
 def _top_level(tokens: list[Token]) -> list[tuple[int, int]]:
@@ -319,12 +347,17 @@ def _top_level(tokens: list[Token]) -> list[tuple[int, int]]:
     return spans
 
 
-def keyed(text: str, key: str) -> list[Block]:
-    """Top-level blocks of the Markdown, block n with id f"{key}-{n}"."""
+def keyed(text: str, key: str, growing: bool = False) -> list[Block]:
+    """Top-level blocks of the Markdown, block n with id f"{key}-{n}".
+
+    `growing=True`: `text` is the start of an answer still streaming; its edge is
+    stabilised (see "Growing text" in the module docstring) so that each block's HTML is,
+    as far as possible, what a longer text gives it with something inserted at its end.
+    """
     if not text:
         return []
     env: dict[str, Any] = {}
-    tokens = _md.parse(text, env)
+    tokens = _growing_tokens(text, env) if growing else _md.parse(text, env)
     renderer = _md.renderer
     options = _md.options
     safe_key = _html.escape(key, quote=True)
@@ -340,6 +373,554 @@ def keyed(text: str, key: str) -> list[Block]:
             )
         )
     return blocks
+
+
+# --------------------------------------------------------------------------- growing
+#
+# keyed(text, key, growing=True) renders the prefix of an answer that is still streaming.
+# The feed sends a changed block as an append (only what was added at its end) when the
+# block's new HTML is its old HTML with something inserted before one of its closing
+# tags; anything else re-sends the whole block. So the growing render "stabilises the
+# edge": it renders a slightly different text, cut back and/or closed at the very end,
+# chosen so that what it shows now is what the longer text will show, plus more:
+#
+# - the text is parsed once into block tokens; only the last top-level block is touched
+#   (re-parsed alone from its first line), every earlier block is exactly as given;
+# - a trailing line made only of block syntax (`-`, `1.`, `##`, `>`, "```", `|---|:-`,
+#   ...) waits: it may become a list item, heading, hr, fence, table or setext heading;
+#   so do the lines of a table being started (`| a | b |` before its delimiter row),
+#   a table's body row until it is complete, a reference definition being typed, and a
+#   fence's opening line until its newline;
+# - in a fence whose language Pygments knows, the partial last line waits (whole lines
+#   are highlighted as they come: the fence grows line by line and its closing changes
+#   nothing); in other fences only a partial line of fence characters waits;
+# - inline, at the end of the last paragraph or heading: unclosed `**`/`*`/`_`/`~~` and
+#   inline code are closed (`**bol` renders as `<strong>bol</strong>`); a link or image
+#   whose `](url)` has not arrived waits from its `[`, as does a trailing `<autolink`,
+#   a bare URL, email or `www.` word (linkify would change its href), a lone trailing
+#   delimiter run, `\`, `!` or `&entity`; no link is ever completed or guessed;
+# - settling: when an inline element (or a list item, a paragraph in a container)
+#   closed less than _SETTLE characters before the end, the text after it waits, so
+#   that one render ends exactly at the close and the next adds what follows with one
+#   insert (a render whose change spans the close and the text after it would have to
+#   re-send the block). That is at most _SETTLE characters (~80 ms at 50 tokens/s) of
+#   delay.
+#
+# The changed text is still rendered by the same safe renderer: cutting text or adding
+# `*`, `_`, `~` or "`" cannot produce raw HTML or a link the text did not have.
+
+_GROWING = "tabletalk.growing"  # env key: fences still streaming are highlighted
+_SETTLE = 16  # characters of text shown after a close only once there are this many
+_REVEAL = 0
+_LINK_HOLD = 400  # a pending link waits while its `[` is at most this far from the end
+
+_ASCII_PUNCT = frozenset("!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~")
+_NEWLINES = re.compile(r"\r\n?")
+_SYNTAX_LINE = re.compile(r"[ \t>]*[-+*_=#|:`~.)0-9 \t]*")
+_DEF_LINE = re.compile(r" {0,3}\[(?:[^\]\\]|\\.)*(?:\](?::.*)?)?")
+_FENCE_CHARS = re.compile(r"[ \t>]*(?:`*|~*)[ \t]*")
+_AUTOLINK = re.compile(
+    r"<(?:[a-zA-Z][a-zA-Z0-9+.\-]{1,31}:[^<>\x00-\x20]*"
+    r"|[a-zA-Z0-9.!#$%&'*+/=?^_`{|}~-]+@[a-zA-Z0-9](?:[a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?"
+    r"(?:\.[a-zA-Z0-9](?:[a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?)*)>"
+)
+_AUTOLINK_START = re.compile(r"<[a-zA-Z0-9.!#$%&'*+/=?^_`{|}~:@-]*")
+_ENTITY_START = re.compile(r"&(?:#[xX]?[0-9a-fA-F]{0,8}|[A-Za-z][A-Za-z0-9]{0,31})?")
+_URL_STARTS = ("http://", "https://", "mailto:", "www.")
+
+
+def _ws(ch: str | None) -> bool:
+    return ch is None or isWhiteSpace(ord(ch))
+
+
+def _punct(ch: str | None) -> bool:
+    return ch is not None and (ch in _ASCII_PUNCT or isPunctChar(ch))
+
+
+def _line_starts(text: str) -> list[int]:
+    return [0, *(m.end() for m in re.finditer("\n", text))]
+
+
+def _block_tokens(src: str, env: dict[str, Any]) -> list[Token]:
+    tokens: list[Token] = []
+    _md.block.parse(src, _md, env, tokens)
+    return tokens
+
+
+def _finish(tokens: list[Token], env: dict[str, Any]) -> list[Token]:
+    """The core rules after `block` (inline, cached) on block tokens."""
+    state = StateCore("", _md, env, tokens)
+    for rule in _md.core.ruler.__rules__:
+        if rule.enabled and rule.name not in ("normalize", "block"):
+            rule.fn(state)
+    return state.tokens
+
+
+def _growing_tokens(text: str, env: dict[str, Any]) -> list[Token]:
+    """Tokens of `text` with its edge stabilised (the growing render)."""
+    src = _NEWLINES.sub("\n", text).replace("\0", "\ufffd")
+    if _REVEAL > 1:
+        src = src[: len(src) - len(src) % _REVEAL]
+    env[_GROWING] = True
+    tokens = _block_tokens(src, env)
+    spans = _top_level(tokens)
+    starts = _line_starts(src)
+    end_line = tokens[spans[-1][0]].map[1] if spans and tokens[spans[-1][0]].map else 0
+    tail = src[starts[end_line]:] if end_line < len(starts) else ""
+    if tail.strip():
+        # After the last block: reference definitions (they make no tokens). The last
+        # line of one may still be typed (a partial URL would resolve earlier links to
+        # it, a partial title makes it a paragraph again): it waits.
+        if not src.endswith("\n"):
+            refs = env.get("references")
+            env.clear()
+            env[_GROWING] = True
+            tokens = _block_tokens(src[: src.rfind("\n") + 1], env)
+            del refs
+        return _finish(tokens, env)
+    if spans:
+        first, stop = spans[-1]
+        line = tokens[first].map[0] if tokens[first].map else 0
+        region = src[starts[line]:]
+        block = tokens[first:stop]
+        for token in block:
+            if token.map:
+                token.map = [token.map[0] - line, token.map[1] - line]
+        stable = _stable_block(region, block, env)
+        if stable != region:
+            tokens = tokens[:first] + (_block_tokens(stable, env) if stable.strip() else [])
+    return _finish(tokens, env)
+
+
+def _stable_block(region: str, toks: list[Token], env: dict[str, Any]) -> str:
+    """The source of the last top-level block, cut back and/or closed at its end.
+    `toks` are its block tokens, their maps counted from its first line."""
+    leaf_at = -1
+    for i in range(len(toks) - 1, -1, -1):
+        if toks[i].nesting == 0 and toks[i].map is not None:
+            leaf_at = i
+            break
+    leaf = toks[leaf_at] if leaf_at >= 0 else None
+    if leaf is not None and leaf.type == "fence" and leaf.meta.get("streaming"):
+        return _stable_fence(region, leaf)
+    text = region.rstrip()
+    if not text:
+        return text
+    line_done = "\n" in region[len(text):]
+    starts = _line_starts(text)
+    last = len(starts) - 1
+    covers = leaf is not None and leaf.map is not None and leaf.map[1] > last
+    if leaf is not None and covers and leaf.type != "inline":
+        return text  # a closed fence, indented code, an hr: nothing at the edge waits
+    if any(t.type == "table_open" and t.map and t.map[1] > last for t in toks):
+        return _stable_table(text, toks, starts, line_done)
+    opener = toks[leaf_at - 1].type if covers and leaf_at > 0 else ""
+    paragraph = opener == "paragraph_open"
+
+    # whole trailing lines that wait
+    cut, k = len(text), last
+    if _SYNTAX_LINE.fullmatch(text[starts[k]:]):
+        cut, k = starts[k], k - 1
+    if paragraph and leaf is not None and leaf.map and k >= leaf.map[0]:
+        line = text[starts[k]: cut].rstrip("\n")
+        if k == leaf.map[0] and _DEF_LINE.fullmatch(line):
+            cut = starts[k]  # a reference definition being typed
+        # a table's header row (and delimiter row) being typed: the table comes whole
+        while k >= max(leaf.map[0], last - 1) and text[starts[k]: cut].lstrip(" \t>").startswith("|"):
+            cut, k = starts[k], k - 1
+
+    low = len(text) - _SETTLE
+    # (position in text, position in the edge's content or -1 for a block close)
+    end = (len(text[:cut].rstrip()), -1)
+    closes: list[tuple[int, int]] = []
+    edge: _Edge | None = None
+    content = ""
+    if leaf is not None and covers and leaf.type == "inline" and leaf.map:
+        edge = _Edge(text, starts, leaf)
+        got = edge.prefix(cut)
+        if not got:
+            return text[:cut].rstrip()
+        content = got
+        events, hold, _, _ = _scan(content, env.get("references") or {}, True)
+        kept = len(content[:hold].rstrip())
+        at = edge.to_text(kept)
+        if at is None:
+            return text[:cut].rstrip()
+        end = (at, kept)
+        for event in events:
+            at = edge.to_text(event)
+            if at is not None:
+                closes.append((at, event))
+    for token in toks[1:]:
+        if token.map and 0 < token.map[0] <= last and (
+            token.nesting == 1 or token.type in ("fence", "code_block", "hr")
+        ):
+            closes.append((len(text[: starts[token.map[0]]].rstrip()), -1))
+    settled = [c for c in closes if low <= c[0] <= end[0]]
+    if settled:
+        end = max(settled)
+    at, kept = end
+    if kept < 0 or edge is None:
+        return text[:at].rstrip()
+    body = content[:kept].rstrip()
+    at = edge.to_text(len(body))
+    if at is None:
+        return text[:cut].rstrip()
+    return text[:at] + (_closers(body, env.get("references") or {}) if body else "")
+
+
+class _Edge:
+    """Positions in a leaf inline token's content <-> positions in its block's text."""
+
+    __slots__ = ("content", "first", "lines", "starts")
+
+    def __init__(self, text: str, starts: list[int], leaf: Token) -> None:
+        self.content = leaf.content
+        self.first = leaf.map[0] if leaf.map else 0
+        self.starts = starts
+        self.lines: list[tuple[int, int | None, int]] = []  # content start, text start, length
+        offset = 0
+        for i, part in enumerate(self.content.split("\n")):
+            j = self.first + i
+            base = None
+            if j < len(starts):
+                stop = starts[j + 1] - 1 if j + 1 < len(starts) else len(text)
+                source = text[starts[j]:stop]
+                k = source.rfind(part)
+                if k >= 0:
+                    base = starts[j] + k
+            self.lines.append((offset, base, len(part)))
+            offset += len(part) + 1
+
+    def to_text(self, pos: int) -> int | None:
+        for start, base, length in self.lines:
+            if start <= pos <= start + length:
+                return None if base is None else base + pos - start
+        return None
+
+    def prefix(self, cut: int) -> str | None:
+        """The content that lies before text position `cut` (a line start or the end)."""
+        if cut >= self.starts[-1] and cut not in self.starts:
+            return self.content
+        if cut not in self.starts:
+            return None
+        i = self.starts.index(cut) - self.first
+        if i <= 0:
+            return ""
+        if i >= len(self.lines):
+            return self.content
+        return self.content[: self.lines[i][0] - 1]
+
+
+def _stable_fence(region: str, fence: Token) -> str:
+    """A fence still open at the end: whole lines only when it is highlighted."""
+    starts = _line_starts(region)
+    opening = starts[fence.map[0]] if fence.map and fence.map[0] < len(starts) else 0
+    if "\n" not in region[opening:]:
+        return region[:opening].rstrip()  # its info string is still being typed
+    last = region.rfind("\n") + 1
+    partial = region[last:]
+    if not partial:
+        return region
+    info = unescapeAll(fence.info).strip() if fence.info else ""
+    lang = info.split(maxsplit=1)[0] if info else ""
+    if (lang and _lexer(lang.lower()) is not None) or _FENCE_CHARS.fullmatch(partial):
+        return region[:last]
+    return region
+
+
+def _stable_table(text: str, toks: list[Token], starts: list[int], line_done: bool) -> str:
+    """A table at the end: it shows once its delimiter row is done, then row by row."""
+    table = next(
+        (t for t in reversed(toks) if t.type == "table_open" and t.map), None
+    )
+    if table is None or table.map is None or line_done:
+        return text
+    last = len(starts) - 1
+    top = table.map[0]
+    if last <= top + 1:
+        return text[: starts[top]].rstrip()
+    columns = 0
+    for t in toks[toks.index(table):]:
+        if t.type == "th_open":
+            columns += 1
+        elif t.type == "thead_close":
+            break
+    row = text[starts[last]:].strip()
+    pipes = len(re.findall(r"(?<!\\)\|", row))
+    if row.endswith("|") and not row.endswith("\\|") and pipes - row.startswith("|") >= columns:
+        return text
+    return text[: starts[last]].rstrip()
+
+
+def _find_run(s: str, start: int, char: str, size: int) -> int:
+    """Start of the first run of exactly `size` `char`s at or after `start`, or -1."""
+    n = len(s)
+    i = s.find(char, start)
+    while i >= 0:
+        j = i
+        while j < n and s[j] == char:
+            j += 1
+        if j - i == size:
+            return i
+        i = s.find(char, j)
+    return -1
+
+
+def _skip_space(s: str, pos: int) -> int:
+    while pos < len(s) and s[pos] in " \t\n":
+        pos += 1
+    return pos
+
+
+_OK, _PENDING, _NO = 0, 1, 2
+
+
+def _inline_link(s: str, pos: int) -> tuple[int, int]:
+    """At `(` after `]`: (_OK, end) for a whole valid `(dest "title")`, (_PENDING, 0)
+    while it may still become one, (_NO, 0) when it cannot."""
+    n = len(s)
+    pos = _skip_space(s, pos + 1)
+    if pos >= n:
+        return _PENDING, 0
+    if s[pos] == ")":
+        return _OK, pos + 1
+    dest = _md.helpers.parseLinkDestination(s, pos, n)
+    if not dest.ok:
+        if s[pos] == "<":
+            return (_NO, 0) if re.search(r"[\n<>]", s[pos + 1:]) else (_PENDING, 0)
+        return _PENDING, 0
+    if dest.pos >= n:
+        return _PENDING, 0
+    if not _md.validateLink(_md.normalizeLink(dest.str)):
+        return _NO, 0
+    after = _skip_space(s, dest.pos)
+    if after >= n:
+        return _PENDING, 0
+    if s[after] == ")":
+        return _OK, after + 1
+    if after == dest.pos or s[after] not in "\"'(":
+        return _NO, 0
+    title = _md.helpers.parseLinkTitle(s, after, n)
+    if not title.ok:
+        return (_PENDING, 0) if title.can_continue else (_NO, 0)
+    after = _skip_space(s, title.pos)
+    if after >= n:
+        return _PENDING, 0
+    return (_OK, after + 1) if s[after] == ")" else (_NO, 0)
+
+
+def _link(s: str, i: int, refs: dict[str, Any]) -> tuple[int, int]:
+    """At `[`: (_OK, end) for a whole link, (_PENDING, 0) or (_NO, 0)."""
+    n = len(s)
+    depth, k = 0, i + 1
+    while k < n:
+        ch = s[k]
+        if ch == "\\":
+            k += 2
+            continue
+        if ch == "`":
+            j = k
+            while j < n and s[j] == "`":
+                j += 1
+            close = _find_run(s, j, "`", j - k)
+            k = close + (j - k) if close >= 0 else j
+            continue
+        if ch == "[":
+            depth += 1
+        elif ch == "]":
+            if depth == 0:
+                break
+            depth -= 1
+        k += 1
+    if k >= n:
+        return _PENDING, 0
+    label_end, after = k, k + 1
+    if after >= n:
+        return _PENDING, 0
+    if s[after] == "(":
+        state, end = _inline_link(s, after)
+        if state != _NO:
+            return state, end
+    if refs:
+        if after < n and s[after] == "[":
+            close = s.find("]", after + 1)
+            if close < 0:
+                return _PENDING, 0
+            label = s[after + 1 : close] or s[i + 1 : label_end]
+            if normalizeReference(label) in refs:
+                return _OK, close + 1
+            return _NO, 0
+        if normalizeReference(s[i + 1 : label_end]) in refs:
+            return _OK, label_end + 1
+    return _NO, 0
+
+
+class _Delim:
+    __slots__ = ("char", "count", "size", "opens", "closes")
+
+    def __init__(self, char: str, count: int, opens: bool, closes: bool) -> None:
+        self.char, self.count, self.size = char, count, count
+        self.opens, self.closes = opens, closes
+
+
+def _scan(
+    s: str, refs: dict[str, Any], edge: bool
+) -> tuple[list[int], int, list[_Delim], int]:
+    """A light pass over inline Markdown, after markdown-it's rules (code spans first,
+    links, autolinks, flanking delimiter runs and the rule of 3).
+
+    Returns (events: positions just after each inline element closes, hold: where a
+    construct still being typed at the end starts (len(s) if none), the emphasis
+    openers still open at the end, the backtick count of a code span open at the end or
+    0). With `edge` False the end of `s` is its end (nothing is pending)."""
+    n = len(s)
+    events: list[int] = []
+    stack: list[_Delim] = []
+    hold, code = n, 0
+    i = 0
+    while i < n:
+        c = s[i]
+        if c == "\\":
+            if i + 1 >= n:
+                if edge:
+                    hold = i
+                break
+            i += 2 if s[i + 1] in _ASCII_PUNCT else 1
+            continue
+        if c == "`":
+            j = i
+            while j < n and s[j] == "`":
+                j += 1
+            close = _find_run(s, j, "`", j - i)
+            if close >= 0:
+                i = close + (j - i)
+                events.append(i)
+                continue
+            if edge and j >= n:
+                hold = i  # the run may grow
+                break
+            code = j - i
+            if edge:  # backticks at the end may be the closing run, arriving
+                t = n
+                while t > j and s[t - 1] == "`":
+                    t -= 1
+                if t < n:
+                    hold = t
+            break
+        if c in "*_~":
+            j = i
+            while j < n and s[j] == c:
+                j += 1
+            if edge and j >= n:
+                hold = i  # opener or closer: the next character tells
+                break
+            count = j - i
+            if c == "~":
+                count -= count % 2
+                if not count:
+                    i = j
+                    continue
+            prev = s[i - 1] if i > 0 else None
+            nxt = s[j] if j < n else None
+            left = not _ws(nxt) and (not _punct(nxt) or _ws(prev) or _punct(prev))
+            right = not _ws(prev) and (not _punct(prev) or _ws(nxt) or _punct(nxt))
+            if c == "_":
+                opens = left and (not right or _punct(prev))
+                closes = right and (not left or _punct(nxt))
+            else:
+                opens, closes = left, right
+            matched = False
+            if closes:
+                while count > 0:
+                    at = _opener(stack, c, j - i, opens)
+                    if at < 0:
+                        break
+                    op = stack[at]
+                    use = 2 if c == "~" or (op.count >= 2 and count >= 2) else 1
+                    op.count -= use
+                    count -= use
+                    del stack[at + 1 :]
+                    if op.count <= 0:
+                        del stack[at]
+                    matched = True
+            if matched:
+                events.append(j)
+            if count > 0 and opens:
+                stack.append(_Delim(c, count, opens, closes))
+            i = j
+            continue
+        if c == "!" and edge and i + 1 >= n:
+            hold = i
+            break
+        if c == "[":
+            state, end = _link(s, i, refs)
+            if state == _OK:
+                events.append(end)
+                i = end
+                continue
+            if state == _PENDING and edge:
+                start = i - 1 if i > 0 and s[i - 1] == "!" else i
+                if n - start <= _LINK_HOLD:
+                    hold = start
+                    break
+            i += 1
+            continue
+        if c == "<":
+            m = _AUTOLINK.match(s, i)
+            if m:
+                events.append(m.end())
+                i = m.end()
+                continue
+            if edge and _AUTOLINK_START.fullmatch(s, i):
+                hold = i
+                break
+            i += 1
+            continue
+        if c == "&" and edge and _ENTITY_START.fullmatch(s, i):
+            hold = i
+            break
+        i += 1
+    if edge and hold == n and not code:
+        k = n
+        while k > 0 and not s[k - 1].isspace():
+            k -= 1
+        k = max(k, events[-1] if events else 0)
+        word = s[k:].lstrip("([{*_~\"'<").lower()
+        if word and (
+            "://" in word
+            or "www." in word
+            or "@" in word
+            or any(start.startswith(word) for start in _URL_STARTS)
+        ):
+            hold = k  # linkify would give it an href that changes as it grows
+    return events, hold, stack, code
+
+
+def _opener(stack: list[_Delim], char: str, size: int, closer_opens: bool) -> int:
+    for at in range(len(stack) - 1, -1, -1):
+        op = stack[at]
+        if op.char != char:
+            continue
+        if (
+            char != "~"
+            and (op.closes or closer_opens)
+            and (op.size + size) % 3 == 0
+            and (op.size % 3 or size % 3)
+        ):
+            continue
+        return at
+    return -1
+
+
+def _closers(s: str, refs: dict[str, Any]) -> str:
+    """What closes the inline code and emphasis left open at the end of `s`."""
+    _, _, stack, code = _scan(s, refs, False)
+    out = "`" * code
+    for op in reversed(stack):
+        if op.count > 0:
+            out += op.char * op.count
+    return out
 
 
 # --------------------------------------------------------------------------- changes

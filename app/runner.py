@@ -18,12 +18,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import agent as loop
+from . import plugins
 from . import db as dbm
 from .config import Config
 from .feed import Feed
 from .providers import Providers
 from .store import Store, first_words
-from .tables import Item
+from .tables import Assistant, Item
+from .tools import Tool, allowed, names
+from .tools.builtin import builtin_tools
 from .turn import Turn, usage_writer
 
 log = logging.getLogger(__name__)
@@ -237,6 +240,8 @@ class Runner:
         model = (retry.model if retry else "") or user.model or (agent.model if agent else "")
         model = model or await self.default_model()
         turn = run.turn = Turn(self.store, self.grow, self.flush, run.chat, user, agent, model, retry=retry,
+                               tools=await self.tools_for(agent), approve=names(agent.approve) if agent else set(),
+                               changed=self.feed.changed,
                                on_usage=usage_writer(self.store, run.chat, self.window_of(model)))
         self.store.update(user.id)  # it is answered now, no longer queued: pages re-render it
         if not self.providers.configured:
@@ -274,6 +279,23 @@ class Runner:
         title = clean_title(title)
         if title and (now := self.store.conversation(chat)) is not None and now.title == convo.title:
             self.store.set_title(chat, title)
+
+    async def tools_for(self, agent: Assistant | None) -> list[Tool]:
+        """The tools this agent may use now: built-in ones, then its enabled plugins' (listed
+        afresh at each run, which also refreshes each plugin's status)."""
+        found = builtin_tools()
+        if agent is not None and agent.id is not None:
+            enabled = self.store.plugins(agent.id, enabled_only=True)
+            if enabled:
+                listings = await plugins.refresh(enabled, private_ok=self.config.private_plugins)
+                for p in enabled:
+                    listing = listings.get(p.id)
+                    if listing is None:
+                        continue
+                    if listing.status != p.status:
+                        self.store.update_plugin(p.id, status=listing.status)
+                    found.extend(listing.tools)
+        return allowed(found, agent.tools if agent else "")
 
     async def default_model(self) -> str:
         if self.config.ai_model:

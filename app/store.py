@@ -14,11 +14,17 @@ from typing import Any
 import sqlite_utils
 
 from . import db as dbm
-from .tables import Assistant, Choice, Conversation, Item, asked
+from .tables import Assistant, Choice, Conversation, Item, Plugin, asked
 
 ITEM_COLUMNS = [f.name for f in fields(Item) if f.name not in ("id",)]
 TITLE_WORDS = 8
 TITLE_MAX = 80
+
+
+def plugin_from_row(row: Any) -> Plugin:
+    data = dict(row)
+    return Plugin(agent=data["agent"], name=data["name"], address=data["address"], header=data["header"],
+                  secret=data["secret"], enabled=bool(data["enabled"]), status=data["status"], id=data["id"])
 
 
 def first_words(text: str) -> str:
@@ -84,6 +90,77 @@ class Store:
 
     def agents(self) -> list[Assistant]:
         return [Assistant.from_row(r) for r in self.all("SELECT * FROM assistants ORDER BY id")]
+
+    def add_agent(self, a: Assistant) -> Assistant:
+        t = dbm.now()
+        with self.write() as db:
+            cur = db.conn.execute(
+                "INSERT INTO assistants (name, instructions, model, tools, approve, created, updated, rev) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                [a.name, a.instructions, a.model, a.tools, a.approve, t, t, dbm.bump(db)])
+        return self.agent(cur.lastrowid)
+
+    def delete_agent(self, agent_id: int) -> None:
+        """Its conversations stay readable (their agent becomes none); its plugins and memories go."""
+        with self.write() as db:
+            db.conn.execute("DELETE FROM assistants WHERE id = ?", [agent_id])
+
+    def memories(self, agent: int) -> list[dict[str, Any]]:
+        return [dict(r) for r in self.all("SELECT * FROM memories WHERE agent = ? ORDER BY id", [agent])]
+
+    def add_memory(self, agent: int, text: str) -> int:
+        with self.write() as db:
+            return db.conn.execute("INSERT INTO memories (agent, text, created) VALUES (?, ?, ?)",
+                                   [agent, text, dbm.now()]).lastrowid
+
+    def delete_memory(self, agent: int, memory: int) -> bool:
+        with self.write() as db:
+            return db.conn.execute("DELETE FROM memories WHERE id = ? AND agent = ?", [memory, agent]).rowcount == 1
+
+    def update_agent(self, agent_id: int, **values: Any) -> None:
+        allowed = {"name", "instructions", "model", "tools", "approve"}
+        bad = set(values) - allowed
+        if bad:
+            raise ValueError(f"not agent columns: {sorted(bad)}")
+        with self.write() as db:
+            values |= {"updated": dbm.now(), "rev": dbm.bump(db)}
+            sets = ", ".join(f"{k} = ?" for k in values)
+            db.conn.execute(f"UPDATE assistants SET {sets} WHERE id = ?", [*values.values(), agent_id])
+
+    # --- plugins --------------------------------------------------------------------
+
+    def plugins(self, agent: int, enabled_only: bool = False) -> list[Plugin]:
+        sql = "SELECT * FROM plugins WHERE agent = ?" + (" AND enabled = 1" if enabled_only else "") + " ORDER BY id"
+        return [plugin_from_row(r) for r in self.all(sql, [agent])]
+
+    def plugin_row(self, plugin_id: int) -> Plugin | None:
+        row = self.one("SELECT * FROM plugins WHERE id = ?", [plugin_id])
+        return plugin_from_row(row) if row else None
+
+    def add_plugin(self, p: Plugin) -> Plugin:
+        t = dbm.now()
+        with self.write() as db:
+            cur = db.conn.execute(
+                "INSERT INTO plugins (agent, name, address, header, secret, enabled, status, created, updated, rev) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [p.agent, p.name, p.address, p.header, p.secret, int(p.enabled), p.status, t, t, dbm.bump(db)])
+        return self.plugin_row(cur.lastrowid)
+
+    def update_plugin(self, plugin_id: int, **values: Any) -> None:
+        allowed = {"name", "address", "header", "secret", "enabled", "status"}
+        bad = set(values) - allowed
+        if bad:
+            raise ValueError(f"not plugin columns: {sorted(bad)}")
+        if "enabled" in values:
+            values["enabled"] = int(values["enabled"])
+        with self.write() as db:
+            values |= {"updated": dbm.now(), "rev": dbm.bump(db)}
+            sets = ", ".join(f"{k} = ?" for k in values)
+            db.conn.execute(f"UPDATE plugins SET {sets} WHERE id = ?", [*values.values(), plugin_id])
+
+    def delete_plugin(self, plugin_id: int) -> None:
+        with self.write() as db:
+            db.conn.execute("DELETE FROM plugins WHERE id = ?", [plugin_id])
 
     def default_agent(self) -> Assistant | None:
         row = self.one("SELECT * FROM assistants ORDER BY id LIMIT 1")
@@ -176,6 +253,19 @@ class Store:
             values |= {"updated": dbm.now(), "rev": dbm.bump(db)}
             sets = ", ".join(f"{k} = ?" for k in values)
             db.conn.execute(f"UPDATE items SET {sets} WHERE id = ?", [*values.values(), item_id])
+
+    def plan(self, chat: int) -> Item | None:
+        row = self.one("SELECT * FROM items WHERE chat = ? AND kind = 'plan' ORDER BY id LIMIT 1", [chat])
+        return Item.from_row(row) if row else None
+
+    def set_plan(self, chat: int, text: str) -> Item:
+        """The conversation's one plan item, made or replaced."""
+        with self.write():
+            current = self.plan(chat)
+            if current is None:
+                return self.add(Item(kind="plan", chat=chat, text=text, done=True))
+            self.update(current.id, text=text)
+            return self.item(current.id)
 
     def delete_items(self, ids: list[int]) -> None:
         """Delete items, leaving tombstones so following pages remove them too."""

@@ -6,6 +6,7 @@ stored (id None). Ids, revs and foreign keys are the storage module's business (
 from __future__ import annotations
 
 import ipaddress
+import json
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 from urllib.parse import urlsplit
@@ -31,6 +32,7 @@ class Item:
     state: str = ""
     done: bool = False
     turn: int = 0           # the user item this belongs to (a user item's own id)
+    sources: str = ""       # a call's sources, JSON [{"url", "title"}]
     id: int | None = None
     created: float = 0.0
     updated: float = 0.0
@@ -210,3 +212,41 @@ def plugin(agent: int, address: str, header: str = "", secret: str = "", name: s
 def skill(name: str, description: str = "", body: str = "") -> Skill:
     """Instructions an agent loads by name when its description fits the task."""
     return Skill(name=name, description=description, body=body)
+
+
+@dataclass(frozen=True)
+class Chip:
+    """One site a call's result came from: its first letter, its name, the first page's title."""
+
+    letter: str
+    site: str
+    title: str
+    url: str
+
+
+CHIPS_MAX = 6
+
+
+def chips(sources: str | list[dict[str, str]]) -> list[Chip]:
+    """Sources as chips: one per site (its first page), six at most, http(s) only."""
+    if isinstance(sources, str):
+        try:
+            sources = json.loads(sources) if sources else []
+        except ValueError:
+            return []
+    out: list[Chip] = []
+    seen: set[str] = set()
+    for s in sources if isinstance(sources, list) else []:
+        url = s.get("url", "") if isinstance(s, dict) else ""
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            continue
+        site = parts.hostname.lower().removeprefix("www.")
+        if site in seen:
+            continue
+        seen.add(site)
+        title = (s.get("title") or "").strip() or site
+        out.append(Chip(letter=site[:1].upper(), site=site, title=title[:120], url=url))
+        if len(out) == CHIPS_MAX:
+            break
+    return out

@@ -8,8 +8,9 @@ rows say exactly which steps are complete.
 """
 from __future__ import annotations
 
+import json
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from . import agent as loop
@@ -18,6 +19,8 @@ from .history import to_messages
 from .store import Store
 from .tables import Assistant, Item, item
 from .tools import Context, Tool
+
+DECLINED = "The person declined this call."
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +65,9 @@ class Turn:
     written: list[int] = field(default_factory=list)
     notice: int | None = None  # the item telling the person about retries in this step
     on_usage: Callable[[int, int, int], None] = lambda prompt, completion, cached: None
+    approve: set[str] = field(default_factory=set)  # tools that wait for the person's decision
+    # Waits until something changed (any row, any process) or the timeout passes.
+    changed: Callable[[float], Awaitable[None]] | None = None
 
     # --- resuming -------------------------------------------------------------------
 
@@ -88,8 +94,9 @@ class Turn:
                         to_run.append(it)
                     else:
                         self.store.update(it.id, state="failed", output=INTERRUPTED, done=True)
-                elif it.state in ("", "approved"):
-                    to_run.append(it)
+                elif it.state in ("", "approved", "approval"):
+                    to_run.append(it)  # not started, or waiting for (or given) the person's decision
+        self.written.extend(it.id for it in to_run)  # a stop now ends them too
         return to_run
 
     def history(self) -> list[loop.Message]:
@@ -102,13 +109,28 @@ class Turn:
         if finished(self.current_version()):
             return
         pending_calls = self.resume()
-        context = Context(chat=self.chat, agent=self.agent.id if self.agent else None)
+        context = Context(chat=self.chat, agent=self.agent.id if self.agent else None, store=self.store)
         by_name = {t.name: t for t in self.tools}
         for call_item in pending_calls:
             call = loop.ToolCall(f"call_{call_item.id}", call_item.name, call_item.input or "{}")
             self.calls[call.id] = call_item.id
-            await loop.run_tool(call, by_name, self.emit, context)
-        await loop.run(self.history(), self.tools, stream, self.emit, context)
+            await loop.run_tool(call, by_name, self.emit, context, self.gate)
+        await loop.run(self.history(), self.tools, stream, self.emit, context, gate=self.gate)
+
+    async def gate(self, call: loop.ToolCall) -> str | None:
+        """A call to a tool in `approve` waits here for the person's decision (rows, so it
+        survives a restart); a stop cancels the wait."""
+        item_id = self.calls[call.id]
+        while True:
+            current = self.store.item(item_id)
+            state = current.state if current else "declined"
+            if state == "declined":
+                return DECLINED
+            if state != "approval":
+                return None
+            if self.changed is None:
+                raise RuntimeError("a call waits for approval but nothing can wake it")
+            await self.changed(1.0)
 
     def emit(self, event: loop.Event) -> None:
         """Turn one agent event into rows."""
@@ -124,9 +146,17 @@ class Turn:
                 self.store.update(self.calls[call.id], state="running")
             case loop.ToolUpdate(call=call, output=output):
                 self.grow(self.calls[call.id], output=output)
-            case loop.ToolEnd(call=call, output=output, ok=ok):
+            case loop.ToolEnd(call=call, output=output, ok=ok, result=result):
                 self.flush()
-                self.store.update(self.calls.pop(call.id), output=output, state="done" if ok else "failed", done=True)
+                extra = {}
+                if result is not None and result.sources:
+                    extra["sources"] = json.dumps([{"url": s.url, "title": s.title} for s in result.sources])
+                if result is not None and result.file is not None:
+                    extra["file"] = result.file
+                self.store.update(self.calls.pop(call.id), output=output, state="done" if ok else "failed",
+                                  done=True, **extra)
+            case loop.ToolDeclined(call=call, reason=reason):
+                self.store.update(self.calls.pop(call.id), output=reason, done=True)
             case loop.Usage(prompt=prompt, completion=completion, cached=cached):
                 self.on_usage(prompt, completion, cached)
             case loop.Notice(text=text):
@@ -153,7 +183,8 @@ class Turn:
                 self.store.update(self.items.pop("text"), text=message.content or "", done=True)
             for call in message.tool_calls:
                 new = self.add(item("call", self.chat, turn=self.user.id, model=self.model,
-                                    name=call.name[:80], input=call.arguments))
+                                    name=call.name[:80], input=call.arguments,
+                                    state="approval" if call.name in self.approve else ""))
                 self.calls[call.id] = new.id
 
     def add(self, new: Item) -> Item:
@@ -170,7 +201,8 @@ class Turn:
                 if it is None or it.done:
                     continue
                 if it.kind == "call":
-                    self.store.update(item_id, state="failed", output=it.output or "Stopped before it finished.", done=True)
+                    why = "Stopped while waiting for approval." if it.state == "approval" else "Stopped before it finished."
+                    self.store.update(item_id, state="failed", output=it.output or why, done=True)
                 else:
                     self.store.update(item_id, done=True)
 

@@ -94,19 +94,20 @@ def test_tool_calls_loop_back_to_the_model_with_their_results():
 
 def test_failures_are_data_the_model_sees():
     stream = scripted(
-        [call("nope", "{}", 0, "a"), call("echo", "{not json", 1, "b"), call("boom", '{"text": 1}', 2, "c"),
-         call("echo", "[1, 2]", 3, "d")],
+        [call("nope", "{}", 0, "a"), call("echo", "{not json", 1, "b"), call("boom", '{"text": "x"}', 2, "c"),
+         call("echo", "[1, 2]", 3, "d"), call("echo", '{"text": 1}', 4, "e")],
         [Delta(text="I see the errors.")],
     )
     events, added = run([Message("user", "go")], [echo_tool(), echo_tool("boom", fail=True)], stream)
     ends = [e for e in events if isinstance(e, loop.ToolEnd)]
-    assert [e.ok for e in ends] == [False, False, False, False]
+    assert [e.ok for e in ends] == [False, False, False, False, False]
     assert "no tool named 'nope'" in ends[0].output
     assert "not valid JSON" in ends[1].output
     assert "disk on fire" in ends[2].output
     assert "JSON object" in ends[3].output
+    assert "do not fit the tool's parameters: text: 1 is not of type 'string'" in ends[4].output
     results = [m for m in stream.seen[1] if m.role == "tool"]
-    assert [m.tool_call_id for m in results] == ["a", "b", "c", "d"]
+    assert [m.tool_call_id for m in results] == ["a", "b", "c", "d", "e"]
     assert added[-1].content == "I see the errors."
 
 
@@ -157,3 +158,23 @@ def test_messages_become_the_chat_completions_shape():
     assert m.to_api() == {"role": "assistant", "content": None, "tool_calls": [
         {"id": "c1", "type": "function", "function": {"name": "echo", "arguments": '{"text": "a"}'}}]}
     assert Message("tool", "out", tool_call_id="c1").to_api() == {"role": "tool", "content": "out", "tool_call_id": "c1"}
+
+
+def test_a_gate_can_hold_a_call_and_decline_it():
+    asked = []
+
+    async def gate(call):
+        asked.append(call.name)
+        await asyncio.sleep(0.01)  # waiting for the person
+        return "The person declined this call." if call.id == "no" else None
+
+    stream = scripted([call("echo", '{"text": "a"}', 0, "no"), call("echo", '{"text": "b"}', 1, "yes")],
+                      [Delta(text="ok")])
+    events = []
+    asyncio.run(loop.run([Message("user", "go")], [echo_tool()], stream, events.append, gate=gate))
+    assert asked == ["echo", "echo"]
+    declined = [e for e in events if isinstance(e, loop.ToolDeclined)]
+    assert [d.call.id for d in declined] == ["no"]
+    assert [e.call.id for e in events if isinstance(e, loop.ToolStart)] == ["yes"]
+    results = {m.tool_call_id: m.content for m in stream.seen[1] if m.role == "tool"}
+    assert results == {"no": "The person declined this call.", "yes": "echo: b"}

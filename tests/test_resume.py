@@ -55,19 +55,34 @@ def test_a_crash_mid_turn_resumes_from_the_last_complete_step(store):
         requests.append(messages)
         yield Delta(text="All done.")
 
-    turn = Turn(store, lambda *a, **k: None, lambda: None, chat, user, store.default_agent(), "m", tools=tools)
-    asyncio.run(turn.run(stream))
+    async def changed(timeout):
+        await asyncio.sleep(0.01)
+
+    turn = Turn(store, lambda *a, **k: None, lambda: None, chat, user, store.default_agent(), "m", tools=tools,
+                changed=changed)
+
+    async def main():
+        task = asyncio.create_task(turn.run(stream))
+        await asyncio.sleep(0.2)
+        assert not task.done(), "the turn waits for the person's decision"
+        assert store.item(waiting.id).state == "approval", "a call waiting for approval keeps waiting"
+        assert requests == [], "no model step before the decision"
+        store.update(waiting.id, state="declined")
+        await asyncio.wait_for(task, 5)
+
+    asyncio.run(main())
 
     assert sorted(runs) == ["later", "lookup"], "a completed call never runs again; a cut-off one runs only if idempotent"
     assert store.item(partial.id) is None, "the cut-off step's partial rows are replaced"
     assert store.tombstones_since(0, chat) == [(chat, f"i{partial.id}")]
     assert store.item(cut.id).state == "failed" and store.item(cut.id).output == INTERRUPTED
     assert store.item(safe.id).state == "done" and store.item(queued.id).state == "done"
-    assert store.item(waiting.id).state == "approval", "a call waiting for approval keeps waiting"
+    assert store.item(waiting.id).state == "declined" and store.item(waiting.id).done
     assert store.item(done_call.id).output == "once ran"
     tool_results = {m.tool_call_id: m.content for m in requests[0] if m.role == "tool"}
     assert tool_results[f"call_{cut.id}"] == INTERRUPTED, "the model is told the call was interrupted"
     assert tool_results[f"call_{safe.id}"] == "lookup ran"
+    assert tool_results[f"call_{waiting.id}"] == "The person declined this call."
     texts = [i.text for i in store.items(chat) if i.kind == "text"]
     assert texts == ["On it.", "All done."]
 

@@ -121,7 +121,7 @@ def test_a_restarted_server_keeps_revs_and_serves_the_same_page(data, env, fake)
         client, token = session(first.url)
         chat = client.post("/c", data={"_csrf_token": token}).url.path
         client.post(chat + "/ask", data={"_csrf_token": token, "text": "remember me"})
-        wait_for(lambda: 'class="item text"' in client.get(chat).text)
+        wait_for(lambda: "A fitting title" in client.get(chat).text)  # the last write of the run
         rev = client.get("/healthz").json()["rev"]
     finally:
         first.stop()

@@ -28,12 +28,17 @@ class Result:
 
 @dataclass
 class Context:
-    """What a running tool may know and use."""
+    """What a running tool may know and use.
+
+    `store` is the plumbing for tools that keep something in the conversation or the agent
+    (the plan, memories, skills); tools that only reach out (pages, plugins) leave it alone.
+    """
 
     chat: int
     agent: int | None
     abort: asyncio.Event = field(default_factory=asyncio.Event)
     progress: Callable[[str], None] = lambda text: None
+    store: Any = None  # app.store.Store; Any keeps tools importable without the storage layer
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -51,3 +56,15 @@ class Tool:
             "type": "function",
             "function": {"name": self.name, "description": self.description, "parameters": self.parameters},
         }
+
+
+def names(csv: str) -> set[str]:
+    return {n.strip() for n in csv.split(",") if n.strip()}
+
+
+def allowed(tools: list[Tool], use: str) -> list[Tool]:
+    """The tools an agent may use: `use` is "" for all of them, else names, commas."""
+    if not use.strip():
+        return list(tools)
+    chosen = names(use)
+    return [t for t in tools if t.name in chosen]

@@ -25,7 +25,7 @@ from ..feed import Feed
 from ..providers import Providers
 from ..runner import Runner
 from ..store import Store
-from . import chats, events, live, render
+from . import agents, chats, events, live, render
 from .state import State
 
 log = logging.getLogger(__name__)
@@ -109,6 +109,7 @@ def create_app(config: configuration.Config | None = None) -> Litestar:
     return Litestar(
         route_handlers=[
             *chats.routes,
+            *agents.routes,
             *events.routes,
             create_static_files_router(
                 path="/static", directories=[render.STATIC], cache_control=CacheControlHeader(max_age=3600),

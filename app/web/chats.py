@@ -9,7 +9,7 @@ from litestar.exceptions import HTTPException, NotFoundException
 from litestar.response import Redirect
 
 from ..store import Store
-from ..tables import Conversation, retried, stopped
+from ..tables import Conversation, decided, retried, stopped
 from . import live, render
 from .state import state
 
@@ -76,13 +76,16 @@ async def conversation(request: Request, chat: FromPath[str], versions: FromQuer
     with s.store.snapshot():
         convo = conversation_or_404(s.store, chat)
         rev = s.store.rev()
-        items = render.sort_items(s.store.items(convo.id))
+        everything = s.store.items(convo.id)
+        items = render.sort_items([it for it in everything if it.kind != "plan"])
+        plan = [it for it in everything if it.kind == "plan"]
         chat_state = render.chat_state(s.store, convo.id)
         choices = s.store.choices()
     return render.page(
         request, "chat.html",
         convo=convo,
         items=live.items_html(items, render.view_of(items, chat_state["turn"], shown)),
+        plan=live.items_html(plan),
         state=chat_state,
         rev=rev,
         choices=choices,
@@ -121,6 +124,23 @@ async def retry(request: Request, chat: FromPath[str]) -> Response:
     return done(request, f"/c/{convo.id}")
 
 
+@post("/c/{chat:str}/calls/{call:str}")
+async def decide(request: Request, chat: FromPath[str], call: FromPath[str]) -> Response:
+    """The person's decision on a call waiting for approval."""
+    s = state(request)
+    convo = conversation_or_404(s.store, chat)
+    it = s.store.item(parse_id(call))
+    if it is None or it.chat != convo.id or it.kind != "call":
+        raise NotFoundException("No such call.")
+    decision = (await form_field(request, "decision", 20)).strip()
+    if decision not in ("approve", "decline"):
+        raise HTTPException(status_code=400, detail="The decision is approve or decline.")
+    if it.state != "approval":
+        raise HTTPException(status_code=409, detail="This call is no longer waiting for a decision.")
+    s.store.update(it.id, state=decided(it, decision).state)
+    return done(request, f"/c/{convo.id}")
+
+
 @post("/c/{chat:str}/stop")
 async def stop(request: Request, chat: FromPath[str]) -> Response:
     s = state(request)
@@ -137,4 +157,4 @@ async def healthz(request: Request) -> dict[str, object]:
     return {"ok": True, "rev": s.store.rev()}
 
 
-routes = [index, new_conversation, conversation, ask, retry, stop, healthz]
+routes = [index, new_conversation, conversation, ask, retry, decide, stop, healthz]

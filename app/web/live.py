@@ -138,12 +138,12 @@ def chat_changes(store: Store, chat: int, items: list[Item], convo: Conversation
         items, retries = with_whole_turns(store, chat, items)
         known = {it.id for it in items}
         view = view_of([*items, *(r for r in retries if r.id not in known)], state["turn"])
-        elements, pieces = [], []
+        elements, pinned, pieces = [], [], []
         for it in items:
             parts = item_parts(it, view)
             element, small = item_changes(it, parts, sent.get(it.id) if sent is not None else None)
             if element is not None:
-                elements.append(element)
+                (pinned if it.kind == "plan" else elements).append(element)
             pieces.extend(small)
             if sent is not None:
                 if it.done and it.kind != "call":
@@ -153,6 +153,8 @@ def chat_changes(store: Store, chat: int, items: list[Item], convo: Conversation
         if elements:
             parts_out.append('<hx-partial hx-target="#items" hx-swap="upsert key:data-key">'
                              + "".join(elements) + "</hx-partial>")
+        if pinned:  # the plan is pinned above the composer, not in the log
+            parts_out.append('<hx-partial hx-target="#plan" hx-swap="upsert">' + "".join(pinned) + "</hx-partial>")
         parts_out.extend(pieces)
     parts_out.append(fragment("_status.html", chat=chat, state=state, oob=True))
     if convo is not None:

@@ -5,6 +5,7 @@ live page and a fresh render of the same rows are the same DOM.
 """
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,7 +17,7 @@ from litestar.utils.scope.state import ScopeState
 from markupsafe import Markup
 
 from ..store import Store
-from ..tables import Conversation, Item
+from ..tables import Conversation, Item, chips
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 TEMPLATES = ROOT / "templates"
@@ -40,7 +41,15 @@ def item_dom_id(it: Item) -> str:
     return f"i{it.id}"
 
 
-env.globals.update(item_key=item_key, item_dom_id=item_dom_id)
+def pretty_json(text: str) -> str:
+    """A call's input as people read JSON; what is not JSON shows as it came."""
+    try:
+        return json.dumps(json.loads(text), indent=2, ensure_ascii=False)
+    except (ValueError, TypeError):
+        return text
+
+
+env.globals.update(item_key=item_key, item_dom_id=item_dom_id, pretty_json=pretty_json, chips=chips)
 
 
 def csrf_token(request: Request) -> str:

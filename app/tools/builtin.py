@@ -1,0 +1,13 @@
+"""The built-in tools every agent can be given."""
+from __future__ import annotations
+
+from . import Tool
+from .fetch_page import fetch_page_tool
+from .plan import update_plan
+
+FETCH_PAGE = fetch_page_tool()
+
+
+def builtin_tools() -> list[Tool]:
+    """In the order the agent page lists them."""
+    return [FETCH_PAGE, update_plan]

@@ -1,0 +1,211 @@
+"""Agents: the list, and each agent's settings, tools, plugins and memory tabs."""
+from __future__ import annotations
+
+from dataclasses import replace
+
+from litestar import Request, Response, get, post
+from litestar.exceptions import HTTPException, NotFoundException
+from litestar.params import FromPath, FromQuery
+from litestar.response import Redirect
+
+from .. import plugins as mcp
+from ..tables import Assistant, NAME_MAX, check_name, plugin, site_name
+from ..tools import Tool, names
+from ..tools.builtin import builtin_tools
+from . import render
+from .chats import form_field, parse_id
+from .state import State, state
+
+TABS = ("settings", "tools", "plugins", "memory")
+INSTRUCTIONS_MAX = 50_000
+ADDRESS_MAX = 2_000
+SECRET_MAX = 4_000
+HEADER_MAX = 100
+
+# Plugin tool listings last seen in this worker, so the Tools tab need not reach every
+# plugin on each visit; refreshed at each run's start (runner) and by the Refresh button.
+_listings: dict[int, mcp.Listing] = {}
+
+
+def agent_or_404(s: State, raw: str) -> Assistant:
+    agent = s.store.agent(parse_id(raw))
+    if agent is None:
+        raise NotFoundException("No such agent.")
+    return agent
+
+
+def back(request: Request, agent: Assistant, tab: str) -> Response:
+    if render.is_htmx(request):
+        return Response(b"", status_code=204, headers={"HX-Redirect": f"/agents/{agent.id}?tab={tab}"})
+    return Redirect(f"/agents/{agent.id}?tab={tab}", status_code=303)
+
+
+def valid_name(raw: str) -> str:
+    name = raw.strip()
+    try:
+        return check_name(name)
+    except ValueError as e:
+        raise HTTPException(status_code=400, detail=f"The name: {e}.") from None
+
+
+@get("/agents")
+async def agents(request: Request) -> Response:
+    s = state(request)
+    return render.page(request, "agents.html", agents=s.store.agents(), name_max=NAME_MAX)
+
+
+@post("/agents")
+async def create_agent(request: Request) -> Response:
+    s = state(request)
+    name = valid_name(await form_field(request, "name", 10_000))
+    agent = s.store.add_agent(Assistant(name=name, instructions=""))
+    return back(request, agent, "settings")
+
+
+async def offered_tools(s: State, agent: Assistant) -> list[tuple[str, list[Tool], str]]:
+    """(group title, tools, note) for the Tools tab: built-in, then each enabled plugin."""
+    groups: list[tuple[str, list[Tool], str]] = [("Built in", builtin_tools(), "")]
+    for p in s.store.plugins(agent.id, enabled_only=True):
+        listing = _listings.get(p.id)
+        if listing is None:
+            listing = await mcp.list_tools(p, private_ok=s.config.private_plugins, timeout=5)
+            _listings[p.id] = listing
+            if listing.status != p.status:
+                s.store.update_plugin(p.id, status=listing.status)
+        groups.append((f"Plugin {p.name}", listing.tools, "" if listing.ok else listing.status))
+    return groups
+
+
+@get("/agents/{agent_id:str}")
+async def agent_page(request: Request, agent_id: FromPath[str], tab: FromQuery[str] = "settings") -> Response:
+    s = state(request)
+    agent = agent_or_404(s, agent_id)
+    tab = tab if tab in TABS else "settings"
+    context = {"agent": agent, "tab": tab, "tabs": TABS, "name_max": NAME_MAX}
+    if tab == "settings":
+        context["choices"] = s.store.choices()
+    elif tab == "tools":
+        context["groups"] = await offered_tools(s, agent)
+        context["use"] = names(agent.tools)
+        context["approve"] = names(agent.approve)
+    elif tab == "plugins":
+        context["plugins"] = s.store.plugins(agent.id)
+        context["masked"] = mcp.masked
+    elif tab == "memory":
+        context["memories"] = s.store.memories(agent.id)
+    return render.page(request, "agent.html", **context)
+
+
+@post("/agents/{agent_id:str}")
+async def save_settings(request: Request, agent_id: FromPath[str]) -> Response:
+    s = state(request)
+    agent = agent_or_404(s, agent_id)
+    name = valid_name(await form_field(request, "name", 10_000))
+    instructions = (await form_field(request, "instructions", INSTRUCTIONS_MAX)).strip()
+    model = (await form_field(request, "model", 200)).strip()
+    if model and s.store.choice(model) is None and model != agent.model:
+        raise HTTPException(status_code=400, detail=f"There is no model “{model}” to choose.")
+    s.store.update_agent(agent.id, name=name, instructions=instructions, model=model)
+    return back(request, agent, "settings")
+
+
+@post("/agents/{agent_id:str}/tools")
+async def save_tools(request: Request, agent_id: FromPath[str]) -> Response:
+    s = state(request)
+    agent = agent_or_404(s, agent_id)
+    form = await request.form()
+    shown = {v for v in form.getall("shown") if isinstance(v, str)} if "shown" in form else set()
+    use = {v for v in form.getall("use") if isinstance(v, str)} if "use" in form else set()
+    approve = {v for v in form.getall("approve") if isinstance(v, str)} if "approve" in form else set()
+    if any(len(v) > 200 for v in shown | use | approve) or len(shown) > 2_000:
+        raise HTTPException(status_code=400, detail="Those tool names are not ones this page offered.")
+    # Every offered tool checked means "every tool", plugins' later tools included. Tools not
+    # on the page now (a plugin that is down) keep the choice made before.
+    use &= shown
+    tools = "" if use == shown else ",".join(sorted(use | (names(agent.tools) - shown)))
+    approved = (approve & shown) | (names(agent.approve) - shown)
+    s.store.update_agent(agent.id, tools=tools, approve=",".join(sorted(approved)))
+    return back(request, agent, "tools")
+
+
+@post("/agents/{agent_id:str}/plugins")
+async def add_plugin(request: Request, agent_id: FromPath[str]) -> Response:
+    s = state(request)
+    agent = agent_or_404(s, agent_id)
+    address = (await form_field(request, "address", ADDRESS_MAX)).strip()
+    header = (await form_field(request, "header", HEADER_MAX)).strip()
+    secret = (await form_field(request, "secret", SECRET_MAX)).strip()
+    if not address.startswith(("http://", "https://")):
+        raise HTTPException(status_code=400, detail="A plugin's address is an http:// or https:// URL.")
+    if header and not all(c.isalnum() or c in "-_" for c in header):
+        raise HTTPException(status_code=400, detail="A header name has letters, digits, - and _ only.")
+    if secret and not header:
+        header = "Authorization"
+    name = site_name(address)
+    taken = {p.name for p in s.store.plugins(agent.id)}
+    base, n = name, 2
+    while name in taken:
+        name, n = f"{base}_{n}"[:NAME_MAX], n + 1
+    added = s.store.add_plugin(plugin(agent.id, address, header=header, secret=secret, name=name))
+    listing = await mcp.list_tools(added, private_ok=s.config.private_plugins, timeout=5)
+    _listings[added.id] = listing
+    s.store.update_plugin(added.id, status=listing.status)
+    return back(request, agent, "plugins")
+
+
+@post("/agents/{agent_id:str}/plugins/{plugin_id:str}")
+async def change_plugin(request: Request, agent_id: FromPath[str], plugin_id: FromPath[str]) -> Response:
+    s = state(request)
+    agent = agent_or_404(s, agent_id)
+    p = s.store.plugin_row(parse_id(plugin_id))
+    if p is None or p.agent != agent.id:
+        raise NotFoundException("No such plugin.")
+    action = (await form_field(request, "action", 20)).strip()
+    if action == "enable":
+        s.store.update_plugin(p.id, enabled=True)
+    elif action == "disable":
+        s.store.update_plugin(p.id, enabled=False)
+    elif action == "delete":
+        s.store.delete_plugin(p.id)
+        _listings.pop(p.id, None)
+    elif action == "refresh":
+        listing = await mcp.list_tools(replace(p, enabled=True), private_ok=s.config.private_plugins, timeout=5)
+        _listings[p.id] = listing
+        s.store.update_plugin(p.id, status=listing.status)
+    else:
+        raise HTTPException(status_code=400, detail="The action is enable, disable, delete or refresh.")
+    return back(request, agent, "plugins")
+
+
+@post("/agents/{agent_id:str}/memories/{memory_id:str}/delete")
+async def delete_memory(request: Request, agent_id: FromPath[str], memory_id: FromPath[str]) -> Response:
+    s = state(request)
+    agent = agent_or_404(s, agent_id)
+    if not s.store.delete_memory(agent.id, parse_id(memory_id)):
+        raise NotFoundException("No such memory.")
+    return back(request, agent, "memory")
+
+
+@get("/agents/{agent_id:str}/delete")
+async def confirm_delete(request: Request, agent_id: FromPath[str]) -> Response:
+    s = state(request)
+    agent = agent_or_404(s, agent_id)
+    count = s.store.one("SELECT count(*) FROM conversations WHERE agent = ?", [agent.id])[0]
+    return render.page(request, "agent_delete.html", agent=agent, conversations=count)
+
+
+@post("/agents/{agent_id:str}/delete")
+async def delete_agent(request: Request, agent_id: FromPath[str]) -> Response:
+    s = state(request)
+    agent = agent_or_404(s, agent_id)
+    if len(s.store.agents()) == 1:
+        raise HTTPException(status_code=400, detail="This is the only agent; make another before deleting it.")
+    s.store.delete_agent(agent.id)
+    for p in list(_listings):
+        if s.store.plugin_row(p) is None:
+            _listings.pop(p, None)
+    return Redirect("/agents", status_code=303)
+
+
+routes = [agents, create_agent, agent_page, save_settings, save_tools, add_plugin, change_plugin,
+          delete_memory, confirm_delete, delete_agent]

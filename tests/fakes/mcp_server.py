@@ -1,0 +1,232 @@
+"""A real MCP server on loopback, for the plugin tests.
+
+Built with the mcp package's own `MCPServer` and served by uvicorn on 127.0.0.1, so the
+client under test speaks the wire protocol exactly as it would to a plugin on the internet:
+
+    with FakeMCPServer() as server:                           # Streamable HTTP at /mcp
+        ...point a plugin at server.url...
+    with FakeMCPServer(transport="sse") as server:            # the older SSE transport, /sse
+        ...
+    with FakeMCPServer(require="Bearer s3cret") as server:    # 401 without that Authorization
+        ...
+    with FakeMCPServer(require="k3y", header="X-API-Key") as server:
+        ...
+
+Tools: `add(a, b)`, `echo(text)`, `slow(seconds)` (reports progress every tenth of a
+second), `fail()` (its result is an MCP error result), `peek()` (annotated read-only),
+`store(key, value)` (annotated idempotent), `picture()` (an image part beside a text
+part) and two tools whose names a Chat Completions API would reject as they are.
+
+`NotMCPServer` is a plain web page server, for "this address is not an MCP server".
+
+The server runs its own event loop in a daemon thread, so sync and async tests (with their
+own loops) both reach it. `server.calls` counts tool calls that reached a tool, and
+`server.cancelled` the `slow` calls that were cut off before they finished.
+"""
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+import time
+from typing import Any
+
+import uvicorn
+from mcp.server.mcpserver import Context, Image, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp_types import ToolAnnotations
+
+__all__ = ["FakeMCPServer", "NotMCPServer", "LONG_NAME", "free_port"]
+
+# A tool name a plugin may use that no Chat Completions API accepts as it is (too long).
+LONG_NAME = "summarise_" + "very_" * 14 + "long_documents"
+
+# The smallest valid PNG (1x1, transparent): an image part with a known size.
+PNG = bytes.fromhex(
+    "89504e470d0a1a0a0000000d49484452000000010000000108060000001f15c489"
+    "0000000d49444154789c63000100000500010d0a2db40000000049454e44ae426082"
+)
+
+
+def free_port() -> int:
+    """A port nothing listens on right now (bound, then closed)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def build(server: "FakeMCPServer") -> MCPServer:
+    mcp = MCPServer("fake-plugin", instructions="A test server.", log_level="WARNING")
+
+    @mcp.tool(description="Add two integers.")
+    def add(a: int, b: int) -> int:
+        server.calls += 1
+        return a + b
+
+    @mcp.tool(description="Say the text back.")
+    def echo(text: str) -> str:
+        server.calls += 1
+        return text
+
+    @mcp.tool(description="Wait some seconds, reporting progress.")
+    async def slow(seconds: float, ctx: Context) -> str:
+        server.calls += 1
+        steps = max(1, round(seconds * 10))
+        try:
+            for i in range(steps):
+                await ctx.report_progress(i, steps, f"step {i + 1} of {steps}")
+                await asyncio.sleep(seconds / steps)
+        except BaseException:
+            server.cancelled += 1
+            raise
+        return f"waited {seconds:g} s"
+
+    @mcp.tool(description="Always fails.")
+    def fail() -> str:
+        server.calls += 1
+        # ToolError, not any exception: MCPServer hides a crash's own text from the client.
+        raise ToolError("the disk is full")
+
+    @mcp.tool(description="Look without touching.", annotations=ToolAnnotations(read_only_hint=True))
+    def peek() -> str:
+        server.calls += 1
+        return "nothing changed"
+
+    @mcp.tool(description="Set a key; twice is the same as once.",
+              annotations=ToolAnnotations(idempotent_hint=True, read_only_hint=False))
+    def store(key: str, value: str) -> str:
+        server.calls += 1
+        server.stored[key] = value
+        return "stored"
+
+    @mcp.tool(description="A picture and its caption.", structured_output=False)
+    def picture() -> list[Any]:
+        server.calls += 1
+        return ["a tiny picture", Image(data=PNG, format="png")]
+
+    @mcp.tool(name="weather.today (metric)", description="A name with dots, spaces and brackets.")
+    def weather() -> str:
+        server.calls += 1
+        return "sunny"
+
+    @mcp.tool(name=LONG_NAME, description="A name longer than 64 characters.")
+    def long_named() -> str:
+        server.calls += 1
+        return "summarised"
+
+    return mcp
+
+
+class _RequireHeader:
+    """ASGI middleware: 401 for any HTTP request whose `header` is not `value`."""
+
+    def __init__(self, app, header: str, value: str):
+        self.app, self.header, self.value = app, header.lower().encode(), value.encode()
+        self.refused = 0
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] == "http" and dict(scope["headers"]).get(self.header) != self.value:
+            self.refused += 1
+            body = b'{"error": "invalid_token", "error_description": "missing or wrong credentials"}'
+            await send({"type": "http.response.start", "status": 401, "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+                (b"www-authenticate", b'Bearer error="invalid_token"'),
+            ]})
+            await send({"type": "http.response.body", "body": body})
+            return
+        await self.app(scope, receive, send)
+
+
+class _Served:
+    """An ASGI app under uvicorn on 127.0.0.1, in a daemon thread with its own loop."""
+
+    app: Any
+    port: int = 0
+
+    def start(self):
+        sock = socket.socket()
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(("127.0.0.1", 0))
+        self.port = sock.getsockname()[1]
+        config = uvicorn.Config(
+            self.app, log_config=None, log_level="warning", lifespan="auto", interface="asgi3",
+            timeout_graceful_shutdown=1,
+            timeout_keep_alive=1,
+        )
+        self._uvicorn = uvicorn.Server(config)
+        self._thread = threading.Thread(
+            target=self._uvicorn.run, kwargs={"sockets": [sock]}, daemon=True, name=f"fake-{self.port}"
+        )
+        self._thread.start()
+        deadline = time.monotonic() + 10
+        while not self._uvicorn.started:
+            if not self._thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError("the fake server did not start")
+            time.sleep(0.005)
+        self._socket = sock
+        return self
+
+    def stop(self) -> None:
+        self._uvicorn.should_exit = True
+        self._thread.join(5)
+        if self._thread.is_alive():  # an open stream held it: stop waiting for it
+            self._uvicorn.force_exit = True
+            self._thread.join(5)
+        self._socket.close()
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+class FakeMCPServer(_Served):
+    """An MCP server with the tools above, over Streamable HTTP or SSE.
+
+    `require` is the value `header` must carry, else every request is answered 401.
+    """
+
+    def __init__(self, transport: str = "streamable-http", require: str | None = None,
+                 header: str = "Authorization"):
+        if transport not in ("streamable-http", "sse"):
+            raise ValueError("transport is 'streamable-http' or 'sse'")
+        self.transport = transport
+        self.calls = 0
+        self.cancelled = 0
+        self.stored: dict[str, str] = {}
+        self.mcp = build(self)
+        app = self.mcp.streamable_http_app() if transport == "streamable-http" else self.mcp.sse_app()
+        self.guard = _RequireHeader(app, header, require) if require is not None else None
+        self.app = self.guard or app
+
+    @property
+    def url(self) -> str:
+        path = "/mcp" if self.transport == "streamable-http" else "/sse"
+        return f"http://127.0.0.1:{self.port}{path}"
+
+    @property
+    def refused(self) -> int:
+        """How many requests the header check answered 401."""
+        return self.guard.refused if self.guard else 0
+
+
+class NotMCPServer(_Served):
+    """A web server that answers every request with the same small HTML page."""
+
+    def __init__(self):
+        self.app = self._page
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/mcp"
+
+    async def _page(self, scope, receive, send):
+        if scope["type"] != "http":
+            return
+        body = b"<!doctype html><title>Hello</title><p>Just a web page."
+        await send({"type": "http.response.start", "status": 200, "headers": [
+            (b"content-type", b"text/html; charset=utf-8"), (b"content-length", str(len(body)).encode()),
+        ]})
+        await send({"type": "http.response.body", "body": body})

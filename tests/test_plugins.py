@@ -1,0 +1,281 @@
+"""Plugins against a real MCP server on loopback (tests/fakes/mcp_server.py)."""
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import socket
+import time
+
+import pytest
+
+from app.plugins import NAME_LIMIT, PluginError, call, list_tools, masked, refresh, tool_name
+from app.tables import Plugin, plugin
+from app.tools import Context
+from tests.fakes.mcp_server import LONG_NAME, FakeMCPServer, NotMCPServer, free_port
+
+VALID_NAME = re.compile(r"[a-zA-Z0-9_-]{1,64}")
+
+
+@pytest.fixture(scope="module")
+def streamable():
+    with FakeMCPServer() as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def sse():
+    with FakeMCPServer(transport="sse") as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def locked():
+    with FakeMCPServer(require="Bearer s3cret") as server:
+        yield server
+
+
+@pytest.fixture(params=["streamable-http", "sse"])
+def server(request, streamable, sse):
+    return streamable if request.param == "streamable-http" else sse
+
+
+async def tools_of(server: FakeMCPServer, **kw):
+    listing = await list_tools(plugin(1, server.url, name="fake"), private_ok=True, **kw)
+    assert listing.ok, listing.status
+    return {t.name: t for t in listing.tools}
+
+
+def context(**kw) -> Context:
+    return Context(chat=1, agent=1, **kw)
+
+
+# --- listing ---------------------------------------------------------------------------
+
+
+async def test_lists_over_streamable_http(streamable):
+    listing = await list_tools(plugin(1, streamable.url, name="fake"), private_ok=True)
+    assert listing.status == "9 tools"
+    assert listing.transport == "streamable-http"
+    add = next(t for t in listing.tools if t.name == "fake_add")
+    assert add.description == "Add two integers."
+    assert add.parameters["type"] == "object"
+    assert set(add.parameters["properties"]) == {"a", "b"}
+    assert listing.names["fake_add"] == "add"
+
+
+async def test_falls_back_to_sse_for_an_sse_only_server(sse):
+    listing = await list_tools(plugin(1, sse.url, name="fake"), private_ok=True)
+    assert (listing.status, listing.transport) == ("9 tools", "sse")
+    assert "fake_echo" in {t.name for t in listing.tools}
+
+
+async def test_names_are_prefixed_and_fit_chat_completions(streamable):
+    listing = await list_tools(plugin(1, streamable.url, name="My tools.v2"), private_ok=True)
+    names = [t.name for t in listing.tools]
+    assert all(VALID_NAME.fullmatch(n) for n in names), names
+    assert all(n.startswith("My_tools_v2_") for n in names)
+    assert len(set(names)) == len(names)
+    # the mapping back to what the server calls its tools
+    assert listing.names["My_tools_v2_weather_today_metric"] == "weather.today (metric)"
+    long = next(n for n, original in listing.names.items() if original == LONG_NAME)
+    assert len(long) <= NAME_LIMIT
+
+
+def test_tool_name_cases():
+    assert tool_name("github", "search_issues") == "github_search_issues"
+    assert tool_name("a b", "c.d/e") == "a_b_c_d_e"
+    taken = {tool_name("p", "x.y")}
+    other = tool_name("p", "x_y", taken)  # sanitises to the same name: gets a hash instead
+    assert other != "p_x_y" and other.startswith("p_x_y_") and VALID_NAME.fullmatch(other)
+    long = tool_name("plugin", "t" * 200)
+    assert len(long) == NAME_LIMIT and VALID_NAME.fullmatch(long)
+    assert long != tool_name("plugin", "t" * 199)  # the hash keeps cut names apart
+
+
+async def test_annotations_make_tools_idempotent(streamable):
+    tools = await tools_of(streamable)
+    assert tools["fake_peek"].idempotent  # readOnlyHint
+    assert tools["fake_store"].idempotent  # idempotentHint
+    assert not tools["fake_add"].idempotent  # no annotations: not idempotent
+
+
+async def test_refresh_lists_enabled_plugins_concurrently(streamable, sse):
+    plugins = [
+        Plugin(agent=1, name="one", address=streamable.url, id=1),
+        Plugin(agent=1, name="two", address=sse.url, id=2),
+        Plugin(agent=1, name="off", address=streamable.url, enabled=False, id=3),
+        Plugin(agent=1, name="gone", address=f"http://127.0.0.1:{free_port()}/mcp", id=4),
+    ]
+    listings = await refresh(plugins, private_ok=True)
+    assert set(listings) == {1, 2, 4}
+    assert listings[1].status == listings[2].status == "9 tools"
+    assert listings[4].status == "unreachable"
+    assert listings[2].tools[0].name.startswith("two_")
+
+
+# --- statuses --------------------------------------------------------------------------
+
+
+async def test_loopback_is_refused_unless_private_plugins_are_allowed(streamable):
+    listing = await list_tools(plugin(1, streamable.url), private_ok=False)
+    assert listing.status.startswith("refused:")
+    assert "loopback" in listing.status
+    assert listing.tools == []
+    sse_listing = await list_tools(plugin(1, streamable.url.replace("/mcp", "/sse")), private_ok=False)
+    assert sse_listing.status.startswith("refused:")
+
+
+async def test_unreachable_port():
+    listing = await list_tools(plugin(1, f"http://127.0.0.1:{free_port()}/mcp"), private_ok=True)
+    assert listing.status == "unreachable"
+
+
+async def test_a_web_page_is_not_an_mcp_server():
+    with NotMCPServer() as page:
+        listing = await list_tools(plugin(1, page.url), private_ok=True)
+    assert listing.status == "not an MCP server"
+
+
+async def test_a_silent_server_times_out():
+    with socket.socket() as silent:  # accepts connections (the backlog) and never answers
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        started = time.monotonic()
+        listing = await list_tools(plugin(1, f"http://127.0.0.1:{silent.getsockname()[1]}/mcp"),
+                                   private_ok=True, timeout=0.5)
+    assert listing.status == "timed out"
+    assert time.monotonic() - started < 3
+
+
+async def test_not_an_http_address():
+    listing = await list_tools(plugin(1, "file:///etc/passwd", name="x"), private_ok=True)
+    assert listing.status.startswith("refused:")
+
+
+async def test_the_secret_is_sent_and_never_shown(locked, caplog):
+    caplog.set_level(logging.DEBUG)
+    secret = "s3cret"
+    wrong = "wr0ng-t0ken-7781"
+
+    missing = await list_tools(plugin(1, locked.url, name="locked"), private_ok=True)
+    assert missing.status.startswith("401:")
+
+    refused = await list_tools(plugin(1, locked.url, "Authorization", wrong, name="locked"), private_ok=True)
+    assert refused.status == "401: the server refused the secret"
+
+    # a bare secret on Authorization goes out as a Bearer token
+    accepted = await list_tools(plugin(1, locked.url, "Authorization", secret, name="locked"), private_ok=True)
+    assert accepted.status == "9 tools"
+    add = next(t for t in accepted.tools if t.name == "locked_add")
+    assert (await add.run({"a": 1, "b": 1}, context())).text == "2"
+
+    with pytest.raises(PluginError) as failed:
+        await call(plugin(1, locked.url, "Authorization", wrong), "add", {"a": 1, "b": 1}, context(),
+                   private_ok=True)
+    assert str(failed.value) == "401: the server refused the secret"
+
+    seen = " ".join([missing.status, refused.status, accepted.status, str(failed.value),
+                     repr(failed.value), caplog.text])
+    assert wrong not in seen and secret not in seen
+    assert caplog.records  # the check above looked at something
+
+
+async def test_a_custom_header_over_sse():
+    with FakeMCPServer(transport="sse", require="k3y-4-sse", header="X-API-Key") as server:
+        without = await list_tools(plugin(1, server.url), private_ok=True)
+        assert without.status.startswith("401:")
+        listing = await list_tools(plugin(1, server.url, "X-API-Key", "k3y-4-sse"), private_ok=True)
+        assert (listing.status, listing.transport) == ("9 tools", "sse")
+        assert "k3y" not in without.status
+
+
+def test_masked():
+    assert masked("") == "••••"
+    assert masked("short") == "••••"
+    assert masked("sk-1234567890abcdef") == "••••ef"
+    assert "1234" not in masked("sk-1234567890abcdef")
+
+
+# --- calls -----------------------------------------------------------------------------
+
+
+async def test_call_round_trip(server):
+    tools = await tools_of(server)
+    result = await tools["fake_add"].run({"a": 2, "b": 3}, context())
+    assert result.text == "5"
+    assert (await tools["fake_echo"].run({"text": "héllo"}, context())).text == "héllo"
+
+
+async def test_names_with_odd_characters_call_the_right_tool(streamable):
+    tools = await tools_of(streamable)
+    assert (await tools["fake_weather_today_metric"].run({}, context())).text == "sunny"
+    long = next(t for t in tools.values() if "summarise" in t.name)
+    assert (await long.run({}, context())).text == "summarised"
+
+
+async def test_an_error_result_raises_with_the_servers_text(server):
+    tools = await tools_of(server)
+    with pytest.raises(PluginError, match="the disk is full"):
+        await tools["fake_fail"].run({}, context())
+
+
+async def test_bad_arguments_raise_with_the_servers_text(streamable):
+    tools = await tools_of(streamable)
+    with pytest.raises(PluginError, match="add"):
+        await tools["fake_add"].run({"a": "two"}, context())
+
+
+async def test_images_are_summarised(streamable):
+    tools = await tools_of(streamable)
+    result = await tools["fake_picture"].run({}, context())
+    assert result.text == "a tiny picture\n[image: image/png, 67 bytes]"
+
+
+async def test_progress_reaches_the_context(server):
+    tools = await tools_of(server)
+    seen: list[str] = []
+    result = await tools["fake_slow"].run({"seconds": 0.3}, context(progress=seen.append))
+    assert result.text == "waited 0.3 s"
+    assert seen == ["step 1 of 3", "step 2 of 3", "step 3 of 3"]
+
+
+async def test_abort_cancels_a_slow_call_promptly(server):
+    tools = await tools_of(server)
+    ctx = context()
+    cancelled_before = server.cancelled
+    asyncio.get_running_loop().call_later(0.3, ctx.abort.set)
+    started = time.monotonic()
+    with pytest.raises(PluginError, match="stopped"):
+        await tools["fake_slow"].run({"seconds": 20}, ctx)
+    assert time.monotonic() - started < 1.5
+    for _ in range(100):  # the server hears of it too
+        if server.cancelled > cancelled_before:
+            break
+        await asyncio.sleep(0.02)
+    assert server.cancelled > cancelled_before
+
+
+async def test_an_aborted_context_does_not_call(streamable):
+    tools = await tools_of(streamable)
+    ctx = context()
+    ctx.abort.set()
+    calls = streamable.calls
+    with pytest.raises(PluginError, match="stopped"):
+        await tools["fake_add"].run({"a": 1, "b": 2}, ctx)
+    assert streamable.calls == calls
+
+
+async def test_a_call_times_out(streamable):
+    tools = await tools_of(streamable, call_timeout=0.4)
+    started = time.monotonic()
+    with pytest.raises(PluginError, match=r"did not answer within 0.4 s"):
+        await tools["fake_slow"].run({"seconds": 20}, context())
+    assert time.monotonic() - started < 2
+
+
+async def test_a_call_to_a_plugin_that_went_away():
+    with FakeMCPServer() as server:
+        tools = await tools_of(server)
+    with pytest.raises(PluginError, match="unreachable"):
+        await tools["fake_add"].run({"a": 1, "b": 2}, context())
