@@ -28,6 +28,10 @@ def serve(host: str, port: int, workers: int) -> None:
         # so the conversations they held resume at once instead of after expiry.
         db.conn.execute("DELETE FROM runs")
     db.conn.close()
+    # Import the app (and openai, jinja2 ...) once, before granian forks its workers, so each
+    # worker starts (and a restarted server resumes its runs) sooner.
+    import app.web.app  # noqa: F401
+
     print(f"Tabletalk on http://{host}:{port} (data in {config.data})", file=sys.stderr, flush=True)
     Granian(
         target="app.web.app:create_app",

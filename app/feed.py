@@ -146,7 +146,9 @@ class Feed:
             top = self.store.rev()
             if top <= self.rev:
                 return
-            items = self.store.items_since(self.rev, upto=top)
+            # only the followed conversations' rows: with no page open, a busy worker reads nothing
+            followed = [c for c in self.followers if c is not None]
+            items = self.store.items_since(self.rev, upto=top, chats=followed) if followed else []
             convos = self.store.conversations_since(self.rev, upto=top)
             gone: dict[int, list[str]] = defaultdict(list)
             for chat, dom in self.store.tombstones_since(self.rev, upto=top):

@@ -377,42 +377,50 @@ def keyed(text: str, key: str, growing: bool = False) -> list[Block]:
 
 # --------------------------------------------------------------------------- growing
 #
-# keyed(text, key, growing=True) renders the prefix of an answer that is still streaming.
+# keyed(text, key, growing=True) renders the start of an answer that is still streaming.
 # The feed sends a changed block as an append (only what was added at its end) when the
 # block's new HTML is its old HTML with something inserted before one of its closing
-# tags; anything else re-sends the whole block. So the growing render "stabilises the
-# edge": it renders a slightly different text, cut back and/or closed at the very end,
-# chosen so that what it shows now is what the longer text will show, plus more:
+# tags; anything else re-sends the whole block. Each message also costs ~60 bytes of
+# wrapper. So the growing render renders a slightly shorter (and at its very end closed)
+# text, chosen so that what it shows now is what the longer text will show, plus more:
 #
-# - the text is parsed once into block tokens; only the last top-level block is touched
-#   (re-parsed alone from its first line), every earlier block is exactly as given;
-# - a trailing line made only of block syntax (`-`, `1.`, `##`, `>`, "```", `|---|:-`,
-#   ...) waits: it may become a list item, heading, hr, fence, table or setext heading;
-#   so do the lines of a table being started (`| a | b |` before its delimiter row),
-#   a table's body row until it is complete, a reference definition being typed, and a
-#   fence's opening line until its newline;
-# - in a fence whose language Pygments knows, the partial last line waits (whole lines
-#   are highlighted as they come: the fence grows line by line and its closing changes
-#   nothing); in other fences only a partial line of fence characters waits;
-# - inline, at the end of the last paragraph or heading: unclosed `**`/`*`/`_`/`~~` and
-#   inline code are closed (`**bol` renders as `<strong>bol</strong>`); a link or image
-#   whose `](url)` has not arrived waits from its `[`, as does a trailing `<autolink`,
-#   a bare URL, email or `www.` word (linkify would change its href), a lone trailing
-#   delimiter run, `\`, `!` or `&entity`; no link is ever completed or guessed;
-# - settling: when an inline element (or a list item, a paragraph in a container)
-#   closed less than _SETTLE characters before the end, the text after it waits, so
-#   that one render ends exactly at the close and the next adds what follows with one
-#   insert (a render whose change spans the close and the text after it would have to
-#   re-send the block). That is at most _SETTLE characters (~80 ms at 50 tokens/s) of
-#   delay.
+# 1. Reveal grid. Only the first REVEAL * floor(len / REVEAL) characters are rendered,
+#    so a follower gets one update per REVEAL characters (~40 characters = ~10 tokens,
+#    ~200 ms at 50 tokens/s) however often the runner flushes: at 10 characters a flush,
+#    the ~60 bytes each append costs would otherwise be twice the HTML it carries.
+# 2. The edge (the end of the last top-level block) is stabilised:
+#    - a trailing line made only of block syntax (`-`, `1.`, `##`, `>`, "```",
+#      `|---|:-` ...) waits: it may become a list item, heading, hr, fence, table or
+#      setext heading; so do the lines of a table being started (`| a | b |` before its
+#      delimiter row), a table's body row until it is complete, a reference definition
+#      being typed, and a fence's opening line until its newline;
+#    - in a fence whose language Pygments knows, the partial last line waits: whole
+#      lines are highlighted as they come (highlighting is per line), so the fence grows
+#      by appends and its closing changes nothing; in other fences only a partial line
+#      of fence characters (a closing fence arriving) waits;
+#    - inline, at the end of the last paragraph or heading: unclosed `**`, `*`, `_`,
+#      `~~` and inline code are closed (`**bol` renders as `<strong>bol</strong>`, and
+#      `**bold**` is then an append inside it); a link or image whose `](url)` has not
+#      all arrived waits from its `[` (no link is ever guessed or completed), as do a
+#      trailing `<autolink`, a bare URL / email / `www.` word (linkify would give it an
+#      href that changes as it grows), a trailing delimiter run, `\`, `!` or `&entity`.
+# 3. No close skipped. A render whose change spans the close of an element that the
+#    previous render showed open (`**bol` -> `**bold** and`, a list item ending and the
+#    next starting) is not an append. The previous render is known: it was the same
+#    function at the previous grid point. Its edge is found by replaying the last
+#    _LOOKBACK grid points, and this render stops at the first close of an element
+#    open there; the rest follows one grid step later, as an append after it.
 #
-# The changed text is still rendered by the same safe renderer: cutting text or adding
-# `*`, `_`, `~` or "`" cannot produce raw HTML or a link the text did not have.
+# Only the edge is touched: the blocks before the look-back window are exactly as given.
+# The changed text is rendered by the same safe renderer: cutting text or adding `*`,
+# `_`, `~` or "`" cannot produce raw HTML or a link that the text does not have.
 
-_GROWING = "tabletalk.growing"  # env key: fences still streaming are highlighted
-_SETTLE = 16  # characters of text shown after a close only once there are this many
-_REVEAL = 0
+REVEAL = 64  # tmp
+_LOOKBACK = 8  # grid points replayed to find the previous render's edge
 _LINK_HOLD = 400  # a pending link waits while its `[` is at most this far from the end
+_GROWING = "tabletalk.growing"  # env key: fences still streaming are highlighted
+_INF = 1 << 60
+_RAW = "raw"  # an end that keeps its trailing newline (inside a fence)
 
 _ASCII_PUNCT = frozenset("!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~")
 _NEWLINES = re.compile(r"\r\n?")
@@ -427,14 +435,9 @@ _AUTOLINK = re.compile(
 _AUTOLINK_START = re.compile(r"<[a-zA-Z0-9.!#$%&'*+/=?^_`{|}~:@-]*")
 _ENTITY_START = re.compile(r"&(?:#[xX]?[0-9a-fA-F]{0,8}|[A-Za-z][A-Za-z0-9]{0,31})?")
 _URL_STARTS = ("http://", "https://", "mailto:", "www.")
+_TABLE_INNER = frozenset(("thead_open", "tbody_open", "tr_open", "th_open", "td_open"))
 
-
-def _ws(ch: str | None) -> bool:
-    return ch is None or isWhiteSpace(ord(ch))
-
-
-def _punct(ch: str | None) -> bool:
-    return ch is not None and (ch in _ASCII_PUNCT or isPunctChar(ch))
+Mark = tuple[int, int, Any]  # (opens at, closes at or _INF, how to end there)
 
 
 def _line_starts(text: str) -> list[int]:
@@ -457,44 +460,133 @@ def _finish(tokens: list[Token], env: dict[str, Any]) -> list[Token]:
 
 
 def _growing_tokens(text: str, env: dict[str, Any]) -> list[Token]:
-    """Tokens of `text` with its edge stabilised (the growing render)."""
+    """Tokens of `text` as the growing render shows it."""
     src = _NEWLINES.sub("\n", text).replace("\0", "\ufffd")
-    if _REVEAL > 1:
-        src = src[: len(src) - len(src) % _REVEAL]
+    grid = REVEAL if REVEAL > 1 else 0
+    if grid:
+        src = src[: len(src) - len(src) % grid]
     env[_GROWING] = True
     tokens = _block_tokens(src, env)
     spans = _top_level(tokens)
     starts = _line_starts(src)
-    end_line = tokens[spans[-1][0]].map[1] if spans and tokens[spans[-1][0]].map else 0
-    tail = src[starts[end_line]:] if end_line < len(starts) else ""
-    if tail.strip():
+    last_map = tokens[spans[-1][0]].map if spans else None
+    end_line = last_map[1] if last_map else 0
+    if src[starts[end_line]:].strip() if end_line < len(starts) else False:
         # After the last block: reference definitions (they make no tokens). The last
         # line of one may still be typed (a partial URL would resolve earlier links to
-        # it, a partial title makes it a paragraph again): it waits.
+        # it, a partial title turns it into a paragraph): it waits.
         if not src.endswith("\n"):
-            refs = env.get("references")
             env.clear()
             env[_GROWING] = True
             tokens = _block_tokens(src[: src.rfind("\n") + 1], env)
-            del refs
         return _finish(tokens, env)
-    if spans:
-        first, stop = spans[-1]
-        line = tokens[first].map[0] if tokens[first].map else 0
-        region = src[starts[line]:]
-        block = tokens[first:stop]
-        for token in block:
-            if token.map:
-                token.map = [token.map[0] - line, token.map[1] - line]
-        stable = _stable_block(region, block, env)
-        if stable != region:
-            tokens = tokens[:first] + (_block_tokens(stable, env) if stable.strip() else [])
+    if not spans:
+        return _finish(tokens, env)
+    # the region: the top-level blocks from the one holding the look-back window's start
+    reach = len(src) - grid * _LOOKBACK
+    first = len(spans) - 1
+    while first > 0 and starts[(tokens[spans[first][0]].map or [0])[0]] > reach:
+        first -= 1
+    at = spans[first][0]
+    line = (tokens[at].map or [0])[0]
+    origin = starts[line]
+    region = src[origin:]
+    toks = tokens[at:]
+    for token in toks:
+        if token.map:
+            token.map = [token.map[0] - line, token.map[1] - line]
+    stable = _stable_region(region, toks, env, grid)
+    if stable != region:
+        tokens = tokens[:at] + (_block_tokens(stable, env) if stable.strip() else [])
     return _finish(tokens, env)
 
 
-def _stable_block(region: str, toks: list[Token], env: dict[str, Any]) -> str:
-    """The source of the last top-level block, cut back and/or closed at its end.
-    `toks` are its block tokens, their maps counted from its first line."""
+def _stable_region(region: str, toks: list[Token], env: dict[str, Any], grid: int) -> str:
+    """`region` (whole top-level blocks running to the end of the text, their block
+    tokens `toks` with maps counted from its first line) as the growing render shows it.
+    The region's end is a grid point."""
+    refs = env.get("references") or {}
+    starts = _line_starts(region)
+    spans = _top_level(toks)
+    first, stop = spans[-1]
+    end, how, edge = _edge_end(region, starts, toks[first:stop], refs)
+    previous = len(region) - grid
+    if grid and previous > 0:
+        marks = _marks(region, starts, toks, refs, edge)
+        point, steps = previous, 1
+        while point - grid > 0 and steps < _LOOKBACK:
+            point -= grid
+            steps += 1
+        shown = point  # assumed: what the render at the oldest replayed point showed
+        while point < previous:
+            point += grid
+            shown = min(_first_close(marks, shown)[0], point)
+        close, close_how = _first_close(marks, shown)
+        if close < end:
+            end, how = close, close_how
+    return _assemble(region, end, how, refs)
+
+
+def _first_close(marks: list[Mark], at: int) -> tuple[int, Any]:
+    """The first close of an element that is open at `at` (shown auto-closed there)."""
+    best: tuple[int, Any] = (_INF, None)
+    for opens, closes, how in marks:
+        if opens < at < closes < best[0]:
+            best = (closes, how)
+    return best
+
+
+def _assemble(region: str, end: int, how: Any, refs: dict[str, Any]) -> str:
+    if how is _RAW:
+        return region[:end]
+    if how is None:
+        return region[:end].rstrip()
+    edge, pos = how
+    body = edge.content[:pos].rstrip()
+    at = edge.to_text(len(body))
+    if at is None:
+        return region[:end].rstrip()
+    if not body:
+        return region[:at].rstrip()
+    return region[:at] + _closers(body, refs)
+
+
+def _marks(
+    region: str, starts: list[int], toks: list[Token], refs: dict[str, Any], edge: _Edge | None
+) -> list[Mark]:
+    """Every element in the region that can be shown open (auto-closed, or growing at
+    the end) and then close: inline elements, list items, lists and paragraphs and
+    fences in containers. Top-level blocks are not: each is its own item on the page."""
+    marks: list[Mark] = []
+    for i, token in enumerate(toks):
+        if token.map is None:
+            continue
+        if token.type == "inline":
+            if i > 0 and toks[i - 1].type in ("th_open", "td_open"):
+                continue  # tables show whole rows
+            this = edge if edge is not None and edge.token is token else _Edge(region, starts, token)
+            spans = _scan(token.content, refs, this is edge)[0]
+            for opens, closes in spans:
+                o = this.to_text(opens)
+                c = this.to_text(closes) if closes < _INF else _INF
+                if o is not None and c is not None:
+                    marks.append((o, c, (this, closes) if closes < _INF else None))
+        elif token.level > 0 and (
+            (token.nesting == 1 and token.type not in _TABLE_INNER and not token.hidden)
+            or token.type in ("fence", "code_block", "hr")
+        ):
+            end = token.map[1]
+            closes = len(region[: starts[end]].rstrip()) if end < len(starts) else _INF
+            marks.append((starts[token.map[0]], closes, None))
+    return marks
+
+
+def _edge_end(
+    region: str, starts: list[int], toks: list[Token], refs: dict[str, Any]
+) -> tuple[int, Any, _Edge | None]:
+    """Where the last top-level block (`toks`) stops showing: (position in region, how
+    to end there: None = cut, _RAW = cut keeping the newline, (edge, content position)
+    = cut inside the edge's inline content and close what is open, the edge)."""
     leaf_at = -1
     for i in range(len(toks) - 1, -1, -1):
         if toks[i].nesting == 0 and toks[i].map is not None:
@@ -502,18 +594,18 @@ def _stable_block(region: str, toks: list[Token], env: dict[str, Any]) -> str:
             break
     leaf = toks[leaf_at] if leaf_at >= 0 else None
     if leaf is not None and leaf.type == "fence" and leaf.meta.get("streaming"):
-        return _stable_fence(region, leaf)
+        return (*_fence_end(region, starts, leaf), None)
     text = region.rstrip()
     if not text:
-        return text
+        return 0, None, None
     line_done = "\n" in region[len(text):]
-    starts = _line_starts(text)
-    last = len(starts) - 1
+    last = text.count("\n")
     covers = leaf is not None and leaf.map is not None and leaf.map[1] > last
     if leaf is not None and covers and leaf.type != "inline":
-        return text  # a closed fence, indented code, an hr: nothing at the edge waits
-    if any(t.type == "table_open" and t.map and t.map[1] > last for t in toks):
-        return _stable_table(text, toks, starts, line_done)
+        return len(text), None, None  # a closed fence, indented code, an hr
+    table = next((t for t in toks if t.type == "table_open" and t.map and t.map[1] > last), None)
+    if table is not None:
+        return _table_end(text, starts, toks, table, line_done), None, None
     opener = toks[leaf_at - 1].type if covers and leaf_at > 0 else ""
     paragraph = opener == "paragraph_open"
 
@@ -522,61 +614,37 @@ def _stable_block(region: str, toks: list[Token], env: dict[str, Any]) -> str:
     if _SYNTAX_LINE.fullmatch(text[starts[k]:]):
         cut, k = starts[k], k - 1
     if paragraph and leaf is not None and leaf.map and k >= leaf.map[0]:
-        line = text[starts[k]: cut].rstrip("\n")
-        if k == leaf.map[0] and _DEF_LINE.fullmatch(line):
+        if k == leaf.map[0] and _DEF_LINE.fullmatch(text[starts[k]:cut].rstrip("\n")):
             cut = starts[k]  # a reference definition being typed
         # a table's header row (and delimiter row) being typed: the table comes whole
-        while k >= max(leaf.map[0], last - 1) and text[starts[k]: cut].lstrip(" \t>").startswith("|"):
+        while k >= max(leaf.map[0], last - 1) and (
+            text[starts[k]:cut].lstrip(" \t>").startswith("|")
+        ):
             cut, k = starts[k], k - 1
 
-    low = len(text) - _SETTLE
-    # (position in text, position in the edge's content or -1 for a block close)
-    end = (len(text[:cut].rstrip()), -1)
-    closes: list[tuple[int, int]] = []
-    edge: _Edge | None = None
-    content = ""
-    if leaf is not None and covers and leaf.type == "inline" and leaf.map:
-        edge = _Edge(text, starts, leaf)
-        got = edge.prefix(cut)
-        if not got:
-            return text[:cut].rstrip()
-        content = got
-        events, hold, _, _ = _scan(content, env.get("references") or {}, True)
-        kept = len(content[:hold].rstrip())
-        at = edge.to_text(kept)
-        if at is None:
-            return text[:cut].rstrip()
-        end = (at, kept)
-        for event in events:
-            at = edge.to_text(event)
-            if at is not None:
-                closes.append((at, event))
-    for token in toks[1:]:
-        if token.map and 0 < token.map[0] <= last and (
-            token.nesting == 1 or token.type in ("fence", "code_block", "hr")
-        ):
-            closes.append((len(text[: starts[token.map[0]]].rstrip()), -1))
-    settled = [c for c in closes if low <= c[0] <= end[0]]
-    if settled:
-        end = max(settled)
-    at, kept = end
-    if kept < 0 or edge is None:
-        return text[:at].rstrip()
-    body = content[:kept].rstrip()
-    at = edge.to_text(len(body))
+    if leaf is None or not covers or leaf.type != "inline" or not leaf.map:
+        return len(text[:cut].rstrip()), None, None
+    edge = _Edge(region, starts, leaf)
+    content = edge.prefix(cut, len(text))
+    if not content:
+        return len(text[:cut].rstrip()), None, edge
+    hold = _scan(content, refs, True)[1]
+    kept = len(content[:hold].rstrip())
+    at = edge.to_text(kept)
     if at is None:
-        return text[:cut].rstrip()
-    return text[:at] + (_closers(body, env.get("references") or {}) if body else "")
+        return len(text[:cut].rstrip()), None, edge
+    return at, (edge, kept), edge
 
 
 class _Edge:
-    """Positions in a leaf inline token's content <-> positions in its block's text."""
+    """Positions in an inline token's content <-> positions in the region's text."""
 
-    __slots__ = ("content", "first", "lines", "starts")
+    __slots__ = ("content", "first", "lines", "starts", "token")
 
-    def __init__(self, text: str, starts: list[int], leaf: Token) -> None:
-        self.content = leaf.content
-        self.first = leaf.map[0] if leaf.map else 0
+    def __init__(self, region: str, starts: list[int], token: Token) -> None:
+        self.token = token
+        self.content = token.content
+        self.first = token.map[0] if token.map else 0
         self.starts = starts
         self.lines: list[tuple[int, int | None, int]] = []  # content start, text start, length
         offset = 0
@@ -584,11 +652,10 @@ class _Edge:
             j = self.first + i
             base = None
             if j < len(starts):
-                stop = starts[j + 1] - 1 if j + 1 < len(starts) else len(text)
-                source = text[starts[j]:stop]
-                k = source.rfind(part)
+                stop = starts[j + 1] - 1 if j + 1 < len(starts) else len(region)
+                k = region.rfind(part, starts[j], stop)
                 if k >= 0:
-                    base = starts[j] + k
+                    base = k
             self.lines.append((offset, base, len(part)))
             offset += len(part) + 1
 
@@ -598,9 +665,9 @@ class _Edge:
                 return None if base is None else base + pos - start
         return None
 
-    def prefix(self, cut: int) -> str | None:
-        """The content that lies before text position `cut` (a line start or the end)."""
-        if cut >= self.starts[-1] and cut not in self.starts:
+    def prefix(self, cut: int, size: int) -> str | None:
+        """The content before text position `cut` (a line start, or `size`: all)."""
+        if cut >= size:
             return self.content
         if cut not in self.starts:
             return None
@@ -612,34 +679,32 @@ class _Edge:
         return self.content[: self.lines[i][0] - 1]
 
 
-def _stable_fence(region: str, fence: Token) -> str:
+def _fence_end(region: str, starts: list[int], fence: Token) -> tuple[int, Any]:
     """A fence still open at the end: whole lines only when it is highlighted."""
-    starts = _line_starts(region)
     opening = starts[fence.map[0]] if fence.map and fence.map[0] < len(starts) else 0
     if "\n" not in region[opening:]:
-        return region[:opening].rstrip()  # its info string is still being typed
+        return len(region[:opening].rstrip()), None  # its info string is being typed
     last = region.rfind("\n") + 1
     partial = region[last:]
     if not partial:
-        return region
+        return len(region), _RAW
     info = unescapeAll(fence.info).strip() if fence.info else ""
     lang = info.split(maxsplit=1)[0] if info else ""
     if (lang and _lexer(lang.lower()) is not None) or _FENCE_CHARS.fullmatch(partial):
-        return region[:last]
-    return region
+        return last, _RAW
+    return len(region), _RAW
 
 
-def _stable_table(text: str, toks: list[Token], starts: list[int], line_done: bool) -> str:
-    """A table at the end: it shows once its delimiter row is done, then row by row."""
-    table = next(
-        (t for t in reversed(toks) if t.type == "table_open" and t.map), None
-    )
-    if table is None or table.map is None or line_done:
-        return text
-    last = len(starts) - 1
+def _table_end(
+    text: str, starts: list[int], toks: list[Token], table: Token, line_done: bool
+) -> int:
+    """A table at the end shows once its delimiter row is done, then row by row."""
+    if line_done or table.map is None:
+        return len(text)
+    last = text.count("\n")
     top = table.map[0]
     if last <= top + 1:
-        return text[: starts[top]].rstrip()
+        return len(text[: starts[top]].rstrip())
     columns = 0
     for t in toks[toks.index(table):]:
         if t.type == "th_open":
@@ -649,8 +714,19 @@ def _stable_table(text: str, toks: list[Token], starts: list[int], line_done: bo
     row = text[starts[last]:].strip()
     pipes = len(re.findall(r"(?<!\\)\|", row))
     if row.endswith("|") and not row.endswith("\\|") and pipes - row.startswith("|") >= columns:
-        return text
-    return text[: starts[last]].rstrip()
+        return len(text)
+    return len(text[: starts[last]].rstrip())
+
+
+# ------------------------------------------------------------------ growing: inline scan
+
+
+def _ws(ch: str | None) -> bool:
+    return ch is None or isWhiteSpace(ord(ch))
+
+
+def _punct(ch: str | None) -> bool:
+    return ch is not None and (ch in _ASCII_PUNCT or isPunctChar(ch))
 
 
 def _find_run(s: str, start: int, char: str, size: int) -> int:
@@ -688,7 +764,7 @@ def _inline_link(s: str, pos: int) -> tuple[int, int]:
     dest = _md.helpers.parseLinkDestination(s, pos, n)
     if not dest.ok:
         if s[pos] == "<":
-            return (_NO, 0) if re.search(r"[\n<>]", s[pos + 1:]) else (_PENDING, 0)
+            return (_NO, 0) if re.search(r"[\n<>]", s[pos + 1 :]) else (_PENDING, 0)
         return _PENDING, 0
     if dest.pos >= n:
         return _PENDING, 0
@@ -743,7 +819,7 @@ def _link(s: str, i: int, refs: dict[str, Any]) -> tuple[int, int]:
         if state != _NO:
             return state, end
     if refs:
-        if after < n and s[after] == "[":
+        if s[after] == "[":
             close = s.find("]", after + 1)
             if close < 0:
                 return _PENDING, 0
@@ -757,25 +833,41 @@ def _link(s: str, i: int, refs: dict[str, Any]) -> tuple[int, int]:
 
 
 class _Delim:
-    __slots__ = ("char", "count", "size", "opens", "closes")
+    __slots__ = ("char", "count", "size", "pos", "opens", "closes")
 
-    def __init__(self, char: str, count: int, opens: bool, closes: bool) -> None:
-        self.char, self.count, self.size = char, count, count
+    def __init__(self, char: str, count: int, pos: int, opens: bool, closes: bool) -> None:
+        self.char, self.count, self.size, self.pos = char, count, count, pos
         self.opens, self.closes = opens, closes
+
+
+_SCAN_CACHE: dict[tuple[str, bool, tuple[str, ...]], tuple] = {}
 
 
 def _scan(
     s: str, refs: dict[str, Any], edge: bool
-) -> tuple[list[int], int, list[_Delim], int]:
-    """A light pass over inline Markdown, after markdown-it's rules (code spans first,
-    links, autolinks, flanking delimiter runs and the rule of 3).
+) -> tuple[list[tuple[int, int]], int, list[_Delim], int]:
+    """A light pass over inline Markdown after markdown-it's rules (code spans first,
+    links, autolinks, flanking delimiter runs, the rule of 3).
 
-    Returns (events: positions just after each inline element closes, hold: where a
-    construct still being typed at the end starts (len(s) if none), the emphasis
-    openers still open at the end, the backtick count of a code span open at the end or
-    0). With `edge` False the end of `s` is its end (nothing is pending)."""
+    Returns (spans: (start, end) of each inline element, end _INF when still open at
+    the end; hold: where a construct still being typed at the end starts, len(s) if
+    none; the emphasis openers open at the end; the backtick count of a code span open
+    at the end, or 0). With `edge` False the end of `s` is its end (nothing pending)."""
+    key = (s, edge, tuple(refs) if refs else ())
+    found = _SCAN_CACHE.get(key)
+    if found is None:
+        found = _scan_uncached(s, refs, edge)
+        if len(_SCAN_CACHE) > 2048:
+            _SCAN_CACHE.clear()
+        _SCAN_CACHE[key] = found
+    return found
+
+
+def _scan_uncached(
+    s: str, refs: dict[str, Any], edge: bool
+) -> tuple[list[tuple[int, int]], int, list[_Delim], int]:
     n = len(s)
-    events: list[int] = []
+    spans: list[tuple[int, int]] = []
     stack: list[_Delim] = []
     hold, code = n, 0
     i = 0
@@ -794,13 +886,14 @@ def _scan(
                 j += 1
             close = _find_run(s, j, "`", j - i)
             if close >= 0:
-                i = close + (j - i)
-                events.append(i)
+                spans.append((i, close + j - i))
+                i = close + j - i
                 continue
             if edge and j >= n:
                 hold = i  # the run may grow
                 break
             code = j - i
+            spans.append((i, _INF))
             if edge:  # backticks at the end may be the closing run, arriving
                 t = n
                 while t > j and s[t - 1] == "`":
@@ -816,7 +909,9 @@ def _scan(
                 hold = i  # opener or closer: the next character tells
                 break
             count = j - i
+            start = i
             if c == "~":
+                start += count % 2
                 count -= count % 2
                 if not count:
                     i = j
@@ -830,8 +925,8 @@ def _scan(
                 closes = right and (not left or _punct(nxt))
             else:
                 opens, closes = left, right
-            matched = False
             if closes:
+                used = 0
                 while count > 0:
                     at = _opener(stack, c, j - i, opens)
                     if at < 0:
@@ -840,14 +935,14 @@ def _scan(
                     use = 2 if c == "~" or (op.count >= 2 and count >= 2) else 1
                     op.count -= use
                     count -= use
+                    used += use
+                    spans.append((op.pos + op.count, start + used))
                     del stack[at + 1 :]
                     if op.count <= 0:
                         del stack[at]
-                    matched = True
-            if matched:
-                events.append(j)
+                start += used
             if count > 0 and opens:
-                stack.append(_Delim(c, count, opens, closes))
+                stack.append(_Delim(c, count, start, opens, closes))
             i = j
             continue
         if c == "!" and edge and i + 1 >= n:
@@ -856,20 +951,21 @@ def _scan(
         if c == "[":
             state, end = _link(s, i, refs)
             if state == _OK:
-                events.append(end)
+                spans.append((i, end))
                 i = end
                 continue
             if state == _PENDING and edge:
-                start = i - 1 if i > 0 and s[i - 1] == "!" else i
-                if n - start <= _LINK_HOLD:
-                    hold = start
+                begin = i - 1 if i > 0 and s[i - 1] == "!" else i
+                if n - begin <= _LINK_HOLD:
+                    hold = begin
+                    spans.append((begin, _INF))
                     break
             i += 1
             continue
         if c == "<":
             m = _AUTOLINK.match(s, i)
             if m:
-                events.append(m.end())
+                spans.append((i, m.end()))
                 i = m.end()
                 continue
             if edge and _AUTOLINK_START.fullmatch(s, i):
@@ -885,7 +981,7 @@ def _scan(
         k = n
         while k > 0 and not s[k - 1].isspace():
             k -= 1
-        k = max(k, events[-1] if events else 0)
+        k = max(k, max((e for _, e in spans if e < _INF), default=0))
         word = s[k:].lstrip("([{*_~\"'<").lower()
         if word and (
             "://" in word
@@ -894,7 +990,8 @@ def _scan(
             or any(start.startswith(word) for start in _URL_STARTS)
         ):
             hold = k  # linkify would give it an href that changes as it grows
-    return events, hold, stack, code
+    spans.extend((op.pos, _INF) for op in stack)
+    return spans, hold, stack, code
 
 
 def _opener(stack: list[_Delim], char: str, size: int, closer_opens: bool) -> int:
@@ -921,6 +1018,7 @@ def _closers(s: str, refs: dict[str, Any]) -> str:
         if op.count > 0:
             out += op.char * op.count
     return out
+
 
 
 # --------------------------------------------------------------------------- changes

@@ -14,6 +14,7 @@ import logging
 import os
 import secrets
 import socket
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -68,6 +69,7 @@ class Runner:
         self._wake = asyncio.Event()
         self._tasks: list[asyncio.Task] = []
         self._side: set[asyncio.Task] = set()
+        self._flushed = 0.0
 
     # --- the main loop --------------------------------------------------------------
 
@@ -168,6 +170,7 @@ class Runner:
 
     def flush(self) -> None:
         """Write every run's pending growth in one transaction."""
+        self._flushed = time.monotonic()
         if not self.pending:
             return
         pending, self.pending = self.pending, {}
@@ -180,6 +183,10 @@ class Runner:
 
     def grow(self, item_id: int, **values: Any) -> None:
         self.pending.setdefault(item_id, {}).update(values)
+        # The tick task can be starved when many streams have data buffered: flush here too
+        # once a tick is due, so a busy worker still writes every ~50 ms.
+        if time.monotonic() - self._flushed >= TICK_SECONDS:
+            self.flush()
 
     # --- answering ------------------------------------------------------------------
 

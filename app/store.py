@@ -208,11 +208,14 @@ class Store:
     def items(self, chat: int) -> list[Item]:
         return [Item.from_row(r) for r in self.all("SELECT * FROM items WHERE chat = ? ORDER BY id", [chat])]
 
-    def items_since(self, rev: int, chat: int | None = None, upto: int | None = None) -> list[Item]:
-        """Items changed after `rev` (up to `upto`), in page order."""
+    def items_since(self, rev: int, chat: int | None = None, upto: int | None = None,
+                    chats: list[int] | None = None) -> list[Item]:
+        """Items changed after `rev` (up to `upto`), of one conversation or some, in page order."""
         sql, params = "SELECT * FROM items WHERE rev > ?", [rev]
         if chat is not None:
             sql, params = sql + " AND chat = ?", [*params, chat]
+        if chats is not None:
+            sql, params = sql + f" AND chat IN ({','.join('?' * len(chats))})", [*params, *chats]
         if upto is not None:
             sql, params = sql + " AND rev <= ?", [*params, upto]
         return [Item.from_row(r) for r in self.all(sql + " ORDER BY chat, turn, id", params)]

@@ -53,7 +53,7 @@ def then_it_goes_on(client, chat, fake):
     ([error(400, "context too long")], "turned the request down (400)"),
     ([text("Half an ans"), malformed()], "could not be read"),
     ([text("Half an ans"), drop()], "cut before the answer was finished"),
-    ([text("Half an ans"), error(500, "overloaded")], "error"),
+    ([text("Half an ans"), error(500, "overloaded")], "failed part way: “overloaded”"),
 ])
 def test_a_model_fault_ends_in_an_error_item_and_keeps_what_was_written(client, fake, data, script, says):
     fake.script(script)

@@ -55,7 +55,13 @@ def end_streams_on_signal(feed: Feed) -> None:
 
         def handler(signum, frame, previous=previous):
             loop.call_soon_threadsafe(feed.close)
-            if callable(previous):
+            # granian stops the worker from an asyncio signal handler, which asyncio reaches
+            # through its wakeup pipe; under load that pipe can be full and the stop lost, so
+            # run granian's handler (it only sets an event) from here as well.
+            handle = getattr(loop, "_signal_handlers", {}).get(signum)
+            if handle is not None:
+                handle._run()
+            elif callable(previous):
                 previous(signum, frame)
 
         try:
