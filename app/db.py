@@ -55,9 +55,10 @@ def write(db: sqlite_utils.Database) -> Iterator[sqlite_utils.Database]:
         db.conn.execute("COMMIT")
 
 
-def bump(db: sqlite_utils.Database) -> int:
-    """Take the next rev; call inside `write` so the rev and the row it marks commit together."""
-    return db.conn.execute("UPDATE revs SET rev = rev + 1 WHERE id = 1 RETURNING rev").fetchone()[0]
+def bump(db: sqlite_utils.Database, n: int = 1) -> int:
+    """Take the next rev (or the next `n`, returning the last); call inside `write` so the rev
+    and the row it marks commit together."""
+    return db.conn.execute("UPDATE revs SET rev = rev + ? WHERE id = 1 RETURNING rev", [n]).fetchone()[0]
 
 
 def current_rev(db: sqlite_utils.Database) -> int:

@@ -415,7 +415,7 @@ def keyed(text: str, key: str, growing: bool = False) -> list[Block]:
 # The changed text is rendered by the same safe renderer: cutting text or adding `*`,
 # `_`, `~` or "`" cannot produce raw HTML or a link that the text does not have.
 
-REVEAL = 64  # tmp
+REVEAL = 40  # characters a growing render moves on by (the reveal grid)
 _LOOKBACK = 8  # grid points replayed to find the previous render's edge
 _LINK_HOLD = 400  # a pending link waits while its `[` is at most this far from the end
 _GROWING = "tabletalk.growing"  # env key: fences still streaming are highlighted
@@ -471,15 +471,19 @@ def _growing_tokens(text: str, env: dict[str, Any]) -> list[Token]:
     starts = _line_starts(src)
     last_map = tokens[spans[-1][0]].map if spans else None
     end_line = last_map[1] if last_map else 0
+    done = False  # the last block is complete: nothing at its end waits
     if src[starts[end_line]:].strip() if end_line < len(starts) else False:
         # After the last block: reference definitions (they make no tokens). The last
         # line of one may still be typed (a partial URL would resolve earlier links to
         # it, a partial title turns it into a paragraph): it waits.
+        done = True
         if not src.endswith("\n"):
+            src = src[: src.rfind("\n") + 1]
             env.clear()
             env[_GROWING] = True
-            tokens = _block_tokens(src[: src.rfind("\n") + 1], env)
-        return _finish(tokens, env)
+            tokens = _block_tokens(src, env)
+            spans = _top_level(tokens)
+            starts = _line_starts(src)
     if not spans:
         return _finish(tokens, env)
     # the region: the top-level blocks from the one holding the look-back window's start
@@ -495,21 +499,28 @@ def _growing_tokens(text: str, env: dict[str, Any]) -> list[Token]:
     for token in toks:
         if token.map:
             token.map = [token.map[0] - line, token.map[1] - line]
-    stable = _stable_region(region, toks, env, grid)
+    stable = _stable_region(region, toks, env, grid, done)
     if stable != region:
         tokens = tokens[:at] + (_block_tokens(stable, env) if stable.strip() else [])
     return _finish(tokens, env)
 
 
-def _stable_region(region: str, toks: list[Token], env: dict[str, Any], grid: int) -> str:
+def _stable_region(
+    region: str, toks: list[Token], env: dict[str, Any], grid: int, done: bool = False
+) -> str:
     """`region` (whole top-level blocks running to the end of the text, their block
     tokens `toks` with maps counted from its first line) as the growing render shows it.
-    The region's end is a grid point."""
+    The text's end is a grid point `grid` characters after the previous render's (less
+    after the definitions that end it when `done`)."""
     refs = env.get("references") or {}
     starts = _line_starts(region)
     spans = _top_level(toks)
     first, stop = spans[-1]
-    end, how, edge = _edge_end(region, starts, toks[first:stop], refs)
+    end, how, edge = (
+        (len(region.rstrip()), None, None)
+        if done
+        else _edge_end(region, starts, toks[first:stop], refs)
+    )
     previous = len(region) - grid
     if grid and previous > 0:
         marks = _marks(region, starts, toks, refs, edge)

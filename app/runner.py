@@ -169,17 +169,21 @@ class Runner:
                 log.exception("runner flush failed")
 
     def flush(self) -> None:
-        """Write every run's pending growth in one transaction."""
+        """Write every run's pending growth in one transaction: one rev range, one prepared
+        statement per set of columns (hundreds of answers grow at once)."""
         self._flushed = time.monotonic()
         if not self.pending:
             return
         pending, self.pending = self.pending, {}
         t = dbm.now()
+        by_columns: dict[tuple[str, ...], list[list[Any]]] = {}
         with self.store.write() as db:
-            for item_id, values in pending.items():
-                values = values | {"updated": t, "rev": dbm.bump(db)}
-                sets = ", ".join(f"{k} = ?" for k in values)
-                db.conn.execute(f"UPDATE items SET {sets} WHERE id = ?", [*values.values(), item_id])
+            top = dbm.bump(db, len(pending))
+            for rev, (item_id, values) in enumerate(pending.items(), start=top - len(pending) + 1):
+                by_columns.setdefault(tuple(values), []).append([*values.values(), t, rev, item_id])
+            for columns, rows in by_columns.items():
+                sets = "".join(f"{k} = ?, " for k in columns)
+                db.conn.executemany(f"UPDATE items SET {sets}updated = ?, rev = ? WHERE id = ?", rows)
 
     def grow(self, item_id: int, **values: Any) -> None:
         self.pending.setdefault(item_id, {}).update(values)

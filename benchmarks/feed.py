@@ -45,7 +45,6 @@ import re
 import resource
 import signal
 import socket
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -692,7 +691,8 @@ async def bytes_per_answer(args, fake: FakeModelServer, folder: Path, table: Tab
                 kinds.setdefault(piece_kind(piece, n), []).append(len(piece.encode()))
         unparsed = len(sent) - framing - sum(sum(v) for v in kinds.values())
 
-        table.add("[bytes] answer", f"{tokens:,} word-tokens at {args.rate:g} tok/s, {len(answer):,} chars; {source}",
+        table.add("[bytes] answer", f"{tokens:,} word-pieces (~{len(answer) // 4:,} model tokens) at {args.rate:g}/s, "
+                  f"{len(answer):,} chars; {source}",
                   "~2,000 tokens at ~50 tok/s")
         table.add("  streamed for (POST -> state done seen)", f"{t1 - t0:.1f} s ({data_msgs} SSE messages)")
         table.add("  SSE body bytes received (POST -> done message)", f"{len(sent):,} B ({kib(len(sent))})")
@@ -804,7 +804,7 @@ async def delays(args, fake: FakeModelServer, folder: Path, table: Table) -> Non
             # in-process: the server itself commits (POST /ask) and wakes its feed at once
             sent: dict[int, float] = {}
             for _ in range(args.asks):
-                await asyncio.sleep(rng.uniform(0.25, 0.35))
+                await asyncio.sleep(rng.uniform(0.2, 0.3))
                 mark = time.monotonic_ns()
                 t_s = time.monotonic()
                 sent[mark] = t_s
@@ -854,17 +854,17 @@ async def memory(args, fake: FakeModelServer, folder: Path, table: Table, backpr
         worker = server.worker
         warm = await open_many(server.port, path, 50)  # every code path loaded once
         await close_all(warm.followers)
-        await asyncio.sleep(1.0)
+        await asyncio.sleep(args.settle / 2)
         before_w, before_m = rss_kib(worker), rss_kib(server.proc.pid)
         n = args.idle
         ramp = await open_many(server.port, path, n, concurrency=256, timeout=10, deadline=240, stall=12)
         reached = len(ramp.followers)
-        await asyncio.sleep(2.0)
+        await asyncio.sleep(args.settle)
         alive = sum(1 for f in ramp.followers if not f.ended.done())
         after_w, after_m = rss_kib(worker), rss_kib(server.proc.pid)
         cpu_idle0 = cpu_seconds(worker)
-        await asyncio.sleep(2.0)
-        cpu_idle = (cpu_seconds(worker) - cpu_idle0) / 2.0
+        await asyncio.sleep(args.settle)
+        cpu_idle = (cpu_seconds(worker) - cpu_idle0) / args.settle
         fds = len(os.listdir(f"/proc/{worker}/fd"))
         # a page request while they are open: is the worker still serving?
         t = time.monotonic()
@@ -874,11 +874,11 @@ async def memory(args, fake: FakeModelServer, folder: Path, table: Table, backpr
         except Exception as e:  # noqa: BLE001 - reported
             page = f"failed after {time.monotonic() - t:.1f} s: {type(e).__name__} {e}"
         await close_all(ramp.followers, wait=20)
-        await asyncio.sleep(2.0)
+        await asyncio.sleep(args.settle)
         closed_w = rss_kib(worker)
         grown = (after_w - before_w) * 1024
         per = grown / reached if reached else float("nan")
-        table.add(label, f"{reached:,}/{n:,} open in {ramp.seconds:.1f} s ({alive:,} still open 2 s later)", f"{n:,}")
+        table.add(label, f"{reached:,}/{n:,} open in {ramp.seconds:.1f} s ({alive:,} still open {args.settle:g} s later)", f"{n:,}")
         if ramp.failures:
             table.add("  failures (by error)", "; ".join(f"{v:,} x {k}" for k, v in ramp.failures.items()), "none")
         table.add("  worker RSS before / after", f"{before_w / 1024:,.1f} MiB / {after_w / 1024:,.1f} MiB")
@@ -938,12 +938,12 @@ async def run(args) -> int:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="a smaller run, well under a minute")
-    p.add_argument("--tokens", type=int, help="tokens in the streamed answer (default 2000, quick 500)")
+    p.add_argument("--tokens", type=int, help="tokens in the streamed answer (default 2000, quick 300)")
     p.add_argument("--cut", action="store_true", help="cut the fixture to --tokens too (quick does)")
     p.add_argument("--rate", type=float, default=50.0, help="model tokens per second (default 50)")
     p.add_argument("--followers", help="follower counts for the delay phase (default 1,100,1000)")
     p.add_argument("--updates", type=int, help="commits measured per follower count (default 100, quick 30)")
-    p.add_argument("--asks", type=int, help="in-process POSTs measured per follower count (default 20, quick 8)")
+    p.add_argument("--asks", type=int, help="in-process POSTs measured per follower count (default 20, quick 5)")
     p.add_argument("--idle", type=int, help="idle followers for the memory phase (default 10000, quick 1000)")
     p.add_argument("--raised", type=int, default=20_000,
                    help="when serve caps the idle followers, measure again with granian's backpressure "
@@ -952,12 +952,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--only", default="bytes,delay,memory", help="phases to run, commas")
     args = p.parse_args(argv)
     q = args.quick
-    args.tokens = args.tokens or (500 if q else 2000)
+    args.tokens = args.tokens or (300 if q else 2000)
     args.followers = [int(x) for x in (args.followers or "1,100,1000").split(",")]
     args.updates = args.updates or (30 if q else 100)
-    args.asks = args.asks or (8 if q else 20)
+    args.asks = args.asks or (5 if q else 20)
     args.idle = args.idle or (1000 if q else 10_000)
     args.only = set(args.only.split(","))
+    args.settle = 1.0 if q else 2.0  # seconds to let the server settle before reading RSS
     return asyncio.run(run(args))
 
 

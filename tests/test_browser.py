@@ -192,3 +192,56 @@ def test_the_conversation_list_follows_live(browser, served, fake):
         expect(home.locator("#conversations li a").first).to_have_text("A fitting title", timeout=10_000)
     finally:
         context.close()
+
+
+def test_a_call_is_approved_from_the_page_and_the_plan_appears_pinned(page, served, fake):
+    from app import db as dbm
+    from app.store import Store
+    from tests.fakes.openai_server import tool_call
+
+    db = dbm.connect(served.data / "tabletalk.db")
+    store = Store(db)
+    store.update_agent(store.default_agent().id, approve="update_plan")
+    db.conn.close()
+    fake.script([tool_call("update_plan", {"plan": "- [ ] look\n- [ ] answer"})], "Planned.")
+    page.goto("/")
+    page.get_by_role("button", name="New conversation").click()
+    page.wait_for_url("**/c/*")
+    page.locator("#composer textarea").fill("make a plan")
+    page.locator("#composer textarea").press("Enter")
+    approve = page.get_by_role("button", name="Approve")
+    approve.wait_for(timeout=10_000)
+    expect(page.locator("article.call pre.input")).to_contain_text('"plan": "- [ ] look')
+    page.evaluate("window.__sameDocument = true")
+    approve.click()
+    expect(page.locator("#plan li")).to_have_count(2, timeout=10_000)
+    expect(page.locator("article.text").last).to_have_text("Planned.", timeout=10_000)
+    expect(page.locator("article.call .state")).to_have_text("done")
+    assert page.evaluate("window.__sameDocument") is True, "approved without a reload"
+    assert page.get_by_role("button", name="Approve").count() == 0
+
+
+def test_without_javascript_a_call_is_approved_with_the_plain_form(browser, served, fake):
+    from app import db as dbm
+    from app.store import Store
+    from tests.fakes.openai_server import tool_call
+
+    db = dbm.connect(served.data / "tabletalk.db")
+    store = Store(db)
+    store.update_agent(store.default_agent().id, approve="update_plan")
+    db.conn.close()
+    fake.script([tool_call("update_plan", {"plan": "- [ ] one"})], "Done.")
+    context = browser.new_context(base_url=served.url, java_script_enabled=False)
+    p = context.new_page()
+    try:
+        p.goto("/")
+        p.get_by_role("button", name="New conversation").click()
+        p.wait_for_url("**/c/*")
+        p.locator("#composer textarea").fill("plan")
+        p.get_by_role("button", name="Send").click()
+        p.get_by_role("button", name="Approve").wait_for(timeout=20_000)  # the page refreshes itself
+        p.get_by_role("button", name="Approve").click()
+        p.locator("article.text:has(.state.done)").last.wait_for(state="attached", timeout=20_000)
+        assert p.locator("#plan li").count() == 1
+    finally:
+        context.close()

@@ -79,3 +79,20 @@ def test_skill():
 def test_item_round_trips_through_a_row():
     it = item("call", 1, name="t", input="{}", state="done", done=True, id=3, turn=2)
     assert Item.from_row({**it.to_dict(), "done": 1}) == it
+
+
+def test_chips_are_one_per_site_six_at_most_http_only():
+    from app.tables import chips
+    sources = [
+        {"url": "https://www.example.org/a", "title": "Example A"},
+        {"url": "https://example.org/b", "title": "Example B"},        # same site: the first page wins
+        {"url": "javascript:alert(1)", "title": "bad"},
+        {"url": "http://docs.python.org/3/", "title": ""},
+        *({"url": f"https://site{i}.test/", "title": f"S{i}"} for i in range(10)),
+    ]
+    got = chips(sources)
+    assert len(got) == 6
+    assert (got[0].letter, got[0].site, got[0].title) == ("E", "example.org", "Example A")
+    assert (got[1].site, got[1].title) == ("docs.python.org", "docs.python.org")
+    assert all(c.url.startswith(("http://", "https://")) for c in got)
+    assert chips("not json") == [] and chips("") == []
