@@ -146,3 +146,22 @@ def test_static_files_are_served_locally(client):
         url = tag.get("src") or tag.get("href")
         assert url.startswith("/static/"), f"{url} is fetched from another host"
         assert client.get(url).status_code == 200
+
+
+def test_every_page_sends_the_security_headers(client):
+    chat = new_chat(client)
+    for path in ["/", chat, "/agents", "/c/999999", "/static/app.css"]:
+        r = client.get(path)
+        csp = r.headers.get("content-security-policy", "")
+        assert "script-src 'self'" in csp and "frame-ancestors 'none'" in csp, path
+        assert r.headers["x-content-type-options"] == "nosniff", path
+        assert r.headers["referrer-policy"] == "same-origin", path
+
+
+def test_no_template_has_inline_script():
+    from pathlib import Path
+    for t in (Path(__file__).resolve().parent.parent / "templates").glob("*.html"):
+        html = t.read_text()
+        soup_ = BeautifulSoup(html, "html.parser")
+        assert all(s.get("src") for s in soup_.select("script")), f"inline script in {t.name}"
+        assert " on" not in " ".join(str(tag.attrs) for tag in soup_.find_all(True) if any(a.startswith("on") for a in tag.attrs)), t.name
