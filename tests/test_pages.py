@@ -165,3 +165,15 @@ def test_no_template_has_inline_script():
         soup_ = BeautifulSoup(html, "html.parser")
         assert all(s.get("src") for s in soup_.select("script")), f"inline script in {t.name}"
         assert " on" not in " ".join(str(tag.attrs) for tag in soup_.find_all(True) if any(a.startswith("on") for a in tag.attrs)), t.name
+
+
+def test_a_conversations_first_load_is_a_handful_of_requests_under_100_kb(client, fake):
+    fake.script("A short answer.")
+    chat = new_chat(client)
+    client.post(chat + "/ask", data={"_csrf_token": csrf(client), "text": "Hi"})
+    wait_for(lambda: soup(client.get(chat)).select_one("article.text .state.done"))
+    page = client.get(chat)
+    assets = [t.get("src") or t.get("href") for t in soup(page).select("script[src], link[href]")]
+    sizes = [len(page.content)] + [len(client.get(a).content) for a in assets]
+    assert len(sizes) <= 8, f"{len(sizes)} requests"
+    assert sum(sizes) < 100_000, f"{sum(sizes):,} bytes on first load"
