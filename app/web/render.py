@@ -95,7 +95,9 @@ def chat_state(store: Store, chat: int) -> dict[str, Any]:
         waiting = answered is None
     context = store.one("SELECT used, window FROM contexts WHERE id = ?", [chat])
     asked = store.one("SELECT 1 FROM items WHERE chat = ? AND kind = 'user' LIMIT 1", [chat]) is not None
-    return {"running": pending is not None, "waiting": waiting, "turn": turn, "asked": asked,
+    deciding = pending is not None and store.one(
+        "SELECT 1 FROM items WHERE chat = ? AND kind = 'call' AND state = 'approval' LIMIT 1", [chat]) is not None
+    return {"running": pending is not None, "waiting": waiting, "turn": turn, "asked": asked, "deciding": deciding,
             "used": context["used"] if context else 0, "window": context["window"] if context else 0}
 
 
