@@ -7,6 +7,9 @@ import sys
 from . import config as configuration
 from . import db as dbm
 
+BACKLOG = 4096             # connections waiting to be accepted
+BACKPRESSURE = 20_000      # concurrent requests per worker: open pages (SSE) included
+
 
 def migrate(config: configuration.Config) -> list[str]:
     db = dbm.connect(config.database)
@@ -40,6 +43,10 @@ def serve(host: str, port: int, workers: int) -> None:
         address=host,
         port=port,
         workers=workers,
+        # Every open page holds one streaming response. granian's default caps a worker at
+        # backlog / workers concurrent requests (1,024): past that it served nothing at all.
+        backlog=BACKLOG,
+        backpressure=BACKPRESSURE,
         workers_kill_timeout=5,
         log_access=False,
     ).serve()

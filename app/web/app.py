@@ -25,7 +25,7 @@ from ..feed import Feed
 from ..providers import Providers
 from ..runner import Runner
 from ..store import Store
-from . import agents, chats, events, live, render
+from . import agents, chats, conversations, events, live, models, render, skills
 from .state import State
 
 log = logging.getLogger(__name__)
@@ -55,13 +55,9 @@ def end_streams_on_signal(feed: Feed) -> None:
 
         def handler(signum, frame, previous=previous):
             loop.call_soon_threadsafe(feed.close)
-            # granian stops the worker from an asyncio signal handler, which asyncio reaches
-            # through its wakeup pipe; under load that pipe can be full and the stop lost, so
-            # run granian's handler (it only sets an event) from here as well.
-            handle = getattr(loop, "_signal_handlers", {}).get(signum)
-            if handle is not None:
-                handle._run()
-            elif callable(previous):
+            # granian's own stop comes through asyncio's wakeup pipe; calling its handler here
+            # as well deadlocked (its event's second set() blocks), so only chain.
+            if callable(previous):
                 previous(signum, frame)
 
         try:
@@ -140,7 +136,10 @@ def create_app(config: configuration.Config | None = None) -> Litestar:
     return Litestar(
         route_handlers=[
             *chats.routes,
+            *conversations.routes,
             *agents.routes,
+            *models.routes,
+            *skills.routes,
             *events.routes,
             create_static_files_router(
                 path="/static", directories=[render.STATIC], cache_control=CacheControlHeader(max_age=3600),
