@@ -8,13 +8,18 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from .models import Account, accounts
+
 # name -> (default, what it is for); the README table is checked against this mapping.
 SETTINGS: dict[str, tuple[str, str]] = {
     "TABLETALK_DATA": ("./data", "Folder for the SQLite database (tabletalk.db), the secret key and files/."),
     "AI_URL": ("", "Base URL of an OpenAI-compatible server (e.g. http://127.0.0.1:11434/v1)."),
     "AI_KEY": ("", "API key for AI_URL, sent as a Bearer token; optional."),
-    "AI_MODEL": ("", "Model to use at AI_URL when a message names none; default: the first the server lists."),
-    "OLLAMA_HOST": ("http://127.0.0.1:11434", "Where a local Ollama listens, for models on this computer."),
+    "AI_MODEL": ("", "Model id to use when a message and its agent name none; default: the first model AI_URL lists, "
+                     "else the first on this computer, else an account's."),
+    "OLLAMA_HOST": ("http://127.0.0.1:11434", "Where a local Ollama listens; its models are offered as local:NAME."),
+    "LOCAL_AI_URL": ("", "Base URL of another OpenAI-compatible server on this computer; its models are local:NAME."),
+    "AI_ACCOUNTS": ("", "Hosted accounts, name=URL|key;... ; their models are offered as name:MODEL."),
     "CHAT_PRIVATE_PLUGINS": ("0", "1 lets plugins (MCP servers) live on private or loopback addresses."),
     "TABLETALK_CONTEXT_WINDOW": ("8192", "Context window assumed when a model server does not report one."),
     "TABLETALK_MODEL_TIMEOUT": ("60", "Seconds without a byte from the model before a request is given up."),
@@ -35,6 +40,9 @@ class Config:
     private_plugins: bool
     context_window: int
     model_timeout: float
+    local_ai_url: str = ""
+    accounts: tuple[Account, ...] = ()
+    ollama_set: bool = False  # OLLAMA_HOST given: when its Ollama is down, say so (the default is only a guess)
 
     @property
     def database(self) -> Path:
@@ -67,4 +75,14 @@ def load() -> Config:
         private_plugins=_get("CHAT_PRIVATE_PLUGINS") in {"1", "true", "yes", "on"},
         context_window=int(_number("TABLETALK_CONTEXT_WINDOW", int)),
         model_timeout=float(_number("TABLETALK_MODEL_TIMEOUT", float)),
+        local_ai_url=_get("LOCAL_AI_URL").rstrip("/"),
+        accounts=_accounts(),
+        ollama_set="OLLAMA_HOST" in os.environ,
     )
+
+
+def _accounts() -> tuple[Account, ...]:
+    try:
+        return accounts(_get("AI_ACCOUNTS"))
+    except ValueError as e:
+        raise SystemExit(f"AI_ACCOUNTS: {e}") from None

@@ -230,3 +230,73 @@ def m003_tombstones(db: sqlite_utils.Database) -> None:
 def m004_item_sources(db: sqlite_utils.Database) -> None:
     # The pages a call's result came from, as JSON [{"url", "title"}]: shown as chips.
     db.execute("ALTER TABLE items ADD COLUMN sources TEXT NOT NULL DEFAULT ''")
+
+
+@migration
+def m005_search(db: sqlite_utils.Database) -> None:
+    # Full-text search over titles and what was said. One FTS5 row per conversation title
+    # (rowid -chat, so it never meets an item's id) and per `user` item or finished `text`
+    # item (rowid = the item's id). A growing answer is indexed once it is done: its text is
+    # rewritten every 50 ms while it streams, and re-indexing it on every tick would cost
+    # the runner's hot path. `remove_diacritics 2`: "cafe" finds "café".
+    db.execute(
+        """CREATE VIRTUAL TABLE search USING fts5(
+            chat UNINDEXED, title, text, tokenize = 'unicode61 remove_diacritics 2')"""
+    )
+    indexed = "({0}.kind = 'user' OR ({0}.kind = 'text' AND {0}.done = 1))"
+    db.execute(
+        f"""CREATE TRIGGER items_search_insert AFTER INSERT ON items WHEN {indexed.format('new')}
+        BEGIN
+            INSERT INTO search (rowid, chat, title, text) VALUES (new.id, new.chat, '', new.text);
+        END"""
+    )
+    db.execute(
+        f"""CREATE TRIGGER items_search_update AFTER UPDATE OF text, done ON items
+        WHEN {indexed.format('old')} IS NOT {indexed.format('new')}
+          OR ({indexed.format('new')} AND old.text IS NOT new.text)
+        BEGIN
+            DELETE FROM search WHERE rowid = old.id;
+            INSERT INTO search (rowid, chat, title, text)
+                SELECT new.id, new.chat, '', new.text WHERE {indexed.format('new')};
+        END"""
+    )
+    db.execute(
+        """CREATE TRIGGER items_search_delete AFTER DELETE ON items WHEN old.kind IN ('user', 'text')
+        BEGIN
+            DELETE FROM search WHERE rowid = old.id;
+        END"""
+    )
+    db.execute(
+        """CREATE TRIGGER conversations_search_insert AFTER INSERT ON conversations
+        BEGIN
+            INSERT INTO search (rowid, chat, title, text) VALUES (-new.id, new.id, new.title, '');
+        END"""
+    )
+    db.execute(
+        """CREATE TRIGGER conversations_search_update AFTER UPDATE OF title ON conversations
+        WHEN old.title IS NOT new.title
+        BEGIN
+            DELETE FROM search WHERE rowid = -old.id;
+            INSERT INTO search (rowid, chat, title, text) VALUES (-new.id, new.id, new.title, '');
+        END"""
+    )
+    db.execute(
+        """CREATE TRIGGER conversations_search_delete AFTER DELETE ON conversations
+        BEGIN
+            DELETE FROM search WHERE rowid = -old.id;
+        END"""
+    )
+    db.execute("INSERT INTO search (rowid, chat, title, text) SELECT -id, id, title, '' FROM conversations")
+    db.execute(
+        f"INSERT INTO search (rowid, chat, title, text) SELECT id, chat, '', text FROM items "
+        f"WHERE {indexed.format('items')}"
+    )
+
+
+@migration
+def m006_models(db: sqlite_utils.Database) -> None:
+    # A provider that cannot be reached is listed as one row with up = 0 and a note saying why,
+    # so the picker shows it without offering it. `tags` is what the server says a model can
+    # do (thinking, tools, vision), commas, for pages that offer what a model can use.
+    db.execute("ALTER TABLE choices ADD COLUMN up INTEGER NOT NULL DEFAULT 1 CHECK (up IN (0, 1))")
+    db.execute("ALTER TABLE choices ADD COLUMN tags TEXT NOT NULL DEFAULT ''")

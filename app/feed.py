@@ -28,8 +28,8 @@ FOLLOWER_BACKLOG = 256  # messages a slow follower may fall behind before it mus
 # in step have of each item or None for whole elements) -> one SSE message's HTML. The
 # store reads through the feed's own connection, inside the snapshot being sent.
 Render = Callable[[Store, int, list[Item], Conversation | None, list[str], dict | None], str]
-# (store, changed conversations) -> the conversation list's HTML
-RenderList = Callable[[Store, list[Conversation]], str]
+# (store, changed conversations, deleted dom ids) -> the conversation list's HTML
+RenderList = Callable[[Store, list[Conversation], list[str]], str]
 
 
 async def wait_event(event: asyncio.Event, timeout: float) -> bool:
@@ -151,8 +151,11 @@ class Feed:
             items = self.store.items_since(self.rev, upto=top, chats=followed) if followed else []
             convos = self.store.conversations_since(self.rev, upto=top)
             gone: dict[int, list[str]] = defaultdict(list)
+            listed_gone: list[str] = []  # tombstones of the list itself (chat NULL): deleted conversations
             for chat, dom in self.store.tombstones_since(self.rev, upto=top):
-                if chat in self.followers:
+                if chat is None:
+                    listed_gone.append(dom)
+                elif chat in self.followers:
                     gone[chat].append(dom)
             self.rev = top
             by_chat: dict[int, list[Item]] = defaultdict(list)
@@ -170,8 +173,8 @@ class Feed:
                     for f in group:
                         f.push(top, whole if f.fresh else diff)
                         f.fresh = False
-            if convos and self.render_list and None in self.followers:
-                html = self.render_list(self.store, convos)
+            if (convos or listed_gone) and self.render_list and None in self.followers:
+                html = self.render_list(self.store, convos, listed_gone)
                 for f in tuple(self.followers[None]):
                     f.push(top, html)
 

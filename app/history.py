@@ -6,8 +6,12 @@ versions of an answer (after "again") only the newest is sent.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+from . import skills as skillbook
 from .agent import Message, ToolCall
-from .tables import Assistant, Item
+from .tables import Assistant, Item, Skill
+from .tools import memory
 
 
 def call_id(item: Item) -> str:
@@ -15,8 +19,11 @@ def call_id(item: Item) -> str:
     return f"call_{item.id}"
 
 
-def system_prompt(agent: Assistant | None) -> str:
-    return (agent.instructions if agent else "").strip()
+def system_prompt(agent: Assistant | None, skills: Sequence[Skill] = (), memories: Sequence[str] = ()) -> str:
+    """The agent's instructions, then the skills it can load, then what it remembers."""
+    parts = [(agent.instructions if agent else "").strip(),
+             skillbook.prompt_section(skills), memory.prompt_section(memories)]
+    return "\n\n".join(p for p in parts if p)
 
 
 def newest_versions(items: list[Item]) -> list[Item]:
@@ -31,10 +38,12 @@ def newest_versions(items: list[Item]) -> list[Item]:
     ]
 
 
-def to_messages(agent: Assistant | None, items: list[Item]) -> list[Message]:
-    """The request's messages for a conversation whose log is `items` (in key order)."""
+def to_messages(agent: Assistant | None, items: list[Item], *, skills: Sequence[Skill] = (),
+                memories: Sequence[str] = ()) -> list[Message]:
+    """The request's messages for a conversation whose log is `items` (in key order), the
+    system prompt listing `skills` and the agent's `memories` (texts, oldest first)."""
     messages: list[Message] = []
-    prompt = system_prompt(agent)
+    prompt = system_prompt(agent, skills, memories)
     if prompt:
         messages.append(Message("system", prompt))
     text = ""

@@ -1,26 +1,28 @@
 """Models: where each model id is answered, the list of choices, the streaming client.
 
-A bare model NAME is answered by the OpenAI-compatible server at AI_URL. (Local models
-"local:NAME" and hosted accounts come with the models issue; they resolve here too.)
-Every failure leaves this module as a `ModelError` whose message a person can read.
+"local:NAME" is answered by Ollama (OLLAMA_HOST, through its OpenAI-compatible /v1) or by
+the server at LOCAL_AI_URL, whichever listed NAME; "ACCOUNT:NAME" by a hosted account from
+AI_ACCOUNTS; a bare NAME by the server at AI_URL (see models.py). Every failure leaves this
+module as a `ModelError` whose message a person can read.
 """
 from __future__ import annotations
 
 import asyncio
 import json
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import httpx2
 import openai
 
+from . import models
 from .agent import Delta, Message, ModelError
 from .config import Config
-from .tables import Choice
+from .tables import GROUP_LOCAL, GROUP_SERVER, LOCAL, Choice, choice_of, groups
 from .tools import Tool
 
-GROUP_SERVER = "Model server"
+OLLAMA, LOCAL_SERVER = "ollama", "local"  # the two servers a "local:" id can live on
 RETRY_DELAYS = (1.0, 2.0, 4.0)  # seconds before the 2nd, 3rd and 4th try of a busy or failing server
 RETRY_AFTER_MAX = 30.0
 TRANSIENT = (openai.RateLimitError, openai.InternalServerError)
@@ -45,8 +47,10 @@ def retry_after(e: Exception) -> float | None:
 @dataclass(frozen=True)
 class Endpoint:
     base_url: str
-    key: str
+    key: str = field(repr=False)
     model: str  # the name the server knows
+    style: str = "openai"  # "ollama": Ollama's /v1, whose thinking field differs
+    key_setting: str = "AI_KEY"  # where a refused key is set, for the person's error
 
 
 class Providers:
@@ -54,6 +58,15 @@ class Providers:
 
     def __init__(self, config: Config):
         self.config = config
+        self.accounts = {a.name: a for a in config.accounts}
+        self.ollama = models.ollama_base(config.ollama_host) if config.ollama_host else ""
+        # What the last listing learned: which server has each local name, and which of
+        # Ollama's models can think (it refuses a thinking level for the others). Per process;
+        # every worker lists at start, and a local name missing here is looked up again
+        # before it is used (`locate`).
+        self._local: dict[str, set[str]] = {OLLAMA: set(), LOCAL_SERVER: set()}
+        self._thinkers: set[str] = set()
+        self._ollama_answered = False
         self._clients: dict[tuple[str, str], openai.AsyncOpenAI] = {}
         self._http = httpx2.AsyncClient(
             limits=httpx2.Limits(max_connections=2000, max_keepalive_connections=1000),
@@ -65,12 +78,38 @@ class Providers:
 
     @property
     def configured(self) -> bool:
-        return bool(self.config.ai_url)
+        """Some model server is set up (an Ollama at the default address counts once it answered)."""
+        c = self.config
+        return bool(c.ai_url or c.accounts or c.local_ai_url or (self.ollama and c.ollama_set) or self._ollama_answered)
 
     def endpoint(self, model: str) -> Endpoint:
+        """Where `model` (an id) is answered, from what the last listing learned."""
+        kind, name = choice_of(model, self.accounts)
+        if kind == LOCAL:
+            # Ollama's when it listed the name (it wins a name both list) or is the only one.
+            elsewhere = name not in self._local[OLLAMA] and (name in self._local[LOCAL_SERVER] or not self.ollama)
+            if elsewhere and self.config.local_ai_url:
+                return Endpoint(self.config.local_ai_url, "", name,
+                                key_setting="the server at LOCAL_AI_URL (Tabletalk sends it no key)")
+            if not self.ollama:
+                raise ModelError("No model server on this computer is set up: set OLLAMA_HOST or LOCAL_AI_URL.")
+            return Endpoint(f"{self.ollama}/v1", "", name, style="ollama",
+                            key_setting="the Ollama at OLLAMA_HOST (Tabletalk sends it no key)")
+        if kind:
+            account = self.accounts[kind]
+            return Endpoint(account.url, account.key, name, key_setting=f"the key of “{kind}” in AI_ACCOUNTS")
         if not self.config.ai_url:
             raise ModelError("No model server is set up: start Tabletalk with AI_URL set to an OpenAI-compatible server.")
         return Endpoint(self.config.ai_url, self.config.ai_key, model)
+
+    async def locate(self, model: str) -> Endpoint:
+        """`endpoint`, after listing this computer's servers when both could have a local name
+        this process has not seen listed (a refresh in another worker, a model pulled since)."""
+        kind, name = choice_of(model, self.accounts)
+        known = name in self._local[OLLAMA] or name in self._local[LOCAL_SERVER]
+        if kind == LOCAL and not known and self.ollama and self.config.local_ai_url:
+            await asyncio.gather(self._list_ollama(), self._list_local_server())
+        return self.endpoint(model)
 
     def client(self, endpoint: Endpoint) -> openai.AsyncOpenAI:
         key = (endpoint.base_url, endpoint.key)
@@ -90,40 +129,102 @@ class Providers:
     # --- the model list -------------------------------------------------------------
 
     async def choices(self) -> list[Choice]:
-        """What the server at AI_URL offers now; a server that is down gives a note, not an error."""
+        """Every model reachable now, in the picker's order (`tables.groups`). A provider that
+        is down is one row that says so, and never keeps the others from being listed."""
+        c = self.config
+        listings = await asyncio.gather(
+            self._list_ollama(),
+            self._list_local_server(),
+            *(self._list_account(a) for a in c.accounts),
+            self._list_server(),
+        )
+        out: list[Choice] = []
+        seen: set[str] = set()
+        for listing in listings:
+            for choice in listing:
+                if choice.id not in seen:  # a local name both servers list: Ollama's (listed first)
+                    seen.add(choice.id)
+                    out.append(choice)
+        return [choice for _, members in groups(out) for choice in members]
+
+    @staticmethod
+    def preferred(choices: list[Choice]) -> str:
+        """The model to use when none is named: the first the server at AI_URL lists (it was
+        set up by hand), else the first on this computer, else the first of an account."""
+        first = {GROUP_SERVER: 0, GROUP_LOCAL: 1}
+        offered = sorted((c for c in choices if c.up), key=lambda c: first.get(c.group, 2))
+        return offered[0].id if offered else ""
+
+    async def _listed(self, read, down: Choice) -> list[Choice]:
+        try:
+            found = await read
+        except Exception as e:  # whatever one server does, the others are still listed
+            models.log_odd(e, down.name)
+            return [models.down(down.id, down.name, down.group, e)]
+        return found
+
+    async def _list_ollama(self) -> list[Choice]:
+        if not self.ollama:
+            return []
+        try:
+            found = await models.ollama_catalog(self._http, self.ollama)
+        except Exception as e:
+            self._ollama_answered = False
+            self._local[OLLAMA] = set()
+            models.log_odd(e, self.ollama)
+            # Not running at the address nobody set: most likely no Ollama here, not news.
+            return [models.down("!ollama", f"Ollama at {models.where(self.ollama)}", GROUP_LOCAL, e)] \
+                if self.config.ollama_set else []
+        self._ollama_answered = True
+        self._local[OLLAMA] = {choice.name for choice in found}
+        self._thinkers = {choice.name for choice in found if "thinking" in choice.tags}
+        return found
+
+    async def _list_local_server(self) -> list[Choice]:
+        url = self.config.local_ai_url
+        if not url:
+            return []
+        found = await self._listed(models.openai_catalog(self._http, url, "", GROUP_LOCAL, f"{LOCAL}:"),
+                                   Choice("!local", f"Server at {models.where(url)}", GROUP_LOCAL))
+        self._local[LOCAL_SERVER] = {choice.name for choice in found if choice.up}
+        return found
+
+    async def _list_account(self, account: models.Account) -> list[Choice]:
+        return await self._listed(
+            models.openai_catalog(self._http, account.url, account.key, account.name, f"{account.name}:", account.models),
+            Choice(f"!account:{account.name}", models.where(account.url), account.name))
+
+    async def _list_server(self) -> list[Choice]:
         if not self.config.ai_url:
             return []
-        headers = {"Authorization": f"Bearer {self.config.ai_key}"} if self.config.ai_key else {}
-        try:
-            r = await self._http.get(f"{self.config.ai_url}/models", headers=headers, timeout=5.0)
-            r.raise_for_status()
-            data = r.json().get("data") or []
-        except (httpx2.HTTPError, ValueError, AttributeError) as e:
-            return [Choice(id=self.config.ai_model or "", name=self.config.ai_model or "(default)",
-                           group=GROUP_SERVER, note=f"unreachable: {type(e).__name__}")] if self.config.ai_model else []
-        out = []
-        for m in data:
-            if not isinstance(m, dict) or not isinstance(m.get("id"), str):
-                continue
-            window = next((m[k] for k in ("context_length", "max_model_len", "context_window")
-                           if isinstance(m.get(k), int) and m[k] > 0), None)
-            out.append(Choice(id=m["id"], name=m["id"], group=GROUP_SERVER, window=window))
-        return out
+        return await self._listed(
+            models.openai_catalog(self._http, self.config.ai_url, self.config.ai_key, GROUP_SERVER),
+            Choice("!server", f"AI_URL ({models.where(self.config.ai_url)})", GROUP_SERVER))
 
     # --- streaming ------------------------------------------------------------------
 
-    def stream_fn(self, model: str, extra: dict[str, Any] | None = None):
-        """The agent loop's model boundary for `model`."""
+    def stream_fn(self, model: str, extra: dict[str, Any] | None = None, thinking: str | None = None):
+        """The agent loop's model boundary for `model`, thinking at `thinking` (models.THINKING;
+        None: as the server likes)."""
 
         def stream(messages: list[Message], tools: list[Tool]) -> AsyncIterator[Delta]:
-            return self.stream(model, messages, tools, extra)
+            return self.stream(model, messages, tools, extra, thinking=thinking)
 
         return stream
 
+    def thinking(self, endpoint: Endpoint, level: str | None) -> dict[str, Any]:
+        """The request fields that ask the model at `endpoint` to think at `level`."""
+        thinks = endpoint.model in self._thinkers if endpoint.style == "ollama" else None
+        try:
+            return models.thinking_fields(endpoint.style, level, thinks)
+        except ValueError:
+            raise ModelError(f"“{level}” is not a thinking level; choose one of {', '.join(models.THINKING)}.") from None
+
     async def stream(
-        self, model: str, messages: list[Message], tools: list[Tool], extra: dict[str, Any] | None = None
+        self, model: str, messages: list[Message], tools: list[Tool], extra: dict[str, Any] | None = None,
+        thinking: str | None = None,
     ) -> AsyncIterator[Delta]:
-        endpoint = self.endpoint(model)
+        endpoint = await self.locate(model)
         client = self.client(endpoint)
         request: dict[str, Any] = {
             "model": endpoint.model,
@@ -133,6 +234,7 @@ class Providers:
         }
         if tools:
             request["tools"] = [t.schema() for t in tools]
+        request.update(self.thinking(endpoint, thinking))
         if extra:
             request.update(extra)
         tries = len(RETRY_DELAYS) + 1
@@ -177,11 +279,12 @@ class Providers:
             raise ModelError("The connection to the model server was cut before the answer was finished.")
 
     async def complete(self, model: str, messages: list[Message], max_tokens: int = 40) -> str:
-        """A short non-streamed request (titles)."""
-        endpoint = self.endpoint(model)
+        """A short non-streamed request (titles), without thinking where the server can turn it off."""
+        endpoint = await self.locate(model)
         try:
             r = await self.client(endpoint).chat.completions.create(
-                model=endpoint.model, messages=[m.to_api() for m in messages], max_tokens=max_tokens, stream=False
+                model=endpoint.model, messages=[m.to_api() for m in messages], max_tokens=max_tokens, stream=False,
+                extra_body=self.thinking(endpoint, "off") or None,
             )
         except Exception as e:
             raise ModelError(plain_words(e, endpoint)) from e
@@ -258,7 +361,7 @@ def plain_words(e: Exception, endpoint: Endpoint) -> str:
             return "The connection to the model server was cut before the answer was finished."
         return f"Could not reach the model server at {endpoint.base_url}. Is it running?"
     if isinstance(e, openai.AuthenticationError):
-        return f"The model server refused the key (401). Check AI_KEY.{tail}"
+        return f"The model server refused the key (401). Check {endpoint.key_setting}.{tail}"
     if isinstance(e, openai.PermissionDeniedError):
         return f"The model server does not allow this request (403).{tail}"
     if isinstance(e, openai.NotFoundError):

@@ -54,6 +54,7 @@ class Run:
     chat: int
     task: asyncio.Task | None = None
     turn: Turn | None = None  # the turn being answered
+    gone: bool = False  # its conversation was deleted
 
 
 class Runner:
@@ -107,6 +108,14 @@ class Runner:
 
     def scan(self) -> None:
         """Start a run for each conversation with pending work that no live worker holds."""
+        # A run whose conversation was deleted (in any worker) ends quietly.
+        if self.runs:
+            marks = ",".join("?" * len(self.runs))
+            alive = {r[0] for r in self.store.all(f"SELECT id FROM conversations WHERE id IN ({marks})", list(self.runs))}
+            for chat, run in list(self.runs.items()):
+                if chat not in alive and run.task and not run.task.done():
+                    run.gone = True
+                    run.task.cancel()
         rows = self.store.all(
             "SELECT chat, kind FROM items WHERE done = 0 AND kind IN ('user','retry','stop') ORDER BY id"
         )
@@ -126,6 +135,8 @@ class Runner:
     def lease(self, chat: int) -> bool:
         t = dbm.now()
         with dbm.write(self.store.db) as db:
+            if db.conn.execute("SELECT 1 FROM conversations WHERE id = ?", [chat]).fetchone() is None:
+                return False  # deleted as the scan read it
             cur = db.conn.execute(
                 """INSERT INTO runs (chat, owner, expires) VALUES (?, ?, ?)
                    ON CONFLICT (chat) DO UPDATE SET owner = excluded.owner, expires = excluded.expires
@@ -154,8 +165,11 @@ class Runner:
                     f"SELECT chat FROM runs WHERE owner = ? AND chat IN ({marks})", [self.owner, *chats])}
             for chat in chats:
                 run = self.runs.get(chat)
-                if chat not in held and run and run.task:
-                    log.warning("lost the lease on conversation %s; another worker answers it", chat)
+                if chat not in held and run and run.task and not run.gone:
+                    if self.store.conversation(chat) is None:
+                        run.gone = True  # deleted: its lease went with it
+                    else:
+                        log.warning("lost the lease on conversation %s; another worker answers it", chat)
                     run.task.cancel()
 
     # --- batched writes of growing text ---------------------------------------------
@@ -233,8 +247,8 @@ class Runner:
     def _cancelled(self, run: Run) -> None:
         """A stop (or a lost lease, or shutdown): keep what was written and mark it done."""
         self.flush()
-        if self.stopping or run.turn is None:
-            return  # shutdown: the rows stay pending and the next start resumes them
+        if self.stopping or run.turn is None or run.gone:
+            return  # shutdown: the rows stay pending and the next start resumes them; or no rows left
         run.turn.stopped()
         stops = [r[0] for r in self.store.all(
             "SELECT id FROM items WHERE chat = ? AND kind = 'stop' AND done = 0", [run.chat])]
@@ -309,27 +323,16 @@ class Runner:
         return allowed(found, agent.tools if agent else "")
 
     async def default_model(self) -> str:
+        """AI_MODEL; else the first model the server at AI_URL lists, else this computer's, else an account's."""
         if self.config.ai_model:
             return self.config.ai_model
-        row = self.store.one("SELECT id FROM choices ORDER BY rowid LIMIT 1")
-        if row:
-            return row[0]
-        choices = await self.providers.choices()
-        return choices[0].id if choices else ""
+        return self.providers.preferred(self.store.choices()) or self.providers.preferred(await self.providers.choices())
 
     def window_of(self, model: str) -> int:
         row = self.store.one("SELECT window FROM choices WHERE id = ?", [model])
         return (row[0] if row and row[0] else None) or self.config.context_window
 
     async def refresh_choices(self) -> None:
-        """The model list, read at start; a server that is down leaves it as it was."""
-        choices = await self.providers.choices()
-        if not choices:
-            return
-        with self.store.write() as db:
-            db.conn.execute("DELETE FROM choices")
-            for c in choices:
-                db.conn.execute(
-                    'INSERT OR REPLACE INTO choices (id, name, "group", note, window) VALUES (?, ?, ?, ?, ?)',
-                    [c.id, c.name, c.group, c.note, c.window],
-                )
+        """The model list, read at start and on demand (POST /models/refresh): every provider's
+        models; one that is down is a row saying so and keeps none of its old models."""
+        self.store.replace_choices(await self.providers.choices())

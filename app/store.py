@@ -14,7 +14,7 @@ from typing import Any
 import sqlite_utils
 
 from . import db as dbm
-from .tables import Assistant, Choice, Conversation, Item, Plugin, asked
+from .tables import Assistant, Choice, Conversation, Item, Plugin, Skill, asked
 
 ITEM_COLUMNS = [f.name for f in fields(Item) if f.name not in ("id",)]
 TITLE_WORDS = 8
@@ -74,13 +74,27 @@ class Store:
 
     # --- models ---------------------------------------------------------------------
 
+    @staticmethod
+    def _choice(r: Any) -> Choice:
+        return Choice(id=r["id"], name=r["name"], group=r["group"], note=r["note"], window=r["window"],
+                      tags=tuple(t for t in r["tags"].split(",") if t), up=bool(r["up"]))
+
     def choices(self) -> list[Choice]:
-        rows = self.all('SELECT * FROM choices ORDER BY "group", rowid')
-        return [Choice(id=r["id"], name=r["name"], group=r["group"], note=r["note"], window=r["window"]) for r in rows]
+        """The models listed at the last refresh, in the picker's order, with the providers that were down."""
+        return [self._choice(r) for r in self.all("SELECT * FROM choices ORDER BY rowid")]
 
     def choice(self, model: str) -> Choice | None:
-        r = self.one("SELECT * FROM choices WHERE id = ?", [model])
-        return Choice(id=r["id"], name=r["name"], group=r["group"], note=r["note"], window=r["window"]) if r else None
+        """The model a message may name as `model`: listed, and its server answered."""
+        r = self.one("SELECT * FROM choices WHERE id = ? AND up = 1", [model])
+        return self._choice(r) if r else None
+
+    def replace_choices(self, choices: list[Choice]) -> None:
+        """The whole list at once (rowid keeps its order): readers see the old list or the new."""
+        with self.write() as db:
+            db.conn.execute("DELETE FROM choices")
+            db.conn.executemany(
+                'INSERT OR REPLACE INTO choices (id, name, "group", note, window, tags, up) VALUES (?, ?, ?, ?, ?, ?, ?)',
+                [[c.id, c.name, c.group, c.note, c.window, ",".join(c.tags), int(c.up)] for c in choices])
 
     # --- agents ---------------------------------------------------------------------
 
@@ -166,6 +180,42 @@ class Store:
         row = self.one("SELECT * FROM assistants ORDER BY id LIMIT 1")
         return Assistant.from_row(row) if row else None
 
+    # --- skills (shared by every agent; no page follows them live, so no rev) --------
+
+    @staticmethod
+    def _skill(row: Any) -> Skill:
+        return Skill(name=row["name"], description=row["description"], body=row["body"], id=row["id"])
+
+    def skills(self) -> list[Skill]:
+        return [self._skill(r) for r in self.all("SELECT * FROM skills ORDER BY name COLLATE NOCASE, id")]
+
+    def skill(self, skill_id: int) -> Skill | None:
+        row = self.one("SELECT * FROM skills WHERE id = ?", [skill_id])
+        return self._skill(row) if row else None
+
+    def skill_by_name(self, name: str) -> Skill | None:
+        row = self.one("SELECT * FROM skills WHERE name = ?", [name])
+        return self._skill(row) if row else None
+
+    def add_skill(self, s: Skill) -> Skill:
+        """Raises sqlite3.IntegrityError when the name is taken."""
+        t = dbm.now()
+        with self.write() as db:
+            cur = db.conn.execute(
+                "INSERT INTO skills (name, description, body, created, updated) VALUES (?, ?, ?, ?, ?)",
+                [s.name, s.description, s.body, t, t])
+        return self.skill(cur.lastrowid)
+
+    def update_skill(self, skill_id: int, s: Skill) -> None:
+        """Raises sqlite3.IntegrityError when the new name is another skill's."""
+        with self.write() as db:
+            db.conn.execute("UPDATE skills SET name = ?, description = ?, body = ?, updated = ? WHERE id = ?",
+                            [s.name, s.description, s.body, dbm.now(), skill_id])
+
+    def delete_skill(self, skill_id: int) -> bool:
+        with self.write() as db:
+            return db.conn.execute("DELETE FROM skills WHERE id = ?", [skill_id]).rowcount == 1
+
     # --- conversations --------------------------------------------------------------
 
     def conversation(self, chat: int) -> Conversation | None:
@@ -180,11 +230,17 @@ class Store:
         t = dbm.now()
         with self.write() as db:
             rev = dbm.bump(db)
-            cur = db.conn.execute(
-                "INSERT INTO conversations (agent, title, created, updated, rev) VALUES (?, ?, ?, ?, ?)",
-                [agent, title, t, t, rev],
+            # Ids are never reused: a deleted conversation's old links, open tabs or a run still
+            # finishing elsewhere must not reach a new one (its tombstone keeps its id).
+            next_id = db.conn.execute(
+                """SELECT max(coalesce((SELECT max(id) FROM conversations), 0),
+                              coalesce((SELECT max(CAST(substr(dom, 2) AS INTEGER)) FROM tombstones
+                                        WHERE chat IS NULL AND dom LIKE 'c%'), 0)) + 1""").fetchone()[0]
+            db.conn.execute(
+                "INSERT INTO conversations (id, agent, title, created, updated, rev) VALUES (?, ?, ?, ?, ?, ?)",
+                [next_id, agent, title, t, t, rev],
             )
-        return Conversation(agent=agent, title=title, id=cur.lastrowid, created=t, updated=t, rev=rev)
+        return Conversation(agent=agent, title=title, id=next_id, created=t, updated=t, rev=rev)
 
     def set_title(self, chat: int, title: str) -> None:
         with self.write() as db:
@@ -300,3 +356,47 @@ class Store:
             if convo is not None and not convo.title:
                 self.set_title(chat, first_words(text))
         return new
+
+    # --- deleting and searching conversations ---------------------------------------
+
+    def delete_conversation(self, chat: int) -> bool:
+        """Delete a conversation; its items, lease and context go with it (foreign keys) and
+        the search index follows (triggers). Two tombstones: one takes it off the list pages,
+        one tells a page open on it. False when there was none."""
+        with self.write() as db:
+            if db.conn.execute("DELETE FROM conversations WHERE id = ?", [chat]).rowcount != 1:
+                return False
+            rev = dbm.bump(db)
+            db.conn.executemany("INSERT INTO tombstones (chat, dom, rev) VALUES (?, ?, ?)",
+                                [[None, f"c{chat}", rev], [chat, f"c{chat}", rev]])
+        return True
+
+    def search(self, terms: list[str], marks: tuple[str, str], limit: int = 50) -> list[dict[str, Any]]:
+        """Conversations holding every term (FTS5 strings, already safe) in their title or in
+        any message or answer, newest first. Each comes with its title highlighted where it
+        matched and a snippet of its best matching item, `marks` around the hits."""
+        if not terms:
+            return []
+        with self.snapshot():  # the matches, their titles and snippets as of one moment
+            every = " INTERSECT ".join("SELECT chat FROM search WHERE search MATCH ?" for _ in terms)
+            found = self.all(f"SELECT id, title FROM conversations WHERE id IN ({every}) ORDER BY id DESC LIMIT ?",
+                             [*terms, limit])
+            if not found:
+                return []
+            anyterm = " OR ".join(terms)
+            places = ",".join("?" * len(found))
+            best = {r["chat"]: r["item"] for r in self.all(
+                f"""SELECT chat, item FROM (
+                        SELECT chat, rowid AS item, row_number() OVER (PARTITION BY chat ORDER BY rank) AS n
+                        FROM search WHERE search MATCH ? AND rowid > 0 AND chat IN ({places}))
+                    WHERE n = 1""", [anyterm, *(r["id"] for r in found)])}
+            hits = []
+            for r in found:
+                title = self.one("SELECT highlight(search, 1, ?, ?) FROM search WHERE search MATCH ? AND rowid = ?",
+                                 [*marks, anyterm, -r["id"]])
+                item = best.get(r["id"])
+                snippet = self.one("SELECT snippet(search, 2, ?, ?, '…', 16) FROM search WHERE search MATCH ? "
+                                   "AND rowid = ?", [*marks, anyterm, item]) if item else None
+                hits.append({"chat": r["id"], "title": r["title"], "title_marked": title[0] if title else None,
+                             "item": item, "snippet": snippet[0] if snippet else ""})
+        return hits

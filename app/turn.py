@@ -101,7 +101,11 @@ class Turn:
 
     def history(self) -> list[loop.Message]:
         earlier = [it for it in self.store.items(self.chat) if it.turn < self.user.id]
-        return to_messages(self.agent, [*earlier, self.user, *self.current_version()])
+        # Skills are offered only to an agent that may load them; memories are read every run.
+        skills = self.store.skills() if any(t.name == "load_skill" for t in self.tools) else []
+        memories = [m["text"] for m in self.store.memories(self.agent.id)] if self.agent and self.agent.id else []
+        return to_messages(self.agent, [*earlier, self.user, *self.current_version()],
+                           skills=skills, memories=memories)
 
     # --- running --------------------------------------------------------------------
 

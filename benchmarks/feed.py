@@ -265,7 +265,12 @@ class Served:
         return time.monotonic() - t
 
     def tracebacks(self) -> int:
-        return self.log.read_text(errors="replace").count("Traceback") if self.log.exists() else 0
+        """How many tracebacks the server logged; the first one goes to stderr."""
+        body = self.log.read_text(errors="replace") if self.log.exists() else ""
+        if "Traceback" in body:
+            start = body.rfind("\n", 0, body.index("Traceback")) + 1
+            sys.stderr.write(f"--- first traceback in {self.log.name}:\n{body[start:start + 4000]}\n")
+        return body.count("Traceback")
 
 
 def children(pid: int) -> list[int]:

@@ -76,7 +76,7 @@ def test_last_event_id_wins_over_since(served: Served):
     client, token = session(served.url)
     chat = client.post("/c", data={"_csrf_token": token}).url.path
     client.post(chat + "/ask", data={"_csrf_token": token, "text": "one"})
-    wait_for(lambda: 'class="item text"' in client.get(chat).text)
+    wait_for(lambda: "A fitting title" in client.get(chat).text)  # the run's last write
     top = int(client.get("/healthz").json()["rev"])
     # since=0 would replay everything; the header says the page already has it all.
     messages = read_events(served.url, f"{chat}/events?since=0", lambda m: True,

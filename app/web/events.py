@@ -81,7 +81,8 @@ async def list_events(request: Request, since: FromQuery[str | None] = None) -> 
         top = s.store.rev()
         if cursor > top:
             cursor = 0
-        first = live.list_changes(s.store, s.store.conversations_since(cursor))
+        gone = [dom for chat, dom in s.store.tombstones_since(cursor) if chat is None] if cursor else []
+        first = live.list_changes(s.store, s.store.conversations_since(cursor), gone)
     return Stream(follow(s.feed, follower, sse(top, first), top), media_type="text/event-stream", headers=HEADERS)
 
 

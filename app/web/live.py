@@ -125,6 +125,11 @@ def with_whole_turns(store: Store, chat: int, items: list[Item]) -> tuple[list[I
     return sort_items(items), retries
 
 
+DELETED = ('<div id="status" class="status deleted" data-running="0" data-asked="0" hx-swap-oob="true">'
+           '<p role="alert">This conversation was deleted. <a href="/">Back to your conversations</a></p></div>'
+           '<div id="composer" hx-swap-oob="delete"></div>')
+
+
 def chat_changes(store: Store, chat: int, items: list[Item], convo: Conversation | None,
                  gone: list[str] = (), sent: dict[int, Sent] | None = None) -> str:
     """One feed message for a conversation.
@@ -132,6 +137,8 @@ def chat_changes(store: Store, chat: int, items: list[Item], convo: Conversation
     With `sent` (what followers in step have), only the differences, and `sent` is brought
     up to date; without it, whole elements (for a follower that has just caught up).
     """
+    if f"c{chat}" in gone:  # the conversation itself was deleted: say so, take the composer away
+        return DELETED
     parts_out = [f'<div id="{dom}" hx-swap-oob="delete"></div>' for dom in gone]
     state = chat_state(store, chat)
     if items:
@@ -162,10 +169,14 @@ def chat_changes(store: Store, chat: int, items: list[Item], convo: Conversation
     return "".join(parts_out)
 
 
-def list_changes(store: Store, convos: list[Conversation]) -> str:
-    """One feed message for the conversation list: new and renamed conversations."""
+def list_changes(store: Store, convos: list[Conversation], gone: list[str] = ()) -> str:
+    """One feed message for the conversation list: new and renamed conversations, and the
+    deleted ones removed."""
     rows = "".join(fragment("_convo.html", convo=c) for c in sorted(convos, key=lambda c: c.id or 0))
-    return f'<hx-partial hx-target="#conversations" hx-swap="upsert key:data-key sort:desc">{rows}</hx-partial>'
+    removed = "".join(f'<div id="{dom}" hx-swap-oob="delete"></div>' for dom in gone)
+    if gone and not rows:
+        return removed
+    return removed + f'<hx-partial hx-target="#conversations" hx-swap="upsert key:data-key sort:desc">{rows}</hx-partial>'
 
 
 __all__ = ["Parts", "Sent", "chat_changes", "item_parts", "items_html", "list_changes"]

@@ -1,0 +1,251 @@
+"""Where models are: hosted accounts, the catalogs of model servers, thinking levels.
+
+A model id names where the model runs (`tables.choice_of` splits it):
+
+    local:NAME       this computer: Ollama at OLLAMA_HOST, or the OpenAI-compatible server at
+                     LOCAL_AI_URL (Ollama's name wins when both list one)
+    ACCOUNT:NAME     a hosted account from AI_ACCOUNTS, e.g. openrouter:meta-llama/llama-3-8b
+    NAME             the OpenAI-compatible server at AI_URL
+
+Every catalog here is read over HTTP and turned into `Choice` rows; a server that does not
+answer raises `Unreachable`, whose message becomes the note on its group. Nothing here
+streams: that is providers.py.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx2
+
+from .tables import GROUP_LOCAL, LOCAL, Choice
+
+LIST_TIMEOUT = 5.0  # seconds for one catalog request: a page waits on the slowest server at refresh
+SHOW_AT_ONCE = 8  # Ollama /api/show requests in flight while one catalog is read
+OLLAMA_PORT = 11434
+
+log = logging.getLogger(__name__)
+
+# --- hosted accounts --------------------------------------------------------------------
+
+ACCOUNT_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,39}")
+RESERVED = {LOCAL}
+
+
+@dataclass(frozen=True)
+class Account:
+    """A hosted OpenAI-compatible service with a key; its models are offered as "NAME:MODEL"."""
+
+    name: str
+    url: str
+    key: str = field(default="", repr=False)  # never in a log line
+    models: tuple[str, ...] = ()  # offer only these (a long catalog, e.g. OpenRouter's); () = all it lists
+
+
+def accounts(text: str) -> tuple[Account, ...]:
+    """AI_ACCOUNTS: `name=URL|key|model,model` entries split by ";" or new lines; the key and
+    the model list may be left out. Raises ValueError saying what is wrong (never echoing a key)."""
+    out: list[Account] = []
+    for n, entry in enumerate(re.split(r"[;\n]", text), start=1):
+        entry = entry.strip()
+        if not entry:
+            continue
+        name, eq, rest = entry.partition("=")
+        name = name.strip()
+        if not eq or not ACCOUNT_NAME.fullmatch(name):
+            raise ValueError(f"entry {n} must start with a name (a-z, 0-9, - or _) and “=”, as in "
+                             "openrouter=https://openrouter.ai/api/v1|KEY")
+        if name in RESERVED:
+            raise ValueError(f"“{name}” is taken by models on this computer; name the account otherwise")
+        if any(a.name == name for a in out):
+            raise ValueError(f"the account “{name}” is named twice")
+        url, _, rest = rest.partition("|")
+        key, _, models = rest.partition("|")
+        url = url.strip().rstrip("/")
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"the account “{name}” needs an http(s) URL, as in https://openrouter.ai/api/v1")
+        out.append(Account(name, url, key.strip(), tuple(m.strip() for m in models.split(",") if m.strip())))
+    return tuple(out)
+
+
+# --- thinking ---------------------------------------------------------------------------
+
+THINKING = ("off", "minimal", "low", "medium", "high", "xhigh")
+# Ollama's OpenAI endpoint takes high, medium, low or none (none turns thinking off) and
+# refuses anything else; a model that cannot think refuses any level but none.
+OLLAMA_EFFORT = {"off": "none", "minimal": "low", "low": "low", "medium": "medium", "high": "high", "xhigh": "high"}
+
+
+def thinking_fields(style: str, level: str | None, thinks: bool | None) -> dict[str, Any]:
+    """The request fields for a thinking level. `style` is "ollama" or "openai"; `thinks` is
+    whether the server said the model can think (None: it did not say).
+
+    OpenAI-style servers (OpenAI, OpenRouter, vLLM ...) get `reasoning_effort` as named; "off"
+    sends nothing, since "none" is refused by models that predate it. Ollama gets its own
+    effort, "none" for off, and only for a model it lists as thinking.
+    """
+    if not level:
+        return {}
+    if level not in THINKING:
+        raise ValueError(f"unknown thinking level {level!r}")
+    if style == "ollama":
+        return {"reasoning_effort": OLLAMA_EFFORT[level]} if thinks else {}
+    return {} if level == "off" else {"reasoning_effort": level}
+
+
+# --- catalogs ---------------------------------------------------------------------------
+
+
+class Unreachable(Exception):
+    """A catalog that could not be read; the message is the note a person sees."""
+
+
+def ollama_base(host: str) -> str:
+    """OLLAMA_HOST as Ollama itself reads it: without a scheme the port is 11434, with one the
+    scheme's own; 0.0.0.0 (where a server listens) is reached at 127.0.0.1."""
+    host = host.strip().rstrip("/")
+    if "://" not in host:
+        host = f"http://{host}"
+        default_port = OLLAMA_PORT
+    else:
+        default_port = None
+    parts = urlsplit(host)
+    name = parts.hostname or "127.0.0.1"
+    if name in ("0.0.0.0", "::"):
+        name = "127.0.0.1"
+    if ":" in name:
+        name = f"[{name}]"
+    port = parts.port or default_port
+    return f"{parts.scheme}://{name}{f':{port}' if port else ''}{parts.path}"
+
+
+def where(url: str) -> str:
+    """host:port of a URL, for notes (never a path, which could hold a token)."""
+    parts = urlsplit(url)
+    return parts.netloc.rpartition("@")[2] or "(no host)"
+
+
+def unreachable(e: Exception) -> str:
+    if isinstance(e, Unreachable):
+        return str(e)
+    if isinstance(e, httpx2.TimeoutException):
+        return "unreachable: no answer in time"
+    if isinstance(e, httpx2.HTTPStatusError):
+        code = e.response.status_code
+        return f"unreachable: the key was refused ({code})" if code in (401, 403) else f"unreachable: it answered {code}"
+    if isinstance(e, httpx2.HTTPError):
+        return "unreachable: could not connect"
+    return "unreachable: its model list could not be read"
+
+
+def log_odd(e: Exception, where: str) -> None:
+    """A listing that failed in a way no server outage explains is worth a traceback in the log."""
+    if not isinstance(e, (httpx2.HTTPError, Unreachable)):
+        log.warning("reading the model list of %s failed", where, exc_info=e)
+
+
+def down(id: str, name: str, group: str, e: Exception) -> Choice:
+    """The one row of a provider that did not answer."""
+    return Choice(id=id, name=name, group=group, note=unreachable(e), up=False)
+
+
+def _json(response: httpx2.Response) -> Any:
+    response.raise_for_status()
+    try:
+        return response.json()
+    except ValueError:
+        raise Unreachable("unreachable: its model list could not be read") from None
+
+
+def _positive(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+def window_in(entry: dict[str, Any]) -> int | None:
+    """The context window an OpenAI-style /models entry reports, under any of the usual names
+    (OpenRouter's context_length, vLLM's max_model_len, others' context_window)."""
+    for key in ("context_length", "max_model_len", "context_window", "max_context_length"):
+        if found := _positive(entry.get(key)):
+            return found
+    top = entry.get("top_provider")
+    return _positive(top.get("context_length")) if isinstance(top, dict) else None
+
+
+def tags_in(entry: dict[str, Any]) -> tuple[str, ...]:
+    """What an OpenAI-style entry says the model can do (OpenRouter's supported_parameters)."""
+    params = entry.get("supported_parameters")
+    if not isinstance(params, list):
+        return ()
+    return tuple(t for t, p in (("thinking", "reasoning"), ("tools", "tools")) if p in params)
+
+
+async def openai_catalog(http: httpx2.AsyncClient, url: str, key: str, group: str, prefix: str = "",
+                         only: tuple[str, ...] = ()) -> list[Choice]:
+    """The models an OpenAI-compatible server lists at GET {url}/models, ids "{prefix}NAME".
+    With `only`, those models in that order (their window taken from the list when it has them)."""
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    body = _json(await http.get(f"{url}/models", headers=headers, timeout=LIST_TIMEOUT))
+    data = body.get("data") if isinstance(body, dict) else None
+    if not isinstance(data, list):
+        raise Unreachable("unreachable: its model list could not be read")
+    listed = {m["id"]: m for m in data if isinstance(m, dict) and isinstance(m.get("id"), str) and m["id"]}
+    names = only or tuple(listed)
+    return [Choice(id=f"{prefix}{n}", name=n, group=group, window=window_in(listed.get(n, {})),
+                   tags=tags_in(listed.get(n, {})))
+            for n in names]
+
+
+def ollama_window(show: dict[str, Any]) -> int | None:
+    """The window Ollama runs a model with: num_ctx when its parameters set one, else the
+    model's own context length from model_info (`{architecture}.context_length`)."""
+    params = show.get("parameters")
+    if isinstance(params, str):
+        for line in params.splitlines():
+            words = line.split()
+            if len(words) == 2 and words[0] == "num_ctx" and words[1].isdigit() and int(words[1]) > 0:
+                return int(words[1])
+    info = show.get("model_info")
+    if not isinstance(info, dict):
+        return None
+    arch = info.get("general.architecture")
+    if isinstance(arch, str) and (found := _positive(info.get(f"{arch}.context_length"))):
+        return found
+    return next((v for k, v in info.items() if k.endswith(".context_length") and _positive(v)), None)
+
+
+async def ollama_catalog(http: httpx2.AsyncClient, base: str) -> list[Choice]:
+    """Ollama's models (GET /api/tags), each with its window and abilities (POST /api/show).
+    Models that only embed are left out: they cannot chat."""
+    body = _json(await http.get(f"{base}/api/tags", timeout=LIST_TIMEOUT))
+    models = body.get("models") if isinstance(body, dict) else None
+    if not isinstance(models, list):
+        raise Unreachable("unreachable: its model list could not be read")
+    names = [m.get("model") or m.get("name") for m in models if isinstance(m, dict)]
+    names = [n for n in names if isinstance(n, str) and n]
+    gate = asyncio.Semaphore(SHOW_AT_ONCE)
+
+    async def show(name: str) -> dict[str, Any]:
+        async with gate:
+            try:
+                r = await http.post(f"{base}/api/show", json={"model": name}, timeout=LIST_TIMEOUT)
+                found = _json(r)
+            except (httpx2.HTTPError, Unreachable):
+                return {}  # listed without its details: the model still answers
+        return found if isinstance(found, dict) else {}
+
+    shows = await asyncio.gather(*(show(n) for n in names))
+    out = []
+    for name, info in zip(names, shows):
+        abilities = info.get("capabilities")
+        abilities = [a for a in abilities if isinstance(a, str)] if isinstance(abilities, list) else []
+        if abilities and "completion" not in abilities:
+            continue
+        tags = tuple(t for t in ("thinking", "tools", "vision") if t in abilities)
+        out.append(Choice(id=f"{LOCAL}:{name}", name=name, group=GROUP_LOCAL, window=ollama_window(info), tags=tags))
+    return out
+

@@ -1,0 +1,81 @@
+"""Whole conversations: search them, delete one, export one (Markdown or JSON)."""
+from __future__ import annotations
+
+import json
+
+from litestar import Request, Response, get, post
+from litestar.params import FromPath, FromQuery
+from litestar.response import Redirect
+
+from .. import db as dbm
+from .. import export, search
+from ..store import Store
+from ..tables import Conversation
+from . import render
+from .chats import conversation_or_404
+from .state import state
+
+
+@get("/search")
+async def search_page(request: Request, q: FromQuery[str | None] = None) -> Response:
+    s = state(request)
+    query = search.clean(q or "")
+    hits = search.find(s.store, query) if query else []
+    return render.page(request, "search.html", q=query, hits=hits, searched=bool(query),
+                       words=bool(search.terms(query)), limit=search.RESULTS_MAX, query_max=search.QUERY_MAX)
+
+
+@get("/c/{chat:str}/delete")
+async def confirm_delete(request: Request, chat: FromPath[str]) -> Response:
+    s = state(request)
+    convo = conversation_or_404(s.store, chat)
+    count = s.store.one("SELECT count(*) FROM items WHERE chat = ? AND kind = 'user'", [convo.id])[0]
+    running = render.chat_state(s.store, convo.id)["running"]
+    return render.page(request, "chat_delete.html", convo=convo, messages=count, running=running)
+
+
+@post("/c/{chat:str}/delete")
+async def delete(request: Request, chat: FromPath[str]) -> Response:
+    """Rows go, so the work goes. A run of it in this worker is cancelled at once, before
+    anything else can happen on this event loop: its in-flight step must not write into a
+    conversation made next (SQLite may give that one the same id)."""
+    s = state(request)
+    convo = conversation_or_404(s.store, chat)
+    s.store.delete_conversation(convo.id)
+    run = s.runner.runs.get(convo.id)
+    if run is not None and run.task is not None:
+        run.task.cancel()
+    if render.is_htmx(request):
+        return Response(b"", status_code=204, headers={"HX-Redirect": "/"})
+    return Redirect("/", status_code=303)
+
+
+def rows(store: Store, raw: str) -> tuple[Conversation, list]:
+    with store.snapshot():  # the conversation and its items as of one moment
+        convo = conversation_or_404(store, raw)
+        return convo, store.items(convo.id)
+
+
+def attachment(body: str, media_type: str, convo: Conversation, ext: str) -> Response:
+    return Response(body, media_type=media_type, headers={
+        "Content-Disposition": export.content_disposition(convo, ext), "Cache-Control": "no-store"})
+
+
+@get("/c/{chat:str}/export.md")
+async def export_markdown(request: Request, chat: FromPath[str]) -> Response:
+    s = state(request)
+    convo, items = rows(s.store, chat)
+    agent = s.store.agent(convo.agent) if convo.agent else None
+    text = export.to_markdown(convo, items, agent.name if agent else "Assistant")
+    return attachment(text, "text/markdown; charset=utf-8", convo, "md")
+
+
+@get("/c/{chat:str}/export.json")
+async def export_json(request: Request, chat: FromPath[str]) -> Response:
+    s = state(request)
+    convo, items = rows(s.store, chat)
+    body = json.dumps(export.to_json(convo, items, exported=dbm.now()), ensure_ascii=False, indent=1)
+    return attachment(body, "application/json", convo, "json")
+
+
+routes = [search_page, confirm_delete, delete, export_markdown, export_json]
