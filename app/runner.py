@@ -270,8 +270,8 @@ class Runner:
                                on_usage=usage_writer(self.store, run.chat, self.window_of(model)))
         self.store.update(user.id)  # it is answered now, no longer queued: pages re-render it
         if not self.providers.configured:
-            turn.emit(loop.Failed("No model server is set up: start Tabletalk with AI_URL set to an "
-                                  "OpenAI-compatible server (see the README)."))
+            turn.emit(loop.Failed("No model server is set up: start Ollama, or start Tabletalk with AI_URL "
+                                  "(an OpenAI-compatible server) or AI_ACCOUNTS set (see the README)."))
         elif not model:
             turn.emit(loop.Failed("No model is available: the model server lists none and AI_MODEL is not set."))
         else:
