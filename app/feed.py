@@ -171,7 +171,9 @@ class Feed:
                     diff = self.render(*changes, self.sent.setdefault(chat, {}))
                     whole = self.render(*changes, None) if any(f.fresh for f in group) else diff
                     for f in group:
-                        f.push(top, whole if f.fresh else diff)
+                        html = whole if f.fresh else diff
+                        if html:  # nothing a page shows changed (a write it does not render)
+                            f.push(top, html)
                         f.fresh = False
             if (convos or listed_gone) and self.render_list and None in self.followers:
                 html = self.render_list(self.store, convos, listed_gone)

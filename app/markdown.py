@@ -2,10 +2,10 @@
 
 Public API
 ----------
-``render(text) -> str``
+``render(text, growing=False) -> str``
     The whole Markdown as HTML (what ``MarkdownIt.render`` gives: every top-level block
     ends with ``"\\n"``). For places that need no ids (messages, skill bodies ...).
-``keyed(text, key) -> list[Block]``
+``keyed(text, key, growing=False) -> list[Block]``
     The same HTML cut into top-level blocks. Block ``n`` (from 0) has id ``f"{key}-{n}"``
     and its ``html`` is one wrapper element carrying that id::
 
@@ -21,6 +21,13 @@ Public API
     A top-level block is a paragraph, heading, fence, indented code, hr, table,
     blockquote or a whole list (nested lists included). The text is parsed once with one
     env, so reference links defined later resolve in earlier blocks. Empty text -> [].
+
+    ``growing=True`` (both functions): ``text`` is the start of an answer that is still
+    streaming. The render is then of a slightly shorter text, closed at its very end
+    (see "Growing text" below), so that each block's HTML is, as far as it can be, the
+    HTML a longer text gives it minus something at its end: the feed can send appends.
+    ``growing=False`` is the final render, exactly as before. The rules that keep the
+    HTML safe are the same for both.
 ``block_changes(sent, blocks) -> Changes``  (a NamedTuple: changed, new, gone)
     What to send to a page that holds ``sent`` (id -> html) of this item: blocks whose
     html changed, blocks not sent yet, and sent ids that no longer exist.
@@ -32,10 +39,40 @@ Public API
     The same, plus where it goes: ``depth`` 0 is the block element, 1 its last element
     child, ...; the selector is ``[id="k-3"]>:last-child>...`` for a ``beforeend`` swap.
 
+Growing text (``growing=True``; the details are above ``_growing_tokens``):
+
+- a reveal grid: only the first ``REVEAL_STEP * (len(text) // REVEAL_STEP)`` characters
+  (40: ~10 tokens, ~200 ms at 50 tokens/s) are rendered, so a follower gets at most one
+  update per 40 characters however often the runner flushes (each update costs ~60
+  bytes of wrapper: at ~10 characters a flush that alone was 2.3x the final HTML);
+- the edge is stabilised: unclosed ``**`` / ``*`` / ``_`` / ``~~`` / inline code at the
+  end are closed (``**bol`` -> ``<strong>bol</strong>``, so ``**bold**`` is an append
+  inside it); a link or image waits from its ``[`` until its ``)`` (none is guessed),
+  and so do a trailing bare URL or email (linkify), ``<autolink``, a delimiter run,
+  ``\\``, ``!``, ``&entity``, a line of only block syntax (``-``, ``1.``, ``##``,
+  ``>``, ``|---|``, fence markers), a table's header and partial rows, a reference
+  definition being typed; a fence in a known language grows by whole lines,
+  highlighted as they come, so its closing changes nothing;
+- no close is skipped: where the render at the previous grid point showed an element
+  open (auto-closed ``**bol``, a list item), this one stops at its close, and what
+  follows comes one step later as an append after it.
+
+What stays a re-send: a list turning loose (a blank line between items re-renders all
+items with ``<p>``), a reference definition arriving at the end (the blocks that use it
+change), a fence whose highlighting of earlier lines changes at its close (a
+multi-line docstring), and the final render jumping past a close the last growing
+render showed open (one re-send of the last block, at most). A follower sees the text
+up to ~40 characters (plus what waits at the edge) later than the runner wrote it; an
+answer shorter than that shows nothing until it is done (then the final render).
+
 Speed: one module-level MarkdownIt; lexers and highlighted fences are cached, and so are
 inline children (see ``_inline_cached``), so a flush of a growing answer re-parses the
 blocks but re-does inline work only for the block that grew. ~8,000 chars (~2,000
 tokens): ~2 ms per call warm, ~8.5 ms cold (first render, 10 fences to highlight).
+``growing=True`` parses the block structure once, then only the last blocks again with
+their edge changed: about what ``growing=False`` costs (~1 ms a render on average over
+a streamed ~8,000-char answer, ~2.5 ms at its full length); a call for the same grid
+point as a recent one is a cache hit (benchmarks/markdown_stream.py).
 
 Safety: raw HTML is never passed through (``html=False``); only ``http:``, ``https:``
 and ``mailto:`` links survive (any other destination leaves the Markdown as text);
@@ -49,7 +86,9 @@ CSS classes (``static/code.css``). Unknown languages, indented code and a fence 
 open at the very end of the text (the model is still streaming it) render as escaped
 plain code in the same wrapper: ``<div class="hl"><pre><code>...</code></pre></div>``.
 Keeping a streaming fence plain makes its HTML grow only at the end, so the feed can
-append to it; it is highlighted once, when its closing fence arrives.
+append to it; it is highlighted once, when its closing fence arrives. With
+``growing=True`` a streaming fence in a known language shows its whole lines,
+highlighted (Pygments' HTML is per line, so it grows only at its end too).
 """
 
 from __future__ import annotations
@@ -91,6 +130,7 @@ __all__ = [
     "append_selector",
     "CODE_CLASS",
     "BLOCK_CLASS",
+    "REVEAL_STEP",
 ]
 
 CODE_CLASS = "hl"  # Pygments' cssclass; static/code.css styles `.hl`
@@ -146,13 +186,18 @@ def _lexer(name: str):
         return None
 
 
-@functools.lru_cache(maxsize=512)
-def _highlighted(lang: str, code: str) -> str | None:
+def _highlight(lang: str, code: str) -> str | None:
     """Highlighted HTML (no trailing newline), or None when Pygments has no lexer."""
     lexer = _lexer(lang.lower())
     if lexer is None:
         return None
     return _pygments_highlight(code, lexer, _FORMATTER).rstrip("\n")
+
+
+_highlighted = functools.lru_cache(maxsize=512)(_highlight)
+# a fence still streaming (growing renders) is highlighted again for each new line: its
+# own cache, so that those prefixes do not push finished fences out of the one above
+_highlighted_growing = functools.lru_cache(maxsize=128)(_highlight)
 
 
 @functools.lru_cache(maxsize=64)
@@ -246,7 +291,7 @@ def _render_fence(self, tokens: Sequence[Token], idx: int, options, env) -> str:
         # they come; highlighting is per line, so each new line is an append
         if not token.content:
             return _highlight_shell(lang) + "\n"
-        return str(_highlighted(lang, token.content)) + "\n"
+        return str(_highlighted_growing(lang, token.content)) + "\n"
     if lang and token.content and not token.meta.get("streaming"):
         html = _highlighted(lang, token.content)
         if html is not None:
@@ -326,7 +371,8 @@ def render(text: str, growing: bool = False) -> str:
     if not growing:
         return _md.render(text or "")
     env: dict[str, Any] = {}
-    return _md.renderer.render(_growing_tokens(text or "", env), _md.options, env)
+    tokens = _growing_tokens(_growing_source(text or ""), env)
+    return _md.renderer.render(tokens, _md.options, env)
 
 
 def _top_level(tokens: list[Token]) -> list[tuple[int, int]]:
@@ -357,7 +403,15 @@ def keyed(text: str, key: str, growing: bool = False) -> list[Block]:
     if not text:
         return []
     env: dict[str, Any] = {}
-    tokens = _growing_tokens(text, env) if growing else _md.parse(text, env)
+    if growing:
+        src = _growing_source(text)
+        # the flushes between two grid points all render the same text: once
+        found = _GROWN.get((src, key, REVEAL_STEP))
+        if found is not None:
+            return list(found)
+        tokens = _growing_tokens(src, env)
+    else:
+        tokens = _md.parse(text, env)
     renderer = _md.renderer
     options = _md.options
     safe_key = _html.escape(key, quote=True)
@@ -372,6 +426,10 @@ def keyed(text: str, key: str, growing: bool = False) -> list[Block]:
                 f'<div class="{BLOCK_CLASS}" id="{safe_key}-{n}">{inner}</div>',
             )
         )
+    if growing:
+        if len(_GROWN) >= _GROWN_MAX:
+            _GROWN.pop(next(iter(_GROWN)))
+        _GROWN[(src, key, REVEAL_STEP)] = tuple(blocks)
     return blocks
 
 
@@ -384,10 +442,11 @@ def keyed(text: str, key: str, growing: bool = False) -> list[Block]:
 # wrapper. So the growing render renders a slightly shorter (and at its very end closed)
 # text, chosen so that what it shows now is what the longer text will show, plus more:
 #
-# 1. Reveal grid. Only the first REVEAL * floor(len / REVEAL) characters are rendered,
-#    so a follower gets one update per REVEAL characters (~40 characters = ~10 tokens,
-#    ~200 ms at 50 tokens/s) however often the runner flushes: at 10 characters a flush,
-#    the ~60 bytes each append costs would otherwise be twice the HTML it carries.
+# 1. Reveal grid. Only the first REVEAL_STEP * floor(len / REVEAL_STEP) characters are
+#    rendered, so a follower gets one update per REVEAL_STEP characters (40 characters
+#    = ~10 tokens, ~200 ms at 50 tokens/s) however often the runner flushes: at ~10
+#    characters a flush, the ~60 bytes each append costs would be twice the HTML it
+#    carries. REVEAL_STEP <= 1: no grid (and no replay, see 3).
 # 2. The edge (the end of the last top-level block) is stabilised:
 #    - a trailing line made only of block syntax (`-`, `1.`, `##`, `>`, "```",
 #      `|---|:-` ...) waits: it may become a list item, heading, hr, fence, table or
@@ -406,17 +465,22 @@ def keyed(text: str, key: str, growing: bool = False) -> list[Block]:
 #      href that changes as it grows), a trailing delimiter run, `\`, `!` or `&entity`.
 # 3. No close skipped. A render whose change spans the close of an element that the
 #    previous render showed open (`**bol` -> `**bold** and`, a list item ending and the
-#    next starting) is not an append. The previous render is known: it was the same
-#    function at the previous grid point. Its edge is found by replaying the last
-#    _LOOKBACK grid points, and this render stops at the first close of an element
-#    open there; the rest follows one grid step later, as an append after it.
+#    next starting) is not an append. The previous render was this function at the
+#    previous grid point: replaying the last _LOOKBACK grid points (each stops at the
+#    first close after the one before, or where its edge held back) gives where it
+#    stopped, and this render stops at the first close of an element open there; what
+#    follows comes one grid step later, as an append after it. (The replay starts from
+#    an assumption and skips the block rules of 2, so it can miss; then that block is
+#    re-sent once.)
 #
-# Only the edge is touched: the blocks before the look-back window are exactly as given.
-# The changed text is rendered by the same safe renderer: cutting text or adding `*`,
-# `_`, `~` or "`" cannot produce raw HTML or a link that the text does not have.
+# Only the end of the text changes: it is cut back (nothing before the cut differs) and
+# closers are added. The blocks before the region (the last blocks, from the one where
+# the replay starts) are the full parse's; those in it are parsed again from its first
+# line. The changed text goes through the same safe renderer: cutting text or adding
+# `*`, `_`, `~` or "`" cannot produce raw HTML or a link that the text does not have.
 
-REVEAL = 40  # characters a growing render moves on by (the reveal grid)
-_LOOKBACK = 8  # grid points replayed to find the previous render's edge
+REVEAL_STEP = 40  # characters a growing render moves on by (the reveal grid)
+_LOOKBACK = 16  # grid points replayed to find the previous render's edge
 _LINK_HOLD = 400  # a pending link waits while its `[` is at most this far from the end
 _GROWING = "tabletalk.growing"  # env key: fences still streaming are highlighted
 _INF = 1 << 60
@@ -459,12 +523,22 @@ def _finish(tokens: list[Token], env: dict[str, Any]) -> list[Token]:
     return state.tokens
 
 
-def _growing_tokens(text: str, env: dict[str, Any]) -> list[Token]:
-    """Tokens of `text` as the growing render shows it."""
+_GROWN: dict[tuple[str, str, int], tuple[Block, ...]] = {}  # (source, key, grid) -> blocks
+_GROWN_MAX = 64
+
+
+def _growing_source(text: str) -> str:
+    """The text a growing render starts from: normalized (as markdown-it does) and cut
+    to the last grid point."""
     src = _NEWLINES.sub("\n", text).replace("\0", "\ufffd")
-    grid = REVEAL if REVEAL > 1 else 0
-    if grid:
-        src = src[: len(src) - len(src) % grid]
+    grid = REVEAL_STEP if REVEAL_STEP > 1 else 0
+    return src[: len(src) - len(src) % grid] if grid else src
+
+
+def _growing_tokens(src: str, env: dict[str, Any]) -> list[Token]:
+    """Tokens of `src` (see _growing_source) as the growing render shows it."""
+    grid = REVEAL_STEP if REVEAL_STEP > 1 else 0
+    limit = len(src)  # this render's grid point
     env[_GROWING] = True
     tokens = _block_tokens(src, env)
     spans = _top_level(tokens)
@@ -499,19 +573,20 @@ def _growing_tokens(text: str, env: dict[str, Any]) -> list[Token]:
     for token in toks:
         if token.map:
             token.map = [token.map[0] - line, token.map[1] - line]
-    stable = _stable_region(region, toks, env, grid, done)
+    stable = _stable_region(region, toks, env, grid, limit - origin, done)
     if stable != region:
         tokens = tokens[:at] + (_block_tokens(stable, env) if stable.strip() else [])
     return _finish(tokens, env)
 
 
 def _stable_region(
-    region: str, toks: list[Token], env: dict[str, Any], grid: int, done: bool = False
+    region: str, toks: list[Token], env: dict[str, Any], grid: int, limit: int, done: bool
 ) -> str:
     """`region` (whole top-level blocks running to the end of the text, their block
     tokens `toks` with maps counted from its first line) as the growing render shows it.
-    The text's end is a grid point `grid` characters after the previous render's (less
-    after the definitions that end it when `done`)."""
+    `limit` is this render's grid point in the region (its end, or after it when the
+    definitions that end the text were cut: then `done`, its last block is complete),
+    the previous render's is `grid` characters before."""
     refs = env.get("references") or {}
     starts = _line_starts(region)
     spans = _top_level(toks)
@@ -521,21 +596,42 @@ def _stable_region(
         if done
         else _edge_end(region, starts, toks[first:stop], refs)
     )
-    previous = len(region) - grid
+    previous = limit - grid
     if grid and previous > 0:
-        marks = _marks(region, starts, toks, refs, edge)
+        marks, edges = _marks(region, starts, toks, refs, edge)
         point, steps = previous, 1
         while point - grid > 0 and steps < _LOOKBACK:
             point -= grid
             steps += 1
-        shown = point  # assumed: what the render at the oldest replayed point showed
+        # replay: what the renders at the last grid points showed (the oldest one is
+        # assumed to have stopped at no close)
+        shown = _held_at(region, point, edges, refs)
         while point < previous:
             point += grid
-            shown = min(_first_close(marks, shown)[0], point)
+            shown = min(_first_close(marks, shown)[0], _held_at(region, point, edges, refs))
         close, close_how = _first_close(marks, shown)
         if close < end:
             end, how = close, close_how
     return _assemble(region, end, how, refs)
+
+
+def _held_at(region: str, at: int, edges: list[_Edge], refs: dict[str, Any]) -> int:
+    """Where the render of region[:at] stopped, as far as its edge's inline content
+    and a trailing syntax line tell (what `_edge_end` does, without the block rules)."""
+    shown = len(region[:at].rstrip())
+    for edge in edges:
+        pos = edge.from_text(shown)
+        if pos is not None:
+            content = edge.content[:pos]
+            hold = _scan(content, refs, True)[1]
+            back = edge.to_text(len(content[:hold].rstrip()))
+            if back is not None:
+                shown = back
+            break
+    line = region.rfind("\n", 0, shown) + 1
+    if _SYNTAX_LINE.fullmatch(region, line, shown):
+        shown = len(region[:line].rstrip())
+    return shown
 
 
 def _first_close(marks: list[Mark], at: int) -> tuple[int, Any]:
@@ -557,25 +653,38 @@ def _assemble(region: str, end: int, how: Any, refs: dict[str, Any]) -> str:
     at = edge.to_text(len(body))
     if at is None:
         return region[:end].rstrip()
-    if not body:
-        return region[:at].rstrip()
-    return region[:at] + _closers(body, refs)
+    out = region[:at] + _closers(body, refs) if body else region[:at].rstrip()
+    # a cut inside a line can leave only its syntax (`  -` of a list item whose text
+    # waits): that would be a setext underline, an empty item ...; it waits too
+    line = out.rfind("\n") + 1
+    while _SYNTAX_LINE.fullmatch(out, line):
+        out = out[:line].rstrip()
+        if not out:
+            break
+        line = out.rfind("\n") + 1
+    return out
 
 
 def _marks(
     region: str, starts: list[int], toks: list[Token], refs: dict[str, Any], edge: _Edge | None
-) -> list[Mark]:
+) -> tuple[list[Mark], list[_Edge]]:
     """Every element in the region that can be shown open (auto-closed, or growing at
     the end) and then close: inline elements, list items, lists and paragraphs and
-    fences in containers. Top-level blocks are not: each is its own item on the page."""
+    fences in containers. Top-level blocks are not: each is its own item on the page.
+    And the inline contents (table cells aside), as _Edge maps."""
     marks: list[Mark] = []
+    edges: list[_Edge] = []
     for i, token in enumerate(toks):
         if token.map is None:
             continue
         if token.type == "inline":
             if i > 0 and toks[i - 1].type in ("th_open", "td_open"):
                 continue  # tables show whole rows
-            this = edge if edge is not None and edge.token is token else _Edge(region, starts, token)
+            if edge is not None and edge.token is token:
+                this = edge
+            else:
+                this = _Edge(region, starts, token)
+            edges.append(this)
             spans = _scan(token.content, refs, this is edge)[0]
             for opens, closes in spans:
                 o = this.to_text(opens)
@@ -589,7 +698,7 @@ def _marks(
             end = token.map[1]
             closes = len(region[: starts[end]].rstrip()) if end < len(starts) else _INF
             marks.append((starts[token.map[0]], closes, None))
-    return marks
+    return marks, edges
 
 
 def _edge_end(
@@ -674,6 +783,12 @@ class _Edge:
         for start, base, length in self.lines:
             if start <= pos <= start + length:
                 return None if base is None else base + pos - start
+        return None
+
+    def from_text(self, at: int) -> int | None:
+        for start, base, length in self.lines:
+            if base is not None and base <= at <= base + length:
+                return start + at - base
         return None
 
     def prefix(self, cut: int, size: int) -> str | None:

@@ -1,6 +1,6 @@
 """Bytes a follower receives while a Markdown answer streams, and keyed()'s speed.
 
-    .venv/bin/python benchmarks/markdown_stream.py [--steps 4,10,40] [--seed 1]
+    .venv/bin/python benchmarks/markdown_stream.py [--steps 4,10,40] [--seed 1] [--reveal N]
 
 The answer is tests/fixtures/long_answer.md (~8,400 characters, ~2,000 tokens: headings,
 paragraphs with bold, italic, inline code and links, a nested bullet list, a numbered
@@ -19,13 +19,23 @@ what the feed (app/web/live.py) would send a follower for it:
 
 The answer ends with one more render, `keyed(text, key)` (growing=False: the final HTML),
 counted the same way. The ratio is bytes sent / the final HTML's bytes; the goal is
-<= 1.5 at step 10. The same stream rendered with growing=False throughout (the old
-behaviour) is shown for comparison. keyed() time is per growing call (mean, p99).
+<= 1.5 at step 10. keyed() time is per growing call (mean, p99: the calls between two
+grid points get the first one's render from a cache) and per call that rendered
+("render ms": the mean over the calls at a new grid point). "lag" is how many
+characters of visible text a growing render shows fewer than the final render of the
+same prefix (the reveal grid plus what waits at the edge), mean and p95 over the renders.
+
+For comparison, the same streams rendered with growing=False throughout (the behaviour
+before `growing`), and with growing=True but no reveal grid (REVEAL_STEP = 1: each
+flush shows all it can, so a follower gets an update per flush). `--reveal N` sets
+app.markdown.REVEAL_STEP (the grid: characters a growing render moves on by) for a run.
 """
 from __future__ import annotations
 
 import argparse
+import html as html_lib
 import random
+import re
 import statistics
 import sys
 import time
@@ -35,7 +45,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from app.markdown import append_at, keyed  # noqa: E402
+import app.markdown as markdown  # noqa: E402
+from app.markdown import append_at, keyed, render  # noqa: E402
 
 ANSWER_PATH = ROOT / "tests" / "fixtures" / "long_answer.md"
 KEY = "i-42"
@@ -115,6 +126,7 @@ class Run:
     final_bytes: int
     feed: Feed
     times_ms: list[float]
+    render_ms: list[float]
 
     @property
     def ratio(self) -> float:
@@ -124,42 +136,78 @@ class Run:
 def simulate(text: str, step: float, growing: bool = True, seed: int = 1) -> Run:
     feed = Feed()
     times: list[float] = []
+    fresh: list[float] = []  # the calls that rendered (not the same grid point again)
     prefixes = flushes(text, step, seed)
+    markdown._GROWN.clear()
     for prefix in prefixes:
+        again = (markdown._growing_source(prefix), KEY, markdown.REVEAL_STEP) in markdown._GROWN
         t0 = time.perf_counter()
         blocks = keyed(prefix, KEY, growing=growing) if growing else keyed(prefix, KEY)
         times.append((time.perf_counter() - t0) * 1000)
+        if not again:
+            fresh.append(times[-1])
         feed.send(blocks)
     final = keyed(text, KEY)  # the answer is done: the final render
     feed.send(final)
     assert feed.held == {b.id: b.html for b in final}
-    return Run(step, len(prefixes), sum(len(b.html) for b in final), feed, times)
+    return Run(step, len(prefixes), sum(len(b.html) for b in final), feed, times, fresh)
 
 
-def p99(values: list[float]) -> float:
+def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))]
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+_TAGS = re.compile(r"<[^>]+>")
+
+
+def visible(html: str) -> int:
+    return len(html_lib.unescape(_TAGS.sub("", html)))
+
+
+def lags(text: str, step: float, seed: int = 1) -> list[int]:
+    """Characters of visible text each growing render shows fewer than the final render
+    of the same prefix."""
+    return [
+        visible(render(p)) - visible(render(p, growing=True)) for p in flushes(text, step, seed)
+    ]
+
+
+def without_grid(text: str, step: float, seed: int) -> Run:
+    saved = markdown.REVEAL_STEP
+    markdown.REVEAL_STEP = 1
+    try:
+        return simulate(text, step, True, seed)
+    finally:
+        markdown.REVEAL_STEP = saved
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--steps", default="4,10,40", help="characters per flush")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--reveal", type=int, default=None, help="REVEAL_STEP for this run")
     args = parser.parse_args(argv)
+    if args.reveal is not None:
+        markdown.REVEAL_STEP = args.reveal
     text = load_answer()
     steps = [float(s) for s in args.steps.split(",")]
     keyed(text, KEY)  # warm: lexers, highlight of the closed fences, inline cache
     runs = [simulate(text, step, True, args.seed) for step in steps]
     olds = [simulate(text, step, False, args.seed) for step in steps]
+    bares = [without_grid(text, step, args.seed) for step in steps]
+    behind = [lags(text, step, args.seed) for step in steps]
 
-    print(f"answer: {len(text):,} chars, {ANSWER_PATH.relative_to(ROOT)}")
+    print(f"answer: {len(text):,} chars ({ANSWER_PATH.relative_to(ROOT)}), "
+          f"REVEAL_STEP={markdown.REVEAL_STEP}")
     head = (f"{'step':>5} {'renders':>7} {'final B':>8} {'sent B':>8} {'ratio':>6} "
             f"{'appends':>7} {'repl':>5} {'new':>4} {'gone':>4} {'repl B':>7} "
-            f"{'ms mean':>7} {'ms p99':>6} {'old ratio':>9} {'goal':>6}")
+            f"{'ms mean':>7} {'ms p99':>6} {'render ms':>9} {'lag mean':>8} {'lag p95':>7} "
+            f"{'goal':>6}")
     print(head)
     print("-" * len(head))
     ok = True
-    for run, old in zip(runs, olds):
+    for run, lag in zip(runs, behind):
         f = run.feed
         goal = f"<= {GOAL}" if run.step == 10 else ""
         if run.step == 10 and run.ratio > GOAL:
@@ -167,9 +215,18 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{run.step:>5g} {run.renders:>7} {run.final_bytes:>8,} {f.sent:>8,} "
               f"{run.ratio:>6.2f} {f.appends:>7} {f.replaces:>5} {f.new:>4} {f.gone:>4} "
               f"{f.replace_bytes:>7,} {statistics.mean(run.times_ms):>7.2f} "
-              f"{p99(run.times_ms):>6.2f} {old.ratio:>9.2f} {goal:>6}")
-    print("(ratio = sent / final HTML, growing=True; old ratio = the same stream with "
-          "growing=False; ms = keyed(growing=True) per call)")
+              f"{percentile(run.times_ms, 0.99):>6.2f} {statistics.mean(run.render_ms):>9.2f} "
+              f"{statistics.mean(lag):>8.1f} "
+              f"{percentile(lag, 0.95):>7} {goal:>6}")
+    print()
+    head = (f"{'step':>5} {'growing=False: ratio':>21} {'appends':>7} {'repl':>5}   "
+            f"{'growing, no grid: ratio':>23} {'appends':>7} {'repl':>5} {'repl B':>7}")
+    print(head)
+    print("-" * len(head))
+    for old, bare in zip(olds, bares):
+        print(f"{old.step:>5g} {old.ratio:>21.2f} {old.feed.appends:>7} {old.feed.replaces:>5}   "
+              f"{bare.ratio:>23.2f} {bare.feed.appends:>7} {bare.feed.replaces:>5} "
+              f"{bare.feed.replace_bytes:>7,}")
     print("goal met" if ok else "GOAL MISSED")
     return 0
 

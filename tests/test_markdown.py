@@ -587,7 +587,10 @@ def apply_append(old_html: str, block_id: str, depth: int, fragment: str) -> str
     """What the browser does with an append: parse, insert, serialize."""
     doc = soup(old_html)
     (target,) = doc.select(append_selector(block_id, depth))
-    for node in list(soup(fragment).contents):
+    # parsed inside a <pre>: html.parser (not browsers) folds whitespace-only text
+    # elsewhere, and a fragment of highlighted code can end with blank lines
+    (wrapper,) = soup(f"<pre>{fragment}</pre>").contents
+    for node in list(wrapper.contents):
         target.append(node)
     return str(doc)
 
@@ -721,3 +724,289 @@ def test_appended_pure_strings():
     assert appended("text", "text more") is None  # no closing tags at all
     assert appended("<p>a<br>b</p>", "<p>a<br>b<br>c</p>") == "<br>c"
     assert appended("<p>a</p>", "<p>a</b></p>") is None
+
+
+# --------------------------------------------------------------------------- growing
+
+import importlib.util  # noqa: E402
+import sys  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import app.markdown as markdown_module  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+LONG_ANSWER = (ROOT / "tests" / "fixtures" / "long_answer.md").read_text(encoding="utf-8")
+GRID = markdown_module.REVEAL_STEP
+
+
+def grown(text: str, key: str = "k") -> list[Block]:
+    return keyed(text, key, growing=True)
+
+
+@pytest.fixture
+def no_grid(monkeypatch):
+    """Growing renders without the reveal grid: each prefix shows all it can."""
+    monkeypatch.setattr(markdown_module, "REVEAL_STEP", 1)
+
+
+def benchmark():
+    spec = importlib.util.spec_from_file_location(
+        "markdown_stream", ROOT / "benchmarks" / "markdown_stream.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("text", [*CORPUS, LONG_ANSWER])
+def test_growing_false_is_the_final_render(text):
+    assert keyed(text, "k", growing=False) == keyed(text, "k")
+    assert render(text, growing=False) == render(text)
+
+
+def test_final_render_keeps_the_edge_as_written():
+    # growing=False renders what is there, unfinished syntax included
+    assert render("He said **bol") == "<p>He said **bol</p>\n"
+    assert render("a `cod") == "<p>a `cod</p>\n"
+    assert render("Title\n-") == "<h2>Title</h2>\n"
+    assert render("| a | b |\n|--") == "<p>| a | b |\n|--</p>\n"
+    assert render("```python\nx = 1\ny =") == (
+        '<div class="hl"><pre><code>x = 1\ny =</code></pre></div>\n'
+    )
+    link = render("see [docs](https://exa")
+    assert "[docs](" in link and 'href="https://exa"' in link  # linkified as it stands
+
+
+def test_growing_complete_text_is_the_final_render(no_grid):
+    # nothing is unfinished at the end of these: the growing render is the final one
+    for text in (SAMPLE, LONG_ANSWER, "# t", "- a\n- b\n", "para\n\n```py\nx = 1\n```\n"):
+        assert grown(text) == keyed(text, "k"), text
+
+
+def test_growing_edge_emphasis_and_code_are_closed(no_grid):
+    cases = {
+        "He said **bol": "<p>He said <strong>bol</strong></p>",
+        "a *it": "<p>a <em>it</em></p>",
+        "a _it": "<p>a <em>it</em></p>",
+        "a ~~str": "<p>a <s>str</s></p>",
+        "a `cod": "<p>a <code>cod</code></p>",
+        "a ``co`d": "<p>a <code>co`d</code></p>",
+        "a ***bi": "<p>a <em><strong>bi</strong></em></p>",
+        "**bold *it": "<p><strong>bold <em>it</em></strong></p>",
+        "**bold `x": "<p><strong>bold <code>x</code></strong></p>",
+        "# A **big": "<h1>A <strong>big</strong></h1>",
+        "- item **b": "<ul>\n<li>item <strong>b</strong></li>\n</ul>",
+        "> quote *i": "<blockquote>\n<p>quote <em>i</em></p>\n</blockquote>",
+        # a delimiter run at the very end waits (opener or closer: the next character says)
+        "He said **": "<p>He said</p>",
+        "He said **bold*": "<p>He said <strong>bold</strong></p>",
+        "2 * 3 = 6 and a*": "<p>2 * 3 = 6 and a</p>",
+        "snake_case_name": "<p>snake_case_name</p>",
+    }
+    for text, html in cases.items():
+        (block,) = grown(text)
+        assert inner(block.html) == html, text
+    # the close arriving is an append inside the element
+    for a, b, fragment in [
+        ("He said **bol", "He said **bold**", "d"),
+        ("a `cod", "a `code`", "e"),
+        ("a ~~str", "a ~~strike~~", "ike"),
+        ("He said **bol", "He said **bold *and*", "d <em>and</em>"),
+    ]:
+        assert appended(grown(a)[0].html, grown(b)[0].html) == fragment, (a, b)
+    # text after the close, in the same flush: only the last block changes, and it is small
+    old, new = grown("He said **bol"), grown("He said **bold** and")
+    assert [b.id for b in old] == [b.id for b in new] == ["k-0"]
+    assert inner(new[0].html) == "<p>He said <strong>bold</strong> and</p>"
+
+
+def test_growing_edge_links_wait_until_whole(no_grid):
+    for text, html in [
+        ("see [link text", "<p>see</p>"),
+        ("see [link text]", "<p>see</p>"),
+        ("see [link text](", "<p>see</p>"),
+        ("see [link text](http://exa", "<p>see</p>"),
+        ("see [link text](<https://a.example", "<p>see</p>"),
+        ('see [t](https://a.example "tit', "<p>see</p>"),
+        ("see ![alt](https://img.exa", "<p>see</p>"),
+        ("see !", "<p>see</p>"),
+        ("see <https://exa", "<p>see</p>"),
+        ("see https://exa", "<p>see</p>"),  # linkify: its href would change as it grows
+        ("see www.exa", "<p>see</p>"),
+        ("mail ops@exa", "<p>mail</p>"),
+        ("see h", "<p>see</p>"),  # may be the start of https://
+        ("a \\", "<p>a</p>"),
+        ("a &am", "<p>a</p>"),
+    ]:
+        blocks = grown(text)
+        assert [inner(b.html) for b in blocks] == [html], text
+    # the whole link then comes as one append
+    old = grown("see [link text](http://exa")[0].html
+    new = grown("see [link text](http://example.com/a) and")[0].html
+    depth, fragment = append_at(old, new)
+    assert depth == 1 and fragment.startswith(' <a href="http://example.com/a"')
+    # a bracket that is no link shows once that is clear
+    assert inner(grown("arr[0] = 1")[0].html) == "<p>arr[0] = 1</p>"
+    # a link far back (given up waiting for) shows as text
+    long_label = "see [" + "word " * 100
+    assert "word" in grown(long_label)[0].html
+
+
+def test_growing_edge_block_syntax_waits(no_grid):
+    assert [inner(b.html) for b in grown("para\n\n-")] == ["<p>para</p>"]
+    assert [inner(b.html) for b in grown("Title\n-")] == ["<p>Title</p>"]  # not setext yet
+    for tail in ["#", "##", "1.", "1", ">", "```", "~~", "--", "* ", "|", "|--", "- ["]:
+        assert [inner(b.html) for b in grown(f"para\n\n{tail}")] == ["<p>para</p>"], tail
+    assert [inner(b.html) for b in grown("para\n\n---")] == ["<p>para</p>", "<hr />"]
+    # a list item's marker without its text yet
+    assert inner(grown("- a\n- ")[0].html) == "<ul>\n<li>a</li>\n</ul>"
+    assert inner(grown("- a\n  - [x](https://x.exa")[0].html) == "<ul>\n<li>a</li>\n</ul>"
+    # a heading shows once it has text
+    assert inner(grown("para\n\n## Ti")[1].html) == "<h2>Ti</h2>"
+
+
+def test_growing_edge_tables(no_grid):
+    head = "| a | b |\n|:--|--:|\n"
+    assert grown("| a | b |") == []  # maybe a table's header row
+    assert grown("| a | b |\n|:--|--") == []  # its delimiter row is being typed
+    table = grown(head)[0].html
+    assert "<th style=\"text-align:left\">a</th>" in table and "<tbody>" not in table
+    assert grown(head + "| 1 | 2") == grown(head)  # a row shows once it is complete
+    assert grown(head + "| 1 | 2 |\n| 3") == grown(head + "| 1 | 2 |")
+    depth, fragment = append_at(table, grown(head + "| 1 | 2 |")[0].html)
+    assert depth == 1 and fragment.startswith("<tbody>")
+    two = grown(head + "| 1 | 2 |\n| 3 | 4 |")[0].html
+    assert append_at(grown(head + "| 1 | 2 |")[0].html, two) == (
+        2, '<tr>\n<td style="text-align:left">3</td>\n<td style="text-align:right">4</td>\n</tr>\n'
+    )
+
+
+def test_growing_edge_fences(no_grid):
+    assert grown("intro\n\n```pyth") == grown("intro")  # the info string is being typed
+    empty = grown("```python\n")[0].html
+    one = grown("```python\nx = 1\ny =")[0].html  # whole lines only, highlighted
+    assert '<span class="n">x</span>' in one and "y" not in inner(one).replace("hl", "")
+    assert append_at(empty, one)[0] == 3  # div.md > div.hl > pre > code
+    two = grown("```python\nx = 1\ny = 2\n``")[0].html  # a closing fence arriving waits
+    assert append_at(one, two) == (3, '<span class="n">y</span> <span class="o">=</span> '
+                                      '<span class="mi">2</span>\n')
+    closed = "```python\nx = 1\ny = 2\n```"
+    assert grown(closed) == keyed(closed, "k")  # its closing changes nothing
+    assert grown(closed)[0].html == two
+    # no language (or an unknown one): plain, and partial lines show
+    assert inner(grown("```\nx = 1\ny =")[0].html).endswith("y =</code></pre></div>")
+    # inside a list item too
+    assert grown("- step:\n  ```bash\n  make te")[0].html == grown("- step:\n  ```bash\n")[0].html
+
+
+def test_growing_edge_reference_definition_waits(no_grid):
+    before = grown("[a][r] and more\n\n")
+    for tail in ["[", "[r", "[r]", "[r]:", "[r]: https://r.exa", '[r]: https://r.example "T']:
+        assert grown(f"[a][r] and more\n\n{tail}") == before, tail
+    done = grown('[a][r] and more\n\n[r]: https://r.example "T"\n')
+    assert 'href="https://r.example"' in done[0].html
+
+
+def test_growing_renders_within_a_grid_step_are_equal():
+    text = LONG_ANSWER[: 5 * GRID]
+    assert grown("Hello") == []  # less than one step: nothing yet
+    for n in range(GRID, len(text), GRID):
+        first = grown(text[:n])
+        for m in range(n + 1, n + GRID):
+            assert grown(text[:m]) == first
+
+
+def test_growing_grid_turns_a_close_into_appends():
+    # at one grid point `**bol` is open; by the next its close and more text arrived
+    text = ("lorem ipsum " * 10)[: GRID - 5] + "**bol" + "d** and then more words " * 6
+    a, b, c = (grown(text[:n])[0].html for n in (GRID, 2 * GRID, 3 * GRID))
+    assert inner(a).endswith("<strong>bol</strong></p>")
+    assert append_at(a, b) == (2, "d")  # this render stops at the close
+    depth, fragment = append_at(b, c)  # and the next adds what follows, after it
+    assert depth == 1 and fragment.startswith(" and then more words")
+    # a list item that ends while the next starts: the same
+    items = "".join(f"- item number {i} has `code` and **bold** text\n" for i in range(8))
+    renders = [grown(items[:n])[0].html for n in range(GRID, len(items), GRID)]
+    for old, new in zip(renders, renders[1:]):
+        assert old == new or append_at(old, new) is not None, (old[-80:], new[-80:])
+
+
+STREAMED = [SAMPLE, LONG_ANSWER]
+
+
+@pytest.mark.parametrize("text", STREAMED, ids=["sample", "long_answer"])
+def test_growing_stream_is_safe_and_keyed(text):
+    final = keyed(text, "k")
+    final_by_id = {b.id: b.html for b in final}
+    uses_ref = {  # blocks whose links come from a definition at the very end
+        b.id for b in final
+        if "tracker.example.org" in b.html or "docs.example.com/api/rate-limits" in b.html
+    }
+    checked: set[str] = set()
+    for prefix in stream(text, seed=3):
+        blocks = grown(prefix)
+        assert [b.id for b in blocks] == [f"k-{n}" for n in range(len(blocks))]
+        assert len(blocks) <= len(final)
+        assert render(prefix, growing=True) == "".join(inner(b.html) + "\n" for b in blocks)
+        for b in blocks:
+            if b.html not in checked:  # each block's html once (most repeat)
+                checked.add(b.html)
+                assert_inert(b.html)
+                (node,) = soup(b.html).children
+                assert isinstance(node, Tag) and [type(c) for c in node.children] == [Tag]
+        # every block but the last is already final
+        for b in blocks[:-1]:
+            if b.id not in uses_ref:
+                assert b.html == final_by_id[b.id], (prefix[-60:], b.id)
+
+
+@pytest.mark.parametrize("text", HOSTILE)
+def test_growing_hostile_prefixes_are_inert(text, no_grid):
+    for wrapped in (text, f"- {text}", f"**{text}", f"[{text}](https://a.example)"):
+        for n in range(1, len(wrapped) + 1):
+            assert_inert(joined(grown(wrapped[:n])))
+
+
+@pytest.mark.parametrize("text", HOSTILE)
+def test_growing_hostile_prefixes_are_inert_on_the_grid(text):
+    intro = "An intro paragraph, with a few words in it. " * 2
+    for wrapped in (f"{intro}{text}", f"- {intro}\n- {text}", f"> {intro}{text}"):
+        for n in range(len(intro), len(wrapped) + 1):
+            assert_inert(joined(grown(wrapped[:n])))
+
+
+def test_growing_feed_simulation_applies_appends_in_the_dom():
+    """The feed over a streamed answer with growing renders: what the page holds after
+    each append is the new render, and nearly everything is an append."""
+    page: dict[str, str] = {}
+    appends = replaces = 0
+    for prefix in [*stream(SAMPLE, seed=11), None]:
+        blocks = grown(prefix) if prefix is not None else keyed(SAMPLE, "k")
+        changed, new, gone = block_changes(page, blocks)
+        for b in changed:
+            found = append_at(page[b.id], b.html)
+            if found is None:
+                replaces += 1
+            else:
+                depth, fragment = found
+                assert apply_append(page[b.id], b.id, depth, fragment) == str(soup(b.html))
+                appends += 1
+            page[b.id] = b.html
+        for b in new:
+            page[b.id] = b.html
+        for id_ in gone:
+            del page[id_]
+    assert page == {b.id: b.html for b in keyed(SAMPLE, "k")}
+    # re-sent: only the paragraph whose link is defined at the very end, when it arrives
+    assert replaces <= 1 and appends > 50, (appends, replaces)
+
+
+def test_byte_ratio_of_the_long_answer_at_10_characters_a_flush():
+    bench = benchmark()
+    assert bench.load_answer() == LONG_ANSWER
+    run = bench.simulate(LONG_ANSWER, 10)
+    assert run.ratio <= 1.5, (run.feed.sent, run.final_bytes, run.feed.appends, run.feed.replaces)
+    assert run.feed.replaces <= 2
+    # the same stream rendered as final text on every flush: far more
+    assert bench.simulate(LONG_ANSWER, 10, growing=False).ratio > 3

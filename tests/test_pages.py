@@ -24,7 +24,7 @@ def items_of(client, path):
 def test_home_lists_conversations_newest_first_with_a_new_button(client):
     page = soup(client.get("/"))
     assert page.select_one('form[action="/c"][method="post"] button').text == "New conversation"
-    assert page.select_one('meta[name="htmx-config"]')["content"] == '{"extensions": "sse, upsert"}'
+    assert page.select_one('meta[name="htmx-config"]')["content"] == '{"extensions": "sse, upsert, grow"}'
     first, second = new_chat(client), new_chat(client)
     token = csrf(client)
     client.post(first + "/ask", data={"_csrf_token": token, "text": "older one"})

@@ -59,9 +59,9 @@ def test_a_message_sent_through_the_form_streams_in_over_sse(served: Served, fak
     messages = read_events(served.url, f"{chat}/events?since={since}", finished)
     ids = [int(m[0]) for m in messages]
     assert ids == sorted(ids) and ids[0] >= int(since)
-    growing = [m for m in messages if "state growing" in m[1] or "beforeend" in m[1]]
+    growing = [m for m in messages if "state growing" in m[1] or "<hx-a " in m[1]]
     assert len(growing) >= 2, "the answer arrives in pieces while it grows"
-    assert all(m[1].startswith(("<hx-partial ", "<div id=\"status\"", "<span id=")) for m in messages), \
+    assert all(m[1].startswith(("<hx-partial ", "<hx-a ", "<div id=\"status\"", "<span id=")) for m in messages), \
         "fragments, not escaped text"
 
     db = sqlite3.connect(served.data / "tabletalk.db")

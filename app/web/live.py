@@ -66,7 +66,8 @@ def state_html(it: Item) -> str:
 def body_blocks(it: Item) -> tuple[Block, ...]:
     dom = item_dom_id(it)
     if it.kind in MARKDOWN_KINDS:
-        return tuple(markdown.keyed(it.text or "", dom))
+        # while it grows, a render whose blocks only grow at their ends (see markdown.keyed)
+        return tuple(markdown.keyed(it.text or "", dom, growing=not it.done))
     if it.kind == "call":
         return (Block(f"{dom}-o", f'<pre class="output" id="{dom}-o">{escape(it.output)}</pre>'),)
     return ()
@@ -100,9 +101,8 @@ def item_changes(it: Item, parts: Parts, sent: Sent | None) -> tuple[str | None,
         if at is None:
             pieces.append(oob(block.html))
         else:
-            depth, added = at
-            target = markdown.append_selector(block.id, depth)
-            pieces.append(f"<hx-partial hx-target='{target}' hx-swap=\"beforeend\">{added}</hx-partial>")
+            depth, added = at  # appended to the block's last element, `depth` levels down (static/app.js)
+            pieces.append(f'<hx-a t="{block.id}" d="{depth}">{added}</hx-a>')
     if new:
         pieces.append(f'<hx-partial hx-target="#{item_dom_id(it)}-b" hx-swap="upsert">'
                       + "".join(b.html for b in new) + "</hx-partial>")
@@ -131,7 +131,7 @@ DELETED = ('<div id="status" class="status deleted" data-running="0" data-asked=
 
 
 def chat_changes(store: Store, chat: int, items: list[Item], convo: Conversation | None,
-                 gone: list[str] = (), sent: dict[int, Sent] | None = None) -> str:
+                 gone: list[str] = (), sent: dict[int | str, Sent | str] | None = None) -> str:
     """One feed message for a conversation.
 
     With `sent` (what followers in step have), only the differences, and `sent` is brought
@@ -163,7 +163,11 @@ def chat_changes(store: Store, chat: int, items: list[Item], convo: Conversation
         if pinned:  # the plan is pinned above the composer, not in the log
             parts_out.append('<hx-partial hx-target="#plan" hx-swap="upsert">' + "".join(pinned) + "</hx-partial>")
         parts_out.extend(pieces)
-    parts_out.append(fragment("_status.html", chat=chat, state=state, oob=True))
+    status = fragment("_status.html", chat=chat, state=state, oob=True)
+    if sent is None or sent.get("status") != status:  # most messages leave it as it was
+        parts_out.append(status)
+    if sent is not None:
+        sent["status"] = status
     if convo is not None:
         parts_out.append(fragment("_title.html", convo=convo, oob=True))
     return "".join(parts_out)

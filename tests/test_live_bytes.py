@@ -1,0 +1,48 @@
+"""Bytes on the wire: a follower of a ~2,000-token answer receives at most 1.5x its final HTML."""
+import re
+import threading
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.conftest import Served
+from tests.fakes.openai_server import rate, text
+
+pytestmark = pytest.mark.process
+
+ANSWER = (Path(__file__).parent / "fixtures" / "long_answer.md").read_text()
+
+
+def test_a_follower_receives_at_most_one_and_a_half_times_the_final_html(served: Served, fake):
+    # ~2,100 model tokens, streamed at a realistic pace of 50 word-pieces a second
+    fake.script([rate(50), text(ANSWER)])
+    client = httpx.Client(base_url=served.url, follow_redirects=True, timeout=10)
+    token = re.search(r'name="_csrf_token" value="([^"]+)"', client.get("/").text).group(1)
+    chat = client.post("/c", data={"_csrf_token": token}).url.path
+    since = re.search(r"events\?since=(\d+)", client.get(chat).text).group(1)
+    received = bytearray()
+    connected = threading.Event()
+
+    def follow():
+        with httpx.stream("GET", f"{served.url}{chat}/events?since={since}", timeout=60) as r:
+            for chunk in r.iter_bytes():
+                if not connected.is_set():
+                    connected.set()
+                    continue  # the first message: the page's own state, before the answer
+                received.extend(chunk)
+                text_id = re.search(rb'<article id="(i\d+)" data-key="[^"]+" class="item text"', received)
+                if text_id and b'id="' + text_id.group(1) + b'-s" class="state done"' in received:
+                    return
+
+    follower = threading.Thread(target=follow)
+    follower.start()
+    assert connected.wait(10)
+    client.post(chat + "/ask", data={"_csrf_token": token, "text": "Write the long answer"})
+    follower.join(90)
+    assert not follower.is_alive()
+    page = client.get(chat).text
+    final = re.search(r'<article id="i\d+" data-key="[^"]+" class="item text">.*?</article>', page, re.S).group(0)
+    ratio = len(received) / len(final.encode())
+    assert len(final) > 15_000, "the answer is as long as the issue asks"
+    assert ratio <= 1.5, f"{len(received):,} bytes received for {len(final.encode()):,} of final HTML ({ratio:.2f}x)"
