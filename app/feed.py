@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections import defaultdict, deque
 from collections.abc import Callable
 from pathlib import Path
@@ -22,6 +23,7 @@ from .tables import Conversation, Item
 log = logging.getLogger(__name__)
 
 POLL_SECONDS = 0.05
+KEEPALIVE_SECONDS = 15.0  # a comment on every idle stream, so proxies keep it open
 FOLLOWER_BACKLOG = 256  # messages a slow follower may fall behind before it must resync
 
 # (store, chat, changed items, changed conversation or None, deleted dom ids, what followers
@@ -48,32 +50,51 @@ async def wait_event(event: asyncio.Event, timeout: float) -> bool:
     return event.is_set()
 
 
-class Follower:
-    """One open stream: a small queue of (rev, html) messages."""
+def encode(rev: int, html: str) -> bytes:
+    """One SSE message: its id is the rev it brings the page to."""
+    data = "".join(f"data: {line}\n" for line in html.split("\n"))
+    return f"id: {rev}\n{data}\n".encode()
 
-    __slots__ = ("chat", "messages", "ready", "behind", "fresh")
+
+KEEPALIVE = b": keep-alive\n\n"
+
+
+class Follower:
+    """One open stream: a small queue of encoded messages and a future to wake it.
+
+    Kept small and cheap to wake: a thousand followers of one answer are a thousand of these
+    (no task or timer per message; keep-alives come from the feed's own loop).
+    """
+
+    __slots__ = ("chat", "messages", "waiter", "behind", "fresh")
 
     def __init__(self, chat: int | None):
         self.chat = chat
-        self.messages: deque[tuple[int, str]] = deque()
-        self.ready = asyncio.Event()
+        self.messages: deque[tuple[int, bytes]] = deque()
+        self.waiter: asyncio.Future | None = None
         self.behind = False  # fell too far behind: end the stream, the browser resyncs
         # Caught up from the database, not from the feed: its page may be ahead of what
         # followers in step have, so its next message carries whole elements, not diffs.
         self.fresh = True
 
-    def push(self, rev: int, html: str) -> None:
+    def push(self, rev: int, data: bytes) -> None:
         if len(self.messages) >= FOLLOWER_BACKLOG:
             self.behind = True
         else:
-            self.messages.append((rev, html))
-        self.ready.set()
+            self.messages.append((rev, data))
+        self.wake()
 
-    async def next(self, timeout: float) -> tuple[int, str] | None:
-        """The next message, or None after `timeout` seconds of quiet."""
+    def wake(self) -> None:
+        waiter = self.waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    async def next(self) -> tuple[int, bytes] | None:
+        """The next message; None when woken with nothing to send (closing, behind)."""
         if not self.messages:
-            self.ready.clear()
-            await wait_event(self.ready, timeout)
+            self.waiter = asyncio.get_running_loop().create_future()
+            await self.waiter
+            self.waiter = None
         return self.messages.popleft() if self.messages else None
 
 
@@ -106,7 +127,14 @@ class Feed:
 
     async def _run(self) -> None:
         version = self._data_version()
+        keepalive_at = time.monotonic() + KEEPALIVE_SECONDS
         while not self.closed:
+            if time.monotonic() >= keepalive_at:  # one loop for every idle stream, not a timer each
+                keepalive_at = time.monotonic() + KEEPALIVE_SECONDS
+                for group in self.followers.values():
+                    for f in group:
+                        if not f.messages:
+                            f.push(0, KEEPALIVE)
             if not await wait_event(self._poke, POLL_SECONDS):
                 seen = self._data_version()
                 if seen == version:
@@ -167,25 +195,28 @@ class Feed:
                 for chat in by_chat.keys() | convo_of.keys() | gone.keys():
                     changes = (self.store, chat, by_chat.get(chat, []), convo_of.get(chat), gone.get(chat, []))
                     group = tuple(self.followers.get(chat, ()))
-                    # the diff is made once for every follower in step, and keeps `sent` current
+                    # the diff is made (and encoded) once for every follower in step, and keeps
+                    # `sent` current; a dispatch with nothing a page shows sends nothing
                     diff = self.render(*changes, self.sent.setdefault(chat, {}))
-                    whole = self.render(*changes, None) if any(f.fresh for f in group) else diff
+                    diff_data = encode(top, diff) if diff else b""
+                    whole = self.render(*changes, None) if any(f.fresh for f in group) else ""
+                    whole_data = encode(top, whole) if whole else b""
                     for f in group:
-                        html = whole if f.fresh else diff
-                        if html:  # nothing a page shows changed (a write it does not render)
-                            f.push(top, html)
+                        data = whole_data if f.fresh else diff_data
+                        if data:
+                            f.push(top, data)
                         f.fresh = False
             if (convos or listed_gone) and self.render_list and None in self.followers:
-                html = self.render_list(self.store, convos, listed_gone)
+                data = encode(top, self.render_list(self.store, convos, listed_gone))
                 for f in tuple(self.followers[None]):
-                    f.push(top, html)
+                    f.push(top, data)
 
     def close(self) -> None:
         """End every stream (shutdown): followers wake and find the feed closed."""
         self.closed = True
         for group in self.followers.values():
             for f in group:
-                f.ready.set()
+                f.wake()
         self._poke.set()
         tick, self._tick = self._tick, asyncio.Event()
         tick.set()

@@ -13,7 +13,7 @@ from bs4 import BeautifulSoup
 
 from app import db as dbm
 from app import export, search
-from app.feed import Feed
+from app.feed import Feed, encode
 from app.store import Store
 from app.tables import Conversation, Item, item
 from app.web import live
@@ -392,9 +392,10 @@ def test_the_feed_sends_the_removal_to_the_list_and_to_the_open_page(tmp_path):
     listing, page, elsewhere = feed.follow(None), feed.follow(gone.id), feed.follow(keep.id)
     assert writer.delete_conversation(gone.id) and not writer.delete_conversation(gone.id)
     feed.dispatch()
-    [(_, html)] = listing.messages
-    assert html == f'<div id="c{gone.id}" hx-swap-oob="delete"></div>'
-    [(_, html)] = page.messages
+    [(rev, data)] = listing.messages
+    assert data == encode(rev, f'<div id="c{gone.id}" hx-swap-oob="delete"></div>')
+    [(_, data)] = page.messages
+    html = "\n".join(line[6:] for line in data.decode().splitlines() if line.startswith("data: "))
     said = BeautifulSoup(html, "html.parser")
     assert "This conversation was deleted" in said.select_one('#status[hx-swap-oob="true"]').text
     assert said.select_one('#composer[hx-swap-oob="delete"]') is not None

@@ -15,12 +15,11 @@ from litestar import Request, get
 from litestar.params import FromPath, FromQuery
 from litestar.response import Stream
 
-from ..feed import Feed, Follower
+from ..feed import Feed, Follower, encode
 from . import live
 from .chats import conversation_or_404
 from .state import state
 
-KEEPALIVE_SECONDS = 15.0
 HEADERS = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
 
 
@@ -31,27 +30,21 @@ def cursor_of(request: Request, since: str | None) -> int:
     return 0
 
 
-def sse(rev: int, html: str) -> bytes:
-    data = "".join(f"data: {line}\n" for line in html.split("\n"))
-    return f"id: {rev}\n{data}\n".encode()
-
-
 async def follow(feed: Feed, follower: Follower, first: bytes, cursor: int) -> AsyncIterator[bytes]:
     try:
         # which worker serves this stream: lets a test see a page follow a run in another worker
         yield f": worker {os.getpid()}\n\n".encode() + first
         while not feed.closed:
-            message = await follower.next(KEEPALIVE_SECONDS)
+            message = await follower.next()
             if feed.closed or follower.behind:
                 break  # shutdown, or too slow: the browser reconnects and resyncs
             if message is None:
-                yield b": keep-alive\n\n"
                 continue
-            rev, html = message
-            if rev <= cursor:
+            rev, data = message
+            if rev and rev <= cursor:
                 continue  # already covered by the first message
-            cursor = rev
-            yield sse(rev, html)
+            cursor = max(cursor, rev)
+            yield data
     finally:
         feed.unfollow(follower)
 
@@ -69,7 +62,7 @@ async def chat_events(request: Request, chat: FromPath[str], since: FromQuery[st
         items = s.store.items_since(cursor, chat=convo.id)
         gone = [dom for _, dom in s.store.tombstones_since(cursor, chat=convo.id)] if cursor else []
         first = live.chat_changes(s.store, convo.id, items, convo if convo.rev > cursor else None, gone)
-    return Stream(follow(s.feed, follower, sse(top, first), top), media_type="text/event-stream", headers=HEADERS)
+    return Stream(follow(s.feed, follower, encode(top, first), top), media_type="text/event-stream", headers=HEADERS)
 
 
 @get("/events")
@@ -83,7 +76,7 @@ async def list_events(request: Request, since: FromQuery[str | None] = None) -> 
             cursor = 0
         gone = [dom for chat, dom in s.store.tombstones_since(cursor) if chat is None] if cursor else []
         first = live.list_changes(s.store, s.store.conversations_since(cursor), gone)
-    return Stream(follow(s.feed, follower, sse(top, first), top), media_type="text/event-stream", headers=HEADERS)
+    return Stream(follow(s.feed, follower, encode(top, first), top), media_type="text/event-stream", headers=HEADERS)
 
 
 routes = [chat_events, list_events]
