@@ -771,7 +771,9 @@ async def delays(args, fake: FakeModelServer, folder: Path, table: Table) -> Non
                 for _ in range(args.updates):
                     await asyncio.sleep(rng.uniform(0.03, 0.07))
                     mark = time.monotonic_ns()
-                    body += f" t={mark}"
+                    # a growing text is revealed on markdown's 40-character grid: 40 characters
+                    # after each marker put it inside what the follower is shown at once
+                    body += f" t={mark} " + "x" * 40
                     t_w = time.monotonic()
                     store.update(probe.id, text=body)
                     t_c = time.monotonic()
