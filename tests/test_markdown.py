@@ -1,4 +1,4 @@
-"""Tests for app/markdown.py: safe rendering, keyed blocks, block diffs, appends."""
+"""Tests for app/markdown (the package): safe rendering, keyed blocks, block diffs, appends."""
 
 from __future__ import annotations
 

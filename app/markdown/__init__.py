@@ -1,0 +1,132 @@
+"""Safe Markdown -> HTML, split into keyed top-level blocks for the live feed.
+
+Public API
+----------
+``render(text, growing=False) -> str``
+    The whole Markdown as HTML (what ``MarkdownIt.render`` gives: every top-level block
+    ends with ``"\\n"``). For places that need no ids (messages, skill bodies ...).
+``keyed(text, key, growing=False) -> list[Block]``
+    The same HTML cut into top-level blocks. Block ``n`` (from 0) has id ``f"{key}-{n}"``
+    and its ``html`` is one wrapper element carrying that id::
+
+        <div class="md" id="{key}-{n}">{the block's HTML}</div>
+
+    with the ``"\\n"`` that ends the block dropped, so that joining the blocks leaves no
+    text between them (htmx's upsert drops text nodes between elements). Precisely::
+
+        "".join(b.html for b in keyed(t, k)) ==
+        "".join(f'<div class="md" id="{k}-{n}">{part}</div>' ...)
+        where render(t) == "".join(part + "\\n" for part in parts)
+
+    A top-level block is a paragraph, heading, fence, indented code, hr, table,
+    blockquote or a whole list (nested lists included). The text is parsed once with one
+    env, so reference links defined later resolve in earlier blocks. Empty text -> [].
+
+    ``growing=True`` (both functions): ``text`` is the start of an answer that is still
+    streaming. The render is then of a slightly shorter text, closed at its very end
+    (see "Growing text" below), so that each block's HTML is, as far as it can be, the
+    HTML a longer text gives it minus something at its end: the feed can send appends.
+    ``growing=False`` is the final render, exactly as before. The rules that keep the
+    HTML safe are the same for both.
+``block_changes(sent, blocks) -> Changes``  (a NamedTuple: changed, new, gone)
+    What to send to a page that holds ``sent`` (id -> html) of this item: blocks whose
+    html changed, blocks not sent yet, and sent ids that no longer exist.
+``appended(old_html, new_html) -> str | None``
+    The append path: when ``new_html`` is ``old_html`` with balanced HTML inserted just
+    before one of the closing tags that end it, the inserted part, else None.
+``append_at(old_html, new_html) -> tuple[int, str] | None`` and
+``append_selector(block_id, depth) -> str``
+    The same, plus where it goes: ``depth`` 0 is the block element, 1 its last element
+    child, ...; the selector is ``[id="k-3"]>:last-child>...`` for a ``beforeend`` swap.
+
+Growing text (``growing=True``; the details are at the top of ``growing.py``):
+
+- a reveal grid: only the first ``REVEAL_STEP * (len(text) // REVEAL_STEP)`` characters
+  (40: ~10 tokens, ~200 ms at 50 tokens/s) are rendered, so a follower gets at most one
+  update per 40 characters however often the runner flushes (each update costs ~60
+  bytes of wrapper: at ~10 characters a flush that alone was 2.3x the final HTML);
+- the edge is stabilised: unclosed ``**`` / ``*`` / ``_`` / ``~~`` / inline code at the
+  end are closed (``**bol`` -> ``<strong>bol</strong>``, so ``**bold**`` is an append
+  inside it); a link or image waits from its ``[`` until its ``)`` (none is guessed),
+  and so do a trailing bare URL or email (linkify), ``<autolink``, a delimiter run,
+  ``\\``, ``!``, ``&entity``, a line of only block syntax (``-``, ``1.``, ``##``,
+  ``>``, ``|---|``, fence markers), a table's header and partial rows, a reference
+  definition being typed; a fence in a known language grows by whole lines,
+  highlighted as they come, so its closing changes nothing;
+- no close is skipped: where the render at the previous grid point showed an element
+  open (auto-closed ``**bol``, a list item), this one stops at its close, and what
+  follows comes one step later as an append after it.
+
+What stays a re-send: a list turning loose (a blank line between items re-renders all
+items with ``<p>``), a reference definition arriving at the end (the blocks that use it
+change), a fence whose highlighting of earlier lines changes at its close (a
+multi-line docstring), and the final render jumping past a close the last growing
+render showed open (one re-send of the last block, at most). A follower sees the text
+up to ~40 characters (plus what waits at the edge) later than the runner wrote it; an
+answer shorter than that shows nothing until it is done (then the final render).
+
+Speed: one module-level MarkdownIt; lexers and highlighted fences are cached, and so are
+inline children (see ``_inline_cached``), so a flush of a growing answer re-parses the
+blocks but re-does inline work only for the block that grew. ~8,000 chars (~2,000
+tokens): ~2 ms per call warm, ~8.5 ms cold (first render, 10 fences to highlight).
+``growing=True`` parses the block structure once, then only the last blocks again with
+their edge changed: about what ``growing=False`` costs (~1 ms a render on average over
+a streamed ~8,000-char answer, ~2.5 ms at its full length); a call for the same grid
+point as a recent one is a cache hit (benchmarks/markdown_stream.py).
+
+Safety: raw HTML is never passed through (``html=False``); only ``http:``, ``https:``
+and ``mailto:`` links survive (any other destination leaves the Markdown as text);
+every link gets ``rel="nofollow noopener noreferrer"`` and ``target="_blank"``; a
+Markdown image becomes a link to its URL labelled with its alt text (never ``<img>``,
+the page never fetches from another host). Bare domains are linkified only when they
+start with ``www.`` (otherwise ``app.py`` or ``README.md`` -- ccTLDs -- became links).
+
+Code: a *closed* fence whose language Pygments knows is highlighted on the server with
+CSS classes (``static/code.css``). Unknown languages, indented code and a fence left
+open at the very end of the text (the model is still streaming it) render as escaped
+plain code in the same wrapper: ``<div class="hl"><pre><code>...</code></pre></div>``.
+Keeping a streaming fence plain makes its HTML grow only at the end, so the feed can
+append to it; it is highlighted once, when its closing fence arrives. With
+``growing=True`` a streaming fence in a known language shows its whole lines,
+highlighted (Pygments' HTML is per line, so it grows only at its end too).
+
+Parts
+-----
+One concern per module; each imports only from those listed above it.
+
+``engine``   the one configured MarkdownIt and its safety rules (links, images,
+             linkify), Pygments highlighting, cached inline parsing.
+``scan``     the inline delimiter/link scanner the growing edge uses.
+``growing``  the growing render: reveal grid, edge stabilisation, no close skipped.
+``blocks``   ``render``, ``keyed`` and ``Block`` (uses ``engine`` and ``growing``).
+``diff``     ``block_changes``, ``Changes``, ``append_at``, ``appended``,
+             ``append_selector`` (compares rendered HTML only).
+
+This package re-exports the public API below, and defines ``REVEAL_STEP``, which
+``growing`` and ``blocks`` read from here at call time (so setting
+``app.markdown.REVEAL_STEP`` takes effect).
+"""
+
+from __future__ import annotations
+
+# _GROWN and _growing_source: benchmarks/markdown_stream.py reaches into them
+from .blocks import _GROWN, BLOCK_CLASS, Block, keyed, render
+from .diff import Changes, append_at, append_selector, appended, block_changes
+from .engine import CODE_CLASS
+from .growing import _growing_source
+
+__all__ = [
+    "Block",
+    "Changes",
+    "render",
+    "keyed",
+    "block_changes",
+    "appended",
+    "append_at",
+    "append_selector",
+    "CODE_CLASS",
+    "BLOCK_CLASS",
+    "REVEAL_STEP",
+]
+
+REVEAL_STEP = 40  # characters a growing render moves on by (the reveal grid)

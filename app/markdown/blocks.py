@@ -1,0 +1,79 @@
+"""The render entry points: ``render`` (whole HTML) and ``keyed`` (id'd blocks).
+
+Why a module of its own: this is what the pages call. It parses with the one safe
+MarkdownIt (``engine``), asks ``growing`` for the tokens of a streaming answer, and cuts
+the HTML into top-level ``Block``s wrapped in ``<div class="md" id="{key}-{n}">``,
+with a small cache of recent growing renders (``_GROWN``).
+"""
+
+from __future__ import annotations
+
+import html as _html
+from dataclasses import dataclass
+from typing import Any
+
+# REVEAL_STEP is read from the package at call time (see growing.py)
+from .. import markdown as _package
+from .engine import _md, _top_level
+from .growing import _growing_source, _growing_tokens
+
+BLOCK_CLASS = "md"
+
+
+@dataclass(frozen=True, slots=True)
+class Block:
+    id: str
+    html: str
+
+
+_GROWN: dict[tuple[str, str, int], tuple[Block, ...]] = {}  # (source, key, grid) -> blocks
+_GROWN_MAX = 64
+
+
+def render(text: str, growing: bool = False) -> str:
+    """Safe HTML for the whole Markdown text (no ids). `growing`: see `keyed`."""
+    if not growing:
+        return _md.render(text or "")
+    env: dict[str, Any] = {}
+    tokens = _growing_tokens(_growing_source(text or ""), env)
+    return _md.renderer.render(tokens, _md.options, env)
+
+
+def keyed(text: str, key: str, growing: bool = False) -> list[Block]:
+    """Top-level blocks of the Markdown, block n with id f"{key}-{n}".
+
+    `growing=True`: `text` is the start of an answer still streaming; its edge is
+    stabilised (see "Growing text" in the package docstring) so that each block's HTML is,
+    as far as possible, what a longer text gives it with something inserted at its end.
+    """
+    if not text:
+        return []
+    env: dict[str, Any] = {}
+    if growing:
+        src = _growing_source(text)
+        # the flushes between two grid points all render the same text: once
+        found = _GROWN.get((src, key, _package.REVEAL_STEP))
+        if found is not None:
+            return list(found)
+        tokens = _growing_tokens(src, env)
+    else:
+        tokens = _md.parse(text, env)
+    renderer = _md.renderer
+    options = _md.options
+    safe_key = _html.escape(key, quote=True)
+    blocks = []
+    for n, (start, end) in enumerate(_top_level(tokens)):
+        inner = renderer.render(tokens[start:end], options, env)
+        if inner.endswith("\n"):
+            inner = inner[:-1]
+        blocks.append(
+            Block(
+                f"{key}-{n}",
+                f'<div class="{BLOCK_CLASS}" id="{safe_key}-{n}">{inner}</div>',
+            )
+        )
+    if growing:
+        if len(_GROWN) >= _GROWN_MAX:
+            _GROWN.pop(next(iter(_GROWN)))
+        _GROWN[(src, key, _package.REVEAL_STEP)] = tuple(blocks)
+    return blocks

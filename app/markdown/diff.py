@@ -1,0 +1,115 @@
+"""What to send a page that holds some blocks: block diffs and the append path.
+
+Why a module of its own: it compares HTML already rendered (``Block``s) and knows
+nothing of Markdown. ``block_changes`` says which blocks changed, are new or are gone;
+``append_at`` / ``appended`` / ``append_selector`` tell when a changed block is its old
+HTML with balanced HTML inserted before one of its closing tags, so the feed can send
+only that (a ``beforeend`` swap into the element the selector names).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import NamedTuple
+
+from .blocks import Block
+
+
+class Changes(NamedTuple):
+    changed: list[Block]
+    new: list[Block]
+    gone: list[str]
+
+
+def block_changes(sent: dict[str, str], blocks: list[Block]) -> Changes:
+    """(changed, new, gone) of `blocks` against what a page holds (`sent`: id -> html).
+
+    `changed` keeps the order of `blocks`, `new` too (ids ascending), `gone` the order of
+    `sent`. The caller updates `sent` after sending.
+    """
+    changed: list[Block] = []
+    new: list[Block] = []
+    for block in blocks:
+        old = sent.get(block.id)
+        if old is None:
+            new.append(block)
+        elif old != block.html:
+            changed.append(block)
+    ids = {block.id for block in blocks}
+    gone = [id_ for id_ in sent if id_ not in ids]
+    return Changes(changed, new, gone)
+
+
+_TAG = re.compile(r"<(/?)([A-Za-z][A-Za-z0-9-]*)\b[^>]*?(/?)>")
+_CLOSE_TAG = re.compile(r"</[A-Za-z][A-Za-z0-9-]*\s*>")
+_VOID = frozenset(
+    "area base br col embed hr img input link meta source track wbr".split()
+)
+
+
+def _balanced(fragment: str) -> bool:
+    stack: list[str] = []
+    for m in _TAG.finditer(fragment):
+        closing, name, self_closing = m.group(1), m.group(2).lower(), m.group(3)
+        if closing:
+            if not stack or stack.pop() != name:
+                return False
+        elif name not in _VOID and not self_closing:
+            stack.append(name)
+    return not stack
+
+
+def _closing_run(html: str) -> list[int]:
+    """Start offsets of the closing tags that end `html` (only whitespace between),
+    innermost first."""
+    starts: list[int] = []
+    end = len(html)
+    while True:
+        stripped = html[:end].rstrip()
+        if not stripped.endswith(">"):
+            break
+        lt = stripped.rfind("<")
+        if lt < 0 or not _CLOSE_TAG.fullmatch(stripped, lt):
+            break
+        starts.append(lt)
+        end = lt
+    starts.reverse()
+    return starts
+
+
+def append_at(old_html: str, new_html: str) -> tuple[int, str] | None:
+    """(depth, inserted) when `new_html` is `old_html` with balanced HTML `inserted`
+    placed just before one of the closing tags that end `old_html`, else None.
+
+    `depth` says into which element it goes: 0 = the block element itself, 1 = its last
+    element child, 2 = that one's last element child ... (the element closed by the
+    first closing tag after the insertion point is always a last child). The deepest
+    fitting point is chosen. See `append_selector`.
+    """
+    grown = len(new_html) - len(old_html)
+    if grown <= 0:
+        return None
+    starts = _closing_run(old_html)
+    for number, at in enumerate(starts):
+        if (
+            new_html.startswith(old_html[:at])
+            and new_html.endswith(old_html[at:])
+        ):
+            inserted = new_html[at : at + grown]
+            if _balanced(inserted):
+                return len(starts) - 1 - number, inserted
+    return None
+
+
+def appended(old_html: str, new_html: str) -> str | None:
+    """The HTML inserted into `old_html` to give `new_html` (see `append_at`), or None
+    when the block changed otherwise (or not at all)."""
+    found = append_at(old_html, new_html)
+    return None if found is None else found[1]
+
+
+def append_selector(block_id: str, depth: int) -> str:
+    """CSS selector of the element an append at `depth` goes into, e.g.
+    `[id="k-3"]>:last-child>:last-child` (an attribute selector, so any id is valid)."""
+    quoted = block_id.replace("\\", "\\\\").replace('"', '\\"')
+    return f'[id="{quoted}"]' + ">:last-child" * depth

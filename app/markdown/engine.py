@@ -1,0 +1,269 @@
+"""The one configured MarkdownIt every render goes through, and its safety rules.
+
+Why a module of its own: everything that decides what HTML a piece of Markdown can
+become lives here, in one place to audit -- raw HTML off, only ``http:``/``https:``/
+``mailto:`` links (with ``rel``/``target`` set), images rendered as links, linkify only
+for schemes and ``www.``, Pygments highlighting of closed (and, growing, whole-line)
+fences, and the cached inline parsing that keeps re-renders of a growing answer cheap.
+``blocks`` (render/keyed), ``growing`` and ``scan`` all use ``_md`` from here; this
+module imports none of them.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from typing import Sequence
+
+from linkify_it import LinkifyIt
+from markdown_it import MarkdownIt
+from markdown_it.common.utils import escapeHtml, unescapeAll
+from markdown_it.rules_block.fence import fence as _fence_rule
+from markdown_it.rules_block.state_block import StateBlock
+from markdown_it.rules_core.linkify import linkify as _core_linkify
+from markdown_it.rules_core.state_core import StateCore
+from markdown_it.rules_core.text_join import text_join as _core_text_join
+from markdown_it.token import Token
+from pygments import highlight as _pygments_highlight
+from pygments.formatters import HtmlFormatter
+from pygments.lexers import get_lexer_by_name
+from pygments.util import ClassNotFound
+
+CODE_CLASS = "hl"  # Pygments' cssclass; static/code.css styles `.hl`
+LINK_REL = "nofollow noopener noreferrer"
+_GROWING = "tabletalk.growing"  # env key: fences still streaming are highlighted
+# (growing.py sets it in the env of a growing render; _render_fence reads it)
+
+
+# --------------------------------------------------------------------------- links
+
+# Checked on the *normalized* destination (entities decoded, then percent-encoded), so
+# `jav&#x09;ascript:` arrives as `jav%09ascript:` and fails like every other scheme.
+_SAFE_URL = re.compile(r"(?:https?://[^\s/?#\\]|mailto:[^\s])", re.IGNORECASE)
+_BAD_CHARS = re.compile(r"[\x00-\x20\x7f-\x9f\\]")
+
+
+def _validate_link(url: str) -> bool:
+    return bool(_SAFE_URL.match(url)) and not _BAD_CHARS.search(url)
+
+
+class _Linkify(LinkifyIt):
+    """linkify-it, but a bare domain needs a `www.` prefix (like GitHub)."""
+
+    def match(self, text: str):  # type: ignore[override]
+        found = super().match(text)
+        if not found:
+            return found
+        kept = [m for m in found if m.schema or m.raw.lower().startswith("www.")]
+        return kept or None
+
+
+# --------------------------------------------------------------------------- code
+
+_FORMATTER = HtmlFormatter(cssclass=CODE_CLASS, wrapcode=True)
+
+
+@functools.lru_cache(maxsize=256)
+def _lexer(name: str):
+    try:
+        return get_lexer_by_name(name, stripnl=False, ensurenl=True)
+    except (ClassNotFound, ValueError, TypeError):
+        return None
+
+
+def _highlight(lang: str, code: str) -> str | None:
+    """Highlighted HTML (no trailing newline), or None when Pygments has no lexer."""
+    lexer = _lexer(lang.lower())
+    if lexer is None:
+        return None
+    return _pygments_highlight(code, lexer, _FORMATTER).rstrip("\n")
+
+
+_highlighted = functools.lru_cache(maxsize=512)(_highlight)
+# a fence still streaming (growing renders) is highlighted again for each new line: its
+# own cache, so that those prefixes do not push finished fences out of the one above
+_highlighted_growing = functools.lru_cache(maxsize=128)(_highlight)
+
+
+@functools.lru_cache(maxsize=64)
+def _highlight_shell(lang: str) -> str:
+    """What `_highlighted` wraps around the code, with no code in it."""
+    html = _highlighted(lang, "\n") or _plain_code("")
+    return html[: html.index("<code>") + 6] + html[html.rindex("</code>") :]
+
+
+def _plain_code(code: str) -> str:
+    return f'<div class="{CODE_CLASS}"><pre><code>{escapeHtml(code)}</code></pre></div>'
+
+
+def _fence_closed(state: StateBlock, start: int, markup: str) -> bool:
+    """Whether the fence that just ended at state.line had its closing marker."""
+    last = state.line - 1
+    if last <= start or state.is_code_block(last):
+        return False
+    pos = state.bMarks[last] + state.tShift[last]
+    end = state.eMarks[last]
+    line = state.src[pos:end]
+    marker = markup[0]
+    stripped = line.lstrip(marker)
+    return len(line) - len(stripped) >= len(markup) and stripped.strip(" \t") == ""
+
+
+def _fence(state: StateBlock, start: int, end: int, silent: bool) -> bool:
+    count = len(state.tokens)
+    if not _fence_rule(state, start, end, silent):
+        return False
+    if not silent and len(state.tokens) > count:
+        token = state.tokens[-1]
+        # Unclosed and running to the end of the text: the model is still writing it.
+        token.meta["streaming"] = state.line >= len(state.bMarks) - 1 and not (
+            _fence_closed(state, start, token.markup)
+        )
+    return True
+
+
+# --------------------------------------------------------------------------- inline cache
+
+# keyed() re-parses a growing answer on every flush, and inline parsing + linkify is
+# about half of the time. An inline token's children depend only on its content and on
+# the reference definitions, so the finished children (after linkify and text_join)
+# are cached by (references, content) and shared. The renderer only ever sets the same
+# rel/target attributes on them again, so sharing is safe.
+_INLINE_CACHE: dict[tuple[str, str], list[Token]] = {}
+_INLINE_CACHE_MAX = 4096
+
+
+def _inline_cached(state: StateCore) -> None:
+    refs = state.env.get("references") if isinstance(state.env, dict) else None
+    sig = repr(sorted(refs.items())) if refs else ""
+    fresh: list[Token] = []
+    for token in state.tokens:
+        if token.type != "inline":
+            continue
+        children = _INLINE_CACHE.get((sig, token.content))
+        if children is not None:
+            token.children = children
+        else:
+            token.children = []
+            state.md.inline.parse(token.content, state.md, state.env, token.children)
+            fresh.append(token)
+    if not fresh:
+        return
+    sub = StateCore("", state.md, state.env, fresh)
+    _core_linkify(sub)
+    _core_text_join(sub)
+    if len(_INLINE_CACHE) + len(fresh) > _INLINE_CACHE_MAX:
+        _INLINE_CACHE.clear()
+    for token in fresh:
+        _INLINE_CACHE[(sig, token.content)] = token.children or []
+
+
+# --------------------------------------------------------------------------- renderer
+
+
+def _render_fence(self, tokens: Sequence[Token], idx: int, options, env) -> str:
+    token = tokens[idx]
+    info = unescapeAll(token.info).strip() if token.info else ""
+    lang = info.split(maxsplit=1)[0] if info else ""
+    if (
+        lang
+        and token.meta.get("streaming")
+        and isinstance(env, dict)
+        and env.get(_GROWING)
+        and _lexer(lang.lower()) is not None
+    ):
+        # growing: the fence holds whole lines only (see _stable_fence), highlighted as
+        # they come; highlighting is per line, so each new line is an append
+        if not token.content:
+            return _highlight_shell(lang) + "\n"
+        return str(_highlighted_growing(lang, token.content)) + "\n"
+    if lang and token.content and not token.meta.get("streaming"):
+        html = _highlighted(lang, token.content)
+        if html is not None:
+            return html + "\n"
+    return _plain_code(token.content) + "\n"
+
+
+def _render_code_block(self, tokens: Sequence[Token], idx: int, options, env) -> str:
+    return _plain_code(tokens[idx].content) + "\n"
+
+
+def _render_link_open(self, tokens: Sequence[Token], idx: int, options, env) -> str:
+    token = tokens[idx]
+    token.attrSet("rel", LINK_REL)
+    token.attrSet("target", "_blank")
+    return self.renderToken(tokens, idx, options, env)
+
+
+def _inside_link(tokens: Sequence[Token], idx: int) -> bool:
+    depth = 0
+    for i in range(idx - 1, -1, -1):
+        kind = tokens[i].type
+        if kind == "link_close":
+            depth += 1
+        elif kind == "link_open":
+            if depth == 0:
+                return True
+            depth -= 1
+    return False
+
+
+def _render_image(self, tokens: Sequence[Token], idx: int, options, env) -> str:
+    token = tokens[idx]
+    src = str(token.attrGet("src") or "")
+    alt = self.renderInlineAsText(token.children or [], options, env)
+    label = escapeHtml(alt or src)
+    if _inside_link(tokens, idx):  # no <a> inside <a>
+        return f'<span class="md-image">{label}</span>'
+    title = token.attrGet("title")
+    title_attr = f' title="{escapeHtml(str(title))}"' if title else ""
+    return (
+        f'<a href="{escapeHtml(src)}"{title_attr} rel="{LINK_REL}" target="_blank"'
+        f' class="md-image">{label}</a>'
+    )
+
+
+def _make_md() -> MarkdownIt:
+    md = MarkdownIt(
+        "commonmark",
+        {"html": False, "linkify": True, "typographer": False},
+    )
+    md.options["html"] = False  # always, whatever the preset says
+    md.enable(["linkify", "table", "strikethrough"])
+    md.linkify = _Linkify(options={"fuzzy_link": True, "fuzzy_email": True, "fuzzy_ip": False})
+    md.validateLink = _validate_link  # type: ignore[method-assign]
+    md.block.ruler.at(
+        "fence", _fence, {"alt": ["paragraph", "reference", "blockquote", "list"]}
+    )
+    # inline parsing, linkify and text_join happen (cached) in one core rule
+    md.core.ruler.at("inline", _inline_cached)
+    md.core.ruler.disable(["linkify", "text_join"])
+    md.add_render_rule("fence", _render_fence)
+    md.add_render_rule("code_block", _render_code_block)
+    md.add_render_rule("link_open", _render_link_open)
+    md.add_render_rule("image", _render_image)
+    return md
+
+
+_md = _make_md()
+
+
+# --------------------------------------------------------------------------- blocks
+
+
+def _top_level(tokens: list[Token]) -> list[tuple[int, int]]:
+    """[start, end) token ranges of the top-level blocks."""
+    spans = []
+    i, n = 0, len(tokens)
+    while i < n:
+        token = tokens[i]
+        if token.nesting == 1:
+            j = i + 1
+            while j < n and not (tokens[j].level == token.level and tokens[j].nesting == -1):
+                j += 1
+            spans.append((i, j + 1))
+            i = j + 1
+        else:
+            spans.append((i, i + 1))
+            i += 1
+    return spans

@@ -1,0 +1,418 @@
+"""The growing render: the start of a streaming answer, its edge stabilised.
+
+Why a module of its own: ``keyed(text, key, growing=True)`` does not render ``text`` as
+it is but a slightly shorter text, closed at its very end, chosen so that each block's
+HTML only grows at its end as the answer streams (the feed then sends appends instead
+of whole blocks). Choosing that text -- the reveal grid, the rules for the edge, the
+replay of earlier grid points so that no close is skipped -- is this module; the inline
+part of the edge uses ``scan``. The result goes through the same safe renderer
+(``engine``) as a final render.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from markdown_it.common.utils import unescapeAll
+from markdown_it.rules_core.state_core import StateCore
+from markdown_it.token import Token
+
+# REVEAL_STEP is defined on the package (app.markdown.REVEAL_STEP) and read from it at
+# call time, so that setting it there (tests, benchmarks/markdown_stream.py) takes effect
+from .. import markdown as _package
+from .engine import _GROWING, _lexer, _md, _top_level
+from .scan import _INF, _closers, _scan
+
+# --------------------------------------------------------------------------- how
+#
+# keyed(text, key, growing=True) renders the start of an answer that is still streaming.
+# The feed sends a changed block as an append (only what was added at its end) when the
+# block's new HTML is its old HTML with something inserted before one of its closing
+# tags; anything else re-sends the whole block. Each message also costs ~60 bytes of
+# wrapper. So the growing render renders a slightly shorter (and at its very end closed)
+# text, chosen so that what it shows now is what the longer text will show, plus more:
+#
+# 1. Reveal grid. Only the first REVEAL_STEP * floor(len / REVEAL_STEP) characters are
+#    rendered, so a follower gets one update per REVEAL_STEP characters (40 characters
+#    = ~10 tokens, ~200 ms at 50 tokens/s) however often the runner flushes: at ~10
+#    characters a flush, the ~60 bytes each append costs would be twice the HTML it
+#    carries. REVEAL_STEP <= 1: no grid (and no replay, see 3).
+# 2. The edge (the end of the last top-level block) is stabilised:
+#    - a trailing line made only of block syntax (`-`, `1.`, `##`, `>`, "```",
+#      `|---|:-` ...) waits: it may become a list item, heading, hr, fence, table or
+#      setext heading; so do the lines of a table being started (`| a | b |` before its
+#      delimiter row), a table's body row until it is complete, a reference definition
+#      being typed, and a fence's opening line until its newline;
+#    - in a fence whose language Pygments knows, the partial last line waits: whole
+#      lines are highlighted as they come (highlighting is per line), so the fence grows
+#      by appends and its closing changes nothing; in other fences only a partial line
+#      of fence characters (a closing fence arriving) waits;
+#    - inline, at the end of the last paragraph or heading: unclosed `**`, `*`, `_`,
+#      `~~` and inline code are closed (`**bol` renders as `<strong>bol</strong>`, and
+#      `**bold**` is then an append inside it); a link or image whose `](url)` has not
+#      all arrived waits from its `[` (no link is ever guessed or completed), as do a
+#      trailing `<autolink`, a bare URL / email / `www.` word (linkify would give it an
+#      href that changes as it grows), a trailing delimiter run, `\`, `!` or `&entity`.
+# 3. No close skipped. A render whose change spans the close of an element that the
+#    previous render showed open (`**bol` -> `**bold** and`, a list item ending and the
+#    next starting) is not an append. The previous render was this function at the
+#    previous grid point: replaying the last _LOOKBACK grid points (each stops at the
+#    first close after the one before, or where its edge held back) gives where it
+#    stopped, and this render stops at the first close of an element open there; what
+#    follows comes one grid step later, as an append after it. (The replay starts from
+#    an assumption and skips the block rules of 2, so it can miss; then that block is
+#    re-sent once.)
+#
+# Only the end of the text changes: it is cut back (nothing before the cut differs) and
+# closers are added. The blocks before the region (the last blocks, from the one where
+# the replay starts) are the full parse's; those in it are parsed again from its first
+# line. The changed text goes through the same safe renderer: cutting text or adding
+# `*`, `_`, `~` or "`" cannot produce raw HTML or a link that the text does not have.
+
+_LOOKBACK = 16  # grid points replayed to find the previous render's edge
+_RAW = "raw"  # an end that keeps its trailing newline (inside a fence)
+
+_NEWLINES = re.compile(r"\r\n?")
+_SYNTAX_LINE = re.compile(r"[ \t>]*[-+*_=#|:`~.)0-9 \t]*")
+_DEF_LINE = re.compile(r" {0,3}\[(?:[^\]\\]|\\.)*(?:\](?::.*)?)?")
+_FENCE_CHARS = re.compile(r"[ \t>]*(?:`*|~*)[ \t]*")
+_TABLE_INNER = frozenset(("thead_open", "tbody_open", "tr_open", "th_open", "td_open"))
+
+Mark = tuple[int, int, Any]  # (opens at, closes at or _INF, how to end there)
+
+
+def _line_starts(text: str) -> list[int]:
+    return [0, *(m.end() for m in re.finditer("\n", text))]
+
+
+def _block_tokens(src: str, env: dict[str, Any]) -> list[Token]:
+    tokens: list[Token] = []
+    _md.block.parse(src, _md, env, tokens)
+    return tokens
+
+
+def _finish(tokens: list[Token], env: dict[str, Any]) -> list[Token]:
+    """The core rules after `block` (inline, cached) on block tokens."""
+    state = StateCore("", _md, env, tokens)
+    for rule in _md.core.ruler.__rules__:
+        if rule.enabled and rule.name not in ("normalize", "block"):
+            rule.fn(state)
+    return state.tokens
+
+
+def _growing_source(text: str) -> str:
+    """The text a growing render starts from: normalized (as markdown-it does) and cut
+    to the last grid point."""
+    src = _NEWLINES.sub("\n", text).replace("\0", "\ufffd")
+    grid = _package.REVEAL_STEP if _package.REVEAL_STEP > 1 else 0
+    return src[: len(src) - len(src) % grid] if grid else src
+
+
+def _growing_tokens(src: str, env: dict[str, Any]) -> list[Token]:
+    """Tokens of `src` (see _growing_source) as the growing render shows it."""
+    grid = _package.REVEAL_STEP if _package.REVEAL_STEP > 1 else 0
+    limit = len(src)  # this render's grid point
+    env[_GROWING] = True
+    tokens = _block_tokens(src, env)
+    spans = _top_level(tokens)
+    starts = _line_starts(src)
+    last_map = tokens[spans[-1][0]].map if spans else None
+    end_line = last_map[1] if last_map else 0
+    done = False  # the last block is complete: nothing at its end waits
+    if src[starts[end_line]:].strip() if end_line < len(starts) else False:
+        # After the last block: reference definitions (they make no tokens). The last
+        # line of one may still be typed (a partial URL would resolve earlier links to
+        # it, a partial title turns it into a paragraph): it waits.
+        done = True
+        if not src.endswith("\n"):
+            src = src[: src.rfind("\n") + 1]
+            env.clear()
+            env[_GROWING] = True
+            tokens = _block_tokens(src, env)
+            spans = _top_level(tokens)
+            starts = _line_starts(src)
+    if not spans:
+        return _finish(tokens, env)
+    # the region: the top-level blocks from the one holding the look-back window's start
+    reach = len(src) - grid * _LOOKBACK
+    first = len(spans) - 1
+    while first > 0 and starts[(tokens[spans[first][0]].map or [0])[0]] > reach:
+        first -= 1
+    at = spans[first][0]
+    line = (tokens[at].map or [0])[0]
+    origin = starts[line]
+    region = src[origin:]
+    toks = tokens[at:]
+    for token in toks:
+        if token.map:
+            token.map = [token.map[0] - line, token.map[1] - line]
+    stable = _stable_region(region, toks, env, grid, limit - origin, done)
+    if stable != region:
+        tokens = tokens[:at] + (_block_tokens(stable, env) if stable.strip() else [])
+    return _finish(tokens, env)
+
+
+def _stable_region(
+    region: str, toks: list[Token], env: dict[str, Any], grid: int, limit: int, done: bool
+) -> str:
+    """`region` (whole top-level blocks running to the end of the text, their block
+    tokens `toks` with maps counted from its first line) as the growing render shows it.
+    `limit` is this render's grid point in the region (its end, or after it when the
+    definitions that end the text were cut: then `done`, its last block is complete),
+    the previous render's is `grid` characters before."""
+    refs = env.get("references") or {}
+    starts = _line_starts(region)
+    spans = _top_level(toks)
+    first, stop = spans[-1]
+    end, how, edge = (
+        (len(region.rstrip()), None, None)
+        if done
+        else _edge_end(region, starts, toks[first:stop], refs)
+    )
+    previous = limit - grid
+    if grid and previous > 0:
+        marks, edges = _marks(region, starts, toks, refs, edge)
+        point, steps = previous, 1
+        while point - grid > 0 and steps < _LOOKBACK:
+            point -= grid
+            steps += 1
+        # replay: what the renders at the last grid points showed (the oldest one is
+        # assumed to have stopped at no close)
+        shown = _held_at(region, point, edges, refs)
+        while point < previous:
+            point += grid
+            shown = min(_first_close(marks, shown)[0], _held_at(region, point, edges, refs))
+        close, close_how = _first_close(marks, shown)
+        if close < end:
+            end, how = close, close_how
+    return _assemble(region, end, how, refs)
+
+
+def _held_at(region: str, at: int, edges: list[_Edge], refs: dict[str, Any]) -> int:
+    """Where the render of region[:at] stopped, as far as its edge's inline content
+    and a trailing syntax line tell (what `_edge_end` does, without the block rules)."""
+    shown = len(region[:at].rstrip())
+    for edge in edges:
+        pos = edge.from_text(shown)
+        if pos is not None:
+            content = edge.content[:pos]
+            hold = _scan(content, refs, True)[1]
+            back = edge.to_text(len(content[:hold].rstrip()))
+            if back is not None:
+                shown = back
+            break
+    line = region.rfind("\n", 0, shown) + 1
+    if _SYNTAX_LINE.fullmatch(region, line, shown):
+        shown = len(region[:line].rstrip())
+    return shown
+
+
+def _first_close(marks: list[Mark], at: int) -> tuple[int, Any]:
+    """The first close of an element that is open at `at` (shown auto-closed there)."""
+    best: tuple[int, Any] = (_INF, None)
+    for opens, closes, how in marks:
+        if opens < at < closes < best[0]:
+            best = (closes, how)
+    return best
+
+
+def _assemble(region: str, end: int, how: Any, refs: dict[str, Any]) -> str:
+    if how is _RAW:
+        return region[:end]
+    if how is None:
+        return region[:end].rstrip()
+    edge, pos = how
+    body = edge.content[:pos].rstrip()
+    at = edge.to_text(len(body))
+    if at is None:
+        return region[:end].rstrip()
+    out = region[:at] + _closers(body, refs) if body else region[:at].rstrip()
+    # a cut inside a line can leave only its syntax (`  -` of a list item whose text
+    # waits): that would be a setext underline, an empty item ...; it waits too
+    line = out.rfind("\n") + 1
+    while _SYNTAX_LINE.fullmatch(out, line):
+        out = out[:line].rstrip()
+        if not out:
+            break
+        line = out.rfind("\n") + 1
+    return out
+
+
+def _marks(
+    region: str, starts: list[int], toks: list[Token], refs: dict[str, Any], edge: _Edge | None
+) -> tuple[list[Mark], list[_Edge]]:
+    """Every element in the region that can be shown open (auto-closed, or growing at
+    the end) and then close: inline elements, list items, lists and paragraphs and
+    fences in containers. Top-level blocks are not: each is its own item on the page.
+    And the inline contents (table cells aside), as _Edge maps."""
+    marks: list[Mark] = []
+    edges: list[_Edge] = []
+    for i, token in enumerate(toks):
+        if token.map is None:
+            continue
+        if token.type == "inline":
+            if i > 0 and toks[i - 1].type in ("th_open", "td_open"):
+                continue  # tables show whole rows
+            if edge is not None and edge.token is token:
+                this = edge
+            else:
+                this = _Edge(region, starts, token)
+            edges.append(this)
+            spans = _scan(token.content, refs, this is edge)[0]
+            for opens, closes in spans:
+                o = this.to_text(opens)
+                c = this.to_text(closes) if closes < _INF else _INF
+                if o is not None and c is not None:
+                    marks.append((o, c, (this, closes) if closes < _INF else None))
+        elif token.level > 0 and (
+            (token.nesting == 1 and token.type not in _TABLE_INNER and not token.hidden)
+            or token.type in ("fence", "code_block", "hr")
+        ):
+            end = token.map[1]
+            closes = len(region[: starts[end]].rstrip()) if end < len(starts) else _INF
+            marks.append((starts[token.map[0]], closes, None))
+    return marks, edges
+
+
+def _edge_end(
+    region: str, starts: list[int], toks: list[Token], refs: dict[str, Any]
+) -> tuple[int, Any, _Edge | None]:
+    """Where the last top-level block (`toks`) stops showing: (position in region, how
+    to end there: None = cut, _RAW = cut keeping the newline, (edge, content position)
+    = cut inside the edge's inline content and close what is open, the edge)."""
+    leaf_at = -1
+    for i in range(len(toks) - 1, -1, -1):
+        if toks[i].nesting == 0 and toks[i].map is not None:
+            leaf_at = i
+            break
+    leaf = toks[leaf_at] if leaf_at >= 0 else None
+    if leaf is not None and leaf.type == "fence" and leaf.meta.get("streaming"):
+        return (*_fence_end(region, starts, leaf), None)
+    text = region.rstrip()
+    if not text:
+        return 0, None, None
+    line_done = "\n" in region[len(text):]
+    last = text.count("\n")
+    covers = leaf is not None and leaf.map is not None and leaf.map[1] > last
+    if leaf is not None and covers and leaf.type != "inline":
+        return len(text), None, None  # a closed fence, indented code, an hr
+    table = next((t for t in toks if t.type == "table_open" and t.map and t.map[1] > last), None)
+    if table is not None:
+        return _table_end(text, starts, toks, table, line_done), None, None
+    opener = toks[leaf_at - 1].type if covers and leaf_at > 0 else ""
+    paragraph = opener == "paragraph_open"
+
+    # whole trailing lines that wait
+    cut, k = len(text), last
+    if _SYNTAX_LINE.fullmatch(text[starts[k]:]):
+        cut, k = starts[k], k - 1
+    if paragraph and leaf is not None and leaf.map and k >= leaf.map[0]:
+        if k == leaf.map[0] and _DEF_LINE.fullmatch(text[starts[k]:cut].rstrip("\n")):
+            cut = starts[k]  # a reference definition being typed
+        # a table's header row (and delimiter row) being typed: the table comes whole
+        while k >= max(leaf.map[0], last - 1) and (
+            text[starts[k]:cut].lstrip(" \t>").startswith("|")
+        ):
+            cut, k = starts[k], k - 1
+
+    if leaf is None or not covers or leaf.type != "inline" or not leaf.map:
+        return len(text[:cut].rstrip()), None, None
+    edge = _Edge(region, starts, leaf)
+    content = edge.prefix(cut, len(text))
+    if not content:
+        return len(text[:cut].rstrip()), None, edge
+    hold = _scan(content, refs, True)[1]
+    kept = len(content[:hold].rstrip())
+    at = edge.to_text(kept)
+    if at is None:
+        return len(text[:cut].rstrip()), None, edge
+    return at, (edge, kept), edge
+
+
+class _Edge:
+    """Positions in an inline token's content <-> positions in the region's text."""
+
+    __slots__ = ("content", "first", "lines", "starts", "token")
+
+    def __init__(self, region: str, starts: list[int], token: Token) -> None:
+        self.token = token
+        self.content = token.content
+        self.first = token.map[0] if token.map else 0
+        self.starts = starts
+        self.lines: list[tuple[int, int | None, int]] = []  # content start, text start, length
+        offset = 0
+        for i, part in enumerate(self.content.split("\n")):
+            j = self.first + i
+            base = None
+            if j < len(starts):
+                stop = starts[j + 1] - 1 if j + 1 < len(starts) else len(region)
+                k = region.rfind(part, starts[j], stop)
+                if k >= 0:
+                    base = k
+            self.lines.append((offset, base, len(part)))
+            offset += len(part) + 1
+
+    def to_text(self, pos: int) -> int | None:
+        for start, base, length in self.lines:
+            if start <= pos <= start + length:
+                return None if base is None else base + pos - start
+        return None
+
+    def from_text(self, at: int) -> int | None:
+        for start, base, length in self.lines:
+            if base is not None and base <= at <= base + length:
+                return start + at - base
+        return None
+
+    def prefix(self, cut: int, size: int) -> str | None:
+        """The content before text position `cut` (a line start, or `size`: all)."""
+        if cut >= size:
+            return self.content
+        if cut not in self.starts:
+            return None
+        i = self.starts.index(cut) - self.first
+        if i <= 0:
+            return ""
+        if i >= len(self.lines):
+            return self.content
+        return self.content[: self.lines[i][0] - 1]
+
+
+def _fence_end(region: str, starts: list[int], fence: Token) -> tuple[int, Any]:
+    """A fence still open at the end: whole lines only when it is highlighted."""
+    opening = starts[fence.map[0]] if fence.map and fence.map[0] < len(starts) else 0
+    if "\n" not in region[opening:]:
+        return len(region[:opening].rstrip()), None  # its info string is being typed
+    last = region.rfind("\n") + 1
+    partial = region[last:]
+    if not partial:
+        return len(region), _RAW
+    info = unescapeAll(fence.info).strip() if fence.info else ""
+    lang = info.split(maxsplit=1)[0] if info else ""
+    if (lang and _lexer(lang.lower()) is not None) or _FENCE_CHARS.fullmatch(partial):
+        return last, _RAW
+    return len(region), _RAW
+
+
+def _table_end(
+    text: str, starts: list[int], toks: list[Token], table: Token, line_done: bool
+) -> int:
+    """A table at the end shows once its delimiter row is done, then row by row."""
+    if line_done or table.map is None:
+        return len(text)
+    last = text.count("\n")
+    top = table.map[0]
+    if last <= top + 1:
+        return len(text[: starts[top]].rstrip())
+    columns = 0
+    for t in toks[toks.index(table):]:
+        if t.type == "th_open":
+            columns += 1
+        elif t.type == "thead_close":
+            break
+    row = text[starts[last]:].strip()
+    pipes = len(re.findall(r"(?<!\\)\|", row))
+    if row.endswith("|") and not row.endswith("\\|") and pipes - row.startswith("|") >= columns:
+        return len(text)
+    return len(text[: starts[last]].rstrip())
