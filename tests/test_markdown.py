@@ -1010,3 +1010,9 @@ def test_byte_ratio_of_the_long_answer_at_10_characters_a_flush():
     assert run.feed.replaces <= 2
     # the same stream rendered as final text on every flush: far more
     assert bench.simulate(LONG_ANSWER, 10, growing=False).ratio > 3
+
+
+def test_an_empty_link_destination_renders_no_href():
+    from app.markdown import render as _render
+    html = _render("[x]() and [y]( )")
+    assert 'href=""' not in html and "<a>x</a>" in html
