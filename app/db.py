@@ -300,3 +300,11 @@ def m006_models(db: sqlite_utils.Database) -> None:
     # do (thinking, tools, vision), commas, for pages that offer what a model can use.
     db.execute("ALTER TABLE choices ADD COLUMN up INTEGER NOT NULL DEFAULT 1 CHECK (up IN (0, 1))")
     db.execute("ALTER TABLE choices ADD COLUMN tags TEXT NOT NULL DEFAULT ''")
+
+
+@migration
+def m007_thinking(db: sqlite_utils.Database) -> None:
+    # How hard the model should think: per agent, and per message when the person says so
+    # ('' = the agent's level, or the server's own default). See models.THINKING.
+    db.execute("ALTER TABLE assistants ADD COLUMN thinking TEXT NOT NULL DEFAULT ''")
+    db.execute("ALTER TABLE items ADD COLUMN thinking TEXT NOT NULL DEFAULT ''")

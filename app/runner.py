@@ -275,7 +275,8 @@ class Runner:
         elif not model:
             turn.emit(loop.Failed("No model is available: the model server lists none and AI_MODEL is not set."))
         else:
-            await turn.run(self.providers.stream_fn(model))
+            thinking = user.thinking or (agent.thinking if agent else "")
+            await turn.run(self.providers.stream_fn(model, thinking=thinking or None))
         self.flush()
 
     def side(self, work) -> None:

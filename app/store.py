@@ -132,7 +132,7 @@ class Store:
             return db.conn.execute("DELETE FROM memories WHERE id = ? AND agent = ?", [memory, agent]).rowcount == 1
 
     def update_agent(self, agent_id: int, **values: Any) -> None:
-        allowed = {"name", "instructions", "model", "tools", "approve"}
+        allowed = {"name", "instructions", "model", "tools", "approve", "thinking"}
         bad = set(values) - allowed
         if bad:
             raise ValueError(f"not agent columns: {sorted(bad)}")
@@ -348,10 +348,10 @@ class Store:
             sql, params = sql + " AND rev <= ?", [*params, upto]
         return [(r[0], r[1]) for r in self.all(sql + " ORDER BY rev", params)]
 
-    def ask(self, chat: int, text: str, model: str = "", files: tuple[int, ...] = ()) -> Item:
+    def ask(self, chat: int, text: str, model: str = "", files: tuple[int, ...] = (), thinking: str = "") -> Item:
         """Write the person's message; the first one also names the conversation."""
         with self.write():
-            new = self.add(asked(chat, text, model=model, files=files))
+            new = self.add(asked(chat, text, model=model, files=files, thinking=thinking))
             convo = self.conversation(chat)
             if convo is not None and not convo.title:
                 self.set_title(chat, first_words(text))

@@ -34,6 +34,7 @@ class Item:
     done: bool = False
     turn: int = 0           # the user item this belongs to (a user item's own id)
     sources: str = ""       # a call's sources, JSON [{"url", "title"}]
+    thinking: str = ""      # a user item's thinking level ('' = the agent's)
     id: int | None = None
     created: float = 0.0
     updated: float = 0.0
@@ -70,6 +71,7 @@ class Assistant:
     model: str = ""
     tools: str = ""     # "" means every tool
     approve: str = ""   # tools that wait for the person's approval
+    thinking: str = ""  # how hard its model thinks ('' = the server's default)
     id: int | None = None
     created: float = 0.0
     updated: float = 0.0
@@ -197,9 +199,11 @@ def item(kind: str, chat: int | None = None, text: str = "", **values: Any) -> I
     return Item(kind=kind, chat=chat, text=text, **values)
 
 
-def asked(chat: int | None, text: str, model: str = "", files: list[int] | tuple[int, ...] = ()) -> Item:
+def asked(chat: int | None, text: str, model: str = "", files: list[int] | tuple[int, ...] = (),
+          thinking: str = "") -> Item:
     """The person's message: a `user` item, not done until it is answered."""
-    return Item(kind="user", chat=chat, text=text, model=model, files=",".join(str(f) for f in files))
+    return Item(kind="user", chat=chat, text=text, model=model, files=",".join(str(f) for f in files),
+                thinking=thinking)
 
 
 def retried(chat: int | None, model: str = "") -> Item:

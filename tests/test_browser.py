@@ -92,9 +92,12 @@ def fresh_items(browser, url):
 
 def test_two_pages_follow_one_answer_and_end_identical_to_a_fresh_render(browser, served, fake):
     fake.script([rate(40), text(LONG, chunk=7)])
+    # two windows: a background tab in one window may pause its stream (htmx pauses SSE
+    # while a tab is hidden), which is htmx's behaviour, not what this test is about
     context = browser.new_context(base_url=served.url)
+    other = browser.new_context(base_url=served.url)
     try:
-        a, b = context.new_page(), context.new_page()
+        a, b = context.new_page(), other.new_page()
         a.goto("/")
         a.get_by_role("button", name="New conversation").click()
         a.wait_for_url("**/c/*")
@@ -109,6 +112,7 @@ def test_two_pages_follow_one_answer_and_end_identical_to_a_fresh_render(browser
         assert b.locator("#items").inner_html() == fresh
     finally:
         context.close()
+        other.close()
 
 
 def test_a_reload_mid_answer_continues_without_duplicates(browser, served, fake):
@@ -179,8 +183,9 @@ def test_a_hostile_answer_is_inert_in_the_dom(page, fake):
 
 def test_the_conversation_list_follows_live(browser, served, fake):
     context = browser.new_context(base_url=served.url)
+    second = browser.new_context(base_url=served.url)  # its own window: see the test above
     try:
-        home, other = context.new_page(), context.new_page()
+        home, other = context.new_page(), second.new_page()
         home.goto("/")
         home.wait_for_timeout(300)  # its stream is open
         other.goto("/")
@@ -192,6 +197,7 @@ def test_the_conversation_list_follows_live(browser, served, fake):
         expect(home.locator("#conversations li a").first).to_have_text("A fitting title", timeout=10_000)
     finally:
         context.close()
+        second.close()
 
 
 def test_a_call_is_approved_from_the_page_and_the_plan_appears_pinned(page, served, fake):

@@ -95,11 +95,16 @@ def test_the_migration_indexes_what_was_there_before_it(tmp_path):
         with dbm.write(db):
             fn(db)
             db.conn.execute("INSERT INTO migrations VALUES (?, ?)", [fn.__name__, 0])
+    # rows as the schema of that time had them (today's Store writes today's columns)
+    with dbm.write(db):
+        db.conn.execute("INSERT INTO conversations (id, agent, title, created, updated, rev) "
+                        "VALUES (1, 1, 'Ancient title', 0, 0, 1)")
+        for id_, kind, text, done in [(1, "user", "an old question", 1), (2, "text", "an old answer", 1),
+                                      (3, "text", "cut off mid", 0)]:
+            db.conn.execute("INSERT INTO items (id, chat, turn, kind, text, done, created, updated, rev) "
+                            "VALUES (?, 1, 1, ?, ?, ?, 0, 0, ?)", [id_, kind, text, done, id_ + 1])
     old = Store(db)
-    c = old.new_conversation(1, "Ancient title")
-    q = old.ask(c.id, "an old question")
-    answer(old, c.id, q, "an old answer")
-    answer(old, c.id, q, "cut off mid", done=False)
+    c = old.conversation(1)
     assert "m005_search" in dbm.migrate(db)
     assert found(old, "ancient") == found(old, "question") == found(old, "answer") == [c.id]
     assert found(old, "mid") == []

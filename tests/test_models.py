@@ -381,7 +381,7 @@ def test_the_pickers_are_grouped_and_show_the_down_account(app):
     assert [g["label"] for g in picker.select("optgroup")] == [GROUP_LOCAL, "gone", "openrouter", GROUP_SERVER]
     down = picker.select_one('optgroup[label="gone"] option')
     assert down.has_attr("disabled") and "unreachable" in down.text
-    offered = [o["value"] for o in picker.select("option:not([disabled])")]
+    offered = [o["value"] for o in picker.select("optgroup option:not([disabled])")]
     assert offered[:2] == ["local:llama3:8b", "local:qwen3:4b"] and "fake-model" in offered
     again = page.select_one("select[aria-label='Model for the new version']")
     assert [g["label"] for g in again.select("optgroup")] == [GROUP_LOCAL, "gone", "openrouter", GROUP_SERVER]
@@ -445,8 +445,27 @@ def test_with_every_server_down_the_pages_still_load_and_say_so(make_client):
         page = soup(client.get(chat))
         picker = page.select_one("#composer select[name=model]")
         assert [g["label"] for g in picker.select("optgroup")] == [GROUP_LOCAL, "openrouter", GROUP_SERVER]
-        assert all(o.has_attr("disabled") and "unreachable" in o.text for o in picker.select("option"))
+        assert all(o.has_attr("disabled") and "unreachable" in o.text for o in picker.select("optgroup option"))
         assert client.get("/agents/1").status_code == 200
         client.post(chat + "/ask", data={"_csrf_token": csrf(client, chat), "text": "Anyone?"})
         err = wait_for(lambda: soup(client.get(chat)).select_one("article.error .error"))
         assert "No model is available" in err.text
+
+
+def test_a_thinking_level_per_agent_and_per_message_reaches_the_request(client, fake):
+    from tests.conftest import csrf
+    token = csrf(client)
+    agent = client.get("/agents").text.split('href="/agents/')[1].split('"')[0]
+    r = client.post(f"/agents/{agent}", data={"_csrf_token": token, "name": "Assistant", "instructions": "x",
+                                              "model": "", "thinking": "low"})
+    assert r.status_code in (200, 303)
+    chat = client.post("/c", data={"_csrf_token": token}, follow_redirects=False).headers["location"]
+    client.post(chat + "/ask", data={"_csrf_token": token, "text": "one"})
+    assert fake.wait_requests(1)[0].get("reasoning_effort") == "low"
+    client.post(chat + "/ask", data={"_csrf_token": token, "text": "two", "thinking": "high"})
+    streamed = lambda: [r for r in fake.requests if r.get("stream")]
+    from tests.conftest import wait_for
+    wait_for(lambda: len(streamed()) >= 2)
+    assert streamed()[1]["reasoning_effort"] == "high"
+    bad = client.post(chat + "/ask", data={"_csrf_token": token, "text": "x", "thinking": "maximum"})
+    assert bad.status_code == 400 and "thinking level" in bad.text

@@ -13,7 +13,8 @@ from ..tables import Assistant, NAME_MAX, check_name, plugin, site_name
 from ..tools import Tool, names
 from ..tools.builtin import builtin_tools
 from . import render
-from .chats import form_field, parse_id
+from ..models import THINKING
+from .chats import form_field, parse_id, thinking_level
 from .state import State, state
 
 TABS = ("settings", "tools", "plugins", "memory")
@@ -81,7 +82,7 @@ async def agent_page(request: Request, agent_id: FromPath[str], tab: FromQuery[s
     s = state(request)
     agent = agent_or_404(s, agent_id)
     tab = tab if tab in TABS else "settings"
-    context = {"agent": agent, "tab": tab, "tabs": TABS, "name_max": NAME_MAX}
+    context = {"agent": agent, "tab": tab, "tabs": TABS, "name_max": NAME_MAX, "thinking_levels": THINKING}
     if tab == "settings":
         context["choices"] = s.store.choices()
     elif tab == "tools":
@@ -103,9 +104,10 @@ async def save_settings(request: Request, agent_id: FromPath[str]) -> Response:
     name = valid_name(await form_field(request, "name", 10_000))
     instructions = (await form_field(request, "instructions", INSTRUCTIONS_MAX)).strip()
     model = (await form_field(request, "model", 200)).strip()
+    thinking = thinking_level(await form_field(request, "thinking", 20))
     if model and s.store.choice(model) is None and model != agent.model:
         raise HTTPException(status_code=400, detail=f"There is no model “{model}” to choose.")
-    s.store.update_agent(agent.id, name=name, instructions=instructions, model=model)
+    s.store.update_agent(agent.id, name=name, instructions=instructions, model=model, thinking=thinking)
     return back(request, agent, "settings")
 
 

@@ -8,6 +8,7 @@ from litestar.params import FromPath, FromQuery
 from litestar.exceptions import HTTPException, NotFoundException
 from litestar.response import Redirect
 
+from ..models import THINKING
 from ..store import Store
 from ..tables import Conversation, decided, retried, stopped
 from . import live, render
@@ -22,6 +23,14 @@ def parse_id(raw: str) -> int:
     if not raw.isascii() or not raw.isdigit() or len(raw) > 18:
         raise NotFoundException("No such conversation.")
     return int(raw)
+
+
+def thinking_level(raw: str) -> str:
+    """'' (the agent's level) or one of models.THINKING, else a clear 400."""
+    level = raw.strip()
+    if level and level not in THINKING:
+        raise HTTPException(status_code=400, detail=f"The thinking level is one of {', '.join(THINKING)}.")
+    return level
 
 
 def conversation_or_404(store: Store, raw: str) -> Conversation:
@@ -92,6 +101,7 @@ async def conversation(request: Request, chat: FromPath[str], versions: FromQuer
         model="",
         configured=s.providers.configured,
         text_max=TEXT_MAX,
+        thinking_levels=THINKING,
     )
 
 
@@ -101,11 +111,12 @@ async def ask(request: Request, chat: FromPath[str]) -> Response:
     convo = conversation_or_404(s.store, chat)
     text = (await form_field(request, "text", TEXT_MAX)).strip()
     model = (await form_field(request, "model", MODEL_MAX)).strip()
+    thinking = thinking_level(await form_field(request, "thinking", 20))
     if not text:
         raise HTTPException(status_code=400, detail="Write a message first: it was empty.")
     if model and s.store.choice(model) is None:
         raise HTTPException(status_code=400, detail=f"There is no model “{model}” to choose.")
-    s.store.ask(convo.id, text, model=model)
+    s.store.ask(convo.id, text, model=model, thinking=thinking)
     return done(request, f"/c/{convo.id}")
 
 
