@@ -23,6 +23,8 @@ SETTINGS: dict[str, tuple[str, str]] = {
     "CHAT_PRIVATE_PLUGINS": ("0", "1 lets plugins (MCP servers) live on private or loopback addresses."),
     "TABLETALK_CONTEXT_WINDOW": ("8192", "Context window assumed when a model server does not report one."),
     "TABLETALK_MODEL_TIMEOUT": ("60", "Seconds without a byte from the model before a request is given up."),
+    "TABLETALK_UPLOAD_MAX": ("10485760", "Largest file a message may attach, in bytes (10 MB)."),
+    "TABLETALK_UPLOAD_COUNT": ("10", "Most files one message may attach."),
 }
 
 
@@ -42,6 +44,8 @@ class Config:
     model_timeout: float
     local_ai_url: str = ""
     accounts: tuple[Account, ...] = ()
+    upload_max: int = 10 * 1024 * 1024
+    upload_count: int = 10
     ollama_set: bool = False  # OLLAMA_HOST given: when its Ollama is down, say so (the default is only a guess)
 
     @property
@@ -77,6 +81,8 @@ def load() -> Config:
         model_timeout=float(_number("TABLETALK_MODEL_TIMEOUT", float)),
         local_ai_url=_get("LOCAL_AI_URL").rstrip("/"),
         accounts=_accounts(),
+        upload_max=int(_number("TABLETALK_UPLOAD_MAX", int)),
+        upload_count=int(_number("TABLETALK_UPLOAD_COUNT", int)),
         ollama_set="OLLAMA_HOST" in os.environ,
     )
 

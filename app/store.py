@@ -9,11 +9,13 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import fields
+from pathlib import Path
 from typing import Any
 
 import sqlite_utils
 
 from . import db as dbm
+from . import files as filestore
 from .tables import Assistant, Choice, Conversation, Item, Plugin, Skill, asked
 
 ITEM_COLUMNS = [f.name for f in fields(Item) if f.name not in ("id",)]
@@ -132,14 +134,7 @@ class Store:
             return db.conn.execute("DELETE FROM memories WHERE id = ? AND agent = ?", [memory, agent]).rowcount == 1
 
     def update_agent(self, agent_id: int, **values: Any) -> None:
-        allowed = {"name", "instructions", "model", "tools", "approve", "thinking"}
-        bad = set(values) - allowed
-        if bad:
-            raise ValueError(f"not agent columns: {sorted(bad)}")
-        with self.write() as db:
-            values |= {"updated": dbm.now(), "rev": dbm.bump(db)}
-            sets = ", ".join(f"{k} = ?" for k in values)
-            db.conn.execute(f"UPDATE assistants SET {sets} WHERE id = ?", [*values.values(), agent_id])
+        self._update("assistants", agent_id, {"name", "instructions", "model", "tools", "approve", "thinking"}, values)
 
     # --- plugins --------------------------------------------------------------------
 
@@ -161,16 +156,9 @@ class Store:
         return self.plugin_row(cur.lastrowid)
 
     def update_plugin(self, plugin_id: int, **values: Any) -> None:
-        allowed = {"name", "address", "header", "secret", "enabled", "status"}
-        bad = set(values) - allowed
-        if bad:
-            raise ValueError(f"not plugin columns: {sorted(bad)}")
         if "enabled" in values:
             values["enabled"] = int(values["enabled"])
-        with self.write() as db:
-            values |= {"updated": dbm.now(), "rev": dbm.bump(db)}
-            sets = ", ".join(f"{k} = ?" for k in values)
-            db.conn.execute(f"UPDATE plugins SET {sets} WHERE id = ?", [*values.values(), plugin_id])
+        self._update("plugins", plugin_id, {"name", "address", "header", "secret", "enabled", "status"}, values)
 
     def delete_plugin(self, plugin_id: int) -> None:
         with self.write() as db:
@@ -303,15 +291,19 @@ class Store:
 
     def update(self, item_id: int, **values: Any) -> None:
         """Change some columns of an item (text, output, state, done ...)."""
-        bad = set(values) - set(ITEM_COLUMNS)
-        if bad:
-            raise ValueError(f"not item columns: {sorted(bad)}")
         if "done" in values:
             values["done"] = int(values["done"])
+        self._update("items", item_id, set(ITEM_COLUMNS), values)
+
+    def _update(self, table: str, row_id: int, allowed: set[str], values: dict[str, Any]) -> None:
+        """Change some columns of a row a page shows: it takes a new rev in the same write."""
+        bad = set(values) - allowed
+        if bad:
+            raise ValueError(f"not {table} columns: {sorted(bad)}")
         with self.write() as db:
-            values |= {"updated": dbm.now(), "rev": dbm.bump(db)}
+            values = values | {"updated": dbm.now(), "rev": dbm.bump(db)}
             sets = ", ".join(f"{k} = ?" for k in values)
-            db.conn.execute(f"UPDATE items SET {sets} WHERE id = ?", [*values.values(), item_id])
+            db.conn.execute(f"UPDATE {table} SET {sets} WHERE id = ?", [*values.values(), row_id])
 
     def plan(self, chat: int) -> Item | None:
         row = self.one("SELECT * FROM items WHERE chat = ? AND kind = 'plan' ORDER BY id LIMIT 1", [chat])
@@ -356,6 +348,30 @@ class Store:
             if convo is not None and not convo.title:
                 self.set_title(chat, first_words(text))
         return new
+
+    # --- files (bytes on disk by content hash beside the database, rows here) -------------
+
+    def files_root(self) -> Path:
+        """data/files: beside the database (Config.files), wherever this store was opened."""
+        main = next((r[2] for r in self.all("PRAGMA database_list") if r[1] == "main"), "")
+        return Path(main).parent / "files"
+
+    def add_file(self, name: str, data: bytes) -> int:
+        """Store bytes (once per content) and a row naming them; the type is sniffed here."""
+        sha = filestore.save(self.files_root(), data)
+        with self.write() as db:
+            return db.conn.execute(
+                "INSERT INTO files (name, type, size, sha256, created) VALUES (?, ?, ?, ?, ?)",
+                [filestore.clean_name(name), filestore.sniff(data), len(data), sha, dbm.now()]).lastrowid
+
+    def file(self, file_id: int) -> dict[str, Any] | None:
+        row = self.one("SELECT * FROM files WHERE id = ?", [file_id])
+        return dict(row) if row else None
+
+    def file_bytes(self, file_id: int) -> tuple[dict[str, Any], bytes] | None:
+        row = self.file(file_id)
+        data = filestore.load(self.files_root(), row["sha256"]) if row else None
+        return (row, data) if row is not None and data is not None else None
 
     # --- deleting and searching conversations ---------------------------------------
 

@@ -105,7 +105,8 @@ class Turn:
         skills = self.store.skills() if any(t.name == "load_skill" for t in self.tools) else []
         memories = [m["text"] for m in self.store.memories(self.agent.id)] if self.agent and self.agent.id else []
         return to_messages(self.agent, [*earlier, self.user, *self.current_version()],
-                           skills=skills, memories=memories)
+                           skills=skills, memories=memories, attachments=self.store.file_bytes,
+                           model=self.model)
 
     # --- running --------------------------------------------------------------------
 

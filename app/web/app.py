@@ -25,7 +25,7 @@ from ..feed import Feed
 from ..providers import Providers
 from ..runner import Runner
 from ..store import Store
-from . import agents, chats, conversations, events, live, models, render, skills
+from . import agents, chats, conversations, events, files, live, models, render, skills
 from .state import State
 
 log = logging.getLogger(__name__)
@@ -141,6 +141,7 @@ def create_app(config: configuration.Config | None = None) -> Litestar:
             *models.routes,
             *skills.routes,
             *events.routes,
+            *files.routes,
             create_static_files_router(
                 path="/static", directories=[render.STATIC], cache_control=CacheControlHeader(max_age=3600),
                 include_in_schema=False,
@@ -150,6 +151,8 @@ def create_app(config: configuration.Config | None = None) -> Litestar:
         csrf_config=CSRFConfig(secret=secret_key(config.data), cookie_samesite="lax", cookie_httponly=True),
         exception_handlers={Exception: error_page},
         after_request=security_headers,
+        # room for a message's files at their limits (each is checked in chats.attachments)
+        request_max_body_size=config.upload_max * config.upload_count + 2_000_000,
         openapi_config=None,
         logging_config=None,
     )

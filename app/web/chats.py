@@ -8,6 +8,7 @@ from litestar.params import FromPath, FromQuery
 from litestar.exceptions import HTTPException, NotFoundException
 from litestar.response import Redirect
 
+from ..files import clean_name
 from ..models import THINKING
 from ..store import Store
 from ..tables import Conversation, decided, retried, stopped
@@ -55,6 +56,31 @@ async def form_field(request: Request, name: str, limit: int) -> str:
     if len(value) > limit:
         raise HTTPException(status_code=413, detail=f"“{name}” is too long: at most {limit:,} characters.")
     return value
+
+
+async def attachments(request: Request, most: int, count: int) -> list[tuple[str, bytes]]:
+    """The `file` inputs of a multipart form, read and checked before anything is written:
+    (name as sent, bytes). An input left empty by the browser (no name, no bytes) is skipped."""
+    form = await request.form()
+    out: list[tuple[str, bytes]] = []
+    for value in form.getall("file") if "file" in form else []:
+        if isinstance(value, str):
+            if value:
+                raise HTTPException(status_code=400, detail="“file” must be a file.")
+            continue
+        name = value.filename or ""
+        data = await value.read(most + 1)
+        if not name and not data:
+            continue
+        shown = clean_name(name)
+        if not data:
+            raise HTTPException(status_code=400, detail=f"“{shown}” is empty: there is nothing to send.")
+        if len(data) > most:
+            raise HTTPException(status_code=413, detail=f"“{shown}” is too large: at most {most:,} bytes a file.")
+        out.append((name, data))
+        if len(out) > count:
+            raise HTTPException(status_code=413, detail=f"Too many files: at most {count} a message.")
+    return out
 
 
 @get("/")
@@ -116,7 +142,10 @@ async def ask(request: Request, chat: FromPath[str]) -> Response:
         raise HTTPException(status_code=400, detail="Write a message first: it was empty.")
     if model and s.store.choice(model) is None:
         raise HTTPException(status_code=400, detail=f"There is no model “{model}” to choose.")
-    s.store.ask(convo.id, text, model=model, thinking=thinking)
+    uploads = await attachments(request, s.config.upload_max, s.config.upload_count)
+    with s.store.write():  # the file rows and the message together, or neither
+        ids = tuple(s.store.add_file(name, data) for name, data in uploads)
+        s.store.ask(convo.id, text, model=model, files=ids, thinking=thinking)
     return done(request, f"/c/{convo.id}")
 
 

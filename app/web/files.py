@@ -1,0 +1,40 @@
+"""`GET /files/{id}`: an attachment's or a tool-made file's bytes, safely.
+
+The type is the one sniffed when the bytes were stored; images (png, jpeg, gif, webp) show
+inline, everything else downloads; nosniff always, and no SVG or HTML is ever served inline.
+"""
+from __future__ import annotations
+
+from litestar import Request, Response, get
+from litestar.exceptions import NotFoundException
+from litestar.params import FromPath
+
+from .. import files as filestore
+from .state import state
+
+
+def file_id(raw: str) -> int:
+    if not raw.isascii() or not raw.isdigit() or len(raw) > 18:
+        raise NotFoundException("No such file.")
+    return int(raw)
+
+
+@get("/files/{file:str}")
+async def serve_file(request: Request, file: FromPath[str]) -> Response:
+    found = state(request).store.file_bytes(file_id(file))
+    if found is None:
+        raise NotFoundException("No such file.")
+    row, data = found
+    kind = row["type"]
+    inline = filestore.is_image(kind)
+    if not inline and not filestore.is_text(kind) and kind != "application/pdf":
+        kind = filestore.OCTET
+    return Response(data, media_type=kind, headers={
+        "Content-Disposition": filestore.disposition(row["name"], inline),
+        "X-Content-Type-Options": "nosniff",
+        "Cache-Control": "private, max-age=31536000, immutable",
+        "Content-Security-Policy": "default-src 'none'; sandbox",
+    })
+
+
+routes = [serve_file]

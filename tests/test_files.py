@@ -1,0 +1,270 @@
+"""Attachments: uploading through the composer, what the model receives, and serving files safely."""
+import base64
+import struct
+import zlib
+from pathlib import Path
+
+import pytest
+from bs4 import BeautifulSoup
+
+from app import files as filestore
+from tests.conftest import csrf, wait_for
+from tests.fakes.openai_server import text
+
+
+def png() -> bytes:
+    """A real 1x1 PNG."""
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", 1, 1, 8, 2, 0, 0, 0))
+            + chunk(b"IDAT", zlib.compress(b"\x00\xff\x00\x00")) + chunk(b"IEND", b""))
+
+
+def new_chat(client) -> str:
+    r = client.post("/c", data={"_csrf_token": csrf(client)}, follow_redirects=False)
+    assert r.status_code == 303
+    return r.headers["location"]
+
+
+def send(client, chat, files, text_="See these", **headers):
+    return client.post(chat + "/ask", data={"_csrf_token": csrf(client, chat), "text": text_},
+                       files=[("file", f) for f in files], headers=headers, follow_redirects=False)
+
+
+def counts(client) -> tuple[int, int]:
+    store = client.app.state.tabletalk.store
+    return (store.one("SELECT count(*) FROM files")[0], store.one("SELECT count(*) FROM items")[0])
+
+
+def file_ids(client, chat) -> list[int]:
+    page = BeautifulSoup(client.get(chat).text, "html.parser")
+    return [int(a["href"].rsplit("/", 1)[1]) for a in page.select("article.user ul.attachments a")]
+
+
+def test_the_composer_is_a_multipart_form_with_a_file_input(client):
+    chat = new_chat(client)
+    form = BeautifulSoup(client.get(chat).text, "html.parser").select_one("form#composer")
+    assert form["enctype"] == "multipart/form-data"
+    box = form.select_one('input[type="file"][name="file"]')
+    assert box is not None and box.has_attr("multiple")
+
+
+def test_a_text_file_and_an_image_reach_the_model(client, fake):
+    fake.script([text("Got them.")])
+    chat = new_chat(client)
+    image = png()
+    r = send(client, chat, [("notes.txt", "The secret word is marmalade.\n".encode(), "text/plain"),
+                            ("dot.png", image, "image/png")])
+    assert r.status_code == 303, r.text
+    wait_for(lambda: fake.streamed)
+    content = fake.streamed[-1]["messages"][-1]["content"]
+    assert isinstance(content, list)
+    words = " ".join(p["text"] for p in content if p["type"] == "text")
+    assert "See these" in words and "The secret word is marmalade." in words and "notes.txt" in words
+    images = [p for p in content if p["type"] == "image_url"]
+    assert len(images) == 1
+    url = images[0]["image_url"]["url"]
+    assert url.startswith("data:image/png;base64,")
+    assert base64.b64decode(url.split(",", 1)[1]) == image
+    # the page links both attachments, and each serves with its own type
+    ids = file_ids(client, chat)
+    assert len(ids) == 2
+    txt, img = client.get(f"/files/{ids[0]}"), client.get(f"/files/{ids[1]}")
+    assert txt.headers["content-type"].startswith("text/plain")
+    assert txt.headers["content-disposition"].startswith("attachment;")
+    assert txt.headers["x-content-type-options"] == "nosniff"
+    assert img.headers["content-type"] == "image/png" and img.content == image
+    assert img.headers["content-disposition"].startswith("inline;")
+    assert img.headers["x-content-type-options"] == "nosniff"
+
+
+def test_a_message_with_only_a_text_file_stays_a_string(client, fake):
+    fake.script([text("ok")])
+    chat = new_chat(client)
+    assert send(client, chat, [("a.txt", b"alpha beta", "text/plain")]).status_code == 303
+    wait_for(lambda: fake.streamed)
+    content = fake.streamed[-1]["messages"][-1]["content"]
+    assert isinstance(content, str) and "alpha beta" in content
+
+
+def test_with_htmx_an_upload_answers_204(client):
+    chat = new_chat(client)
+    r = send(client, chat, [("a.txt", b"hello", "text/plain")], **{"HX-Request": "true"})
+    assert r.status_code == 204
+    assert counts(client)[0] == 1
+
+
+@pytest.mark.parametrize("content, kind, inline", [
+    (png(), "image/png", True),
+    (b"\xff\xd8\xff\xe0\x00\x10JFIF\x00", "image/jpeg", True),
+    (b"GIF89a\x01\x00\x01\x00\x00\x00\x00;", "image/gif", True),
+    (b"RIFF\x1a\x00\x00\x00WEBPVP8 ", "image/webp", True),
+    (b"%PDF-1.4\n%%EOF\n", "application/pdf", False),
+    (b"plain words\n", "text/plain", False),
+    (b"\x00\x01\x02binary", "application/octet-stream", False),
+    (b"\xff\xfe not utf8 \x80", "application/octet-stream", False),
+    (b"<svg xmlns='http://www.w3.org/2000/svg'><script>alert(1)</script></svg>", "text/plain", False),
+])
+def test_types_come_from_the_bytes_and_only_images_are_inline(client, content, kind, inline):
+    chat = new_chat(client)
+    assert send(client, chat, [("thing.bin", content, "image/svg+xml")]).status_code == 303
+    r = client.get(f"/files/{file_ids(client, chat)[0]}")
+    assert r.status_code == 200 and r.content == content
+    assert r.headers["content-type"].split(";")[0] == kind
+    assert r.headers["content-disposition"].startswith("inline;" if inline else "attachment;")
+    assert r.headers["x-content-type-options"] == "nosniff"
+
+
+def test_html_claiming_to_be_png_is_served_as_a_text_download(client):
+    chat = new_chat(client)
+    html = b"<html><body><script>alert(document.cookie)</script></body></html>"
+    assert send(client, chat, [("pic.png", html, "image/png")]).status_code == 303
+    r = client.get(f"/files/{file_ids(client, chat)[0]}")
+    assert r.headers["content-type"].split(";")[0] in ("text/plain", "application/octet-stream")
+    assert r.headers["content-disposition"].startswith("attachment;")
+    assert r.headers["x-content-type-options"] == "nosniff"
+
+
+@pytest.mark.parametrize("raw", ["0", "999999", "abc", "-1", "1.5", "9" * 40, "%2e%2e"])
+def test_unknown_or_bad_file_ids_are_404(client, raw):
+    assert client.get(f"/files/{raw}").status_code == 404
+
+
+def test_an_empty_file_is_refused_and_nothing_is_written(client):
+    chat = new_chat(client)
+    before = counts(client)
+    r = send(client, chat, [("ok.txt", b"fine", "text/plain"), ("empty.txt", b"", "text/plain")])
+    assert r.status_code == 400 and "empty" in r.text
+    assert counts(client) == before
+
+
+def test_a_file_too_large_is_refused_with_413_and_nothing_is_written(make_client):
+    with make_client(TABLETALK_UPLOAD_MAX="1000") as client:
+        chat = new_chat(client)
+        before = counts(client)
+        r = send(client, chat, [("ok.txt", b"x" * 1000, "text/plain"), ("big.txt", b"x" * 1001, "text/plain")])
+        assert r.status_code == 413 and "too large" in r.text and "1,000" in r.text
+        assert counts(client) == before
+        assert not list((client.app.state.tabletalk.config.files).rglob("*")) or \
+            all(p.is_dir() for p in client.app.state.tabletalk.config.files.rglob("*"))
+
+
+def test_too_many_files_are_refused_with_413_and_nothing_is_written(make_client):
+    with make_client(TABLETALK_UPLOAD_COUNT="2") as client:
+        chat = new_chat(client)
+        before = counts(client)
+        r = send(client, chat, [(f"{i}.txt", f"file {i}".encode(), "text/plain") for i in range(3)])
+        assert r.status_code == 413 and "Too many files" in r.text and "2" in r.text
+        assert counts(client) == before
+        assert send(client, chat, [(f"{i}.txt", f"file {i}".encode(), "text/plain") for i in range(2)]).status_code == 303
+        assert counts(client)[0] == before[0] + 2
+
+
+def test_a_refused_message_writes_no_file(client):
+    """An empty text is refused before any file is stored."""
+    chat = new_chat(client)
+    before = counts(client)
+    r = send(client, chat, [("a.txt", b"hello", "text/plain")], text_="   ")
+    assert r.status_code == 400 and counts(client) == before
+
+
+def test_the_same_bytes_are_stored_once(client):
+    chat = new_chat(client)
+    data = b"the very same bytes"
+    send(client, chat, [("one.txt", data, "text/plain")])
+    send(client, chat, [("two.txt", data, "text/plain")])
+    store = client.app.state.tabletalk.store
+    rows = store.all("SELECT name, sha256, size FROM files ORDER BY id")
+    assert [r["name"] for r in rows] == ["one.txt", "two.txt"]
+    assert rows[0]["sha256"] == rows[1]["sha256"] == filestore.digest(data)
+    root: Path = client.app.state.tabletalk.config.files
+    stored = [p for p in root.rglob("*") if p.is_file()]
+    assert stored == [root / rows[0]["sha256"][:2] / rows[0]["sha256"][2:]]
+    assert stored[0].read_bytes() == data
+    assert not [p for p in root.rglob(".tmp-*")]
+
+
+@pytest.mark.parametrize("raw", [
+    "../../etc/passwd",
+    'a"\r\nX-Evil: 1.txt',
+    "x" * 400 + ".txt",
+    "résumé 📄 日本語.txt",
+    "..\\..\\windows\\win.ini",
+    ".",
+])
+def test_hostile_names_are_kept_harmless(client, raw):
+    chat = new_chat(client)
+    r = send(client, chat, [(raw, b"contents", "text/plain")])
+    assert r.status_code == 303, r.text
+    fid = file_ids(client, chat)[0]
+    name = client.app.state.tabletalk.store.file(fid)["name"]
+    assert 1 <= len(name) <= 255
+    assert "/" not in name and "\\" not in name and '"' not in name and "\r" not in name and "\n" not in name
+    assert name not in (".", "..")
+    r = client.get(f"/files/{fid}")
+    assert r.status_code == 200 and "x-evil" not in r.headers
+    header = r.headers["content-disposition"]
+    assert "\r" not in header and "\n" not in header
+    assert header.startswith('attachment; filename="') and "filename*=UTF-8''" in header
+    # nothing was written outside data/files
+    root: Path = client.app.state.tabletalk.config.files
+    assert all(root in p.parents for p in root.rglob("*"))
+
+
+def test_names_keep_their_unicode_and_extension():
+    assert filestore.clean_name("../../etc/passwd") == "passwd"
+    assert filestore.clean_name("résumé 📄.txt") == "résumé 📄.txt"
+    long = filestore.clean_name("y" * 400 + ".txt")
+    assert len(long) == 255 and long.endswith(".txt")
+    header = filestore.disposition("résumé.txt", inline=False)
+    assert header == "attachment; filename=\"r_sum_.txt\"; filename*=UTF-8''r%C3%A9sum%C3%A9.txt"
+    assert "\r" not in filestore.disposition('a"\r\nX-Evil: 1.txt', inline=False)
+
+
+def test_a_tool_made_file_shows_on_its_call(client):
+    """A call item's `file` links to /files/{id}."""
+    from app.tables import Item
+    chat = new_chat(client)
+    store = client.app.state.tabletalk.store
+    fid = store.add_file("chart.png", png())
+    store.add(Item(kind="call", chat=int(chat.rsplit("/", 1)[1]), name="draw", input="{}", output="done",
+                   state="done", done=True, file=fid))
+    page = BeautifulSoup(client.get(chat).text, "html.parser")
+    link = page.select_one(f'article.call a[href="/files/{fid}"]')
+    assert link is not None and link.select_one("img")["src"] == f"/files/{fid}"
+
+
+def test_an_upload_without_the_csrf_token_is_refused(client):
+    chat = new_chat(client)
+    before = counts(client)
+    r = client.post(chat + "/ask", data={"text": "hi"}, files=[("file", ("a.txt", b"hello", "text/plain"))],
+                    follow_redirects=False)
+    assert r.status_code == 403 and counts(client) == before
+
+
+@pytest.mark.browser
+def test_in_the_browser_htmx_sends_the_files(browser, served, fake, tmp_path):
+    fake.script([text("Read it.")])
+    note = tmp_path / "note.txt"
+    note.write_text("a line from the browser")
+    context = browser.new_context(base_url=served.url)
+    errors: list[str] = []
+    page = context.new_page()
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    try:
+        page.goto("/")
+        page.get_by_role("button", name="New conversation").click()
+        page.wait_for_url("**/c/*")
+        page.evaluate("window.__sameDocument = true")
+        page.locator('#composer input[type="file"]').set_input_files([str(note)])
+        box = page.locator("#composer textarea")
+        box.fill("What does it say?")
+        box.press("Enter")
+        page.locator("article.user ul.attachments a").wait_for()
+        assert page.evaluate("window.__sameDocument") is True, "htmx sent it, no reload"
+        assert page.locator('#composer input[type="file"]').evaluate("e => e.files.length") == 0
+        wait_for(lambda: fake.streamed)
+        assert "a line from the browser" in fake.streamed[-1]["messages"][-1]["content"]
+    finally:
+        context.close()
+    assert errors == []
