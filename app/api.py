@@ -23,14 +23,12 @@ from typing import Any
 
 from . import config as configuration
 from . import db as dbm
-from .feed import Feed
 from .markdown import keyed
-from .providers import Providers
-from .runner import Runner
 from .store import Store
 from .tables import (
     asked, assistant, chips, choice_of, decided, groups, in_use, item, plugin, retried, skill, stopped,
 )
+from .worker import running
 
 __all__ = [
     "item", "asked", "retried", "stopped", "decided", "assistant", "plugin", "skill",
@@ -54,25 +52,9 @@ async def serve(config: configuration.Config | None = None,
     Runs until cancelled, or until `until()` is true (checked every `every` seconds). The
     model servers come from the settings (AI_URL and the rest).
     """
-    config = config or configuration.load()
-    db = dbm.connect(config.database)
-    dbm.migrate(db)
-    feed = Feed(config.database)
-    store = Store(db, notify=feed.notify)
-    providers = Providers(config)
-    runner = Runner(config, store, feed, providers)
-    feed.start()
-    try:
-        await runner.refresh_choices()
-        runner.start()
+    async with running(config or configuration.load()):
         while until is None or not until():
             await asyncio.sleep(every)
-    finally:
-        feed.close()
-        await runner.stop()
-        await feed.aclose()
-        await providers.close()
-        db.conn.close()
 
 
 def shapes(db: Any = None) -> dict[str, list[dict[str, Any]]]:

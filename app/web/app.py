@@ -20,11 +20,8 @@ from litestar.exceptions import HTTPException
 from litestar.static_files import create_static_files_router
 
 from .. import config as configuration
-from .. import db as dbm
 from ..feed import Feed
-from ..providers import Providers
-from ..runner import Runner
-from ..store import Store
+from ..worker import running
 from . import agents, chats, conversations, events, files, live, models, render, skills
 from .state import State
 
@@ -110,28 +107,10 @@ def create_app(config: configuration.Config | None = None) -> Litestar:
 
     @asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
-        db = dbm.connect(config.database)
-        dbm.migrate(db)
-        feed = Feed(config.database, render=live.chat_changes, render_list=live.list_changes)
-        store = Store(db, notify=feed.notify)
-        providers = Providers(config)
-        runner = Runner(config, store, feed, providers)
-        app.state.tabletalk = State(config, store, feed, providers, runner)
-        feed.start()
-        end_streams_on_signal(feed)
-        try:
-            await runner.refresh_choices()
-        except Exception:
-            log.exception("reading the model list failed")
-        runner.start()
-        try:
+        async with running(config, render=live.chat_changes, render_list=live.list_changes) as w:
+            app.state.tabletalk = State(config, w.store, w.feed, w.providers, w.runner)
+            end_streams_on_signal(w.feed)
             yield
-        finally:
-            feed.close()
-            await runner.stop()
-            await feed.aclose()
-            await providers.close()
-            db.conn.close()
 
     return Litestar(
         route_handlers=[
