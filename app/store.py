@@ -364,6 +364,14 @@ class Store:
                 "INSERT INTO files (name, type, size, sha256, created) VALUES (?, ?, ?, ?, ?)",
                 [filestore.clean_name(name), filestore.sniff(data), len(data), sha, dbm.now()]).lastrowid
 
+    def files_of(self, items: list[Item]) -> dict[int, dict[str, Any]]:
+        """The file rows the items name (attachments and tool-made files), by id."""
+        ids = {f for it in items for f in it.file_ids} | {it.file for it in items if it.file}
+        if not ids:
+            return {}
+        marks = ",".join("?" * len(ids))
+        return {r["id"]: dict(r) for r in self.all(f"SELECT id, name, type, size FROM files WHERE id IN ({marks})", list(ids))}
+
     def file(self, file_id: int) -> dict[str, Any] | None:
         row = self.one("SELECT * FROM files WHERE id = ?", [file_id])
         return dict(row) if row else None

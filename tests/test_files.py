@@ -268,3 +268,14 @@ def test_in_the_browser_htmx_sends_the_files(browser, served, fake, tmp_path):
     finally:
         context.close()
     assert errors == []
+
+
+def test_attachments_are_listed_by_name(client, fake):
+    from bs4 import BeautifulSoup
+    from tests.conftest import csrf, wait_for
+    token = csrf(client)
+    chat = client.post("/c", data={"_csrf_token": token}, follow_redirects=False).headers["location"]
+    client.post(chat + "/ask", data={"_csrf_token": token, "text": "see the notes"},
+                files=[("file", ("notes.txt", b"hello notes", "text/plain"))])
+    page = wait_for(lambda: (p := BeautifulSoup(client.get(chat).text, "html.parser")).select_one(".attachments a") and p)
+    assert page.select_one(".attachments a").text == "notes.txt"

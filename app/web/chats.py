@@ -119,7 +119,7 @@ async def conversation(request: Request, chat: FromPath[str], versions: FromQuer
     return render.page(
         request, "chat.html",
         convo=convo,
-        items=live.items_html(items, render.view_of(items, chat_state["turn"], shown)),
+        items=live.items_html(items, render.view_of(items, chat_state["turn"], shown, s.store.files_of(items))),
         plan=live.items_html(plan),
         state=chat_state,
         rev=rev,

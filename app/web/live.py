@@ -144,7 +144,8 @@ def chat_changes(store: Store, chat: int, items: list[Item], convo: Conversation
     if items:
         items, retries = with_whole_turns(store, chat, items)
         known = {it.id for it in items}
-        view = view_of([*items, *(r for r in retries if r.id not in known)], state["turn"])
+        view = view_of([*items, *(r for r in retries if r.id not in known)], state["turn"],
+                       files=store.files_of(items))
         elements, pinned, pieces = [], [], []
         for it in items:
             parts = item_parts(it, view)

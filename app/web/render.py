@@ -80,6 +80,7 @@ class View:
     superseded: frozenset[int] = frozenset()    # answers replaced by a newer version ("again")
     versions: dict[int, tuple[int, int]] = field(default_factory=dict)  # retry id -> (n, of)
     shown: frozenset[int] = frozenset()         # turns whose earlier versions are shown
+    files: dict[int, dict[str, Any]] = field(default_factory=dict)  # file rows the items name
 
 
 def chat_state(store: Store, chat: int) -> dict[str, Any]:
@@ -101,7 +102,8 @@ def chat_state(store: Store, chat: int) -> dict[str, Any]:
             "used": context["used"] if context else 0, "window": context["window"] if context else 0}
 
 
-def view_of(items: list[Item], running: int | None, shown: frozenset[int] = frozenset()) -> View:
+def view_of(items: list[Item], running: int | None, shown: frozenset[int] = frozenset(),
+            files: dict[int, dict[str, Any]] | None = None) -> View:
     """The view of a set of items that holds whole turns (versions need all of a turn)."""
     by_turn: dict[int, list[Item]] = defaultdict(list)
     for it in sort_items(items):
@@ -117,7 +119,7 @@ def view_of(items: list[Item], running: int | None, shown: frozenset[int] = froz
         for n, r in enumerate(retries, start=2):
             versions[r.id] = (n, len(retries) + 1)
         superseded |= {r.id for r in retries[:-1]}
-    return View(running, frozenset(superseded), versions, shown)
+    return View(running, frozenset(superseded), versions, shown, files or {})
 
 
 def sort_items(items: list[Item]) -> list[Item]:
