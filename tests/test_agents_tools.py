@@ -141,3 +141,18 @@ def test_a_failing_plugin_tool_is_a_failed_call_the_model_sees(make_client, fake
         page = wait_for(lambda: (p := soup(client.get(chat))).select_one('#status[data-running="0"]') and p)
         assert page.select_one("article.call .state").text == "failed"
         assert "the disk is full" in fake.streamed[1]["messages"][-1]["content"]
+
+
+def test_a_new_conversation_picks_its_agent(client, fake, data):
+    token = csrf(client)
+    r = client.post("/agents", data={"_csrf_token": token, "name": "Poet"}, follow_redirects=False)
+    poet = r.headers["location"].split("?")[0].rsplit("/", 1)[1]
+    client.post(f"/agents/{poet}", data={"_csrf_token": token, "name": "Poet", "instructions": "Answer in verse.",
+                                         "model": ""})
+    picker = soup(client.get("/")).select_one('form[action="/c"] select[name=agent]')
+    assert [o.text for o in picker.select("option")] == ["Assistant", "Poet"]
+    chat = client.post("/c", data={"_csrf_token": token, "agent": poet}, follow_redirects=False).headers["location"]
+    client.post(chat + "/ask", data={"_csrf_token": token, "text": "rain"})
+    assert fake.wait_requests(1)[0]["messages"][0]["content"].startswith("Answer in verse.")
+    for bad in ["999", "x", "-1", "1" * 40]:
+        assert client.post("/c", data={"_csrf_token": token, "agent": bad}).status_code in (400, 413)

@@ -89,6 +89,7 @@ async def index(request: Request) -> Response:
     return render.page(
         request, "index.html",
         conversations=s.store.conversations(),
+        agents=s.store.agents(),
         configured=s.providers.configured,
         rev=s.store.rev(),
     )
@@ -97,7 +98,13 @@ async def index(request: Request) -> Response:
 @post("/c")
 async def new_conversation(request: Request) -> Response:
     s = state(request)
+    raw = (await form_field(request, "agent", 20)).strip()
     agent = s.store.default_agent()
+    if raw:  # the conversation's agent, picked on the home page
+        chosen = s.store.agent(int(raw)) if raw.isascii() and raw.isdigit() and len(raw) <= 18 else None
+        if chosen is None:
+            raise HTTPException(status_code=400, detail="There is no such agent to talk to.")
+        agent = chosen
     convo = s.store.new_conversation(agent.id if agent else None)
     if render.is_htmx(request):
         return Response(b"", status_code=204, headers={"HX-Redirect": f"/c/{convo.id}"})
