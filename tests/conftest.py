@@ -31,6 +31,18 @@ def fake() -> Iterator[FakeModelServer]:
 
 
 @pytest.fixture
+def store(tmp_path: Path):
+    """A migrated database of its own, opened through the Store, without the app."""
+    from app import db as dbm
+    from app.store import Store
+
+    db = dbm.connect(tmp_path / "t.db")
+    dbm.migrate(db)
+    yield Store(db)
+    db.conn.close()
+
+
+@pytest.fixture
 def data(tmp_path: Path) -> Path:
     return tmp_path / "data"
 

@@ -8,14 +8,6 @@ from app.store import Store, first_words
 from app.tables import asked, item
 
 
-@pytest.fixture
-def store(tmp_path):
-    db = dbm.connect(tmp_path / "t.db")
-    dbm.migrate(db)
-    yield Store(db)
-    db.conn.close()
-
-
 def test_migrations_apply_once_and_are_recorded(tmp_path):
     db = dbm.connect(tmp_path / "t.db")
     applied = dbm.migrate(db)

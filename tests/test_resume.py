@@ -17,14 +17,6 @@ from tests.conftest import Served, wait_for
 from tests.fakes.openai_server import rate, text
 
 
-@pytest.fixture
-def store(tmp_path):
-    db = dbm.connect(tmp_path / "t.db")
-    dbm.migrate(db)
-    yield Store(db)
-    db.conn.close()
-
-
 def counting_tool(name, runs, idempotent=False):
     async def run(args, ctx):
         runs.append(name)

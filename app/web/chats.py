@@ -21,9 +21,10 @@ MODEL_MAX = 200
 
 def parse_id(raw: str) -> int:
     """An id from a URL: digits only and within SQLite's integers, else 404 (never 500)."""
-    if not raw.isascii() or not raw.isdigit() or len(raw) > 18:
+    found = render.an_id(raw)
+    if found is None:
         raise NotFoundException("No such conversation.")
-    return int(raw)
+    return found
 
 
 def thinking_level(raw: str) -> str:
@@ -101,7 +102,8 @@ async def new_conversation(request: Request) -> Response:
     raw = (await form_field(request, "agent", 20)).strip()
     agent = s.store.default_agent()
     if raw:  # the conversation's agent, picked on the home page
-        chosen = s.store.agent(int(raw)) if raw.isascii() and raw.isdigit() and len(raw) <= 18 else None
+        agent_id = render.an_id(raw)
+        chosen = s.store.agent(agent_id) if agent_id is not None else None
         if chosen is None:
             raise HTTPException(status_code=400, detail="There is no such agent to talk to.")
         agent = chosen
@@ -114,7 +116,8 @@ async def new_conversation(request: Request) -> Response:
 @get("/c/{chat:str}")
 async def conversation(request: Request, chat: FromPath[str], versions: FromQuery[str | None] = None) -> Response:
     s = state(request)
-    shown = frozenset({int(versions)}) if versions and versions.isascii() and versions.isdigit() and len(versions) < 18 else frozenset()
+    turn = render.an_id(versions)
+    shown = frozenset({turn}) if turn is not None else frozenset()
     with s.store.snapshot():
         convo = conversation_or_404(s.store, chat)
         rev = s.store.rev()

@@ -16,7 +16,7 @@ from litestar.params import FromPath, FromQuery
 from litestar.response import Stream
 
 from ..feed import Feed, Follower, encode
-from . import live
+from . import live, render
 from .chats import conversation_or_404
 from .state import state
 
@@ -25,8 +25,9 @@ HEADERS = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
 
 def cursor_of(request: Request, since: str | None) -> int:
     for raw in (request.headers.get("last-event-id"), since):
-        if raw and raw.isascii() and raw.isdigit() and len(raw) <= 18:
-            return int(raw)
+        cursor = render.an_id(raw)
+        if cursor is not None:
+            return cursor
     return 0
 
 

@@ -10,13 +10,15 @@ from litestar.exceptions import NotFoundException
 from litestar.params import FromPath
 
 from .. import files as filestore
+from .render import an_id
 from .state import state
 
 
 def file_id(raw: str) -> int:
-    if not raw.isascii() or not raw.isdigit() or len(raw) > 18:
+    found = an_id(raw)
+    if found is None:
         raise NotFoundException("No such file.")
-    return int(raw)
+    return found
 
 
 @get("/files/{file:str}")

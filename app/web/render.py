@@ -52,6 +52,13 @@ def pretty_json(text: str) -> str:
 env.globals.update(item_key=item_key, item_dom_id=item_dom_id, pretty_json=pretty_json, chips=chips)
 
 
+def an_id(raw: str | None) -> int | None:
+    """An id a person sent (URL, form, header): digits only and within SQLite's integers, else None."""
+    if raw and raw.isascii() and raw.isdigit() and len(raw) <= 18:
+        return int(raw)
+    return None
+
+
 def csrf_token(request: Request) -> str:
     return ScopeState.from_scope(request.scope).csrf_token or ""
 

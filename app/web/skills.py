@@ -23,7 +23,8 @@ FIELD_MAX = FILE_MAX  # characters of one form field; the skill's own limits are
 
 
 def skill_or_404(store: Store, raw: str) -> Skill:
-    found = store.skill(int(raw)) if raw.isascii() and raw.isdigit() and len(raw) <= 18 else None
+    skill_id = render.an_id(raw)
+    found = store.skill(skill_id) if skill_id is not None else None
     if found is None:
         raise NotFoundException("No such skill.")
     return found
