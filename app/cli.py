@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import sys
 
 from . import config as configuration
@@ -19,9 +20,29 @@ def migrate(config: configuration.Config) -> list[str]:
         db.conn.close()
 
 
+def loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+NO_ACCOUNT = """Tabletalk will not serve on {host} before its owner's account exists: the first
+person to open it would set it up and own it. Either
+  - start it on 127.0.0.1 once (tabletalk serve), open http://127.0.0.1:{port}/ and set the
+    owner up there, then serve on {host}; or
+  - set TABLETALK_PASSWORD (and TABLETALK_OWNER, the name, default "owner") to set the owner
+    up at start."""
+
+
 def serve(host: str, port: int, workers: int) -> None:
     from granian import Granian
     from granian.constants import Interfaces
+
+    from .accounts import AccountError, People, set_up_from_settings
+    from .store import Store
 
     config = configuration.load()
     migrate(config)
@@ -30,7 +51,14 @@ def serve(host: str, port: int, workers: int) -> None:
         # This server owns the data folder: leases left by a process that died are void,
         # so the conversations they held resume at once instead of after expiry.
         db.conn.execute("DELETE FROM runs")
+    try:
+        set_up_from_settings(Store(db), config)  # once, before the workers start
+    except AccountError as e:
+        raise SystemExit(f"TABLETALK_PASSWORD: {e}") from None
+    nobody = People(Store(db)).count() == 0
     db.conn.close()
+    if nobody and not loopback(host):
+        raise SystemExit(NO_ACCOUNT.format(host=host, port=port))
     # Import the app (and openai, jinja2 ...) once, before granian forks its workers, so each
     # worker starts (and a restarted server resumes its runs) sooner.
     import app.web.app  # noqa: F401

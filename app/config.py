@@ -25,6 +25,9 @@ SETTINGS: dict[str, tuple[str, str]] = {
     "TABLETALK_MODEL_TIMEOUT": ("60", "Seconds without a byte from the model before a request is given up."),
     "TABLETALK_UPLOAD_MAX": ("10485760", "Largest file a message may attach, in bytes (10 MB)."),
     "TABLETALK_UPLOAD_COUNT": ("10", "Most files one message may attach."),
+    "TABLETALK_PASSWORD": ("", "Sets up the owner's account at start when none exists (headless setup); "
+                               "ignored once an account exists."),
+    "TABLETALK_OWNER": ("owner", "The owner's sign-in name when TABLETALK_PASSWORD sets the account up."),
 }
 
 
@@ -47,6 +50,8 @@ class Config:
     upload_max: int = 10 * 1024 * 1024
     upload_count: int = 10
     ollama_set: bool = False  # OLLAMA_HOST given: when its Ollama is down, say so (the default is only a guess)
+    owner_password: str = ""
+    owner_name: str = "owner"
 
     @property
     def database(self) -> Path:
@@ -84,6 +89,9 @@ def load() -> Config:
         upload_max=int(_number("TABLETALK_UPLOAD_MAX", int)),
         upload_count=int(_number("TABLETALK_UPLOAD_COUNT", int)),
         ollama_set="OLLAMA_HOST" in os.environ,
+        # not stripped: a password may begin or end with a space
+        owner_password=os.environ.get("TABLETALK_PASSWORD", ""),
+        owner_name=_get("TABLETALK_OWNER") or "owner",
     )
 
 

@@ -308,3 +308,36 @@ def m007_thinking(db: sqlite_utils.Database) -> None:
     # ('' = the agent's level, or the server's own default). See models.THINKING.
     db.execute("ALTER TABLE assistants ADD COLUMN thinking TEXT NOT NULL DEFAULT ''")
     db.execute("ALTER TABLE items ADD COLUMN thinking TEXT NOT NULL DEFAULT ''")
+
+
+@migration
+def m008_accounts(db: sqlite_utils.Database) -> None:
+    # People and who owns what. Conversations, agents and files belong to a person (plugins
+    # and memories through their agent); skills are shared. Rows made before the first
+    # account have no person: the owner claims them when the account is set up
+    # (accounts.add_person). A removed person's rows go with them.
+    db.execute(
+        """CREATE TABLE people (
+            id INTEGER PRIMARY KEY,
+            name TEXT NOT NULL UNIQUE COLLATE NOCASE CHECK (length(name) BETWEEN 1 AND 80),
+            hash TEXT NOT NULL,                  -- argon2id, with its own salt and parameters
+            owner INTEGER NOT NULL DEFAULT 0 CHECK (owner IN (0, 1)),
+            created REAL NOT NULL)"""
+    )
+    # A session is known by the sha256 of its cookie's token: a copy of the database does
+    # not hand out live sessions.
+    db.execute(
+        """CREATE TABLE sessions (
+            id TEXT PRIMARY KEY,
+            person INTEGER NOT NULL REFERENCES people(id) ON DELETE CASCADE,
+            created REAL NOT NULL,
+            expires REAL NOT NULL)"""
+    )
+    # Failed sign-ins, counted per minute (shared by every worker) and then forgotten.
+    db.execute("CREATE TABLE signins (id INTEGER PRIMARY KEY, at REAL NOT NULL, name TEXT NOT NULL, address TEXT NOT NULL)")
+    db.execute("CREATE INDEX signins_at ON signins (at)")
+    for table in ("conversations", "assistants", "files"):
+        db.execute(f"ALTER TABLE {table} ADD COLUMN person INTEGER REFERENCES people(id) ON DELETE CASCADE")
+        db.execute(f"CREATE INDEX {table}_person ON {table} (person, id)")
+    # A deleted conversation's tombstone is sent to its owner's lists only.
+    db.execute("ALTER TABLE tombstones ADD COLUMN person INTEGER")

@@ -66,10 +66,12 @@ class Follower:
     (no task or timer per message; keep-alives come from the feed's own loop).
     """
 
-    __slots__ = ("chat", "messages", "waiter", "behind", "fresh")
+    __slots__ = ("chat", "person", "session", "messages", "waiter", "behind", "fresh")
 
-    def __init__(self, chat: int | None):
+    def __init__(self, chat: int | None, person: int | None = None, session: str = ""):
         self.chat = chat
+        self.person = person  # whose page: a list follower gets that person's conversations only
+        self.session = session  # the sign-in it was opened under: signing out ends the stream
         self.messages: deque[tuple[int, bytes]] = deque()
         self.waiter: asyncio.Future | None = None
         self.behind = False  # fell too far behind: end the stream, the browser resyncs
@@ -153,12 +155,20 @@ class Feed:
 
     # --- following ------------------------------------------------------------------
 
-    def follow(self, chat: int | None) -> Follower:
-        f = Follower(chat)
+    def follow(self, chat: int | None, person: int | None = None, session: str = "") -> Follower:
+        f = Follower(chat, person, session)
         self.followers[chat].add(f)
         if chat is not None:
             self.sent.setdefault(chat, {})
         return f
+
+    def drop(self, session: str = "", person: int | None = None) -> None:
+        """End the streams opened under a session (signed out) or by a person (removed)."""
+        for group in self.followers.values():
+            for f in group:
+                if (session and f.session == session) or (person is not None and f.person == person):
+                    f.behind = True
+                    f.wake()
 
     def unfollow(self, follower: Follower) -> None:
         group = self.followers.get(follower.chat)
@@ -179,10 +189,11 @@ class Feed:
             items = self.store.items_since(self.rev, upto=top, chats=followed) if followed else []
             convos = self.store.conversations_since(self.rev, upto=top)
             gone: dict[int, list[str]] = defaultdict(list)
-            listed_gone: list[str] = []  # tombstones of the list itself (chat NULL): deleted conversations
-            for chat, dom in self.store.tombstones_since(self.rev, upto=top):
+            # tombstones of the lists (chat NULL): deleted conversations, and whose they were
+            listed_gone: list[tuple[str, int | None]] = []
+            for chat, dom, person in self.store.tombstones_since(self.rev, upto=top):
                 if chat is None:
-                    listed_gone.append(dom)
+                    listed_gone.append((dom, person))
                 elif chat in self.followers:
                     gone[chat].append(dom)
             self.rev = top
@@ -207,9 +218,18 @@ class Feed:
                             f.push(top, data)
                         f.fresh = False
             if (convos or listed_gone) and self.render_list and None in self.followers:
-                data = encode(top, self.render_list(self.store, convos, listed_gone))
-                for f in tuple(self.followers[None]):
-                    f.push(top, data)
+                # each person's list hears of their own conversations only, rendered once per person
+                lists: dict[int | None, list[Follower]] = defaultdict(list)
+                for f in self.followers[None]:
+                    lists[f.person].append(f)
+                for person, group in lists.items():
+                    mine = [c for c in convos if c.person == person]
+                    mine_gone = [dom for dom, p in listed_gone if p == person]
+                    if not mine and not mine_gone:
+                        continue
+                    data = encode(top, self.render_list(self.store, mine, mine_gone))
+                    for f in group:
+                        f.push(top, data)
 
     def close(self) -> None:
         """End every stream (shutdown): followers wake and find the feed closed."""

@@ -261,7 +261,7 @@ class Runner:
     async def _turn(self, run: Run, user: Item, retry: Item | None) -> None:
         convo = self.store.conversation(run.chat)
         agent = self.store.agent(convo.agent) if convo and convo.agent else None
-        agent = agent or self.store.default_agent()
+        agent = agent or self.store.default_agent(convo.person if convo else None)  # never another person's
         model = (retry.model if retry else "") or user.model or (agent.model if agent else "")
         model = model or await self.default_model()
         turn = run.turn = Turn(self.store, self.grow, self.flush, run.chat, user, agent, model, retry=retry,

@@ -79,12 +79,12 @@ def marked(text: str) -> Markup:
     return Markup("").join(html)
 
 
-def find(store: Store, query: str, limit: int = RESULTS_MAX) -> list[Hit]:
-    """Conversations that match `query`, newest first."""
+def find(store: Store, query: str, person: int | None, limit: int = RESULTS_MAX) -> list[Hit]:
+    """`person`'s conversations that match `query`, newest first."""
     return [
         Hit(chat=h["chat"],
             title=marked(h["title_marked"]) if h["title_marked"] else escape(h["title"] or "New conversation"),
             snippet=marked(h["snippet"]) if h["snippet"] else Markup(""),
             item=h["item"])
-        for h in store.search(terms(query), MARKS, limit)
+        for h in store.search(terms(query), MARKS, person, limit)
     ]

@@ -1,4 +1,9 @@
-"""Reading and writing rows. The one module that knows ids, revs and SQL.
+"""Reading and writing rows. The one module that knows ids, revs and SQL (but for the
+accounts' own tables, in accounts.py).
+
+Conversations, agents and files belong to a person (`person`); every question a page asks
+for a list is asked for one person, and the web layer checks the owner of every row it is
+given by id.
 
 Every write of a row a page shows takes a new rev in the same transaction (db.bump) and,
 once committed, wakes this process's followers (`notify`); other processes see the commit
@@ -65,6 +70,12 @@ class Store:
         finally:
             self.db.conn.execute("COMMIT")
 
+    def owner(self) -> int | None:
+        """The owner's id: rows made without a person (the Python API) are theirs. None
+        before the app is set up; the owner then claims them (accounts.People.add)."""
+        row = self.one("SELECT id FROM people WHERE owner = 1")
+        return row[0] if row else None
+
     def rev(self) -> int:
         return dbm.current_rev(self.db)
 
@@ -104,16 +115,16 @@ class Store:
         row = self.one("SELECT * FROM assistants WHERE id = ?", [agent_id])
         return Assistant.from_row(row) if row else None
 
-    def agents(self) -> list[Assistant]:
-        return [Assistant.from_row(r) for r in self.all("SELECT * FROM assistants ORDER BY id")]
+    def agents(self, person: int | None) -> list[Assistant]:
+        return [Assistant.from_row(r) for r in self.all("SELECT * FROM assistants WHERE person IS ? ORDER BY id", [person])]
 
     def add_agent(self, a: Assistant) -> Assistant:
         t = dbm.now()
         with self.write() as db:
             cur = db.conn.execute(
-                "INSERT INTO assistants (name, instructions, model, tools, approve, created, updated, rev) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                [a.name, a.instructions, a.model, a.tools, a.approve, t, t, dbm.bump(db)])
+                "INSERT INTO assistants (name, instructions, model, tools, approve, created, updated, rev, person) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [a.name, a.instructions, a.model, a.tools, a.approve, t, t, dbm.bump(db), a.person])
         return self.agent(cur.lastrowid)
 
     def delete_agent(self, agent_id: int) -> None:
@@ -164,8 +175,14 @@ class Store:
         with self.write() as db:
             db.conn.execute("DELETE FROM plugins WHERE id = ?", [plugin_id])
 
-    def default_agent(self) -> Assistant | None:
-        row = self.one("SELECT * FROM assistants ORDER BY id LIMIT 1")
+    def default_agent(self, person: int | None = None) -> Assistant | None:
+        """A person's first agent; with no person, the owner's (or, before any account, the
+        first one): never another person's, whose memories and plugins are theirs."""
+        if person is None:
+            row = self.one("SELECT * FROM assistants WHERE person IS NULL OR person = "
+                           "(SELECT id FROM people WHERE owner = 1) ORDER BY id LIMIT 1")
+        else:
+            row = self.one("SELECT * FROM assistants WHERE person = ? ORDER BY id LIMIT 1", [person])
         return Assistant.from_row(row) if row else None
 
     # --- skills (shared by every agent; no page follows them live, so no rev) --------
@@ -210,13 +227,18 @@ class Store:
         row = self.one("SELECT * FROM conversations WHERE id = ?", [chat])
         return Conversation.from_row(row) if row else None
 
-    def conversations(self, limit: int = 200) -> list[Conversation]:
-        rows = self.all("SELECT * FROM conversations ORDER BY id DESC LIMIT ?", [limit])
+    def conversations(self, person: int | None, limit: int = 200) -> list[Conversation]:
+        rows = self.all("SELECT * FROM conversations WHERE person IS ? ORDER BY id DESC LIMIT ?", [person, limit])
         return [Conversation.from_row(r) for r in rows]
 
-    def new_conversation(self, agent: int | None, title: str = "") -> Conversation:
+    def new_conversation(self, agent: int | None, title: str = "", person: int | None = None) -> Conversation:
+        """A conversation with `agent`, belonging to `person` (by default the agent's, else the owner's)."""
         t = dbm.now()
         with self.write() as db:
+            if person is None and agent is not None:
+                person = (db.conn.execute("SELECT person FROM assistants WHERE id = ?", [agent]).fetchone() or [None])[0]
+            if person is None:
+                person = self.owner()
             rev = dbm.bump(db)
             # Ids are never reused: a deleted conversation's old links, open tabs or a run still
             # finishing elsewhere must not reach a new one (its tombstone keeps its id).
@@ -225,10 +247,10 @@ class Store:
                               coalesce((SELECT max(CAST(substr(dom, 2) AS INTEGER)) FROM tombstones
                                         WHERE chat IS NULL AND dom LIKE 'c%'), 0)) + 1""").fetchone()[0]
             db.conn.execute(
-                "INSERT INTO conversations (id, agent, title, created, updated, rev) VALUES (?, ?, ?, ?, ?, ?)",
-                [next_id, agent, title, t, t, rev],
+                "INSERT INTO conversations (id, agent, title, created, updated, rev, person) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                [next_id, agent, title, t, t, rev, person],
             )
-        return Conversation(agent=agent, title=title, id=next_id, created=t, updated=t, rev=rev)
+        return Conversation(agent=agent, title=title, id=next_id, created=t, updated=t, rev=rev, person=person)
 
     def set_title(self, chat: int, title: str) -> None:
         with self.write() as db:
@@ -331,14 +353,15 @@ class Store:
                 db.conn.execute("INSERT INTO tombstones (chat, dom, rev) VALUES (?, ?, ?)",
                                 [row[0], f"i{item_id}", dbm.bump(db)])
 
-    def tombstones_since(self, rev: int, chat: int | None = None, upto: int | None = None) -> list[tuple[int, str]]:
-        """(chat, dom id) of what was deleted after `rev`."""
-        sql, params = "SELECT chat, dom FROM tombstones WHERE rev > ?", [rev]
+    def tombstones_since(self, rev: int, chat: int | None = None,
+                         upto: int | None = None) -> list[tuple[int | None, str, int | None]]:
+        """(chat, dom id, person) of what was deleted after `rev`; chat None: from a list."""
+        sql, params = "SELECT chat, dom, person FROM tombstones WHERE rev > ?", [rev]
         if chat is not None:
             sql, params = sql + " AND chat = ?", [*params, chat]
         if upto is not None:
             sql, params = sql + " AND rev <= ?", [*params, upto]
-        return [(r[0], r[1]) for r in self.all(sql + " ORDER BY rev", params)]
+        return [(r[0], r[1], r[2]) for r in self.all(sql + " ORDER BY rev", params)]
 
     def ask(self, chat: int, text: str, model: str = "", files: tuple[int, ...] = (), thinking: str = "") -> Item:
         """Write the person's message; the first one also names the conversation."""
@@ -356,13 +379,15 @@ class Store:
         main = next((r[2] for r in self.all("PRAGMA database_list") if r[1] == "main"), "")
         return Path(main).parent / "files"
 
-    def add_file(self, name: str, data: bytes) -> int:
-        """Store bytes (once per content) and a row naming them; the type is sniffed here."""
+    def add_file(self, name: str, data: bytes, person: int | None = None) -> int:
+        """Store bytes (once per content) and a row naming them, `person`'s (else the owner's);
+        the type is sniffed here."""
         sha = filestore.save(self.files_root(), data)
         with self.write() as db:
+            person = self.owner() if person is None else person
             return db.conn.execute(
-                "INSERT INTO files (name, type, size, sha256, created) VALUES (?, ?, ?, ?, ?)",
-                [filestore.clean_name(name), filestore.sniff(data), len(data), sha, dbm.now()]).lastrowid
+                "INSERT INTO files (name, type, size, sha256, created, person) VALUES (?, ?, ?, ?, ?, ?)",
+                [filestore.clean_name(name), filestore.sniff(data), len(data), sha, dbm.now(), person]).lastrowid
 
     def files_of(self, items: list[Item]) -> dict[int, dict[str, Any]]:
         """The file rows the items name (attachments and tool-made files), by id."""
@@ -388,23 +413,25 @@ class Store:
         the search index follows (triggers). Two tombstones: one takes it off the list pages,
         one tells a page open on it. False when there was none."""
         with self.write() as db:
-            if db.conn.execute("DELETE FROM conversations WHERE id = ?", [chat]).rowcount != 1:
+            row = db.conn.execute("DELETE FROM conversations WHERE id = ? RETURNING person", [chat]).fetchone()
+            if row is None:
                 return False
             rev = dbm.bump(db)
-            db.conn.executemany("INSERT INTO tombstones (chat, dom, rev) VALUES (?, ?, ?)",
-                                [[None, f"c{chat}", rev], [chat, f"c{chat}", rev]])
+            db.conn.executemany("INSERT INTO tombstones (chat, dom, rev, person) VALUES (?, ?, ?, ?)",
+                                [[None, f"c{chat}", rev, row[0]], [chat, f"c{chat}", rev, row[0]]])
         return True
 
-    def search(self, terms: list[str], marks: tuple[str, str], limit: int = 50) -> list[dict[str, Any]]:
-        """Conversations holding every term (FTS5 strings, already safe) in their title or in
+    def search(self, terms: list[str], marks: tuple[str, str], person: int | None,
+               limit: int = 50) -> list[dict[str, Any]]:
+        """`person`'s conversations holding every term (FTS5 strings, already safe) in their title or in
         any message or answer, newest first. Each comes with its title highlighted where it
         matched and a snippet of its best matching item, `marks` around the hits."""
         if not terms:
             return []
         with self.snapshot():  # the matches, their titles and snippets as of one moment
             every = " INTERSECT ".join("SELECT chat FROM search WHERE search MATCH ?" for _ in terms)
-            found = self.all(f"SELECT id, title FROM conversations WHERE id IN ({every}) ORDER BY id DESC LIMIT ?",
-                             [*terms, limit])
+            found = self.all(f"SELECT id, title FROM conversations WHERE person IS ? AND id IN ({every}) "
+                             "ORDER BY id DESC LIMIT ?", [person, *terms, limit])
             if not found:
                 return []
             anyterm = " OR ".join(terms)

@@ -76,6 +76,7 @@ class Assistant:
     created: float = 0.0
     updated: float = 0.0
     rev: int = 0
+    person: int | None = None  # whose agent it is
 
     def __post_init__(self) -> None:
         check_name(self.name)
@@ -94,11 +95,21 @@ class Conversation:
     created: float = 0.0
     updated: float = 0.0
     rev: int = 0
+    person: int | None = None  # whose conversation it is
 
     @classmethod
     def from_row(cls, row: Any) -> Conversation:
         data = dict(row)
         return cls(**{f.name: data[f.name] for f in fields(cls) if f.name in data})
+
+
+@dataclass(frozen=True)
+class Person:
+    """Someone who signs in. The owner set the app up and adds and removes the others."""
+
+    name: str
+    owner: bool = False
+    id: int | None = None
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
+from . import accounts
 from . import db as dbm
 from .config import Config
 from .feed import Feed, Render, RenderList
@@ -36,6 +37,7 @@ async def running(config: Config, render: Render | None = None,
     store = Store(db, notify=feed.notify)
     providers = Providers(config)
     runner = Runner(config, store, feed, providers)
+    accounts.set_up_from_settings(store, config)
     worker = Worker(config, store, feed, providers, runner)
     feed.start()
     try:

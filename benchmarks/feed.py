@@ -188,6 +188,9 @@ def free_port() -> int:
 # What `tabletalk serve --workers 1` does (app/cli.py), with granian's `backpressure` (its cap
 # on concurrent requests per worker, default backlog/workers = 1024) set: only to show what
 # the app itself does beyond that cap. The app's code is used as it is.
+PASSWORD = "benchmark password"
+SESSION = [""]  # the Cookie header of the signed-in owner, once a Web has signed in
+
 GRANIAN_RAISED = """
 import sys
 from app import cli, config, db as dbm
@@ -195,6 +198,9 @@ from granian import Granian
 from granian.constants import Interfaces
 conf = config.load()
 cli.migrate(conf)
+from app.accounts import set_up_from_settings
+from app.store import Store
+set_up_from_settings(Store(dbm.connect(conf.database)), conf)
 port, backpressure = int(sys.argv[1]), int(sys.argv[2])
 Granian(target="app.web.app:create_app", factory=True, interface=Interfaces.ASGI, address="127.0.0.1",
         port=port, workers=1, workers_kill_timeout=5, log_access=False,
@@ -210,7 +216,8 @@ class Served:
     def __init__(self, data: Path, ai_url: str, backpressure: int | None = None):
         self.data = data
         self.backpressure = backpressure
-        self.env = {**os.environ, "TABLETALK_DATA": str(data), "AI_URL": ai_url, "AI_KEY": "", "AI_MODEL": MODEL}
+        self.env = {**os.environ, "TABLETALK_DATA": str(data), "AI_URL": ai_url, "AI_KEY": "", "AI_MODEL": MODEL,
+                    "TABLETALK_PASSWORD": PASSWORD, "TABLETALK_OWNER": "owner"}
         self.port = free_port()
         self.url = f"http://{HOST}:{self.port}"
         self.log = data.parent / f"serve-{data.name}.log"
@@ -319,7 +326,7 @@ class Follower(asyncio.Protocol):
 
     def __init__(self, path: str, port: int, decode: bool = False, marks: bool = False):
         self.request = (f"GET {path} HTTP/1.1\r\nHost: {HOST}:{port}\r\nAccept: text/event-stream\r\n"
-                        f"Cache-Control: no-cache\r\n\r\n").encode()
+                        f"Cookie: {SESSION[0]}\r\nCache-Control: no-cache\r\n\r\n").encode()
         loop = asyncio.get_running_loop()
         self.ready: asyncio.Future[float] = loop.create_future()  # first body bytes arrived
         self.ended: asyncio.Future[None] = loop.create_future()
@@ -496,6 +503,13 @@ class Web:
     def __init__(self, port: int):
         self.port = port
         self.cookies: dict[str, str] = {}
+        _, _, page = self.request("GET", "/signin")
+        status, _, _ = self.request("POST", "/signin", form={"_csrf_token": self.token(page), "name": "owner",
+                                                             "password": PASSWORD, "next": "/"})
+        if status != 303:
+            raise RuntimeError(f"signing in answered {status}")
+        # the raw followers send the same session cookie
+        SESSION[0] = "; ".join(f"{k}={v}" for k, v in self.cookies.items())
 
     def request(self, method: str, path: str, form: dict[str, str] | None = None,
                 headers: dict[str, str] | None = None) -> tuple[int, dict[str, str], str]:

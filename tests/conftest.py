@@ -11,6 +11,8 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
+from functools import cache
 from pathlib import Path
 
 import httpx
@@ -21,6 +23,38 @@ from tests.fakes.openai_server import FakeModelServer, text
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking"]
+
+
+OWNER = "owner"
+PASSWORD = "a long test password"
+COOKIE = "tabletalk_session"
+
+
+@cache
+def password_hash() -> str:
+    # argon2 takes ~0.1 s a hash on purpose: one for the whole test run.
+    from app.accounts import hash_password
+
+    return hash_password(PASSWORD)
+
+
+def signed_in(data: Path, name: str = OWNER, owner: bool = True) -> str:
+    """A session token for `name` (their account made first when it does not exist yet) in
+    the data folder's database, as signing in with PASSWORD would give."""
+    from app import db as dbm
+    from app.accounts import People
+    from app.store import Store
+
+    data.mkdir(parents=True, exist_ok=True)
+    db = dbm.connect(data / "tabletalk.db")
+    try:
+        dbm.migrate(db)
+        people = People(Store(db))
+        found = people.hash_of(name)
+        person = found[0] if found else people.add(name, password_hash(), owner=owner)
+        return people.start_session(person.id)
+    finally:
+        db.conn.close()
 
 
 @pytest.fixture
@@ -56,31 +90,36 @@ def env(monkeypatch: pytest.MonkeyPatch, data: Path, fake: FakeModelServer) -> d
     return values
 
 
-@pytest.fixture
-def client(env: dict[str, str]):
-    """The app in this process, its lifespan (feed, runner) running."""
+@contextmanager
+def app_client(data: Path, **kw) -> Iterator:
+    """The app in this process (settings from the environment), its lifespan (feed,
+    runner) running, the owner signed in."""
     from litestar.testing import TestClient
 
     from app.web.app import create_app
 
-    with TestClient(create_app(), raise_server_exceptions=False) as c:
+    token = signed_in(data)
+    with TestClient(create_app(), **({"raise_server_exceptions": False} | kw)) as c:
+        c.cookies.set(COOKIE, token)
         yield c
 
 
 @pytest.fixture
-def make_client(env, monkeypatch):
-    """A client for an app started with extra settings: `with make_client(NAME="v") as c:`."""
-    from contextlib import contextmanager
+def client(env: dict[str, str], data: Path):
+    with app_client(data) as c:
+        yield c
 
-    from litestar.testing import TestClient
 
-    from app.web.app import create_app
+@pytest.fixture
+def make_client(env, monkeypatch, data):
+    """A client for an app started with extra settings: `with make_client(NAME="v") as c:`;
+    the owner signed in."""
 
     @contextmanager
     def make(**settings: str):
         for k, v in settings.items():
             monkeypatch.setenv(k, v)
-        with TestClient(create_app(), raise_server_exceptions=False) as c:
+        with app_client(Path(os.environ["TABLETALK_DATA"])) as c:
             yield c
 
     return make
@@ -121,6 +160,17 @@ class Served:
         self.url = f"http://127.0.0.1:{self.port}"
         self.proc: subprocess.Popen | None = None
         self.log = data.parent / f"serve-{self.port}.log"
+        self.cookies = {COOKIE: signed_in(data)}  # the owner's session
+
+    def client(self, **kw) -> httpx.Client:
+        """An HTTP client signed in as the owner."""
+        return httpx.Client(base_url=self.url, cookies=self.cookies, **kw)
+
+    def context(self, browser, **kw):
+        """A browser context signed in as the owner."""
+        context = browser.new_context(base_url=self.url, **kw)
+        context.add_cookies([{"name": k, "value": v, "url": self.url} for k, v in self.cookies.items()])
+        return context
 
     def start(self) -> "Served":
         self.data.mkdir(parents=True, exist_ok=True)

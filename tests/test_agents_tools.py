@@ -71,7 +71,7 @@ def test_create_edit_and_delete_an_agent_keeping_its_conversations(client):
     assert page.select_one("h1").text == "Researcher 2"
     assert page.select_one("textarea[name=instructions]").text == "Cite sources."
     confirm = soup(client.get(url + "/delete"))
-    assert "Delete Researcher 2?" in confirm.text and confirm.select_one("form button").text == "Delete"
+    assert "Delete Researcher 2?" in confirm.text and confirm.select_one("main form button").text == "Delete"
     r = client.post(url + "/delete", data={"_csrf_token": token}, follow_redirects=False)
     assert r.status_code == 303 and client.get(url).status_code == 404
 

@@ -12,7 +12,7 @@ ANSWER = "The answer grows **live** on the page, word by word, until it is compl
 
 @pytest.fixture
 def page(browser, served: Served):
-    context = browser.new_context(base_url=served.url)
+    context = served.context(browser)
     errors: list[str] = []
     p = context.new_page()
     p.on("pageerror", lambda e: errors.append(str(e)))
@@ -51,7 +51,7 @@ def test_enter_sends_and_the_answer_streams_in_without_a_reload(page, fake):
 
 def test_without_javascript_the_answer_is_there_after_the_redirect(browser, served: Served, fake):
     fake.script([rate(40), text(ANSWER)])
-    context = browser.new_context(base_url=served.url, java_script_enabled=False)
+    context = served.context(browser, java_script_enabled=False)
     page = context.new_page()
     try:
         page.goto("/")
@@ -79,9 +79,9 @@ LONG = "\n\n".join([
 ])
 
 
-def fresh_items(browser, url):
+def fresh_items(browser, served, url):
     """#items as a fresh page load renders it."""
-    context = browser.new_context(base_url=url, java_script_enabled=False)
+    context = served.context(browser, java_script_enabled=False)
     try:
         p = context.new_page()
         p.goto(url)
@@ -94,8 +94,8 @@ def test_two_pages_follow_one_answer_and_end_identical_to_a_fresh_render(browser
     fake.script([rate(40), text(LONG, chunk=7)])
     # two windows: a background tab in one window may pause its stream (htmx pauses SSE
     # while a tab is hidden), which is htmx's behaviour, not what this test is about
-    context = browser.new_context(base_url=served.url)
-    other = browser.new_context(base_url=served.url)
+    context = served.context(browser)
+    other = served.context(browser)
     try:
         a, b = context.new_page(), other.new_page()
         a.goto("/")
@@ -108,7 +108,7 @@ def test_two_pages_follow_one_answer_and_end_identical_to_a_fresh_render(browser
             p.bring_to_front()  # a person looks at each (htmx pauses a hidden page's stream)
             p.locator("article.text .state.done").wait_for(state="attached", timeout=20_000)
         expect(b.locator("article.text table td").first).to_have_text("1")
-        fresh = fresh_items(browser, a.url)
+        fresh = fresh_items(browser, served, a.url)
         assert a.locator("#items").inner_html() == fresh
         assert b.locator("#items").inner_html() == fresh
     finally:
@@ -118,7 +118,7 @@ def test_two_pages_follow_one_answer_and_end_identical_to_a_fresh_render(browser
 
 def test_a_reload_mid_answer_continues_without_duplicates(browser, served, fake):
     fake.script([rate(12), text(LONG, chunk=5)])
-    context = browser.new_context(base_url=served.url)
+    context = served.context(browser)
     try:
         p = context.new_page()
         p.goto("/")
@@ -133,7 +133,7 @@ def test_a_reload_mid_answer_continues_without_duplicates(browser, served, fake)
         p.locator("article.text .state.done").wait_for(state="attached", timeout=30_000)
         ids = p.eval_on_selector_all("[id]", "els => els.map(e => e.id)")
         assert len(ids) == len(set(ids)), "no element arrived twice"
-        assert p.locator("#items").inner_html() == fresh_items(browser, p.url)
+        assert p.locator("#items").inner_html() == fresh_items(browser, served, p.url)
     finally:
         context.close()
 
@@ -188,8 +188,8 @@ def test_a_hostile_answer_is_inert_in_the_dom(page, fake):
     "light load it passes every time. Not yet explained: the server's dispatch and catch-up "
     "paths were checked by hand (tmp debug runs showed the message arriving)."))
 def test_the_conversation_list_follows_live(browser, served, fake):
-    context = browser.new_context(base_url=served.url)
-    second = browser.new_context(base_url=served.url)  # its own window: see the test above
+    context = served.context(browser)
+    second = served.context(browser)  # its own window: see the test above
     try:
         home, other = context.new_page(), second.new_page()
         home.goto("/")
@@ -244,7 +244,7 @@ def test_without_javascript_a_call_is_approved_with_the_plain_form(browser, serv
     store.update_agent(store.default_agent().id, approve="update_plan")
     db.conn.close()
     fake.script([tool_call("update_plan", {"plan": "- [ ] one"})], "Done.")
-    context = browser.new_context(base_url=served.url, java_script_enabled=False)
+    context = served.context(browser, java_script_enabled=False)
     p = context.new_page()
     try:
         p.goto("/")

@@ -46,7 +46,7 @@ def answer(store, chat, user, words, done=True):
 
 
 def found(store, query):
-    return [h.chat for h in search.find(store, query)]
+    return [h.chat for h in search.find(store, query, store.owner())]
 
 
 def test_search_finds_titles_messages_and_finished_answers(store):
@@ -116,7 +116,7 @@ def test_no_query_is_an_error(store, query):
     store.ask(c.id, 'col:term "quoted" (paren) a*b x' + "x" * 50)
     for term in search.terms(query):
         assert term.startswith('"') and term.rstrip("*").endswith('"')
-    search.find(store, query)  # never raises
+    search.find(store, query, store.owner())  # never raises
 
 
 def test_operators_are_only_words(store):
@@ -131,7 +131,7 @@ def test_operators_are_only_words(store):
 def test_snippets_mark_the_hits_and_escape_everything_else(store):
     c = store.new_conversation(1, "<b>bold</b> title")
     store.ask(c.id, 'see <script>alert("x")</script> & <img src=x onerror=alert(1)> here')
-    [hit] = search.find(store, "script bold")
+    [hit] = search.find(store, "script bold", store.owner())
     assert str(hit.title) == "&lt;b&gt;<mark>bold</mark>&lt;/b&gt; title"
     html = str(hit.snippet)
     assert "<mark>script</mark>" in html and "<script" not in html and "<img" not in html
@@ -412,7 +412,7 @@ def test_the_feed_sends_the_removal_to_the_list_and_to_the_open_page(tmp_path):
 def test_a_list_page_and_a_conversation_page_see_the_deletion_live(served, fake):
     from tests.test_serve import read_events, session
 
-    client, token = session(served.url)
+    client, token = session(served)
     chat = client.post("/c", data={"_csrf_token": token}).url.path
     chat_id = chat.rsplit("/", 1)[1]
     since = re.search(r"events\?since=(\d+)", client.get("/").text).group(1)
@@ -420,7 +420,7 @@ def test_a_list_page_and_a_conversation_page_see_the_deletion_live(served, fake)
 
     def follow(path, key, until):
         try:
-            found[key] = read_events(served.url, path, until, timeout=10)
+            found[key] = read_events(served, path, until, timeout=10)
         except httpx.HTTPError as e:
             found[key] = e
 

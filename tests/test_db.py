@@ -27,7 +27,7 @@ def test_every_connection_uses_wal_and_waits_for_locks(tmp_path):
 def test_a_default_agent_exists_after_first_start(store):
     agent = store.default_agent()
     assert agent is not None and agent.name and "assistant" in agent.instructions.lower()
-    assert len(store.agents()) == 1
+    assert len(store.agents(None)) == 1
 
 
 @pytest.mark.parametrize("sql,params", [

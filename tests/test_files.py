@@ -247,7 +247,7 @@ def test_in_the_browser_htmx_sends_the_files(browser, served, fake, tmp_path):
     fake.script([text("Read it.")])
     note = tmp_path / "note.txt"
     note.write_text("a line from the browser")
-    context = browser.new_context(base_url=served.url)
+    context = served.context(browser)
     errors: list[str] = []
     page = context.new_page()
     page.on("pageerror", lambda e: errors.append(str(e)))

@@ -17,7 +17,7 @@ ANSWER = (Path(__file__).parent / "fixtures" / "long_answer.md").read_text()
 def test_a_follower_receives_at_most_one_and_a_half_times_the_final_html(served: Served, fake):
     # ~2,100 model tokens, streamed at a realistic pace of 50 word-pieces a second
     fake.script([rate(50), text(ANSWER)])
-    client = httpx.Client(base_url=served.url, follow_redirects=True, timeout=10)
+    client = served.client(follow_redirects=True, timeout=10)
     token = re.search(r'name="_csrf_token" value="([^"]+)"', client.get("/").text).group(1)
     chat = client.post("/c", data={"_csrf_token": token}).url.path
     since = re.search(r"events\?since=(\d+)", client.get(chat).text).group(1)
@@ -25,7 +25,7 @@ def test_a_follower_receives_at_most_one_and_a_half_times_the_final_html(served:
     connected = threading.Event()
 
     def follow():
-        with httpx.stream("GET", f"{served.url}{chat}/events?since={since}", timeout=60) as r:
+        with httpx.stream("GET", f"{served.url}{chat}/events?since={since}", cookies=served.cookies, timeout=60) as r:
             for chunk in r.iter_bytes():
                 if not connected.is_set():
                     connected.set()

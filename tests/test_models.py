@@ -7,6 +7,8 @@ account. A test asserts on which of them received a request and what it carried.
 from __future__ import annotations
 
 import dataclasses
+import os
+from pathlib import Path
 from collections.abc import Iterator
 
 import pytest
@@ -17,7 +19,7 @@ from app.agent import Message, ModelError
 from app.config import load
 from app.providers import Providers
 from app.tables import GROUP_LOCAL, GROUP_SERVER, Choice, choice_of, groups, in_use
-from tests.conftest import csrf, free_port, wait_for
+from tests.conftest import app_client, csrf, free_port, wait_for
 from tests.fakes.ollama_server import FakeOllama, ollama_model
 from tests.fakes.openai_server import FakeModelServer, text
 
@@ -360,12 +362,10 @@ def test_the_default_model_prefers_the_server_at_ai_url_then_this_computer():
 
 
 @pytest.fixture
-def app(everything):
-    from litestar.testing import TestClient
+def app(everything, tmp_path):
+    import os
 
-    from app.web.app import create_app
-
-    with TestClient(create_app(), raise_server_exceptions=False) as c:
+    with app_client(Path(os.environ["TABLETALK_DATA"])) as c:
         yield c
 
 

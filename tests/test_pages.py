@@ -3,7 +3,7 @@ import pytest
 from bs4 import BeautifulSoup
 
 from app import db as dbm
-from tests.conftest import csrf, wait_for
+from tests.conftest import app_client, csrf, wait_for
 from tests.fakes.openai_server import error, reasoning, text
 
 
@@ -120,13 +120,9 @@ def test_every_form_needs_the_csrf_token(client):
 
 
 def test_without_a_model_server_the_page_says_how_to_connect_one(monkeypatch, data):
-    from litestar.testing import TestClient
-
-    from app.web.app import create_app
-
     monkeypatch.setenv("TABLETALK_DATA", str(data))
     monkeypatch.setenv("AI_URL", "")
-    with TestClient(create_app()) as c:
+    with app_client(data, raise_server_exceptions=True) as c:
         page = soup(c.get("/"))
         assert "AI_URL" in page.select_one("#connect").text
         chat = new_chat(c)

@@ -66,7 +66,7 @@ def test_a_crash_mid_turn_resumes_from_the_last_complete_step(store):
 
     assert sorted(runs) == ["later", "lookup"], "a completed call never runs again; a cut-off one runs only if idempotent"
     assert store.item(partial.id) is None, "the cut-off step's partial rows are replaced"
-    assert store.tombstones_since(0, chat) == [(chat, f"i{partial.id}")]
+    assert store.tombstones_since(0, chat) == [(chat, f"i{partial.id}", None)]
     assert store.item(cut.id).state == "failed" and store.item(cut.id).output == INTERRUPTED
     assert store.item(safe.id).state == "done" and store.item(queued.id).state == "done"
     assert store.item(waiting.id).state == "declined" and store.item(waiting.id).done
@@ -170,7 +170,7 @@ def test_a_page_served_by_one_worker_follows_a_run_in_the_other(data, env, fake)
         seen: dict[str, str] = {}
 
         def follow():
-            with httpx.stream("GET", f"{served.url}/c/{chat}/events?since=0", timeout=20) as r:
+            with httpx.stream("GET", f"{served.url}/c/{chat}/events?since=0", cookies=served.cookies, timeout=20) as r:
                 pid, body = "", ""
                 for line in r.iter_lines():
                     if line.startswith(": worker "):

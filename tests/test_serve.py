@@ -16,16 +16,17 @@ pytestmark = pytest.mark.process
 ANSWER = ("Streaming works. " * 20).strip()
 
 
-def session(url: str) -> tuple[httpx.Client, str]:
-    client = httpx.Client(base_url=url, timeout=10, follow_redirects=True)
+def session(served: Served) -> tuple[httpx.Client, str]:
+    client = served.client(timeout=10, follow_redirects=True)
     token = re.search(r'name="_csrf_token" value="([^"]+)"', client.get("/").text).group(1)
     return client, token
 
 
-def read_events(url: str, path: str, until, headers=None, timeout: float = 15.0) -> list[tuple[str, str]]:
-    """Read SSE messages (id, data) until `until(messages)` holds."""
+def read_events(served: Served, path: str, until, headers=None, timeout: float = 15.0) -> list[tuple[str, str]]:
+    """Read SSE messages (id, data) until `until(messages)` holds, signed in as the owner."""
     messages: list[tuple[str, str]] = []
-    with httpx.stream("GET", url + path, headers=headers or {}, timeout=timeout) as r:
+    with httpx.stream("GET", served.url + path, headers=headers or {}, cookies=served.cookies,
+                      timeout=timeout) as r:
         assert r.status_code == 200
         assert r.headers["content-type"].startswith("text/event-stream")
         event_id, data = "", []
@@ -44,7 +45,7 @@ def read_events(url: str, path: str, until, headers=None, timeout: float = 15.0)
 
 def test_a_message_sent_through_the_form_streams_in_over_sse(served: Served, fake):
     fake.script([reasoning("Thinking it over."), rate(200), text(ANSWER)])
-    client, token = session(served.url)
+    client, token = session(served)
     chat = client.post("/c", data={"_csrf_token": token}).url.path  # follows the 303
     assert re.fullmatch(r"/c/\d+", chat)
     since = re.search(r'events\?since=(\d+)', client.get(chat).text).group(1)
@@ -56,7 +57,7 @@ def test_a_message_sent_through_the_form_streams_in_over_sse(served: Served, fak
         found = re.search(r'<article id="(i\d+)" data-key="[^"]+" class="item text"', joined)
         return found is not None and f'id="{found.group(1)}-s" class="state done"' in joined
 
-    messages = read_events(served.url, f"{chat}/events?since={since}", finished)
+    messages = read_events(served, f"{chat}/events?since={since}", finished)
     ids = [int(m[0]) for m in messages]
     assert ids == sorted(ids) and ids[0] >= int(since)
     growing = [m for m in messages if "state growing" in m[1] or "<hx-a " in m[1]]
@@ -73,31 +74,31 @@ def test_a_message_sent_through_the_form_streams_in_over_sse(served: Served, fak
 
 
 def test_last_event_id_wins_over_since(served: Served):
-    client, token = session(served.url)
+    client, token = session(served)
     chat = client.post("/c", data={"_csrf_token": token}).url.path
     client.post(chat + "/ask", data={"_csrf_token": token, "text": "one"})
     wait_for(lambda: "A fitting title" in client.get(chat).text)  # the run's last write
     top = int(client.get("/healthz").json()["rev"])
     # since=0 would replay everything; the header says the page already has it all.
-    messages = read_events(served.url, f"{chat}/events?since=0", lambda m: True,
+    messages = read_events(served, f"{chat}/events?since=0", lambda m: True,
                            headers={"Last-Event-ID": str(top)})
     assert messages[0][0] == str(top)
     assert "<article" not in messages[0][1]
     # a cursor ahead of the database (another database, a restore) resyncs everything
-    messages = read_events(served.url, f"{chat}/events?since={top + 1000}", lambda m: True)
+    messages = read_events(served, f"{chat}/events?since={top + 1000}", lambda m: True)
     assert messages[0][1].count("<article") == 2
 
 
 def test_sigterm_ends_open_streams_and_the_server_exits_promptly(served: Served, fake):
     fake.script([stall(30), text("never")])
-    client, token = session(served.url)
+    client, token = session(served)
     chat = client.post("/c", data={"_csrf_token": token}).url.path
     client.post(chat + "/ask", data={"_csrf_token": token, "text": "wait"})
     ended = []
 
     def follow():
         try:
-            with httpx.stream("GET", f"{served.url}{chat}/events?since=0", timeout=30) as r:
+            with httpx.stream("GET", f"{served.url}{chat}/events?since=0", cookies=served.cookies, timeout=30) as r:
                 for _ in r.iter_lines():
                     pass
         except httpx.HTTPError:
@@ -118,7 +119,7 @@ def test_sigterm_ends_open_streams_and_the_server_exits_promptly(served: Served,
 def test_a_restarted_server_keeps_revs_and_serves_the_same_page(data, env, fake):
     first = Served(data, env).start()
     try:
-        client, token = session(first.url)
+        client, token = session(first)
         chat = client.post("/c", data={"_csrf_token": token}).url.path
         client.post(chat + "/ask", data={"_csrf_token": token, "text": "remember me"})
         wait_for(lambda: "A fitting title" in client.get(chat).text)  # the last write of the run
@@ -127,7 +128,7 @@ def test_a_restarted_server_keeps_revs_and_serves_the_same_page(data, env, fake)
         first.stop()
     second = Served(data, env).start()
     try:
-        client2 = httpx.Client(base_url=second.url)
+        client2 = second.client()
         assert client2.get("/healthz").json()["rev"] == rev
         assert "remember me" in client2.get(chat).text
     finally:

@@ -14,7 +14,7 @@ from ..tools import Tool, names
 from ..tools.builtin import builtin_tools
 from . import render
 from ..models import THINKING
-from .chats import form_field, parse_id, thinking_level
+from .chats import form_field, me, parse_id, thinking_level
 from .state import State, state
 
 TABS = ("settings", "tools", "plugins", "memory")
@@ -28,9 +28,10 @@ HEADER_MAX = 100
 _listings: dict[int, mcp.Listing] = {}
 
 
-def agent_or_404(s: State, raw: str) -> Assistant:
+def agent_or_404(s: State, raw: str, request: Request) -> Assistant:
+    """The signed-in person's agent by id; another person's is as missing as none."""
     agent = s.store.agent(parse_id(raw))
-    if agent is None:
+    if agent is None or agent.person != me(request).id:
         raise NotFoundException("No such agent.")
     return agent
 
@@ -52,14 +53,14 @@ def valid_name(raw: str) -> str:
 @get("/agents")
 async def agents(request: Request) -> Response:
     s = state(request)
-    return render.page(request, "agents.html", agents=s.store.agents(), name_max=NAME_MAX)
+    return render.page(request, "agents.html", agents=s.store.agents(me(request).id), name_max=NAME_MAX)
 
 
 @post("/agents")
 async def create_agent(request: Request) -> Response:
     s = state(request)
     name = valid_name(await form_field(request, "name", 10_000))
-    agent = s.store.add_agent(Assistant(name=name, instructions=""))
+    agent = s.store.add_agent(Assistant(name=name, instructions="", person=me(request).id))
     return back(request, agent, "settings")
 
 
@@ -80,7 +81,7 @@ async def offered_tools(s: State, agent: Assistant) -> list[tuple[str, list[Tool
 @get("/agents/{agent_id:str}")
 async def agent_page(request: Request, agent_id: FromPath[str], tab: FromQuery[str] = "settings") -> Response:
     s = state(request)
-    agent = agent_or_404(s, agent_id)
+    agent = agent_or_404(s, agent_id, request)
     tab = tab if tab in TABS else "settings"
     context = {"agent": agent, "tab": tab, "tabs": TABS, "name_max": NAME_MAX, "thinking_levels": THINKING}
     if tab == "settings":
@@ -100,7 +101,7 @@ async def agent_page(request: Request, agent_id: FromPath[str], tab: FromQuery[s
 @post("/agents/{agent_id:str}")
 async def save_settings(request: Request, agent_id: FromPath[str]) -> Response:
     s = state(request)
-    agent = agent_or_404(s, agent_id)
+    agent = agent_or_404(s, agent_id, request)
     name = valid_name(await form_field(request, "name", 10_000))
     instructions = (await form_field(request, "instructions", INSTRUCTIONS_MAX)).strip()
     model = (await form_field(request, "model", 200)).strip()
@@ -114,7 +115,7 @@ async def save_settings(request: Request, agent_id: FromPath[str]) -> Response:
 @post("/agents/{agent_id:str}/tools")
 async def save_tools(request: Request, agent_id: FromPath[str]) -> Response:
     s = state(request)
-    agent = agent_or_404(s, agent_id)
+    agent = agent_or_404(s, agent_id, request)
     form = await request.form()
     shown = {v for v in form.getall("shown") if isinstance(v, str)} if "shown" in form else set()
     use = {v for v in form.getall("use") if isinstance(v, str)} if "use" in form else set()
@@ -133,7 +134,7 @@ async def save_tools(request: Request, agent_id: FromPath[str]) -> Response:
 @post("/agents/{agent_id:str}/plugins")
 async def add_plugin(request: Request, agent_id: FromPath[str]) -> Response:
     s = state(request)
-    agent = agent_or_404(s, agent_id)
+    agent = agent_or_404(s, agent_id, request)
     address = (await form_field(request, "address", ADDRESS_MAX)).strip()
     header = (await form_field(request, "header", HEADER_MAX)).strip()
     secret = (await form_field(request, "secret", SECRET_MAX)).strip()
@@ -158,7 +159,7 @@ async def add_plugin(request: Request, agent_id: FromPath[str]) -> Response:
 @post("/agents/{agent_id:str}/plugins/{plugin_id:str}")
 async def change_plugin(request: Request, agent_id: FromPath[str], plugin_id: FromPath[str]) -> Response:
     s = state(request)
-    agent = agent_or_404(s, agent_id)
+    agent = agent_or_404(s, agent_id, request)
     p = s.store.plugin_row(parse_id(plugin_id))
     if p is None or p.agent != agent.id:
         raise NotFoundException("No such plugin.")
@@ -182,7 +183,7 @@ async def change_plugin(request: Request, agent_id: FromPath[str], plugin_id: Fr
 @post("/agents/{agent_id:str}/memories/{memory_id:str}/delete")
 async def delete_memory(request: Request, agent_id: FromPath[str], memory_id: FromPath[str]) -> Response:
     s = state(request)
-    agent = agent_or_404(s, agent_id)
+    agent = agent_or_404(s, agent_id, request)
     if not s.store.delete_memory(agent.id, parse_id(memory_id)):
         raise NotFoundException("No such memory.")
     return back(request, agent, "memory")
@@ -191,7 +192,7 @@ async def delete_memory(request: Request, agent_id: FromPath[str], memory_id: Fr
 @get("/agents/{agent_id:str}/delete")
 async def confirm_delete(request: Request, agent_id: FromPath[str]) -> Response:
     s = state(request)
-    agent = agent_or_404(s, agent_id)
+    agent = agent_or_404(s, agent_id, request)
     count = s.store.one("SELECT count(*) FROM conversations WHERE agent = ?", [agent.id])[0]
     return render.page(request, "agent_delete.html", agent=agent, conversations=count)
 
@@ -199,8 +200,8 @@ async def confirm_delete(request: Request, agent_id: FromPath[str]) -> Response:
 @post("/agents/{agent_id:str}/delete")
 async def delete_agent(request: Request, agent_id: FromPath[str]) -> Response:
     s = state(request)
-    agent = agent_or_404(s, agent_id)
-    if len(s.store.agents()) == 1:
+    agent = agent_or_404(s, agent_id, request)
+    if len(s.store.agents(me(request).id)) == 1:
         raise HTTPException(status_code=400, detail="This is the only agent; make another before deleting it.")
     s.store.delete_agent(agent.id)
     for p in list(_listings):

@@ -22,7 +22,7 @@ from litestar.static_files import create_static_files_router
 from .. import config as configuration
 from ..feed import Feed
 from ..worker import running
-from . import agents, chats, conversations, events, files, live, models, render, skills
+from . import accounts, agents, chats, conversations, events, files, live, models, render, skills
 from .state import State
 
 log = logging.getLogger(__name__)
@@ -114,6 +114,7 @@ def create_app(config: configuration.Config | None = None) -> Litestar:
 
     return Litestar(
         route_handlers=[
+            *accounts.routes,
             *chats.routes,
             *conversations.routes,
             *agents.routes,
@@ -129,6 +130,7 @@ def create_app(config: configuration.Config | None = None) -> Litestar:
         lifespan=[lifespan],
         csrf_config=CSRFConfig(secret=secret_key(config.data), cookie_samesite="lax", cookie_httponly=True),
         exception_handlers={Exception: error_page},
+        before_request=accounts.authenticate,
         after_request=security_headers,
         # room for a message's files at their limits (each is checked in chats.attachments)
         request_max_body_size=config.upload_max * config.upload_count + 2_000_000,

@@ -11,7 +11,7 @@ from litestar.response import Redirect
 from ..files import clean_name
 from ..models import THINKING
 from ..store import Store
-from ..tables import Conversation, decided, retried, stopped
+from ..tables import Conversation, Person, decided, retried, stopped
 from . import live, render
 from .state import state
 
@@ -35,11 +35,17 @@ def thinking_level(raw: str) -> str:
     return level
 
 
-def conversation_or_404(store: Store, raw: str) -> Conversation:
+def conversation_or_404(store: Store, raw: str, who: Person) -> Conversation:
+    """`who`'s conversation by the id a person sent; another person's is as missing as none."""
     convo = store.conversation(parse_id(raw))
-    if convo is None:
+    if convo is None or convo.person != who.id:
         raise NotFoundException("No such conversation.")
     return convo
+
+
+def me(request: Request) -> Person:
+    """The person signed in (accounts.authenticate made sure there is one)."""
+    return request.state.person
 
 
 def done(request: Request, to: str) -> Response:
@@ -89,8 +95,8 @@ async def index(request: Request) -> Response:
     s = state(request)
     return render.page(
         request, "index.html",
-        conversations=s.store.conversations(),
-        agents=s.store.agents(),
+        conversations=s.store.conversations(me(request).id),
+        agents=s.store.agents(me(request).id),
         configured=s.providers.configured,
         rev=s.store.rev(),
     )
@@ -99,15 +105,16 @@ async def index(request: Request) -> Response:
 @post("/c")
 async def new_conversation(request: Request) -> Response:
     s = state(request)
+    who = me(request)
     raw = (await form_field(request, "agent", 20)).strip()
-    agent = s.store.default_agent()
+    agent = s.store.default_agent(who.id)
     if raw:  # the conversation's agent, picked on the home page
         agent_id = render.an_id(raw)
         chosen = s.store.agent(agent_id) if agent_id is not None else None
-        if chosen is None:
+        if chosen is None or chosen.person != who.id:
             raise HTTPException(status_code=400, detail="There is no such agent to talk to.")
         agent = chosen
-    convo = s.store.new_conversation(agent.id if agent else None)
+    convo = s.store.new_conversation(agent.id if agent else None, person=who.id)
     if render.is_htmx(request):
         return Response(b"", status_code=204, headers={"HX-Redirect": f"/c/{convo.id}"})
     return Redirect(f"/c/{convo.id}", status_code=303)
@@ -119,7 +126,7 @@ async def conversation(request: Request, chat: FromPath[str], versions: FromQuer
     turn = render.an_id(versions)
     shown = frozenset({turn}) if turn is not None else frozenset()
     with s.store.snapshot():
-        convo = conversation_or_404(s.store, chat)
+        convo = conversation_or_404(s.store, chat, me(request))
         rev = s.store.rev()
         everything = s.store.items(convo.id)
         items = render.sort_items([it for it in everything if it.kind != "plan"])
@@ -144,7 +151,7 @@ async def conversation(request: Request, chat: FromPath[str], versions: FromQuer
 @post("/c/{chat:str}/ask")
 async def ask(request: Request, chat: FromPath[str]) -> Response:
     s = state(request)
-    convo = conversation_or_404(s.store, chat)
+    convo = conversation_or_404(s.store, chat, me(request))
     text = (await form_field(request, "text", TEXT_MAX)).strip()
     model = (await form_field(request, "model", MODEL_MAX)).strip()
     thinking = thinking_level(await form_field(request, "thinking", 20))
@@ -154,7 +161,7 @@ async def ask(request: Request, chat: FromPath[str]) -> Response:
         raise HTTPException(status_code=400, detail=f"There is no model “{model}” to choose.")
     uploads = await attachments(request, s.config.upload_max, s.config.upload_count)
     with s.store.write():  # the file rows and the message together, or neither
-        ids = tuple(s.store.add_file(name, data) for name, data in uploads)
+        ids = tuple(s.store.add_file(name, data, person=convo.person) for name, data in uploads)
         s.store.ask(convo.id, text, model=model, files=ids, thinking=thinking)
     return done(request, f"/c/{convo.id}")
 
@@ -163,7 +170,7 @@ async def ask(request: Request, chat: FromPath[str]) -> Response:
 async def retry(request: Request, chat: FromPath[str]) -> Response:
     """"Again": make the last answer anew, optionally from another model; the old one stays."""
     s = state(request)
-    convo = conversation_or_404(s.store, chat)
+    convo = conversation_or_404(s.store, chat, me(request))
     model = (await form_field(request, "model", MODEL_MAX)).strip()
     if model and s.store.choice(model) is None:
         raise HTTPException(status_code=400, detail=f"There is no model “{model}” to choose.")
@@ -178,7 +185,7 @@ async def retry(request: Request, chat: FromPath[str]) -> Response:
 async def decide(request: Request, chat: FromPath[str], call: FromPath[str]) -> Response:
     """The person's decision on a call waiting for approval."""
     s = state(request)
-    convo = conversation_or_404(s.store, chat)
+    convo = conversation_or_404(s.store, chat, me(request))
     it = s.store.item(parse_id(call))
     if it is None or it.chat != convo.id or it.kind != "call":
         raise NotFoundException("No such call.")
@@ -194,7 +201,7 @@ async def decide(request: Request, chat: FromPath[str], call: FromPath[str]) -> 
 @post("/c/{chat:str}/stop")
 async def stop(request: Request, chat: FromPath[str]) -> Response:
     s = state(request)
-    convo = conversation_or_404(s.store, chat)
+    convo = conversation_or_404(s.store, chat, me(request))
     running = render.chat_state(s.store, convo.id)
     if running["running"]:
         s.store.add(replace(stopped(convo.id), turn=running["turn"]))

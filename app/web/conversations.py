@@ -10,9 +10,9 @@ from litestar.response import Redirect
 from .. import db as dbm
 from .. import export, search
 from ..store import Store
-from ..tables import Conversation
+from ..tables import Conversation, Person
 from . import render
-from .chats import conversation_or_404
+from .chats import conversation_or_404, me
 from .state import state
 
 
@@ -20,7 +20,7 @@ from .state import state
 async def search_page(request: Request, q: FromQuery[str | None] = None) -> Response:
     s = state(request)
     query = search.clean(q or "")
-    hits = search.find(s.store, query) if query else []
+    hits = search.find(s.store, query, me(request).id) if query else []
     return render.page(request, "search.html", q=query, hits=hits, searched=bool(query),
                        words=bool(search.terms(query)), limit=search.RESULTS_MAX, query_max=search.QUERY_MAX)
 
@@ -28,7 +28,7 @@ async def search_page(request: Request, q: FromQuery[str | None] = None) -> Resp
 @get("/c/{chat:str}/delete")
 async def confirm_delete(request: Request, chat: FromPath[str]) -> Response:
     s = state(request)
-    convo = conversation_or_404(s.store, chat)
+    convo = conversation_or_404(s.store, chat, me(request))
     count = s.store.one("SELECT count(*) FROM items WHERE chat = ? AND kind = 'user'", [convo.id])[0]
     running = render.chat_state(s.store, convo.id)["running"]
     return render.page(request, "chat_delete.html", convo=convo, messages=count, running=running)
@@ -40,7 +40,7 @@ async def delete(request: Request, chat: FromPath[str]) -> Response:
     anything else can happen on this event loop: its in-flight step must not write into a
     conversation made next (SQLite may give that one the same id)."""
     s = state(request)
-    convo = conversation_or_404(s.store, chat)
+    convo = conversation_or_404(s.store, chat, me(request))
     s.store.delete_conversation(convo.id)
     run = s.runner.runs.get(convo.id)
     if run is not None and run.task is not None:
@@ -50,9 +50,9 @@ async def delete(request: Request, chat: FromPath[str]) -> Response:
     return Redirect("/", status_code=303)
 
 
-def rows(store: Store, raw: str) -> tuple[Conversation, list]:
+def rows(store: Store, raw: str, who: Person) -> tuple[Conversation, list]:
     with store.snapshot():  # the conversation and its items as of one moment
-        convo = conversation_or_404(store, raw)
+        convo = conversation_or_404(store, raw, who)
         return convo, store.items(convo.id)
 
 
@@ -64,7 +64,7 @@ def attachment(body: str, media_type: str, convo: Conversation, ext: str) -> Res
 @get("/c/{chat:str}/export.md")
 async def export_markdown(request: Request, chat: FromPath[str]) -> Response:
     s = state(request)
-    convo, items = rows(s.store, chat)
+    convo, items = rows(s.store, chat, me(request))
     agent = s.store.agent(convo.agent) if convo.agent else None
     text = export.to_markdown(convo, items, agent.name if agent else "Assistant")
     return attachment(text, "text/markdown; charset=utf-8", convo, "md")
@@ -73,7 +73,7 @@ async def export_markdown(request: Request, chat: FromPath[str]) -> Response:
 @get("/c/{chat:str}/export.json")
 async def export_json(request: Request, chat: FromPath[str]) -> Response:
     s = state(request)
-    convo, items = rows(s.store, chat)
+    convo, items = rows(s.store, chat, me(request))
     body = json.dumps(export.to_json(convo, items, exported=dbm.now()), ensure_ascii=False, indent=1)
     return attachment(body, "application/json", convo, "json")
 

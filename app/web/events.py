@@ -17,7 +17,7 @@ from litestar.response import Stream
 
 from ..feed import Feed, Follower, encode
 from . import live, render
-from .chats import conversation_or_404
+from .chats import conversation_or_404, me
 from .state import state
 
 HEADERS = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
@@ -55,15 +55,16 @@ async def follow(feed: Feed, follower: Follower, first: bytes, cursor: int) -> A
 @get("/c/{chat:str}/events", exclude_from_csrf=True)
 async def chat_events(request: Request, chat: FromPath[str], since: FromQuery[str | None] = None) -> Stream:
     s = state(request)
-    convo = conversation_or_404(s.store, chat)
-    follower = s.feed.follow(convo.id)  # before reading, so nothing committed after is missed
+    who = me(request)
+    convo = conversation_or_404(s.store, chat, who)
+    follower = s.feed.follow(convo.id, who.id, request.state.session)  # before reading, so nothing committed after is missed
     cursor = cursor_of(request, since)
     with s.store.snapshot():
         top = s.store.rev()
         if cursor > top:
             cursor = 0  # a cursor from another database (or a restore): resync everything
         items = s.store.items_since(cursor, chat=convo.id)
-        gone = [dom for _, dom in s.store.tombstones_since(cursor, chat=convo.id)] if cursor else []
+        gone = [dom for _, dom, _ in s.store.tombstones_since(cursor, chat=convo.id)] if cursor else []
         first = live.chat_changes(s.store, convo.id, items, convo if convo.rev > cursor else None, gone)
     return Stream(follow(s.feed, follower, encode(top, first), top), media_type="text/event-stream", headers=HEADERS)
 
@@ -71,14 +72,17 @@ async def chat_events(request: Request, chat: FromPath[str], since: FromQuery[st
 @get("/events", exclude_from_csrf=True)
 async def list_events(request: Request, since: FromQuery[str | None] = None) -> Stream:
     s = state(request)
-    follower = s.feed.follow(None)
+    who = me(request)
+    follower = s.feed.follow(None, who.id, request.state.session)
     cursor = cursor_of(request, since)
     with s.store.snapshot():
         top = s.store.rev()
         if cursor > top:
             cursor = 0
-        gone = [dom for chat, dom in s.store.tombstones_since(cursor) if chat is None] if cursor else []
-        first = live.list_changes(s.store, s.store.conversations_since(cursor), gone)
+        gone = [dom for chat, dom, person in s.store.tombstones_since(cursor)
+                if chat is None and person == who.id] if cursor else []
+        mine = [c for c in s.store.conversations_since(cursor) if c.person == who.id]
+        first = live.list_changes(s.store, mine, gone)
     return Stream(follow(s.feed, follower, encode(top, first), top), media_type="text/event-stream", headers=HEADERS)
 
 

@@ -24,7 +24,7 @@ def file_id(raw: str) -> int:
 @get("/files/{file:str}")
 async def serve_file(request: Request, file: FromPath[str]) -> Response:
     found = state(request).store.file_bytes(file_id(file))
-    if found is None:
+    if found is None or found[0]["person"] != request.state.person.id:  # another's is as missing as none
         raise NotFoundException("No such file.")
     row, data = found
     kind = row["type"]

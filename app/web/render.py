@@ -67,8 +67,9 @@ def is_htmx(request: Request) -> bool:
     return request.headers.get("hx-request") == "true"
 
 
-def page(request: Request, name: str, status_code: int = 200, **context: Any) -> Response:
-    html = env.get_template(name).render(csrf=csrf_token(request), request=request, **context)
+def page(request: Request, template: str, /, status_code: int = 200, **context: Any) -> Response:
+    me = getattr(request.state, "person", None)  # set by accounts.authenticate; None signed out
+    html = env.get_template(template).render(csrf=csrf_token(request), request=request, me=me, **context)
     return Response(html, media_type="text/html; charset=utf-8", status_code=status_code)
 
 

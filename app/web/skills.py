@@ -66,6 +66,12 @@ async def from_form(request: Request) -> Skill:
         raise HTTPException(status_code=400, detail=str(e)) from None
 
 
+def editor(request: Request) -> None:
+    """Skills are shared by everyone's agents: only the owner changes them."""
+    if not request.state.person.owner:
+        raise HTTPException(status_code=403, detail="Only the owner of this Tabletalk edits skills.")
+
+
 def limits() -> dict[str, int]:
     return {"name_max": NAME_MAX, "description_max": DESCRIPTION_MAX, "file_kb": FILE_MAX // 1024}
 
@@ -77,6 +83,7 @@ async def skills_page(request: Request) -> Response:
 
 @post("/skills")
 async def create_skill(request: Request) -> Response:
+    editor(request)
     s = state(request)
     added = stored(s.store, await from_form(request))
     return to(request, f"/skills/{added.id}")
@@ -84,6 +91,7 @@ async def create_skill(request: Request) -> Response:
 
 @post("/skills/import")
 async def import_skill(request: Request) -> Response:
+    editor(request)
     s = state(request)
     form = await request.form()
     upload = form.get("file")
@@ -109,6 +117,7 @@ async def skill_page(request: Request, skill_id: FromPath[str]) -> Response:
 
 @post("/skills/{skill_id:str}")
 async def save_skill(request: Request, skill_id: FromPath[str]) -> Response:
+    editor(request)
     s = state(request)
     found = skill_or_404(s.store, skill_id)
     stored(s.store, await from_form(request), own=found.id)
@@ -124,12 +133,14 @@ async def export_skill(request: Request, skill_id: FromPath[str]) -> Response:
 
 @get("/skills/{skill_id:str}/delete")
 async def confirm_delete(request: Request, skill_id: FromPath[str]) -> Response:
+    editor(request)
     found = skill_or_404(state(request).store, skill_id)
     return render.page(request, "skill.html", skill=found, confirm=True, preview="", **limits())
 
 
 @post("/skills/{skill_id:str}/delete")
 async def delete_skill(request: Request, skill_id: FromPath[str]) -> Response:
+    editor(request)
     s = state(request)
     found = skill_or_404(s.store, skill_id)
     s.store.delete_skill(found.id)

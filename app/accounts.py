@@ -1,0 +1,192 @@
+"""Accounts: people, their passwords, their sessions and the sign-in limit.
+
+The rows of `people`, `sessions` and `signins` are read and written here (store.py keeps
+everything else). Passwords are hashed with argon2id (argon2-cffi, its default RFC 9106
+parameters); a session is a random token in an HttpOnly cookie, stored only as its sha256.
+The first person is the owner: they set the app up (or TABLETALK_PASSWORD did), claim the
+rows made before any account existed, and add and remove the others.
+"""
+from __future__ import annotations
+
+import hashlib
+import secrets
+import sqlite3
+from dataclasses import dataclass
+
+from argon2 import PasswordHasher
+from argon2.exceptions import InvalidHashError, VerificationError, VerifyMismatchError
+
+from . import db as dbm
+from .config import Config
+from .store import Store
+from .tables import Person, check_name
+
+SESSION_SECONDS = 30 * 24 * 3600
+SIGNIN_LIMIT = 10          # failed sign-ins a minute, per name and per address
+SIGNIN_WINDOW = 60.0
+PASSWORD_MIN = 8
+PASSWORD_MAX = 1_000       # argon2 takes any length; a bound keeps a request from costing more
+
+hasher = PasswordHasher()
+# Checked when the name is unknown, so a wrong name costs the same time as a wrong password.
+_DUMMY = hasher.hash(secrets.token_urlsafe(16))
+
+
+class AccountError(ValueError):
+    """A name or password a person can fix; the message says how."""
+
+
+def check_password(password: str) -> str:
+    if len(password) < PASSWORD_MIN:
+        raise AccountError(f"The password needs at least {PASSWORD_MIN} characters.")
+    if len(password) > PASSWORD_MAX:
+        raise AccountError(f"The password is too long: at most {PASSWORD_MAX:,} characters.")
+    if "\x00" in password:
+        raise AccountError("The password cannot hold a NUL character.")
+    return password
+
+
+def person_name(raw: str) -> str:
+    name = raw.strip()
+    try:
+        check_name(name)
+    except ValueError as e:
+        raise AccountError(f"The name: {e}.") from None
+    if any(ch.isspace() and ch != " " or not ch.isprintable() for ch in name):
+        raise AccountError("The name must be one line of printable characters.")
+    return name
+
+
+def hash_password(password: str) -> str:
+    """Slow on purpose (~0.1 s of CPU): call it off the event loop."""
+    return hasher.hash(check_password(password))
+
+
+def password_matches(hashed: str | None, password: str) -> bool:
+    """Constant work whether or not the person exists (hashed None)."""
+    try:
+        return hasher.verify(hashed or _DUMMY, password) and hashed is not None
+    except (VerifyMismatchError, VerificationError, InvalidHashError):
+        return False
+
+
+def token_id(token: str) -> str:
+    return hashlib.sha256(token.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _person(row: sqlite3.Row) -> Person:
+    return Person(name=row["name"], owner=bool(row["owner"]), id=row["id"])
+
+
+@dataclass
+class People:
+    """The accounts of one database."""
+
+    store: Store
+
+    def _one(self, sql: str, params: list) -> sqlite3.Row | None:
+        return self.store.one(sql, params)
+
+    def count(self) -> int:
+        return self._one("SELECT count(*) FROM people", [])[0]
+
+    def all(self) -> list[Person]:
+        return [_person(r) for r in self.store.all("SELECT * FROM people ORDER BY owner DESC, name COLLATE NOCASE")]
+
+    def get(self, person_id: int) -> Person | None:
+        row = self._one("SELECT * FROM people WHERE id = ?", [person_id])
+        return _person(row) if row else None
+
+    def hash_of(self, name: str) -> tuple[Person, str] | None:
+        row = self._one("SELECT * FROM people WHERE name = ?", [name.strip()])
+        return (_person(row), row["hash"]) if row else None
+
+    def add(self, name: str, hashed: str, *, owner: bool = False) -> Person:
+        """A new account. The owner's is the first: it claims the rows made before it (and
+        fails with AccountError when someone set the app up meanwhile). Anyone else gets an
+        agent of their own to talk to."""
+        name = person_name(name)
+        with self.store.write() as db:
+            first = db.conn.execute("SELECT count(*) FROM people").fetchone()[0] == 0
+            if owner and not first:
+                raise AccountError("Tabletalk is already set up: sign in instead.")
+            try:
+                person_id = db.conn.execute(
+                    "INSERT INTO people (name, hash, owner, created) VALUES (?, ?, ?, ?)",
+                    [name, hashed, int(owner), dbm.now()]).lastrowid
+            except sqlite3.IntegrityError:
+                raise AccountError(f"Someone is already called “{name}”.") from None
+            if owner:
+                for table in ("conversations", "assistants", "files", "tombstones"):
+                    db.conn.execute(f"UPDATE {table} SET person = ? WHERE person IS NULL", [person_id])
+            if not db.conn.execute("SELECT 1 FROM assistants WHERE person = ?", [person_id]).fetchone():
+                t = dbm.now()
+                db.conn.execute(
+                    "INSERT INTO assistants (name, instructions, created, updated, rev, person) VALUES (?, ?, ?, ?, ?, ?)",
+                    ["Assistant", dbm.DEFAULT_INSTRUCTIONS, t, t, dbm.bump(db), person_id])
+        return Person(name=name, owner=owner, id=person_id)
+
+    def remove(self, person_id: int) -> bool:
+        """Someone's account and everything of theirs (conversations, agents, files, sessions).
+        The owner's account is never removed."""
+        with self.store.write() as db:
+            return db.conn.execute("DELETE FROM people WHERE id = ? AND owner = 0", [person_id]).rowcount == 1
+
+    def set_password(self, person_id: int, hashed: str, keep: str = "") -> None:
+        """A new password ends every session of that person but the one named `keep`."""
+        with self.store.write() as db:
+            db.conn.execute("UPDATE people SET hash = ? WHERE id = ?", [hashed, person_id])
+            db.conn.execute("DELETE FROM sessions WHERE person = ? AND id != ?", [person_id, token_id(keep)])
+
+    # --- sessions ---------------------------------------------------------------------
+
+    def start_session(self, person_id: int) -> str:
+        """A new session's token, for the cookie (only its hash is stored)."""
+        token = secrets.token_urlsafe(32)
+        t = dbm.now()
+        with self.store.write() as db:
+            db.conn.execute("DELETE FROM sessions WHERE expires < ?", [t])
+            db.conn.execute("INSERT INTO sessions (id, person, created, expires) VALUES (?, ?, ?, ?)",
+                            [token_id(token), person_id, t, t + SESSION_SECONDS])
+        return token
+
+    def session(self, token: str | None) -> Person | None:
+        """The person signed in with this cookie, if the session is still on."""
+        if not token or len(token) > 200:
+            return None
+        row = self._one(
+            "SELECT people.* FROM sessions JOIN people ON people.id = sessions.person "
+            "WHERE sessions.id = ? AND sessions.expires > ?", [token_id(token), dbm.now()])
+        return _person(row) if row else None
+
+    def end_session(self, token: str | None) -> None:
+        if token:
+            with self.store.write() as db:
+                db.conn.execute("DELETE FROM sessions WHERE id = ?", [token_id(token)])
+
+    # --- the sign-in limit --------------------------------------------------------------
+
+    def too_many_signins(self, name: str, address: str) -> bool:
+        since = dbm.now() - SIGNIN_WINDOW
+        n = self._one("SELECT count(*) FROM signins WHERE at > ? AND (name = ? OR address = ?)",
+                      [since, name.strip().lower()[:200], address])[0]
+        return n >= SIGNIN_LIMIT
+
+    def failed_signin(self, name: str, address: str) -> None:
+        t = dbm.now()
+        with self.store.write() as db:
+            db.conn.execute("DELETE FROM signins WHERE at < ?", [t - SIGNIN_WINDOW])
+            db.conn.execute("INSERT INTO signins (at, name, address) VALUES (?, ?, ?)",
+                            [t, name.strip().lower()[:200], address])
+
+
+def set_up_from_settings(store: Store, config: Config) -> Person | None:
+    """TABLETALK_PASSWORD sets the owner up at start when no account exists (headless)."""
+    people = People(store)
+    if not config.owner_password or people.count():
+        return None
+    hashed = hash_password(config.owner_password)
+    try:
+        return people.add(config.owner_name, hashed, owner=True)
+    except AccountError:  # another worker did it first
+        return None

@@ -1,0 +1,246 @@
+"""Signing in and out, setting the owner up, and the owner's list of people.
+
+Every request but these pages, /healthz and /static goes through `authenticate`: with no
+account yet it leads to /setup, without a session to /signin. The person signed in is
+`me(request)`; every route that takes an id checks that the row is theirs and answers 404
+when it is not, exactly as for a row that does not exist.
+"""
+from __future__ import annotations
+
+import asyncio
+from urllib.parse import quote
+
+from litestar import Request, Response, get, post
+from litestar.exceptions import HTTPException, NotFoundException
+from litestar.params import FromPath, FromQuery
+from litestar.response import Redirect
+
+from ..accounts import AccountError, People, hash_password, password_matches, person_name
+from ..tables import NAME_MAX, Person
+from . import render
+from .chats import form_field, me, parse_id
+from .models import local_path
+from .state import state
+
+COOKIE = "tabletalk_session"
+PUBLIC = frozenset({"/setup", "/signin", "/healthz"})
+FIELD_MAX = 1_000
+
+
+def owner_only(request: Request) -> Person:
+    """The owner's pages do not exist for anyone else."""
+    person = me(request)
+    if not person.owner:
+        raise NotFoundException("Not found.")
+    return person
+
+
+def to_sign_in(request: Request, setup: bool) -> Response:
+    where = "/setup" if setup else "/signin"
+    if request.method == "GET" and not setup and request.url.path != "/":
+        target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+        where += "?next=" + quote(local_path(target), safe="/")
+    if render.is_htmx(request) or request.url.path.endswith("/events"):
+        return Response("Sign in first.", status_code=401, media_type="text/plain; charset=utf-8",
+                        headers={"HX-Redirect": where})
+    return Redirect(where, status_code=303)
+
+
+async def authenticate(request: Request) -> Response | None:
+    """Before every route: who is signed in, or where to go to sign in."""
+    path = request.url.path
+    if path in PUBLIC or path.startswith("/static/"):
+        return None
+    s = state(request)
+    people = People(s.store)
+    token = request.cookies.get(COOKIE)
+    person = people.session(token)
+    if person is None:
+        return to_sign_in(request, setup=people.count() == 0)
+    request.state.person = person
+    request.state.session = token
+    return None
+
+
+def secure(request: Request) -> bool:
+    """Behind https (directly or through a proxy that says so) the cookie is Secure."""
+    return request.url.scheme == "https" or request.headers.get("x-forwarded-proto", "").lower() == "https"
+
+
+def signed_in(request: Request, token: str, to: str) -> Response:
+    response = Redirect(local_path(to), status_code=303)
+    response.set_cookie(COOKIE, token, max_age=30 * 24 * 3600, path="/", httponly=True, samesite="lax",
+                        secure=secure(request))
+    return response
+
+
+def client_address(request: Request) -> str:
+    return request.client.host if request.client else ""
+
+
+# --- setting up the owner ------------------------------------------------------------------
+
+
+@get("/setup")
+async def setup_page(request: Request) -> Response:
+    if People(state(request).store).count():
+        return Redirect("/signin", status_code=303)
+    return render.page(request, "setup.html", name="", error="", name_max=NAME_MAX)
+
+
+@post("/setup")
+async def set_up(request: Request) -> Response:
+    s = state(request)
+    people = People(s.store)
+    if people.count():
+        raise HTTPException(status_code=409, detail="Tabletalk is already set up: sign in instead.")
+    name = await form_field(request, "name", FIELD_MAX)
+    password = await form_field(request, "password", FIELD_MAX)
+    again = await form_field(request, "again", FIELD_MAX)
+    try:
+        name = person_name(name)
+        if password != again:
+            raise AccountError("The two passwords differ: type the same one twice.")
+        hashed = await asyncio.to_thread(hash_password, password)
+        owner = people.add(name, hashed, owner=True)
+    except AccountError as e:
+        return render.page(request, "setup.html", status_code=400, name=name[:NAME_MAX], error=str(e),
+                           name_max=NAME_MAX)
+    return signed_in(request, people.start_session(owner.id), "/")
+
+
+# --- signing in and out -----------------------------------------------------------------
+
+
+@get("/signin")
+async def signin_page(request: Request, next: FromQuery[str | None] = None) -> Response:  # noqa: A002
+    people = People(state(request).store)
+    if not people.count():
+        return Redirect("/setup", status_code=303)
+    if people.session(request.cookies.get(COOKIE)) is not None:
+        return Redirect(local_path(next), status_code=303)
+    return render.page(request, "signin.html", name="", error="", next=local_path(next))
+
+
+@post("/signin")
+async def sign_in(request: Request) -> Response:
+    s = state(request)
+    people = People(s.store)
+    name = (await form_field(request, "name", FIELD_MAX)).strip()
+    password = await form_field(request, "password", FIELD_MAX)
+    to = local_path(await form_field(request, "next", 2_000))
+    address = client_address(request)
+
+    def again(status: int, error: str) -> Response:
+        return render.page(request, "signin.html", status_code=status, name=name[:NAME_MAX], error=error, next=to)
+
+    if people.too_many_signins(name, address):
+        return again(429, "Too many attempts to sign in: wait a minute, then try again.")
+    found = people.hash_of(name) if name else None
+    ok = await asyncio.to_thread(password_matches, found[1] if found else None, password)
+    if not ok or found is None:
+        people.failed_signin(name, address)
+        return again(401, "That name and password do not match an account.")
+    return signed_in(request, people.start_session(found[0].id), to)
+
+
+@post("/signout")
+async def sign_out(request: Request) -> Response:
+    s = state(request)
+    token = request.state.session
+    People(s.store).end_session(token)
+    s.feed.drop(session=token)
+    response = Redirect("/signin", status_code=303)
+    response.delete_cookie(COOKIE, path="/")
+    if render.is_htmx(request):
+        response = Response(b"", status_code=204, headers={"HX-Redirect": "/signin"})
+        response.delete_cookie(COOKIE, path="/")
+    return response
+
+
+# --- one's own account ----------------------------------------------------------------
+
+
+@get("/account")
+async def account_page(request: Request) -> Response:
+    return render.page(request, "account.html", error="", changed=False)
+
+
+@post("/account")
+async def change_password(request: Request) -> Response:
+    s = state(request)
+    people = People(s.store)
+    person = me(request)
+    current = await form_field(request, "current", FIELD_MAX)
+    password = await form_field(request, "password", FIELD_MAX)
+    again = await form_field(request, "again", FIELD_MAX)
+    found = people.hash_of(person.name)
+    try:
+        if not await asyncio.to_thread(password_matches, found[1] if found else None, current):
+            raise AccountError("The current password is not right.")
+        if password != again:
+            raise AccountError("The two new passwords differ: type the same one twice.")
+        hashed = await asyncio.to_thread(hash_password, password)
+    except AccountError as e:
+        return render.page(request, "account.html", status_code=400, error=str(e), changed=False)
+    people.set_password(person.id, hashed, keep=request.state.session)
+    return render.page(request, "account.html", error="", changed=True)
+
+
+# --- the owner's list of people ---------------------------------------------------------
+
+
+def person_or_404(request: Request, raw: str) -> Person:
+    owner_only(request)
+    found = People(state(request).store).get(parse_id(raw))
+    if found is None or found.owner:
+        raise NotFoundException("No such person.")
+    return found
+
+
+@get("/people")
+async def people_page(request: Request) -> Response:
+    owner_only(request)
+    return render.page(request, "people.html", people=People(state(request).store).all(), name="", error="",
+                       name_max=NAME_MAX)
+
+
+@post("/people")
+async def add_person(request: Request) -> Response:
+    owner_only(request)
+    people = People(state(request).store)
+    name = await form_field(request, "name", FIELD_MAX)
+    password = await form_field(request, "password", FIELD_MAX)
+    try:
+        name = person_name(name)
+        people.add(name, await asyncio.to_thread(hash_password, password))
+    except AccountError as e:
+        return render.page(request, "people.html", status_code=400, people=people.all(), name=name[:NAME_MAX],
+                           error=str(e), name_max=NAME_MAX)
+    return Redirect("/people", status_code=303)
+
+
+@get("/people/{person_id:str}/delete")
+async def confirm_remove(request: Request, person_id: FromPath[str]) -> Response:
+    found = person_or_404(request, person_id)
+    s = state(request)
+    count = s.store.one("SELECT count(*) FROM conversations WHERE person = ?", [found.id])[0]
+    return render.page(request, "person_delete.html", person=found, conversations=count)
+
+
+@post("/people/{person_id:str}/delete")
+async def remove_person(request: Request, person_id: FromPath[str]) -> Response:
+    found = person_or_404(request, person_id)
+    s = state(request)
+    theirs = [r[0] for r in s.store.all("SELECT id FROM conversations WHERE person = ?", [found.id])]
+    People(s.store).remove(found.id)
+    s.feed.drop(person=found.id)
+    for chat in theirs:  # as when a conversation is deleted: its run here stops at once
+        run = s.runner.runs.get(chat)
+        if run is not None and run.task is not None:
+            run.task.cancel()
+    return Redirect("/people", status_code=303)
+
+
+routes = [setup_page, set_up, signin_page, sign_in, sign_out, account_page, change_password,
+          people_page, add_person, confirm_remove, remove_person]
