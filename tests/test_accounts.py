@@ -1,0 +1,317 @@
+"""Accounts: setting the owner up, signing in and out, the sign-in limit, people, passwords,
+and serving on a non-loopback address only once an account exists."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from bs4 import BeautifulSoup
+
+from tests.conftest import COOKIE, OWNER, PASSWORD, ROOT, Served, csrf, free_port, signed_in, wait_for
+
+
+def soup(r):
+    return BeautifulSoup(r.text, "html.parser")
+
+
+def db_rows(data: Path, sql: str, params=()):
+    from app import db as dbm
+
+    db = dbm.connect(data / "tabletalk.db")
+    try:
+        return [tuple(r) for r in db.conn.execute(sql, params).fetchall()]
+    finally:
+        db.conn.close()
+
+
+@pytest.fixture
+def fresh(env, data):
+    """The app with no account at all, and a browser-like client that is not signed in."""
+    from litestar.testing import TestClient
+
+    from app.web.app import create_app
+
+    with TestClient(create_app(), raise_server_exceptions=False) as c:
+        yield c
+
+
+def form_token(client, path: str) -> str:
+    return soup(client.get(path)).select_one('input[name="_csrf_token"]')["value"]
+
+
+def set_up(client, name="Ada", password="correct horse battery", again=None):
+    token = form_token(client, "/setup")
+    return client.post("/setup", data={"_csrf_token": token, "name": name, "password": password,
+                                       "again": password if again is None else again}, follow_redirects=False)
+
+
+def sign_in(client, name, password, next_="/"):
+    token = form_token(client, "/signin")
+    return client.post("/signin", data={"_csrf_token": token, "name": name, "password": password, "next": next_},
+                       follow_redirects=False)
+
+
+# --- setting the owner up ---------------------------------------------------------------------
+
+
+def test_with_no_account_every_page_leads_to_setup(fresh):
+    for path in ["/", "/agents", "/skills", "/c/1", "/search?q=x", "/files/1", "/people", "/signin"]:
+        r = fresh.get(path, follow_redirects=False)
+        assert r.status_code == 303 and r.headers["location"] == "/setup", path
+    r = fresh.get("/c/1/events", follow_redirects=False)
+    assert r.status_code == 401 and r.headers["hx-redirect"] == "/setup"
+    assert fresh.get("/healthz").status_code == 200
+    assert fresh.get("/static/app.css").status_code == 200
+
+
+def test_setting_up_the_owner_signs_them_in_and_claims_what_was_there(fresh, data):
+    from app import db as dbm
+    from app.store import Store
+
+    db = dbm.connect(data / "tabletalk.db")
+    before = Store(db).new_conversation(None, "made before any account").id
+    db.conn.close()
+    page = soup(fresh.get("/setup"))
+    assert {i["name"] for i in page.select("main form [name]")} == {"_csrf_token", "name", "password", "again"}
+    r = set_up(fresh)
+    assert r.status_code == 303 and r.headers["location"] == "/"
+    cookie = r.headers["set-cookie"]
+    assert cookie.startswith(f"{COOKIE}=") and "HttpOnly" in cookie and "samesite=lax" in cookie.lower()
+    assert "Secure" not in cookie, "plain http on loopback: a Secure cookie would never come back"
+    home = soup(fresh.get("/"))
+    assert home.select_one("nav.me a").text == "Ada"
+    assert [a["href"] for a in home.select("#conversations a[href^='/c/']")][:1] == [f"/c/{before}"]
+    assert db_rows(data, "SELECT name, owner FROM people") == [("Ada", 1)]
+    assert db_rows(data, "SELECT count(*) FROM assistants WHERE person IS NULL") == [(0,)]
+    # the hash is argon2id, never the password
+    [(hashed,)] = db_rows(data, "SELECT hash FROM people")
+    assert hashed.startswith("$argon2id$") and "correct horse" not in hashed
+    # set up once only
+    assert fresh.get("/setup", follow_redirects=False).headers["location"] == "/signin"
+    r = fresh.post("/setup", data={"_csrf_token": csrf(fresh), "name": "Eve", "password": "x" * 12, "again": "x" * 12})
+    assert r.status_code == 409 and "already set up" in r.text
+    assert db_rows(data, "SELECT name FROM people") == [("Ada",)]
+
+
+@pytest.mark.parametrize("name,password,again,says", [
+    ("", "long enough pw", None, "name"),
+    ("   ", "long enough pw", None, "name"),
+    ("x" * 81, "long enough pw", None, "80"),
+    ("two\nlines", "long enough pw", None, "one line"),
+    ("Ada", "short", None, "at least 8"),
+    ("Ada", "long enough pw", "something else", "differ"),
+    ("Ada", "p" * 1001, None, "too long"),
+    ("Ada", "p" * 100_000, None, "too long"),
+    ("Ada", "nul\x00inside", None, "NUL"),
+])
+def test_setup_refuses_bad_names_and_passwords_clearly(fresh, data, name, password, again, says):
+    r = set_up(fresh, name=name, password=password, again=again)
+    assert r.status_code in (400, 413) and says in soup(r).select_one("main").text
+    assert db_rows(data, "SELECT count(*) FROM people") == [(0,)]
+
+
+def test_behind_https_the_session_cookie_is_secure(fresh):
+    token = form_token(fresh, "/setup")
+    r = fresh.post("/setup", data={"_csrf_token": token, "name": "Ada", "password": "p" * 10, "again": "p" * 10},
+                   headers={"X-Forwarded-Proto": "https"}, follow_redirects=False)
+    assert "Secure" in r.headers["set-cookie"]
+
+
+# --- signing in and out ---------------------------------------------------------------------
+
+
+@pytest.fixture
+def owner(fresh):
+    set_up(fresh, name="Ada", password="correct horse battery")
+    fresh.cookies.clear()
+    return fresh
+
+
+def test_a_page_asked_for_signed_out_comes_back_after_signing_in(owner):
+    r = owner.get("/agents?tab=x", follow_redirects=False)
+    assert r.status_code == 303 and r.headers["location"] == "/signin?next=/agents%3Ftab%3Dx"
+    page = soup(owner.get(r.headers["location"]))
+    assert page.select_one('input[name="next"]')["value"] == "/agents?tab=x"
+    r = sign_in(owner, "ada", "correct horse battery", next_="/agents?tab=x")  # names ignore case
+    assert r.status_code == 303 and r.headers["location"] == "/agents?tab=x"
+    assert owner.get("/agents").status_code == 200
+
+
+@pytest.mark.parametrize("target", ["//evil.example/x", "https://evil.example/", "/\\evil.example", "javascript:alert(1)"])
+def test_signing_in_never_sends_the_person_to_another_site(owner, target):
+    r = sign_in(owner, "Ada", "correct horse battery", next_=target)
+    assert r.status_code == 303 and r.headers["location"] == "/"
+
+
+def test_a_wrong_password_or_name_is_refused_without_saying_which(owner):
+    wrong_password = sign_in(owner, "Ada", "not the password")
+    wrong_name = sign_in(owner, "Nobody", "correct horse battery")
+    for r in (wrong_password, wrong_name):
+        assert r.status_code == 401 and COOKIE not in r.headers.get("set-cookie", "")
+        assert soup(r).select_one(".problem").text == "That name and password do not match an account."
+    assert owner.get("/", follow_redirects=False).status_code == 303
+
+
+def test_sign_in_attempts_are_limited_per_minute(owner, data):
+    for _ in range(10):
+        assert sign_in(owner, "Ada", "guess").status_code == 401
+    r = sign_in(owner, "Ada", "correct horse battery")
+    assert r.status_code == 429 and "wait a minute" in r.text, "even the right password waits once guessing began"
+    # a minute later the attempts are forgotten
+    from app import db as dbm
+    db = dbm.connect(data / "tabletalk.db")
+    with dbm.write(db):
+        db.conn.execute("UPDATE signins SET at = at - 61")
+    db.conn.close()
+    assert sign_in(owner, "Ada", "correct horse battery").status_code == 303
+
+
+def test_signing_out_ends_the_session_everywhere_it_is_used(owner, data):
+    sign_in(owner, "Ada", "correct horse battery")
+    token = owner.cookies[COOKIE]
+    r = owner.post("/signout", data={"_csrf_token": csrf(owner)}, follow_redirects=False)
+    assert r.status_code == 303 and r.headers["location"] == "/signin"
+    assert f'{COOKIE}=""' in r.headers["set-cookie"] or "Max-Age=0" in r.headers["set-cookie"]
+    owner.cookies.set(COOKIE, token)  # a copy of the old cookie is worth nothing now
+    assert owner.get("/", follow_redirects=False).headers["location"] == "/signin"
+    from app.accounts import token_id
+    assert db_rows(data, "SELECT count(*) FROM sessions WHERE id = ?", [token_id(token)]) == [(0,)]
+
+
+def test_signing_out_ends_the_open_live_streams(served: Served):
+    client = served.client(timeout=10, follow_redirects=True)
+    chat = client.post("/c", data={"_csrf_token": csrf(client)}).url.path
+    ended = threading.Event()
+
+    def follow():
+        with httpx.stream("GET", f"{served.url}{chat}/events?since=0", cookies=served.cookies, timeout=30) as r:
+            assert r.status_code == 200
+            for _ in r.iter_bytes():
+                pass
+        ended.set()
+
+    t = threading.Thread(target=follow, daemon=True)
+    t.start()
+    time.sleep(0.5)
+    assert not ended.is_set()
+    client.post("/signout", data={"_csrf_token": csrf(client)})
+    assert ended.wait(5), "a signed-out page stops receiving the conversation"
+    r = httpx.get(f"{served.url}{chat}/events?since=0", cookies=served.cookies, timeout=5)
+    assert r.status_code == 401
+
+
+# --- people and passwords ---------------------------------------------------------------------
+
+
+def test_the_owner_adds_and_removes_people_who_get_an_agent_of_their_own(client, data, make_client):
+    page = soup(client.get("/people"))
+    assert [li.text.split(" ")[0] for li in page.select(".people-list li")] == [OWNER]
+    r = client.post("/people", data={"_csrf_token": csrf(client), "name": "Bea", "password": "bea's password"},
+                    follow_redirects=False)
+    assert r.status_code == 303
+    r = client.post("/people", data={"_csrf_token": csrf(client), "name": "bea", "password": "another password"})
+    assert r.status_code == 400 and "already called" in r.text
+    [(bea,)] = db_rows(data, "SELECT id FROM people WHERE name = 'Bea'")
+    assert db_rows(data, "SELECT name FROM assistants WHERE person = ?", [bea]) == [("Assistant",)]
+
+    token = signed_in(data, "Bea", owner=False)
+    client.cookies.set(COOKIE, token)
+    assert client.get("/people").status_code == 404, "the people page does not exist for anyone but the owner"
+    assert client.get(f"/people/{bea}/delete").status_code == 404
+    assert "People" not in [a.text for a in soup(client.get("/")).select("nav.main a")]
+    chat = client.post("/c", data={"_csrf_token": csrf(client)}, follow_redirects=False).headers["location"]
+
+    client.cookies.set(COOKIE, signed_in(data))  # the owner again
+    confirm = soup(client.get(f"/people/{bea}/delete"))
+    assert "1 conversation," in confirm.text and db_rows(data, "SELECT count(*) FROM people") == [(2,)]
+    assert client.post(f"/people/{bea}/delete", data={"_csrf_token": csrf(client)},
+                       follow_redirects=False).status_code == 303
+    assert db_rows(data, "SELECT count(*) FROM conversations WHERE id = ?", [int(chat.rsplit("/", 1)[1])]) == [(0,)]
+    assert db_rows(data, "SELECT count(*) FROM sessions WHERE person = ?", [bea]) == [(0,)]
+    [(me,)] = db_rows(data, "SELECT id FROM people WHERE owner = 1")
+    assert client.post(f"/people/{me}/delete", data={"_csrf_token": csrf(client)}).status_code == 404, \
+        "the owner's own account is never removed"
+
+
+def test_only_the_owner_changes_skills(client, data):
+    client.post("/people", data={"_csrf_token": csrf(client), "name": "Bea", "password": "bea's password"})
+    client.post("/skills", data={"_csrf_token": csrf(client), "name": "shared", "body": "Do it well."})
+    [(skill,)] = db_rows(data, "SELECT id FROM skills")
+    client.cookies.set(COOKIE, signed_in(data, "Bea", owner=False))
+    page = soup(client.get(f"/skills/{skill}"))
+    assert page.select("main form") == [] and "Do it well." in page.text, "read, but no form to change it"
+    token = csrf(client)
+    for path, form in [("/skills", {"name": "mine"}), (f"/skills/{skill}", {"name": "renamed"}),
+                       (f"/skills/{skill}/delete", {})]:
+        r = client.post(path, data={"_csrf_token": token, **form})
+        assert r.status_code == 403 and "Only the owner" in r.text, path
+    assert db_rows(data, "SELECT name, body FROM skills") == [("shared", "Do it well.")]
+
+
+def test_a_new_password_ends_the_other_sessions(client, data):
+    other = signed_in(data)  # the owner signed in somewhere else too
+    r = client.post("/account", data={"_csrf_token": csrf(client), "current": "wrong", "password": "new password!",
+                                      "again": "new password!"})
+    assert r.status_code == 400 and "current password" in r.text
+    r = client.post("/account", data={"_csrf_token": csrf(client), "current": PASSWORD, "password": "new password!",
+                                      "again": "new password?"})
+    assert r.status_code == 400 and "differ" in r.text
+    r = client.post("/account", data={"_csrf_token": csrf(client), "current": PASSWORD, "password": "new password!",
+                                      "again": "new password!"})
+    assert r.status_code == 200 and "password is changed" in r.text
+    assert client.get("/").status_code == 200, "this session goes on"
+    client.cookies.set(COOKIE, other)
+    assert client.get("/", follow_redirects=False).status_code == 303, "the other one ended"
+    client.cookies.clear()
+    assert sign_in(client, OWNER, "new password!").status_code == 303
+
+
+# --- set up from the environment, and serving beyond loopback -----------------------------------
+
+
+def test_tabletalk_password_sets_the_owner_up_at_start(env, data, monkeypatch):
+    from litestar.testing import TestClient
+
+    from app.web.app import create_app
+
+    monkeypatch.setenv("TABLETALK_PASSWORD", "headless password")
+    monkeypatch.setenv("TABLETALK_OWNER", "admin")
+    with TestClient(create_app(), raise_server_exceptions=False) as c:
+        assert db_rows(data, "SELECT name, owner FROM people") == [("admin", 1)]
+        assert sign_in(c, "admin", "headless password").status_code == 303
+    monkeypatch.setenv("TABLETALK_PASSWORD", "changed later")
+    with TestClient(create_app(), raise_server_exceptions=False) as c:  # ignored once an account exists
+        assert sign_in(c, "admin", "headless password").status_code == 303
+
+
+def serve_on(host: str, data: Path, **extra: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "TABLETALK_DATA": str(data), "AI_URL": "", **extra}
+    return subprocess.run([sys.executable, "-m", "app.cli", "serve", "--host", host, "--port", str(free_port())],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+
+
+@pytest.mark.process
+@pytest.mark.parametrize("host", ["0.0.0.0", "::", "192.0.2.10"])
+def test_serving_beyond_loopback_without_an_account_refuses_and_says_how(data, host):
+    done = serve_on(host, data)
+    assert done.returncode != 0
+    assert "TABLETALK_PASSWORD" in done.stderr and "127.0.0.1" in done.stderr
+
+
+@pytest.mark.process
+def test_a_too_short_tabletalk_password_stops_the_start(data):
+    done = serve_on("127.0.0.1", data, TABLETALK_PASSWORD="short")
+    assert done.returncode != 0 and "TABLETALK_PASSWORD" in done.stderr and "at least 8" in done.stderr
+
+
+def test_loopback_is_told_apart():
+    from app.cli import loopback
+
+    assert all(loopback(h) for h in ["127.0.0.1", "::1", "[::1]", "localhost", "127.8.9.10"])
+    assert not any(loopback(h) for h in ["0.0.0.0", "::", "192.168.1.2", "example.org", ""])
