@@ -1,0 +1,229 @@
+"""Two people: person B walks every route, and the live feeds, against person A's data and
+gets 404 each time, exactly as for rows that do not exist; nothing of A's changes.
+
+The peers' holes this guards against: a live stream anyone could follow by its id, another
+person's conversation continued by its id, another person's files read by id.
+"""
+from __future__ import annotations
+
+import re
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from bs4 import BeautifulSoup
+
+from app import db as dbm
+from app.store import Store
+from app.tables import plugin
+from tests.conftest import COOKIE, Served, csrf, signed_in, wait_for
+from tests.fakes.openai_server import text, tool_call
+
+SECRET_WORD = "zanzibarquux"  # A's words: B must never see them anywhere
+
+
+def soup(r):
+    return BeautifulSoup(r.text, "html.parser")
+
+
+def a_snapshot(data: Path, a: int) -> dict[str, list]:
+    """Everything of A's, to compare before and after B's attempts."""
+    db = dbm.connect(data / "tabletalk.db")
+    try:
+        q = lambda sql: [tuple(r) for r in db.conn.execute(sql, [a]).fetchall()]  # noqa: E731
+        return {
+            "conversations": q("SELECT id, title, agent FROM conversations WHERE person = ?"),
+            "items": q("SELECT items.id, kind, text, state, done FROM items JOIN conversations c ON c.id = chat "
+                       "WHERE c.person = ? AND kind != 'retry' ORDER BY items.id"),
+            "agents": q("SELECT id, name, instructions, model, tools, approve FROM assistants WHERE person = ?"),
+            "plugins": q("SELECT p.id, p.name, p.enabled FROM plugins p JOIN assistants a ON a.id = p.agent "
+                         "WHERE a.person = ?"),
+            "memories": q("SELECT m.id, m.text FROM memories m JOIN assistants a ON a.id = m.agent WHERE a.person = ?"),
+            "files": q("SELECT id, name FROM files WHERE person = ?"),
+        }
+    finally:
+        db.conn.close()
+
+
+@pytest.fixture
+def two(client, fake, data):
+    """A (the owner, signed in on `client`) with a conversation, an answer, a call waiting for
+    approval, a second agent with a plugin and a memory, and an uploaded file; B with a
+    conversation of their own. Returns the ids."""
+    db = dbm.connect(data / "tabletalk.db")
+    store = Store(db)
+    a = store.owner()
+    agent = store.default_agent(a)
+    store.update_agent(agent.id, approve="update_plan")
+    fake.script([text(f"The {SECRET_WORD} answer."), tool_call("update_plan", {"plan": "- [ ] x"})], "Done.")
+    chat = client.post("/c", data={"_csrf_token": csrf(client)}, follow_redirects=False).headers["location"]
+    client.post(chat + "/ask", data={"_csrf_token": csrf(client), "text": f"Tell me about {SECRET_WORD}"},
+                files={"file": ("notes.txt", f"{SECRET_WORD} notes".encode(), "text/plain")})
+    chat_id = int(chat.rsplit("/", 1)[1])
+    wait_for(lambda: db.conn.execute("SELECT 1 FROM items WHERE chat = ? AND kind = 'call' AND state = 'approval'",
+                                     [chat_id]).fetchone())
+    call = db.conn.execute("SELECT id FROM items WHERE chat = ? AND kind = 'call'", [chat_id]).fetchone()[0]
+    user_item = db.conn.execute("SELECT id FROM items WHERE chat = ? AND kind = 'user'", [chat_id]).fetchone()[0]
+    file_id = db.conn.execute("SELECT id FROM files WHERE person = ?", [a]).fetchone()[0]
+    other = store.add_agent(store.default_agent(a).__class__(name="A's researcher", instructions=SECRET_WORD, person=a))
+    p = store.add_plugin(plugin(other.id, "http://127.0.0.1:9/mcp", name="a_plugin"))
+    memory = store.add_memory(other.id, f"A likes {SECRET_WORD}")
+    b_token = signed_in(data, "Bea", owner=False)
+    b = db.conn.execute("SELECT id FROM people WHERE name = 'Bea'").fetchone()[0]
+    b_agent = store.default_agent(b)
+    b_chat = store.new_conversation(b_agent.id, "B's own", person=b).id
+    db.conn.close()
+    return {"a": a, "b": b, "b_token": b_token, "chat": chat_id, "call": call, "item": user_item, "file": file_id,
+            "agent": other.id, "a_default_agent": agent.id, "plugin": p.id, "memory": memory,
+            "b_agent": b_agent.id, "b_chat": b_chat, "person": a}
+
+
+# Field values B sends with each POST: what a page of A's would have sent, so a missing check
+# would have let it through.
+FORM = {"text": "continue A's conversation", "decision": "approve", "model": "", "name": "taken over",
+        "instructions": "now mine", "action": "delete", "address": "http://127.0.0.1:9/", "use": "update_plan",
+        "shown": "update_plan", "approve": "", "thinking": ""}
+
+
+def routes_with_ids(app) -> list[tuple[str, str]]:
+    """(method, path template) of every route that names a row by id."""
+    out = []
+    for route in app.routes:
+        if "{" not in route.path or route.path.startswith("/static"):
+            continue
+        for method in sorted(getattr(route, "methods", set()) - {"HEAD", "OPTIONS"}):
+            out.append((method, route.path))
+    return out
+
+
+def fill(template: str, ids: dict) -> list[str]:
+    """The paths B tries for a route: A's ids everywhere; and where a row is named under
+    another (a call in a conversation, a plugin or memory of an agent), A's row under B's own."""
+    a = {"chat": ids["chat"], "call": ids["call"], "agent_id": ids["agent"], "plugin_id": ids["plugin"],
+         "memory_id": ids["memory"], "file": ids["file"], "person_id": ids["person"]}
+    paths = [re.sub(r"\{(\w+):\w+\}", lambda m: str(a[m.group(1)]), template)]
+    if re.search(r"\{(call|plugin_id|memory_id):", template):
+        mixed = dict(a, chat=ids["b_chat"], agent_id=ids["b_agent"])
+        paths.append(re.sub(r"\{(\w+):\w+\}", lambda m: str(mixed[m.group(1)]), template))
+    return paths
+
+
+def test_b_gets_404_for_every_route_naming_a_row_of_as(client, two, data):
+    app = client.app
+    before = a_snapshot(data, two["a"])
+    assert all(before[k] for k in before), f"A has something of every kind: {before}"
+    client.cookies.set(COOKIE, two["b_token"])
+    token = csrf(client)
+    tried = []
+    for method, template in routes_with_ids(app):
+        if template.startswith("/skills/"):
+            continue  # skills are shared by everyone's agents, not anyone's rows
+        for path in fill(template, two):
+            if method == "GET":
+                r = client.get(path, follow_redirects=False)
+            else:
+                r = client.post(path, data={"_csrf_token": token, **FORM},
+                                files={"file": ("x.txt", b"x", "text/plain")} if path.endswith("/ask") else None,
+                                follow_redirects=False)
+            tried.append((method, path))
+            assert r.status_code == 404, f"{method} {path} answered {r.status_code}: {r.text[:200]}"
+            assert SECRET_WORD not in r.text
+            assert "No such" in r.text or "Not found" in r.text, "the same answer as for a row that does not exist"
+    assert len(tried) >= 20, tried
+    assert {p.split("/")[1] for _, p in tried} >= {"c", "agents", "files", "people"}
+    assert a_snapshot(data, two["a"]) == before, "nothing of A's changed"
+
+
+def test_a_rows_missing_and_a_rows_of_another_person_look_the_same(client, two):
+    client.cookies.set(COOKIE, two["b_token"])
+    for kind, own, missing in [("c", two["chat"], 999_999), ("agents", two["agent"], 999_999),
+                               ("files", two["file"], 999_999)]:
+        theirs, none = client.get(f"/{kind}/{own}"), client.get(f"/{kind}/{missing}")
+        assert (theirs.status_code, theirs.text) == (none.status_code, none.text), kind
+
+
+def test_b_sees_none_of_as_data_in_lists_search_or_the_home_page(client, two):
+    client.cookies.set(COOKIE, two["b_token"])
+    for path in ["/", "/agents", f"/search?q={SECRET_WORD}", f"/agents/{two['b_agent']}?tab=plugins",
+                 f"/agents/{two['b_agent']}?tab=memory", f"/c/{two['b_chat']}", "/skills", "/account"]:
+        r = client.get(path)
+        assert r.status_code == 200, path
+        shown = (r.text.replace(f"{SECRET_WORD} · Search", "").replace(f'value="{SECRET_WORD}"', "")  # the query echoed
+                 .replace(f"No conversation holds all of “{SECRET_WORD}”", ""))
+        assert SECRET_WORD not in shown and "A's researcher" not in shown, path
+        assert f'href="/c/{two["chat"]}"' not in r.text, path
+    assert [a["href"] for a in soup(client.get("/")).select("#conversations a[href^='/c/']")] == [f"/c/{two['b_chat']}"]
+    page = soup(client.get("/"))
+    assert [o["value"] for o in page.select("select[name=agent] option")] in ([], [str(two["b_agent"])])
+
+
+def test_b_cannot_start_a_conversation_with_as_agent(client, two, data):
+    client.cookies.set(COOKIE, two["b_token"])
+    r = client.post("/c", data={"_csrf_token": csrf(client), "agent": str(two["agent"])}, follow_redirects=False)
+    assert r.status_code == 400 and "no such agent" in r.text
+    db = dbm.connect(data / "tabletalk.db")
+    assert db.conn.execute("SELECT count(*) FROM conversations WHERE agent = ? AND person = ?",
+                           [two["agent"], two["b"]]).fetchone()[0] == 0
+    db.conn.close()
+
+
+def test_a_run_of_bs_whose_agent_is_gone_never_borrows_as_agent(client, two, fake, data):
+    """With its agent deleted a conversation is answered by its person's first agent, never by
+    another person's (whose instructions and memories are theirs)."""
+    db = dbm.connect(data / "tabletalk.db")
+    store = Store(db)
+    b_agent = store.add_agent(store.default_agent(two["b"]).__class__(name="B2", instructions="B2 speaks", person=two["b"]))
+    chat = store.new_conversation(b_agent.id, person=two["b"]).id
+    store.delete_agent(b_agent.id)
+    fake.script([text("ok")])
+    client.cookies.set(COOKIE, two["b_token"])
+    client.post(f"/c/{chat}/ask", data={"_csrf_token": csrf(client), "text": "who are you"})
+    wait_for(lambda: len(fake.streamed) >= 1 and any(m["role"] == "user" and m["content"] == "who are you"
+                                                     for m in fake.streamed[-1]["messages"]))
+    system = [m["content"] for m in fake.streamed[-1]["messages"] if m["role"] == "system"]
+    assert all(SECRET_WORD not in s for s in system), "not A's memories"
+    db.conn.close()
+
+
+@pytest.mark.process
+def test_bs_live_feeds_carry_nothing_of_as(served: Served, fake):
+    """B's list feed hears of B's conversations only; A's conversation feed is 404 for B."""
+    a = served.client(timeout=10, follow_redirects=True)
+    b_token = signed_in(served.data, "Bea", owner=False)
+    b_cookies = {COOKIE: b_token}
+    a_chat = a.post("/c", data={"_csrf_token": csrf(a)}).url.path
+    r = httpx.get(f"{served.url}{a_chat}/events?since=0", cookies=b_cookies, timeout=5)
+    assert r.status_code == 404 and "No such conversation" in r.text
+    received = bytearray()
+    connected = threading.Event()
+
+    def follow():
+        with httpx.stream("GET", f"{served.url}/events?since=0", cookies=b_cookies, timeout=30) as r:
+            for chunk in r.iter_bytes():
+                connected.set()
+                received.extend(chunk)
+                if b"B-marker" in received:
+                    return
+
+    t = threading.Thread(target=follow, daemon=True)
+    t.start()
+    assert connected.wait(10)
+    # A works: a new conversation, a title from a message, one deleted
+    fake.plain_default = [text(f"{SECRET_WORD} title")]
+    fake.script([text("answer")])
+    a_new = a.post("/c", data={"_csrf_token": csrf(a)}).url.path
+    a.post(a_new + "/ask", data={"_csrf_token": csrf(a), "text": f"{SECRET_WORD} question"})
+    a.post(a_chat + "/delete", data={"_csrf_token": csrf(a)})
+    time.sleep(1.0)
+    # then B makes one, so the stream has something to carry and ends
+    b = httpx.Client(base_url=served.url, cookies=b_cookies, timeout=10, follow_redirects=True)
+    b_chat = b.post("/c", data={"_csrf_token": csrf(b)}).url.path
+    b.post(b_chat + "/ask", data={"_csrf_token": csrf(b), "text": "B-marker"})
+    t.join(15)
+    body = received.decode()
+    assert "B-marker" in body
+    assert SECRET_WORD not in body
+    for path in (a_chat, a_new):
+        assert f"c{path.rsplit('/', 1)[1]}\"" not in body, f"nothing about A's {path}, not even its deletion"
