@@ -91,6 +91,9 @@ async def security_headers(response: Response) -> Response:
 def error_page(request: Request, exc: Exception) -> Response:
     if isinstance(exc, HTTPException):
         status, detail = exc.status_code, exc.detail
+    elif isinstance(exc, UnicodeDecodeError):
+        # a form field that is not UTF-8 text (Litestar decodes multipart fields as it parses them)
+        status, detail = 400, "The form could not be read: a field was not text (UTF-8). Nothing was saved."
     else:
         log.exception("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
         status, detail = 500, "Something went wrong on our side. Nothing you wrote was lost."
