@@ -152,7 +152,7 @@ def free_port() -> int:
 class Served:
     """`tabletalk serve` as a real process (granian), for tests about serving."""
 
-    def __init__(self, data: Path, env: dict[str, str], workers: int = 1):
+    def __init__(self, data: Path, env: dict[str, str], workers: int = 1, account: bool = True):
         self.data = data
         self.env = {**os.environ, **env}
         self.workers = workers
@@ -160,7 +160,7 @@ class Served:
         self.url = f"http://127.0.0.1:{self.port}"
         self.proc: subprocess.Popen | None = None
         self.log = data.parent / f"serve-{self.port}.log"
-        self.cookies = {COOKIE: signed_in(data)}  # the owner's session
+        self.cookies = {COOKIE: signed_in(data)} if account else {}  # the owner's session
 
     def client(self, **kw) -> httpx.Client:
         """An HTTP client signed in as the owner."""

@@ -1,0 +1,124 @@
+"""Accounts in Debian's Chromium: setting the owner up, signing out and in (with and without
+JavaScript), and every page rendered under the Content-Security-Policy with no console error."""
+from __future__ import annotations
+
+import pytest
+from playwright.sync_api import expect
+
+from app import db as dbm
+from app.store import Store
+from app.tables import skill
+from tests.conftest import PASSWORD, Served, csrf, signed_in, wait_for
+from tests.fakes.openai_server import text, tool_call
+
+pytestmark = pytest.mark.browser
+
+
+def watched(page) -> list[str]:
+    """Everything the page reports as wrong: script errors, console errors (a CSP refusal
+    is one), and failed requests."""
+    problems: list[str] = []
+    page.on("pageerror", lambda e: problems.append(f"pageerror: {e}"))
+    page.on("console", lambda m: problems.append(f"console: {m.text}") if m.type == "error" else None)
+    # (a request the browser itself aborts, leaving the page, is not a failure)
+    page.on("requestfailed", lambda r: problems.append(f"failed: {r.url} {r.failure}")
+            if "events" not in r.url and "ERR_ABORTED" not in (r.failure or "") else None)
+    return problems
+
+
+@pytest.mark.parametrize("javascript", [True, False])
+def test_setting_up_the_owner_then_signing_out_and_in(browser, data, env, javascript):
+    served = Served(data, env, account=False).start()
+    context = browser.new_context(base_url=served.url, java_script_enabled=javascript)
+    try:
+        page = context.new_page()
+        problems = watched(page)
+        page.goto("/")
+        expect(page).to_have_url(f"{served.url}/setup")
+        page.get_by_label("Your name").fill("Ada Lovelace")
+        page.get_by_label("Password", exact=True).fill("analytical engine")
+        page.get_by_label("The password again").fill("analytical engine")
+        page.get_by_role("button", name="Set up").click()
+        expect(page).to_have_url(f"{served.url}/")
+        expect(page.locator("nav.me a")).to_have_text("Ada Lovelace")
+        cookie = next(c for c in context.cookies() if c["name"] == "tabletalk_session")
+        assert cookie["httpOnly"] and cookie["sameSite"] == "Lax"
+        assert page.evaluate("document.cookie").find("tabletalk_session") == -1 if javascript else True
+
+        page.get_by_role("button", name="Sign out").click()
+        expect(page).to_have_url(f"{served.url}/signin")
+        page.goto("/agents")
+        expect(page).to_have_url(f"{served.url}/signin?next=/agents")
+        page.get_by_label("Name").fill("ada lovelace")
+        page.get_by_label("Password").fill("wrong password")
+        page.get_by_role("button", name="Sign in").click()
+        expect(page.locator(".problem")).to_have_text("That name and password do not match an account.")
+        page.get_by_label("Password").fill("analytical engine")
+        page.get_by_role("button", name="Sign in").click()
+        expect(page).to_have_url(f"{served.url}/agents")
+        expect(page.locator("h1")).to_have_text("Agents")
+        assert [p for p in problems if "401" not in p] == [], problems
+    finally:
+        context.close()
+        served.stop()
+
+
+def test_every_page_renders_under_the_csp_with_no_console_error(browser, served: Served, fake):
+    """Each template once (signed in as the owner, then the signed-out pages), in a browser
+    that enforces the Content-Security-Policy: an inline script or style, or anything from
+    another host, would show up as a console error."""
+    db = dbm.connect(served.data / "tabletalk.db")
+    store = Store(db)
+    owner = store.owner()
+    agent = store.default_agent(owner)
+    store.update_agent(agent.id, approve="update_plan")
+    store.add_memory(agent.id, "likes tea")
+    sk = store.add_skill(skill("tea", "making tea", "# Tea\n\n1. Boil water"))
+    client = served.client(timeout=10, follow_redirects=True)
+    client.post("/people", data={"_csrf_token": csrf(client), "name": "Bea", "password": "bea's password"})
+    bea = db.conn.execute("SELECT id FROM people WHERE name = 'Bea'").fetchone()[0]
+    fake.script([text("Here is **bold**, `code` and a table:\n\n| a | b |\n|---|--:|\n| 1 | 2 |\n"),
+                 tool_call("update_plan", {"plan": "- [ ] tea"})])
+    chat = client.post("/c", data={"_csrf_token": csrf(client)}).url.path
+    client.post(chat + "/ask", data={"_csrf_token": csrf(client), "text": "tea?"},
+                files={"file": ("notes.txt", b"some notes", "text/plain")})
+    wait_for(lambda: db.conn.execute("SELECT 1 FROM items WHERE kind = 'call' AND state = 'approval'").fetchone())
+    db.conn.close()
+    pages = ["/", chat, chat + "/delete", "/agents", f"/agents/{agent.id}", f"/agents/{agent.id}?tab=tools",
+             f"/agents/{agent.id}?tab=plugins", f"/agents/{agent.id}?tab=memory", f"/agents/{agent.id}/delete",
+             "/skills", f"/skills/{sk.id}", f"/skills/{sk.id}/delete", "/search?q=tea", "/people",
+             f"/people/{bea}/delete", "/account", "/no/such/page", "/c/999999"]
+    context = served.context(browser)
+    try:
+        page = context.new_page()
+        problems = watched(page)
+        for path in pages:
+            response = page.goto(path)
+            assert "script-src 'self'" in response.headers["content-security-policy"], path
+            page.wait_for_load_state("load")
+            if response.status >= 400:  # the page itself, as asked: Chromium logs its status
+                said = f"console: Failed to load resource: the server responded with a status of {response.status}"
+                problems[:] = [p for p in problems if not p.startswith(said)]
+            assert problems == [], f"{path}: {problems}"
+        # a signed-out person's pages, and the setup page of a new install
+        context.clear_cookies()
+        for path in ["/signin", "/signin?next=/agents"]:
+            page.goto(path)
+            page.wait_for_load_state("load")
+            assert problems == [], f"{path}: {problems}"
+    finally:
+        context.close()
+
+
+def test_the_setup_page_renders_under_the_csp(browser, data, env):
+    served = Served(data, env, account=False).start()
+    context = browser.new_context(base_url=served.url)
+    try:
+        page = context.new_page()
+        problems = watched(page)
+        page.goto("/setup")
+        page.wait_for_load_state("load")
+        assert problems == [] and page.locator("h1").inner_text() == "Welcome to Tabletalk"
+    finally:
+        context.close()
+        served.stop()
