@@ -315,3 +315,30 @@ def test_loopback_is_told_apart():
 
     assert all(loopback(h) for h in ["127.0.0.1", "::1", "[::1]", "localhost", "127.8.9.10"])
     assert not any(loopback(h) for h in ["0.0.0.0", "::", "192.168.1.2", "example.org", ""])
+
+
+@pytest.mark.process
+def test_a_session_ended_elsewhere_ends_its_streams_by_the_next_keep_alive(served: Served):
+    """Another worker's sign-out cannot reach this worker's streams directly: each stream
+    checks its session whenever the feed sends it a keep-alive (every 15 s)."""
+    from app.accounts import token_id
+
+    client = served.client(timeout=10, follow_redirects=True)
+    chat = client.post("/c", data={"_csrf_token": csrf(client)}).url.path
+    ended = threading.Event()
+
+    def follow():
+        with httpx.stream("GET", f"{served.url}{chat}/events?since=0", cookies=served.cookies, timeout=40) as r:
+            for _ in r.iter_bytes():
+                pass
+        ended.set()
+
+    threading.Thread(target=follow, daemon=True).start()
+    time.sleep(0.5)
+    from app import db as dbm
+    db = dbm.connect(served.data / "tabletalk.db")
+    with dbm.write(db):  # as a sign-out served by another worker does
+        db.conn.execute("DELETE FROM sessions WHERE id = ?", [token_id(served.cookies[COOKIE])])
+    db.conn.close()
+    assert not ended.wait(1), "nothing in this worker knows yet"
+    assert ended.wait(20), "the next keep-alive ends it"

@@ -9,18 +9,25 @@ reaches, so replaying or resyncing is always correct.
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 from litestar import Request, get
 from litestar.params import FromPath, FromQuery
 from litestar.response import Stream
 
+from ..accounts import People
 from ..feed import Feed, Follower, encode
 from . import live, render
 from .chats import conversation_or_404, me
 from .state import state
 
 HEADERS = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
+
+
+def still(request: Request) -> Callable[[], bool]:
+    """Whether the session a stream was opened under is still signed in."""
+    store, token = state(request).store, request.state.session
+    return lambda: People(store).session(token) is not None
 
 
 def cursor_of(request: Request, since: str | None) -> int:
@@ -31,7 +38,8 @@ def cursor_of(request: Request, since: str | None) -> int:
     return 0
 
 
-async def follow(feed: Feed, follower: Follower, first: bytes, cursor: int) -> AsyncIterator[bytes]:
+async def follow(feed: Feed, follower: Follower, first: bytes, cursor: int,
+                 signed_in: Callable[[], bool]) -> AsyncIterator[bytes]:
     try:
         # which worker serves this stream: lets a test see a page follow a run in another worker
         yield f": worker {os.getpid()}\n\n".encode() + first
@@ -42,6 +50,8 @@ async def follow(feed: Feed, follower: Follower, first: bytes, cursor: int) -> A
             if message is None:
                 continue
             rev, data = message
+            if not rev and not signed_in():
+                break  # signed out (or removed) in another worker: seen at a keep-alive
             if rev and rev <= cursor:
                 continue  # already covered by the first message
             cursor = max(cursor, rev)
@@ -66,7 +76,8 @@ async def chat_events(request: Request, chat: FromPath[str], since: FromQuery[st
         items = s.store.items_since(cursor, chat=convo.id)
         gone = [dom for _, dom, _ in s.store.tombstones_since(cursor, chat=convo.id)] if cursor else []
         first = live.chat_changes(s.store, convo.id, items, convo if convo.rev > cursor else None, gone)
-    return Stream(follow(s.feed, follower, encode(top, first), top), media_type="text/event-stream", headers=HEADERS)
+    return Stream(follow(s.feed, follower, encode(top, first), top, still(request)),
+                  media_type="text/event-stream", headers=HEADERS)
 
 
 @get("/events", exclude_from_csrf=True)
@@ -83,7 +94,8 @@ async def list_events(request: Request, since: FromQuery[str | None] = None) -> 
                 if chat is None and person == who.id] if cursor else []
         mine = [c for c in s.store.conversations_since(cursor) if c.person == who.id]
         first = live.list_changes(s.store, mine, gone)
-    return Stream(follow(s.feed, follower, encode(top, first), top), media_type="text/event-stream", headers=HEADERS)
+    return Stream(follow(s.feed, follower, encode(top, first), top, still(request)),
+                  media_type="text/event-stream", headers=HEADERS)
 
 
 routes = [chat_events, list_events]
