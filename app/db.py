@@ -330,10 +330,10 @@ def m010_context(db: sqlite_utils.Database) -> None:
     # model's view starts at the user item `start` (0: the beginning) and long call outputs
     # before item `trim` are sent shortened; both only move forward, in chunks, so the start
     # of the request stays the same from one request to the next and servers can cache it.
-    # They were chosen for `window` (another model's window chooses afresh). `left_out` is
-    # the estimated tokens left out; `estimate` our count of the last request before it
-    # went; `cached` the tokens the server said it read from its cache for it.
-    for column in ("start", "trim", "left_out", "estimate", "cached"):
+    # They were chosen for `window` (another model's window chooses afresh). `turns_out` and
+    # `left_out` are the turns and the estimated tokens left out; `estimate` our count of the
+    # last request before it went; `cached` the tokens the server read from its cache for it.
+    for column in ("start", "trim", "turns_out", "left_out", "estimate", "cached"):
         db.execute(f"ALTER TABLE contexts ADD COLUMN {column} INTEGER NOT NULL DEFAULT 0")
     # Per model: the server's count of prompt tokens over our raw estimate, learned from the
     # usage each answer reports, so the estimate converges to the server's own tokenizer.

@@ -358,22 +358,18 @@ class Store:
         rows = self.all("SELECT * FROM items WHERE chat = ? AND turn BETWEEN ? AND ?", [chat, first, last])
         return sorted((Item.from_row(r) for r in rows), key=order)
 
-    def turn_starts(self, chat: int, before: int) -> int:
-        """How many turns began before item `before` (the turns a view start leaves out)."""
-        return self.one("SELECT count(*) FROM items WHERE chat = ? AND kind = 'user' AND turn = id AND id < ?",
-                        [chat, before])[0]
-
     def context(self, chat: int) -> dict[str, int]:
         """The conversation's `contexts` row (zeros before its first request)."""
         row = self.one("SELECT * FROM contexts WHERE id = ?", [chat])
         if row is None:
-            return {"used": 0, "window": 0, "start": 0, "trim": 0, "left_out": 0, "estimate": 0, "cached": 0}
+            return {"used": 0, "window": 0, "start": 0, "trim": 0, "turns_out": 0, "left_out": 0, "estimate": 0,
+                    "cached": 0}
         return {k: row[k] for k in row.keys() if k not in ("id", "rev")}
 
     def set_context(self, chat: int, **values: int) -> None:
         """Change some columns of the conversation's `contexts` row (made when missing); the
         status fragment shows it, so it takes a rev."""
-        allowed = {"used", "window", "start", "trim", "left_out", "estimate", "cached"}
+        allowed = {"used", "window", "start", "trim", "turns_out", "left_out", "estimate", "cached"}
         if bad := set(values) - allowed:
             raise ValueError(f"not contexts columns: {sorted(bad)}")
         with self.write() as db:

@@ -155,9 +155,11 @@ class Turn:
             if cut.shows(b):
                 messages.extend((s if cut.shortens(i, b) else f).messages)
         self.raw = window.request_tokens(messages, self.tools)
-        hidden = sum(b.full for b in blocks if not cut.shows(b))
+        hidden = [b for b in blocks if not cut.shows(b)]
+        before = context if kept else {"turns_out": 0, "left_out": 0}
         self.store.set_context(self.chat, start=cut.start, trim=cut.trim, window=self.window,
-                               left_out=(context["left_out"] if kept else 0) + window.calibrated(hidden, ratio),
+                               turns_out=before["turns_out"] + sum(1 for b in hidden if b.starts),
+                               left_out=before["left_out"] + window.calibrated(sum(b.full for b in hidden), ratio),
                                estimate=window.calibrated(self.raw, ratio))
         return messages
 

@@ -129,7 +129,8 @@ async def conversation(request: Request, chat: FromPath[str], versions: FromQuer
     return render.page(
         request, "chat.html",
         convo=convo,
-        items=live.items_html(items, render.view_of(items, chat_state["turn"], shown, s.store.files_of(items))),
+        items=live.items_html(items, render.view_of(items, chat_state["turn"], shown, s.store.files_of(items)),
+                              chat_state),
         plan=live.items_html(plan),
         state=chat_state,
         rev=rev,
