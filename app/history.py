@@ -95,46 +95,55 @@ def user_message(it: Item, attachments: Attachments | None, images: bool) -> Mes
 class Segment:
     """Messages of turn `turn` (its user item's id): the turn's start (`starts`: the model's
     view may begin here), or a later model step or message within it. A call and its result
-    are never apart."""
+    are never apart. `short` is the same with long call outputs shortened (window.shortened):
+    the very same tuple when none is long."""
 
     turn: int
     starts: bool
     messages: tuple[Message, ...]
+    short: tuple[Message, ...]
 
 
-def segments(items: list[Item], *, attachments: Attachments | None = None, model: str = "",
-             short: bool = False) -> list[Segment]:
-    """The history of `items` (any order) as segments, oldest first; with `short`, long call
-    outputs go shortened (window.shortened)."""
+def segments(items: list[Item], *, attachments: Attachments | None = None, model: str = "") -> list[Segment]:
+    """The history of `items` (any order) as segments, oldest first."""
     images = takes_images(model)
     out: list[Segment] = []
-    turn, starts_turn, messages = 0, False, []
+    turn, starts_turn, messages, short = 0, False, [], []
     text = ""
     calls: list[Item] = []
 
     def flush() -> None:
         nonlocal text, calls
         if text or calls:
-            messages.append(Message(
-                "assistant", text,
-                tool_calls=tuple(ToolCall(call_id(c), c.name, c.input or "{}") for c in calls),
-            ))
+            said = Message("assistant", text,
+                           tool_calls=tuple(ToolCall(call_id(c), c.name, c.input or "{}") for c in calls))
+            messages.append(said)
+            short.append(said)
             for c in calls:
                 output = c.output or _unfinished(c)
-                messages.append(Message("tool", shortened(output) if short else output, tool_call_id=call_id(c)))
+                messages.append(Message("tool", output, tool_call_id=call_id(c)))
+                brief = shortened(output)
+                short.append(messages[-1] if brief is output else Message("tool", brief, tool_call_id=call_id(c)))
         text, calls = "", []
 
-    def begin(it: Item, starts: bool) -> None:
-        nonlocal turn, starts_turn, messages
+    def close() -> None:
         if messages:
-            out.append(Segment(turn, starts_turn, tuple(messages)))
-        turn, starts_turn, messages = it.turn or it.id or 0, starts, []
+            whole = tuple(messages)
+            same = all(a is b for a, b in zip(messages, short))
+            out.append(Segment(turn, starts_turn, whole, whole if same else tuple(short)))
+
+    def begin(it: Item, starts: bool) -> None:
+        nonlocal turn, starts_turn, messages, short
+        close()
+        turn, starts_turn, messages, short = it.turn or it.id or 0, starts, [], []
 
     for it in newest_versions(sorted(items, key=order)):
         if it.kind == "user":
             flush()
             begin(it, it.starts_turn)
-            messages.append(user_message(it, attachments, images))
+            said = user_message(it, attachments, images)
+            messages.append(said)
+            short.append(said)
         elif it.kind == "text":
             if calls:  # a text after calls is the model's next step
                 flush()
@@ -143,8 +152,7 @@ def segments(items: list[Item], *, attachments: Attachments | None = None, model
         elif it.kind == "call":
             calls.append(it)
     flush()
-    if messages:
-        out.append(Segment(turn, starts_turn, tuple(messages)))
+    close()
     return out
 
 

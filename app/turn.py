@@ -130,10 +130,12 @@ class Turn:
         kept = context["window"] in (0, self.window)  # another model's window chooses afresh
         current = window.Cut(context["start"], context["trim"]) if kept else window.Cut()
         items = self.store.turn_items(self.chat, current.start, self.user.id)
-        full = segments(items, attachments=self.attachment, model=self.model)
-        short = segments(items, attachments=self.attachment, model=self.model, short=True)
-        blocks = [window.Block(f.turn, f.starts, window.request_tokens(f.messages), window.request_tokens(s.messages))
-                  for f, s in zip(full, short)]
+        parts = segments(items, attachments=self.attachment, model=self.model)
+        blocks = []
+        for p in parts:
+            full = window.request_tokens(p.messages)
+            blocks.append(window.Block(p.turn, p.starts, full,
+                                       full if p.short is p.messages else window.request_tokens(p.short)))
         memories, skills = self.prompt_parts()
         plan = self.store.plan(self.chat)
         # Counted whether or not it is sent: an estimate a little high is safe.
@@ -151,9 +153,9 @@ class Turn:
         seen_plan = any(it.kind == "call" and it.name == "update_plan" and it.turn >= cut.start for it in items)
         prompt = system_prompt(self.agent, skills, memories, plan.text if plan and not seen_plan else "")
         messages = [loop.Message("system", prompt)] if prompt else []
-        for i, (b, f, s) in enumerate(zip(blocks, full, short)):
+        for i, (b, p) in enumerate(zip(blocks, parts)):
             if cut.shows(b):
-                messages.extend((s if cut.shortens(i, b) else f).messages)
+                messages.extend(p.short if cut.shortens(i, b) else p.messages)
         self.raw = window.request_tokens(messages, self.tools)
         hidden = [b for b in blocks if not cut.shows(b)]
         before = context if kept else {"turns_out": 0, "left_out": 0}

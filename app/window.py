@@ -18,8 +18,10 @@ prompt prefixes need (see docs/context.md). Pure: no rows, no I/O.
 from __future__ import annotations
 
 import json
+from bisect import bisect_left
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from itertools import accumulate
 
 from .agent import Message
 from .tools import Tool
@@ -136,6 +138,22 @@ def cost(blocks: Sequence[Block], fixed: int, cut: Cut) -> int:
     return fixed + sum(b.short if cut.shortens(i, b) else b.full for i, b in enumerate(blocks) if cut.shows(b))
 
 
+class _Sums:
+    """`cost` in constant time for blocks in history order (turns never decrease), so
+    choosing among a thousand turns does not cost a thousand passes over them."""
+
+    def __init__(self, blocks: Sequence[Block]):
+        self.turns = [b.turn for b in blocks]
+        self.full = list(accumulate((b.full for b in blocks), initial=0))
+        self.short = list(accumulate((b.short for b in blocks), initial=0))
+
+    def cost(self, fixed: int, cut: Cut) -> int:
+        n = len(self.turns)
+        shown = bisect_left(self.turns, cut.start)
+        whole = min(n, max(shown, bisect_left(self.turns, cut.trim), cut.inner))  # shortened before this
+        return fixed + self.short[whole] - self.short[shown] + self.full[n] - self.full[whole]
+
+
 def choose(blocks: Sequence[Block], fixed: int, current: Cut, budget: int, ratio: float = 1.0) -> Cut:
     """The view for the next request. The current one while it fits, so the request's start
     stays the same; else the least cut that brings it down to PRUNE_TO of the budget: long
@@ -145,26 +163,27 @@ def choose(blocks: Sequence[Block], fixed: int, current: Cut, budget: int, ratio
     current = Cut(current.start, current.trim)
     if not blocks:
         return current
+    sums = _Sums(blocks)
     limit = budget / ratio  # in raw tokens
-    if cost(blocks, fixed, current) <= limit:
+    if sums.cost(fixed, current) <= limit:
         return current
     target = limit * PRUNE_TO
     turns = sorted({b.turn for b in blocks if b.starts and current.shows(b)})
     latest = max(b.turn for b in blocks)  # the turn being answered
     # 1. long outputs of earlier turns
     for trim in (t for t in turns if current.trim < t <= latest):
-        if cost(blocks, fixed, cut := Cut(current.start, trim)) <= target:
+        if sums.cost(fixed, cut := Cut(current.start, trim)) <= target:
             return cut
     trim = max(current.trim, latest)
     # 2. earlier turns
     for start in (t for t in turns if current.start < t <= latest):
-        if cost(blocks, fixed, cut := Cut(start, trim)) <= target:
+        if sums.cost(fixed, cut := Cut(start, trim)) <= target:
             return cut
     # 3. the latest turn alone: sent if it fits at all, its older outputs shortened if need
     # be, never those of its last block (the model has not read them yet).
     start = max(current.start, latest)
     own = [i for i, b in enumerate(blocks) if b.turn >= start]
     for inner in [0, *own[1:]]:
-        if cost(blocks, fixed, cut := Cut(start, trim, inner)) <= limit:
+        if sums.cost(fixed, cut := Cut(start, trim, inner)) <= limit:
             return cut
-    raise TooLong(calibrated(cost(blocks, fixed, cut), ratio))
+    raise TooLong(calibrated(sums.cost(fixed, cut), ratio))

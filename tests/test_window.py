@@ -73,6 +73,18 @@ def test_long_outputs_go_first_then_the_oldest_turns_in_one_chunk():
     assert moves <= 19 // 2, f"the view moved {moves} times in 19 turns: it must move in chunks"
 
 
+def test_the_quick_sums_agree_with_the_plain_count():
+    rng = random.Random(3)
+    blocks = []
+    for t in range(1, 40):
+        blocks.append(Block(t, True, rng.randint(5, 90), 5))
+        blocks.extend(Block(t, False, rng.randint(5, 900), rng.randint(5, 60)) for _ in range(rng.randint(0, 3)))
+    sums = window._Sums(blocks)
+    for _ in range(500):
+        cut = Cut(rng.choice([0, *range(1, 41)]), rng.choice([0, *range(1, 42)]), rng.randint(0, len(blocks) + 2))
+        assert sums.cost(7, cut) == cost(blocks, 7, cut), cut
+
+
 def test_the_latest_turn_is_never_left_out_and_its_older_outputs_go_before_an_error():
     blocks = [Block(10, True, 100, 100), Block(20, True, 50, 50), Block(20, False, 900, 60), Block(20, False, 80, 80)]
     cut = choose(blocks, 0, Cut(), budget=600)
@@ -96,9 +108,10 @@ def test_segments_never_part_a_call_from_its_result_and_cut_only_at_turns():
     assert [(s.turn, s.starts) for s in segs] == [(1, True), (1, False), (6, True)]
     first = segs[0].messages
     assert [m.role for m in first] == ["user", "assistant", "tool", "tool"], "the calls and their results together"
-    short = segments(items, short=True)
-    assert len(short[0].messages[2].content) < 600 and "left out to save room" in short[0].messages[2].content
-    assert short[0].messages[3].content == "ok", "short outputs stay whole"
+    short = segs[0].short
+    assert len(short[2].content) < 600 and "left out to save room" in short[2].content
+    assert short[3].content == "ok", "short outputs stay whole"
+    assert segs[2].short is segs[2].messages, "a segment with no long output is not copied"
 
 
 def test_a_steering_message_stands_where_the_model_read_it():
