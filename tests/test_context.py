@@ -168,3 +168,12 @@ def test_the_feed_moves_the_marker_when_the_view_moves(tmp_path):
     assert 'id="cut"' not in message
     feed.db.conn.close()
     db.conn.close()
+
+
+@pytest.mark.parametrize("raw", ["1", "1.5", "0", "-0.2", "most"])
+def test_a_share_outside_zero_to_one_stops_the_app_with_a_clear_message(monkeypatch, raw):
+    from app import config
+
+    monkeypatch.setenv("TABLETALK_CONTEXT_SHARE", raw)
+    with pytest.raises(SystemExit, match="TABLETALK_CONTEXT_SHARE"):
+        config.load()
