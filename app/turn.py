@@ -76,7 +76,9 @@ class Turn:
     # --- resuming -------------------------------------------------------------------
 
     def current_version(self) -> list[Item]:
-        turn_items = [it for it in self.store.items(self.chat) if it.turn == self.user.id]
+        # In page order, not id order: a message sent "now" that the model read after the
+        # step that finished the answer comes last, so the answer is not finished yet.
+        turn_items = self.store.turn_items(self.chat, self.user.id, self.user.id)
         return versions(turn_items)[-1]
 
     def resume(self) -> list[Item]:

@@ -124,3 +124,23 @@ def test_sent_now_survives_a_restart_and_is_read_at_the_first_step_boundary(stor
         ("user", "Look it up"), ("assistant", "Looking."), ("tool", "found it"), ("user", "Only Norway, please")]
     read = store.item(steer.id)
     assert read.done and read.turn == user.id and read.read_after == call.id
+
+
+def test_a_message_read_after_the_final_step_is_answered_after_a_restart(store):
+    """The model had finished when it read the message; the process died before the next
+    step. The resumed turn is not finished: the model answers the message."""
+    chat = store.new_conversation(store.default_agent().id).id
+    user = store.ask(chat, "Name a river")
+    steer = store.add(asked(chat, "In Scotland", steer=True))  # sent while the answer streamed
+    final = store.add(item("text", chat, "The Danube.", turn=user.id, done=True))
+    store.read_steers([steer.id], user.id)
+    assert store.item(steer.id).read_after == final.id
+    requests = []
+
+    async def stream(messages, tools):
+        requests.append(messages)
+        yield Delta(text="The Tay.")
+
+    import asyncio
+    asyncio.run(Turn(store, lambda *a, **k: None, lambda: None, chat, user, store.default_agent(), "m").run(stream))
+    assert [m.content for m in requests[0][1:]] == ["Name a river", "The Danube.", "In Scotland"]
