@@ -71,6 +71,7 @@ class Turn:
     window: int = 0          # the model's context window in tokens (0: unknown, nothing is cut)
     share: float = 0.75      # of it a request may fill (TABLETALK_CONTEXT_SHARE)
     raw: int = 0             # the last request's raw token count, for calibration by its usage
+    estimate: int = 0        # ... and its calibrated estimate, kept with the usage
     _prompt: tuple[list[str], list] | None = field(default=None, init=False, repr=False)  # (memories, skills)
 
     # --- resuming -------------------------------------------------------------------
@@ -159,12 +160,14 @@ class Turn:
             if cut.shows(b):
                 messages.extend(p.short if cut.shortens(i, b) else p.messages)
         self.raw = window.request_tokens(messages, self.tools)
-        hidden = [b for b in blocks if not cut.shows(b)]
-        before = context if kept else {"turns_out": 0, "left_out": 0}
-        self.store.set_context(self.chat, start=cut.start, trim=cut.trim, window=self.window,
-                               turns_out=before["turns_out"] + sum(1 for b in hidden if b.starts),
-                               left_out=before["left_out"] + window.calibrated(sum(b.full for b in hidden), ratio),
-                               estimate=window.calibrated(self.raw, ratio))
+        self.estimate = window.calibrated(self.raw, ratio)
+        if (cut.start, cut.trim, self.window) != (context["start"], context["trim"], context["window"]):
+            # a write only when the view moved (rarely): the estimate goes with the usage
+            hidden = [b for b in blocks if not cut.shows(b)]
+            before = context if kept else {"turns_out": 0, "left_out": 0}
+            self.store.set_context(self.chat, start=cut.start, trim=cut.trim, window=self.window,
+                                   turns_out=before["turns_out"] + sum(1 for b in hidden if b.starts),
+                                   left_out=before["left_out"] + window.calibrated(sum(b.full for b in hidden), ratio))
         return messages
 
     def too_long(self, tokens: int, blocks: list[window.Block]) -> str:
@@ -193,7 +196,8 @@ class Turn:
         ratio, samples = self.store.calibration(self.model)
         ratio, samples = window.learn(ratio, samples, self.raw, prompt)
         with self.store.write():
-            self.store.set_context(self.chat, used=prompt + completion, window=self.window, cached=cached)
+            self.store.set_context(self.chat, used=prompt + completion, window=self.window, cached=cached,
+                                   estimate=self.estimate)
             self.store.set_calibration(self.model, ratio, samples)
 
     # --- running --------------------------------------------------------------------

@@ -113,7 +113,7 @@ async def estimate_error(turns: int, size: int) -> list[tuple[str, str]]:
 
             def recorded(sofar, prepare=prepare, turn=turn):
                 messages = prepare(sofar)
-                estimates.append((store.context(chat)["estimate"], turn.raw))
+                estimates.append((turn.estimate, turn.raw))
                 return messages
 
             turn.prepare = recorded
