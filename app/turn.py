@@ -185,7 +185,6 @@ class Turn:
         unread = self.store.unread_steers(self.chat, self.user.id)
         if not unread:
             return []
-        self.flush()
         self.store.read_steers([it.id for it in unread], self.user.id)
         images = takes_images(self.model)
         return [user_message(it, self.attachment, images) for it in unread]

@@ -144,3 +144,22 @@ def test_a_message_read_after_the_final_step_is_answered_after_a_restart(store):
     import asyncio
     asyncio.run(Turn(store, lambda *a, **k: None, lambda: None, chat, user, store.default_agent(), "m").run(stream))
     assert [m.content for m in requests[0][1:]] == ["Name a river", "The Danube.", "In Scotland"]
+
+
+def test_again_after_steering_redoes_the_turn_without_the_old_versions_message(make_client, fake, data):
+    with FakeMCPServer() as mcp, make_client(CHAT_PRIVATE_PLUGINS="1") as client:
+        agent = soup(client.get("/agents")).select_one(".agent-list a")["href"]
+        client.post(agent + "/plugins", data={"_csrf_token": csrf(client, agent), "address": mcp.url})
+        fake.script([tool_call(SLOW, {"seconds": 1.0})], "Done, with otters.", "A fresh answer.")
+        chat = start(client)
+        ask(client, chat, "Wait a moment")
+        wait_for(lambda: rows(data, "SELECT 1 FROM items WHERE kind = 'call' AND state = 'running'"))
+        ask(client, chat, "Also: otters", when="now")
+        idle(client, chat)
+        r = client.post(chat + "/retry", data={"_csrf_token": csrf(client)}, follow_redirects=False)
+        assert r.status_code == 303
+        page = idle(client, chat)
+        assert [m["content"] for m in fake.streamed[2]["messages"][1:]] == ["Wait a moment"], \
+            "again answers the turn's own message; what was sent into the old answer went with it"
+        assert page.select_one("article.steer")["hidden"] is not None, "shown with the earlier version"
+        assert page.select("article.text")[-1].get_text(strip=True) == "A fresh answer."

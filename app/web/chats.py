@@ -176,7 +176,8 @@ async def retry(request: Request, chat: FromPath[str]) -> Response:
     model = (await form_field(request, "model", MODEL_MAX)).strip()
     if model and s.store.choice(model) is None:
         raise HTTPException(status_code=400, detail=f"There is no model “{model}” to choose.")
-    last = s.store.one("SELECT max(id) FROM items WHERE chat = ? AND kind = 'user'", [convo.id])[0]
+    # the last turn: a message sent "now" into an answer belongs to that answer's turn
+    last = s.store.one("SELECT max(id) FROM items WHERE chat = ? AND kind = 'user' AND turn = id", [convo.id])[0]
     if last is None:
         raise HTTPException(status_code=400, detail="There is no answer to make again yet.")
     s.store.add(replace(retried(convo.id, model), turn=last))
