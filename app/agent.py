@@ -178,6 +178,13 @@ Emit = Callable[[Event], None]
 # Asked before a call runs: None to run it, or the reason it must not (given to the model).
 # May wait (for the person's approval); a stop cancels the wait.
 Gate = Callable[[ToolCall], Awaitable[str | None]]
+# The messages the next model step is sent, given the loop's own (history and what the run
+# added): where a caller cuts a long history to the model's window (pi-agent-core's
+# transformContext). Raises ModelError when nothing fits; the run then fails in plain words.
+Prepare = Callable[[list[Message]], list[Message]]
+# Messages the person sent while the run was going, to give the model at the next step
+# boundary (pi-agent-core's steering messages); [] when there are none.
+Steering = Callable[[], list[Message]]
 
 
 # --- the loop ---------------------------------------------------------------------------
@@ -198,17 +205,28 @@ async def run(
     context: Context | None = None,
     max_steps: int = MAX_STEPS,
     gate: Gate | None = None,
+    prepare: Prepare | None = None,
+    steering: Steering | None = None,
 ) -> list[Message]:
-    """Run the agent from `history` until the model answers without calling a tool.
+    """Run the agent from `history` until the model answers without calling a tool and
+    nobody sent it anything meanwhile.
 
-    Returns the messages the run added (assistant replies and tool results).
+    Returns the messages the run added (steering messages, assistant replies, tool results).
     """
     emit(AgentStart())
     added: list[Message] = []
     by_name = {t.name: t for t in tools}
+    steered = steering() if steering else []  # sent while the run waited to begin
     for _ in range(max_steps):
+        added.extend(steered)
         emit(TurnStart())
-        reply = await model_step([*history, *added], tools, stream, emit)
+        try:
+            request = prepare([*history, *added]) if prepare else [*history, *added]
+        except ModelError as e:
+            emit(Failed(str(e)))
+            emit(TurnEnd(None))
+            break
+        reply = await model_step(request, tools, stream, emit)
         if reply is None:
             emit(TurnEnd(None))
             break
@@ -218,7 +236,11 @@ async def run(
             results.append(await run_tool(call, by_name, emit, context, gate))
         added.extend(results)
         emit(TurnEnd(reply, tuple(results)))
-        if not reply.tool_calls:
+        # The step boundary: every call of this step has finished and the next step has not
+        # begun. What the person sent "now" meanwhile goes into that next step, and brings
+        # one about even when the model had finished.
+        steered = steering() if steering else []
+        if not reply.tool_calls and not steered:
             break
     else:
         emit(Failed(f"The agent stopped after {max_steps} steps without finishing."))

@@ -22,6 +22,8 @@ SETTINGS: dict[str, tuple[str, str]] = {
     "AI_ACCOUNTS": ("", "Hosted accounts, name=URL|key;... ; their models are offered as name:MODEL."),
     "CHAT_PRIVATE_PLUGINS": ("0", "1 lets plugins (MCP servers) live on private or loopback addresses."),
     "TABLETALK_CONTEXT_WINDOW": ("8192", "Context window assumed when a model server does not report one."),
+    "TABLETALK_CONTEXT_SHARE": ("0.75", "Share of the model's context window a request may fill; past it the "
+                                        "oldest turns are left out of what is sent (they stay on the page)."),
     "TABLETALK_MODEL_TIMEOUT": ("60", "Seconds without a byte from the model before a request is given up."),
     "TABLETALK_UPLOAD_MAX": ("10485760", "Largest file a message may attach, in bytes (10 MB)."),
     "TABLETALK_UPLOAD_COUNT": ("10", "Most files one message may attach."),
@@ -45,6 +47,7 @@ class Config:
     private_plugins: bool
     context_window: int
     model_timeout: float
+    context_share: float = 0.75
     local_ai_url: str = ""
     accounts: tuple[Account, ...] = ()
     upload_max: int = 10 * 1024 * 1024
@@ -84,6 +87,7 @@ def load() -> Config:
         private_plugins=_get("CHAT_PRIVATE_PLUGINS") in {"1", "true", "yes", "on"},
         context_window=int(_number("TABLETALK_CONTEXT_WINDOW", int)),
         model_timeout=float(_number("TABLETALK_MODEL_TIMEOUT", float)),
+        context_share=_share("TABLETALK_CONTEXT_SHARE"),
         local_ai_url=_get("LOCAL_AI_URL").rstrip("/"),
         accounts=_accounts(),
         upload_max=int(_number("TABLETALK_UPLOAD_MAX", int)),
@@ -93,6 +97,13 @@ def load() -> Config:
         owner_password=os.environ.get("TABLETALK_PASSWORD", ""),
         owner_name=_get("TABLETALK_OWNER") or "owner",
     )
+
+
+def _share(name: str) -> float:
+    value = float(_number(name, float))
+    if value >= 1:  # the answer needs some of the window too
+        raise SystemExit(f"{name} must be below 1 (a share of the window), not {_get(name)!r}")
+    return value
 
 
 def _accounts() -> tuple[Account, ...]:

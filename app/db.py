@@ -341,3 +341,36 @@ def m008_accounts(db: sqlite_utils.Database) -> None:
         db.execute(f"CREATE INDEX {table}_person ON {table} (person, id)")
     # A deleted conversation's tombstone is sent to its owner's lists only.
     db.execute("ALTER TABLE tombstones ADD COLUMN person INTEGER")
+
+
+@migration
+def m009_steering(db: sqlite_utils.Database) -> None:
+    # A message sent "now" during a run (steer = 1) is given to the model at the run's next
+    # step boundary instead of waiting for the run to end. Once the model has read it, it
+    # joins the running turn (`turn` becomes that turn) and `read_after` holds the id of the
+    # turn's last item at that moment, so the page and the history put it where the model
+    # saw it, not where its id would sort; 0 while unread or for every other item.
+    db.execute("ALTER TABLE items ADD COLUMN steer INTEGER NOT NULL DEFAULT 0 CHECK (steer IN (0, 1))")
+    db.execute("ALTER TABLE items ADD COLUMN read_after INTEGER NOT NULL DEFAULT 0")
+
+
+@migration
+def m010_context(db: sqlite_utils.Database) -> None:
+    # What of a long conversation the model is sent (see window.py and docs/context.md). The
+    # model's view starts at the user item `start` (0: the beginning) and long call outputs
+    # before item `trim` are sent shortened; both only move forward, in chunks, so the start
+    # of the request stays the same from one request to the next and servers can cache it.
+    # They were chosen for `window` (another model's window chooses afresh). `turns_out` and
+    # `left_out` are the turns and the estimated tokens left out; `estimate` our count of the
+    # last request before it went; `cached` the tokens the server read from its cache for it.
+    for column in ("start", "trim", "turns_out", "left_out", "estimate", "cached"):
+        db.execute(f"ALTER TABLE contexts ADD COLUMN {column} INTEGER NOT NULL DEFAULT 0")
+    # Per model: the server's count of prompt tokens over our raw estimate, learned from the
+    # usage each answer reports, so the estimate converges to the server's own tokenizer.
+    db.execute(
+        """CREATE TABLE calibrations (
+            model TEXT PRIMARY KEY,
+            ratio REAL NOT NULL CHECK (ratio > 0),
+            samples INTEGER NOT NULL DEFAULT 0,
+            updated REAL NOT NULL)"""
+    )

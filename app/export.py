@@ -17,7 +17,7 @@ from typing import Any
 from urllib.parse import quote
 
 from .history import newest_versions
-from .tables import Conversation, Item
+from .tables import Conversation, Item, order
 
 FORMAT = "tabletalk.conversation"
 FORMAT_VERSION = 1
@@ -76,12 +76,12 @@ def call_markdown(call: Item) -> str:
 def to_markdown(convo: Conversation, items: list[Item], agent: str = "Assistant") -> str:
     """The conversation to read: title, then each turn (the person, then the answer)."""
     out = [f"# {one_line(convo.title) or UNTITLED}"]
-    ordered = sorted(items, key=lambda it: (it.turn or it.id or 0, it.id or 0))
+    ordered = sorted(items, key=order)  # a message sent "now" where the model read it
     plan = [it for it in ordered if it.kind == "plan"]
     answering = False
     for it in newest_versions([it for it in ordered if it.kind != "plan"]):
         if it.kind == "user":
-            out += ["## You", it.text]
+            out += ["## You, during the answer" if it.read_after else "## You", it.text]
             answering = False
             continue
         if it.kind in ("retry",) or (it.kind == "error" and it.state != "failed"):

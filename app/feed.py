@@ -188,6 +188,8 @@ class Feed:
             followed = [c for c in self.followers if c is not None]
             items = self.store.items_since(self.rev, upto=top, chats=followed) if followed else []
             convos = self.store.conversations_since(self.rev, upto=top)
+            # the context meter and the marker where the model's view starts
+            contexts = self.store.contexts_since(self.rev, top, followed)
             gone: dict[int, list[str]] = defaultdict(list)
             # tombstones of the lists (chat NULL): deleted conversations, and whose they were
             listed_gone: list[tuple[str, int | None]] = []
@@ -203,7 +205,7 @@ class Feed:
                     by_chat[it.chat].append(it)
             convo_of = {c.id: c for c in convos if c.id in self.followers}
             if self.render:
-                for chat in by_chat.keys() | convo_of.keys() | gone.keys():
+                for chat in by_chat.keys() | convo_of.keys() | gone.keys() | set(contexts):
                     changes = (self.store, chat, by_chat.get(chat, []), convo_of.get(chat), gone.get(chat, []))
                     group = tuple(self.followers.get(chat, ()))
                     # the diff is made (and encoded) once for every follower in step, and keeps

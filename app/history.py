@@ -2,19 +2,24 @@
 
 The person's messages, answers as written (a stopped answer as far as it got), tool calls
 with their results. Reasoning and errors are left out: they were for the person. Of the
-versions of an answer (after "again") only the newest is sent.
+versions of an answer (after "again") only the newest is sent. A message sent "now" during
+a run stands where the model read it (`tables.order`). For a long conversation window.py
+chooses where the model's view starts and which long outputs go shortened; the messages
+come in `segments` (a turn, or a later step or message within one) so it can.
 """
 from __future__ import annotations
 
 import base64
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from . import files as filestore
 from . import skills as skillbook
 from .agent import Message, ToolCall
-from .tables import Assistant, Item, Skill
+from .tables import Assistant, Item, Skill, order
 from .tools import memory
+from .window import shortened
 
 
 def call_id(item: Item) -> str:
@@ -22,22 +27,28 @@ def call_id(item: Item) -> str:
     return f"call_{item.id}"
 
 
-def system_prompt(agent: Assistant | None, skills: Sequence[Skill] = (), memories: Sequence[str] = ()) -> str:
-    """The agent's instructions, then the skills it can load, then what it remembers."""
+PLAN_HEADING = "## The plan so far"
+
+
+def system_prompt(agent: Assistant | None, skills: Sequence[Skill] = (), memories: Sequence[str] = (),
+                  plan: str = "") -> str:
+    """The agent's instructions, then the skills it can load, then what it remembers; and the
+    plan, when the call that set it is no longer in the model's view."""
     parts = [(agent.instructions if agent else "").strip(),
-             skillbook.prompt_section(skills), memory.prompt_section(memories)]
+             skillbook.prompt_section(skills), memory.prompt_section(memories),
+             f"{PLAN_HEADING}\n\n{plan.strip()}" if plan.strip() else ""]
     return "\n\n".join(p for p in parts if p)
 
 
 def newest_versions(items: list[Item]) -> list[Item]:
-    """Drop answers that a later `retry` of the same turn replaced."""
+    """Drop answers (and messages sent into them) that a later `retry` of the same turn replaced."""
     last_retry: dict[int, int] = {}
     for it in items:
         if it.kind == "retry":
             last_retry[it.turn] = it.id or 0
     return [
         it for it in items
-        if it.kind == "user" or it.turn not in last_retry or (it.id or 0) > last_retry[it.turn]
+        if it.starts_turn or it.turn not in last_retry or (it.id or 0) > last_retry[it.turn]
     ]
 
 
@@ -80,43 +91,80 @@ def user_message(it: Item, attachments: Attachments | None, images: bool) -> Mes
     return Message("user", [{"type": "text", "text": text}, *parts])
 
 
-def to_messages(agent: Assistant | None, items: list[Item], *, skills: Sequence[Skill] = (),
-                memories: Sequence[str] = (), attachments: Attachments | None = None,
-                model: str = "") -> list[Message]:
-    """The request's messages for a conversation whose log is `items` (in key order), the
-    system prompt listing `skills` and the agent's `memories` (texts, oldest first).
-    `attachments` reads a user item's files (store.file_bytes); `model` decides images."""
+@dataclass(frozen=True)
+class Segment:
+    """Messages of turn `turn` (its user item's id): the turn's start (`starts`: the model's
+    view may begin here), or a later model step or message within it. A call and its result
+    are never apart. `short` is the same with long call outputs shortened (window.shortened):
+    the very same tuple when none is long."""
+
+    turn: int
+    starts: bool
+    messages: tuple[Message, ...]
+    short: tuple[Message, ...]
+
+
+def segments(items: list[Item], *, attachments: Attachments | None = None, model: str = "") -> list[Segment]:
+    """The history of `items` (any order) as segments, oldest first."""
     images = takes_images(model)
-    messages: list[Message] = []
-    prompt = system_prompt(agent, skills, memories)
-    if prompt:
-        messages.append(Message("system", prompt))
+    out: list[Segment] = []
+    turn, starts_turn, messages, short = 0, False, [], []
     text = ""
     calls: list[Item] = []
 
     def flush() -> None:
         nonlocal text, calls
         if text or calls:
-            messages.append(Message(
-                "assistant", text,
-                tool_calls=tuple(ToolCall(call_id(c), c.name, c.input or "{}") for c in calls),
-            ))
+            said = Message("assistant", text,
+                           tool_calls=tuple(ToolCall(call_id(c), c.name, c.input or "{}") for c in calls))
+            messages.append(said)
+            short.append(said)
             for c in calls:
-                messages.append(Message("tool", c.output or _unfinished(c), tool_call_id=call_id(c)))
+                output = c.output or _unfinished(c)
+                messages.append(Message("tool", output, tool_call_id=call_id(c)))
+                brief = shortened(output)
+                short.append(messages[-1] if brief is output else Message("tool", brief, tool_call_id=call_id(c)))
         text, calls = "", []
 
-    for it in newest_versions(items):
+    def close() -> None:
+        if messages:
+            whole = tuple(messages)
+            same = all(a is b for a, b in zip(messages, short))
+            out.append(Segment(turn, starts_turn, whole, whole if same else tuple(short)))
+
+    def begin(it: Item, starts: bool) -> None:
+        nonlocal turn, starts_turn, messages, short
+        close()
+        turn, starts_turn, messages, short = it.turn or it.id or 0, starts, [], []
+
+    for it in newest_versions(sorted(items, key=order)):
         if it.kind == "user":
             flush()
-            messages.append(user_message(it, attachments, images))
+            begin(it, it.starts_turn)
+            said = user_message(it, attachments, images)
+            messages.append(said)
+            short.append(said)
         elif it.kind == "text":
             if calls:  # a text after calls is the model's next step
                 flush()
+                begin(it, False)
             text += it.text
         elif it.kind == "call":
             calls.append(it)
     flush()
-    return messages
+    close()
+    return out
+
+
+def to_messages(agent: Assistant | None, items: list[Item], *, skills: Sequence[Skill] = (),
+                memories: Sequence[str] = (), attachments: Attachments | None = None,
+                model: str = "", plan: str = "") -> list[Message]:
+    """The request's messages for a conversation whose log is `items`, the system prompt
+    listing `skills`, the agent's `memories` (texts, oldest first) and `plan` when given.
+    `attachments` reads a user item's files (store.file_bytes); `model` decides images."""
+    prompt = system_prompt(agent, skills, memories, plan)
+    head = [Message("system", prompt)] if prompt else []
+    return head + [m for s in segments(items, attachments=attachments, model=model) for m in s.messages]
 
 
 def _unfinished(call: Item) -> str:

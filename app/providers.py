@@ -228,7 +228,8 @@ class Providers:
         client = self.client(endpoint)
         request: dict[str, Any] = {
             "model": endpoint.model,
-            "messages": [m.to_api() for m in messages],
+            "messages": cache_marked([m.to_api() for m in messages]) if takes_cache_marks(endpoint)
+            else [m.to_api() for m in messages],
             "stream": True,
             "stream_options": {"include_usage": True},
         }
@@ -289,6 +290,38 @@ class Providers:
         except Exception as e:
             raise ModelError(plain_words(e, endpoint)) from e
         return (r.choices[0].message.content or "") if r.choices else ""
+
+
+def takes_cache_marks(endpoint: Endpoint) -> bool:
+    """Whether the server at `endpoint` reads Anthropic-style `cache_control` marks on content
+    parts: Claude models behind an OpenAI-compatible proxy (OpenRouter, LiteLLM) do, and
+    cache only what is marked. Other servers cache prefixes by themselves (OpenAI, DeepSeek,
+    vLLM, llama.cpp) or not at all, and some refuse fields they do not know; Ollama is never
+    asked. See docs/context.md."""
+    name = endpoint.model.lower()
+    return endpoint.style != "ollama" and ("claude" in name or name.startswith("anthropic/"))
+
+
+CACHE_MARK = {"type": "ephemeral"}
+
+
+def cache_marked(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Two cache breakpoints: the end of the system prompt (the same for every request of an
+    agent) and the end of the request (the next request starts with all of it, and the
+    server finds the longest cached prefix up to its breakpoints)."""
+    marked = [dict(m) for m in messages]
+    places = {0} if marked and marked[0]["role"] == "system" else set()
+    last = next((i for i in range(len(marked) - 1, -1, -1) if marked[i].get("content")), None)
+    if last is not None:
+        places.add(last)
+    for i in places:
+        content = marked[i]["content"]
+        parts = [{"type": "text", "text": content}] if isinstance(content, str) else [dict(p) for p in content]
+        text_parts = [j for j, p in enumerate(parts) if p.get("type") == "text"]
+        if text_parts:
+            parts[text_parts[-1]] = parts[text_parts[-1]] | {"cache_control": CACHE_MARK}
+            marked[i]["content"] = parts
+    return marked
 
 
 FINISHED = Delta()  # marks a chunk that carried a finish_reason

@@ -28,7 +28,7 @@ from .store import Store, first_words
 from .tables import Assistant, Item
 from .tools import Tool, allowed, names
 from .tools.builtin import builtin_tools
-from .turn import Turn, usage_writer
+from .turn import Turn
 
 log = logging.getLogger(__name__)
 
@@ -266,8 +266,8 @@ class Runner:
         model = model or await self.default_model()
         turn = run.turn = Turn(self.store, self.grow, self.flush, run.chat, user, agent, model, retry=retry,
                                tools=await self.tools_for(agent), approve=names(agent.approve) if agent else set(),
-                               changed=self.feed.changed,
-                               on_usage=usage_writer(self.store, run.chat, self.window_of(model)))
+                               changed=self.feed.changed, window=self.window_of(model),
+                               share=self.config.context_share)
         self.store.update(user.id)  # it is answered now, no longer queued: pages re-render it
         if not self.providers.configured:
             turn.emit(loop.Failed("No model server is set up: start Ollama, or start Tabletalk with AI_URL "

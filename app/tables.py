@@ -35,6 +35,8 @@ class Item:
     turn: int = 0           # the user item this belongs to (a user item's own id)
     sources: str = ""       # a call's sources, JSON [{"url", "title"}]
     thinking: str = ""      # a user item's thinking level ('' = the agent's)
+    steer: bool = False     # a user item sent "now": read by the model at the run's next step
+    read_after: int = 0     # a steering message the model read: the turn's last item id then
     id: int | None = None
     created: float = 0.0
     updated: float = 0.0
@@ -52,6 +54,11 @@ class Item:
     def file_ids(self) -> list[int]:
         return [int(f) for f in self.files.split(",") if f.strip().isdigit()]
 
+    @property
+    def starts_turn(self) -> bool:
+        """A person's message that began a turn (not one sent into a running answer)."""
+        return self.kind == "user" and (self.turn or self.id) == self.id
+
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
@@ -59,7 +66,10 @@ class Item:
     def from_row(cls, row: Any) -> Item:
         data = dict(row)
         data["done"] = bool(data.get("done"))
-        return cls(**{f.name: data[f.name] for f in fields(cls) if f.name in data})
+        data["steer"] = bool(data.get("steer"))
+        # the field names straight from the class: dataclasses.fields() per row was most of
+        # the cost of reading a long conversation
+        return cls(**{name: data[name] for name in cls.__dataclass_fields__ if name in data})
 
 
 @dataclass(frozen=True)
@@ -205,16 +215,23 @@ def check_name(name: str) -> str:
 # --- the seed's constructors ------------------------------------------------------------
 
 
+def order(it: Item) -> tuple[int, int, bool, int]:
+    """Where an item stands in its conversation: by turn, then by id, except that a steering
+    message the model read stands right after the item that was last when it read it."""
+    return (it.turn or it.id or 0, it.read_after or it.id or 0, it.read_after > 0, it.id or 0)
+
+
 def item(kind: str, chat: int | None = None, text: str = "", **values: Any) -> Item:
     """Any item of a conversation's log."""
     return Item(kind=kind, chat=chat, text=text, **values)
 
 
 def asked(chat: int | None, text: str, model: str = "", files: list[int] | tuple[int, ...] = (),
-          thinking: str = "") -> Item:
-    """The person's message: a `user` item, not done until it is answered."""
+          thinking: str = "", steer: bool = False) -> Item:
+    """The person's message: a `user` item, not done until it is answered. With `steer`, sent
+    "now": the run going reads it at its next step instead of answering it after."""
     return Item(kind="user", chat=chat, text=text, model=model, files=",".join(str(f) for f in files),
-                thinking=thinking)
+                thinking=thinking, steer=steer)
 
 
 def retried(chat: int | None, model: str = "") -> Item:

@@ -8,14 +8,15 @@ rows say exactly which steps are complete.
 """
 from __future__ import annotations
 
+import functools
 import json
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from . import agent as loop
-from . import db as dbm
-from .history import to_messages
+from . import window
+from .history import segments, system_prompt, takes_images, user_message
 from .store import Store
 from .tables import Assistant, Item, item
 from .tools import Context, Tool
@@ -31,7 +32,7 @@ def versions(items: list[Item]) -> list[list[Item]]:
     """A turn's items (user item first) split at each `retry`: the answers, oldest first."""
     out: list[list[Item]] = [[]]
     for it in items:
-        if it.kind == "user":
+        if it.starts_turn:
             continue
         if it.kind == "retry":
             out.append([])
@@ -64,15 +65,21 @@ class Turn:
     calls: dict[str, int] = field(default_factory=dict)  # call item ids by call id
     written: list[int] = field(default_factory=list)
     notice: int | None = None  # the item telling the person about retries in this step
-    on_usage: Callable[[int, int, int], None] = lambda prompt, completion, cached: None
     approve: set[str] = field(default_factory=set)  # tools that wait for the person's decision
     # Waits until something changed (any row, any process) or the timeout passes.
     changed: Callable[[float], Awaitable[None]] | None = None
+    window: int = 0          # the model's context window in tokens (0: unknown, nothing is cut)
+    share: float = 0.75      # of it a request may fill (TABLETALK_CONTEXT_SHARE)
+    raw: int = 0             # the last request's raw token count, for calibration by its usage
+    estimate: int = 0        # ... and its calibrated estimate, kept with the usage
+    _prompt: tuple[list[str], list] | None = field(default=None, init=False, repr=False)  # (memories, skills)
 
     # --- resuming -------------------------------------------------------------------
 
     def current_version(self) -> list[Item]:
-        turn_items = [it for it in self.store.items(self.chat) if it.turn == self.user.id]
+        # In page order, not id order: a message sent "now" that the model read after the
+        # step that finished the answer comes last, so the answer is not finished yet.
+        turn_items = self.store.turn_items(self.chat, self.user.id, self.user.id)
         return versions(turn_items)[-1]
 
     def resume(self) -> list[Item]:
@@ -99,14 +106,98 @@ class Turn:
         self.written.extend(it.id for it in to_run)  # a stop now ends them too
         return to_run
 
-    def history(self) -> list[loop.Message]:
-        earlier = [it for it in self.store.items(self.chat) if it.turn < self.user.id]
-        # Skills are offered only to an agent that may load them; memories are read every run.
-        skills = self.store.skills() if any(t.name == "load_skill" for t in self.tools) else []
-        memories = [m["text"] for m in self.store.memories(self.agent.id)] if self.agent and self.agent.id else []
-        return to_messages(self.agent, [*earlier, self.user, *self.current_version()],
-                           skills=skills, memories=memories, attachments=self.store.file_bytes,
-                           model=self.model)
+    # --- the request --------------------------------------------------------------------
+
+    @functools.cached_property
+    def attachment(self) -> Callable[[int], tuple | None]:
+        # Every step rebuilds the request: read each attached file once per run.
+        return functools.cache(self.store.file_bytes)
+
+    def prompt_parts(self) -> tuple[list[str], list]:
+        """The memories and skills of the system prompt, read once per run, so the start of
+        the request stays the same for every step (a memory written now shows next run)."""
+        if self._prompt is None:
+            # Skills are offered only to an agent that may load them; memories are read every run.
+            skills = self.store.skills() if any(t.name == "load_skill" for t in self.tools) else []
+            memories = [m["text"] for m in self.store.memories(self.agent.id)] if self.agent and self.agent.id else []
+            self._prompt = (memories, skills)
+        return self._prompt
+
+    def prepare(self, _sofar: list[loop.Message]) -> list[loop.Message]:
+        """The next model step's messages, built from the rows, not from the loop's own list:
+        by the time a step begins, every earlier step and tool result is a row, and from rows
+        the calls carry the ids they keep in every later request (`call_{item}`) and a message
+        sent "now" stands where the model read it, so the request's start is the same bytes
+        from step to step and run to run. Cut to the model's window (window.py)."""
+        context = self.store.context(self.chat)
+        kept = context["window"] in (0, self.window)  # another model's window chooses afresh
+        current = window.Cut(context["start"], context["trim"]) if kept else window.Cut()
+        items = self.store.turn_items(self.chat, current.start, self.user.id)
+        parts = segments(items, attachments=self.attachment, model=self.model)
+        blocks = []
+        for p in parts:
+            full = window.request_tokens(p.messages)
+            blocks.append(window.Block(p.turn, p.starts, full,
+                                       full if p.short is p.messages else window.request_tokens(p.short)))
+        memories, skills = self.prompt_parts()
+        plan = self.store.plan(self.chat)
+        # Counted whether or not it is sent: an estimate a little high is safe.
+        fixed = window.request_tokens([loop.Message("system", system_prompt(self.agent, skills, memories,
+                                                                            plan.text if plan else ""))], self.tools)
+        ratio, _ = self.store.calibration(self.model)
+        if self.window:
+            try:
+                cut = window.choose(blocks, fixed, current, int(self.window * self.share), ratio)
+            except window.TooLong as e:
+                raise loop.ModelError(self.too_long(e.tokens, blocks)) from None
+        else:
+            cut = current
+        # The plan rides in the system prompt only once the call that set it is out of view.
+        seen_plan = any(it.kind == "call" and it.name == "update_plan" and it.turn >= cut.start for it in items)
+        prompt = system_prompt(self.agent, skills, memories, plan.text if plan and not seen_plan else "")
+        messages = [loop.Message("system", prompt)] if prompt else []
+        for i, (b, p) in enumerate(zip(blocks, parts)):
+            if cut.shows(b):
+                messages.extend(p.short if cut.shortens(i, b) else p.messages)
+        self.raw = window.request_tokens(messages, self.tools)
+        self.estimate = window.calibrated(self.raw, ratio)
+        if (cut.start, cut.trim, self.window) != (context["start"], context["trim"], context["window"]):
+            # a write only when the view moved (rarely): the estimate goes with the usage
+            hidden = [b for b in blocks if not cut.shows(b)]
+            before = context if kept else {"turns_out": 0, "left_out": 0}
+            self.store.set_context(self.chat, start=cut.start, trim=cut.trim, window=self.window,
+                                   turns_out=before["turns_out"] + sum(1 for b in hidden if b.starts),
+                                   left_out=before["left_out"] + window.calibrated(sum(b.full for b in hidden), ratio))
+        return messages
+
+    def too_long(self, tokens: int, blocks: list[window.Block]) -> str:
+        """Why nothing was sent, in plain words."""
+        budget = int(self.window * self.share)
+        what = ("Your message is too long" if sum(1 for b in blocks if b.turn == self.user.id) == 1
+                else "This answer has grown too long")
+        return (f"{what} for the model’s context window: it needs about {tokens:,} tokens, and "
+                f"{self.model} takes {budget:,} for a request (of its {self.window:,}). Nothing was sent. "
+                f"Shorten or split the message, or choose a model with a larger window.")
+
+    def steering(self) -> list[loop.Message]:
+        """What the person sent "now" since this turn began: the model reads it at this step
+        boundary, so it joins this turn, after the turn's last item, for good (rows)."""
+        unread = self.store.unread_steers(self.chat, self.user.id)
+        if not unread:
+            return []
+        self.store.read_steers([it.id for it in unread], self.user.id)
+        images = takes_images(self.model)
+        return [user_message(it, self.attachment, images) for it in unread]
+
+    def usage(self, prompt: int, completion: int, cached: int) -> None:
+        """The server's count for the last request: shown in the meter, and it teaches the
+        model's ratio of server tokens to our raw count."""
+        ratio, samples = self.store.calibration(self.model)
+        ratio, samples = window.learn(ratio, samples, self.raw, prompt)
+        with self.store.write():
+            self.store.set_context(self.chat, used=prompt + completion, window=self.window, cached=cached,
+                                   estimate=self.estimate)
+            self.store.set_calibration(self.model, ratio, samples)
 
     # --- running --------------------------------------------------------------------
 
@@ -120,7 +211,9 @@ class Turn:
             call = loop.ToolCall(f"call_{call_item.id}", call_item.name, call_item.input or "{}")
             self.calls[call.id] = call_item.id
             await loop.run_tool(call, by_name, self.emit, context, self.gate)
-        await loop.run(self.history(), self.tools, stream, self.emit, context, gate=self.gate)
+        # The loop is given no history: `prepare` builds each request from the rows.
+        await loop.run([], self.tools, stream, self.emit, context, gate=self.gate, prepare=self.prepare,
+                       steering=self.steering)
 
     async def gate(self, call: loop.ToolCall) -> str | None:
         """A call to a tool in `approve` waits here for the person's decision (rows, so it
@@ -163,7 +256,7 @@ class Turn:
             case loop.ToolDeclined(call=call, reason=reason):
                 self.store.update(self.calls.pop(call.id), output=reason, done=True)
             case loop.Usage(prompt=prompt, completion=completion, cached=cached):
-                self.on_usage(prompt, completion, cached)
+                self.usage(prompt, completion, cached)
             case loop.Notice(text=text):
                 self.flush()
                 if self.notice is None:
@@ -210,16 +303,4 @@ class Turn:
                     self.store.update(item_id, state="failed", output=it.output or why, done=True)
                 else:
                     self.store.update(item_id, done=True)
-
-
-def usage_writer(store: Store, chat: int, window: int) -> Callable[[int, int, int], None]:
-    def write(prompt: int, completion: int, cached: int) -> None:
-        with store.write() as db:
-            db.conn.execute(
-                """INSERT INTO contexts (id, used, window, rev) VALUES (?, ?, ?, ?)
-                   ON CONFLICT (id) DO UPDATE SET used = excluded.used, window = excluded.window, rev = excluded.rev""",
-                [chat, prompt + completion, window, dbm.bump(db)],
-            )
-
-    return write
 

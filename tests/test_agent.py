@@ -178,3 +178,34 @@ def test_a_gate_can_hold_a_call_and_decline_it():
     assert [e.call.id for e in events if isinstance(e, loop.ToolStart)] == ["yes"]
     results = {m.tool_call_id: m.content for m in stream.seen[1] if m.role == "tool"}
     assert results == {"no": "The person declined this call.", "yes": "echo: b"}
+
+
+def test_steering_messages_go_in_at_the_step_boundary_after_the_calls():
+    stream = scripted([call("echo", '{"text": "a"}')], [Delta(text="Done.")])
+    inbox = [[], [Message("user", "b")], [], []]  # the person sends "b" while the call runs
+
+    def steering():
+        return inbox.pop(0)
+
+    events = []
+    added = asyncio.run(loop.run([Message("user", "go")], [echo_tool()], stream, events.append, steering=steering))
+    assert [(m.role, m.content) for m in stream.seen[1]][-3:] == [("assistant", ""), ("tool", "echo: a"), ("user", "b")]
+    assert len(stream.seen) == 2, "the model finished after reading it: nothing else was sent meanwhile"
+    assert added[-1] == Message("assistant", "Done.")
+
+
+def test_a_message_sent_as_the_model_finishes_brings_one_more_step():
+    stream = scripted([Delta(text="Done.")], [Delta(text="And b: yes.")])
+    inbox = [[], [Message("user", "b")], []]
+    asyncio.run(loop.run([Message("user", "go")], [], stream, lambda e: None, steering=lambda: inbox.pop(0)))
+    assert [m.content for m in stream.seen[1]] == ["go", "Done.", "b"]
+
+
+def test_a_request_that_cannot_be_prepared_fails_in_plain_words():
+    def prepare(messages):
+        raise ModelError("Your message is too long.")
+
+    stream = scripted()
+    events = []
+    asyncio.run(loop.run([Message("user", "x" * 10)], [], stream, events.append, prepare=prepare))
+    assert stream.seen == [] and [e.message for e in events if isinstance(e, loop.Failed)] == ["Your message is too long."]

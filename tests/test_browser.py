@@ -258,3 +258,35 @@ def test_without_javascript_a_call_is_approved_with_the_plain_form(browser, serv
         assert p.locator("#plan li").count() == 1
     finally:
         context.close()
+
+
+def test_send_now_during_a_run_is_read_at_the_next_step_and_moves_to_where_it_was_read(page, served, fake):
+    from app import db as dbm
+    from app.store import Store
+    from tests.fakes.openai_server import tool_call
+
+    db = dbm.connect(served.data / "tabletalk.db")
+    store = Store(db)
+    store.update_agent(store.default_agent().id, approve="update_plan")
+    db.conn.close()
+    fake.script([text("Planning."), tool_call("update_plan", {"plan": "- [ ] one"})], "Planned, and noted.",
+                "The queued one.")
+    page.goto("/")
+    page.get_by_role("button", name="New conversation").click()
+    page.wait_for_url("**/c/*")
+    box = page.locator("#composer textarea")
+    expect(page.get_by_role("button", name="Send now")).to_have_count(0)  # nothing is running
+    box.fill("plan it")
+    box.press("Enter")
+    page.get_by_role("button", name="Approve").wait_for(timeout=10_000)
+    box.fill("after the run")
+    page.get_by_role("button", name="Queue").click()
+    expect(page.locator("article.user .badge")).to_have_text(["queued"])
+    box.fill("read this now")
+    page.get_by_role("button", name="Send now").click()
+    expect(page.locator("article.user .badge")).to_have_text(["queued", "sent now: read at the next step"])
+    page.get_by_role("button", name="Approve").click()
+    expect(page.locator("article.text").last).to_have_text("The queued one.", timeout=15_000)
+    expect(page.locator("#items > article.user .body")).to_have_text(["plan it", "read this now", "after the run"])
+    assert fake.streamed[1]["messages"][-1]["content"] == "read this now"
+    assert page.locator("#items").inner_html() == fresh_items(page.context.browser, page.url)

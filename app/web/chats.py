@@ -17,6 +17,9 @@ from .state import state
 
 TEXT_MAX = 100_000  # characters in one message
 MODEL_MAX = 200
+# The composer's two buttons while a run is going: wait for the run to end (the default, and
+# what Enter sends), or be read by the model at the run's next step.
+WHEN = {"": False, "queue": False, "now": True}
 
 
 def parse_id(raw: str) -> int:
@@ -136,7 +139,8 @@ async def conversation(request: Request, chat: FromPath[str], versions: FromQuer
     return render.page(
         request, "chat.html",
         convo=convo,
-        items=live.items_html(items, render.view_of(items, chat_state["turn"], shown, s.store.files_of(items))),
+        items=live.items_html(items, render.view_of(items, chat_state["turn"], shown, s.store.files_of(items)),
+                              chat_state),
         plan=live.items_html(plan),
         state=chat_state,
         rev=rev,
@@ -155,6 +159,9 @@ async def ask(request: Request, chat: FromPath[str]) -> Response:
     text = (await form_field(request, "text", TEXT_MAX)).strip()
     model = (await form_field(request, "model", MODEL_MAX)).strip()
     thinking = thinking_level(await form_field(request, "thinking", 20))
+    when = (await form_field(request, "when", 20)).strip()
+    if when not in WHEN:
+        raise HTTPException(status_code=400, detail="“when” is queue or now.")
     if not text:
         raise HTTPException(status_code=400, detail="Write a message first: it was empty.")
     if model and s.store.choice(model) is None:
@@ -162,7 +169,9 @@ async def ask(request: Request, chat: FromPath[str]) -> Response:
     uploads = await attachments(request, s.config.upload_max, s.config.upload_count)
     with s.store.write():  # the file rows and the message together, or neither
         ids = tuple(s.store.add_file(name, data, person=convo.person) for name, data in uploads)
-        s.store.ask(convo.id, text, model=model, files=ids, thinking=thinking)
+        # "Now" with nothing running is just a message (the run it was meant for may have ended).
+        steer = WHEN[when] and render.chat_state(s.store, convo.id)["running"]
+        s.store.ask(convo.id, text, model=model, files=ids, thinking=thinking, steer=steer)
     return done(request, f"/c/{convo.id}")
 
 
@@ -174,7 +183,8 @@ async def retry(request: Request, chat: FromPath[str]) -> Response:
     model = (await form_field(request, "model", MODEL_MAX)).strip()
     if model and s.store.choice(model) is None:
         raise HTTPException(status_code=400, detail=f"There is no model “{model}” to choose.")
-    last = s.store.one("SELECT max(id) FROM items WHERE chat = ? AND kind = 'user'", [convo.id])[0]
+    # the last turn: a message sent "now" into an answer belongs to that answer's turn
+    last = s.store.one("SELECT max(id) FROM items WHERE chat = ? AND kind = 'user' AND turn = id", [convo.id])[0]
     if last is None:
         raise HTTPException(status_code=400, detail="There is no answer to make again yet.")
     s.store.add(replace(retried(convo.id, model), turn=last))

@@ -20,7 +20,7 @@ from .. import markdown
 from ..markdown import Block
 from ..store import Store
 from ..tables import Conversation, Item
-from .render import View, chat_state, fragment, item_dom_id, sort_items, view_of
+from .render import View, chat_state, cut_key, fragment, item_dom_id, item_key, sort_items, view_of
 
 SLOT_STATE = "\x00state\x00"
 SLOT_BODY = "\x00body\x00"
@@ -78,8 +78,22 @@ def item_parts(it: Item, view: View = View()) -> Parts:
     return Parts(shell, state_html(it), body_blocks(it))
 
 
-def items_html(items: list[Item], view: View = View()) -> Markup:
-    return Markup("".join(item_parts(it, view).element for it in items))
+def items_html(items: list[Item], view: View = View(), state: dict | None = None) -> Markup:
+    """The items (in page order) as the page shows them, with the marker where the model's
+    view starts when `state` (render.chat_state) says some turns are left out."""
+    elements = [(item_key(it), item_parts(it, view).element) for it in items]
+    if state and state.get("start"):
+        elements.append((cut_key(state["start"]), fragment("_cut.html", state=state)))
+        elements.sort(key=lambda pair: pair[0])  # fixed-width keys: text order is page order
+    return Markup("".join(html for _, html in elements))
+
+
+def placed(dom: str, html: str) -> str:
+    """An element of #items whose place may have changed: removed, then upserted where its key
+    sorts (an upsert replaces an element already on the page where it stands). htmx runs the
+    out-of-band delete before the partial, and the pair is harmless to replay."""
+    removed = f'<div id="{dom}" hx-swap-oob="delete"></div>'
+    return removed + (f'<hx-partial hx-target="#items" hx-swap="upsert key:data-key">{html}</hx-partial>' if html else "")
 
 
 def oob(html: str) -> str:
@@ -150,7 +164,9 @@ def chat_changes(store: Store, chat: int, items: list[Item], convo: Conversation
         for it in items:
             parts = item_parts(it, view)
             element, small = item_changes(it, parts, sent.get(it.id) if sent is not None else None)
-            if element is not None:
+            if element is not None and it.read_after:  # a message the model read moves to where it read it
+                parts_out.append(placed(item_dom_id(it), element))
+            elif element is not None:
                 (pinned if it.kind == "plan" else elements).append(element)
             pieces.extend(small)
             if sent is not None:
@@ -164,6 +180,11 @@ def chat_changes(store: Store, chat: int, items: list[Item], convo: Conversation
         if pinned:  # the plan is pinned above the composer, not in the log
             parts_out.append('<hx-partial hx-target="#plan" hx-swap="upsert">' + "".join(pinned) + "</hx-partial>")
         parts_out.extend(pieces)
+    cut = fragment("_cut.html", state=state)
+    if sent is None or sent.get("cut", "") != cut:  # where the model's view starts moved (rarely)
+        parts_out.append(placed("cut", cut))
+    if sent is not None:
+        sent["cut"] = cut
     status = fragment("_status.html", chat=chat, state=state, oob=True)
     if sent is None or sent.get("status") != status:  # most messages leave it as it was
         parts_out.append(status)

@@ -17,7 +17,7 @@ from litestar.utils.scope.state import ScopeState
 from markupsafe import Markup
 
 from ..store import Store
-from ..tables import Conversation, Item, chips
+from ..tables import Conversation, Item, chips, order
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 TEMPLATES = ROOT / "templates"
@@ -33,8 +33,17 @@ env = jinja2.Environment(
 
 
 def item_key(it: Item) -> str:
-    """The order of an item on the page: its turn, then its id (fixed width, so any compare agrees)."""
+    """The order of an item on the page (`tables.order`): its turn, then its id, fixed width so
+    any compare agrees. A steering message the model read sorts right after the item that was
+    last when it read it: that item's key with its own id appended."""
+    if it.read_after:
+        return f"{it.turn:010d}-{it.read_after:010d}-{it.id:010d}"
     return f"{it.turn or it.id:010d}-{it.id:010d}"
+
+
+def cut_key(start: int) -> str:
+    """The place of the marker where the model's view starts: just before turn `start`."""
+    return f"{start:010d}-{0:010d}"
 
 
 def item_dom_id(it: Item) -> str:
@@ -49,7 +58,8 @@ def pretty_json(text: str) -> str:
         return text
 
 
-env.globals.update(item_key=item_key, item_dom_id=item_dom_id, pretty_json=pretty_json, chips=chips)
+env.globals.update(item_key=item_key, cut_key=cut_key, item_dom_id=item_dom_id, pretty_json=pretty_json,
+                   chips=chips)
 
 
 def an_id(raw: str | None) -> int | None:
@@ -102,12 +112,12 @@ def chat_state(store: Store, chat: int) -> dict[str, Any]:
         answered = store.one("SELECT 1 FROM items WHERE chat = ? AND turn = ? AND id > ? "
                              "AND kind NOT IN ('user','retry','stop') LIMIT 1", [chat, turn, pending["id"]])
         waiting = answered is None
-    context = store.one("SELECT used, window FROM contexts WHERE id = ?", [chat])
+    context = store.context(chat)
     asked = store.one("SELECT 1 FROM items WHERE chat = ? AND kind = 'user' LIMIT 1", [chat]) is not None
     deciding = pending is not None and store.one(
         "SELECT 1 FROM items WHERE chat = ? AND kind = 'call' AND state = 'approval' LIMIT 1", [chat]) is not None
     return {"running": pending is not None, "waiting": waiting, "turn": turn, "asked": asked, "deciding": deciding,
-            "used": context["used"] if context else 0, "window": context["window"] if context else 0}
+            **{k: context[k] for k in ("used", "window", "cached", "start", "turns_out", "left_out")}}
 
 
 def view_of(items: list[Item], running: int | None, shown: frozenset[int] = frozenset(),
@@ -123,7 +133,7 @@ def view_of(items: list[Item], running: int | None, shown: frozenset[int] = froz
         if not retries:
             continue
         last = retries[-1].id
-        superseded |= {it.id for it in turn_items if it.kind not in ("user", "retry") and it.id < last}
+        superseded |= {it.id for it in turn_items if not it.starts_turn and it.kind != "retry" and it.id < last}
         for n, r in enumerate(retries, start=2):
             versions[r.id] = (n, len(retries) + 1)
         superseded |= {r.id for r in retries[:-1]}
@@ -131,4 +141,4 @@ def view_of(items: list[Item], running: int | None, shown: frozenset[int] = froz
 
 
 def sort_items(items: list[Item]) -> list[Item]:
-    return sorted(items, key=lambda it: (it.turn or it.id, it.id))
+    return sorted(items, key=order)
