@@ -289,4 +289,4 @@ def test_send_now_during_a_run_is_read_at_the_next_step_and_moves_to_where_it_wa
     expect(page.locator("article.text").last).to_have_text("The queued one.", timeout=15_000)
     expect(page.locator("#items > article.user .body")).to_have_text(["plan it", "read this now", "after the run"])
     assert fake.streamed[1]["messages"][-1]["content"] == "read this now"
-    assert page.locator("#items").inner_html() == fresh_items(page.context.browser, page.url)
+    assert page.locator("#items").inner_html() == fresh_items(page.context.browser, served, page.url)
