@@ -1,6 +1,6 @@
 """Accounts: people, their passwords, their sessions and the sign-in limit.
 
-The rows of `people`, `sessions` and `signins` are read and written here (store.py keeps
+The rows of `people`, `sessions` and `signins` are read and written here (app/store/ keeps
 everything else). Passwords are hashed with argon2id (argon2-cffi, its default RFC 9106
 parameters); a session is a random token in an HttpOnly cookie, stored only as its sha256.
 The first person is the owner: they set the app up (or TABLETALK_PASSWORD did), claim the

@@ -2,7 +2,7 @@
 
 Bytes live once per content under data/files/ab/cdef... (sha256 hex, split after two
 characters), written to a temporary file and renamed into place, so a reader never sees a
-half-written file and the same bytes are stored once. The row (store.py) keeps the person's
+half-written file and the same bytes are stored once. The row (app/store/files.py) keeps the person's
 name for display, the type sniffed here from the bytes (never the client's word) and the size.
 """
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The seed's row types and constructors.
 
 Rows are plain dataclasses; the constructors are pure functions that return a row not yet
-stored (id None). Ids, revs and foreign keys are the storage module's business (store.py).
+stored (id None). Ids, revs and foreign keys are the storage modules' business (app/store/).
 """
 from __future__ import annotations
 

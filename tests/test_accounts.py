@@ -13,7 +13,7 @@ import httpx
 import pytest
 from bs4 import BeautifulSoup
 
-from tests.conftest import COOKIE, OWNER, PASSWORD, ROOT, Served, csrf, free_port, signed_in, wait_for
+from tests.conftest import COOKIE, OWNER, PASSWORD, ROOT, Served, csrf, free_port, signed_in
 
 
 def soup(r):

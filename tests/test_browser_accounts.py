@@ -8,7 +8,7 @@ from playwright.sync_api import expect
 from app import db as dbm
 from app.store import Store
 from app.tables import skill
-from tests.conftest import PASSWORD, Served, csrf, signed_in, wait_for
+from tests.conftest import Served, csrf, wait_for
 from tests.fakes.openai_server import text, tool_call
 
 pytestmark = pytest.mark.browser

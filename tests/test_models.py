@@ -363,8 +363,6 @@ def test_the_default_model_prefers_the_server_at_ai_url_then_this_computer():
 
 @pytest.fixture
 def app(everything, tmp_path):
-    import os
-
     with app_client(Path(os.environ["TABLETALK_DATA"])) as c:
         yield c
 

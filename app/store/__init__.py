@@ -1,0 +1,24 @@
+"""Reading and writing rows. The one module that knows ids, revs and SQL (but for the
+accounts' own tables, in accounts.py).
+
+Conversations, agents and files belong to a person (`person`); every question a page asks
+for a list is asked for one person, and the web layer checks the owner of every row it is
+given by id.
+
+Every write of a row a page shows takes a new rev in the same transaction (db.bump) and,
+once committed, wakes this process's followers (`notify`); other processes see the commit
+through the feed's poll.
+"""
+from __future__ import annotations
+
+from .agents import Agents, plugin_from_row
+from .chats import ITEM_COLUMNS, TITLE_MAX, TITLE_WORDS, Chats, first_words
+from .context import Context
+from .files import Files
+
+
+class Store(Chats, Agents, Context, Files):
+    """Every read and write of rows, by family (one module each); see Base for the common ground."""
+
+
+__all__ = ["Store", "ITEM_COLUMNS", "TITLE_MAX", "TITLE_WORDS", "first_words", "plugin_from_row"]

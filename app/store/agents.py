@@ -1,0 +1,152 @@
+"""Models, agents (with their memories and plugins) and the shared skills."""
+from __future__ import annotations
+
+from typing import Any
+
+from .. import db as dbm
+from ..tables import Assistant, Choice, Plugin, Skill
+from .base import Base
+
+
+def plugin_from_row(row: Any) -> Plugin:
+    data = dict(row)
+    return Plugin(agent=data["agent"], name=data["name"], address=data["address"], header=data["header"],
+                  secret=data["secret"], enabled=bool(data["enabled"]), status=data["status"], id=data["id"])
+
+
+class Agents(Base):
+    # --- models ---------------------------------------------------------------------
+
+    @staticmethod
+    def _choice(r: Any) -> Choice:
+        return Choice(id=r["id"], name=r["name"], group=r["group"], note=r["note"], window=r["window"],
+                      tags=tuple(t for t in r["tags"].split(",") if t), up=bool(r["up"]))
+
+    def choices(self) -> list[Choice]:
+        """The models listed at the last refresh, in the picker's order, with the providers that were down."""
+        return [self._choice(r) for r in self.all("SELECT * FROM choices ORDER BY rowid")]
+
+    def choice(self, model: str) -> Choice | None:
+        """The model a message may name as `model`: listed, and its server answered."""
+        r = self.one("SELECT * FROM choices WHERE id = ? AND up = 1", [model])
+        return self._choice(r) if r else None
+
+    def replace_choices(self, choices: list[Choice]) -> None:
+        """The whole list at once (rowid keeps its order): readers see the old list or the new."""
+        with self.write() as db:
+            db.conn.execute("DELETE FROM choices")
+            db.conn.executemany(
+                'INSERT OR REPLACE INTO choices (id, name, "group", note, window, tags, up) VALUES (?, ?, ?, ?, ?, ?, ?)',
+                [[c.id, c.name, c.group, c.note, c.window, ",".join(c.tags), int(c.up)] for c in choices])
+
+    # --- agents ---------------------------------------------------------------------
+
+    def agent(self, agent_id: int) -> Assistant | None:
+        row = self.one("SELECT * FROM assistants WHERE id = ?", [agent_id])
+        return Assistant.from_row(row) if row else None
+
+    def agents(self, person: int | None) -> list[Assistant]:
+        return [Assistant.from_row(r) for r in self.all("SELECT * FROM assistants WHERE person IS ? ORDER BY id", [person])]
+
+    def add_agent(self, a: Assistant) -> Assistant:
+        t = dbm.now()
+        with self.write() as db:
+            cur = db.conn.execute(
+                "INSERT INTO assistants (name, instructions, model, tools, approve, created, updated, rev, person) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [a.name, a.instructions, a.model, a.tools, a.approve, t, t, dbm.bump(db), a.person])
+        return self.agent(cur.lastrowid)
+
+    def delete_agent(self, agent_id: int) -> None:
+        """Its conversations stay readable (their agent becomes none); its plugins and memories go."""
+        with self.write() as db:
+            db.conn.execute("DELETE FROM assistants WHERE id = ?", [agent_id])
+
+    def memories(self, agent: int) -> list[dict[str, Any]]:
+        return [dict(r) for r in self.all("SELECT * FROM memories WHERE agent = ? ORDER BY id", [agent])]
+
+    def add_memory(self, agent: int, text: str) -> int:
+        with self.write() as db:
+            return db.conn.execute("INSERT INTO memories (agent, text, created) VALUES (?, ?, ?)",
+                                   [agent, text, dbm.now()]).lastrowid
+
+    def delete_memory(self, agent: int, memory: int) -> bool:
+        with self.write() as db:
+            return db.conn.execute("DELETE FROM memories WHERE id = ? AND agent = ?", [memory, agent]).rowcount == 1
+
+    def update_agent(self, agent_id: int, **values: Any) -> None:
+        self._update("assistants", agent_id, {"name", "instructions", "model", "tools", "approve", "thinking"}, values)
+
+    # --- plugins --------------------------------------------------------------------
+
+    def plugins(self, agent: int, enabled_only: bool = False) -> list[Plugin]:
+        sql = "SELECT * FROM plugins WHERE agent = ?" + (" AND enabled = 1" if enabled_only else "") + " ORDER BY id"
+        return [plugin_from_row(r) for r in self.all(sql, [agent])]
+
+    def plugin_row(self, plugin_id: int) -> Plugin | None:
+        row = self.one("SELECT * FROM plugins WHERE id = ?", [plugin_id])
+        return plugin_from_row(row) if row else None
+
+    def add_plugin(self, p: Plugin) -> Plugin:
+        t = dbm.now()
+        with self.write() as db:
+            cur = db.conn.execute(
+                "INSERT INTO plugins (agent, name, address, header, secret, enabled, status, created, updated, rev) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [p.agent, p.name, p.address, p.header, p.secret, int(p.enabled), p.status, t, t, dbm.bump(db)])
+        return self.plugin_row(cur.lastrowid)
+
+    def update_plugin(self, plugin_id: int, **values: Any) -> None:
+        if "enabled" in values:
+            values["enabled"] = int(values["enabled"])
+        self._update("plugins", plugin_id, {"name", "address", "header", "secret", "enabled", "status"}, values)
+
+    def delete_plugin(self, plugin_id: int) -> None:
+        with self.write() as db:
+            db.conn.execute("DELETE FROM plugins WHERE id = ?", [plugin_id])
+
+    def default_agent(self, person: int | None = None) -> Assistant | None:
+        """A person's first agent; with no person, the owner's (or, before any account, the
+        first one): never another person's, whose memories and plugins are theirs."""
+        if person is None:
+            row = self.one("SELECT * FROM assistants WHERE person IS NULL OR person = "
+                           "(SELECT id FROM people WHERE owner = 1) ORDER BY id LIMIT 1")
+        else:
+            row = self.one("SELECT * FROM assistants WHERE person = ? ORDER BY id LIMIT 1", [person])
+        return Assistant.from_row(row) if row else None
+
+    # --- skills (shared by every agent; no page follows them live, so no rev) --------
+
+    @staticmethod
+    def _skill(row: Any) -> Skill:
+        return Skill(name=row["name"], description=row["description"], body=row["body"], id=row["id"])
+
+    def skills(self) -> list[Skill]:
+        return [self._skill(r) for r in self.all("SELECT * FROM skills ORDER BY name COLLATE NOCASE, id")]
+
+    def skill(self, skill_id: int) -> Skill | None:
+        row = self.one("SELECT * FROM skills WHERE id = ?", [skill_id])
+        return self._skill(row) if row else None
+
+    def skill_by_name(self, name: str) -> Skill | None:
+        row = self.one("SELECT * FROM skills WHERE name = ?", [name])
+        return self._skill(row) if row else None
+
+    def add_skill(self, s: Skill) -> Skill:
+        """Raises sqlite3.IntegrityError when the name is taken."""
+        t = dbm.now()
+        with self.write() as db:
+            cur = db.conn.execute(
+                "INSERT INTO skills (name, description, body, created, updated) VALUES (?, ?, ?, ?, ?)",
+                [s.name, s.description, s.body, t, t])
+        return self.skill(cur.lastrowid)
+
+    def update_skill(self, skill_id: int, s: Skill) -> None:
+        """Raises sqlite3.IntegrityError when the new name is another skill's."""
+        with self.write() as db:
+            db.conn.execute("UPDATE skills SET name = ?, description = ?, body = ?, updated = ? WHERE id = ?",
+                            [s.name, s.description, s.body, dbm.now(), skill_id])
+
+    def delete_skill(self, skill_id: int) -> bool:
+        with self.write() as db:
+            return db.conn.execute("DELETE FROM skills WHERE id = ?", [skill_id]).rowcount == 1

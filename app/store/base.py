@@ -1,0 +1,61 @@
+"""The store's common ground: the connection, transactions that wake the feed, and reads."""
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import sqlite_utils
+
+from .. import db as dbm
+
+
+class Base:
+    def __init__(self, db: sqlite_utils.Database, notify: Callable[[], None] = lambda: None):
+        self.db = db
+        self.notify = notify
+
+    @contextmanager
+    def write(self) -> Iterator[sqlite_utils.Database]:
+        outer = not self.db.conn.in_transaction
+        with dbm.write(self.db):
+            yield self.db
+        if outer:
+            self.notify()
+
+    @contextmanager
+    def snapshot(self) -> Iterator[None]:
+        """Several reads that must agree (a page and the rev it was rendered at)."""
+        if self.db.conn.in_transaction:
+            yield
+            return
+        self.db.conn.execute("BEGIN")
+        try:
+            yield
+        finally:
+            self.db.conn.execute("COMMIT")
+
+    def owner(self) -> int | None:
+        """The owner's id: rows made without a person (the Python API) are theirs. None
+        before the app is set up; the owner then claims them (accounts.People.add)."""
+        row = self.one("SELECT id FROM people WHERE owner = 1")
+        return row[0] if row else None
+
+    def rev(self) -> int:
+        return dbm.current_rev(self.db)
+
+    def one(self, sql: str, params: Any = ()) -> Any:
+        return self.db.conn.execute(sql, params).fetchone()
+
+    def all(self, sql: str, params: Any = ()) -> list[Any]:
+        return self.db.conn.execute(sql, params).fetchall()
+
+    def _update(self, table: str, row_id: int, allowed: set[str], values: dict[str, Any]) -> None:
+        """Change some columns of a row a page shows: it takes a new rev in the same write."""
+        bad = set(values) - allowed
+        if bad:
+            raise ValueError(f"not {table} columns: {sorted(bad)}")
+        with self.write() as db:
+            values = values | {"updated": dbm.now(), "rev": dbm.bump(db)}
+            sets = ", ".join(f"{k} = ?" for k in values)
+            db.conn.execute(f"UPDATE {table} SET {sets} WHERE id = ?", [*values.values(), row_id])

@@ -1,0 +1,214 @@
+"""Conversations and their items: what pages show and the feed sends; deleting and searching."""
+from __future__ import annotations
+
+from dataclasses import fields
+from typing import Any
+
+from .. import db as dbm
+from ..tables import Conversation, Item, asked
+from .base import Base
+
+ITEM_COLUMNS = [f.name for f in fields(Item) if f.name not in ("id",)]
+TITLE_WORDS = 8
+TITLE_MAX = 80
+
+
+def first_words(text: str) -> str:
+    """A conversation's first title: the person's first words."""
+    words = text.split()
+    title = " ".join(words[:TITLE_WORDS])
+    if len(title) > TITLE_MAX:
+        title = title[: TITLE_MAX - 1].rstrip() + "…"
+    elif len(words) > TITLE_WORDS:
+        title += "…"
+    return title
+
+
+class Chats(Base):
+    # --- conversations --------------------------------------------------------------
+
+    def conversation(self, chat: int) -> Conversation | None:
+        row = self.one("SELECT * FROM conversations WHERE id = ?", [chat])
+        return Conversation.from_row(row) if row else None
+
+    def conversations(self, person: int | None, limit: int = 200) -> list[Conversation]:
+        rows = self.all("SELECT * FROM conversations WHERE person IS ? ORDER BY id DESC LIMIT ?", [person, limit])
+        return [Conversation.from_row(r) for r in rows]
+
+    def new_conversation(self, agent: int | None, title: str = "", person: int | None = None) -> Conversation:
+        """A conversation with `agent`, belonging to `person` (by default the agent's, else the owner's)."""
+        t = dbm.now()
+        with self.write() as db:
+            if person is None and agent is not None:
+                person = (db.conn.execute("SELECT person FROM assistants WHERE id = ?", [agent]).fetchone() or [None])[0]
+            if person is None:
+                person = self.owner()
+            rev = dbm.bump(db)
+            # Ids are never reused: a deleted conversation's old links, open tabs or a run still
+            # finishing elsewhere must not reach a new one (its tombstone keeps its id).
+            next_id = db.conn.execute(
+                """SELECT max(coalesce((SELECT max(id) FROM conversations), 0),
+                              coalesce((SELECT max(CAST(substr(dom, 2) AS INTEGER)) FROM tombstones
+                                        WHERE chat IS NULL AND dom LIKE 'c%'), 0)) + 1""").fetchone()[0]
+            db.conn.execute(
+                "INSERT INTO conversations (id, agent, title, created, updated, rev, person) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                [next_id, agent, title, t, t, rev, person],
+            )
+        return Conversation(agent=agent, title=title, id=next_id, created=t, updated=t, rev=rev, person=person)
+
+    def set_title(self, chat: int, title: str) -> None:
+        with self.write() as db:
+            db.conn.execute(
+                "UPDATE conversations SET title = ?, rev = ? WHERE id = ?", [title, dbm.bump(db), chat]
+            )
+
+    def touch(self, chat: int) -> None:
+        """Mark a conversation as just used (it moves to the top of the list)."""
+        with self.write() as db:
+            db.conn.execute(
+                "UPDATE conversations SET updated = ?, rev = ? WHERE id = ?", [dbm.now(), dbm.bump(db), chat]
+            )
+
+    # --- items ----------------------------------------------------------------------
+
+    def item(self, item_id: int) -> Item | None:
+        row = self.one("SELECT * FROM items WHERE id = ?", [item_id])
+        return Item.from_row(row) if row else None
+
+    def items(self, chat: int) -> list[Item]:
+        return [Item.from_row(r) for r in self.all("SELECT * FROM items WHERE chat = ? ORDER BY id", [chat])]
+
+    def items_since(self, rev: int, chat: int | None = None, upto: int | None = None,
+                    chats: list[int] | None = None) -> list[Item]:
+        """Items changed after `rev` (up to `upto`), of one conversation or some, in page order."""
+        sql, params = "SELECT * FROM items WHERE rev > ?", [rev]
+        if chat is not None:
+            sql, params = sql + " AND chat = ?", [*params, chat]
+        if chats is not None:
+            sql, params = sql + f" AND chat IN ({','.join('?' * len(chats))})", [*params, *chats]
+        if upto is not None:
+            sql, params = sql + " AND rev <= ?", [*params, upto]
+        return [Item.from_row(r) for r in self.all(sql + " ORDER BY chat, turn, id", params)]
+
+    def conversations_since(self, rev: int, upto: int | None = None) -> list[Conversation]:
+        sql, params = "SELECT * FROM conversations WHERE rev > ?", [rev]
+        if upto is not None:
+            sql, params = sql + " AND rev <= ?", [*params, upto]
+        return [Conversation.from_row(r) for r in self.all(sql + " ORDER BY id", params)]
+
+    def add(self, new: Item) -> Item:
+        """Store a new item; a user item is its own turn."""
+        if new.chat is None:
+            raise ValueError("an item belongs to a conversation")
+        t = dbm.now()
+        with self.write() as db:
+            rev = dbm.bump(db)
+            values = new.to_dict() | {"created": t, "updated": t, "rev": rev, "done": int(new.done)}
+            values.pop("id")
+            cols = ", ".join(values)
+            marks = ", ".join("?" for _ in values)
+            item_id = db.conn.execute(f"INSERT INTO items ({cols}) VALUES ({marks})", list(values.values())).lastrowid
+            if new.kind == "user":
+                db.conn.execute("UPDATE items SET turn = ? WHERE id = ?", [item_id, item_id])
+                values["turn"] = item_id
+            # not a change a page shows, so no rev: only the title and the list order show
+            db.conn.execute("UPDATE conversations SET updated = ? WHERE id = ?", [t, new.chat])
+        return Item(**{k: v for k, v in values.items() if k != "done"}, done=bool(new.done), id=item_id)
+
+    def update(self, item_id: int, **values: Any) -> None:
+        """Change some columns of an item (text, output, state, done ...)."""
+        if "done" in values:
+            values["done"] = int(values["done"])
+        self._update("items", item_id, set(ITEM_COLUMNS), values)
+
+    def plan(self, chat: int) -> Item | None:
+        row = self.one("SELECT * FROM items WHERE chat = ? AND kind = 'plan' ORDER BY id LIMIT 1", [chat])
+        return Item.from_row(row) if row else None
+
+    def set_plan(self, chat: int, text: str) -> Item:
+        """The conversation's one plan item, made or replaced."""
+        with self.write():
+            current = self.plan(chat)
+            if current is None:
+                return self.add(Item(kind="plan", chat=chat, text=text, done=True))
+            self.update(current.id, text=text)
+            return self.item(current.id)
+
+    def delete_items(self, ids: list[int]) -> None:
+        """Delete items, leaving tombstones so following pages remove them too."""
+        if not ids:
+            return
+        with self.write() as db:
+            for item_id in ids:
+                row = db.conn.execute("SELECT chat FROM items WHERE id = ?", [item_id]).fetchone()
+                if row is None:
+                    continue
+                db.conn.execute("DELETE FROM items WHERE id = ?", [item_id])
+                db.conn.execute("INSERT INTO tombstones (chat, dom, rev) VALUES (?, ?, ?)",
+                                [row[0], f"i{item_id}", dbm.bump(db)])
+
+    def tombstones_since(self, rev: int, chat: int | None = None,
+                         upto: int | None = None) -> list[tuple[int | None, str, int | None]]:
+        """(chat, dom id, person) of what was deleted after `rev`; chat None: from a list."""
+        sql, params = "SELECT chat, dom, person FROM tombstones WHERE rev > ?", [rev]
+        if chat is not None:
+            sql, params = sql + " AND chat = ?", [*params, chat]
+        if upto is not None:
+            sql, params = sql + " AND rev <= ?", [*params, upto]
+        return [(r[0], r[1], r[2]) for r in self.all(sql + " ORDER BY rev", params)]
+
+    def ask(self, chat: int, text: str, model: str = "", files: tuple[int, ...] = (), thinking: str = "",
+            steer: bool = False) -> Item:
+        """Write the person's message; the first one also names the conversation."""
+        with self.write():
+            new = self.add(asked(chat, text, model=model, files=files, thinking=thinking, steer=steer))
+            convo = self.conversation(chat)
+            if convo is not None and not convo.title:
+                self.set_title(chat, first_words(text))
+        return new
+
+    # --- deleting and searching conversations ---------------------------------------
+
+    def delete_conversation(self, chat: int) -> bool:
+        """Delete a conversation; its items, lease and context go with it (foreign keys) and
+        the search index follows (triggers). Two tombstones: one takes it off the list pages,
+        one tells a page open on it. False when there was none."""
+        with self.write() as db:
+            row = db.conn.execute("DELETE FROM conversations WHERE id = ? RETURNING person", [chat]).fetchone()
+            if row is None:
+                return False
+            rev = dbm.bump(db)
+            db.conn.executemany("INSERT INTO tombstones (chat, dom, rev, person) VALUES (?, ?, ?, ?)",
+                                [[None, f"c{chat}", rev, row[0]], [chat, f"c{chat}", rev, row[0]]])
+        return True
+
+    def search(self, terms: list[str], marks: tuple[str, str], person: int | None,
+               limit: int = 50) -> list[dict[str, Any]]:
+        """`person`'s conversations holding every term (FTS5 strings, already safe) in their title or in
+        any message or answer, newest first. Each comes with its title highlighted where it
+        matched and a snippet of its best matching item, `marks` around the hits."""
+        if not terms:
+            return []
+        with self.snapshot():  # the matches, their titles and snippets as of one moment
+            every = " INTERSECT ".join("SELECT chat FROM search WHERE search MATCH ?" for _ in terms)
+            found = self.all(f"SELECT id, title FROM conversations WHERE person IS ? AND id IN ({every}) "
+                             "ORDER BY id DESC LIMIT ?", [person, *terms, limit])
+            if not found:
+                return []
+            anyterm = " OR ".join(terms)
+            places = ",".join("?" * len(found))
+            best = {r["chat"]: r["item"] for r in self.all(
+                f"""SELECT chat, item FROM (
+                        SELECT chat, rowid AS item, row_number() OVER (PARTITION BY chat ORDER BY rank) AS n
+                        FROM search WHERE search MATCH ? AND rowid > 0 AND chat IN ({places}))
+                    WHERE n = 1""", [anyterm, *(r["id"] for r in found)])}
+            hits = []
+            for r in found:
+                title = self.one("SELECT highlight(search, 1, ?, ?) FROM search WHERE search MATCH ? AND rowid = ?",
+                                 [*marks, anyterm, -r["id"]])
+                item = best.get(r["id"])
+                snippet = self.one("SELECT snippet(search, 2, ?, ?, '…', 16) FROM search WHERE search MATCH ? "
+                                   "AND rowid = ?", [*marks, anyterm, item]) if item else None
+                hits.append({"chat": r["id"], "title": r["title"], "title_marked": title[0] if title else None,
+                             "item": item, "snippet": snippet[0] if snippet else ""})
+        return hits
