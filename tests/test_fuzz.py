@@ -178,7 +178,7 @@ def test_a_body_past_the_limit_is_refused_before_it_is_read(make_client):
         chat = c.post("/c", data={"_csrf_token": csrf(c)}, follow_redirects=False).headers["location"]
         r = c.post(f"{chat}/ask", content=b"x" * 5_000_000, headers={
             "Content-Type": "application/x-www-form-urlencoded", "X-CSRFToken": csrf(c)})
-        assert r.status_code == 413 and readable(r)
+        assert r.status_code == 413 and "at most 2,001,000 bytes in one request" in r.text
 
 
 @pytest.mark.parametrize("cursor", IDS + ["", "1" * 19, "１２"])

@@ -97,11 +97,21 @@ def error_page(request: Request, exc: Exception) -> Response:
     else:
         log.exception("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
         status, detail = 500, "Something went wrong on our side. Nothing you wrote was lost."
+    if status == 413 and str(detail) == "Request Entity Too Large":  # the body limit, before any form is read
+        limit = body_limit(request.app.state.tabletalk.config) if hasattr(request.app.state, "tabletalk") else 0
+        detail = (f"What was sent is too large: at most {limit:,} bytes in one request, files included. "
+                  "Nothing was saved.")
     if status == 403 and "CSRF" in str(detail):
         detail = "This form has expired. Go back, reload the page and send it again."
     if render.is_htmx(request) or request.url.path.endswith("/events"):
         return secured(Response(str(detail), status_code=status, media_type="text/plain; charset=utf-8"))
     return secured(render.page(request, "error.html", status_code=status, status=status, detail=detail))
+
+
+def body_limit(config: configuration.Config) -> int:
+    """The largest request body: room for a message's files at their limits (each file is
+    checked in chats.attachments) and the rest of its form."""
+    return config.upload_max * config.upload_count + 2_000_000
 
 
 def create_app(config: configuration.Config | None = None) -> Litestar:
@@ -135,8 +145,7 @@ def create_app(config: configuration.Config | None = None) -> Litestar:
         exception_handlers={Exception: error_page},
         before_request=accounts.authenticate,
         after_request=security_headers,
-        # room for a message's files at their limits (each is checked in chats.attachments)
-        request_max_body_size=config.upload_max * config.upload_count + 2_000_000,
+        request_max_body_size=body_limit(config),
         openapi_config=None,
         logging_config=None,
     )
