@@ -28,8 +28,15 @@ PASSWORD_MIN = 8
 PASSWORD_MAX = 1_000       # argon2 takes any length; a bound keeps a request from costing more
 
 hasher = PasswordHasher()
-# Checked when the name is unknown, so a wrong name costs the same time as a wrong password.
-_DUMMY = hasher.hash(secrets.token_urlsafe(16))
+_dummy: list[str] = []
+
+
+def _dummy_hash() -> str:
+    """Checked when the name is unknown, so a wrong name costs the same time as a wrong
+    password; made on first use (a hash is ~0.1 s of CPU, not to be spent at every start)."""
+    if not _dummy:
+        _dummy.append(hasher.hash(secrets.token_urlsafe(16)))
+    return _dummy[0]
 
 
 class AccountError(ValueError):
@@ -65,7 +72,7 @@ def hash_password(password: str) -> str:
 def password_matches(hashed: str | None, password: str) -> bool:
     """Constant work whether or not the person exists (hashed None)."""
     try:
-        return hasher.verify(hashed or _DUMMY, password) and hashed is not None
+        return hasher.verify(hashed or _dummy_hash(), password) and hashed is not None
     except (VerifyMismatchError, VerificationError, InvalidHashError):
         return False
 

@@ -32,16 +32,17 @@ import re
 from collections.abc import Iterable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import anyio
 import httpx2
-import mcp_types as types
-from mcp import Client
-from mcp.client.sse import sse_client
-from mcp.client.streamable_http import streamable_http_client
-from mcp.shared.exceptions import MCPError
+
+# The mcp package is imported when a plugin is first reached, not at start: it costs ~0.4 s
+# of a restart, and a restarted server should resume its runs as soon as it can.
+if TYPE_CHECKING:
+    import mcp_types as types
+    from mcp import Client
 
 from app import netguard
 from app.tables import Plugin
@@ -154,6 +155,10 @@ class _Attempt:
 async def _connect(p: Plugin, transport: str, *, private_ok: bool, attempt: _Attempt, timeout: float,
                    read_timeout: float):
     """An initialized `mcp.Client` on the plugin, over `transport`, through the guard."""
+    from mcp import Client
+    from mcp.client.sse import sse_client
+    from mcp.client.streamable_http import streamable_http_client
+
     headers = _headers(p)
     hooks = {"response": [attempt.record]}
 
@@ -312,6 +317,8 @@ async def call(p: Plugin, mcp_name: str, args: dict[str, Any], ctx: Context, *, 
         except Exception:  # a broken progress sink must not fail the call
             log.exception("progress of %s_%s", p.name, mcp_name)
 
+    from mcp.shared.exceptions import MCPError
+
     attempt = _Attempt()
     with anyio.CancelScope() as stop:
         watcher = asyncio.ensure_future(_cancel_when_set(ctx.abort, stop))
@@ -355,6 +362,8 @@ def _size(data: str) -> int:
 
 
 def _content(result: types.CallToolResult) -> tuple[str, tuple[Source, ...]]:
+    import mcp_types as types
+
     """The result as text for the model: text parts as they are, other parts summarised."""
     parts: list[str] = []
     sources: list[Source] = []

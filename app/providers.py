@@ -18,6 +18,7 @@ import openai
 
 from . import models
 from .agent import Delta, Message, ModelError
+from .asyncnet import PooledTransport
 from .config import Config
 from .tables import GROUP_LOCAL, GROUP_SERVER, LOCAL, Choice, choice_of, groups
 from .tools import Tool
@@ -68,8 +69,9 @@ class Providers:
         self._thinkers: set[str] = set()
         self._ollama_answered = False
         self._clients: dict[tuple[str, str], openai.AsyncOpenAI] = {}
+        # on asyncio's streams, not anyio's: see asyncnet (a read per token, hundreds at once)
         self._http = httpx2.AsyncClient(
-            limits=httpx2.Limits(max_connections=2000, max_keepalive_connections=1000),
+            transport=PooledTransport(limits=httpx2.Limits(max_connections=2000, max_keepalive_connections=1000)),
             timeout=self._timeout(),
         )
 

@@ -26,7 +26,6 @@ from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 import httpx2
-import trafilatura
 
 from .. import netguard
 from . import Context, Result, Source, Tool
@@ -273,6 +272,8 @@ def _decode(body: bytes, declared: str | None, *, html: bool) -> str:
 
 def _readable_html(html: str, url: str) -> tuple[str, str]:
     """(title, main text as Markdown) of an HTML page; CPU-bound, run in a thread."""
+    import trafilatura  # on the first page read, not at start (~0.2 s of every restart)
+
     # trafilatura takes a page that never says "html" near its start and parses to a single
     # block ("<p>hi</p>", as some servers send) for not-HTML; as a document it is read.
     tree = trafilatura.load_html(html)

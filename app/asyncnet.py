@@ -1,0 +1,141 @@
+"""A network backend for httpcore2 on asyncio's own streams, for the model servers' streams.
+
+httpcore2's default backend goes through anyio, whose asyncio socket stream pauses the
+transport after every read and resumes it on the next (an epoll register and unregister
+per read). A streamed answer is one small read per token, hundreds of answers stream at
+once, and that churn was ~10% of a busy worker's CPU. asyncio's StreamReader keeps
+reading until its buffer is full, so a read is a buffer slice. Errors are mapped to
+httpcore2's, as its own backends do, so httpx2 and the openai SDK see what they expect.
+"""
+from __future__ import annotations
+
+import asyncio
+import socket
+import ssl
+from collections.abc import Iterable
+from typing import Any
+
+import httpcore2
+import httpx2
+from httpcore2._utils import is_socket_readable
+
+READ_LIMIT = 256 * 1024  # StreamReader's buffer before it pauses the transport
+
+
+class AsyncioStream(httpcore2.AsyncNetworkStream):
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self._reader = reader
+        self._writer = writer
+
+    async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        try:
+            async with asyncio.timeout(timeout):
+                return await self._reader.read(max_bytes)
+        except TimeoutError as e:
+            raise httpcore2.ReadTimeout(str(e) or "timed out reading") from e
+        except OSError as e:
+            raise httpcore2.ReadError(str(e)) from e
+
+    async def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        if not buffer:
+            return
+        try:
+            async with asyncio.timeout(timeout):
+                self._writer.write(buffer)
+                await self._writer.drain()
+        except TimeoutError as e:
+            raise httpcore2.WriteTimeout(str(e) or "timed out writing") from e
+        except OSError as e:
+            raise httpcore2.WriteError(str(e)) from e
+
+    async def aclose(self) -> None:
+        self._writer.close()
+        try:
+            await self._writer.wait_closed()
+        except (OSError, ssl.SSLError):
+            pass  # closing a connection the other side already dropped
+
+    async def start_tls(self, ssl_context: ssl.SSLContext, server_hostname: str | None = None,
+                        timeout: float | None = None) -> httpcore2.AsyncNetworkStream:
+        try:
+            async with asyncio.timeout(timeout):
+                await self._writer.start_tls(ssl_context, server_hostname=server_hostname)
+        except TimeoutError as e:
+            await self.aclose()
+            raise httpcore2.ConnectTimeout(str(e) or "timed out starting TLS") from e
+        except (OSError, ssl.SSLError) as e:
+            await self.aclose()
+            raise httpcore2.ConnectError(str(e)) from e
+        return self
+
+    def get_extra_info(self, info: str) -> Any:
+        if info == "ssl_object":
+            return self._writer.get_extra_info("ssl_object")
+        if info == "client_addr":
+            return self._writer.get_extra_info("sockname")
+        if info == "server_addr":
+            return self._writer.get_extra_info("peername")
+        if info == "socket":
+            return self._writer.get_extra_info("socket")
+        if info == "is_readable":
+            # a pooled connection the server closed: its EOF may already sit in the reader
+            if self._reader.at_eof() or getattr(self._reader, "_eof", False):
+                return True
+            sock = self._writer.get_extra_info("socket")
+            return sock is not None and is_socket_readable(sock)
+        return None
+
+
+class AsyncioBackend(httpcore2.AsyncNetworkBackend):
+    async def connect_tcp(self, host: str, port: int, timeout: float | None = None,
+                          local_address: str | None = None,
+                          socket_options: Iterable[Any] | None = None) -> httpcore2.AsyncNetworkStream:
+        try:
+            async with asyncio.timeout(timeout):
+                reader, writer = await asyncio.open_connection(
+                    host, port, limit=READ_LIMIT, local_addr=(local_address, 0) if local_address else None)
+        except TimeoutError as e:
+            raise httpcore2.ConnectTimeout(str(e) or f"timed out connecting to {host}:{port}") from e
+        except OSError as e:
+            raise httpcore2.ConnectError(str(e)) from e
+        sock = writer.get_extra_info("socket")
+        for option in socket_options or ():
+            sock.setsockopt(*option)
+        if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        return AsyncioStream(reader, writer)
+
+    async def connect_unix_socket(self, path: str, timeout: float | None = None,
+                                  socket_options: Iterable[Any] | None = None) -> httpcore2.AsyncNetworkStream:
+        try:
+            async with asyncio.timeout(timeout):
+                reader, writer = await asyncio.open_unix_connection(path, limit=READ_LIMIT)
+        except TimeoutError as e:
+            raise httpcore2.ConnectTimeout(str(e) or f"timed out connecting to {path}") from e
+        except OSError as e:
+            raise httpcore2.ConnectError(str(e)) from e
+        return AsyncioStream(reader, writer)
+
+    async def sleep(self, seconds: float) -> None:
+        await asyncio.sleep(seconds)
+
+
+class PooledTransport(httpx2.AsyncHTTPTransport):
+    """httpx2's transport over a connection pool on `backend` (default: AsyncioBackend).
+
+    AsyncHTTPTransport takes no network backend and its __init__ only builds `self._pool`,
+    so this builds that pool itself and inherits request handling and error mapping."""
+
+    def __init__(self, *, backend: httpcore2.AsyncNetworkBackend | None = None,
+                 limits: httpx2.Limits | None = None, verify: ssl.SSLContext | str | bool = True,
+                 cert=None, trust_env: bool = True, http1: bool = True, http2: bool = False) -> None:
+        limits = limits or httpx2.Limits(max_connections=100, max_keepalive_connections=20)
+        self._pool = httpcore2.AsyncConnectionPool(
+            ssl_context=httpx2.create_ssl_context(verify=verify, cert=cert, trust_env=trust_env),
+            max_connections=limits.max_connections,
+            max_keepalive_connections=limits.max_keepalive_connections,
+            keepalive_expiry=limits.keepalive_expiry,
+            http1=http1,
+            http2=http2,
+            network_backend=backend or AsyncioBackend(),
+        )
