@@ -9,6 +9,7 @@ rows made before any account existed, and add and remove the others.
 from __future__ import annotations
 
 import hashlib
+import ipaddress
 import secrets
 import sqlite3
 from dataclasses import dataclass
@@ -22,7 +23,10 @@ from .store import Store
 from .tables import Person, check_name
 
 SESSION_SECONDS = 30 * 24 * 3600
-SIGNIN_LIMIT = 10          # failed sign-ins a minute, per name and per address
+SIGNIN_LIMIT = 10          # failed password checks a minute for one name
+# ... and from one address, across names: higher, so that behind a reverse proxy (where
+# everyone shares its address) one person guessing does not lock everyone else out.
+ADDRESS_LIMIT = 50
 SIGNIN_WINDOW = 60.0
 PASSWORD_MIN = 8
 PASSWORD_MAX = 1_000       # argon2 takes any length; a bound keeps a request from costing more
@@ -74,6 +78,16 @@ def password_matches(hashed: str | None, password: str) -> bool:
     try:
         return hasher.verify(hashed or _dummy_hash(), password) and hashed is not None
     except (VerifyMismatchError, VerificationError, InvalidHashError):
+        return False
+
+
+def loopback(host: str) -> bool:
+    """Whether an address (to serve on, or a peer's) is this computer's own."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
         return False
 
 
@@ -135,8 +149,12 @@ class People:
 
     def remove(self, person_id: int) -> bool:
         """Someone's account and everything of theirs (conversations, agents, files, sessions).
-        The owner's account is never removed."""
+        The owner's account is never removed. Their conversations go as deleting them does:
+        with tombstones, so their ids are never given to anyone else's (a page or run of
+        theirs still open in another worker must not reach a new conversation)."""
         with self.store.write() as db:
+            for (chat,) in db.conn.execute("SELECT id FROM conversations WHERE person = ?", [person_id]).fetchall():
+                self.store.delete_conversation(chat)
             return db.conn.execute("DELETE FROM people WHERE id = ? AND owner = 0", [person_id]).rowcount == 1
 
     def set_password(self, person_id: int, hashed: str, keep: str = "") -> None:
@@ -173,18 +191,25 @@ class People:
 
     # --- the sign-in limit --------------------------------------------------------------
 
-    def too_many_signins(self, name: str, address: str) -> bool:
-        since = dbm.now() - SIGNIN_WINDOW
-        n = self._one("SELECT count(*) FROM signins WHERE at > ? AND (name = ? OR address = ?)",
-                      [since, name.strip().lower()[:200], address])[0]
-        return n >= SIGNIN_LIMIT
-
-    def failed_signin(self, name: str, address: str) -> None:
+    def attempt(self, name: str, address: str) -> int | None:
+        """Count a password check before it is made (so parallel guesses are counted too):
+        the attempt's row, or None when the name or the address has used its attempts this
+        minute. A check that succeeds takes its attempt back (`succeeded`)."""
         t = dbm.now()
-        with self.store.write() as db:
+        key = name.strip().lower()[:200]
+        with self.store.write() as db:  # one writer at a time, across workers: check and count at once
             db.conn.execute("DELETE FROM signins WHERE at < ?", [t - SIGNIN_WINDOW])
-            db.conn.execute("INSERT INTO signins (at, name, address) VALUES (?, ?, ?)",
-                            [t, name.strip().lower()[:200], address])
+            by_name, by_address = db.conn.execute(
+                "SELECT count(*) FILTER (WHERE name = ?), count(*) FILTER (WHERE address = ?) FROM signins",
+                [key, address]).fetchone()
+            if by_name >= SIGNIN_LIMIT or by_address >= ADDRESS_LIMIT:
+                return None
+            return db.conn.execute("INSERT INTO signins (at, name, address) VALUES (?, ?, ?)",
+                                   [t, key, address]).lastrowid
+
+    def succeeded(self, attempt: int) -> None:
+        with self.store.write() as db:
+            db.conn.execute("DELETE FROM signins WHERE id = ?", [attempt])
 
 
 def set_up_from_settings(store: Store, config: Config) -> Person | None:

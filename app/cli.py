@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import argparse
-import ipaddress
 import sys
 
 from . import config as configuration
@@ -20,15 +19,6 @@ def migrate(config: configuration.Config) -> list[str]:
         db.conn.close()
 
 
-def loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
-
-
 NO_ACCOUNT = """Tabletalk will not serve on {host} before its owner's account exists: the first
 person to open it would set it up and own it. Either
   - start it on 127.0.0.1 once (tabletalk serve), open http://127.0.0.1:{port}/ and set the
@@ -41,7 +31,7 @@ def serve(host: str, port: int, workers: int) -> None:
     from granian import Granian
     from granian.constants import Interfaces
 
-    from .accounts import AccountError, People, set_up_from_settings
+    from .accounts import AccountError, People, loopback, set_up_from_settings
     from .store import Store
 
     config = configuration.load()

@@ -318,7 +318,7 @@ def m008_accounts(db: sqlite_utils.Database) -> None:
     # (accounts.add_person). A removed person's rows go with them.
     db.execute(
         """CREATE TABLE people (
-            id INTEGER PRIMARY KEY,
+            id INTEGER PRIMARY KEY AUTOINCREMENT,  -- never reused: a removed person's id is theirs
             name TEXT NOT NULL UNIQUE COLLATE NOCASE CHECK (length(name) BETWEEN 1 AND 80),
             hash TEXT NOT NULL,                  -- argon2id, with its own salt and parameters
             owner INTEGER NOT NULL DEFAULT 0 CHECK (owner IN (0, 1)),

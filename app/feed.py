@@ -162,11 +162,13 @@ class Feed:
             self.sent.setdefault(chat, {})
         return f
 
-    def drop(self, session: str = "", person: int | None = None) -> None:
-        """End the streams opened under a session (signed out) or by a person (removed)."""
+    def drop(self, session: str = "", person: int | None = None, keep: str = "") -> None:
+        """End the streams opened under a session (signed out) or by a person (removed, or
+        a new password: all but the session `keep`)."""
         for group in self.followers.values():
             for f in group:
-                if (session and f.session == session) or (person is not None and f.person == person):
+                if (session and f.session == session) or (
+                        person is not None and f.person == person and not (keep and f.session == keep)):
                     f.behind = True
                     f.wake()
 

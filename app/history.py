@@ -12,7 +12,6 @@ from __future__ import annotations
 import base64
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from . import files as filestore
 from . import skills as skillbook

@@ -179,6 +179,12 @@ async def _connect(p: Plugin, transport: str, *, private_ok: bool, attempt: _Att
             yield client
 
 
+def private_ok(lifted: bool, owner: int | None, agent_person: int | None) -> bool:
+    """CHAT_PRIVATE_PLUGINS (`lifted`) lifts the guard for the owner's agents only: the
+    owner's private network is not every person's to reach."""
+    return lifted and agent_person == owner
+
+
 def _leaves(exc: BaseException) -> Iterable[BaseException]:
     if isinstance(exc, BaseExceptionGroup):
         for inner in exc.exceptions:

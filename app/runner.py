@@ -313,7 +313,8 @@ class Runner:
         if agent is not None and agent.id is not None:
             enabled = self.store.plugins(agent.id, enabled_only=True)
             if enabled:
-                listings = await plugins.refresh(enabled, private_ok=self.config.private_plugins)
+                listings = await plugins.refresh(enabled, private_ok=plugins.private_ok(
+                    self.config.private_plugins, self.store.owner(), agent.person))
                 for p in enabled:
                     listing = listings.get(p.id)
                     if listing is None:

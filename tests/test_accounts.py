@@ -30,14 +30,25 @@ def db_rows(data: Path, sql: str, params=()):
         db.conn.close()
 
 
+def from_loopback(app):
+    """The app as a browser on this computer reaches it: the test client's peer address is
+    "testclient", where a real one on this computer is 127.0.0.1."""
+    async def asgi(scope, receive, send):
+        if scope["type"] == "http":
+            scope = dict(scope, client=("127.0.0.1", 50000))
+        await app(scope, receive, send)
+    return asgi
+
+
 @pytest.fixture
 def fresh(env, data):
-    """The app with no account at all, and a browser-like client that is not signed in."""
+    """The app with no account at all, and a browser-like client on this computer that is
+    not signed in."""
     from litestar.testing import TestClient
 
     from app.web.app import create_app
 
-    with TestClient(create_app(), raise_server_exceptions=False) as c:
+    with TestClient(from_loopback(create_app()), raise_server_exceptions=False) as c:
         yield c
 
 
@@ -311,7 +322,7 @@ def test_a_too_short_tabletalk_password_stops_the_start(data):
 
 
 def test_loopback_is_told_apart():
-    from app.cli import loopback
+    from app.accounts import loopback
 
     assert all(loopback(h) for h in ["127.0.0.1", "::1", "[::1]", "localhost", "127.8.9.10"])
     assert not any(loopback(h) for h in ["0.0.0.0", "::", "192.168.1.2", "example.org", ""])
@@ -342,3 +353,85 @@ def test_a_session_ended_elsewhere_ends_its_streams_by_the_next_keep_alive(serve
     db.conn.close()
     assert not ended.wait(1), "nothing in this worker knows yet"
     assert ended.wait(20), "the next keep-alive ends it"
+
+
+# --- what a second review found ------------------------------------------------------------
+
+
+@pytest.mark.process
+def test_parallel_guesses_are_counted_before_they_are_checked(served: Served):
+    """Twenty wrong passwords at once: ten are checked, the rest refused (the attempt is
+    counted before the ~0.1 s check, not after it)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def guess(_):
+        with httpx.Client(base_url=served.url, timeout=30) as c:
+            token = soup(c.get("/signin")).select_one('input[name="_csrf_token"]')["value"]
+            return c.post("/signin", data={"_csrf_token": token, "name": OWNER, "password": "wrong guess"}).status_code
+
+    with ThreadPoolExecutor(20) as pool:
+        statuses = sorted(pool.map(guess, range(20)))
+    assert statuses == [401] * 10 + [429] * 10, statuses
+
+
+@pytest.mark.process
+def test_a_request_with_no_session_is_refused_before_its_body_is_read(served: Served):
+    """Headers announcing 50 MB, a few bytes sent: the answer comes at once, without waiting
+    for (or reading) the rest."""
+    import socket as sockets
+
+    with sockets.create_connection(("127.0.0.1", served.port), timeout=5) as s:
+        s.sendall(b"POST /c/1/ask HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/x-www-form-urlencoded\r\n"
+                  b"Content-Length: 50000000\r\n\r\ntext=hello")
+        head = s.recv(4096).split(b"\r\n")[0]
+    assert head in (b"HTTP/1.1 303 See Other", b"HTTP/1.1 401 Unauthorized"), head
+
+
+def test_a_removed_persons_ids_are_never_given_to_someone_else(client, data):
+    client.post("/people", data={"_csrf_token": csrf(client), "name": "Bob", "password": "bob's password"})
+    client.cookies.set(COOKIE, signed_in(data, "Bob", owner=False))
+    bobs = client.post("/c", data={"_csrf_token": csrf(client)}, follow_redirects=False).headers["location"]
+    client.cookies.set(COOKIE, signed_in(data))
+    [(bob,)] = db_rows(data, "SELECT id FROM people WHERE name = 'Bob'")
+    client.post(f"/people/{bob}/delete", data={"_csrf_token": csrf(client)})
+    client.post("/people", data={"_csrf_token": csrf(client), "name": "Cat", "password": "cat's password"})
+    [(cat,)] = db_rows(data, "SELECT id FROM people WHERE name = 'Cat'")
+    client.cookies.set(COOKIE, signed_in(data, "Cat", owner=False))
+    cats = client.post("/c", data={"_csrf_token": csrf(client)}, follow_redirects=False).headers["location"]
+    assert cat != bob and cats != bobs
+    assert db_rows(data, "SELECT count(*) FROM tombstones WHERE dom = ?", ["c" + bobs.rsplit("/", 1)[1]]) == [(2,)]
+
+
+def test_the_owner_is_set_up_from_this_computer_only(env, data):
+    from litestar.testing import TestClient
+
+    from app.web.app import create_app
+
+    with TestClient(create_app(), raise_server_exceptions=False) as elsewhere:  # a peer that is not loopback
+        r = set_up(elsewhere)
+        assert r.status_code == 403 and "TABLETALK_PASSWORD" in r.text
+    with TestClient(from_loopback(create_app()), raise_server_exceptions=False) as proxied:
+        token = form_token(proxied, "/setup")
+        r = proxied.post("/setup", data={"_csrf_token": token, "name": "Ada", "password": "p" * 10, "again": "p" * 10},
+                         headers={"X-Forwarded-For": "203.0.113.9"})
+        assert r.status_code == 403, "through a proxy on this computer the visitor is elsewhere"
+    assert db_rows(data, "SELECT count(*) FROM people") == [(0,)]
+
+
+def test_health_says_how_busy_only_to_someone_signed_in(client):
+    assert "rev" in client.get("/healthz").json()
+    client.cookies.clear()
+    assert client.get("/healthz").json() == {"ok": True}
+
+
+def test_a_file_is_revalidated_and_signing_out_clears_the_browsers_cache(client):
+    chat = client.post("/c", data={"_csrf_token": csrf(client)}, follow_redirects=False).headers["location"]
+    client.post(chat + "/ask", data={"_csrf_token": csrf(client), "text": "see"},
+                files={"file": ("a.txt", b"hello", "text/plain")})
+    href = soup(client.get(chat)).select_one("a[href^='/files/']")["href"]
+    r = client.get(href)
+    assert r.headers["cache-control"] == "private, no-cache" and r.headers["etag"]
+    assert client.get(href, headers={"If-None-Match": r.headers["etag"]}).status_code == 304
+    out = client.post("/signout", data={"_csrf_token": csrf(client)}, follow_redirects=False)
+    assert out.headers["clear-site-data"] == '"cache"'
+    assert client.get(href, headers={"If-None-Match": r.headers["etag"]}, follow_redirects=False).status_code == 303

@@ -156,3 +156,25 @@ def test_a_new_conversation_picks_its_agent(client, fake, data):
     assert fake.wait_requests(1)[0]["messages"][0]["content"].startswith("Answer in verse.")
     for bad in ["999", "x", "-1", "1" * 40]:
         assert client.post("/c", data={"_csrf_token": token, "agent": bad}).status_code in (400, 413)
+
+
+def test_private_plugins_are_lifted_for_the_owners_agents_only(make_client, fake, data):
+    """CHAT_PRIVATE_PLUGINS=1 lets the owner's agents reach a plugin on this computer; another
+    person's agent is still refused (the owner's private network is not theirs to reach)."""
+    from tests.conftest import COOKIE, signed_in
+
+    with FakeMCPServer() as mcp, make_client(CHAT_PRIVATE_PLUGINS="1") as client:
+        client.cookies.set(COOKIE, signed_in(data, "Bea", owner=False))
+        url = agent_url(client)
+        client.post(url + "/plugins", data={"_csrf_token": csrf(client, url), "address": mcp.url})
+        from app import db as dbm
+        db = dbm.connect(data / "tabletalk.db")
+        [(status,)] = db.conn.execute("SELECT status FROM plugins").fetchall()
+        db.conn.close()
+        assert "refused" in status, status
+        fake.script([tool_call("127_0_0_1_add", {"a": 2, "b": 3})], "no tool")
+        chat = client.post("/c", data={"_csrf_token": csrf(client)}, follow_redirects=False).headers["location"]
+        client.post(chat + "/ask", data={"_csrf_token": csrf(client), "text": "add 2 and 3"})
+        wait_for(lambda: soup(client.get(chat)).select_one('#status[data-running="0"]') and len(fake.streamed) >= 1)
+        offered = {t["function"]["name"] for t in fake.streamed[0].get("tools", [])}
+        assert "127_0_0_1_add" not in offered, "Bea's agent is not offered the loopback plugin's tools"

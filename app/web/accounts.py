@@ -8,6 +8,7 @@ when it is not, exactly as for a row that does not exist.
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 from urllib.parse import quote
 
 from litestar import Request, Response, get, post
@@ -15,7 +16,7 @@ from litestar.exceptions import HTTPException, NotFoundException
 from litestar.params import FromPath, FromQuery
 from litestar.response import Redirect
 
-from ..accounts import AccountError, People, hash_password, password_matches, person_name
+from ..accounts import AccountError, People, hash_password, loopback, password_matches, person_name
 from ..tables import NAME_MAX, Person
 from . import render
 from .chats import form_field, me, parse_id
@@ -46,8 +47,26 @@ def to_sign_in(request: Request, setup: bool) -> Response:
     return Redirect(where, status_code=303)
 
 
+class Authenticate:
+    """ASGI middleware around every route, outside the CSRF middleware: a request with no
+    session is answered before anything reads its body (a form of 100 MB from anyone would
+    otherwise be read first)."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            request: Request = Request(scope, receive)
+            refused = await authenticate(request)
+            if refused is not None:
+                await render.secured(refused).to_asgi_response(app=None, request=request)(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
 async def authenticate(request: Request) -> Response | None:
-    """Before every route: who is signed in, or where to go to sign in."""
+    """Before every route: who is signed in (request.state.person), or where to go to sign in."""
     path = request.url.path
     if path in PUBLIC or path.startswith("/static/"):
         return None
@@ -88,12 +107,23 @@ async def setup_page(request: Request) -> Response:
     return render.page(request, "setup.html", name="", error="", name_max=NAME_MAX)
 
 
+def from_this_computer(request: Request) -> bool:
+    """A request straight from this computer, not through a proxy: who may set the owner up
+    (behind a public proxy the first visitor from anywhere would own the app)."""
+    forwarded = any(h in request.headers for h in ("x-forwarded-for", "forwarded", "x-real-ip"))
+    return not forwarded and loopback(client_address(request))
+
+
 @post("/setup")
 async def set_up(request: Request) -> Response:
     s = state(request)
     people = People(s.store)
     if people.count():
         raise HTTPException(status_code=409, detail="Tabletalk is already set up: sign in instead.")
+    if not from_this_computer(request):
+        raise HTTPException(status_code=403, detail=(
+            "The owner is set up from the computer Tabletalk runs on (open http://127.0.0.1:PORT/setup "
+            "there), or at start with TABLETALK_PASSWORD."))
     name = await form_field(request, "name", FIELD_MAX)
     password = await form_field(request, "password", FIELD_MAX)
     again = await form_field(request, "again", FIELD_MAX)
@@ -134,13 +164,15 @@ async def sign_in(request: Request) -> Response:
     def again(status: int, error: str) -> Response:
         return render.page(request, "signin.html", status_code=status, name=name[:NAME_MAX], error=error, next=to)
 
-    if people.too_many_signins(name, address):
+    attempt = people.attempt(name, address)
+    if attempt is None:
         return again(429, "Too many attempts to sign in: wait a minute, then try again.")
     found = people.hash_of(name) if name else None
     ok = await asyncio.to_thread(password_matches, found[1] if found else None, password)
     if not ok or found is None:
-        people.failed_signin(name, address)
         return again(401, "That name and password do not match an account.")
+    people.succeeded(attempt)
+    people.end_session(request.cookies.get(COOKIE))  # signing in again replaces the session
     return signed_in(request, people.start_session(found[0].id), to)
 
 
@@ -150,11 +182,13 @@ async def sign_out(request: Request) -> Response:
     token = request.state.session
     People(s.store).end_session(token)
     s.feed.drop(session=token)
-    response = Redirect("/signin", status_code=303)
-    response.delete_cookie(COOKIE, path="/")
     if render.is_htmx(request):
-        response = Response(b"", status_code=204, headers={"HX-Redirect": "/signin"})
-        response.delete_cookie(COOKIE, path="/")
+        response: Response = Response(b"", status_code=204, headers={"HX-Redirect": "/signin"})
+    else:
+        response = Redirect("/signin", status_code=303)
+    response.delete_cookie(COOKIE, path="/")
+    # the pages and files of this person the browser kept go too (a shared computer)
+    response.headers["Clear-Site-Data"] = '"cache"'
     return response
 
 
@@ -175,15 +209,21 @@ async def change_password(request: Request) -> Response:
     password = await form_field(request, "password", FIELD_MAX)
     again = await form_field(request, "again", FIELD_MAX)
     found = people.hash_of(person.name)
+    attempt = people.attempt(person.name, client_address(request))  # a stolen session guesses no faster
+    if attempt is None:
+        return render.page(request, "account.html", status_code=429, changed=False,
+                           error="Too many wrong passwords: wait a minute, then try again.")
     try:
         if not await asyncio.to_thread(password_matches, found[1] if found else None, current):
             raise AccountError("The current password is not right.")
+        people.succeeded(attempt)
         if password != again:
             raise AccountError("The two new passwords differ: type the same one twice.")
         hashed = await asyncio.to_thread(hash_password, password)
     except AccountError as e:
         return render.page(request, "account.html", status_code=400, error=str(e), changed=False)
     people.set_password(person.id, hashed, keep=request.state.session)
+    s.feed.drop(person=person.id, keep=request.state.session)  # the ended sessions' open pages here
     return render.page(request, "account.html", error="", changed=True)
 
 

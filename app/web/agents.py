@@ -9,7 +9,7 @@ from litestar.params import FromPath, FromQuery
 from litestar.response import Redirect
 
 from .. import plugins as mcp
-from ..tables import Assistant, NAME_MAX, check_name, plugin, site_name
+from ..tables import Assistant, NAME_MAX, Plugin, check_name, plugin, site_name
 from ..tools import Tool, names
 from ..tools.builtin import builtin_tools
 from . import render
@@ -25,7 +25,17 @@ HEADER_MAX = 100
 
 # Plugin tool listings last seen in this worker, so the Tools tab need not reach every
 # plugin on each visit; refreshed at each run's start (runner) and by the Refresh button.
-_listings: dict[int, mcp.Listing] = {}
+_listings: dict[tuple[int, str, int], mcp.Listing] = {}
+
+
+def listed(p: Plugin) -> tuple[int, str, int]:
+    """A listing's key: the plugin's id with its address and agent, so a listing is never
+    shown for another plugin that came to have the same id."""
+    return (p.id, p.address, p.agent)
+
+
+def private_ok(s: State, agent: Assistant) -> bool:
+    return mcp.private_ok(s.config.private_plugins, s.store.owner(), agent.person)
 
 
 def agent_or_404(s: State, raw: str, request: Request) -> Assistant:
@@ -68,10 +78,10 @@ async def offered_tools(s: State, agent: Assistant) -> list[tuple[str, list[Tool
     """(group title, tools, note) for the Tools tab: built-in, then each enabled plugin."""
     groups: list[tuple[str, list[Tool], str]] = [("Built in", builtin_tools(), "")]
     for p in s.store.plugins(agent.id, enabled_only=True):
-        listing = _listings.get(p.id)
+        listing = _listings.get(listed(p))
         if listing is None:
-            listing = await mcp.list_tools(p, private_ok=s.config.private_plugins, timeout=5)
-            _listings[p.id] = listing
+            listing = await mcp.list_tools(p, private_ok=private_ok(s, agent), timeout=5)
+            _listings[listed(p)] = listing
             if listing.status != p.status:
                 s.store.update_plugin(p.id, status=listing.status)
         groups.append((f"Plugin {p.name}", listing.tools, "" if listing.ok else listing.status))
@@ -150,8 +160,8 @@ async def add_plugin(request: Request, agent_id: FromPath[str]) -> Response:
     while name in taken:
         name, n = f"{base}_{n}"[:NAME_MAX], n + 1
     added = s.store.add_plugin(plugin(agent.id, address, header=header, secret=secret, name=name))
-    listing = await mcp.list_tools(added, private_ok=s.config.private_plugins, timeout=5)
-    _listings[added.id] = listing
+    listing = await mcp.list_tools(added, private_ok=private_ok(s, agent), timeout=5)
+    _listings[listed(added)] = listing
     s.store.update_plugin(added.id, status=listing.status)
     return back(request, agent, "plugins")
 
@@ -170,10 +180,10 @@ async def change_plugin(request: Request, agent_id: FromPath[str], plugin_id: Fr
         s.store.update_plugin(p.id, enabled=False)
     elif action == "delete":
         s.store.delete_plugin(p.id)
-        _listings.pop(p.id, None)
+        _listings.pop(listed(p), None)
     elif action == "refresh":
-        listing = await mcp.list_tools(replace(p, enabled=True), private_ok=s.config.private_plugins, timeout=5)
-        _listings[p.id] = listing
+        listing = await mcp.list_tools(replace(p, enabled=True), private_ok=private_ok(s, agent), timeout=5)
+        _listings[listed(p)] = listing
         s.store.update_plugin(p.id, status=listing.status)
     else:
         raise HTTPException(status_code=400, detail="The action is enable, disable, delete or refresh.")
@@ -204,9 +214,9 @@ async def delete_agent(request: Request, agent_id: FromPath[str]) -> Response:
     if len(s.store.agents(me(request).id)) == 1:
         raise HTTPException(status_code=400, detail="This is the only agent; make another before deleting it.")
     s.store.delete_agent(agent.id)
-    for p in list(_listings):
-        if s.store.plugin_row(p) is None:
-            _listings.pop(p, None)
+    for key in list(_listings):
+        if s.store.plugin_row(key[0]) is None:
+            _listings.pop(key, None)
     return Redirect("/agents", status_code=303)
 
 

@@ -9,6 +9,7 @@ import logging
 import os
 import secrets
 import signal
+import sqlite3
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -63,34 +64,17 @@ def end_streams_on_signal(feed: Feed) -> None:
             return
 
 
-# Scripts only from this server (no inline script anywhere in the templates); nothing from
-# another host; no framing. Inline style attributes stay allowed: Markdown tables align
-# their cells with them.
-SECURITY_HEADERS = {
-    "Content-Security-Policy": (
-        "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
-        "connect-src 'self'; font-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; "
-        "frame-ancestors 'none'"
-    ),
-    "X-Content-Type-Options": "nosniff",
-    "Referrer-Policy": "same-origin",
-    "X-Frame-Options": "DENY",
-}
-
-
-def secured(response: Response) -> Response:
-    for name, value in SECURITY_HEADERS.items():
-        response.headers.setdefault(name, value)
-    return response
-
-
 async def security_headers(response: Response) -> Response:
-    return secured(response)
+    return render.secured(response)
 
 
 def error_page(request: Request, exc: Exception) -> Response:
     if isinstance(exc, HTTPException):
         status, detail = exc.status_code, exc.detail
+    elif isinstance(exc, sqlite3.IntegrityError):
+        # a row this request refers to went meanwhile (a conversation deleted while a message
+        # to it was being read, a person removed ...)
+        status, detail = 409, "That changed while you were sending this (it may have been deleted). Reload the page."
     elif isinstance(exc, UnicodeDecodeError):
         # a form field that is not UTF-8 text (Litestar decodes multipart fields as it parses them)
         status, detail = 400, "The form could not be read: a field was not text (UTF-8). Nothing was saved."
@@ -104,8 +88,8 @@ def error_page(request: Request, exc: Exception) -> Response:
     if status == 403 and "CSRF" in str(detail):
         detail = "This form has expired. Go back, reload the page and send it again."
     if render.is_htmx(request) or request.url.path.endswith("/events"):
-        return secured(Response(str(detail), status_code=status, media_type="text/plain; charset=utf-8"))
-    return secured(render.page(request, "error.html", status_code=status, status=status, detail=detail))
+        return render.secured(Response(str(detail), status_code=status, media_type="text/plain; charset=utf-8"))
+    return render.secured(render.page(request, "error.html", status_code=status, status=status, detail=detail))
 
 
 def body_limit(config: configuration.Config) -> int:
@@ -143,7 +127,8 @@ def create_app(config: configuration.Config | None = None) -> Litestar:
         lifespan=[lifespan],
         csrf_config=CSRFConfig(secret=secret_key(config.data), cookie_samesite="lax", cookie_httponly=True),
         exception_handlers={Exception: error_page},
-        before_request=accounts.authenticate,
+        # before the CSRF middleware, so a request with no session is refused before its body is read
+        middleware=[accounts.Authenticate],
         after_request=security_headers,
         request_max_body_size=body_limit(config),
         openapi_config=None,

@@ -27,6 +27,13 @@ async def serve_file(request: Request, file: FromPath[str]) -> Response:
     if found is None or found[0]["person"] != request.state.person.id:  # another's is as missing as none
         raise NotFoundException("No such file.")
     row, data = found
+    etag = f'"{row["sha256"]}"'
+    # Revalidated on every use (the browser keeps the bytes, the server says whether they are
+    # still this person's): a shared browser must not show a file from its cache after the
+    # person signed out.
+    cache = {"Cache-Control": "private, no-cache", "ETag": etag}
+    if request.headers.get("if-none-match") == etag:
+        return Response(b"", status_code=304, headers=cache)
     kind = row["type"]
     inline = filestore.is_image(kind)
     if not inline and not filestore.is_text(kind) and kind != "application/pdf":
@@ -34,7 +41,7 @@ async def serve_file(request: Request, file: FromPath[str]) -> Response:
     return Response(data, media_type=kind, headers={
         "Content-Disposition": filestore.disposition(row["name"], inline),
         "X-Content-Type-Options": "nosniff",
-        "Cache-Control": "private, max-age=31536000, immutable",
+        **cache,
         "Content-Security-Policy": "default-src 'none'; sandbox",
     })
 

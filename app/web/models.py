@@ -1,6 +1,8 @@
 """Models: the list of what every model server offers now, read again on demand."""
 from __future__ import annotations
 
+from urllib.parse import quote
+
 from litestar import Request, Response, get, post
 from litestar.response import Redirect
 
@@ -24,7 +26,7 @@ async def refresh(request: Request) -> Response:
     to = local_path((await request.form()).get("next"))
     if render.is_htmx(request):
         # The pickers are not followed live: the page loads again to show the new list.
-        return Response(b"", status_code=204, headers={"HX-Redirect": to})
+        return Response(b"", status_code=204, headers={"HX-Redirect": quote(to, safe="/?&=%:@+,;~-._!*'()")})
     return Redirect(to, status_code=303)
 
 
