@@ -5,7 +5,7 @@ wake-up, for all conversations at once, renders each conversation's changes once
 hands the result to every follower of that conversation: a thousand followers of one
 answer cost one query and one render, not a thousand. A write in this process wakes it at
 once (`notify`); a write in another process is seen by one cheap `PRAGMA data_version`
-poll every 50 ms on this process's own feed connection, never one poll per follower.
+poll every 25 ms on this process's own feed connection, never one poll per follower.
 """
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from .tables import Conversation, Item
 
 log = logging.getLogger(__name__)
 
-POLL_SECONDS = 0.05
+POLL_SECONDS = 0.025
 KEEPALIVE_SECONDS = 15.0  # a comment on every idle stream, so proxies keep it open
 FOLLOWER_BACKLOG = 256  # messages a slow follower may fall behind before it must resync
 

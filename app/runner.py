@@ -35,7 +35,8 @@ log = logging.getLogger(__name__)
 LEASE_SECONDS = 10.0
 RENEW_SECONDS = 3.0
 TICK_SECONDS = 0.05
-IDLE_SCAN_SECONDS = 1.0
+IDLE_SCAN_SECONDS = 1.0   # a full scan for pending work, at least this often
+SCAN_GAP_SECONDS = 0.1    # the least time between two scans
 TITLE_PROMPT = ("Name this conversation in at most six words, in the language it is written in. "
                 "Answer with the name only: no quotes, no full stop.")
 
@@ -68,6 +69,7 @@ class Runner:
         self.pending: dict[int, dict[str, Any]] = {}  # item id -> columns to write at the next tick
         self.stopping = False
         self._wake = asyncio.Event()
+        self._scanned = 0  # the rev the last scan read up to
         self._tasks: list[asyncio.Task] = []
         self._side: set[asyncio.Task] = set()
         self._flushed = 0.0
@@ -95,30 +97,54 @@ class Runner:
         self.flush()
 
     async def _scan_forever(self) -> None:
+        full_at = 0.0
         while not self.stopping:
+            started = time.monotonic()
+            full = started >= full_at
             try:
-                self.scan()
+                self.scan(full)
             except Exception:
                 log.exception("runner scan failed")
+            if full:
+                full_at = started + IDLE_SCAN_SECONDS
             waits = [asyncio.ensure_future(self.feed.changed(IDLE_SCAN_SECONDS)), asyncio.ensure_future(self._wake.wait())]
             await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
             for w in waits:
                 w.cancel()
+            if not self._wake.is_set():
+                # Every commit wakes the feed, and a busy worker commits 20+ times a second:
+                # look at most every SCAN_GAP (a run that ended asks for the next at once).
+                await asyncio.sleep(max(0.0, SCAN_GAP_SECONDS - (time.monotonic() - started)))
             self._wake.clear()
 
-    def scan(self) -> None:
-        """Start a run for each conversation with pending work that no live worker holds."""
+    def scan(self, full: bool = True) -> None:
+        """Start a run for each conversation with pending work that no live worker holds.
+
+        A full scan reads every pending row (once a second, and at start: a lease that
+        expired in another worker is found this way); in between, only rows changed since
+        the last scan are read (a busy worker's hundreds of running conversations are not
+        read again on every commit)."""
+        top = self.store.rev()  # before reading: what commits later is seen by the next scan
+        since = 0 if full else self._scanned
         # A run whose conversation was deleted (in any worker) ends quietly.
         if self.runs:
-            marks = ",".join("?" * len(self.runs))
-            alive = {r[0] for r in self.store.all(f"SELECT id FROM conversations WHERE id IN ({marks})", list(self.runs))}
-            for chat, run in list(self.runs.items()):
-                if chat not in alive and run.task and not run.task.done():
+            if full:
+                marks = ",".join("?" * len(self.runs))
+                alive = {r[0] for r in self.store.all(f"SELECT id FROM conversations WHERE id IN ({marks})",
+                                                      list(self.runs))}
+                gone = set(self.runs) - alive
+            else:
+                gone = {r[0] for r in self.store.all(
+                    "SELECT chat FROM tombstones WHERE rev > ? AND chat IS NOT NULL AND dom = 'c' || chat", [since])}
+            for chat in gone:
+                run = self.runs.get(chat)
+                if run is not None and run.task and not run.task.done():
                     run.gone = True
                     run.task.cancel()
         rows = self.store.all(
-            "SELECT chat, kind FROM items WHERE done = 0 AND kind IN ('user','retry','stop') ORDER BY id"
-        )
+            "SELECT chat, kind FROM items WHERE done = 0 AND kind IN ('user','retry','stop') AND rev > ? ORDER BY id",
+            [since])
+        self._scanned = top
         for row in rows:
             chat, kind = row["chat"], row["kind"]
             run = self.runs.get(chat)

@@ -3,6 +3,7 @@ change feed, the model clients and the runner. The web app's lifespan and the Py
 `serve` both run a worker this way."""
 from __future__ import annotations
 
+import gc
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -46,6 +47,10 @@ async def running(config: Config, render: Render | None = None,
         except Exception:  # a model server that cannot be read must not stop the worker
             log.exception("reading the model list failed")
         runner.start()
+        # What was made at start lives as long as the worker: out of the collector's way, so
+        # its full collections (which walk every live object, and pause every open page's
+        # stream while they do) stay short with thousands of pages open.
+        gc.freeze()
         yield worker
     finally:
         feed.close()
