@@ -47,10 +47,14 @@ async def running(config: Config, render: Render | None = None,
         except Exception:  # a model server that cannot be read must not stop the worker
             log.exception("reading the model list failed")
         runner.start()
-        # What was made at start lives as long as the worker: out of the collector's way, so
-        # its full collections (which walk every live object, and pause every open page's
-        # stream while they do) stay short with thousands of pages open.
+        # What was made at start (imports: hundreds of thousands of objects) lives as long as
+        # the worker: out of the collector's way, so a full collection, which pauses every
+        # open page's stream, stays short with thousands of pages open (benchmarks/feed.py,
+        # 1,000 followers: p99 ~200 -> ~55 ms). Frozen, the full collections come more often
+        # (they are scheduled by the size of what is not frozen), so the thresholds go up to
+        # keep a busy runner's collector work where it was (benchmarks/runs.py: same CPU).
         gc.freeze()
+        gc.set_threshold(10_000, 20, 100)
         yield worker
     finally:
         feed.close()
