@@ -258,14 +258,14 @@ class Providers:
                 raise ModelError(plain_words(e, endpoint)) from e
         try:
             finished = False
-            async for line in response.iter_lines():
+            async for line in sse_lines(response.http_response):
                 # The SSE lines are parsed here rather than by the SDK: building its typed
                 # objects for every chunk cost ~20x the JSON parse and bounded how many
                 # answers one worker could stream at once.
-                if not line.startswith("data:"):
+                if not line.startswith(b"data:"):
                     continue
                 data = line[5:].strip()
-                if data == "[DONE]":
+                if data == b"[DONE]":
                     break
                 for delta in deltas(data):
                     if delta is FINISHED:
@@ -329,7 +329,25 @@ def cache_marked(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
 FINISHED = Delta()  # marks a chunk that carried a finish_reason
 
 
-def deltas(data: str) -> list[Delta]:
+async def sse_lines(http: httpx2.Response) -> AsyncIterator[bytes]:
+    """A streamed response's lines, as bytes. Unencoded (as event streams are sent), straight
+    from the socket's chunks: httpx's text and line decoders cost ~10% of a busy worker,
+    one pass per token; json.loads reads the bytes as they are."""
+    if http.headers.get("content-encoding", "identity").lower() not in ("", "identity"):
+        async for text in http.aiter_lines():
+            yield text.encode()
+        return
+    rest = b""
+    async for chunk in http.aiter_raw():
+        lines = (rest + chunk).split(b"\n")
+        rest = lines.pop()
+        for line in lines:
+            yield line.rstrip(b"\r")
+    if rest:
+        yield rest.rstrip(b"\r")
+
+
+def deltas(data: str | bytes) -> list[Delta]:
     """One Chat Completions stream chunk (its JSON text) as our deltas."""
     try:
         chunk = json.loads(data)
