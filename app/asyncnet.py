@@ -121,7 +121,8 @@ class AsyncioBackend(httpcore2.AsyncNetworkBackend):
 
 
 class PooledTransport(httpx2.AsyncHTTPTransport):
-    """httpx2's transport over a connection pool on `backend` (default: AsyncioBackend).
+    """httpx2's transport over a connection pool on `backend` (default: AsyncioBackend; the
+    guard's transport, netguard.GuardedTransport, passes its GuardedBackend).
 
     AsyncHTTPTransport takes no network backend and its __init__ only builds `self._pool`,
     so this builds that pool itself and inherits request handling and error mapping."""

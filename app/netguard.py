@@ -35,6 +35,8 @@ import httpcore2
 import httpx2
 import idna
 
+from .asyncnet import PooledTransport
+
 __all__ = [
     "Fetched",
     "Guard",
@@ -329,37 +331,16 @@ class GuardedBackend(httpcore2.AsyncNetworkBackend):
         await self._backend.sleep(seconds)
 
 
-class GuardedTransport(httpx2.AsyncHTTPTransport):
-    """httpx2's transport over a connection pool that connects through GuardedBackend.
-
-    AsyncHTTPTransport takes no network backend and its __init__ only builds `self._pool`,
-    so this builds that pool itself and inherits request handling and error mapping. No
+class GuardedTransport(PooledTransport):
+    """httpx2's transport over a connection pool that connects through GuardedBackend. No
     proxy: a proxy would make the connection the guard never sees. `max_bytes` caps each
-    response body; reading past it raises Refused.
-    """
+    response body; reading past it raises Refused."""
 
-    def __init__(
-        self,
-        guard: Guard,
-        *,
-        max_bytes: int | None = None,
-        verify: ssl.SSLContext | str | bool = True,
-        cert=None,
-        http1: bool = True,
-        http2: bool = False,
-        limits: httpx2.Limits | None = None,
-    ) -> None:
+    def __init__(self, guard: Guard, *, max_bytes: int | None = None, verify: ssl.SSLContext | str | bool = True,
+                 cert=None, http1: bool = True, http2: bool = False, limits: httpx2.Limits | None = None) -> None:
         self.max_bytes = max_bytes
-        limits = limits or httpx2.Limits(max_connections=100, max_keepalive_connections=20)
-        self._pool = httpcore2.AsyncConnectionPool(
-            ssl_context=httpx2.create_ssl_context(verify=verify, cert=cert, trust_env=False),
-            max_connections=limits.max_connections,
-            max_keepalive_connections=limits.max_keepalive_connections,
-            keepalive_expiry=limits.keepalive_expiry,
-            http1=http1,
-            http2=http2,
-            network_backend=GuardedBackend(guard),
-        )
+        super().__init__(backend=GuardedBackend(guard), limits=limits, verify=verify, cert=cert, trust_env=False,
+                         http1=http1, http2=http2)
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
         response = await super().handle_async_request(request)
