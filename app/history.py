@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from . import files as filestore
 from . import skills as skillbook
 from .agent import Message, ToolCall
-from .tables import Assistant, Item, Skill, order
+from .tables import NO_IMAGES, Assistant, Item, Skill, order
 from .tools import memory
 from .window import shortened
 
@@ -55,10 +55,11 @@ def newest_versions(items: list[Item]) -> list[Item]:
 Attachments = Callable[[int], "tuple[dict[str, Any], bytes] | None"]
 
 
-def takes_images(model: str = "") -> bool:
-    """Whether a model is sent images. Nothing tells us yet, so every model is: the one
-    place to restrict it once the model list says which take images."""
-    return True
+def takes_images(tags: Sequence[str] = ()) -> bool:
+    """Whether a model is sent images, by the tags its model list gave it (models.Choice):
+    unless the list says it reads none (Ollama's capabilities, OpenRouter's input
+    modalities), it is; a server that says nothing may well read them."""
+    return NO_IMAGES not in tags
 
 
 def user_message(it: Item, attachments: Attachments | None, images: bool) -> Message:
@@ -83,6 +84,8 @@ def user_message(it: Item, attachments: Attachments | None, images: bool) -> Mes
             url = f"data:{kind};base64,{base64.b64encode(data).decode('ascii')}"
             parts.append({"type": "image_url", "image_url": {"url": url}})
             text += f"\n\n[Attached image: {name}]"
+        elif filestore.is_image(kind):
+            text += f"\n\n[Attached image: {name}; this model does not read images, so it was not sent.]"
         else:
             text += f"\n\n[Attached file: {name} ({kind}, {row['size']:,} bytes), not readable here.]"
     if not parts:
@@ -103,9 +106,9 @@ class Segment:
     short: tuple[Message, ...]
 
 
-def segments(items: list[Item], *, attachments: Attachments | None = None, model: str = "") -> list[Segment]:
-    """The history of `items` (any order) as segments, oldest first."""
-    images = takes_images(model)
+def segments(items: list[Item], *, attachments: Attachments | None = None, images: bool = True) -> list[Segment]:
+    """The history of `items` (any order) as segments, oldest first; `images`: whether the
+    model is sent attached images (takes_images), else they are named."""
     out: list[Segment] = []
     turn, starts_turn, messages, short = 0, False, [], []
     text = ""
@@ -157,13 +160,13 @@ def segments(items: list[Item], *, attachments: Attachments | None = None, model
 
 def to_messages(agent: Assistant | None, items: list[Item], *, skills: Sequence[Skill] = (),
                 memories: Sequence[str] = (), attachments: Attachments | None = None,
-                model: str = "", plan: str = "") -> list[Message]:
+                images: bool = True, plan: str = "") -> list[Message]:
     """The request's messages for a conversation whose log is `items`, the system prompt
     listing `skills`, the agent's `memories` (texts, oldest first) and `plan` when given.
-    `attachments` reads a user item's files (store.file_bytes); `model` decides images."""
+    `attachments` reads a user item's files (store.file_bytes); `images` as in segments."""
     prompt = system_prompt(agent, skills, memories, plan)
     head = [Message("system", prompt)] if prompt else []
-    return head + [m for s in segments(items, attachments=attachments, model=model) for m in s.messages]
+    return head + [m for s in segments(items, attachments=attachments, images=images) for m in s.messages]
 
 
 def _unfinished(call: Item) -> str:

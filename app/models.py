@@ -22,7 +22,7 @@ from urllib.parse import urlsplit
 
 import httpx2
 
-from .tables import GROUP_LOCAL, LOCAL, Choice
+from .tables import GROUP_LOCAL, LOCAL, NO_IMAGES, Choice
 
 LIST_TIMEOUT = 5.0  # seconds for one catalog request: a page waits on the slowest server at refresh
 SHOW_AT_ONCE = 8  # Ollama /api/show requests in flight while one catalog is read
@@ -177,11 +177,16 @@ def window_in(entry: dict[str, Any]) -> int | None:
 
 
 def tags_in(entry: dict[str, Any]) -> tuple[str, ...]:
-    """What an OpenAI-style entry says the model can do (OpenRouter's supported_parameters)."""
+    """What an OpenAI-style entry says the model can do (OpenRouter's supported_parameters
+    and architecture.input_modalities); a list that says nothing leaves images allowed."""
     params = entry.get("supported_parameters")
-    if not isinstance(params, list):
-        return ()
-    return tuple(t for t, p in (("thinking", "reasoning"), ("tools", "tools")) if p in params)
+    tags = tuple(t for t, p in (("thinking", "reasoning"), ("tools", "tools")) if p in params) \
+        if isinstance(params, list) else ()
+    architecture = entry.get("architecture")
+    inputs = architecture.get("input_modalities") if isinstance(architecture, dict) else None
+    if isinstance(inputs, list):
+        tags += ("vision",) if "image" in inputs else (NO_IMAGES,)
+    return tags
 
 
 async def openai_catalog(http: httpx2.AsyncClient, url: str, key: str, group: str, prefix: str = "",
@@ -246,6 +251,8 @@ async def ollama_catalog(http: httpx2.AsyncClient, base: str) -> list[Choice]:
         if abilities and "completion" not in abilities:
             continue
         tags = tuple(t for t in ("thinking", "tools", "vision") if t in abilities)
+        if abilities and "vision" not in abilities:
+            tags += (NO_IMAGES,)  # Ollama says what it can do, and reading images is not among it
         out.append(Choice(id=f"{LOCAL}:{name}", name=name, group=GROUP_LOCAL, window=ollama_window(info), tags=tags))
     return out
 

@@ -23,6 +23,7 @@ from . import plugins
 from . import db as dbm
 from .config import Config
 from .feed import Feed
+from .history import takes_images
 from .providers import Providers
 from .store import Store, first_words
 from .tables import Assistant, Item
@@ -293,7 +294,7 @@ class Runner:
         turn = run.turn = Turn(self.store, self.grow, self.flush, run.chat, user, agent, model, retry=retry,
                                tools=await self.tools_for(agent), approve=names(agent.approve) if agent else set(),
                                changed=self.feed.changed, window=self.window_of(model),
-                               share=self.config.context_share)
+                               share=self.config.context_share, images=self.images_for(model))
         self.store.update(user.id)  # it is answered now, no longer queued: pages re-render it
         if not self.providers.configured:
             turn.emit(loop.Failed("No model server is set up: start Ollama, or start Tabletalk with AI_URL "
@@ -355,6 +356,11 @@ class Runner:
         if self.config.ai_model:
             return self.config.ai_model
         return self.providers.preferred(self.store.choices()) or self.providers.preferred(await self.providers.choices())
+
+    def images_for(self, model: str) -> bool:
+        """Whether `model` is sent attached images: unless its model list says it reads none."""
+        choice = self.store.choice(model)
+        return takes_images(choice.tags if choice else ())
 
     def window_of(self, model: str) -> int:
         row = self.store.one("SELECT window FROM choices WHERE id = ?", [model])

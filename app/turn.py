@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from . import agent as loop
 from . import window
-from .history import segments, system_prompt, takes_images, user_message
+from .history import segments, system_prompt, user_message
 from .store import Store
 from .tables import Assistant, Item, item
 from .tools import Context, Tool
@@ -69,6 +69,7 @@ class Turn:
     # Waits until something changed (any row, any process) or the timeout passes.
     changed: Callable[[float], Awaitable[None]] | None = None
     window: int = 0          # the model's context window in tokens (0: unknown, nothing is cut)
+    images: bool = True      # whether the model is sent attached images (history.takes_images)
     share: float = 0.75      # of it a request may fill (TABLETALK_CONTEXT_SHARE)
     raw: int = 0             # the last request's raw token count, for calibration by its usage
     estimate: int = 0        # ... and its calibrated estimate, kept with the usage
@@ -133,7 +134,7 @@ class Turn:
         kept = context["window"] in (0, self.window)  # another model's window chooses afresh
         current = window.Cut(context["start"], context["trim"]) if kept else window.Cut()
         items = self.store.turn_items(self.chat, current.start, self.user.id)
-        parts = segments(items, attachments=self.attachment, model=self.model)
+        parts = segments(items, attachments=self.attachment, images=self.images)
         blocks = []
         for p in parts:
             full = window.request_tokens(p.messages)
@@ -186,8 +187,7 @@ class Turn:
         if not unread:
             return []
         self.store.read_steers([it.id for it in unread], self.user.id)
-        images = takes_images(self.model)
-        return [user_message(it, self.attachment, images) for it in unread]
+        return [user_message(it, self.attachment, self.images) for it in unread]
 
     def usage(self, prompt: int, completion: int, cached: int) -> None:
         """The server's count for the last request: shown in the meter, and it teaches the

@@ -20,7 +20,7 @@ from app.config import load
 from app.providers import Providers
 from app.tables import GROUP_LOCAL, GROUP_SERVER, Choice, choice_of, groups, in_use
 from tests.conftest import app_client, csrf, free_port, wait_for
-from tests.fakes.ollama_server import FakeOllama, ollama_model
+from tests.fakes.ollama_server import FakeOllama, OllamaModel, ollama_model
 from tests.fakes.openai_server import FakeModelServer, text
 
 HI = [Message("user", "Hi")]
@@ -415,7 +415,7 @@ def test_refresh_reads_every_list_again(app, ollama):
     listing = app.get("/models").json()["groups"]
     assert [g["title"] for g in listing] == [GROUP_LOCAL, "gone", "openrouter", GROUP_SERVER]
     local = next(g for g in listing if g["title"] == GROUP_LOCAL)
-    assert {"id": "local:phi4:14b", "name": "phi4:14b", "window": 16384, "tags": ["tools"]} in local["models"]
+    assert {"id": "local:phi4:14b", "name": "phi4:14b", "window": 16384, "tags": ["tools", "no-images"]} in local["models"]
     gone = next(g for g in listing if g["title"] == "gone")
     assert gone["models"] == [] and "unreachable" in gone["notes"][0]
     # never back to another site
@@ -467,3 +467,42 @@ def test_a_thinking_level_per_agent_and_per_message_reaches_the_request(client, 
     assert streamed()[1]["reasoning_effort"] == "high"
     bad = client.post(chat + "/ask", data={"_csrf_token": token, "text": "x", "thinking": "maximum"})
     assert bad.status_code == 400 and "thinking level" in bad.text
+
+
+def test_images_reach_only_models_whose_list_does_not_say_they_read_none(app, ollama):
+    """Ollama says what each model can do: one without "vision" is told the image's name
+    only; one with it gets the image. A server that says nothing gets images (test_files)."""
+    import base64
+    import struct
+    import zlib
+
+    def chunk(kind, body):
+        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
+    dot = (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", 1, 1, 8, 2, 0, 0, 0))
+           + chunk(b"IDAT", zlib.compress(b"\x00\xff\x00\x00")) + chunk(b"IEND", b""))
+    ollama.catalog["llava:7b"] = OllamaModel(capabilities=("completion", "vision"))
+    app.post("/models/refresh", data={"_csrf_token": csrf(app), "next": "/"})
+    for model in ("local:qwen3:4b", "local:llava:7b"):
+        ollama.script([text("seen")])
+        chat = new_chat(app)
+        app.post(chat + "/ask", data={"_csrf_token": csrf(app, chat), "text": "What is this?", "model": model},
+                 files={"file": ("dot.png", dot, "image/png")})
+        wait_for(lambda: soup(app.get(chat)).select_one("article.text .state.done"))
+    blind, seeing = ollama.streamed[-2]["messages"][-1]["content"], ollama.streamed[-1]["messages"][-1]["content"]
+    assert isinstance(blind, str) and "[Attached image: dot.png; this model does not read images" in blind
+    parts = [p for p in seeing if p["type"] == "image_url"]
+    assert base64.b64decode(parts[0]["image_url"]["url"].split(",", 1)[1]) == dot
+
+
+@pytest.mark.parametrize("entry,tags", [
+    ({}, ()),
+    ({"supported_parameters": ["tools", "reasoning"]}, ("thinking", "tools")),
+    ({"architecture": {"input_modalities": ["text", "image"]}}, ("vision",)),
+    ({"architecture": {"input_modalities": ["text"]}}, ("no-images",)),
+    ({"architecture": {"input_modalities": "text"}}, ()),  # not a list: says nothing
+    ({"supported_parameters": "tools", "architecture": None}, ()),
+])
+def test_what_an_openai_style_list_says_a_model_can_do(entry, tags):
+    from app.models import tags_in
+
+    assert tags_in(entry) == tags
