@@ -114,6 +114,14 @@ def save(root: Path, data: bytes) -> str:
     return sha
 
 
+def forget(root: Path, sha256: str) -> None:
+    """Remove stored bytes (no row names them any more)."""
+    try:
+        path_of(root, sha256).unlink()
+    except FileNotFoundError:
+        pass
+
+
 def load(root: Path, sha256: str) -> bytes | None:
     try:
         return path_of(root, sha256).read_bytes()

@@ -279,3 +279,29 @@ def test_attachments_are_listed_by_name(client, fake):
                 files=[("file", ("notes.txt", b"hello notes", "text/plain"))])
     page = wait_for(lambda: (p := BeautifulSoup(client.get(chat).text, "html.parser")).select_one(".attachments a") and p)
     assert page.select_one(".attachments a").text == "notes.txt"
+
+
+def test_a_deleted_conversations_files_go_and_bytes_another_names_stay(client, data):
+    """Deleting a conversation deletes its attachments' rows, and their bytes once no other
+    row names the same content."""
+    from app import db as dbm
+
+    def conversation_with(content: bytes) -> str:
+        chat = client.post("/c", data={"_csrf_token": csrf(client)}, follow_redirects=False).headers["location"]
+        client.post(chat + "/ask", data={"_csrf_token": csrf(client), "text": "keep this"},
+                    files={"file": ("notes.txt", content, "text/plain")})
+        return chat
+
+    first, second = conversation_with(b"shared bytes"), conversation_with(b"shared bytes")
+    only = conversation_with(b"bytes of the first alone")
+    stored = lambda: sorted(p.name for p in (data / "files").rglob("*") if p.is_file())  # noqa: E731
+    db = dbm.connect(data / "tabletalk.db")
+    rows = lambda: db.conn.execute("SELECT count(*) FROM files").fetchone()[0]  # noqa: E731
+    assert rows() == 3 and len(stored()) == 2
+    client.post(first + "/delete", data={"_csrf_token": csrf(client)})
+    assert rows() == 2 and len(stored()) == 2, "the other conversation still names the shared bytes"
+    client.post(only + "/delete", data={"_csrf_token": csrf(client)})
+    assert rows() == 1 and len(stored()) == 1
+    client.post(second + "/delete", data={"_csrf_token": csrf(client)})
+    assert rows() == 0 and stored() == []
+    db.conn.close()

@@ -170,13 +170,16 @@ class Chats(Base):
     # --- deleting and searching conversations ---------------------------------------
 
     def delete_conversation(self, chat: int) -> bool:
-        """Delete a conversation; its items, lease and context go with it (foreign keys) and
-        the search index follows (triggers). Two tombstones: one takes it off the list pages,
-        one tells a page open on it. False when there was none."""
+        """Delete a conversation; its items, lease and context go with it (foreign keys), its
+        files with them (forget_files), and the search index follows (triggers). Two
+        tombstones: one takes it off the list pages, one tells a page open on it. False when
+        there was none."""
         with self.write() as db:
+            files = {f for it in self.items(chat) for f in (*it.file_ids, it.file) if f}
             row = db.conn.execute("DELETE FROM conversations WHERE id = ? RETURNING person", [chat]).fetchone()
             if row is None:
                 return False
+            self.forget_files(files)  # its attachments and tool-made files go with it
             rev = dbm.bump(db)
             db.conn.executemany("INSERT INTO tombstones (chat, dom, rev, person) VALUES (?, ?, ?, ?)",
                                 [[None, f"c{chat}", rev, row[0]], [chat, f"c{chat}", rev, row[0]]])

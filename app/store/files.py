@@ -21,12 +21,32 @@ class Files(Base):
     def add_file(self, name: str, data: bytes, person: int | None = None) -> int:
         """Store bytes (once per content) and a row naming them, `person`'s (else the owner's);
         the type is sniffed here."""
-        sha = filestore.save(self.files_root(), data)
+        root = self.files_root()
+        sha = filestore.save(root, data)  # before the write lock: an upload's fsync holds up no one
         with self.write() as db:
             person = self.owner() if person is None else person
-            return db.conn.execute(
+            file_id = db.conn.execute(
                 "INSERT INTO files (name, type, size, sha256, created, person) VALUES (?, ?, ?, ?, ?, ?)",
                 [filestore.clean_name(name), filestore.sniff(data), len(data), sha, dbm.now(), person]).lastrowid
+            if not filestore.path_of(root, sha).exists():
+                filestore.save(root, data)  # the same bytes were let go (forget_files) meanwhile
+            return file_id
+
+    def forget_files(self, ids: set[int]) -> None:
+        """Delete the rows of files no item names any more (their conversation went), and the
+        bytes no row names. In the deleting transaction, under the write lock: an upload of
+        the same bytes either comes first (its row keeps them) or finds them gone and writes
+        them again (add_file)."""
+        if not ids:
+            return
+        with self.write() as db:
+            marks = ",".join("?" * len(ids))
+            shas = {r[0] for r in db.conn.execute(f"SELECT sha256 FROM files WHERE id IN ({marks})", list(ids))}
+            db.conn.execute(f"DELETE FROM files WHERE id IN ({marks})", list(ids))
+            kept = {r[0] for r in db.conn.execute(
+                f"SELECT sha256 FROM files WHERE sha256 IN ({','.join('?' * len(shas))})", list(shas))} if shas else set()
+            for sha in shas - kept:
+                filestore.forget(self.files_root(), sha)
 
     def files_of(self, items: list[Item]) -> dict[int, dict[str, Any]]:
         """The file rows the items name (attachments and tool-made files), by id."""
