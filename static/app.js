@@ -6,12 +6,13 @@
 
   // The live feed's most frequent fragment: text a Markdown block grew by at its end.
   // <hx-a t="BLOCK-ID" d="DEPTH">text</hx-a> appends to the block's last element, DEPTH
-  // levels down; a compact form of an hx-partial with a :last-child selector (which cost
-  // more bytes than the text it carried).
+  // levels down (1 when d is left out: the commonest, a paragraph's text); a compact form of
+  // an hx-partial with a :last-child selector (which cost more bytes than the text it carried).
   htmx.registerExtension("grow", {
     htmx_process_a: function (tpl, detail) {
       var el = document.getElementById(tpl.getAttribute("t"));
-      for (var d = parseInt(tpl.getAttribute("d"), 10) || 0; d > 0 && el; d--) el = el.lastElementChild;
+      var d = tpl.hasAttribute("d") ? parseInt(tpl.getAttribute("d"), 10) || 0 : 1;
+      for (; d > 0 && el; d--) el = el.lastElementChild;
       if (!el) return;
       detail.tasks.push({type: "partial", fragment: tpl.content.cloneNode(true), target: el,
                          swapSpec: {style: "beforeend"}, sourceElement: detail.ctx.sourceElement});
