@@ -7,6 +7,7 @@ import re
 import shutil
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import time
@@ -17,6 +18,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from bs4 import BeautifulSoup
 
 from tests.fakes.openai_server import FakeModelServer, text
 
@@ -123,6 +125,41 @@ def make_client(env, monkeypatch, data):
             yield c
 
     return make
+
+
+def soup(response) -> BeautifulSoup:
+    return BeautifulSoup(response.text, "html.parser")
+
+
+def new_chat(client) -> str:
+    """A new conversation, made as the home page's button does; its path."""
+    r = client.post("/c", data={"_csrf_token": csrf(client)}, follow_redirects=False)
+    assert r.status_code == 303
+    return r.headers["location"]
+
+
+def ask(client, chat: str, words: str, ok: bool = True, **extra):
+    """Send a message as the composer does (`extra`: model, when, thinking ...); with `ok`
+    it must be taken (303)."""
+    r = client.post(chat + "/ask", data={"_csrf_token": csrf(client), "text": words, **extra}, follow_redirects=False)
+    if ok:
+        assert r.status_code == 303, r.text
+    return r
+
+
+def idle(client, chat: str):
+    """Wait until the conversation has nothing pending; return its page."""
+    return wait_for(lambda: (p := soup(client.get(chat))).select_one('#status[data-running="0"]') and p, timeout=15)
+
+
+def rows(data: Path, sql: str = "SELECT id, kind, text, state, done, turn, model FROM items ORDER BY id") -> list[dict]:
+    """The database's rows for `sql`, as dicts."""
+    db = sqlite3.connect(data / "tabletalk.db")
+    db.row_factory = sqlite3.Row
+    try:
+        return [dict(r) for r in db.execute(sql)]
+    finally:
+        db.close()
 
 
 def csrf(client, path: str = "/") -> str:

@@ -11,13 +11,8 @@ from pathlib import Path
 
 import httpx
 import pytest
-from bs4 import BeautifulSoup
 
-from tests.conftest import COOKIE, OWNER, PASSWORD, ROOT, Served, csrf, free_port, signed_in
-
-
-def soup(r):
-    return BeautifulSoup(r.text, "html.parser")
+from tests.conftest import COOKIE, OWNER, PASSWORD, ROOT, Served, csrf, free_port, signed_in, soup
 
 
 def db_rows(data: Path, sql: str, params=()):

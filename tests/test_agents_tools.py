@@ -1,14 +1,9 @@
 """The agent page's tools and plugins tabs, and plugin tools used in a run."""
 import pytest
-from bs4 import BeautifulSoup
 
-from tests.conftest import csrf, wait_for
+from tests.conftest import csrf, soup, wait_for
 from tests.fakes.mcp_server import FakeMCPServer
-from tests.fakes.openai_server import text, tool_call
-
-
-def soup(r):
-    return BeautifulSoup(r.text, "html.parser")
+from tests.fakes.openai_server import tool_call
 
 
 def agent_url(client) -> str:

@@ -2,19 +2,14 @@
 import signal
 
 import pytest
-from bs4 import BeautifulSoup
 
 from app import db as dbm
 from app.store import Store
 from app.tables import asked
-from tests.conftest import Served, csrf, wait_for
+from tests.conftest import Served, csrf, soup, wait_for
 from tests.fakes.openai_server import text, tool_call
 
 PLAN = "- [x] read the question\n- [ ] answer it"
-
-
-def soup(r):
-    return BeautifulSoup(r.text, "html.parser")
 
 
 def agent_waits_for(data, tools="update_plan"):

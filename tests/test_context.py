@@ -11,7 +11,7 @@ from app import db as dbm
 from app.feed import Feed
 from app.store import Store
 from app.web import live
-from tests.conftest import csrf, wait_for
+from tests.conftest import ask, idle, new_chat
 from tests.fakes.openai_server import FakeModelServer, text, usage
 
 WINDOW = 4000  # tokens, as the fake reports it: small enough to outgrow in a test
@@ -22,24 +22,6 @@ def fake():
     with FakeModelServer(models={"tiny": WINDOW, "anthropic/claude-tiny": WINDOW}) as server:
         server.plain_default = [text("A fitting title")]
         yield server
-
-
-def soup(r):
-    return BeautifulSoup(r.text, "html.parser")
-
-
-def start(client) -> str:
-    return client.post("/c", data={"_csrf_token": csrf(client)}, follow_redirects=False).headers["location"]
-
-
-def ask(client, chat, words, **extra):
-    r = client.post(chat + "/ask", data={"_csrf_token": csrf(client), "text": words, **extra}, follow_redirects=False)
-    assert r.status_code == 303, r.text
-    return r
-
-
-def idle(client, chat):
-    return wait_for(lambda: (p := soup(client.get(chat))).select_one('#status[data-running="0"]') and p, timeout=15)
 
 
 def tokens_sent(request) -> int:
@@ -58,7 +40,7 @@ def question(n):
 
 
 def test_a_conversation_that_outgrows_the_window_leaves_out_its_oldest_turns(client, fake, data):
-    chat = start(client)
+    chat = new_chat(client)
     asked = []
     for n in range(1, 25):
         fake.script(counted(f"Answer {n}: " + "otters hold hands while they sleep so they do not drift apart. " * 6))
@@ -99,7 +81,7 @@ def test_the_estimate_converges_to_what_the_server_reports(client, fake, data):
     def answer(request):
         return [text("Noted."), usage(round(tokens_sent(request) * 1.3), 2)]
 
-    chat = start(client)
+    chat = new_chat(client)
     for n in range(1, 9):
         fake.script(answer)
         ask(client, chat, question(n))
@@ -114,7 +96,7 @@ def test_the_estimate_converges_to_what_the_server_reports(client, fake, data):
 
 
 def test_a_message_too_long_for_the_window_is_an_error_in_plain_words_and_the_chat_goes_on(client, fake):
-    chat = start(client)
+    chat = new_chat(client)
     ask(client, chat, "otters " * 4000)  # ~7,000 tokens for a 4,000-token window
     page = idle(client, chat)
     err = page.select_one("article.error .error")
@@ -131,7 +113,7 @@ def test_a_message_too_long_for_the_window_is_an_error_in_plain_words_and_the_ch
 
 
 def test_claude_models_get_cache_marks_and_the_meter_shows_cached_tokens(client, fake):
-    chat = start(client)
+    chat = new_chat(client)
     fake.script([text("Cached."), usage(1500, 10, cached_tokens=1200)], "Plain.")
     ask(client, chat, "first", model="anthropic/claude-tiny")
     page = idle(client, chat)

@@ -17,7 +17,7 @@ from app.feed import Feed, encode
 from app.store import Store
 from app.tables import Conversation, Item, item
 from app.web import live
-from tests.conftest import csrf, wait_for
+from tests.conftest import csrf, new_chat, soup, wait_for
 from tests.fakes.openai_server import rate, reasoning, stall, text
 
 HOSTILE = ['"', '""', "'", "AND", "OR", "NOT", "a AND", "AND OR NOT", "*", "**", "a*", "*a", "NEAR(",
@@ -25,10 +25,6 @@ HOSTILE = ['"', '""', "'", "AND", "OR", "NOT", "a AND", "AND OR NOT", "*", "**",
            "(", ")", "((a)", "a)", '"unbalanced', 'a"b"c', "a OR", "x" * 10_000, "a\x00b", "\x00", "\u0000\u0001",
            "\ud800", "🙂", "☃ ☂", "日本語", "Ǆ ﬁ", "\u200b", "%", "%00", "a' OR '1'='1", "; DROP TABLE items; --",
            "<script>", "   ", ""]
-
-
-def soup(r):
-    return BeautifulSoup(r.text, "html.parser")
 
 
 # --- the store, in memory ------------------------------------------------------------------
@@ -208,10 +204,6 @@ def test_file_names_are_safe_for_any_title(title, plain):
 
 
 # --- pages -----------------------------------------------------------------------------------
-
-
-def new_chat(client) -> str:
-    return client.post("/c", data={"_csrf_token": csrf(client)}, follow_redirects=False).headers["location"]
 
 
 def conversation_with_an_answer(client, fake, words="Tell me about otters <script>x</script>",

@@ -8,7 +8,7 @@ import pytest
 from bs4 import BeautifulSoup
 
 from app import files as filestore
-from tests.conftest import csrf, wait_for
+from tests.conftest import csrf, new_chat, wait_for
 from tests.fakes.openai_server import text
 
 
@@ -18,12 +18,6 @@ def png() -> bytes:
         return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
     return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", 1, 1, 8, 2, 0, 0, 0))
             + chunk(b"IDAT", zlib.compress(b"\x00\xff\x00\x00")) + chunk(b"IEND", b""))
-
-
-def new_chat(client) -> str:
-    r = client.post("/c", data={"_csrf_token": csrf(client)}, follow_redirects=False)
-    assert r.status_code == 303
-    return r.headers["location"]
 
 
 def send(client, chat, files, text_="See these", **headers):

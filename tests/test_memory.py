@@ -1,18 +1,13 @@
 """Memory: `remember` keeps a text for the agent, later runs of that agent read it back."""
-from bs4 import BeautifulSoup
 
 from app import db as dbm
 from app.store import Store
 from app.tools import Context
 from app.tools.memory import PROMPT_CHARS, PROMPT_COUNT, prompt_section, recalled, remember
-from tests.conftest import csrf, wait_for
+from tests.conftest import csrf, soup, wait_for
 from tests.fakes.openai_server import tool_call
 
 FACT = "The person's name is Ada and she prefers metric units."
-
-
-def soup(r):
-    return BeautifulSoup(r.text, "html.parser")
 
 
 def store_of(data) -> Store:

@@ -12,23 +12,18 @@ from pathlib import Path
 from collections.abc import Iterator
 
 import pytest
-from bs4 import BeautifulSoup
 
 from app import models
 from app.agent import Message, ModelError
 from app.config import load
 from app.providers import Providers
 from app.tables import GROUP_LOCAL, GROUP_SERVER, Choice, choice_of, groups, in_use
-from tests.conftest import app_client, csrf, free_port, wait_for
+from tests.conftest import app_client, csrf, free_port, new_chat, soup, wait_for
 from tests.fakes.ollama_server import FakeOllama, OllamaModel, ollama_model
 from tests.fakes.openai_server import FakeModelServer, text
 
 HI = [Message("user", "Hi")]
 KEY = "sk-test-account-key"
-
-
-def soup(r) -> BeautifulSoup:
-    return BeautifulSoup(r.text, "html.parser")
 
 
 # --- the seed's functions -----------------------------------------------------------------
@@ -365,11 +360,6 @@ def test_the_default_model_prefers_the_server_at_ai_url_then_this_computer():
 def app(everything, tmp_path):
     with app_client(Path(os.environ["TABLETALK_DATA"])) as c:
         yield c
-
-
-def new_chat(client) -> str:
-    r = client.post("/c", data={"_csrf_token": csrf(client)}, follow_redirects=False)
-    return r.headers["location"]
 
 
 def test_the_pickers_are_grouped_and_show_the_down_account(app):

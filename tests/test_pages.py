@@ -2,19 +2,8 @@
 import pytest
 from bs4 import BeautifulSoup
 
-from app import db as dbm
-from tests.conftest import app_client, csrf, wait_for
+from tests.conftest import app_client, csrf, new_chat, soup, wait_for
 from tests.fakes.openai_server import error, reasoning, text
-
-
-def soup(response):
-    return BeautifulSoup(response.text, "html.parser")
-
-
-def new_chat(client) -> str:
-    r = client.post("/c", data={"_csrf_token": csrf(client)}, follow_redirects=False)
-    assert r.status_code == 303
-    return r.headers["location"]
 
 
 def items_of(client, path):

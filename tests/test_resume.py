@@ -1,9 +1,6 @@
 """Resuming after a crash: completed steps are never repeated, cut-off ones are redone once."""
 import asyncio
-import os
 import signal
-import sqlite3
-import time
 
 import pytest
 

@@ -1,40 +1,10 @@
 """The runner against the fake model server: faults, stop, again, queue, titles, context."""
-import sqlite3
 import time
 
 import pytest
-from bs4 import BeautifulSoup
 
-from tests.conftest import csrf, free_port, wait_for
+from tests.conftest import ask, csrf, free_port, idle, new_chat, rows, soup, wait_for
 from tests.fakes.openai_server import delay, drop, error, malformed, rate, stall, text, usage
-
-
-def soup(r):
-    return BeautifulSoup(r.text, "html.parser")
-
-
-def start(client) -> str:
-    return client.post("/c", data={"_csrf_token": csrf(client)}, follow_redirects=False).headers["location"]
-
-
-def ask(client, chat, words, **extra):
-    r = client.post(chat + "/ask", data={"_csrf_token": csrf(client), "text": words, **extra}, follow_redirects=False)
-    assert r.status_code == 303, r.text
-    return r
-
-
-def rows(data, sql="SELECT id, kind, text, state, done, turn, model FROM items ORDER BY id"):
-    db = sqlite3.connect(data / "tabletalk.db")
-    db.row_factory = sqlite3.Row
-    try:
-        return [dict(r) for r in db.execute(sql)]
-    finally:
-        db.close()
-
-
-def idle(client, chat):
-    """Wait until the conversation has nothing pending; return its page."""
-    return wait_for(lambda: (p := soup(client.get(chat))).select_one('#status[data-running="0"]') and p, timeout=15)
 
 
 def then_it_goes_on(client, chat, fake):
@@ -57,7 +27,7 @@ def then_it_goes_on(client, chat, fake):
 ])
 def test_a_model_fault_ends_in_an_error_item_and_keeps_what_was_written(client, fake, data, script, says):
     fake.script(script)
-    chat = start(client)
+    chat = new_chat(client)
     ask(client, chat, "Hello")
     page = idle(client, chat)
     err = page.select_one("article.error .error")
@@ -70,7 +40,7 @@ def test_a_model_fault_ends_in_an_error_item_and_keeps_what_was_written(client, 
 
 def test_connection_refused(make_client):
     with make_client(AI_URL=f"http://127.0.0.1:{free_port()}/v1", AI_MODEL="fake-model") as client:
-        chat = start(client)
+        chat = new_chat(client)
         ask(client, chat, "Anyone?")
         err = idle(client, chat).select_one("article.error .error")
         assert "Could not reach the model server" in err.text
@@ -79,7 +49,7 @@ def test_connection_refused(make_client):
 def test_a_stall_is_given_up_after_the_timeout(make_client, fake):
     fake.script([stall(5), text("too late")])
     with make_client(TABLETALK_MODEL_TIMEOUT="0.5") as client:
-        chat = start(client)
+        chat = new_chat(client)
         ask(client, chat, "Hello")
         err = idle(client, chat).select_one("article.error .error")
         assert "stopped sending anything" in err.text
@@ -92,7 +62,7 @@ def test_busy_and_failing_servers_are_retried_with_backoff_and_shown(client, fak
         [error(503, headers={"retry-after-ms": "50"})],
         "Third time lucky.",
     )
-    chat = start(client)
+    chat = new_chat(client)
     ask(client, chat, "Hello")
     page = idle(client, chat)
     assert page.select_one("article.text").get_text(strip=True) == "Third time lucky."
@@ -103,7 +73,7 @@ def test_busy_and_failing_servers_are_retried_with_backoff_and_shown(client, fak
 
 def test_retries_give_up_after_four_tries(client, fake):
     fake.script(*[[error(500, headers={"retry-after-ms": "20"})]] * 4)
-    chat = start(client)
+    chat = new_chat(client)
     ask(client, chat, "Hello")
     page = idle(client, chat)
     final = [e.text for e in page.select("article.error:not(.notice) .error")]
@@ -115,7 +85,7 @@ def test_retries_give_up_after_four_tries(client, fake):
 
 def test_stop_ends_the_run_within_a_second_and_keeps_what_was_written(client, fake, data):
     fake.script([rate(20), text("word " * 400)])
-    chat = start(client)
+    chat = new_chat(client)
     ask(client, chat, "Talk for a long time")
     wait_for(lambda: any(r["kind"] == "text" and len(r["text"]) > 20 for r in rows(data)))
     r = client.post(chat + "/stop", data={"_csrf_token": csrf(client)}, headers={"HX-Request": "true"})
@@ -132,7 +102,7 @@ def test_stop_ends_the_run_within_a_second_and_keeps_what_was_written(client, fa
 
 
 def test_stop_with_nothing_running_writes_nothing(client, data):
-    chat = start(client)
+    chat = new_chat(client)
     client.post(chat + "/stop", data={"_csrf_token": csrf(client)})
     assert rows(data) == []
 
@@ -142,7 +112,7 @@ def test_stop_with_nothing_running_writes_nothing(client, data):
 
 def test_again_makes_a_new_version_from_another_model_and_keeps_the_old(client, fake, data):
     fake.script("First version.", "Second version.")
-    chat = start(client)
+    chat = new_chat(client)
     ask(client, chat, "Tell me")
     idle(client, chat)
     r = client.post(chat + "/retry", data={"_csrf_token": csrf(client), "model": "other-model"},
@@ -169,7 +139,7 @@ def test_again_makes_a_new_version_from_another_model_and_keeps_the_old(client, 
 
 
 def test_again_with_nothing_to_redo_is_refused(client):
-    chat = start(client)
+    chat = new_chat(client)
     r = client.post(chat + "/retry", data={"_csrf_token": csrf(client)})
     assert r.status_code == 400 and "no answer" in r.text
     r = client.post(chat + "/retry", data={"_csrf_token": csrf(client), "model": "ghost"})
@@ -181,7 +151,7 @@ def test_again_with_nothing_to_redo_is_refused(client):
 
 def test_messages_sent_during_a_run_are_queued_and_answered_in_order(client, fake, data):
     fake.script([delay(0.8), text("Answer one.")], "Answer two.", "Answer three.")
-    chat = start(client)
+    chat = new_chat(client)
     ask(client, chat, "one")
     wait_for(lambda: len(fake.requests) >= 1)
     ask(client, chat, "two")
@@ -205,7 +175,7 @@ def test_messages_sent_during_a_run_are_queued_and_answered_in_order(client, fak
 def test_after_the_first_answer_a_short_request_names_the_conversation(client, fake):
     fake.plain_default = [text('"Bread Without Yeast."')]
     fake.script("Use baking soda.")
-    chat = start(client)
+    chat = new_chat(client)
     ask(client, chat, "how do i make bread without yeast")
     wait_for(lambda: soup(client.get(chat)).select_one("#title").text == "Bread Without Yeast")
     plain = [r for r in fake.requests if not r.get("stream")]
@@ -216,7 +186,7 @@ def test_after_the_first_answer_a_short_request_names_the_conversation(client, f
 def test_when_naming_fails_the_first_words_stay(client, fake):
     fake.plain_default = [error(500)]
     fake.script("Sure.")
-    chat = start(client)
+    chat = new_chat(client)
     ask(client, chat, "first words of this chat")
     idle(client, chat)
     time.sleep(0.3)
@@ -225,7 +195,7 @@ def test_when_naming_fails_the_first_words_stay(client, fake):
 
 def test_the_context_meter_shows_what_the_server_reported(client, fake, data):
     fake.script([text("Counted."), usage(1200, 34, cached_tokens=1000)])
-    chat = start(client)
+    chat = new_chat(client)
     ask(client, chat, "count")
     page = wait_for(lambda: (p := idle(client, chat)).select_one("#status meter") and p)
     meter = page.select_one("#status meter")

@@ -1,11 +1,10 @@
 """Skills: the pages, SKILL.md import and export, and what agents are told and can load."""
 import pytest
-from bs4 import BeautifulSoup
 
 from app import db as dbm
 from app.skills import BadSkill, FILE_MAX, exported, parsed
 from app.tables import Skill
-from tests.conftest import csrf, wait_for
+from tests.conftest import csrf, soup, wait_for
 from tests.fakes.openai_server import tool_call
 
 HOSTILE = '<script>alert("x")</script> & “quotes” \'single\' # not a comment: yes'
@@ -25,10 +24,6 @@ metadata:
 
 Read every field first.
 """
-
-
-def soup(r):
-    return BeautifulSoup(r.text, "html.parser")
 
 
 def rows(data):

@@ -1,47 +1,17 @@
 """Steering a run: a message sent "now" reaches the model at the run's next step boundary; a
 queued one waits for the run to end. Both are rows, so both survive a restart."""
 import json
-import sqlite3
 
 import pytest
-from bs4 import BeautifulSoup
 
-from app import db as dbm
-from app.store import Store
 from app.tables import asked, item
 from app.turn import Turn
 from app.agent import Delta
-from tests.conftest import csrf, wait_for
+from tests.conftest import ask, csrf, idle, new_chat, rows, soup, wait_for
 from tests.fakes.mcp_server import FakeMCPServer
 from tests.fakes.openai_server import text, tool_call
 
 SLOW = "127_0_0_1_slow"  # the fake MCP server's `slow(seconds)`, as the plugin offers it
-
-
-def soup(r):
-    return BeautifulSoup(r.text, "html.parser")
-
-
-def start(client) -> str:
-    return client.post("/c", data={"_csrf_token": csrf(client)}, follow_redirects=False).headers["location"]
-
-
-def ask(client, chat, words, **extra):
-    return client.post(chat + "/ask", data={"_csrf_token": csrf(client), "text": words, **extra},
-                       follow_redirects=False)
-
-
-def idle(client, chat):
-    return wait_for(lambda: (p := soup(client.get(chat))).select_one('#status[data-running="0"]') and p, timeout=15)
-
-
-def rows(data, sql):
-    db = sqlite3.connect(data / "tabletalk.db")
-    db.row_factory = sqlite3.Row
-    try:
-        return [dict(r) for r in db.execute(sql)]
-    finally:
-        db.close()
 
 
 def test_sent_now_during_a_tool_call_reaches_the_very_next_request_and_queued_waits(make_client, fake, data):
@@ -50,7 +20,7 @@ def test_sent_now_during_a_tool_call_reaches_the_very_next_request_and_queued_wa
         client.post(agent + "/plugins", data={"_csrf_token": csrf(client, agent), "address": mcp.url})
         fake.script([text("Let me wait."), tool_call(SLOW, {"seconds": 1.5})], "Waited, and noted the otters.",
                     "Beavers build dams.")
-        chat = start(client)
+        chat = new_chat(client)
         assert ask(client, chat, "Wait a moment").status_code == 303
         wait_for(lambda: rows(data, "SELECT 1 FROM items WHERE kind = 'call' AND state = 'running'"))
         page = soup(client.get(chat))
@@ -82,7 +52,7 @@ def test_sent_now_during_a_tool_call_reaches_the_very_next_request_and_queued_wa
 
 def test_sent_now_with_nothing_running_is_just_a_message(client, fake, data):
     fake.script("Hello.")
-    chat = start(client)
+    chat = new_chat(client)
     assert ask(client, chat, "Hi", when="now").status_code == 303
     idle(client, chat)
     assert rows(data, "SELECT steer, done FROM items WHERE kind = 'user'") == [{"steer": 0, "done": 1}]
@@ -90,8 +60,8 @@ def test_sent_now_with_nothing_running_is_just_a_message(client, fake, data):
 
 @pytest.mark.parametrize("when", ["later", "NOW ", "1", "x" * 30])
 def test_a_bad_when_is_a_clear_400_and_writes_nothing(client, data, when):
-    chat = start(client)
-    r = ask(client, chat, "Hi", when=when)
+    chat = new_chat(client)
+    r = ask(client, chat, "Hi", ok=False, when=when)
     assert r.status_code in (400, 413) and ("queue or now" in r.text or "too long" in r.text)
     assert rows(data, "SELECT id FROM items") == []
 
@@ -151,7 +121,7 @@ def test_again_after_steering_redoes_the_turn_without_the_old_versions_message(m
         agent = soup(client.get("/agents")).select_one(".agent-list a")["href"]
         client.post(agent + "/plugins", data={"_csrf_token": csrf(client, agent), "address": mcp.url})
         fake.script([tool_call(SLOW, {"seconds": 1.0})], "Done, with otters.", "A fresh answer.")
-        chat = start(client)
+        chat = new_chat(client)
         ask(client, chat, "Wait a moment")
         wait_for(lambda: rows(data, "SELECT 1 FROM items WHERE kind = 'call' AND state = 'running'"))
         ask(client, chat, "Also: otters", when="now")

@@ -13,19 +13,14 @@ from pathlib import Path
 
 import httpx
 import pytest
-from bs4 import BeautifulSoup
 
 from app import db as dbm
 from app.store import Store
 from app.tables import plugin
-from tests.conftest import COOKIE, Served, csrf, signed_in, wait_for
+from tests.conftest import COOKIE, Served, csrf, signed_in, soup, wait_for
 from tests.fakes.openai_server import text, tool_call
 
 SECRET_WORD = "zanzibarquux"  # A's words: B must never see them anywhere
-
-
-def soup(r):
-    return BeautifulSoup(r.text, "html.parser")
 
 
 def a_snapshot(data: Path, a: int) -> dict[str, list]:
