@@ -32,7 +32,7 @@ test: setup browser
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
 bench: setup
-	@for b in benchmarks/*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
+	@for b in benchmarks/[!_]*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
 
 clean:
 	rm -rf $(VENV) .pytest_cache

@@ -40,7 +40,6 @@ from app import db as dbm  # noqa: E402
 from app import window  # noqa: E402
 from app.providers import Providers  # noqa: E402
 from app.store import Store  # noqa: E402
-from app.tables import item  # noqa: E402
 from app.tools.builtin import builtin_tools  # noqa: E402
 from app.turn import Turn  # noqa: E402
 from tests.fakes.openai_server import FakeModelServer, text, tool_call, usage  # noqa: E402

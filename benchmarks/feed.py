@@ -44,7 +44,6 @@ import random
 import re
 import resource
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -61,8 +60,9 @@ from app.store import Store  # noqa: E402
 from app.tables import item  # noqa: E402
 from tests.fakes.openai_server import FakeModelServer, rate, text  # noqa: E402
 
+from _shared import HOST, Table, free_port, own_cpu, pct  # noqa: E402  (beside this script)
+
 MODEL = "fake-model"
-HOST = "127.0.0.1"
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 FIXTURE = ROOT / "tests" / "fixtures" / "long_answer.md"
 WORDS = re.compile(r"\s*\S+\s*")  # how the fake splits text into tokens
@@ -178,12 +178,6 @@ def answer_text(tokens: int, cut: bool) -> tuple[str, str]:
 
 
 # --- the server under test ----------------------------------------------------------
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind((HOST, 0))
-        return s.getsockname()[1]
-
 
 # What `tabletalk serve --workers 1` does (app/cli.py), with granian's `backpressure` (its cap
 # on concurrent requests per worker, default backlog/workers = 1024) set: only to show what
@@ -304,11 +298,6 @@ def cpu_seconds(pid: int) -> float:
     stat = Path(f"/proc/{pid}/stat").read_text()
     f = stat[stat.rfind(")") + 2:].split()
     return (int(f[11]) + int(f[12])) / CLK_TCK
-
-
-def own_cpu() -> float:
-    r = resource.getrusage(resource.RUSAGE_SELF)
-    return r.ru_utime + r.ru_stime
 
 
 def loadavg() -> str:
@@ -562,32 +551,7 @@ class Web:
         return status
 
 
-# --- stats and the table ------------------------------------------------------------
-
-def pct(xs: list[float], p: float) -> float:
-    if not xs:
-        return float("nan")
-    s = sorted(xs)
-    return s[min(len(s) - 1, max(0, round(p / 100 * len(s)) - 1))]
-
-
-@dataclass
-class Table:
-    rows: list[tuple[str, str, str]] = field(default_factory=list)
-
-    def add(self, metric: str, value: str, goal: str = "") -> None:
-        self.rows.append((metric, value, goal or "-"))
-        print(f"  .. {metric}: {value}", file=sys.stderr, flush=True)
-
-    def print(self) -> None:
-        head = ("metric", "value", "goal")
-        widths = [max(len(r[i]) for r in [head, *self.rows]) for i in range(3)]
-        line = lambda r: " | ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip()  # noqa: E731
-        print(line(head))
-        print("-+-".join("-" * w for w in widths))
-        for r in self.rows:
-            print(line(r))
-
+# --- sizes --------------------------------------------------------------------------
 
 def kib(n: float) -> str:
     return f"{n / 1024:,.1f} KiB"
@@ -930,7 +894,7 @@ def raise_nofile() -> tuple[int, int]:
 
 
 async def run(args) -> int:
-    table = Table()
+    table = Table(echo=True)
     nofile = raise_nofile()
     table.add("[machine] cores / load average at start / RLIMIT_NOFILE",
               f"{os.cpu_count()} / {loadavg()} / {nofile[0]:,}")

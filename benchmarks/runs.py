@@ -39,17 +39,14 @@ import itertools
 import multiprocessing as mp
 import os
 import re
-import resource
 import signal
-import socket
 import sqlite3
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -59,6 +56,8 @@ if str(ROOT) not in sys.path:
 from app import db as dbm  # noqa: E402
 from app.store import Store  # noqa: E402
 from tests.fakes.openai_server import FakeModelServer, rate, text  # noqa: E402
+
+from _shared import Table, free_port, own_cpu, pct  # noqa: E402  (beside this script)
 
 MODEL = "fake-model"
 POLL_SECONDS = 0.01
@@ -173,12 +172,6 @@ class Watcher:
 
 # --- the server under test ----------------------------------------------------------
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 class Served:
     """`tabletalk serve --workers 1` as a process group of its own (as tests/conftest.py)."""
 
@@ -258,13 +251,6 @@ def cpu_delta(before: dict[int, float], after: dict[int, float]) -> float:
     return sum(v - before.get(p, 0.0) for p, v in after.items())
 
 
-def own_cpu() -> float:
-    r = resource.getrusage(resource.RUSAGE_SELF)
-    return r.ru_utime + r.ru_stime
-
-
-# --- rows ---------------------------------------------------------------------------
-
 def ask_many(store: Store, n: int) -> list[int]:
     """N conversations with one message each, committed at once."""
     chats = []
@@ -324,32 +310,6 @@ def log_trouble(log: Path) -> str:
 
 def rev(db: sqlite3.Connection) -> int:
     return db.execute("SELECT rev FROM revs").fetchone()[0]
-
-
-def pct(xs: list[float], p: float) -> float:
-    if not xs:
-        return float("nan")
-    s = sorted(xs)
-    return s[min(len(s) - 1, max(0, round(p / 100 * len(s)) - 1))]
-
-
-# --- the phases ---------------------------------------------------------------------
-
-@dataclass
-class Table:
-    rows: list[tuple[str, str, str]] = field(default_factory=list)
-
-    def add(self, metric: str, value: str, goal: str = "") -> None:
-        self.rows.append((metric, value, goal or "-"))
-
-    def print(self) -> None:
-        head = ("metric", "value", "goal")
-        widths = [max(len(r[i]) for r in [head, *self.rows]) for i in range(3)]
-        line = lambda r: " | ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip()  # noqa: E731
-        print(line(head))
-        print("-+-".join("-" * w for w in widths))
-        for r in self.rows:
-            print(line(r))
 
 
 def throughput(args, fake: RecordingServer, folder: Path, pieces: list[str], table: Table) -> None:
@@ -482,7 +442,7 @@ def resume(args, fake: RecordingServer, folder: Path, pieces: list[str], table: 
             first_growth[chat] = min(first_growth.get(chat, reached[0]), reached[0])
     again = [fake.streams[c][-1][0] for c in chats if len(fake.streams.get(c, [])) > 1]
     all_going = max(first_growth.values()) - t_restart if len(first_growth) == len(chats) else None
-    table.add(f"[resume] runs in flight at SIGKILL (process group)",
+    table.add("[resume] runs in flight at SIGKILL (process group)",
               f"{k} ({partial[0]} partial answers, avg {partial[1]:.0f} chars; {completed_before} already complete)",
               f"{GOAL_KILL}")
     table.add("  before the kill: all answers growing after", f"{t_going - t_asked:.2f} s (killed {t_killed - t_going:.1f} s later)", "")
