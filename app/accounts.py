@@ -8,6 +8,7 @@ rows made before any account existed, and add and remove the others.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import ipaddress
 import secrets
@@ -22,6 +23,7 @@ from .config import Config
 from .store import Store
 from .tables import Person, check_name
 
+COOKIE = "tabletalk_session"  # the session cookie's name
 SESSION_SECONDS = 30 * 24 * 3600
 SIGNIN_LIMIT = 10          # failed password checks a minute for one name
 # ... and from one address, across names: higher, so that behind a reverse proxy (where
@@ -32,15 +34,11 @@ PASSWORD_MIN = 8
 PASSWORD_MAX = 1_000       # argon2 takes any length; a bound keeps a request from costing more
 
 hasher = PasswordHasher()
-_dummy: list[str] = []
-
-
+@functools.cache
 def _dummy_hash() -> str:
     """Checked when the name is unknown, so a wrong name costs the same time as a wrong
     password; made on first use (a hash is ~0.1 s of CPU, not to be spent at every start)."""
-    if not _dummy:
-        _dummy.append(hasher.hash(secrets.token_urlsafe(16)))
-    return _dummy[0]
+    return hasher.hash(secrets.token_urlsafe(16))
 
 
 class AccountError(ValueError):

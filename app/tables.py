@@ -17,6 +17,11 @@ CALL_STATES = ("running", "done", "failed", "approval", "approved", "declined")
 NAME_MAX = 80
 
 
+def file_ids(files: str) -> list[int]:
+    """An item's `files` column (attachment ids, commas) as ids."""
+    return [int(f) for f in files.split(",") if f.strip().isdigit()]
+
+
 @dataclass(frozen=True)
 class Item:
     """One entry of a conversation's log, as a model API has it."""
@@ -52,7 +57,7 @@ class Item:
 
     @property
     def file_ids(self) -> list[int]:
-        return [int(f) for f in self.files.split(",") if f.strip().isdigit()]
+        return file_ids(self.files)
 
     @property
     def starts_turn(self) -> bool:

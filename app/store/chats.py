@@ -5,7 +5,7 @@ from dataclasses import fields
 from typing import Any
 
 from .. import db as dbm
-from ..tables import Conversation, Item, asked
+from ..tables import Conversation, Item, asked, file_ids
 from .base import Base
 
 ITEM_COLUMNS = [f.name for f in fields(Item) if f.name not in ("id",)]
@@ -175,7 +175,9 @@ class Chats(Base):
         tombstones: one takes it off the list pages, one tells a page open on it. False when
         there was none."""
         with self.write() as db:
-            files = {f for it in self.items(chat) for f in (*it.file_ids, it.file) if f}
+            files = {f for r in db.conn.execute("SELECT file, files FROM items WHERE chat = ? AND (file IS NOT NULL "
+                                                "OR files != '')", [chat])
+                     for f in (r["file"], *file_ids(r["files"])) if f}
             row = db.conn.execute("DELETE FROM conversations WHERE id = ? RETURNING person", [chat]).fetchone()
             if row is None:
                 return False

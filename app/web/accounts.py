@@ -16,14 +16,14 @@ from litestar.exceptions import HTTPException, NotFoundException
 from litestar.params import FromPath, FromQuery
 from litestar.response import Redirect
 
-from ..accounts import AccountError, People, hash_password, loopback, password_matches, person_name
+from ..accounts import (COOKIE, SESSION_SECONDS, AccountError, People, hash_password, loopback, password_matches,
+                        person_name)
 from ..tables import NAME_MAX, Person
 from . import render
 from .chats import form_field, me, parse_id
 from .models import local_path
 from .state import state
 
-COOKIE = "tabletalk_session"
 PUBLIC = frozenset({"/setup", "/signin", "/healthz"})
 FIELD_MAX = 1_000
 
@@ -88,7 +88,7 @@ def secure(request: Request) -> bool:
 
 def signed_in(request: Request, token: str, to: str) -> Response:
     response = Redirect(local_path(to), status_code=303)
-    response.set_cookie(COOKIE, token, max_age=30 * 24 * 3600, path="/", httponly=True, samesite="lax",
+    response.set_cookie(COOKIE, token, max_age=SESSION_SECONDS, path="/", httponly=True, samesite="lax",
                         secure=secure(request))
     return response
 

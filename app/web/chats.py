@@ -8,7 +8,7 @@ from litestar.params import FromPath, FromQuery
 from litestar.exceptions import HTTPException, NotFoundException
 from litestar.response import Redirect
 
-from ..accounts import People
+from ..accounts import COOKIE, People
 from ..files import clean_name
 from ..models import THINKING
 from ..store import Store
@@ -224,7 +224,7 @@ async def healthz(request: Request) -> dict[str, object]:
     """Public (for a load balancer or a supervisor); the rev, which says how busy the app
     is, only to someone signed in."""
     s = state(request)
-    if People(s.store).session(request.cookies.get("tabletalk_session")) is None:
+    if People(s.store).session(request.cookies.get(COOKIE)) is None:
         return {"ok": True}
     return {"ok": True, "rev": s.store.rev()}
 

@@ -10,6 +10,7 @@ from litestar.exceptions import NotFoundException
 from litestar.params import FromPath
 
 from .. import files as filestore
+from .chats import me
 from .render import an_id
 from .state import state
 
@@ -24,7 +25,7 @@ def file_id(raw: str) -> int:
 @get("/files/{file:str}")
 async def serve_file(request: Request, file: FromPath[str]) -> Response:
     found = state(request).store.file_bytes(file_id(file))
-    if found is None or found[0]["person"] != request.state.person.id:  # another's is as missing as none
+    if found is None or found[0]["person"] != me(request).id:  # another's is as missing as none
         raise NotFoundException("No such file.")
     row, data = found
     etag = f'"{row["sha256"]}"'

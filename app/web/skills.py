@@ -16,7 +16,7 @@ from ..skills import DESCRIPTION_MAX, FILE_MAX, BadSkill
 from ..store import Store
 from ..tables import NAME_MAX, Skill
 from . import render
-from .chats import form_field
+from .chats import form_field, me
 from .state import state
 
 FIELD_MAX = FILE_MAX  # characters of one form field; the skill's own limits are checked after
@@ -68,7 +68,7 @@ async def from_form(request: Request) -> Skill:
 
 def editor(request: Request) -> None:
     """Skills are shared by everyone's agents: only the owner changes them."""
-    if not request.state.person.owner:
+    if not me(request).owner:
         raise HTTPException(status_code=403, detail="Only the owner of this Tabletalk edits skills.")
 
 
