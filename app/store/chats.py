@@ -90,8 +90,11 @@ class Chats(Base):
             sql, params = sql + " AND rev <= ?", [*params, upto]
         return [Item.from_row(r) for r in self.all(sql + " ORDER BY chat, turn, id", params)]
 
-    def conversations_since(self, rev: int, upto: int | None = None) -> list[Conversation]:
+    def conversations_since(self, rev: int, upto: int | None = None, person: int | None = None) -> list[Conversation]:
+        """Conversations changed after `rev` (up to `upto`), everyone's or one `person`'s."""
         sql, params = "SELECT * FROM conversations WHERE rev > ?", [rev]
+        if person is not None:
+            sql, params = sql + " AND person = ?", [*params, person]
         if upto is not None:
             sql, params = sql + " AND rev <= ?", [*params, upto]
         return [Conversation.from_row(r) for r in self.all(sql + " ORDER BY id", params)]

@@ -92,8 +92,7 @@ async def list_events(request: Request, since: FromQuery[str | None] = None) -> 
             cursor = 0
         gone = [dom for chat, dom, person in s.store.tombstones_since(cursor)
                 if chat is None and person == who.id] if cursor else []
-        mine = [c for c in s.store.conversations_since(cursor) if c.person == who.id]
-        first = live.list_changes(s.store, mine, gone)
+        first = live.list_changes(s.store, s.store.conversations_since(cursor, person=who.id), gone)
     return Stream(follow(s.feed, follower, encode(top, first), top, still(request)),
                   media_type="text/event-stream", headers=HEADERS)
 
