@@ -613,7 +613,7 @@ def sse_messages(body: bytes) -> list[tuple[int, str]]:
         if not raw:
             continue
         lines = raw.decode("utf-8", "replace").split("\n")
-        html = "\n".join(l[6:] for l in lines if l.startswith("data: "))
+        html = "\n".join(l[6:] if l.startswith("data: ") else l[5:] for l in lines if l.startswith("data:"))
         out.append((len(raw) + 2, html))
     return out
 

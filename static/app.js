@@ -5,7 +5,7 @@
   "use strict";
 
   // The live feed's most frequent fragment: text a Markdown block grew by at its end.
-  // <hx-a t="BLOCK-ID" d="DEPTH">text</hx-a> appends to the block's last element, DEPTH
+  // <hx-a t=BLOCK-ID d=DEPTH>text</hx-a> appends to the block's last element, DEPTH
   // levels down (1 when d is left out: the commonest, a paragraph's text); a compact form of
   // an hx-partial with a :last-child selector (which cost more bytes than the text it carried).
   htmx.registerExtension("grow", {

@@ -162,6 +162,15 @@ def rows(data: Path, sql: str = "SELECT id, kind, text, state, done, turn, model
         db.close()
 
 
+def sse_value(line: str, name: str) -> str | None:
+    """The value of an SSE line `name:value` (one space after the colon dropped, as the
+    spec says), else None."""
+    if not line.startswith(name + ":"):
+        return None
+    value = line[len(name) + 1:]
+    return value[1:] if value[:1] == " " else value
+
+
 def csrf(client, path: str = "/") -> str:
     page = client.get(path)
     match = re.search(r'name="_csrf_token" value="([^"]+)"', page.text)

@@ -11,7 +11,7 @@ from app import db as dbm
 from app.feed import Feed
 from app.store import Store
 from app.web import live
-from tests.conftest import ask, idle, new_chat
+from tests.conftest import ask, idle, new_chat, sse_value
 from tests.fakes.openai_server import FakeModelServer, text, usage
 
 WINDOW = 4000  # tokens, as the fake reports it: small enough to outgrow in a test
@@ -139,7 +139,7 @@ def test_the_feed_moves_the_marker_when_the_view_moves(tmp_path):
     store.set_context(chat, used=100, window=1000, start=users[1], turns_out=1, left_out=50)
     feed.dispatch()
     message = follower.messages.popleft()[1].decode()
-    html = "".join(line[6:] for line in message.splitlines() if line.startswith("data: "))
+    html = "".join(v for line in message.splitlines() if (v := sse_value(line, "data")) is not None)
     page = BeautifulSoup(html, "html.parser")
     assert page.select_one('div#cut[hx-swap-oob="delete"]') is not None, "removed where it was ..."
     placed = page.select_one('hx-partial[hx-target="#items"] #cut')

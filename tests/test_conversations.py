@@ -17,7 +17,7 @@ from app.feed import Feed, encode
 from app.store import Store
 from app.tables import Conversation, Item, item
 from app.web import live
-from tests.conftest import csrf, new_chat, soup, wait_for
+from tests.conftest import csrf, new_chat, soup, sse_value, wait_for
 from tests.fakes.openai_server import rate, reasoning, stall, text
 
 HOSTILE = ['"', '""', "'", "AND", "OR", "NOT", "a AND", "AND OR NOT", "*", "**", "a*", "*a", "NEAR(",
@@ -392,7 +392,7 @@ def test_the_feed_sends_the_removal_to_the_list_and_to_the_open_page(tmp_path):
     [(rev, data)] = listing.messages
     assert data == encode(rev, f'<div id="c{gone.id}" hx-swap-oob="delete"></div>')
     [(_, data)] = page.messages
-    html = "\n".join(line[6:] for line in data.decode().splitlines() if line.startswith("data: "))
+    html = "\n".join(v for line in data.decode().splitlines() if (v := sse_value(line, "data")) is not None)
     said = BeautifulSoup(html, "html.parser")
     assert "This conversation was deleted" in said.select_one('#status[hx-swap-oob="true"]').text
     assert said.select_one('#composer[hx-swap-oob="delete"]') is not None

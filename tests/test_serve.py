@@ -8,7 +8,7 @@ import httpx
 import pytest
 from bs4 import BeautifulSoup
 
-from tests.conftest import Served, wait_for
+from tests.conftest import Served, sse_value, wait_for
 from tests.fakes.openai_server import rate, reasoning, stall, text
 
 pytestmark = pytest.mark.process
@@ -31,10 +31,10 @@ def read_events(served: Served, path: str, until, headers=None, timeout: float =
         assert r.headers["content-type"].startswith("text/event-stream")
         event_id, data = "", []
         for line in r.iter_lines():
-            if line.startswith("id: "):
-                event_id = line[4:]
-            elif line.startswith("data: "):
-                data.append(line[6:])
+            if (value := sse_value(line, "id")) is not None:
+                event_id = value
+            elif (value := sse_value(line, "data")) is not None:
+                data.append(value)
             elif line == "" and data:
                 messages.append((event_id, "\n".join(data)))
                 data = []

@@ -117,8 +117,9 @@ def item_changes(it: Item, parts: Parts, sent: Sent | None) -> tuple[str | None,
         else:
             depth, added = at  # appended to the block's last element, `depth` levels down (static/app.js)
             # most appends go one level down (a paragraph's text): that depth is the default
-            pieces.append(f'<hx-a t="{block.id}">{added}</hx-a>' if depth == 1
-                          else f'<hx-a t="{block.id}" d="{depth}">{added}</hx-a>')
+            # block ids are letters, digits and "-": no quotes needed around them
+            pieces.append(f'<hx-a t={block.id}>{added}</hx-a>' if depth == 1
+                          else f'<hx-a t={block.id} d={depth}>{added}</hx-a>')
     if new:
         pieces.append(f'<hx-partial hx-target="#{item_dom_id(it)}-b" hx-swap="upsert">'
                       + "".join(b.html for b in new) + "</hx-partial>")
