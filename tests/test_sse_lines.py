@@ -34,3 +34,15 @@ async def test_an_encoded_stream_is_decoded_first():
     body = gzip.compress('data: {"b": "é"}\n\ndata: [DONE]\n\n'.encode())
     got = await lines_of(httpx2.Response(200, headers={"content-encoding": "gzip"}, stream=Chunks([body])))
     assert [line for line in got if line] == ['data: {"b": "é"}'.encode(), b"data: [DONE]"]
+
+
+@pytest.mark.parametrize("html", ["<p>one line</p>", "<pre><code>def f():\n    return 1\n</code></pre>", " x\n\n  y ", ""])
+def test_the_feeds_messages_read_back_as_they_were_written(html):
+    """feed.encode writes fields without the optional space, but keeps a line's own leading
+    space (a reader drops one): every line, code indentation included, reads back the same."""
+    from app.feed import encode
+    from tests.conftest import sse_value
+
+    lines = encode(7, html).decode().split("\n")
+    assert lines[0] == "id:7" and lines[-2:] == ["", ""]
+    assert "\n".join(sse_value(line, "data") for line in lines[1:-2]) == html
