@@ -37,6 +37,55 @@
     if (ok) { form.reset(); var t = form.querySelector("textarea"); if (t) t.focus(); }
   });
 
+  // Copy. A control with data-copy puts text on the clipboard: data-copy="" copies the text
+  // at its href (a link to the raw text: what a person without JavaScript gets instead),
+  // data-copy="SELECTOR" the text of the nearest such element around it (a code block's
+  // <code>). Controls that only work with script carry class "js-only" (hidden without it).
+  document.documentElement.classList.add("js");
+  function nearText(c, sel) {
+    for (var el = c.parentElement; el; el = el.parentElement) {
+      var t = el.querySelector(sel);
+      if (t) return t.textContent;
+    }
+    return "";
+  }
+  function fallbackCopy(text) {
+    var ta = document.createElement("textarea");
+    ta.value = text; ta.setAttribute("readonly", ""); ta.style.position = "fixed"; ta.style.opacity = "0";
+    document.body.appendChild(ta); ta.select();
+    var ok = false;
+    try { ok = document.execCommand("copy"); } catch (err) { ok = false; }
+    ta.remove();
+    return ok ? Promise.resolve() : Promise.reject(new Error("copy refused"));
+  }
+  function copied(c, ok) {
+    var label = c.getAttribute("data-label") || c.textContent;
+    c.setAttribute("data-label", label);
+    c.textContent = ok ? "Copied" : "Copy failed";
+    setTimeout(function () { c.textContent = label; }, 1500);
+  }
+  document.addEventListener("click", function (e) {
+    var c = e.target.closest && e.target.closest("[data-copy]");
+    if (!c) return;
+    e.preventDefault();
+    var sel = c.getAttribute("data-copy");
+    var text = sel ? Promise.resolve(nearText(c, sel))
+                   : fetch(c.href, {credentials: "same-origin"}).then(function (r) {
+                       if (!r.ok) throw new Error(r.status); return r.text(); });
+    var done;
+    if (navigator.clipboard && window.isSecureContext) {
+      // A promise inside ClipboardItem keeps the click's permission while the text loads (Safari).
+      done = (window.ClipboardItem && navigator.clipboard.write)
+        ? navigator.clipboard.write([new ClipboardItem({"text/plain": text.then(function (t) {
+            return new Blob([t], {type: "text/plain"}); })})]).catch(function () {
+            return text.then(function (t) { return navigator.clipboard.writeText(t); }); })
+        : text.then(function (t) { return navigator.clipboard.writeText(t); });
+    } else {
+      done = text.then(fallbackCopy);
+    }
+    done.then(function () { copied(c, true); }, function () { copied(c, false); });
+  });
+
   // Keep the newest part of the conversation in view while it grows, unless the person scrolled up.
   var stick = true;
   window.addEventListener("scroll", function () {
