@@ -1,7 +1,7 @@
 """Conversations and their items: what pages show and the feed sends; deleting and searching."""
 from __future__ import annotations
 
-from dataclasses import fields
+from dataclasses import fields, replace
 from typing import Any
 
 from .. import db as dbm
@@ -100,11 +100,20 @@ class Chats(Base):
         return [Conversation.from_row(r) for r in self.all(sql + " ORDER BY id", params)]
 
     def add(self, new: Item) -> Item:
-        """Store a new item; a user item is its own turn."""
+        """Store a new item; a user item is its own turn, and the first names its conversation.
+
+        As the seed's constructors make them: a `retry` or `stop` that names no turn is of the
+        conversation's last turn (a retry) or of the one running (a stop), and an item that has
+        an id already (a decided call) is written over its row.
+        """
         if new.chat is None:
             raise ValueError("an item belongs to a conversation")
+        if new.id is not None:
+            return self._written_over(new)
         t = dbm.now()
         with self.write() as db:
+            if new.kind in ("retry", "stop") and not new.turn:
+                new = replace(new, turn=self._turn_of(new))
             rev = dbm.bump(db)
             values = new.to_dict() | {"created": t, "updated": t, "rev": rev, "done": int(new.done)}
             values.pop("id")
@@ -114,9 +123,33 @@ class Chats(Base):
             if new.kind == "user":
                 db.conn.execute("UPDATE items SET turn = ? WHERE id = ?", [item_id, item_id])
                 values["turn"] = item_id
+                # the first message names its conversation, in the message's rev
+                db.conn.execute("UPDATE conversations SET title = ?, rev = ? WHERE id = ? AND title = ''",
+                                [first_words(new.text), rev, new.chat])
             # not a change a page shows, so no rev: only the title and the list order show
             db.conn.execute("UPDATE conversations SET updated = ? WHERE id = ?", [t, new.chat])
         return Item(**{k: v for k, v in values.items() if k != "done"}, done=bool(new.done), id=item_id)
+
+    def _turn_of(self, new: Item) -> int:
+        if new.kind == "retry":
+            last = self.one("SELECT max(id) FROM items WHERE chat = ? AND kind = 'user' AND turn = id", [new.chat])[0]
+            if last is None:
+                raise ValueError("there is no answer to make again yet")
+            return last
+        running = self.one("SELECT id, kind, turn FROM items WHERE chat = ? AND done = 0 AND kind IN ('user','retry') "
+                           "ORDER BY id LIMIT 1", [new.chat])
+        return (running["id"] if running["kind"] == "user" else running["turn"]) if running else 0
+
+    def _written_over(self, changed: Item) -> Item:
+        with self.write():
+            stored = self.item(changed.id)
+            if stored is None or stored.chat != changed.chat:
+                raise ValueError(f"there is no item {changed.id} in conversation {changed.chat}")
+            values = {k: v for k, v in changed.to_dict().items()
+                      if k in ITEM_COLUMNS and k not in ("created", "updated", "rev") and v != getattr(stored, k)}
+            if values:
+                self.update(changed.id, **values)
+            return self.item(changed.id)
 
     def update(self, item_id: int, **values: Any) -> None:
         """Change some columns of an item (text, output, state, done ...)."""
@@ -163,12 +196,7 @@ class Chats(Base):
     def ask(self, chat: int, text: str, model: str = "", files: tuple[int, ...] = (), thinking: str = "",
             steer: bool = False) -> Item:
         """Write the person's message; the first one also names the conversation."""
-        with self.write():
-            new = self.add(asked(chat, text, model=model, files=files, thinking=thinking, steer=steer))
-            convo = self.conversation(chat)
-            if convo is not None and not convo.title:
-                self.set_title(chat, first_words(text))
-        return new
+        return self.add(asked(chat, text, model=model, files=files, thinking=thinking, steer=steer))
 
     # --- deleting and searching conversations ---------------------------------------
 
