@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import inspect
 import json
 import re
@@ -208,6 +209,11 @@ def test_item_is_any_entry_of_a_conversation(session):
         store.add(loose)
     with pytest.raises(ValueError, match="unknown item kind"):
         api.item("chat", "x", chat.id)
+    # an item that has an id is written over its own row, never over another conversation's
+    other = store.new_conversation(None)
+    with pytest.raises(ValueError, match=f"no item {note.id} in conversation {other.id}"):
+        store.add(dataclasses.replace(note, chat=other.id, text="moved"))
+    assert store.item(note.id).text == "Noted." and store.add(dataclasses.replace(note, text="Noted!")).text == "Noted!"
 
 
 def test_assistant_is_an_agent_with_defaults(session):
