@@ -9,6 +9,8 @@ import pytest
 from bs4 import BeautifulSoup, Tag
 
 from app.markdown import (
+    MATHML_ATTRIBUTES,
+    MATHML_ELEMENTS,
     Block,
     Changes,
     append_at,
@@ -207,7 +209,7 @@ def test_basic_blocks_and_ids():
     assert [t.name for t in tags] == ["h1", "p", "hr", "div", "blockquote"]
     assert tags[1].em.get_text() == "para"
     assert tags[1].code.get_text() == "code"
-    assert tags[3]["class"] == ["hl"] and tags[3].pre.code.get_text() == "indented\n"
+    assert tags[3]["class"] == ["code"] and tags[3].pre.code.get_text() == "indented\n"
     blocks = keyed(text, "item-0007")
     assert [b.id for b in blocks] == [f"item-0007-{n}" for n in range(5)]
     with pytest.raises(Exception):
@@ -268,9 +270,9 @@ def test_unclosed_fence_renders_as_code_so_far():
     blocks = keyed("Here:\n\n```python\ndef f(x):\n    return '<b>' + x", "k")
     assert len(blocks) == 2
     code = block_tags("Here:\n\n```python\ndef f(x):\n    return '<b>' + x")[1]
-    assert code.name == "div" and code["class"] == ["hl"]
+    assert code.name == "div" and code["class"] == ["code"] and code.find("div", class_="hl")
     assert code.pre.code.get_text() == "def f(x):\n    return '<b>' + x"
-    assert code.find("span") is None  # still streaming: plain, highlighted when closed
+    assert code.pre.find("span") is None  # still streaming: plain, highlighted when closed
     assert "&lt;b&gt;" in blocks[1].html
     # just the opening line, and an opening line with a partial info string
     assert block_tags("```")[0].pre.code.get_text() == ""
@@ -335,8 +337,11 @@ def test_non_web_links_stay_text():
 
 def test_tables():
     text = "| Name | Count |\n|:-----|------:|\n| a `b` | 1 |\n| ~~c~~ | 22 |\n"
-    (table,) = block_tags(text)
-    assert table.name == "table"
+    (region,) = block_tags(text)
+    # a wide table scrolls sideways in a region the keyboard can reach
+    assert region.name == "div" and region["class"] == ["table-scroll"]
+    assert region["tabindex"] == "0" and region["role"] == "region" and region["aria-label"]
+    table = region.table
     assert [th.get_text() for th in table.thead.find_all("th")] == ["Name", "Count"]
     rows = table.tbody.find_all("tr")
     assert [[td.get_text() for td in tr.find_all("td")] for tr in rows] == [
@@ -354,8 +359,11 @@ def test_strikethrough():
 
 def test_code_is_highlighted_with_classes_and_escaped():
     text = '```python\nif a < b and c > d:\n    print("</code><script>alert(1)</script>")\n```\n'
-    (div,) = block_tags(text)
-    assert div.name == "div" and div["class"] == ["hl"]
+    (block,) = block_tags(text)
+    assert block.name == "div" and block["class"] == ["code"]
+    head, div = block.find_all("div", recursive=False)
+    assert head.find(class_="lang").get_text() == "python"
+    assert div["class"] == ["hl"] and div.pre["tabindex"] == "0"
     code = div.pre.code
     assert code.find("span", class_="k") is not None  # keyword
     assert code.find("span", class_="nb").get_text() == "print"
@@ -372,8 +380,9 @@ def test_language_aliases_and_info_words():
 
 
 def test_unknown_language_is_plain_escaped_code():
-    (div,) = block_tags("```no-such-lang\n<b>&amp;</b>\n```")
-    assert div["class"] == ["hl"]
+    (block,) = block_tags("```no-such-lang\n<b>&amp;</b>\n```")
+    assert block.find(class_="lang").get_text() == "no-such-lang"
+    div = block.find("div", class_="hl")
     assert div.pre.code.get_text() == "<b>&amp;</b>\n"
     assert div.find("span") is None and div.find("b") is None
 
@@ -476,11 +485,13 @@ HOSTILE = [
 ALLOWED_TAGS = {
     "div", "p", "h1", "h2", "h3", "h4", "h5", "h6", "ul", "ol", "li", "blockquote",
     "pre", "code", "span", "a", "em", "strong", "s", "table", "thead", "tbody", "tr",
-    "th", "td", "hr", "br",
+    "th", "td", "hr", "br", "button", "input", *MATHML_ELEMENTS,
 }
-ALLOWED_ATTRS = {"class", "id", "href", "title", "rel", "target", "style", "start"}
+ALLOWED_ATTRS = {"class", "id", "href", "title", "rel", "target", "style", "start",
+                 "tabindex", "role", "aria-label", "type", "disabled", "checked",
+                 "data-copy", "display", *MATHML_ATTRIBUTES}
 FORBIDDEN_TAGS = ["script", "iframe", "svg", "img", "object", "embed", "style", "form",
-                  "input", "base", "meta", "link", "frame", "math"]
+                  "base", "meta", "link", "frame", "maction", "annotation-xml"]
 
 
 def assert_inert(html: str) -> None:
@@ -493,12 +504,22 @@ def assert_inert(html: str) -> None:
             assert name in ALLOWED_ATTRS, (name, html)
             if name == "style":
                 assert re.fullmatch(r"text-align:(left|right|center)", value), html
+            if name in MATHML_ATTRIBUTES or name == "display":
+                assert el.name in MATHML_ELEMENTS, html
+                assert re.fullmatch(r"[-+#.%a-zA-Z0-9 ]*", value), html
         if el.name == "a":
             assert re.match(r"(https?://|mailto:)", el["href"], re.I), html
             assert el["rel"] == ["nofollow", "noopener", "noreferrer"]
             assert el["target"] == "_blank"
         else:
             assert "href" not in el.attrs
+        if el.name == "input":  # a task list's box, and nothing else
+            assert el["type"] == "checkbox" and el.has_attr("disabled"), html
+        if el.name == "button":  # a code block's Copy
+            assert el.attrs == {"type": "button", "class": ["copy", "js-only"], "data-copy": "code"}
+        if el.name in MATHML_ELEMENTS:  # MathML holds MathML only
+            assert el.name == "math" or el.find_parent("math") is not None, html
+            assert all(c.name in MATHML_ELEMENTS for c in el.find_all(True)), html
     for a in doc.find_all(href=True):
         assert re.match(r"(https?://|mailto:)", a["href"], re.I), html
     assert "<script" not in html.lower()
@@ -680,7 +701,7 @@ def test_appended_growing_paragraph():
 def test_appended_growing_code_block():
     old = keyed("```python\nx = 1\n", "k")[0].html
     new = keyed("```python\nx = 1\nif x < 2:", "k")[0].html
-    assert append_at(old, new) == (3, "if x &lt; 2:")  # div.md > div.hl > pre > code
+    assert append_at(old, new) == (4, "if x &lt; 2:")  # div.md > div.code > div.hl > pre > code
 
 
 def test_appended_list_items():
@@ -698,7 +719,7 @@ def test_appended_table_rows():
     old = keyed("| a |\n|---|\n| 1 |", "k")[0].html
     new = keyed("| a |\n|---|\n| 1 |\n| 2 |", "k")[0].html
     depth, frag = append_at(old, new)
-    assert frag == "<tr>\n<td>2</td>\n</tr>\n" and depth == 2  # table > tbody
+    assert frag == "<tr>\n<td>2</td>\n</tr>\n" and depth == 3  # region > table > tbody
 
 
 def test_appended_none_when_not_an_append():
@@ -771,8 +792,8 @@ def test_final_render_keeps_the_edge_as_written():
     assert render("a `cod") == "<p>a `cod</p>\n"
     assert render("Title\n-") == "<h2>Title</h2>\n"
     assert render("| a | b |\n|--") == "<p>| a | b |\n|--</p>\n"
-    assert render("```python\nx = 1\ny =") == (
-        '<div class="hl"><pre><code>x = 1\ny =</code></pre></div>\n'
+    assert render("```python\nx = 1\ny =").endswith(
+        '<div class="hl"><pre tabindex="0"><code>x = 1\ny =</code></pre></div></div>\n'
     )
     link = render("see [docs](https://exa")
     assert "[docs](" in link and 'href="https://exa"' in link  # linkified as it stands
@@ -875,10 +896,10 @@ def test_growing_edge_tables(no_grid):
     assert grown(head + "| 1 | 2") == grown(head)  # a row shows once it is complete
     assert grown(head + "| 1 | 2 |\n| 3") == grown(head + "| 1 | 2 |")
     depth, fragment = append_at(table, grown(head + "| 1 | 2 |")[0].html)
-    assert depth == 1 and fragment.startswith("<tbody>")
+    assert depth == 2 and fragment.startswith("<tbody>")  # region > table
     two = grown(head + "| 1 | 2 |\n| 3 | 4 |")[0].html
     assert append_at(grown(head + "| 1 | 2 |")[0].html, two) == (
-        2, '<tr>\n<td style="text-align:left">3</td>\n<td style="text-align:right">4</td>\n</tr>\n'
+        3, '<tr>\n<td style="text-align:left">3</td>\n<td style="text-align:right">4</td>\n</tr>\n'
     )
 
 
@@ -886,16 +907,16 @@ def test_growing_edge_fences(no_grid):
     assert grown("intro\n\n```pyth") == grown("intro")  # the info string is being typed
     empty = grown("```python\n")[0].html
     one = grown("```python\nx = 1\ny =")[0].html  # whole lines only, highlighted
-    assert '<span class="n">x</span>' in one and "y" not in inner(one).replace("hl", "")
-    assert append_at(empty, one)[0] == 3  # div.md > div.hl > pre > code
+    assert '<span class="n">x</span>' in one and "y" not in BeautifulSoup(one, "html.parser").code.get_text()
+    assert append_at(empty, one)[0] == 4  # div.md > div.code > div.hl > pre > code
     two = grown("```python\nx = 1\ny = 2\n``")[0].html  # a closing fence arriving waits
-    assert append_at(one, two) == (3, '<span class="n">y</span> <span class="o">=</span> '
+    assert append_at(one, two) == (4, '<span class="n">y</span> <span class="o">=</span> '
                                       '<span class="mi">2</span>\n')
     closed = "```python\nx = 1\ny = 2\n```"
     assert grown(closed) == keyed(closed, "k")  # its closing changes nothing
     assert grown(closed)[0].html == two
     # no language (or an unknown one): plain, and partial lines show
-    assert inner(grown("```\nx = 1\ny =")[0].html).endswith("y =</code></pre></div>")
+    assert inner(grown("```\nx = 1\ny =")[0].html).endswith("y =</code></pre></div></div>")
     # inside a list item too
     assert grown("- step:\n  ```bash\n  make te")[0].html == grown("- step:\n  ```bash\n")[0].html
 
@@ -1016,3 +1037,257 @@ def test_an_empty_link_destination_renders_no_href():
     from app.markdown import render as _render
     html = _render("[x]() and [y]( )")
     assert 'href=""' not in html and "<a>x</a>" in html
+
+
+# --------------------------------------------------------------------------- math, tasks, code
+
+MATH_SAMPLE = r"""## Energy and area
+
+Einstein's $E = mc^2$ ties mass to energy, and \(a^2 + b^2 = c^2\) is Pythagoras. A ticket costs $5 and a meal $10, which is money and stays text.
+
+$$\int_0^1 x^2\,dx = \frac{1}{3}$$
+
+The same sum in brackets, over three lines:
+
+\[
+\sum_{k=1}^{n} k = \frac{n(n+1)}{2}
+\]
+
+- [x] derive the formula
+- [ ] check it numerically
+- [ ] write it up with \(n = 10\)
+
+> **Note:** a quoted remark, with $\alpha$ in it.
+
+| n | sum |
+|---|----:|
+| 10 | $55$ |
+| 100 | 5050 |
+
+```python
+def total(n: int) -> int:
+    return n * (n + 1) // 2
+```
+"""
+
+
+def maths(html: str) -> list[Tag]:
+    return soup(html).find_all("math")
+
+
+def test_math_arrives_as_mathml():
+    doc = soup(render(MATH_SAMPLE))
+    inline = doc.find_all("math", attrs={"display": "inline"})
+    display = doc.find_all("math", attrs={"display": "block"})
+    assert len(inline) == 5 and len(display) == 2
+    assert inline[0].find("msup").get_text() == "c2"  # $E = mc^2$
+    for m in display:  # each display formula in its own focusable region, scrolling sideways
+        region = m.parent
+        assert region.name == "div" and region["class"] == ["math-display"]
+        assert region["tabindex"] == "0" and region["role"] == "region" and region["aria-label"]
+    assert display[0].find("mspace")["width"] == "0.167em"  # the `\,` reached LaTeX
+    assert display[1].find("mfrac") is not None and display[1].find("munderover") is not None
+    assert "costs $5 and a meal $10, which" in doc.get_text()
+    assert_inert(render(MATH_SAMPLE))
+    # every block holds one element, as ever
+    assert [t.name for t in block_tags(MATH_SAMPLE)] == [
+        "h2", "p", "div", "p", "div", "ul", "blockquote", "div", "div"]
+
+
+def test_math_delimiters():
+    for text, display in [
+        ("$x^2$", "inline"), ("\\(x^2\\)", "inline"), ("a $$x^2$$ b", "block"),
+        ("a \\[x^2\\] b", "block"), ("$$\nx^2\n$$", "block"), ("\\[\nx^2\n\\]", "block"),
+        ("$$ x^2 $$", "block"), ("- $x^2$", "inline"), ("> \\[x^2\\]", "block"),
+        ("$a\\$b$", "inline"),
+    ]:
+        (m,) = maths(render(text))
+        assert m["display"] == display, text
+    # inside a paragraph, display math is phrasing content: no <div> inside the <p>
+    (p,) = block_tags("a $$x^2$$ b")
+    assert p.name == "p" and p.find("div") is None and p.find("span", class_="math-display")
+
+
+def test_money_and_code_stay_text():
+    for text in ["It costs $5 and $10.", "from $3.50 to $4", "$ x $", "pay $5, get $", "\\$x\\$",
+                 "a $ and a $", "`$x$` in code", "1$x$2", "\\(\\)", "$$\n\n$$"]:
+        assert not maths(render(text)), text
+    assert render("It costs $5 and $10.") == "<p>It costs $5 and $10.</p>\n"
+    (block,) = block_tags("```\n$x$ \\(y\\)\n```")
+    assert block.find("math") is None and block.code.get_text() == "$x$ \\(y\\)\n"
+
+
+HOSTILE_LATEX = [
+    r"\href{javascript:alert(1)}{x}",
+    r"\href{data:text/html,<script>alert(1)</script>}{x}",
+    r"\text{<script>alert(1)</script>}",
+    r"\text{<img src=x onerror=alert(1)>}",
+    r"\text{</math><script>alert(1)</script>}",
+    r"\mathrm{<svg onload=alert(1)>}",
+    r"\text{<!-- x --> <![CDATA[ y ]]>}",
+    r"\text{&lt;script&gt;alert(1)&lt;/script&gt;}",
+    r"\style{background:url(javascript:alert(1))}{x}",
+    r"\class{x onmouseover=alert(1)}{y}",
+    r"\color{javascript:alert(1)}{x}",
+    r"\color{red\" onclick=\"alert(1)}{x}",
+    r"\mathcolor{red}{x} \colorbox{red}{y}",
+    r"\htmlId{a}{b} \cssId{a}{b} \toggle{a}{b}\endtoggle",
+    r"\operatorname{<a href=javascript:alert(1)>x</a>}",
+]
+
+
+@pytest.mark.parametrize("latex", HOSTILE_LATEX)
+def test_hostile_latex_stays_inert(latex):
+    for text in (f"${latex}$", f"$${latex}$$", f"\\({latex}\\)", f"a \\[{latex}\\] b",
+                 f"$$\n{latex}\n$$", f"\\[\n{latex}\n\\]", f"- [ ] ${latex}$", f"| ${latex}$ |\n|---|"):
+        html = render(text)
+        assert_inert(html)
+        doc = soup(html)
+        assert not doc.find_all(href=True) and "javascript" not in str(doc.find_all("math"))
+        for el in doc.find_all(True):
+            assert not any(a.startswith("on") for a in el.attrs), html
+        for m in doc.find_all("math"):
+            for el in m.find_all(True):
+                assert not {"style", "class", "href", "id"} & set(el.attrs), html
+        assert_inert(joined(keyed(text, "k")))
+
+
+def test_math_errors_and_huge_inputs_show_the_source():
+    from app.markdown import MATH_MAX
+    for latex in ["\\frac{", "\\sqrt" * 50, "x^2^3", "{" * 200 + "x" + "}" * 200,
+                  "a" * (MATH_MAX + 1), "\\begin{matrix}" + "a&" * 800]:
+        doc = soup(render(f"$${latex}$$"))
+        assert doc.find("math") is None, latex[:40]
+        source = doc.find("code", class_="math-source")
+        assert source is not None and source.get_text() == latex.strip(), latex[:40]
+    # a formula within the bound renders, and its MathML is bounded by a small multiple of it
+    big = render("$$" + "x+" * (MATH_MAX // 2 - 1) + "x$$")
+    assert soup(big).find("math") is not None and len(big) < 64 * 1024
+    # many formulas: the output grows linearly with the input (each one is bounded)
+    many = render(" ".join(f"${i}x$" for i in range(500)))
+    assert len(maths(many)) == 500 and len(many) < 500 * 200
+
+
+def test_math_openers_without_closers_stay_linear():
+    # a text full of openers that never close: each closer search is bounded, so the
+    # parse looks at a bounded number of characters per opener (the text stays text)
+    for opener in ["\\(", "\\[", "$"]:
+        text = (opener + "x ") * 5000
+        html = render(text)
+        assert not maths(html) and len(html) < 2 * len(text)
+        assert not maths(joined(grown(text)))
+
+
+def test_task_lists_are_disabled_check_boxes():
+    (ul,) = block_tags("- [ ] to do\n- [x] done\n- [X] also done\n  - [ ] nested\n- plain\n")
+    assert ul["class"] == ["tasks"]
+    items = ul.find_all("li", recursive=False)
+    assert [li.get("class") for li in items] == [["task"], ["task"], ["task"], None]
+    boxes = ul.find_all("input")
+    assert len(boxes) == 4
+    assert all(b["type"] == "checkbox" and b.has_attr("disabled") and b.get("aria-label") for b in boxes)
+    assert [b.has_attr("checked") for b in boxes] == [False, True, True, False]
+    assert items[0].get_text(strip=True) == "to do" and "[" not in items[1].get_text()
+    # not tasks: no text after the box, outside a list, in code
+    for text in ["- [ ]", "- [x]", "[ ] a", "- `[ ] a`", "- [link](https://a.example) b"]:
+        assert "<input" not in render(text), text
+    assert markdown_module.task_counts("- [x] a\n- [ ] b\n- [x] c\n* [ ] d\n1. [x] e\n") == (3, 5)
+    assert markdown_module.task_counts("no tasks\n```\n- [x] code\n```") == (0, 0)
+
+
+def test_task_boxes_leave_the_inline_cache_alone():
+    # the inline children are cached by content and shared: a task item must not change them
+    assert "<input" in render("- [ ] same words")
+    assert render("[ ] same words") == "<p>[ ] same words</p>\n"
+    assert render("- [ ] same words") == render("- [ ] same words")
+    assert render("- [ ] same words").count("<input") == 1
+
+
+def test_code_blocks_have_a_language_and_a_copy_button():
+    (block,) = block_tags("```python\nprint(1)\n```")
+    head = block.find("div", class_="code-head")
+    assert head.find(class_="lang").get_text() == "python"
+    button = head.find("button")
+    assert button.attrs == {"type": "button", "class": ["copy", "js-only"], "data-copy": "code"}
+    assert button.get_text() == "Copy"
+    assert block.pre["tabindex"] == "0"  # a long line scrolls with the keyboard
+    assert list(block.children)[-1]["class"] == ["hl"]  # the code last: a streaming fence grows at the end
+    (indented,) = block_tags("    x = 1")
+    assert indented.find(class_="lang").get_text() == "" and indented.find("button")
+    (odd,) = block_tags('```"><b>' + "x" * 100 + "\ncode\n```")
+    assert odd.find("b") is None and len(odd.find(class_="lang").get_text()) <= 32
+
+
+def test_growing_math_waits_for_its_close(no_grid):
+    for text, html in [
+        ("Energy $E = mc", "<p>Energy</p>"),
+        ("Energy $", "<p>Energy</p>"),
+        ("Energy \\(a +", "<p>Energy</p>"),
+        ("Energy \\[a +", "<p>Energy</p>"),
+        ("Energy $$a +", "<p>Energy</p>"),
+        ("Energy $$a + b$", "<p>Energy</p>"),
+    ]:
+        assert [inner(b.html) for b in grown(text)] == [html], text
+    # a display block waits whole, then comes as one new block
+    assert [inner(b.html) for b in grown("intro\n\n$$\n\\int_0^1 x")] == ["<p>intro</p>"]
+    assert [inner(b.html) for b in grown("intro\n\n\\[\n\\int_0^1 x\n\\")] == ["<p>intro</p>"]
+    assert grown("intro\n\n$$\nx\n$$")[1] == keyed("intro\n\n$$\nx\n$$", "k")[1]
+    # the close arriving is an append after the text before it
+    old = grown("Energy $E = mc")[0].html
+    new = grown("Energy $E = mc^2$ and more")[0].html
+    depth, fragment = append_at(old, new)
+    assert depth == 1 and fragment.startswith(' <math display="inline">') and fragment.endswith(" and more")
+    # money is no math: a `$` without its close waits only so long, then shows as text
+    money = "It costs $10 a month" + ", which is fine" * 20
+    assert "$10" in grown(money)[0].html
+    assert "$10" not in grown("costs $5 and $10")[0].html  # (it may still be math)
+    # math holding `*`, `[` or "`" opens no emphasis, link or code at the edge
+    for text in ["$a*b$ and", "$[0, 1)$ and", "$`x$ and", "\\(a_1 * b_1\\) and"]:
+        assert grown(text) == keyed(text, "k"), text
+
+
+def test_growing_task_list(no_grid):
+    assert grown("- [") == [] and grown("- [ ]") == [] and grown("- [x") == []
+    one = grown("- [ ] wri")[0].html
+    assert "<input" in one and append_at(one, grown("- [ ] write it")[0].html) == (2, "te it")
+    two = grown("- [ ] write it\n- [x] do")[0].html
+    assert append_at(grown("- [ ] write it")[0].html, two)[0] == 1
+
+
+@pytest.mark.parametrize("text", [MATH_SAMPLE], ids=["math_sample"])
+def test_growing_math_sample_is_safe_keyed_and_final(text):
+    test_growing_stream_is_safe_and_keyed(text)
+    assert grown(text) == keyed(text, "k") or markdown_module.REVEAL_STEP > 1
+
+
+def test_growing_complete_math_sample_is_the_final_render(no_grid):
+    assert grown(MATH_SAMPLE) == keyed(MATH_SAMPLE, "k")
+
+
+def test_growing_feed_over_math_sends_appends():
+    """The feed over the math sample: the page ends equal to the final render, and the
+    new block kinds (math, tasks, wrapped tables and code) grow by appends."""
+    page: dict[str, str] = {}
+    appends = replaces = sent = 0
+    for prefix in [*stream(MATH_SAMPLE, seed=5), None]:
+        blocks = grown(prefix) if prefix is not None else keyed(MATH_SAMPLE, "k")
+        changed, new, gone = block_changes(page, blocks)
+        for b in changed:
+            found = append_at(page[b.id], b.html)
+            if found is None:
+                replaces += 1
+                sent += len(b.html)
+            else:
+                depth, fragment = found
+                assert apply_append(page[b.id], b.id, depth, fragment) == str(soup(b.html))
+                appends += 1
+                sent += len(fragment)
+            page[b.id] = b.html
+        for b in new:
+            page[b.id] = b.html
+            sent += len(b.html)
+        for id_ in gone:
+            del page[id_]
+    assert page == {b.id: b.html for b in keyed(MATH_SAMPLE, "k")}
+    assert replaces <= 1 and appends > 5, (appends, replaces)
+    assert sent < 1.5 * len(joined(keyed(MATH_SAMPLE, "k"))) + 60 * (appends + replaces)

@@ -112,7 +112,10 @@ from __future__ import annotations
 # _GROWN and _growing_source: benchmarks/markdown_stream.py reaches into them
 from .blocks import _GROWN, BLOCK_CLASS, Block, keyed, render
 from .diff import Changes, append_at, append_selector, appended, block_changes
-from .engine import CODE_CLASS
+from .engine import CODE_CLASS, task_counts
+from .mathml import ATTRIBUTES as MATHML_ATTRIBUTES
+from .mathml import ELEMENTS as MATHML_ELEMENTS
+from .mathml import MATH_MAX
 from .growing import _growing_source
 
 __all__ = [
@@ -125,6 +128,10 @@ __all__ = [
     "append_at",
     "append_selector",
     "CODE_CLASS",
+    "task_counts",
+    "MATH_MAX",
+    "MATHML_ELEMENTS",
+    "MATHML_ATTRIBUTES",
     "BLOCK_CLASS",
     "REVEAL_STEP",
 ]

@@ -29,6 +29,8 @@ from pygments.formatters import HtmlFormatter
 from pygments.lexers import get_lexer_by_name
 from pygments.util import ClassNotFound
 
+from .mathml import add_math
+
 CODE_CLASS = "hl"  # Pygments' cssclass; static/code.css styles `.hl`
 LINK_REL = "nofollow noopener noreferrer"
 _GROWING = "tabletalk.growing"  # env key: fences still streaming are highlighted
@@ -61,6 +63,24 @@ class _Linkify(LinkifyIt):
 # --------------------------------------------------------------------------- code
 
 _FORMATTER = HtmlFormatter(cssclass=CODE_CLASS, wrapcode=True)
+_PRE = '<pre tabindex="0">'  # focusable: a long line scrolls with the keyboard
+_LANG_MAX = 32  # characters of a fence's language shown in its header
+
+
+def _code_head(lang: str) -> str:
+    """A code block's header: its language, and a Copy button (static/app.js copies the
+    nearest <code>; class js-only hides it where script does not run)."""
+    label = escapeHtml(lang[:_LANG_MAX]) if lang else ""
+    return (
+        f'<div class="code-head"><span class="lang">{label}</span>'
+        '<button type="button" class="copy js-only" data-copy="code">Copy</button></div>'
+    )
+
+
+def _code_block(lang: str, inner: str) -> str:
+    """The wrapper every code block has: header, then the (highlighted or plain) code,
+    last, so that a fence still streaming grows at the end of the block."""
+    return f'<div class="code">{_code_head(lang)}{inner}</div>'
 
 
 @functools.lru_cache(maxsize=256)
@@ -76,7 +96,8 @@ def _highlight(lang: str, code: str) -> str | None:
     lexer = _lexer(lang.lower())
     if lexer is None:
         return None
-    return _pygments_highlight(code, lexer, _FORMATTER).rstrip("\n")
+    html = _pygments_highlight(code, lexer, _FORMATTER).rstrip("\n")
+    return html.replace("<pre>", _PRE, 1)
 
 
 _highlighted = functools.lru_cache(maxsize=512)(_highlight)
@@ -93,7 +114,7 @@ def _highlight_shell(lang: str) -> str:
 
 
 def _plain_code(code: str) -> str:
-    return f'<div class="{CODE_CLASS}"><pre><code>{escapeHtml(code)}</code></pre></div>'
+    return f'<div class="{CODE_CLASS}">{_PRE}<code>{escapeHtml(code)}</code></pre></div>'
 
 
 def _fence_closed(state: StateBlock, start: int, markup: str) -> bool:
@@ -158,6 +179,48 @@ def _inline_cached(state: StateCore) -> None:
         _INLINE_CACHE[(sig, token.content)] = token.children or []
 
 
+# --------------------------------------------------------------------------- task lists
+
+_TASK = re.compile(r"\[([ xX])\][ \t]+")
+
+
+def _tasks(state: StateCore) -> None:
+    """`- [ ] x` / `- [x] y`: a list item whose paragraph starts so gets a disabled check
+    box (GitHub's task lists). The inline children may be shared with the inline cache:
+    they are replaced, never changed in place."""
+    tokens = state.tokens
+    for i in range(2, len(tokens)):
+        token = tokens[i]
+        if not (
+            token.type == "inline"
+            and tokens[i - 1].type == "paragraph_open"
+            and tokens[i - 2].type == "list_item_open"
+            and token.children
+            and token.children[0].type == "text"
+        ):
+            continue
+        first = token.children[0]
+        m = _TASK.match(first.content)
+        if m is None or not _TASK.match(token.content):
+            continue
+        box = Token("task_box", "input", 0)
+        box.meta = {"done": m.group(1) != " "}
+        rest = first.content[m.end():]
+        token.children = [box, *([first.copy(content=rest)] if rest else []), *token.children[1:]]
+        item = tokens[i - 2]
+        item.attrSet("class", "task")
+        for j in range(i - 3, -1, -1):
+            if tokens[j].level == item.level - 1 and tokens[j].nesting == 1:
+                tokens[j].attrSet("class", "tasks")
+                break
+
+
+def _render_task_box(self, tokens: Sequence[Token], idx: int, options, env) -> str:
+    if tokens[idx].meta.get("done"):
+        return '<input type="checkbox" disabled checked aria-label="done"> '
+    return '<input type="checkbox" disabled aria-label="to do"> '
+
+
 # --------------------------------------------------------------------------- renderer
 
 
@@ -165,6 +228,10 @@ def _render_fence(self, tokens: Sequence[Token], idx: int, options, env) -> str:
     token = tokens[idx]
     info = unescapeAll(token.info).strip() if token.info else ""
     lang = info.split(maxsplit=1)[0] if info else ""
+    return _code_block(lang, _fence_code(token, lang, env)) + "\n"
+
+
+def _fence_code(token: Token, lang: str, env) -> str:
     if (
         lang
         and token.meta.get("streaming")
@@ -175,17 +242,29 @@ def _render_fence(self, tokens: Sequence[Token], idx: int, options, env) -> str:
         # growing: the fence holds whole lines only (see _stable_fence), highlighted as
         # they come; highlighting is per line, so each new line is an append
         if not token.content:
-            return _highlight_shell(lang) + "\n"
-        return str(_highlighted_growing(lang, token.content)) + "\n"
+            return _highlight_shell(lang)
+        return str(_highlighted_growing(lang, token.content))
     if lang and token.content and not token.meta.get("streaming"):
         html = _highlighted(lang, token.content)
         if html is not None:
-            return html + "\n"
-    return _plain_code(token.content) + "\n"
+            return html
+    return _plain_code(token.content)
 
 
 def _render_code_block(self, tokens: Sequence[Token], idx: int, options, env) -> str:
-    return _plain_code(tokens[idx].content) + "\n"
+    return _code_block("", _plain_code(tokens[idx].content)) + "\n"
+
+
+def _render_table_open(self, tokens: Sequence[Token], idx: int, options, env) -> str:
+    # a wide table scrolls sideways in a region the keyboard can reach
+    return _TABLE_REGION + self.renderToken(tokens, idx, options, env)
+
+
+def _render_table_close(self, tokens: Sequence[Token], idx: int, options, env) -> str:
+    return self.renderToken(tokens, idx, options, env) + "</div>\n"
+
+
+_TABLE_REGION = '<div class="table-scroll" tabindex="0" role="region" aria-label="Table">'
 
 
 def _render_link_open(self, tokens: Sequence[Token], idx: int, options, env) -> str:
@@ -246,10 +325,28 @@ def _make_md() -> MarkdownIt:
     md.add_render_rule("code_block", _render_code_block)
     md.add_render_rule("link_open", _render_link_open)
     md.add_render_rule("image", _render_image)
+    md.add_render_rule("table_open", _render_table_open)
+    md.add_render_rule("table_close", _render_table_close)
+    md.core.ruler.after("inline", "tasks", _tasks)
+    md.add_render_rule("task_box", _render_task_box)
+    add_math(md)
     return md
 
 
 _md = _make_md()
+
+
+@functools.lru_cache(maxsize=64)
+def task_counts(text: str) -> tuple[int, int]:
+    """(done, all) of the task list items in the Markdown (`- [x] a` is done)."""
+    boxes = [
+        child
+        for token in _md.parse(text or "")
+        if token.type == "inline"
+        for child in token.children or ()
+        if child.type == "task_box"
+    ]
+    return sum(1 for box in boxes if box.meta.get("done")), len(boxes)
 
 
 # --------------------------------------------------------------------------- blocks

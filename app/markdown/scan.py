@@ -14,10 +14,13 @@ import re
 from typing import Any
 
 from markdown_it.common.utils import isPunctChar, isWhiteSpace, normalizeReference
+from markdown_it.rules_inline.state_inline import StateInline
 
 from .engine import _md
+from .mathml import MATH_MAX, bracket_inline, dollar_inline
 
 _LINK_HOLD = 400  # a pending link waits while its `[` is at most this far from the end
+_DOLLAR_HOLD = 200  # and `$` (math, or money: `$10 a month`) while this close to it
 _INF = 1 << 60  # the end of a span still open at the end (growing uses it too)
 
 _ASCII_PUNCT = frozenset("!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~")
@@ -142,6 +145,37 @@ def _link(s: str, i: int, refs: dict[str, Any]) -> tuple[int, int]:
     return _NO, 0
 
 
+def _math(s: str, i: int) -> tuple[int, int]:
+    """At `$`, `\\(` or `\\[`: (_OK, end) for whole math (asking the MarkdownIt's own
+    rules), (_PENDING, 0) while its close may still come, (_NO, 0) when it cannot."""
+    state = StateInline(s, _md, {}, [])
+    state.pos = i
+    dollar = s[i] == "$"
+    if (dollar_inline if dollar else bracket_inline)(state, True):
+        return _OK, state.pos
+    if dollar:
+        back = i
+        while back > 0 and s[back - 1] == "\\":
+            back -= 1
+        if (i - back) % 2 or (i > 0 and s[i - 1].isdigit()):
+            return _NO, 0
+        double = s.startswith("$$", i)
+        after = i + (2 if double else 1)
+        if not double and after < len(s) and _ws(s[after]):
+            return _NO, 0
+        return (_NO, 0) if (_DOUBLE if double else _SINGLE).search(s, after) else (_PENDING, 0)
+    closer = "\\]" if s[i + 1] == "[" else "\\)"
+    reach = i + 2 + MATH_MAX + len(closer)  # the rule looks no further
+    if s.find(closer, i + 2, reach) >= 0 or len(s) > reach:
+        return _NO, 0
+    return _PENDING, 0
+
+
+# an unescaped `$` (`$$`): what may close math opened before it
+_SINGLE = re.compile(r"(?<!\\)(?:\\\\)*\$")
+_DOUBLE = re.compile(r"(?<!\\)(?:\\\\)*\$\$")
+
+
 class _Delim:
     __slots__ = ("char", "count", "size", "pos", "opens", "closes")
 
@@ -183,6 +217,20 @@ def _scan_uncached(
     i = 0
     while i < n:
         c = s[i]
+        if c == "$" or (c == "\\" and s.startswith(("\\(", "\\["), i)):
+            state, end = _math(s, i)
+            if state == _OK:
+                spans.append((i, end))
+                i = end
+                continue
+            if state == _PENDING and edge:
+                if n - i <= (_DOLLAR_HOLD if s.startswith("$", i) and not s.startswith("$$", i) else MATH_MAX):
+                    hold = i  # math waits for its close (like a link for its `)`)
+                    spans.append((i, _INF))
+                    break
+            if c == "$":
+                i += 1
+                continue
         if c == "\\":
             if i + 1 >= n:
                 if edge:
