@@ -47,9 +47,14 @@ def test_approve_runs_the_tool_and_the_run_goes_on(client, fake, data):
     assert r.status_code == 303
     page = wait_for(lambda: (p := soup(client.get(chat))).select_one('#status[data-running="0"]') and p)
     assert page.select_one("article.call .state").text == "done"
-    assert [li.get_text(" ", strip=True) for li in page.select("#plan li")] == ["[x] read the question", "[ ] answer it"]
+    items = page.select("#plan li")
+    assert [li.get_text(" ", strip=True) for li in items] == ["read the question", "answer it"]
+    # the steps are disabled check boxes, and the card says how far the plan is
+    assert [li.input.has_attr("checked") for li in items] == [True, False]
+    assert all(li.input["type"] == "checkbox" and li.input.has_attr("disabled") for li in items)
+    assert page.select_one("#plan .who .state").get_text() == "1 of 2 done"
     assert page.select("article.text")[-1].get_text(strip=True) == "Planned and done."
-    assert fake.streamed[1]["messages"][-1]["content"].startswith("Plan saved")
+    assert fake.streamed[1]["messages"][-1]["content"].startswith("Plan saved: 1 done, 1 to do.")
 
 
 def test_decline_tells_the_model_and_the_run_goes_on(client, fake, data):

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..markdown import task_counts
 from . import Context, Result, Tool
 
 PLAN_MAX = 20_000
@@ -24,9 +25,8 @@ async def _run(args: dict[str, Any], ctx: Context) -> Result:
     if ctx.store is None:
         raise RuntimeError("this tool needs a conversation to keep the plan in")
     ctx.store.set_plan(ctx.chat, plan)
-    todo = sum(1 for line in plan.splitlines() if line.lstrip().startswith(("- [ ]", "* [ ]")))
-    done = sum(1 for line in plan.splitlines() if line.lstrip().lower().startswith(("- [x]", "* [x]")))
-    return Result(f"Plan saved: {done} done, {todo} to do.")
+    done, total = task_counts(plan)  # the steps the plan card shows as check boxes
+    return Result(f"Plan saved: {done} done, {total - done} to do.")
 
 
 update_plan = Tool(

@@ -60,6 +60,9 @@ def state_html(it: Item) -> str:
         label = CALL_LABELS.get(it.state, it.state)
     else:
         state, label = ("done", "") if it.done else ("growing", "")
+    if it.kind == "plan":  # the plan card says how far it is: "3 of 5 done"
+        done, total = markdown.task_counts(it.text or "")
+        label = f"{done} of {total} done" if total else ""
     return f'<span id="{dom}-s" class="state {state}">{label}</span>'
 
 
