@@ -1291,3 +1291,40 @@ def test_growing_feed_over_math_sends_appends():
     assert page == {b.id: b.html for b in keyed(MATH_SAMPLE, "k")}
     assert replaces <= 1 and appends > 5, (appends, replaces)
     assert sent < 1.5 * len(joined(keyed(MATH_SAMPLE, "k"))) + 60 * (appends + replaces)
+
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+PIECES = ["word", "more words", "$x^2$", "\\(a+b\\)", "$5", "$10 and", "$$y$$", "**bold**",
+          "`c$d`", "\\,", "a*b", "$a*b$", "\\[z\\]", "[l](https://a.example)", "\\$", "$", "\\("]
+BLOCKS = [
+    st.lists(st.sampled_from(PIECES), min_size=1, max_size=8).map(" ".join),
+    st.sampled_from(["$$\n\\int_0^1 x\\,dx\n$$", "\\[\n\\frac{a}{b}\n\\]", "> quoted $q$",
+                     "- [ ] to do $t$\n- [x] done", "| a | $b$ |\n|---|---|\n| 1 | $2$ |",
+                     "```python\nx = '$y$'\n```"]),
+]
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.one_of(*BLOCKS), min_size=1, max_size=5), st.sampled_from([1, GRID]))
+def test_growing_math_property(blocks, step):
+    """Any mix of math, money and the new block kinds, with and without the reveal grid:
+    every growing render is inert and keyed like the final one, and every block before
+    the last is already final."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(markdown_module, "REVEAL_STEP", step)
+        check_growing(blocks)
+
+
+def check_growing(blocks: list[str]) -> None:
+    text = "\n\n".join(blocks) + "\n"
+    final = keyed(text, "k")
+    assert_inert(joined(final))
+    final_by_id = {b.id: b.html for b in final}
+    for n in range(1, len(text) + 1):
+        got = grown(text[:n])
+        assert render(text[:n], growing=True) == "".join(inner(b.html) + "\n" for b in got)
+        assert_inert(joined(got))
+        for b in got[:-1]:
+            assert b.html == final_by_id.get(b.id), (text[:n], b.id)

@@ -80,11 +80,16 @@ every link gets ``rel="nofollow noopener noreferrer"`` and ``target="_blank"``; 
 Markdown image becomes a link to its URL labelled with its alt text (never ``<img>``,
 the page never fetches from another host). Bare domains are linkified only when they
 start with ``www.`` (otherwise ``app.py`` or ``README.md`` -- ccTLDs -- became links).
+Math (``$…$``, ``$$…$$``, ``\\(…\\)``, ``\\[…\\]``) is MathML rebuilt from an allow-list
+(``mathml``); task list items get a disabled check box; tables, code and display math sit
+in focusable regions (``tabindex="0"``). See docs/markdown.md.
 
 Code: a *closed* fence whose language Pygments knows is highlighted on the server with
 CSS classes (``static/code.css``). Unknown languages, indented code and a fence left
 open at the very end of the text (the model is still streaming it) render as escaped
-plain code in the same wrapper: ``<div class="hl"><pre><code>...</code></pre></div>``.
+plain code in the same wrapper: ``<div class="hl"><pre tabindex="0"><code>...</code></pre></div>``,
+itself the last child of ``<div class="code">``, after a header with the language and a
+Copy button (``data-copy="code"``, class ``js-only``).
 Keeping a streaming fence plain makes its HTML grow only at the end, so the feed can
 append to it; it is highlighted once, when its closing fence arrives. With
 ``growing=True`` a streaming fence in a known language shows its whole lines,
@@ -94,8 +99,9 @@ Parts
 -----
 One concern per module; each imports only from those listed above it.
 
+``mathml``   math delimiters, and LaTeX -> allow-listed MathML (latex2mathml).
 ``engine``   the one configured MarkdownIt and its safety rules (links, images,
-             linkify), Pygments highlighting, cached inline parsing.
+             linkify), Pygments highlighting, cached inline parsing, task lists.
 ``scan``     the inline delimiter/link scanner the growing edge uses.
 ``growing``  the growing render: reveal grid, edge stabilisation, no close skipped.
 ``blocks``   ``render``, ``keyed`` and ``Block`` (uses ``engine`` and ``growing``).
