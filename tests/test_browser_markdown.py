@@ -4,7 +4,7 @@ import pytest
 from playwright.sync_api import expect
 
 from tests.conftest import Served
-from tests.fakes.openai_server import rate, text, tool_call
+from tests.fakes.openai_server import delay, rate, text, tool_call
 
 pytestmark = pytest.mark.browser
 
@@ -132,9 +132,20 @@ def test_without_javascript_math_shows_and_copy_is_not_offered(browser, served, 
 
 def test_the_plan_card_shows_check_boxes_and_how_far_it_is(page, served, fake):
     plan = "- [x] read the question\n- [x] find the formula\n- [ ] check it\n- [ ] write it up\n- [x] $E = mc^2$"
-    fake.script([tool_call("update_plan", {"plan": plan})], "Planned.")
-    answered(page, "make a plan")
+    fake.script([tool_call("update_plan", {"plan": plan.replace("[x] find", "[ ] find")})],
+                [delay(1.5), tool_call("update_plan", {"plan": plan})], "Planned.")
+    page.goto("/")
+    page.get_by_role("button", name="New conversation").click()
+    page.wait_for_url("**/c/*")
+    page.evaluate("window.__sameDocument = true")
+    page.locator("#composer textarea").fill("make a plan")
+    page.locator("#composer textarea").press("Enter")
     card = page.locator("#plan .item.plan")
+    expect(card.locator(".who .state")).to_have_text("2 of 5 done", timeout=10_000)
+    # a step ticked: the count follows live, without a reload
+    expect(card.locator(".who .state")).to_have_text("3 of 5 done", timeout=10_000)
+    page.locator("article.text .state.done").wait_for(state="attached", timeout=10_000)
+    assert page.evaluate("window.__sameDocument") is True
     expect(card.locator(".who")).to_have_text("Plan 3 of 5 done")
     expect(card.locator(".who .state")).to_have_text("3 of 5 done")
     boxes = card.locator("input[type=checkbox]")
@@ -143,3 +154,41 @@ def test_the_plan_card_shows_check_boxes_and_how_far_it_is(page, served, fake):
     assert all(b.is_disabled() for b in boxes.all())
     expect(card.locator("math")).to_have_count(1)
     assert "[x]" not in card.inner_text()
+
+
+HOSTILE_MATH = "\n\n".join([
+    "$\\href{javascript:window.__pwned=1}{click}$ and $\\text{<img src=x onerror=window.__pwned=2>}$",
+    "$$\\text{<script>window.__pwned=3</script>}$$",
+    "\\(\\style{background:url(javascript:window.__pwned=4)}{x}\\) \\(\\class{x}{y}\\)",
+    "\\[\\text{</math><svg onload=window.__pwned=5>}\\]",
+    "$$" + "{" * 300 + "x" + "}" * 300 + "$$",
+    "$$" + "x+" * 3000 + "$$",
+])
+
+
+def test_hostile_latex_is_inert_in_the_dom(page, served, fake):
+    fake.script([rate(200), text(HOSTILE_MATH, chunk=9)])
+    dialogs = []
+    page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+    answered(page, "be hostile in LaTeX")
+    page.locator("article.text math").first.hover()
+    page.wait_for_timeout(300)
+    assert page.evaluate("window.__pwned") is None and dialogs == []
+    report = page.evaluate("""() => {
+        const bad = [];
+        for (const m of document.querySelectorAll('article.text math')) {
+            for (const el of m.querySelectorAll('*')) {
+                if (el.namespaceURI !== 'http://www.w3.org/1998/Math/MathML') bad.push(el.tagName);
+                for (const a of el.attributes)
+                    if (/^(on|href|style|class|id|xlink)/i.test(a.name)) bad.push(el.tagName + ' ' + a.name);
+            }
+        }
+        for (const el of document.querySelectorAll('article.text script, article.text svg, article.text img'))
+            bad.push(el.tagName);
+        return bad;
+    }""")
+    assert report == []
+    # what could not be MathML shows as its source, as text
+    sources = page.locator("article.text code.math-source")
+    assert sources.count() == 5
+    assert "<script>" in page.locator("article.text").inner_text()
