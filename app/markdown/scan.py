@@ -6,6 +6,8 @@ are still open at its end and where something still being typed starts (a link w
 for its ``)``, a delimiter run, a bare URL ...). markdown-it gives no such view, so this
 is a light re-implementation of its inline rules for that question only (code spans
 first, links, autolinks, flanking delimiter runs, the rule of 3). It renders nothing.
+Math (``$…$``, ``\\(…\\)`` ...) is atomic, like a code span: where it ends is asked of
+the MarkdownIt's own math rules (``mathml``); math whose close has not come yet waits.
 """
 
 from __future__ import annotations
@@ -224,7 +226,8 @@ def _scan_uncached(
                 i = end
                 continue
             if state == _PENDING and edge:
-                if n - i <= (_DOLLAR_HOLD if s.startswith("$", i) and not s.startswith("$$", i) else MATH_MAX):
+                single = c == "$" and not s.startswith("$$", i)
+                if n - i <= (_DOLLAR_HOLD if single else MATH_MAX):
                     hold = i  # math waits for its close (like a link for its `)`)
                     spans.append((i, _INF))
                     break
