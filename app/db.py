@@ -374,3 +374,19 @@ def m010_context(db: sqlite_utils.Database) -> None:
             samples INTEGER NOT NULL DEFAULT 0,
             updated REAL NOT NULL)"""
     )
+
+
+@migration
+def m013_sidebar(db: sqlite_utils.Database) -> None:
+    # The sidebar lists a person's conversations pinned first, then by `active`: when the
+    # person last sent a message (milliseconds, an integer so a "More" cursor compares exactly;
+    # answers do not move a conversation). Rows made before are placed by their last message.
+    db.execute("ALTER TABLE conversations ADD COLUMN pinned INTEGER NOT NULL DEFAULT 0 CHECK (pinned IN (0, 1))")
+    db.execute("ALTER TABLE conversations ADD COLUMN active INTEGER NOT NULL DEFAULT 0")
+    db.execute(
+        """UPDATE conversations SET active = CAST(1000 * coalesce(
+               (SELECT max(created) FROM items WHERE items.chat = conversations.id AND kind = 'user'),
+               created) AS INTEGER)""")
+    db.execute("CREATE INDEX conversations_listed ON conversations (person, pinned, active, id)")
+    # What a new conversation with an agent suggests asking, one per line ('' = the defaults).
+    db.execute("ALTER TABLE assistants ADD COLUMN suggestions TEXT NOT NULL DEFAULT ''")

@@ -87,6 +87,7 @@ class Assistant:
     tools: str = ""     # "" means every tool
     approve: str = ""   # tools that wait for the person's approval
     thinking: str = ""  # how hard its model thinks ('' = the server's default)
+    suggestions: str = ""  # what a new conversation suggests asking, one a line ('' = the defaults)
     id: int | None = None
     created: float = 0.0
     updated: float = 0.0
@@ -111,10 +112,13 @@ class Conversation:
     updated: float = 0.0
     rev: int = 0
     person: int | None = None  # whose conversation it is
+    pinned: bool = False       # listed on top of the sidebar
+    active: int = 0            # when the person last sent a message, in milliseconds
 
     @classmethod
     def from_row(cls, row: Any) -> Conversation:
         data = dict(row)
+        data["pinned"] = bool(data.get("pinned"))
         return cls(**{f.name: data[f.name] for f in fields(cls) if f.name in data})
 
 

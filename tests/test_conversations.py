@@ -16,7 +16,7 @@ from app import export, search
 from app.feed import Feed, encode
 from app.store import Store
 from app.tables import Conversation, Item, item
-from app.web import live
+from app.web import live, sidebar
 from tests.conftest import csrf, new_chat, soup, sse_value, wait_for
 from tests.fakes.openai_server import rate, reasoning, stall, text
 
@@ -385,7 +385,7 @@ def test_the_feed_sends_the_removal_to_the_list_and_to_the_open_page(tmp_path):
     writer = Store(db)
     keep, gone = writer.new_conversation(1, "keep"), writer.new_conversation(1, "gone")
     writer.ask(gone.id, "hello")
-    feed = Feed(path, render=live.chat_changes, render_list=live.list_changes)
+    feed = Feed(path, render=live.chat_changes, render_list=sidebar.list_changes)
     listing, page, elsewhere = feed.follow(None), feed.follow(gone.id), feed.follow(keep.id)
     assert writer.delete_conversation(gone.id) and not writer.delete_conversation(gone.id)
     feed.dispatch()

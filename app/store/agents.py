@@ -75,7 +75,7 @@ class Agents(Base):
             return db.conn.execute("DELETE FROM memories WHERE id = ? AND agent = ?", [memory, agent]).rowcount == 1
 
     def update_agent(self, agent_id: int, **values: Any) -> None:
-        self._update("assistants", agent_id, {"name", "instructions", "model", "tools", "approve", "thinking"}, values)
+        self._update("assistants", agent_id, {"name", "instructions", "model", "tools", "approve", "thinking", "suggestions"}, values)
 
     # --- plugins --------------------------------------------------------------------
 

@@ -31,8 +31,14 @@ class Chats(Base):
         row = self.one("SELECT * FROM conversations WHERE id = ?", [chat])
         return Conversation.from_row(row) if row else None
 
-    def conversations(self, person: int | None, limit: int = 200) -> list[Conversation]:
-        rows = self.all("SELECT * FROM conversations WHERE person IS ? ORDER BY id DESC LIMIT ?", [person, limit])
+    def conversations(self, person: int | None, limit: int = 200,
+                      after: tuple[int, int, int] | None = None) -> list[Conversation]:
+        """`person`'s conversations as the sidebar lists them: pinned first, then the latest
+        message first; `after` (pinned, active, id) of a row: the ones listed below it."""
+        sql, params = "SELECT * FROM conversations WHERE person IS ?", [person]
+        if after is not None:
+            sql, params = sql + " AND (pinned, active, id) < (?, ?, ?)", [*params, *after]
+        rows = self.all(sql + " ORDER BY pinned DESC, active DESC, id DESC LIMIT ?", [*params, limit])
         return [Conversation.from_row(r) for r in rows]
 
     def new_conversation(self, agent: int | None, title: str = "", person: int | None = None) -> Conversation:
@@ -51,10 +57,26 @@ class Chats(Base):
                               coalesce((SELECT max(CAST(substr(dom, 2) AS INTEGER)) FROM tombstones
                                         WHERE chat IS NULL AND dom LIKE 'c%'), 0)) + 1""").fetchone()[0]
             db.conn.execute(
-                "INSERT INTO conversations (id, agent, title, created, updated, rev, person) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                [next_id, agent, title, t, t, rev, person],
+                "INSERT INTO conversations (id, agent, title, created, updated, rev, person, active) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                [next_id, agent, title, t, t, rev, person, int(t * 1000)],
             )
-        return Conversation(agent=agent, title=title, id=next_id, created=t, updated=t, rev=rev, person=person)
+        return Conversation(agent=agent, title=title, id=next_id, created=t, updated=t, rev=rev, person=person,
+                            active=int(t * 1000))
+
+    def start_conversation(self, agent: int | None, person: int, text: str, model: str = "",
+                           files: tuple[int, ...] = (), thinking: str = "") -> tuple[Conversation, Item]:
+        """A conversation and its first message, in one write: a conversation exists only once
+        something was said in it (the new-conversation page writes nothing)."""
+        with self.write():
+            convo = self.new_conversation(agent, person=person)
+            first = self.ask(convo.id, text, model=model, files=files, thinking=thinking)
+            return self.conversation(convo.id), first
+
+    def pin(self, chat: int, pinned: bool) -> None:
+        with self.write() as db:
+            db.conn.execute("UPDATE conversations SET pinned = ?, rev = ? WHERE id = ?",
+                            [int(pinned), dbm.bump(db), chat])
 
     def set_title(self, chat: int, title: str) -> None:
         with self.write() as db:
@@ -123,9 +145,10 @@ class Chats(Base):
             if new.kind == "user":
                 db.conn.execute("UPDATE items SET turn = ? WHERE id = ?", [item_id, item_id])
                 values["turn"] = item_id
-                # the first message names its conversation, in the message's rev
-                db.conn.execute("UPDATE conversations SET title = ?, rev = ? WHERE id = ? AND title = ''",
-                                [first_words(new.text), rev, new.chat])
+                # the first message names its conversation, and every message moves it to the top of
+                # the sidebar (`active`), in the message's rev (which tells the lists)
+                db.conn.execute("UPDATE conversations SET title = CASE WHEN title = '' THEN ? ELSE title END, "
+                                "active = ?, rev = ? WHERE id = ?", [first_words(new.text), int(t * 1000), rev, new.chat])
             # not a change a page shows, so no rev: only the title and the list order show
             db.conn.execute("UPDATE conversations SET updated = ? WHERE id = ?", [t, new.chat])
         return Item(**{k: v for k, v in values.items() if k != "done"}, done=bool(new.done), id=item_id)
@@ -227,8 +250,9 @@ class Chats(Base):
             return []
         with self.snapshot():  # the matches, their titles and snippets as of one moment
             every = " INTERSECT ".join("SELECT chat FROM search WHERE search MATCH ?" for _ in terms)
-            found = self.all(f"SELECT id, title FROM conversations WHERE person IS ? AND id IN ({every}) "
-                             "ORDER BY id DESC LIMIT ?", [person, *terms, limit])
+            found = self.all(f"SELECT c.id, c.title, c.active, a.name AS agent FROM conversations c "
+                             f"LEFT JOIN assistants a ON a.id = c.agent WHERE c.person IS ? AND c.id IN ({every}) "
+                             "ORDER BY c.active DESC, c.id DESC LIMIT ?", [person, *terms, limit])
             if not found:
                 return []
             anyterm = " OR ".join(terms)
@@ -246,5 +270,6 @@ class Chats(Base):
                 snippet = self.one("SELECT snippet(search, 2, ?, ?, '…', 16) FROM search WHERE search MATCH ? "
                                    "AND rowid = ?", [*marks, anyterm, item]) if item else None
                 hits.append({"chat": r["id"], "title": r["title"], "title_marked": title[0] if title else None,
-                             "item": item, "snippet": snippet[0] if snippet else ""})
+                             "item": item, "snippet": snippet[0] if snippet else "",
+                             "active": r["active"], "agent": r["agent"] or ""})
         return hits

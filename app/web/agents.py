@@ -14,7 +14,7 @@ from ..tools import Tool, names
 from ..tools.builtin import builtin_tools
 from . import render
 from ..models import THINKING
-from .chats import form_field, me, parse_id, thinking_level
+from .chats import SUGGESTIONS_MAX, form_field, me, parse_id, thinking_level
 from .state import State, state
 
 TABS = ("settings", "tools", "plugins", "memory")
@@ -22,6 +22,7 @@ INSTRUCTIONS_MAX = 50_000
 ADDRESS_MAX = 2_000
 SECRET_MAX = 4_000
 HEADER_MAX = 100
+SUGGESTION_MAX = 200  # characters of one suggestion
 
 # Plugin tool listings last seen in this worker, so the Tools tab need not reach every
 # plugin on each visit; refreshed at each run's start (runner) and by the Refresh button.
@@ -93,7 +94,8 @@ async def agent_page(request: Request, agent_id: FromPath[str], tab: FromQuery[s
     s = state(request)
     agent = agent_or_404(s, agent_id, request)
     tab = tab if tab in TABS else "settings"
-    context = {"agent": agent, "tab": tab, "tabs": TABS, "name_max": NAME_MAX, "thinking_levels": THINKING}
+    context = {"agent": agent, "tab": tab, "tabs": TABS, "name_max": NAME_MAX, "thinking_levels": THINKING,
+               "suggestions_max": SUGGESTIONS_MAX}
     if tab == "settings":
         context["choices"] = s.store.choices()
     elif tab == "tools":
@@ -118,8 +120,23 @@ async def save_settings(request: Request, agent_id: FromPath[str]) -> Response:
     thinking = thinking_level(await form_field(request, "thinking", 20))
     if model and s.store.choice(model) is None and model != agent.model:
         raise HTTPException(status_code=400, detail=f"There is no model “{model}” to choose.")
-    s.store.update_agent(agent.id, name=name, instructions=instructions, model=model, thinking=thinking)
+    changes = {"name": name, "instructions": instructions, "model": model, "thinking": thinking}
+    if "suggestions" in await request.form():  # a form from before the field leaves them be
+        changes["suggestions"] = suggestions(await form_field(request, "suggestions", SUGGESTION_MAX * SUGGESTIONS_MAX * 2))
+    s.store.update_agent(agent.id, **changes)
     return back(request, agent, "settings")
+
+
+def suggestions(raw: str) -> str:
+    """An agent's suggestions, one a line, checked: at most SUGGESTIONS_MAX lines of SUGGESTION_MAX characters."""
+    lines = [" ".join(line.split()) for line in raw.splitlines()]
+    lines = [line for line in lines if line]
+    if len(lines) > SUGGESTIONS_MAX:
+        raise HTTPException(status_code=400, detail=f"At most {SUGGESTIONS_MAX} suggestions, one a line.")
+    long = next((line for line in lines if len(line) > SUGGESTION_MAX), None)
+    if long is not None:
+        raise HTTPException(status_code=400, detail=f"A suggestion is at most {SUGGESTION_MAX} characters: “{long[:40]}…”.")
+    return "\n".join(lines)
 
 
 @post("/agents/{agent_id:str}/tools")

@@ -23,7 +23,7 @@ from litestar.static_files import create_static_files_router
 from .. import config as configuration
 from ..feed import Feed
 from ..worker import running
-from . import accounts, agents, chats, conversations, events, files, live, models, render, skills
+from . import accounts, agents, chats, conversations, events, files, live, models, render, sidebar, skills
 from .state import State
 
 log = logging.getLogger(__name__)
@@ -104,7 +104,7 @@ def create_app(config: configuration.Config | None = None) -> Litestar:
 
     @asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
-        async with running(config, render=live.chat_changes, render_list=live.list_changes) as w:
+        async with running(config, render=live.chat_changes, render_list=sidebar.list_changes) as w:
             app.state.tabletalk = State(config, w.store, w.feed, w.providers, w.runner)
             end_streams_on_signal(w.feed)
             yield
@@ -118,6 +118,7 @@ def create_app(config: configuration.Config | None = None) -> Litestar:
             *models.routes,
             *skills.routes,
             *events.routes,
+            *sidebar.routes,
             *files.routes,
             create_static_files_router(
                 path="/static", directories=[render.STATIC], cache_control=CacheControlHeader(max_age=3600),

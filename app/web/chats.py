@@ -1,7 +1,7 @@
 """Conversations: the list, a conversation's page, and what a person does in one."""
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from litestar import Request, Response, get, post
 from litestar.params import FromPath, FromQuery
@@ -12,9 +12,9 @@ from ..accounts import COOKIE, People
 from ..files import clean_name
 from ..models import THINKING
 from ..store import Store
-from ..tables import Conversation, Person, decided, retried, stopped
+from ..tables import Assistant, Conversation, Person, decided, retried, stopped
 from . import live, render
-from .state import state
+from .state import State, state
 
 TEXT_MAX = 100_000  # characters in one message
 MODEL_MAX = 200
@@ -94,31 +94,96 @@ async def attachments(request: Request, most: int, count: int) -> list[tuple[str
     return out
 
 
+# What a new conversation suggests asking when its agent names nothing of its own.
+SUGGESTIONS = (
+    "Explain a hard idea simply, with an example",
+    "Help me plan my week",
+    "Summarise a web page for me",
+    "Give me feedback on something I wrote",
+)
+SUGGESTIONS_MAX = 8
+
+
+def suggestions_of(agent: Assistant | None) -> list[str]:
+    lines = [line.strip() for line in (agent.suggestions if agent else "").splitlines()]
+    return [line for line in lines if line][:SUGGESTIONS_MAX] or list(SUGGESTIONS)
+
+
+def chosen_agent(s: State, who: Person, raw: str | None) -> Assistant | None:
+    """The agent a new conversation is with: `raw` (an id the person picked), else their default."""
+    if not (raw or "").strip():
+        return s.store.default_agent(who.id)
+    agent_id = render.an_id(raw.strip())
+    chosen = s.store.agent(agent_id) if agent_id is not None else None
+    if chosen is None or chosen.person != who.id:
+        raise HTTPException(status_code=400, detail="There is no such agent to talk to.")
+    return chosen
+
+
 @get("/")
-async def index(request: Request) -> Response:
+async def index(request: Request, agent: FromQuery[str | None] = None) -> Response:
+    """A new conversation: the empty composer, nothing written until the first message."""
     s = state(request)
+    who = me(request)
+    chosen = chosen_agent(s, who, agent)
     return render.page(
         request, "index.html",
-        conversations=s.store.conversations(me(request).id),
-        agents=s.store.agents(me(request).id),
+        agents=s.store.agents(who.id),
+        agent=chosen,
+        suggestions=suggestions_of(chosen),
         configured=s.providers.configured,
-        rev=s.store.rev(),
+        choices=s.store.choices(),
+        model="",
+        state={"running": False},
+        text_max=TEXT_MAX,
+        thinking_levels=THINKING,
     )
+
+
+@dataclass(frozen=True)
+class Message:
+    """A message as the composer sends it, checked, its files read (nothing written yet)."""
+
+    text: str
+    model: str
+    thinking: str
+    now: bool
+    uploads: list[tuple[str, bytes]]
+
+
+async def message_of(request: Request, s: State) -> Message:
+    text = (await form_field(request, "text", TEXT_MAX)).strip()
+    model = (await form_field(request, "model", MODEL_MAX)).strip()
+    thinking = thinking_level(await form_field(request, "thinking", 20))
+    when = (await form_field(request, "when", 20)).strip()
+    if when not in WHEN:
+        raise HTTPException(status_code=400, detail="“when” is queue or now.")
+    if not text:
+        raise HTTPException(status_code=400, detail="Write a message first: it was empty.")
+    if model and s.store.choice(model) is None:
+        raise HTTPException(status_code=400, detail=f"There is no model “{model}” to choose.")
+    uploads = await attachments(request, s.config.upload_max, s.config.upload_count)
+    return Message(text, model, thinking, WHEN[when], uploads)
 
 
 @post("/c")
 async def new_conversation(request: Request) -> Response:
+    """The first message of a new conversation: the conversation and the message are written
+    together, and the page goes to the conversation. Without a message (the old "New
+    conversation" button) nothing is written: back to the empty composer."""
     s = state(request)
     who = me(request)
-    raw = (await form_field(request, "agent", 20)).strip()
-    agent = s.store.default_agent(who.id)
-    if raw:  # the conversation's agent, picked on the home page
-        agent_id = render.an_id(raw)
-        chosen = s.store.agent(agent_id) if agent_id is not None else None
-        if chosen is None or chosen.person != who.id:
-            raise HTTPException(status_code=400, detail="There is no such agent to talk to.")
-        agent = chosen
-    convo = s.store.new_conversation(agent.id if agent else None, person=who.id)
+    agent = chosen_agent(s, who, await form_field(request, "agent", 20))
+    if not (await form_field(request, "text", TEXT_MAX)).strip():
+        to = f"/?agent={agent.id}" if agent else "/"
+        if render.is_htmx(request):
+            return Response(b"", status_code=204, headers={"HX-Redirect": to})
+        return Redirect(to, status_code=303)
+    message = await message_of(request, s)
+    with s.store.write():  # the files, the conversation and its first message, or none of them
+        ids = tuple(s.store.add_file(name, data, person=who.id) for name, data in message.uploads)
+        convo, _ = s.store.start_conversation(agent.id if agent else None, who.id, message.text,
+                                              model=message.model, files=ids, thinking=message.thinking)
     if render.is_htmx(request):
         return Response(b"", status_code=204, headers={"HX-Redirect": f"/c/{convo.id}"})
     return Redirect(f"/c/{convo.id}", status_code=303)
@@ -140,6 +205,7 @@ async def conversation(request: Request, chat: FromPath[str], versions: FromQuer
     return render.page(
         request, "chat.html",
         convo=convo,
+        current=convo.id,
         items=live.items_html(items, render.view_of(items, chat_state["turn"], shown, s.store.files_of(items)),
                               chat_state),
         plan=live.items_html(plan),
@@ -157,22 +223,12 @@ async def conversation(request: Request, chat: FromPath[str], versions: FromQuer
 async def ask(request: Request, chat: FromPath[str]) -> Response:
     s = state(request)
     convo = conversation_or_404(s.store, chat, me(request))
-    text = (await form_field(request, "text", TEXT_MAX)).strip()
-    model = (await form_field(request, "model", MODEL_MAX)).strip()
-    thinking = thinking_level(await form_field(request, "thinking", 20))
-    when = (await form_field(request, "when", 20)).strip()
-    if when not in WHEN:
-        raise HTTPException(status_code=400, detail="“when” is queue or now.")
-    if not text:
-        raise HTTPException(status_code=400, detail="Write a message first: it was empty.")
-    if model and s.store.choice(model) is None:
-        raise HTTPException(status_code=400, detail=f"There is no model “{model}” to choose.")
-    uploads = await attachments(request, s.config.upload_max, s.config.upload_count)
+    message = await message_of(request, s)
     with s.store.write():  # the file rows and the message together, or neither
-        ids = tuple(s.store.add_file(name, data, person=convo.person) for name, data in uploads)
+        ids = tuple(s.store.add_file(name, data, person=convo.person) for name, data in message.uploads)
         # "Now" with nothing running is just a message (the run it was meant for may have ended).
-        steer = WHEN[when] and render.chat_state(s.store, convo.id)["running"]
-        s.store.ask(convo.id, text, model=model, files=ids, thinking=thinking, steer=steer)
+        steer = message.now and render.chat_state(s.store, convo.id)["running"]
+        s.store.ask(convo.id, message.text, model=message.model, files=ids, thinking=message.thinking, steer=steer)
     return done(request, f"/c/{convo.id}")
 
 

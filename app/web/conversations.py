@@ -31,7 +31,8 @@ async def confirm_delete(request: Request, chat: FromPath[str]) -> Response:
     convo = conversation_or_404(s.store, chat, me(request))
     count = s.store.one("SELECT count(*) FROM items WHERE chat = ? AND kind = 'user'", [convo.id])[0]
     running = render.chat_state(s.store, convo.id)["running"]
-    return render.page(request, "chat_delete.html", convo=convo, messages=count, running=running)
+    return render.page(request, "chat_delete.html", convo=convo, messages=count, running=running,
+                       current=convo.id)
 
 
 @post("/c/{chat:str}/delete")

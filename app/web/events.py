@@ -17,7 +17,7 @@ from litestar.response import Stream
 
 from ..accounts import People
 from ..feed import Feed, Follower, encode
-from . import live, render
+from . import live, render, sidebar
 from .chats import conversation_or_404, me
 from .state import state
 
@@ -92,7 +92,7 @@ async def list_events(request: Request, since: FromQuery[str | None] = None) -> 
             cursor = 0
         gone = [dom for chat, dom, person in s.store.tombstones_since(cursor)
                 if chat is None and person == who.id] if cursor else []
-        first = live.list_changes(s.store, s.store.conversations_since(cursor, person=who.id), gone)
+        first = sidebar.list_changes(s.store, s.store.conversations_since(cursor, person=who.id), gone)
     return Stream(follow(s.feed, follower, encode(top, first), top, still(request)),
                   media_type="text/event-stream", headers=HEADERS)
 

@@ -201,14 +201,4 @@ def chat_changes(store: Store, chat: int, items: list[Item], convo: Conversation
     return "".join(parts_out)
 
 
-def list_changes(store: Store, convos: list[Conversation], gone: list[str] = ()) -> str:
-    """One feed message for the conversation list: new and renamed conversations, and the
-    deleted ones removed."""
-    rows = "".join(fragment("_convo.html", convo=c) for c in sorted(convos, key=lambda c: c.id or 0))
-    removed = "".join(f'<div id="{dom}" hx-swap-oob="delete"></div>' for dom in gone)
-    if gone and not rows:
-        return removed
-    return removed + f'<hx-partial hx-target="#conversations" hx-swap="upsert key:data-key sort:desc">{rows}</hx-partial>'
-
-
-__all__ = ["Parts", "Sent", "chat_changes", "item_parts", "items_html", "list_changes"]
+__all__ = ["Parts", "Sent", "chat_changes", "item_parts", "items_html"]

@@ -99,6 +99,11 @@ def is_htmx(request: Request) -> bool:
 
 def page(request: Request, template: str, /, status_code: int = 200, **context: Any) -> Response:
     me = getattr(request.state, "person", None)  # set by accounts.authenticate; None signed out
+    if me is not None and "side" not in context:  # every signed-in page has the sidebar
+        from .sidebar import listing  # (sidebar renders through this module)
+
+        context["side"] = listing(request.app.state.tabletalk.store, me.id, context.get("current"))
+    context.setdefault("current", None)
     html = env.get_template(template).render(csrf=csrf_token(request), request=request, me=me, **context)
     return Response(html, media_type="text/html; charset=utf-8", status_code=status_code)
 
