@@ -86,6 +86,60 @@
     done.then(function () { copied(c, true); }, function () { copied(c, false); });
   });
 
+  // --- The sidebar (issue 13) ---------------------------------------------------------------
+  // Rows come from the live feed, rendered once for every page: the page marks its own
+  // conversation (aria-current) again whenever the list changes.
+  function markCurrent(list) {
+    list.querySelectorAll("a.open").forEach(function (a) {
+      if (a.getAttribute("href") === location.pathname) a.setAttribute("aria-current", "page");
+      else a.removeAttribute("aria-current");
+    });
+  }
+  var list = document.getElementById("conversations");
+  if (list && window.MutationObserver) {
+    new MutationObserver(function () { markCurrent(list); }).observe(list, {childList: true});
+  }
+
+  // Rename in place: the row's title becomes a field; Enter (or leaving it) saves, Esc keeps
+  // the title. Without script the Rename link opens a page with a form.
+  document.addEventListener("click", function (e) {
+    var r = e.target.closest && e.target.closest("a[data-rename]");
+    var row = r && r.closest("li.convo"), link = row && row.querySelector("a.open");
+    var form = document.getElementById("side-form");
+    if (!link || !form) return;
+    e.preventDefault();
+    var menu = r.closest("details");
+    if (menu) menu.open = false;
+    var input = document.createElement("input");
+    input.type = "text"; input.className = "rename-field"; input.value = link.textContent; input.maxLength = 80;
+    input.setAttribute("aria-label", "New title");
+    link.hidden = true; link.after(input); input.focus(); input.select();
+    var ended = false;
+    function end(save) {
+      if (ended) return;
+      ended = true;
+      var title = input.value.trim();
+      function back() { input.remove(); link.hidden = false; }
+      if (!save || !title || title === link.textContent) { back(); link.focus(); return; }
+      var body = new URLSearchParams({_csrf_token: form.querySelector("[name=_csrf_token]").value, title: title});
+      fetch("/c/" + r.getAttribute("data-rename") + "/rename", {method: "POST", body: body, credentials: "same-origin",
+                                                                 headers: {"HX-Request": "true"}})
+        .then(function (res) { if (res.ok) link.textContent = title; else link.title = "The title was not saved"; })
+        .finally(back);  // the live list brings the row as saved
+    }
+    input.addEventListener("keydown", function (k) {
+      if (k.key === "Enter") { k.preventDefault(); end(true); }
+      else if (k.key === "Escape") { k.preventDefault(); end(false); }
+    });
+    input.addEventListener("blur", function () { end(true); });
+  });
+
+  // A picker that only changes what the page shows (the new conversation's agent) applies at once.
+  document.addEventListener("change", function (e) {
+    var t = e.target;
+    if (t.matches && t.matches("select[data-autosubmit]") && t.form) t.form.requestSubmit();
+  });
+
   // Keep the newest part of the conversation in view while it grows, unless the person scrolled up.
   var stick = true;
   window.addEventListener("scroll", function () {
