@@ -6,16 +6,19 @@ separates tokens). A trailing `*` keeps its meaning, a prefix search, since we a
 ourselves after the closing quote. A conversation matches when it holds every word,
 in its title or anywhere in what was said.
 
-Snippets come back from SQLite as plain text with marks around the hits. The marks are
-random strings no stored text can contain, so everything between them is escaped and only
-the marks become `<mark>`.
+Snippets come back from SQLite as the stored Markdown with marks around the hits. They are
+read as Markdown and only their text kept (`plain`: no `**`, no link targets, code as its
+text), so a result reads as the conversation does. The marks are random strings no stored
+text can contain, so everything between them is escaped and only the marks become `<mark>`.
 """
 from __future__ import annotations
 
 import secrets
 import unicodedata
 from dataclasses import dataclass
+from datetime import datetime
 
+from markdown_it import MarkdownIt
 from markupsafe import Markup, escape
 
 from .store import Store
@@ -32,6 +35,8 @@ class Hit:
     title: Markup    # the title, its hits marked
     snippet: Markup  # the best matching message or answer around its hits ('' if only the title matched)
     item: int | None
+    when: datetime | None = None  # the conversation's last message
+    agent: str = ""               # the name of the agent it is with
 
 
 def clean(query: str) -> str:
@@ -67,6 +72,28 @@ def terms(query: str) -> list[str]:
     return out
 
 
+_reader = MarkdownIt("commonmark", {"html": False}).enable(["table", "strikethrough"])
+
+
+def plain(markdown: str) -> str:
+    """The text a Markdown snippet shows, its syntax gone: inline text and code, image
+    descriptions, code blocks as their lines; blocks joined by a space."""
+    out: list[str] = []
+    for token in _reader.parse(markdown):
+        if token.type in ("fence", "code_block"):
+            out.append(token.content)
+        for child in token.children or ():
+            if child.type in ("text", "code_inline"):
+                out.append(child.content)
+            elif child.type in ("softbreak", "hardbreak"):
+                out.append(" ")
+            elif child.type == "image":
+                out.append("".join(c.content for c in child.children or ()))
+        if token.block and token.type.endswith("_close") or token.type in ("fence", "code_block"):
+            out.append(" ")
+    return " ".join("".join(out).split())
+
+
 def marked(text: str) -> Markup:
     """FTS5 output with MARKS around its hits, as HTML: escaped, hits in `<mark>`."""
     opening, closing = MARKS
@@ -84,7 +111,9 @@ def find(store: Store, query: str, person: int | None, limit: int = RESULTS_MAX)
     return [
         Hit(chat=h["chat"],
             title=marked(h["title_marked"]) if h["title_marked"] else escape(h["title"] or "New conversation"),
-            snippet=marked(h["snippet"]) if h["snippet"] else Markup(""),
-            item=h["item"])
+            snippet=marked(plain(h["snippet"])) if h["snippet"] else Markup(""),
+            item=h["item"],
+            when=datetime.fromtimestamp(h["active"] / 1000) if h.get("active") else None,
+            agent=h.get("agent") or "")
         for h in store.search(terms(query), MARKS, person, limit)
     ]

@@ -132,9 +132,24 @@ def soup(response) -> BeautifulSoup:
 
 
 def new_chat(client) -> str:
-    """A new conversation, made as the home page's button does; its path."""
-    r = client.post("/c", data={"_csrf_token": csrf(client)}, follow_redirects=False)
-    assert r.status_code == 303
+    """An empty conversation to test in, made through the app's own store (the pages never
+    make one: a conversation begins with its first message, see `start_chat`); its path.
+    `client` is an in-process one (app_client), signed in."""
+    from app.accounts import People
+
+    store = client.app.state.tabletalk.store
+    person = People(store).session(client.cookies.get(COOKIE))
+    assert person is not None, "the client is signed in"
+    agent = store.default_agent(person.id)
+    return f"/c/{store.new_conversation(agent.id if agent else None, person=person.id).id}"
+
+
+def start_chat(client, words: str, files=None, token: str | None = None, **extra) -> str:
+    """A new conversation begun as the new-conversation page does: its first message (and
+    files) in one POST /c, answered with 303 to the conversation; its path."""
+    r = client.post("/c", data={"_csrf_token": token or csrf(client), "text": words, **extra}, files=files,
+                    follow_redirects=False)
+    assert r.status_code == 303 and re.fullmatch(r"/c/\d+", r.headers["location"]), r.text
     return r.headers["location"]
 
 
@@ -211,6 +226,20 @@ class Served:
     def client(self, **kw) -> httpx.Client:
         """An HTTP client signed in as the owner."""
         return httpx.Client(base_url=self.url, cookies=self.cookies, **kw)
+
+    def empty_chat(self) -> str:
+        """An empty conversation of the owner's to test in, written straight into the database
+        (the pages never make one); its path."""
+        from app import db as dbm
+        from app.store import Store
+
+        db = dbm.connect(self.data / "tabletalk.db")
+        try:
+            store = Store(db)
+            agent = store.default_agent(store.owner())
+            return f"/c/{store.new_conversation(agent.id if agent else None, person=store.owner()).id}"
+        finally:
+            db.conn.close()
 
     def context(self, browser, **kw):
         """A browser context signed in as the owner."""

@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.conftest import COOKIE, OWNER, PASSWORD, ROOT, Served, csrf, free_port, signed_in, soup
+from tests.conftest import COOKIE, OWNER, PASSWORD, ROOT, Served, csrf, free_port, new_chat, signed_in, soup, start_chat
 
 
 def db_rows(data: Path, sql: str, params=()):
@@ -192,7 +192,7 @@ def test_signing_out_ends_the_session_everywhere_it_is_used(owner, data):
 
 def test_signing_out_ends_the_open_live_streams(served: Served):
     client = served.client(timeout=10, follow_redirects=True)
-    chat = client.post("/c", data={"_csrf_token": csrf(client)}).url.path
+    chat = served.empty_chat()
     ended = threading.Event()
 
     def follow():
@@ -231,7 +231,7 @@ def test_the_owner_adds_and_removes_people_who_get_an_agent_of_their_own(client,
     assert client.get("/people").status_code == 404, "the people page does not exist for anyone but the owner"
     assert client.get(f"/people/{bea}/delete").status_code == 404
     assert "People" not in [a.text for a in soup(client.get("/")).select("nav.main a")]
-    chat = client.post("/c", data={"_csrf_token": csrf(client)}, follow_redirects=False).headers["location"]
+    chat = new_chat(client)
 
     client.cookies.set(COOKIE, signed_in(data))  # the owner again
     confirm = soup(client.get(f"/people/{bea}/delete"))
@@ -330,7 +330,7 @@ def test_a_session_ended_elsewhere_ends_its_streams_by_the_next_keep_alive(serve
     from app.accounts import token_id
 
     client = served.client(timeout=10, follow_redirects=True)
-    chat = client.post("/c", data={"_csrf_token": csrf(client)}).url.path
+    chat = served.empty_chat()
     ended = threading.Event()
 
     def follow():
@@ -385,14 +385,14 @@ def test_a_request_with_no_session_is_refused_before_its_body_is_read(served: Se
 def test_a_removed_persons_ids_are_never_given_to_someone_else(client, data):
     client.post("/people", data={"_csrf_token": csrf(client), "name": "Bob", "password": "bob's password"})
     client.cookies.set(COOKIE, signed_in(data, "Bob", owner=False))
-    bobs = client.post("/c", data={"_csrf_token": csrf(client)}, follow_redirects=False).headers["location"]
+    bobs = new_chat(client)
     client.cookies.set(COOKIE, signed_in(data))
     [(bob,)] = db_rows(data, "SELECT id FROM people WHERE name = 'Bob'")
     client.post(f"/people/{bob}/delete", data={"_csrf_token": csrf(client)})
     client.post("/people", data={"_csrf_token": csrf(client), "name": "Cat", "password": "cat's password"})
     [(cat,)] = db_rows(data, "SELECT id FROM people WHERE name = 'Cat'")
     client.cookies.set(COOKIE, signed_in(data, "Cat", owner=False))
-    cats = client.post("/c", data={"_csrf_token": csrf(client)}, follow_redirects=False).headers["location"]
+    cats = new_chat(client)
     assert cat != bob and cats != bobs
     assert db_rows(data, "SELECT count(*) FROM tombstones WHERE dom = ?", ["c" + bobs.rsplit("/", 1)[1]]) == [(2,)]
 
@@ -420,9 +420,7 @@ def test_health_says_how_busy_only_to_someone_signed_in(client):
 
 
 def test_a_file_is_revalidated_and_signing_out_clears_the_browsers_cache(client):
-    chat = client.post("/c", data={"_csrf_token": csrf(client)}, follow_redirects=False).headers["location"]
-    client.post(chat + "/ask", data={"_csrf_token": csrf(client), "text": "see"},
-                files={"file": ("a.txt", b"hello", "text/plain")})
+    chat = start_chat(client, "see", files={"file": ("a.txt", b"hello", "text/plain")})
     href = soup(client.get(chat)).select_one("a[href^='/files/']")["href"]
     r = client.get(href)
     assert r.headers["cache-control"] == "private, no-cache" and r.headers["etag"]

@@ -1,7 +1,7 @@
 """The agent page's tools and plugins tabs, and plugin tools used in a run."""
 import pytest
 
-from tests.conftest import csrf, soup, wait_for
+from tests.conftest import csrf, soup, start_chat, wait_for
 from tests.fakes.mcp_server import FakeMCPServer
 from tests.fakes.openai_server import tool_call
 
@@ -43,8 +43,7 @@ def test_a_tool_the_agent_may_not_use_is_not_offered_to_the_model(client, fake):
     token = csrf(client, url)
     client.post(url + "/tools", data={"_csrf_token": token, "shown": ["fetch_page", "update_plan"],
                                       "use": ["update_plan"]})
-    chat = client.post("/c", data={"_csrf_token": token}, follow_redirects=False).headers["location"]
-    client.post(chat + "/ask", data={"_csrf_token": token, "text": "hi"})
+    chat = start_chat(client, "hi", token=token)
     request = fake.wait_requests(1)[0]
     assert [t["function"]["name"] for t in request["tools"]] == ["update_plan"]
 
@@ -115,8 +114,7 @@ def test_a_plugin_tool_is_used_in_a_run(make_client, fake):
         token = csrf(client, url)
         client.post(url + "/plugins", data={"_csrf_token": token, "address": mcp.url})
         fake.script([tool_call("127_0_0_1_add", {"a": 2, "b": 3})], "2 + 3 is 5.")
-        chat = client.post("/c", data={"_csrf_token": token}, follow_redirects=False).headers["location"]
-        client.post(chat + "/ask", data={"_csrf_token": token, "text": "add 2 and 3"})
+        chat = start_chat(client, "add 2 and 3", token=token)
         page = wait_for(lambda: (p := soup(client.get(chat))).select_one('#status[data-running="0"]') and
                         p.select_one("article.call") and p)
         call = page.select_one("article.call")
@@ -131,8 +129,7 @@ def test_a_failing_plugin_tool_is_a_failed_call_the_model_sees(make_client, fake
         token = csrf(client, url)
         client.post(url + "/plugins", data={"_csrf_token": token, "address": mcp.url})
         fake.script([tool_call("127_0_0_1_fail", {})], "It failed.")
-        chat = client.post("/c", data={"_csrf_token": token}, follow_redirects=False).headers["location"]
-        client.post(chat + "/ask", data={"_csrf_token": token, "text": "fail"})
+        chat = start_chat(client, "fail", token=token)
         page = wait_for(lambda: (p := soup(client.get(chat))).select_one('#status[data-running="0"]') and p)
         assert page.select_one("article.call .state").text == "failed"
         assert "the disk is full" in fake.streamed[1]["messages"][-1]["content"]
@@ -144,10 +141,9 @@ def test_a_new_conversation_picks_its_agent(client, fake, data):
     poet = r.headers["location"].split("?")[0].rsplit("/", 1)[1]
     client.post(f"/agents/{poet}", data={"_csrf_token": token, "name": "Poet", "instructions": "Answer in verse.",
                                          "model": ""})
-    picker = soup(client.get("/")).select_one('form[action="/c"] select[name=agent]')
+    picker = soup(client.get("/")).select_one('form.pick-agent select[name=agent]')
     assert [o.text for o in picker.select("option")] == ["Assistant", "Poet"]
-    chat = client.post("/c", data={"_csrf_token": token, "agent": poet}, follow_redirects=False).headers["location"]
-    client.post(chat + "/ask", data={"_csrf_token": token, "text": "rain"})
+    chat = start_chat(client, "rain", agent=poet, token=token)
     assert fake.wait_requests(1)[0]["messages"][0]["content"].startswith("Answer in verse.")
     for bad in ["999", "x", "-1", "1" * 40]:
         assert client.post("/c", data={"_csrf_token": token, "agent": bad}).status_code in (400, 413)
@@ -168,8 +164,7 @@ def test_private_plugins_are_lifted_for_the_owners_agents_only(make_client, fake
         db.conn.close()
         assert "refused" in status, status
         fake.script([tool_call("127_0_0_1_add", {"a": 2, "b": 3})], "no tool")
-        chat = client.post("/c", data={"_csrf_token": csrf(client)}, follow_redirects=False).headers["location"]
-        client.post(chat + "/ask", data={"_csrf_token": csrf(client), "text": "add 2 and 3"})
+        chat = start_chat(client, "add 2 and 3")
         wait_for(lambda: soup(client.get(chat)).select_one('#status[data-running="0"]') and len(fake.streamed) >= 1)
         offered = {t["function"]["name"] for t in fake.streamed[0].get("tools", [])}
         assert "127_0_0_1_add" not in offered, "Bea's agent is not offered the loopback plugin's tools"

@@ -6,7 +6,7 @@ import pytest
 from app import db as dbm
 from app.store import Store
 from app.tables import asked
-from tests.conftest import Served, csrf, soup, wait_for
+from tests.conftest import Served, csrf, soup, start_chat, wait_for
 from tests.fakes.openai_server import text, tool_call
 
 PLAN = "- [x] read the question\n- [ ] answer it"
@@ -22,8 +22,7 @@ def agent_waits_for(data, tools="update_plan"):
 def start_with_a_call(client, fake, data):
     agent_waits_for(data)
     fake.script([text("I'll make a plan."), tool_call("update_plan", {"plan": PLAN})], "Planned and done.")
-    chat = client.post("/c", data={"_csrf_token": csrf(client)}, follow_redirects=False).headers["location"]
-    client.post(chat + "/ask", data={"_csrf_token": csrf(client), "text": "Plan it"})
+    chat = start_chat(client, "Plan it")
     call = wait_for(lambda: soup(client.get(chat)).select_one("article.call:has(.state.approval)"))
     return chat, call
 

@@ -8,7 +8,7 @@ from playwright.sync_api import expect
 from app import db as dbm
 from app.store import Store
 from app.tables import skill
-from tests.conftest import Served, csrf, wait_for
+from tests.conftest import Served, csrf, start_chat, wait_for
 from tests.fakes.openai_server import text, tool_call
 
 pytestmark = pytest.mark.browser
@@ -79,9 +79,7 @@ def test_every_page_renders_under_the_csp_with_no_console_error(browser, served:
     bea = db.conn.execute("SELECT id FROM people WHERE name = 'Bea'").fetchone()[0]
     fake.script([text("Here is **bold**, `code` and a table:\n\n| a | b |\n|---|--:|\n| 1 | 2 |\n"),
                  tool_call("update_plan", {"plan": "- [ ] tea"})])
-    chat = client.post("/c", data={"_csrf_token": csrf(client)}).url.path
-    client.post(chat + "/ask", data={"_csrf_token": csrf(client), "text": "tea?"},
-                files={"file": ("notes.txt", b"some notes", "text/plain")})
+    chat = start_chat(client, "tea?", files={"file": ("notes.txt", b"some notes", "text/plain")})
     wait_for(lambda: db.conn.execute("SELECT 1 FROM items WHERE kind = 'call' AND state = 'approval'").fetchone())
     db.conn.close()
     pages = ["/", chat, chat + "/delete", "/agents", f"/agents/{agent.id}", f"/agents/{agent.id}?tab=tools",

@@ -17,7 +17,7 @@ from app.feed import Feed, encode
 from app.store import Store
 from app.tables import Conversation, Item, item
 from app.web import live, sidebar
-from tests.conftest import csrf, new_chat, soup, sse_value, wait_for
+from tests.conftest import csrf, new_chat, soup, sse_value, start_chat, wait_for
 from tests.fakes.openai_server import rate, reasoning, stall, text
 
 HOSTILE = ['"', '""', "'", "AND", "OR", "NOT", "a AND", "AND OR NOT", "*", "**", "a*", "*a", "NEAR(",
@@ -248,7 +248,7 @@ def test_search_page_finds_by_title_message_and_answer(client, fake):
     page = soup(client.get("/search", params={"q": "script"}))
     snippet = page.select_one("#results .snippet")
     assert "<script>x</script>" in snippet.text and snippet.select("script") == []
-    assert page.select_one("input[name=q]")["value"] == "script"
+    assert page.select_one("main input[name=q]")["value"] == "script"
     assert "No conversation holds" in client.get("/search", params={"q": "walrus"}).text
 
 
@@ -405,7 +405,7 @@ def test_a_list_page_and_a_conversation_page_see_the_deletion_live(served, fake)
     from tests.test_serve import read_events, session
 
     client, token = session(served)
-    chat = client.post("/c", data={"_csrf_token": token}).url.path
+    chat = start_chat(client, "soon deleted", token=token)
     chat_id = chat.rsplit("/", 1)[1]
     since = re.search(r"events\?since=(\d+)", client.get("/").text).group(1)
     found = {}
@@ -434,7 +434,7 @@ def test_a_list_page_and_a_conversation_page_see_the_deletion_live(served, fake)
 
 def test_a_deleted_conversations_id_is_never_reused(client):
     token = csrf(client)
-    first = client.post("/c", data={"_csrf_token": token}, follow_redirects=False).headers["location"]
+    first = start_chat(client, "first", token=token)
     client.post(first + "/delete", data={"_csrf_token": token})
-    second = client.post("/c", data={"_csrf_token": token}, follow_redirects=False).headers["location"]
+    second = start_chat(client, "second", token=token)
     assert second != first and client.get(first).status_code == 404

@@ -8,7 +8,7 @@ import pytest
 from bs4 import BeautifulSoup
 
 from app import files as filestore
-from tests.conftest import csrf, new_chat, wait_for
+from tests.conftest import csrf, new_chat, start_chat, wait_for
 from tests.fakes.openai_server import text
 
 
@@ -268,9 +268,7 @@ def test_attachments_are_listed_by_name(client, fake):
     from bs4 import BeautifulSoup
     from tests.conftest import csrf, wait_for
     token = csrf(client)
-    chat = client.post("/c", data={"_csrf_token": token}, follow_redirects=False).headers["location"]
-    client.post(chat + "/ask", data={"_csrf_token": token, "text": "see the notes"},
-                files=[("file", ("notes.txt", b"hello notes", "text/plain"))])
+    chat = start_chat(client, "see the notes", files=[("file", ("notes.txt", b"hello notes", "text/plain"))], token=token)
     page = wait_for(lambda: (p := BeautifulSoup(client.get(chat).text, "html.parser")).select_one(".attachments a") and p)
     assert page.select_one(".attachments a").text == "notes.txt"
 
@@ -281,9 +279,7 @@ def test_a_deleted_conversations_files_go_and_bytes_another_names_stay(client, d
     from app import db as dbm
 
     def conversation_with(content: bytes) -> str:
-        chat = client.post("/c", data={"_csrf_token": csrf(client)}, follow_redirects=False).headers["location"]
-        client.post(chat + "/ask", data={"_csrf_token": csrf(client), "text": "keep this"},
-                    files={"file": ("notes.txt", content, "text/plain")})
+        chat = start_chat(client, "keep this", files={"file": ("notes.txt", content, "text/plain")})
         return chat
 
     first, second = conversation_with(b"shared bytes"), conversation_with(b"shared bytes")

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from app import db as dbm
 from app.store import Store
-from tests.conftest import app_client, csrf, signed_in, wait_for
+from tests.conftest import app_client, csrf, new_chat, signed_in, wait_for
 from tests.fakes.openai_server import text
 
 HOSTILE = [
@@ -165,7 +165,7 @@ def test_every_route_and_form_survives_hostile_input(app, data):
     (b"", ""),
 ])
 def test_malformed_bodies_get_a_clear_4xx(client, body, content_type):
-    chat = client.post("/c", data={"_csrf_token": csrf(client)}, follow_redirects=False).headers["location"]
+    chat = new_chat(client)
     token = csrf(client)
     for path in [f"{chat}/ask", "/agents", "/skills", "/signin", "/people", "/account"]:
         headers = {"Content-Type": content_type, "X-CSRFToken": token} if content_type else {"X-CSRFToken": token}
@@ -175,7 +175,7 @@ def test_malformed_bodies_get_a_clear_4xx(client, body, content_type):
 
 def test_a_body_past_the_limit_is_refused_before_it_is_read(make_client):
     with make_client(TABLETALK_UPLOAD_MAX="1000", TABLETALK_UPLOAD_COUNT="1") as c:
-        chat = c.post("/c", data={"_csrf_token": csrf(c)}, follow_redirects=False).headers["location"]
+        chat = new_chat(c)
         r = c.post(f"{chat}/ask", content=b"x" * 5_000_000, headers={
             "Content-Type": "application/x-www-form-urlencoded", "X-CSRFToken": csrf(c)})
         assert r.status_code == 413 and "at most 2,001,000 bytes in one request" in r.text

@@ -19,7 +19,7 @@ def test_a_follower_receives_at_most_one_and_a_half_times_the_final_html(served:
     fake.script([rate(50), text(ANSWER)])
     client = served.client(follow_redirects=True, timeout=10)
     token = re.search(r'name="_csrf_token" value="([^"]+)"', client.get("/").text).group(1)
-    chat = client.post("/c", data={"_csrf_token": token}).url.path
+    chat = served.empty_chat()  # open before its first message, so the page follows the whole answer
     since = re.search(r"events\?since=(\d+)", client.get(chat).text).group(1)
     received = bytearray()
     connected = threading.Event()

@@ -4,7 +4,7 @@ from app import db as dbm
 from app.store import Store
 from app.tools import Context
 from app.tools.memory import PROMPT_CHARS, PROMPT_COUNT, prompt_section, recalled, remember
-from tests.conftest import csrf, soup, wait_for
+from tests.conftest import csrf, soup, start_chat, wait_for
 from tests.fakes.openai_server import tool_call
 
 FACT = "The person's name is Ada and she prefers metric units."
@@ -28,8 +28,10 @@ def finished(client, chat):
 
 def ask(client, text, chat=None):
     token = csrf(client)
-    chat = chat or client.post("/c", data={"_csrf_token": token}, follow_redirects=False).headers["location"]
-    client.post(chat + "/ask", data={"_csrf_token": token, "text": text})
+    if chat:
+        client.post(chat + "/ask", data={"_csrf_token": token, "text": text})
+    else:
+        chat = start_chat(client, text, token=token)
     return finished(client, chat) and chat
 
 

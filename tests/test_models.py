@@ -18,7 +18,7 @@ from app.agent import Message, ModelError
 from app.config import load
 from app.providers import Providers
 from app.tables import GROUP_LOCAL, GROUP_SERVER, Choice, choice_of, groups, in_use
-from tests.conftest import app_client, csrf, free_port, new_chat, soup, wait_for
+from tests.conftest import app_client, csrf, free_port, new_chat, soup, start_chat, wait_for
 from tests.fakes.ollama_server import FakeOllama, OllamaModel, ollama_model
 from tests.fakes.openai_server import FakeModelServer, text
 
@@ -447,8 +447,7 @@ def test_a_thinking_level_per_agent_and_per_message_reaches_the_request(client, 
     r = client.post(f"/agents/{agent}", data={"_csrf_token": token, "name": "Assistant", "instructions": "x",
                                               "model": "", "thinking": "low"})
     assert r.status_code in (200, 303)
-    chat = client.post("/c", data={"_csrf_token": token}, follow_redirects=False).headers["location"]
-    client.post(chat + "/ask", data={"_csrf_token": token, "text": "one"})
+    chat = start_chat(client, "one", token=token)
     assert fake.wait_requests(1)[0].get("reasoning_effort") == "low"
     client.post(chat + "/ask", data={"_csrf_token": token, "text": "two", "thinking": "high"})
     streamed = lambda: [r for r in fake.requests if r.get("stream")]

@@ -10,16 +10,18 @@ def items_of(client, path):
     return soup(client.get(path)).select("#items > article")
 
 
-def test_home_lists_conversations_newest_first_with_a_new_button(client):
+def test_home_is_a_new_conversation_and_the_sidebar_lists_the_latest_message_first(client):
     page = soup(client.get("/"))
-    assert page.select_one('form[action="/c"][method="post"] button').text == "New conversation"
+    assert page.select_one("h1").text == "New conversation"
+    assert page.select_one('form#composer[action="/c"][method="post"] textarea[name=text]') is not None
+    assert page.select_one('nav#side[aria-label="Conversations"] a.new-convo').text == "New conversation"
     assert page.select_one('meta[name="htmx-config"]')["content"] == '{"extensions": "sse, upsert, grow"}'
     first, second = new_chat(client), new_chat(client)
     token = csrf(client)
-    client.post(first + "/ask", data={"_csrf_token": token, "text": "older one"})
-    client.post(second + "/ask", data={"_csrf_token": token, "text": "newer one"})
-    links = [a["href"] for a in soup(client.get("/")).select("#conversations a")]
-    assert links == [second, first]
+    client.post(second + "/ask", data={"_csrf_token": token, "text": "older one"})
+    client.post(first + "/ask", data={"_csrf_token": token, "text": "newer one"})
+    links = [a["href"] for a in soup(client.get("/")).select("#conversations a.open")]
+    assert links == [first, second], "the last message, not the id, orders the list"
 
 
 def test_a_message_without_javascript_is_answered_after_the_redirect(client, fake):

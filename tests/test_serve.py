@@ -8,7 +8,7 @@ import httpx
 import pytest
 from bs4 import BeautifulSoup
 
-from tests.conftest import Served, sse_value, wait_for
+from tests.conftest import Served, sse_value, start_chat, wait_for
 from tests.fakes.openai_server import rate, reasoning, stall, text
 
 pytestmark = pytest.mark.process
@@ -46,7 +46,7 @@ def read_events(served: Served, path: str, until, headers=None, timeout: float =
 def test_a_message_sent_through_the_form_streams_in_over_sse(served: Served, fake):
     fake.script([reasoning("Thinking it over."), rate(200), text(ANSWER)])
     client, token = session(served)
-    chat = client.post("/c", data={"_csrf_token": token}).url.path  # follows the 303
+    chat = served.empty_chat()  # open before the message, to follow it from the start
     assert re.fullmatch(r"/c/\d+", chat)
     since = re.search(r'events\?since=(\d+)', client.get(chat).text).group(1)
     r = client.post(chat + "/ask", data={"_csrf_token": token, "text": "Stream please"}, follow_redirects=False)
@@ -75,8 +75,7 @@ def test_a_message_sent_through_the_form_streams_in_over_sse(served: Served, fak
 
 def test_last_event_id_wins_over_since(served: Served):
     client, token = session(served)
-    chat = client.post("/c", data={"_csrf_token": token}).url.path
-    client.post(chat + "/ask", data={"_csrf_token": token, "text": "one"})
+    chat = start_chat(client, "one", token=token)
     wait_for(lambda: "A fitting title" in client.get(chat).text)  # the run's last write
     top = int(client.get("/healthz").json()["rev"])
     # since=0 would replay everything; the header says the page already has it all.
@@ -92,8 +91,7 @@ def test_last_event_id_wins_over_since(served: Served):
 def test_sigterm_ends_open_streams_and_the_server_exits_promptly(served: Served, fake):
     fake.script([stall(30), text("never")])
     client, token = session(served)
-    chat = client.post("/c", data={"_csrf_token": token}).url.path
-    client.post(chat + "/ask", data={"_csrf_token": token, "text": "wait"})
+    chat = start_chat(client, "wait", token=token)
     ended = []
 
     def follow():
@@ -120,8 +118,7 @@ def test_a_restarted_server_keeps_revs_and_serves_the_same_page(data, env, fake)
     first = Served(data, env).start()
     try:
         client, token = session(first)
-        chat = client.post("/c", data={"_csrf_token": token}).url.path
-        client.post(chat + "/ask", data={"_csrf_token": token, "text": "remember me"})
+        chat = start_chat(client, "remember me", token=token)
         wait_for(lambda: "A fitting title" in client.get(chat).text)  # the last write of the run
         rev = client.get("/healthz").json()["rev"]
     finally:

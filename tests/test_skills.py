@@ -4,7 +4,7 @@ import pytest
 from app import db as dbm
 from app.skills import BadSkill, FILE_MAX, exported, parsed
 from app.tables import Skill
-from tests.conftest import csrf, soup, wait_for
+from tests.conftest import csrf, soup, start_chat, wait_for
 from tests.fakes.openai_server import tool_call
 
 HOSTILE = '<script>alert("x")</script> & “quotes” \'single\' # not a comment: yes'
@@ -50,9 +50,7 @@ def finished(client, chat):
 
 def ask(client, text):
     token = csrf(client)
-    chat = client.post("/c", data={"_csrf_token": token}, follow_redirects=False).headers["location"]
-    client.post(chat + "/ask", data={"_csrf_token": token, "text": text})
-    return chat
+    return start_chat(client, text, token=token)
 
 
 # --- the pages ------------------------------------------------------------------------------

@@ -17,7 +17,7 @@ import pytest
 from app import db as dbm
 from app.store import Store
 from app.tables import plugin
-from tests.conftest import COOKIE, Served, csrf, signed_in, soup, wait_for
+from tests.conftest import COOKIE, Served, csrf, signed_in, soup, start_chat, wait_for
 from tests.fakes.openai_server import text, tool_call
 
 SECRET_WORD = "zanzibarquux"  # A's words: B must never see them anywhere
@@ -53,9 +53,8 @@ def two(client, fake, data):
     agent = store.default_agent(a)
     store.update_agent(agent.id, approve="update_plan")
     fake.script([text(f"The {SECRET_WORD} answer."), tool_call("update_plan", {"plan": "- [ ] x"})], "Done.")
-    chat = client.post("/c", data={"_csrf_token": csrf(client)}, follow_redirects=False).headers["location"]
-    client.post(chat + "/ask", data={"_csrf_token": csrf(client), "text": f"Tell me about {SECRET_WORD}"},
-                files={"file": ("notes.txt", f"{SECRET_WORD} notes".encode(), "text/plain")})
+    chat = start_chat(client, f"Tell me about {SECRET_WORD}",
+                      files={"file": ("notes.txt", f"{SECRET_WORD} notes".encode(), "text/plain")})
     chat_id = int(chat.rsplit("/", 1)[1])
     wait_for(lambda: db.conn.execute("SELECT 1 FROM items WHERE chat = ? AND kind = 'call' AND state = 'approval'",
                                      [chat_id]).fetchone())
@@ -149,7 +148,7 @@ def test_b_sees_none_of_as_data_in_lists_search_or_the_home_page(client, two):
                  .replace(f"No conversation holds all of “{SECRET_WORD}”", ""))
         assert SECRET_WORD not in shown and "A's researcher" not in shown, path
         assert f'href="/c/{two["chat"]}"' not in r.text, path
-    assert [a["href"] for a in soup(client.get("/")).select("#conversations a[href^='/c/']")] == [f"/c/{two['b_chat']}"]
+    assert [a["href"] for a in soup(client.get("/")).select("#conversations a.open")] == [f"/c/{two['b_chat']}"]
     page = soup(client.get("/"))
     assert [o["value"] for o in page.select("select[name=agent] option")] in ([], [str(two["b_agent"])])
 
@@ -188,7 +187,7 @@ def test_bs_live_feeds_carry_nothing_of_as(served: Served, fake):
     a = served.client(timeout=10, follow_redirects=True)
     b_token = signed_in(served.data, "Bea", owner=False)
     b_cookies = {COOKIE: b_token}
-    a_chat = a.post("/c", data={"_csrf_token": csrf(a)}).url.path
+    a_chat = start_chat(a, "A's first")
     r = httpx.get(f"{served.url}{a_chat}/events?since=0", cookies=b_cookies, timeout=5)
     assert r.status_code == 404 and "No such conversation" in r.text
     received = bytearray()
@@ -208,14 +207,12 @@ def test_bs_live_feeds_carry_nothing_of_as(served: Served, fake):
     # A works: a new conversation, a title from a message, one deleted
     fake.plain_default = [text(f"{SECRET_WORD} title")]
     fake.script([text("answer")])
-    a_new = a.post("/c", data={"_csrf_token": csrf(a)}).url.path
-    a.post(a_new + "/ask", data={"_csrf_token": csrf(a), "text": f"{SECRET_WORD} question"})
+    a_new = start_chat(a, f"{SECRET_WORD} question")
     a.post(a_chat + "/delete", data={"_csrf_token": csrf(a)})
     time.sleep(1.0)
     # then B makes one, so the stream has something to carry and ends
     b = httpx.Client(base_url=served.url, cookies=b_cookies, timeout=10, follow_redirects=True)
-    b_chat = b.post("/c", data={"_csrf_token": csrf(b)}).url.path
-    b.post(b_chat + "/ask", data={"_csrf_token": csrf(b), "text": "B-marker"})
+    start_chat(b, "B-marker")
     t.join(15)
     body = received.decode()
     assert "B-marker" in body

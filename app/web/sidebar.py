@@ -10,6 +10,7 @@ place). A heading left with no rows under it is hidden by CSS.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 from datetime import datetime, timedelta
 
 from litestar import Request, Response, get, post
@@ -129,6 +130,14 @@ def back_to(raw: str) -> str:
     return path if path.startswith("/") and not path.startswith("//") and "\\" not in path else "/"
 
 
+def came_from(request: Request, fallback: str) -> str:
+    """The page a form was sent from (the Referer, sent for this site's own pages), else `fallback`."""
+    parts = urlsplit(request.headers.get("referer", ""))
+    if not parts.path or parts.netloc != request.url.netloc:
+        return fallback
+    return back_to(parts.path + (f"?{parts.query}" if parts.query else ""))
+
+
 def done(request: Request, back: str) -> Response:
     if render.is_htmx(request):
         return Response(b"", status_code=204)  # the list stream brings the change
@@ -180,7 +189,7 @@ async def pin(request: Request, chat: FromPath[str]) -> Response:
     if pinned not in ("0", "1"):
         raise HTTPException(status_code=400, detail="“pinned” is 0 or 1.")
     s.store.pin(convo.id, pinned == "1")
-    return done(request, await form_field(request, "back", 2000))
+    return done(request, came_from(request, f"/c/{convo.id}"))
 
 
 __all__ = ["Group", "group_of", "list_changes", "listing", "row_key", "rows_html"]
