@@ -22,11 +22,9 @@ def page(browser, served: Served):
     assert errors == [], f"the page logged errors: {errors}"
 
 
-def test_enter_sends_and_the_answer_streams_in_without_a_reload(page, fake):
+def test_enter_sends_and_the_answer_streams_in_without_a_reload(page, served, fake):
     fake.script([reasoning("Considering."), delay(0.5), rate(15), text(ANSWER + " " + "More words arrive. " * 10)])
-    page.goto("/")
-    page.get_by_role("button", name="New conversation").click()
-    page.wait_for_url("**/c/*")
+    page.goto(served.empty_chat())  # open before its first message
     page.evaluate("window.__sameDocument = true")
     box = page.locator("#composer textarea")
     box.fill("First line")
@@ -54,9 +52,7 @@ def test_without_javascript_the_answer_is_there_after_the_redirect(browser, serv
     context = served.context(browser, java_script_enabled=False)
     page = context.new_page()
     try:
-        page.goto("/")
-        page.get_by_role("button", name="New conversation").click()
-        page.wait_for_url("**/c/*")
+        page.goto("/")  # the new conversation: the composer, nothing written yet
         page.locator("#composer textarea").fill("Hello without JavaScript")
         page.get_by_role("button", name="Send").click()
         page.wait_for_load_state()
@@ -98,9 +94,7 @@ def test_two_pages_follow_one_answer_and_end_identical_to_a_fresh_render(browser
     other = served.context(browser)
     try:
         a, b = context.new_page(), other.new_page()
-        a.goto("/")
-        a.get_by_role("button", name="New conversation").click()
-        a.wait_for_url("**/c/*")
+        a.goto(served.empty_chat())  # open before its first message
         b.goto(a.url)
         a.locator("#composer textarea").fill("Show me everything")
         a.locator("#composer textarea").press("Enter")
@@ -121,9 +115,7 @@ def test_a_reload_mid_answer_continues_without_duplicates(browser, served, fake)
     context = served.context(browser)
     try:
         p = context.new_page()
-        p.goto("/")
-        p.get_by_role("button", name="New conversation").click()
-        p.wait_for_url("**/c/*")
+        p.goto(served.empty_chat())  # open before its first message
         p.locator("#composer textarea").fill("Go slowly")
         p.locator("#composer textarea").press("Enter")
         p.locator("article.text .state.growing").wait_for(state="attached", timeout=10_000)
@@ -151,13 +143,11 @@ HOSTILE = "\n\n".join([
 ])
 
 
-def test_a_hostile_answer_is_inert_in_the_dom(page, fake):
+def test_a_hostile_answer_is_inert_in_the_dom(page, served, fake):
     fake.script([rate(200), text(HOSTILE, chunk=9)])
     dialogs = []
     page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
-    page.goto("/")
-    page.get_by_role("button", name="New conversation").click()
-    page.wait_for_url("**/c/*")
+    page.goto(served.empty_chat())  # open before its first message
     page.locator("#composer textarea").fill("be hostile")
     page.locator("#composer textarea").press("Enter")
     page.locator("article.text .state.done").wait_for(state="attached", timeout=15_000)
@@ -189,9 +179,7 @@ def test_the_conversation_list_follows_live(browser, served, fake):
         home, other = context.new_page(), second.new_page()
         home.goto("/")
         home.wait_for_timeout(300)  # its stream is open
-        other.goto("/")
-        other.get_by_role("button", name="New conversation").click()
-        other.wait_for_url("**/c/*")
+        other.goto(served.empty_chat())  # open before its first message
         home.bring_to_front()  # a person looks at the list (htmx pauses a hidden page's stream)
         expect(home.locator("#conversations li")).to_have_count(1, timeout=10_000)
         other.locator("#composer textarea").fill("a title from the first words")
@@ -212,9 +200,7 @@ def test_a_call_is_approved_from_the_page_and_the_plan_appears_pinned(page, serv
     store.update_agent(store.default_agent().id, approve="update_plan")
     db.conn.close()
     fake.script([tool_call("update_plan", {"plan": "- [ ] look\n- [ ] answer"})], "Planned.")
-    page.goto("/")
-    page.get_by_role("button", name="New conversation").click()
-    page.wait_for_url("**/c/*")
+    page.goto(served.empty_chat())  # open before its first message
     page.locator("#composer textarea").fill("make a plan")
     page.locator("#composer textarea").press("Enter")
     approve = page.get_by_role("button", name="Approve")
@@ -242,9 +228,7 @@ def test_without_javascript_a_call_is_approved_with_the_plain_form(browser, serv
     context = served.context(browser, java_script_enabled=False)
     p = context.new_page()
     try:
-        p.goto("/")
-        p.get_by_role("button", name="New conversation").click()
-        p.wait_for_url("**/c/*")
+        p.goto("/")  # the new conversation: the composer, nothing written yet
         p.locator("#composer textarea").fill("plan")
         p.get_by_role("button", name="Send").click()
         p.get_by_role("button", name="Approve").wait_for(timeout=20_000)  # the page refreshes itself
@@ -266,9 +250,7 @@ def test_send_now_during_a_run_is_read_at_the_next_step_and_moves_to_where_it_wa
     db.conn.close()
     fake.script([text("Planning."), tool_call("update_plan", {"plan": "- [ ] one"})], "Planned, and noted.",
                 "The queued one.")
-    page.goto("/")
-    page.get_by_role("button", name="New conversation").click()
-    page.wait_for_url("**/c/*")
+    page.goto(served.empty_chat())  # open before its first message
     box = page.locator("#composer textarea")
     expect(page.get_by_role("button", name="Send now")).to_have_count(0)  # nothing is running
     box.fill("plan it")

@@ -246,9 +246,7 @@ def test_in_the_browser_htmx_sends_the_files(browser, served, fake, tmp_path):
     page = context.new_page()
     page.on("pageerror", lambda e: errors.append(str(e)))
     try:
-        page.goto("/")
-        page.get_by_role("button", name="New conversation").click()
-        page.wait_for_url("**/c/*")
+        page.goto(served.empty_chat())  # open before its first message
         page.evaluate("window.__sameDocument = true")
         page.locator('#composer input[type="file"]').set_input_files([str(note)])
         box = page.locator("#composer textarea")

@@ -121,7 +121,7 @@ def list_changes(store: Store, convos: list[Conversation], gone: list[str] = ())
     ordered = sorted(convos, key=row_key, reverse=True)
     moved = "".join(f'<div id="c{c.id}" hx-swap-oob="delete"></div>' for c in ordered)
     return (removed + moved + '<hx-partial hx-target="#conversations" hx-swap="upsert key:data-key sort:desc">'
-            + rows_html(ordered) + "</hx-partial>")
+            + str(rows_html(ordered)) + "</hx-partial>")
 
 
 def back_to(raw: str) -> str:
@@ -154,7 +154,7 @@ async def more(request: Request, after: FromQuery[str | None] = None) -> Respons
     convos = s.store.conversations(me(request).id, limit=PAGE, after=start)
     if render.is_htmx(request):
         html = ('<hx-partial hx-target="#conversations" hx-swap="upsert key:data-key sort:desc">'
-                + rows_html(convos) + "</hx-partial>" + more_html(convos, oob=True))
+                + str(rows_html(convos)) + "</hx-partial>" + str(more_html(convos, oob=True)))
         return Response(html, media_type="text/html; charset=utf-8")
     return render.page(request, "conversations.html", rows=rows_html(convos, prefix="all-"), more_link=more_html(convos),
                        first=start is None)
