@@ -179,12 +179,13 @@ def test_the_conversation_list_follows_live(browser, served, fake):
         home, other = context.new_page(), second.new_page()
         home.goto("/")
         home.wait_for_timeout(300)  # its stream is open
-        other.goto(served.empty_chat())  # open before its first message
-        home.bring_to_front()  # a person looks at the list (htmx pauses a hidden page's stream)
-        expect(home.locator("#conversations li")).to_have_count(1, timeout=10_000)
+        other.goto("/")
         other.locator("#composer textarea").fill("a title from the first words")
         other.locator("#composer textarea").press("Enter")
-        expect(home.locator("#conversations li a").first).to_have_text("A fitting title", timeout=10_000)
+        other.wait_for_url("**/c/*")
+        home.bring_to_front()  # a person looks at the list (htmx pauses a hidden page's stream)
+        expect(home.locator("#conversations li.convo")).to_have_count(1, timeout=10_000)
+        expect(home.locator("#conversations li.convo a.open").first).to_have_text("A fitting title", timeout=10_000)
     finally:
         context.close()
         second.close()

@@ -185,7 +185,7 @@ async def rename(request: Request, chat: FromPath[str]) -> Response:
 async def pin(request: Request, chat: FromPath[str]) -> Response:
     s = state(request)
     convo = conversation_or_404(s.store, chat, me(request))
-    pinned = (await form_field(request, "pinned", 1)).strip()
+    pinned = (await form_field(request, "pinned", 20)).strip()
     if pinned not in ("0", "1"):
         raise HTTPException(status_code=400, detail="“pinned” is 0 or 1.")
     s.store.pin(convo.id, pinned == "1")
