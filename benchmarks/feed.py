@@ -529,13 +529,17 @@ class Web:
             raise RuntimeError("no CSRF token on the page")
         return m.group(1)
 
-    def new_conversation(self) -> tuple[int, int, str]:
-        """(chat, rev the page was rendered at, csrf token)"""
-        _, _, home = self.request("GET", "/")
-        status, h, _ = self.request("POST", "/c", form={"_csrf_token": self.token(home)})
-        if status != 303:
-            raise RuntimeError(f"POST /c answered {status}")
-        chat = int(h["location"].rstrip("/").rsplit("/", 1)[1])
+    def new_conversation(self, data: Path) -> tuple[int, int, str]:
+        """(chat, rev the page was rendered at, csrf token) of an empty conversation of the
+        owner's, written into the server's database: the pages make a conversation only with
+        its first message, and a benchmark opens its followers before the message is sent."""
+        db = dbm.connect(data / "tabletalk.db")
+        try:
+            store = Store(db)
+            agent = store.default_agent(store.owner())
+            chat = store.new_conversation(agent.id if agent else None, person=store.owner()).id
+        finally:
+            db.conn.close()
         return (chat, *self.page_state(chat))
 
     def page_state(self, chat: int) -> tuple[int, str]:
@@ -625,7 +629,7 @@ async def bytes_per_answer(args, fake: FakeModelServer, folder: Path, table: Tab
     server = Served(folder / "bytes", fake.url).start()
     web = Web(server.port)
     try:
-        chat, rev, token = web.new_conversation()
+        chat, rev, token = web.new_conversation(server.data)
         f = await open_follower(server.port, f"/c/{chat}/events?since={rev}", 10, decode=True)
         await asyncio.sleep(0.2)  # the first (catch-up) message is in; what follows is the answer
         start, raw0 = len(f.body), f.raw
@@ -725,7 +729,7 @@ async def delays(args, fake: FakeModelServer, folder: Path, table: Table) -> Non
     rng = random.Random(7)
     worker = server.worker
     try:
-        chat, _, token = web.new_conversation()
+        chat, _, token = web.new_conversation(server.data)
         for n in args.followers:
             rev = store.rev()
             ramp = await open_many(server.port, f"/c/{chat}/events?since={rev}", n, marks=True,
@@ -834,7 +838,7 @@ async def memory(args, fake: FakeModelServer, folder: Path, table: Table, backpr
     label = ("[memory] idle followers of one conversation" if not backpressure else
              f"[memory, NOT tabletalk serve: same app, granian backpressure={backpressure:,}]")
     try:
-        chat, rev, _ = web.new_conversation()
+        chat, rev, _ = web.new_conversation(server.data)
         path = f"/c/{chat}/events?since={rev}"
         worker = server.worker
         warm = await open_many(server.port, path, 50)  # every code path loaded once
