@@ -70,12 +70,15 @@ class Follower:
     (no task or timer per message; keep-alives come from the feed's own loop).
     """
 
-    __slots__ = ("chat", "person", "session", "messages", "waiter", "behind", "fresh")
+    __slots__ = ("chat", "person", "session", "lists", "messages", "waiter", "behind", "fresh")
 
-    def __init__(self, chat: int | None, person: int | None = None, session: str = ""):
+    def __init__(self, chat: int | None, person: int | None = None, session: str = "", lists: bool = False):
         self.chat = chat
         self.person = person  # whose page: a list follower gets that person's conversations only
         self.session = session  # the sign-in it was opened under: signing out ends the stream
+        # A conversation's page also follows its person's list (the sidebar) in the same
+        # stream: one stream a page, as browsers open at most six to a host over HTTP/1.1.
+        self.lists = lists
         self.messages: deque[tuple[int, bytes]] = deque()
         self.waiter: asyncio.Future | None = None
         self.behind = False  # fell too far behind: end the stream, the browser resyncs
@@ -159,8 +162,8 @@ class Feed:
 
     # --- following ------------------------------------------------------------------
 
-    def follow(self, chat: int | None, person: int | None = None, session: str = "") -> Follower:
-        f = Follower(chat, person, session)
+    def follow(self, chat: int | None, person: int | None = None, session: str = "", lists: bool = False) -> Follower:
+        f = Follower(chat, person, session, lists)
         self.followers[chat].add(f)
         if chat is not None:
             self.sent.setdefault(chat, {})
@@ -210,6 +213,15 @@ class Feed:
                 if it.chat in self.followers:
                     by_chat[it.chat].append(it)
             convo_of = {c.id: c for c in convos if c.id in self.followers}
+            lists = self._lists(convos, listed_gone)  # person -> their list's changes
+            told: set[Follower] = set()  # list-following conversation pages whose message carried them
+            encoded: dict[tuple[str, str], bytes] = {}  # one encoding per distinct message
+
+            def message(html: str, extra: str = "") -> bytes:
+                if (html, extra) not in encoded:
+                    encoded[(html, extra)] = encode(top, html + extra) if html or extra else b""
+                return encoded[(html, extra)]
+
             if self.render:
                 for chat in by_chat.keys() | convo_of.keys() | gone.keys() | set(contexts):
                     changes = (self.store, chat, by_chat.get(chat, []), convo_of.get(chat), gone.get(chat, []))
@@ -217,27 +229,34 @@ class Feed:
                     # the diff is made (and encoded) once for every follower in step, and keeps
                     # `sent` current; a dispatch with nothing a page shows sends nothing
                     diff = self.render(*changes, self.sent.setdefault(chat, {}))
-                    diff_data = encode(top, diff) if diff else b""
                     whole = self.render(*changes, None) if any(f.fresh for f in group) else ""
-                    whole_data = encode(top, whole) if whole else b""
                     for f in group:
-                        data = whole_data if f.fresh else diff_data
+                        extra = lists.get(f.person, "") if f.lists else ""
+                        if extra:
+                            told.add(f)
+                        data = message(whole if f.fresh else diff, extra)
                         if data:
                             f.push(top, data)
                         f.fresh = False
-            if (convos or listed_gone) and self.render_list and None in self.followers:
+            if lists:
                 # each person's list hears of their own conversations only, rendered once per person
-                lists: dict[int | None, list[Follower]] = defaultdict(list)
-                for f in self.followers[None]:
-                    lists[f.person].append(f)
-                for person, group in lists.items():
-                    mine = [c for c in convos if c.person == person]
-                    mine_gone = [dom for dom, p in listed_gone if p == person]
-                    if not mine and not mine_gone:
-                        continue
-                    data = encode(top, self.render_list(self.store, mine, mine_gone))
+                for chat, group in self.followers.items():
                     for f in group:
-                        f.push(top, data)
+                        if (chat is None or (f.lists and f not in told)) and lists.get(f.person):
+                            f.push(top, message("", lists[f.person]))
+
+    def _lists(self, convos: list[Conversation], listed_gone: list[tuple[str, int | None]]) -> dict[int | None, str]:
+        """The list changes of each person with a page following their list."""
+        if not (convos or listed_gone) or not self.render_list:
+            return {}
+        people = {f.person for chat, group in self.followers.items() for f in group if chat is None or f.lists}
+        out: dict[int | None, str] = {}
+        for person in people:
+            mine = [c for c in convos if c.person == person]
+            mine_gone = [dom for dom, p in listed_gone if p == person]
+            if mine or mine_gone:
+                out[person] = self.render_list(self.store, mine, mine_gone)
+        return out
 
     def close(self) -> None:
         """End every stream (shutdown): followers wake and find the feed closed."""

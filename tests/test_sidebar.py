@@ -190,3 +190,35 @@ def test_plain_keeps_text_and_code_and_drops_markdown_syntax():
     o, c = search.MARKS
     assert search.plain(f"**{o}Bold{c}** and `x = 1`\n\n- item\n\n> quote") == f"{o}Bold{c} and x = 1 item quote"
     assert search.plain("```py\nprint(1)\n```\n![a cat](c.png)") == "print(1) a cat"
+
+
+def test_a_conversation_pages_one_stream_carries_its_persons_list_too(tmp_path, client):
+    from app import db as dbm
+    from app.feed import Feed
+    from app.store import Store
+    from app.web import live, sidebar
+
+    path = tmp_path / "feed.db"
+    db = dbm.connect(path)
+    dbm.migrate(db)
+    writer = Store(db)
+    a, b = writer.new_conversation(None, "a"), writer.new_conversation(None, "b")
+    feed = Feed(path, render=live.chat_changes, render_list=sidebar.list_changes)
+    page, plain = feed.follow(a.id, None, lists=True), feed.follow(b.id, None)
+    writer.ask(b.id, "hello b")  # b's row moves in the list; nothing of a's own
+    feed.dispatch()
+    [(_, data)] = page.messages
+    assert f'id="c{b.id}"' in data.decode() and 'hx-target="#conversations"' in data.decode()
+    [(_, data)] = plain.messages
+    assert 'hx-target="#conversations"' not in data.decode(), "a page not following the list is not sent it"
+    page.messages.clear()
+    writer.ask(a.id, "hello a")
+    feed.dispatch()
+    [(_, data)] = page.messages  # its items and the list, in one message of one rev
+    assert "hello a" in data.decode() and f'<li id="c{a.id}"' in data.decode()
+    feed.db.conn.close()
+    db.conn.close()
+    # and the page opens that one stream only
+    chat = new_chat(client)
+    assert client.get(chat).text.count("hx-sse:connect=") == 1
+    assert client.get("/agents").text.count('hx-sse:connect="/events?since=') == 1

@@ -206,6 +206,7 @@ async def conversation(request: Request, chat: FromPath[str], versions: FromQuer
         request, "chat.html",
         convo=convo,
         current=convo.id,
+        side_live=False,  # its own stream brings the sidebar's changes
         items=live.items_html(items, render.view_of(items, chat_state["turn"], shown, s.store.files_of(items)),
                               chat_state),
         plan=live.items_html(plan),

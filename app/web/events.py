@@ -1,4 +1,5 @@
-"""The live feed as Server-Sent Events: `GET /c/{chat}/events` and `GET /events` (the list).
+"""The live feed as Server-Sent Events: `GET /c/{chat}/events` (a conversation and its
+person's list, for the sidebar beside it) and `GET /events` (the list alone, on other pages).
 
 A page rendered at rev R connects with `?since=R`; on reconnect htmx sends the
 `Last-Event-ID` header, which wins over `since`. The first message brings the page from
@@ -17,6 +18,7 @@ from litestar.response import Stream
 
 from ..accounts import People
 from ..feed import Feed, Follower, encode
+from ..store import Store
 from . import live, render, sidebar
 from .chats import conversation_or_404, me
 from .state import state
@@ -60,6 +62,12 @@ async def follow(feed: Feed, follower: Follower, first: bytes, cursor: int,
         feed.unfollow(follower)
 
 
+def list_catch_up(store: Store, person: int, cursor: int) -> str:
+    """The sidebar's changes after `cursor`: `person`'s conversations changed, and removed."""
+    gone = [dom for chat, dom, whose in store.tombstones_since(cursor) if chat is None and whose == person] if cursor else []
+    return sidebar.list_changes(store, store.conversations_since(cursor, person=person), gone)
+
+
 # Not through the CSRF middleware: a GET needs no check, the page already set the cookie,
 # and its send wrapper would run for every message to every follower.
 @get("/c/{chat:str}/events", exclude_from_csrf=True)
@@ -67,7 +75,8 @@ async def chat_events(request: Request, chat: FromPath[str], since: FromQuery[st
     s = state(request)
     who = me(request)
     convo = conversation_or_404(s.store, chat, who)
-    follower = s.feed.follow(convo.id, who.id, request.state.session)  # before reading, so nothing committed after is missed
+    # before reading, so nothing committed after is missed; it carries the sidebar's changes too
+    follower = s.feed.follow(convo.id, who.id, request.state.session, lists=True)
     cursor = cursor_of(request, since)
     with s.store.snapshot():
         top = s.store.rev()
@@ -76,6 +85,7 @@ async def chat_events(request: Request, chat: FromPath[str], since: FromQuery[st
         items = s.store.items_since(cursor, chat=convo.id)
         gone = [dom for _, dom, _ in s.store.tombstones_since(cursor, chat=convo.id)] if cursor else []
         first = live.chat_changes(s.store, convo.id, items, convo if convo.rev > cursor else None, gone)
+        first += list_catch_up(s.store, who.id, cursor)
     return Stream(follow(s.feed, follower, encode(top, first), top, still(request)),
                   media_type="text/event-stream", headers=HEADERS)
 
@@ -90,9 +100,7 @@ async def list_events(request: Request, since: FromQuery[str | None] = None) -> 
         top = s.store.rev()
         if cursor > top:
             cursor = 0
-        gone = [dom for chat, dom, person in s.store.tombstones_since(cursor)
-                if chat is None and person == who.id] if cursor else []
-        first = sidebar.list_changes(s.store, s.store.conversations_since(cursor, person=who.id), gone)
+        first = list_catch_up(s.store, who.id, cursor)
     return Stream(follow(s.feed, follower, encode(top, first), top, still(request)),
                   media_type="text/event-stream", headers=HEADERS)
 
