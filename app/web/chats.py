@@ -1,4 +1,5 @@
-"""Conversations: the list, a conversation's page, and what a person does in one."""
+"""Conversations: a new one (the home page) and its first message, a conversation's page,
+and what a person does in one."""
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
