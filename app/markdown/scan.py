@@ -12,6 +12,7 @@ the MarkdownIt's own math rules (``mathml``); math whose close has not come yet 
 
 from __future__ import annotations
 
+import bisect
 import re
 from typing import Any
 
@@ -45,7 +46,9 @@ def _punct(ch: str | None) -> bool:
 
 
 def _find_run(s: str, start: int, char: str, size: int) -> int:
-    """Start of the first run of exactly `size` `char`s at or after `start`, or -1."""
+    """Start of the first run of exactly `size` `char`s at or after `start`, or -1.
+    (`start` is not inside a run. A scan asks this of the same text many times: see
+    `_Text.run`, which answers from one index of the runs.)"""
     n = len(s)
     i = s.find(char, start)
     while i >= 0:
@@ -56,6 +59,101 @@ def _find_run(s: str, start: int, char: str, size: int) -> int:
             return i
         i = s.find(char, j)
     return -1
+
+
+class _Text:
+    """One text being scanned, with what the scan of it learns once and reuses.
+
+    Every pass over it is linear: a link label from each `[` is found by one walk that
+    remembers, for every position it passed, the bracket that was innermost there (so a
+    later `[` never walks the same characters again), and backtick runs come from one
+    index of the text's runs (not a search to the end for every unmatched run)."""
+
+    __slots__ = ("s", "runs", "ends", "owner")
+
+    def __init__(self, s: str) -> None:
+        self.s = s
+        self.runs: dict[int, list[int]] | None = None  # backtick run size -> starts
+        # both made at the first `[`: an int per character, for texts with any bracket
+        self.ends: list[int] = []  # at a `[`: its label's `]`, -1 none before the end, -2 not known
+        self.owner: list[int] = []  # at a position a walk passed: the `[` innermost there, or -1
+
+    def run(self, start: int, size: int) -> int:
+        """`_find_run(s, start, "`", size)`, from the index."""
+        runs = self.runs
+        if runs is None:
+            runs = self.runs = {}
+            for m in _BACKTICKS.finditer(self.s):
+                runs.setdefault(m.end() - m.start(), []).append(m.start())
+            _count(len(self.s))
+        starts = runs.get(size)
+        if not starts:
+            return -1
+        at = bisect.bisect_left(starts, start)
+        return starts[at] if at < len(starts) else -1
+
+    def label_end(self, i: int) -> int:
+        """The `]` that ends the label opened by the `[` at `i`, or -1 (escapes and code
+        spans skipped, nested brackets balanced)."""
+        s, n = self.s, len(self.s)
+        if not self.ends:
+            self.ends, self.owner = [-2] * n, [-1] * n
+        ends, owner = self.ends, self.owner
+        if ends[i] != -2:
+            return ends[i]
+        stack = [i]
+        k = i + 1
+        walked = 0
+        while k < n:
+            known = owner[k]
+            if known >= 0 and ends[known] != -2:
+                # an earlier walk passed here: from here on, tokens are the same, and the
+                # first `]` at depth 0 closes what is innermost now
+                close = ends[known]
+                if close < 0:
+                    break
+                ends[stack.pop()] = close
+                if not stack:
+                    _count(walked)
+                    return close
+                k = close + 1
+                continue
+            owner[k] = stack[-1]
+            walked += 1
+            ch = s[k]
+            if ch == "\\":
+                k += 2
+                continue
+            if ch == "`":
+                j = k
+                while j < n and s[j] == "`":
+                    j += 1
+                close = self.run(j, j - k)
+                k = close + (j - k) if close >= 0 else j
+                continue
+            if ch == "[":
+                stack.append(k)
+            elif ch == "]":
+                ends[stack.pop()] = k
+                if not stack:
+                    _count(walked)
+                    return k
+            k += 1
+        for opened in stack:  # no close before the end, for all still open
+            ends[opened] = -1
+        _count(walked)
+        return -1
+
+
+_BACKTICKS = re.compile("`+")
+
+# Characters the scanner stepped over, for the tests that prove each pass is linear in
+# its input (tests/test_markdown.py); a plain counter, cheap next to the work it counts.
+SCANNED = [0]
+
+
+def _count(steps: int) -> None:
+    SCANNED[0] += steps
 
 
 def _skip_space(s: str, pos: int) -> int:
@@ -101,29 +199,13 @@ def _inline_link(s: str, pos: int) -> tuple[int, int]:
     return (_OK, after + 1) if s[after] == ")" else (_NO, 0)
 
 
-def _link(s: str, i: int, refs: dict[str, Any]) -> tuple[int, int]:
+def _link(text: _Text, i: int, refs: dict[str, Any]) -> tuple[int, int]:
     """At `[`: (_OK, end) for a whole link, (_PENDING, 0) or (_NO, 0)."""
+    s = text.s
     n = len(s)
-    depth, k = 0, i + 1
-    while k < n:
-        ch = s[k]
-        if ch == "\\":
-            k += 2
-            continue
-        if ch == "`":
-            j = k
-            while j < n and s[j] == "`":
-                j += 1
-            close = _find_run(s, j, "`", j - k)
-            k = close + (j - k) if close >= 0 else j
-            continue
-        if ch == "[":
-            depth += 1
-        elif ch == "]":
-            if depth == 0:
-                break
-            depth -= 1
-        k += 1
+    k = text.label_end(i)
+    if k < 0:
+        k = n
     if k >= n:
         return _PENDING, 0
     label_end, after = k, k + 1
@@ -187,6 +269,8 @@ class _Delim:
 
 
 _SCAN_CACHE: dict[tuple[str, bool, tuple[str, ...]], tuple] = {}
+_SCAN_CACHE_CHARS = [0]  # the texts it holds, in characters: bounded, not only counted
+_SCAN_CACHE_MAX_CHARS = 4_000_000
 
 
 def _scan(
@@ -203,9 +287,11 @@ def _scan(
     found = _SCAN_CACHE.get(key)
     if found is None:
         found = _scan_uncached(s, refs, edge)
-        if len(_SCAN_CACHE) > 2048:
+        if len(_SCAN_CACHE) > 2048 or _SCAN_CACHE_CHARS[0] + len(s) > _SCAN_CACHE_MAX_CHARS:
             _SCAN_CACHE.clear()
+            _SCAN_CACHE_CHARS[0] = 0
         _SCAN_CACHE[key] = found
+        _SCAN_CACHE_CHARS[0] += len(s)
     return found
 
 
@@ -213,11 +299,16 @@ def _scan_uncached(
     s: str, refs: dict[str, Any], edge: bool
 ) -> tuple[list[tuple[int, int]], int, list[_Delim], int]:
     n = len(s)
+    text = _Text(s)
     spans: list[tuple[int, int]] = []
     stack: list[_Delim] = []
     hold, code = n, 0
-    i = 0
+    # (char, closer size % 3, closer opens) -> stack depth below which no opener fits it
+    # (as markdown-it's openers_bottom): a closer never searches the same openers twice
+    bottom: dict[tuple[str, int, bool], int] = {}
+    i = steps = 0
     while i < n:
+        steps += 1
         c = s[i]
         if c == "$" or (c == "\\" and s.startswith(("\\(", "\\["), i)):
             state, end = _math(s, i)
@@ -245,7 +336,7 @@ def _scan_uncached(
             j = i
             while j < n and s[j] == "`":
                 j += 1
-            close = _find_run(s, j, "`", j - i)
+            close = text.run(j, j - i)
             if close >= 0:
                 spans.append((i, close + j - i))
                 i = close + j - i
@@ -288,10 +379,14 @@ def _scan_uncached(
                 opens, closes = left, right
             if closes:
                 used = 0
+                fits = (c, (j - i) % 3, opens)
                 while count > 0:
-                    at = _opener(stack, c, j - i, opens)
+                    at = _opener(stack, c, j - i, opens, bottom.get(fits, 0))
                     if at < 0:
+                        steps += len(stack) - bottom.get(fits, 0)
+                        bottom[fits] = len(stack)
                         break
+                    steps += len(stack) - at
                     op = stack[at]
                     use = 2 if c == "~" or (op.count >= 2 and count >= 2) else 1
                     op.count -= use
@@ -301,6 +396,9 @@ def _scan_uncached(
                     del stack[at + 1 :]
                     if op.count <= 0:
                         del stack[at]
+                    for other, depth in bottom.items():
+                        if depth > len(stack):
+                            bottom[other] = len(stack)
                 start += used
             if count > 0 and opens:
                 stack.append(_Delim(c, count, start, opens, closes))
@@ -310,7 +408,7 @@ def _scan_uncached(
             hold = i
             break
         if c == "[":
-            state, end = _link(s, i, refs)
+            state, end = _link(text, i, refs)
             if state == _OK:
                 spans.append((i, end))
                 i = end
@@ -352,11 +450,12 @@ def _scan_uncached(
         ):
             hold = k  # linkify would give it an href that changes as it grows
     spans.extend((op.pos, _INF) for op in stack)
+    _count(steps)
     return spans, hold, stack, code
 
 
-def _opener(stack: list[_Delim], char: str, size: int, closer_opens: bool) -> int:
-    for at in range(len(stack) - 1, -1, -1):
+def _opener(stack: list[_Delim], char: str, size: int, closer_opens: bool, bottom: int = 0) -> int:
+    for at in range(len(stack) - 1, bottom - 1, -1):
         op = stack[at]
         if op.char != char:
             continue
