@@ -15,7 +15,7 @@ from typing import Any
 # REVEAL_STEP is read from the package at call time (see growing.py)
 from .. import markdown as _package
 from .engine import _md, _top_level
-from .growing import _growing_source, _growing_tokens
+from .growing import _growing_inner, _growing_source, _growing_tokens
 
 BLOCK_CLASS = "md"
 
@@ -48,30 +48,28 @@ def keyed(text: str, key: str, growing: bool = False) -> list[Block]:
     """
     if not text:
         return []
-    env: dict[str, Any] = {}
+    safe_key = _html.escape(key, quote=True)
     if growing:
-        src = _growing_source(text)
+        # only the blocks from the key's last open one on are parsed again (growing.py)
+        src = _growing_source(text, key)
         # the flushes between two grid points all render the same text: once
         found = _GROWN.get((src, key, _package.REVEAL_STEP))
         if found is not None:
             return list(found)
-        tokens = _growing_tokens(src, env)
+        parts = _growing_inner(src, key)
     else:
+        env: dict[str, Any] = {}
         tokens = _md.parse(text, env)
-    renderer = _md.renderer
-    options = _md.options
-    safe_key = _html.escape(key, quote=True)
-    blocks = []
-    for n, (start, end) in enumerate(_top_level(tokens)):
-        inner = renderer.render(tokens[start:end], options, env)
-        if inner.endswith("\n"):
-            inner = inner[:-1]
-        blocks.append(
-            Block(
-                f"{key}-{n}",
-                f'<div class="{BLOCK_CLASS}" id="{safe_key}-{n}">{inner}</div>',
-            )
-        )
+        renderer = _md.renderer
+        options = _md.options
+        parts = []
+        for start, end in _top_level(tokens):
+            inner = renderer.render(tokens[start:end], options, env)
+            parts.append(inner[:-1] if inner.endswith("\n") else inner)
+    blocks = [
+        Block(f"{key}-{n}", f'<div class="{BLOCK_CLASS}" id="{safe_key}-{n}">{inner}</div>')
+        for n, inner in enumerate(parts)
+    ]
     if growing:
         if len(_GROWN) >= _GROWN_MAX:
             _GROWN.pop(next(iter(_GROWN)))
