@@ -1,0 +1,243 @@
+"""The cost of a followed answer: server CPU, bytes on the wire, chunk -> follower delay.
+
+    .venv/bin/python benchmarks/answer_cost.py [--sizes 1,4,10] [--followers 0,1,10]
+        [--rate 200] [--no-delay]
+
+For each answer size and follower count it starts `tabletalk serve --workers 1` (its own
+process group and temporary TABLETALK_DATA; AI_URL at the fake OpenAI server run in
+this process), signs in, opens N followers of a new conversation (raw HTTP/1.1 sockets
+reading `GET /c/{chat}/events` with `Accept-Encoding: br, gzip` like a browser, the body
+decompressed as it comes), POSTs a message and waits until every follower has the
+message in which the text item turns `class="state done"`. The fake streams the answer
+one word-token a chunk at `--rate` (200) chunks a second.
+
+- **answer**: tests/fixtures/long_answer.md (~2,100 tokens, 8.4 KB of Markdown), or that
+  text `k` times over for a size `k` (4: ~8,000 tokens, 10: ~20,000).
+- **server CPU s**: utime + stime of the serve process and all its descendants, from just
+  before the POST to the done message (the fake and this script are not counted).
+- **wire B / decoded B** (N >= 1, the first follower): the SSE bytes read from the socket
+  after the POST (HTTP chunk framing included), and the same after decompression.
+- **delay p50 / p99** (`--no-delay` skips it): a second answer of plain marker words
+  (`w00001 w00002 ...`, in paragraphs, the same pace) followed by one follower; for each
+  chunk, the time from the fake's write (`sent_at`) to the first follower message that
+  shows its word. It includes the runner's 50 ms write interval and the 40-character
+  reveal grid (the words arrive about 7 at a time) by design.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import re
+import sys
+import tempfile
+import time
+import zlib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+for where in (str(ROOT), str(Path(__file__).resolve().parent)):
+    if where not in sys.path:
+        sys.path.insert(0, where)
+
+import brotli  # noqa: E402
+
+import feed as fb  # noqa: E402  (benchmarks/feed.py: the served app, a raw follower, pages)
+from _shared import HOST, Table, pct  # noqa: E402
+from tests.fakes.openai_server import FakeModelServer, rate, text  # noqa: E402
+
+FIXTURE = ROOT / "tests" / "fixtures" / "long_answer.md"
+DONE = re.compile(rb'id="(i\d+)-s" class="state done"')
+
+
+class Reader(fb.Follower):
+    """A follower that asks for compression, as a browser does, and decodes what it gets."""
+
+    def __init__(self, path: str, port: int, **kw):
+        super().__init__(path, port, decode=True, **kw)
+        self.request = self.request.replace(b"\r\n\r\n", b"\r\nAccept-Encoding: br, gzip\r\n\r\n", 1)
+        self.decoder = None
+        self.plain = bytearray()  # the decoded SSE body
+        self.arrived: list[tuple[float, int]] = []  # (time, len(plain)) after each read
+        self._done_from = 0
+
+    def data_received(self, data: bytes) -> None:
+        was = len(self.body)
+        super().data_received(data)
+        fresh = bytes(self.body[was:])
+        if not fresh:
+            return
+        if self.decoder is None:
+            self.decoder = self._decoder()
+        self.plain += self.decoder(fresh)
+        self.arrived.append((time.monotonic(), len(self.plain)))
+
+    def _decoder(self):
+        coding = self.headers.get(b"content-encoding", b"")
+        if coding == b"br":
+            d = brotli.Decompressor()
+            return d.process
+        if coding == b"gzip":
+            z = zlib.decompressobj(wbits=31)
+            return z.decompress
+        return lambda b: b
+
+    @property
+    def headers(self) -> dict[bytes, bytes]:
+        return getattr(self, "_headers", {})
+
+    def done(self, after: int) -> bool:
+        return DONE.search(self.plain, after) is not None
+
+
+_orig_data_received = fb.Follower.data_received
+
+
+def _keep_headers(self, data: bytes) -> None:  # the base class drops the response head
+    if not self.in_body:
+        head = bytes(self.head) + data
+        end = head.find(b"\r\n\r\n")
+        if end >= 0:
+            self._headers = {
+                k.strip().lower(): v.strip()
+                for k, _, v in (line.partition(b":") for line in head[:end].split(b"\r\n")[1:])
+            }
+    _orig_data_received(self, data)
+
+
+fb.Follower.data_received = _keep_headers  # type: ignore[method-assign]
+
+
+def tree_cpu(pid: int) -> float:
+    total, todo = 0.0, [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            total += fb.cpu_seconds(p)
+        except OSError:
+            continue
+        todo.extend(fb.children(p))
+    return total
+
+
+def marker_answer(words: int) -> str:
+    out, line = [], []
+    for n in range(1, words + 1):
+        line.append(f"w{n:05d}")
+        if n % 60 == 0:
+            out.append(" ".join(line) + "\n\n")
+            line = []
+    if line:
+        out.append(" ".join(line))
+    return "".join(out)
+
+
+async def one_answer(served: fb.Served, fake: FakeModelServer, answer: str, followers: int,
+                     chunk_rate: float, delays: bool = False) -> dict:
+    web = fb.Web(served.port)
+    chat, since, token = web.new_conversation()
+    readers: list[Reader] = []
+    loop = asyncio.get_running_loop()
+    for _ in range(followers):
+        _, r = await loop.create_connection(lambda: Reader(f"/c/{chat}/events?since={since}", served.port),
+                                            HOST, served.port)
+        await asyncio.wait_for(asyncio.shield(r.ready), 15)
+        readers.append(r)
+    await asyncio.sleep(0.3)  # the first messages are in
+    marks = [(len(r.plain), r.raw) for r in readers]
+    fake.reset()
+    fake.record_times = True
+    fake.script([rate(chunk_rate), text(answer)])
+    fake.plain_default = [text("A title")]
+    cpu0 = tree_cpu(served.proc.pid)
+    t0 = time.monotonic()
+    await loop.run_in_executor(None, web.ask, chat, "Write the answer", token)
+    deadline = t0 + 60 + len(answer) / 4 / chunk_rate * 3
+    if followers:
+        while not all(r.done(m[0]) for r, m in zip(readers, marks)):
+            if time.monotonic() > deadline:
+                raise TimeoutError("the followers did not see the answer done")
+            await asyncio.sleep(0.02)
+    else:
+        while True:  # no page open: ask the store when the answer is done
+            if time.monotonic() > deadline:
+                raise TimeoutError("the answer did not finish")
+            _, _, page = await loop.run_in_executor(None, web.request, "GET", f"/c/{chat}")
+            if 'class="state done"' in page and 'class="item text"' in page:
+                break
+            await asyncio.sleep(0.25)
+    cpu = tree_cpu(served.proc.pid) - cpu0
+    out = {"cpu": cpu, "seconds": time.monotonic() - t0}
+    if readers:
+        r, (plain0, raw0) = readers[0], marks[0]
+        out["wire"] = r.raw - raw0
+        out["decoded"] = len(r.plain) - plain0
+        out["coding"] = r.headers.get(b"content-encoding", b"identity").decode()
+    if delays and readers:
+        sent = list(fake.sent_at)[1:]  # the first chunk is the empty role delta
+        words = answer.split()
+        r, plain0 = readers[0], marks[0][0]
+        got = []
+        for k, word in enumerate(words[: len(sent)]):
+            at = r.plain.find(word.encode(), plain0)
+            if at < 0:
+                continue
+            arrival = next(t for t, size in r.arrived if size > at)
+            got.append((arrival - sent[k]) * 1000)
+        out["delays"] = got
+    for r in readers:
+        r.close()
+    return out
+
+
+async def run(args) -> int:
+    fb.raise_nofile()
+    table = Table(echo=True)
+    base = FIXTURE.read_text()
+    fake = FakeModelServer(models={fb.MODEL: 32768}).start()
+    print(f"load average at start: {fb.loadavg()}", file=sys.stderr)
+    try:
+        for size in args.sizes:
+            answer = "\n\n".join([base] * size)
+            label = f"{len(answer):,} B Markdown (x{size})"
+            for n in args.followers:
+                with tempfile.TemporaryDirectory(prefix="answer-cost-") as tmp:
+                    served = fb.Served(Path(tmp) / "data", fake.url).start()
+                    try:
+                        got = await one_answer(served, fake, answer, n, args.rate)
+                    finally:
+                        served.stop()
+                table.add(f"{label}, {n} followers: server CPU s", f"{got['cpu']:.2f} ({got['seconds']:.1f} s)",
+                          "<= 0.25 (1), <= 0.15 (0)" if size == 1 and n <= 1 else "")
+                if "wire" in got:
+                    table.add(f"{label}, {n} followers: wire B / decoded B ({got['coding']})",
+                              f"{got['wire']:,} / {got['decoded']:,}",
+                              "<= 13,000 wire" if size == 1 else "")
+        if not args.no_delay:
+            with tempfile.TemporaryDirectory(prefix="answer-cost-") as tmp:
+                served = fb.Served(Path(tmp) / "data", fake.url).start()
+                try:
+                    got = await one_answer(served, fake, marker_answer(2000), 1, args.rate, delays=True)
+                finally:
+                    served.stop()
+            d = got["delays"]
+            table.add("chunk -> follower p50 / p99 ms (1 answer, 1 follower)",
+                      f"{pct(d, 50):.0f} / {pct(d, 99):.0f} ({len(d)} chunks)", "<= 55 / <= 90")
+    finally:
+        fake.stop()
+    print(f"load average at end: {fb.loadavg()}", file=sys.stderr)
+    table.print()
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ints = lambda s: [int(x) for x in s.split(",") if x]  # noqa: E731
+    p.add_argument("--sizes", type=ints, default=[1], help="answer sizes: the fixture k times (1,4,10)")
+    p.add_argument("--followers", type=ints, default=[0, 1, 10], help="follower counts (0,1,10,100)")
+    p.add_argument("--rate", type=float, default=200.0, help="chunks a second")
+    p.add_argument("--no-delay", action="store_true", help="skip the delay measurement")
+    return asyncio.run(run(p.parse_args(argv)))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
