@@ -172,6 +172,7 @@ async def one_answer(served: fb.Served, fake: FakeModelServer, answer: str, foll
         out["wire"] = r.raw - raw0
         out["decoded"] = len(r.plain) - plain0
         out["coding"] = r.headers.get(b"content-encoding", b"identity").decode()
+        out["body"] = bytes(r.plain[plain0:])
     if delays and readers:
         sent = list(fake.sent_at)[1:]  # the first chunk is the empty role delta
         words = answer.split()
@@ -206,6 +207,8 @@ async def run(args) -> int:
                         got = await one_answer(served, fake, answer, n, args.rate)
                     finally:
                         served.stop()
+                if args.dump and "body" in got:
+                    Path(args.dump).write_bytes(got["body"])
                 table.add(f"{label}, {n} followers: server CPU s", f"{got['cpu']:.2f} ({got['seconds']:.1f} s)",
                           "<= 0.25 (1), <= 0.15 (0)" if size == 1 and n <= 1 else "")
                 if "wire" in got:
@@ -236,6 +239,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--followers", type=ints, default=[0, 1, 10], help="follower counts (0,1,10,100)")
     p.add_argument("--rate", type=float, default=200.0, help="chunks a second")
     p.add_argument("--no-delay", action="store_true", help="skip the delay measurement")
+    p.add_argument("--dump", help="write the first follower's decoded SSE body (last run) to this file")
     return asyncio.run(run(p.parse_args(argv)))
 
 

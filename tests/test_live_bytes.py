@@ -46,3 +46,42 @@ def test_a_follower_receives_at_most_one_and_a_half_times_the_final_html(served:
     ratio = len(received) / len(final.encode())
     assert len(final) > 15_000, "the answer is as long as the issue asks"
     assert ratio <= 1.5, f"{len(received):,} bytes received for {len(final.encode()):,} of final HTML ({ratio:.2f}x)"
+
+
+def test_a_followed_answer_is_compressed_on_the_wire_and_flushed_per_message(served: Served, fake):
+    import zlib
+
+    fake.script([rate(200), text(ANSWER)])
+    client = served.client(follow_redirects=True, timeout=10)
+    token = re.search(r'name="_csrf_token" value="([^"]+)"', client.get("/").text).group(1)
+    chat = client.post("/c", data={"_csrf_token": token}).url.path
+    since = re.search(r"events\?since=(\d+)", client.get(chat).text).group(1)
+    wire, plain, readable = bytearray(), bytearray(), []
+    connected = threading.Event()
+    headers = {}
+
+    def follow():
+        with httpx.stream("GET", f"{served.url}{chat}/events?since={since}", cookies=served.cookies,
+                          headers={"Accept-Encoding": "br, gzip"}, timeout=60) as r:
+            headers.update(r.headers)
+            inflate = zlib.decompressobj(wbits=31)
+            for chunk in r.iter_raw():
+                wire.extend(chunk)
+                plain.extend(inflate.decompress(chunk))
+                # every chunk read ends a whole message: nothing waits in the compressor
+                readable.append(plain.endswith(b"\n\n"))
+                connected.set()
+                if re.search(rb'id="i\d+-s" class="state done"', plain) and b"class=\"item text\"" in plain:
+                    return
+
+    follower = threading.Thread(target=follow)
+    follower.start()
+    assert connected.wait(10)
+    client.post(chat + "/ask", data={"_csrf_token": token, "text": "Write the long answer"})
+    follower.join(90)
+    assert not follower.is_alive()
+    assert headers["content-encoding"] == "gzip" and "accept-encoding" in headers["vary"].lower()
+    assert len(readable) > 20 and all(readable), "each message is flushed as it is sent"
+    markdown = len(ANSWER.encode())
+    assert len(wire) < len(plain) / 2.5, f"{len(wire):,} on the wire for {len(plain):,} decoded"
+    assert len(wire) < 1.5 * markdown, f"{len(wire):,} on the wire for {markdown:,} bytes of Markdown"

@@ -16,14 +16,12 @@ from pathlib import Path
 
 from litestar import Litestar, Request, Response
 from litestar.config.csrf import CSRFConfig
-from litestar.datastructures import CacheControlHeader
 from litestar.exceptions import HTTPException
-from litestar.static_files import create_static_files_router
 
 from .. import config as configuration
 from ..feed import Feed
 from ..worker import running
-from . import accounts, agents, chats, conversations, events, files, live, models, render, sidebar, skills
+from . import accounts, agents, chats, compress, conversations, events, files, live, models, render, sidebar, skills
 from .state import State
 
 log = logging.getLogger(__name__)
@@ -120,16 +118,14 @@ def create_app(config: configuration.Config | None = None) -> Litestar:
             *events.routes,
             *sidebar.routes,
             *files.routes,
-            create_static_files_router(
-                path="/static", directories=[render.STATIC], cache_control=CacheControlHeader(max_age=3600),
-                include_in_schema=False,
-            ),
+            # compressed once per file version, each form with its own ETag (compress.py)
+            *compress.static_routes(render.STATIC, max_age=3600),
         ],
         lifespan=[lifespan],
         csrf_config=CSRFConfig(secret=secret_key(config.data), cookie_samesite="lax", cookie_httponly=True),
         exception_handlers={Exception: error_page},
         # before the CSRF middleware, so a request with no session is refused before its body is read
-        middleware=[accounts.Authenticate],
+        middleware=[compress.compression, accounts.Authenticate],
         after_request=security_headers,
         request_max_body_size=body_limit(config),
         openapi_config=None,
