@@ -63,3 +63,61 @@ def test_runs_index_agrees_with_a_search():
             continue  # never asked inside a run
         for size in (1, 2, 3, 4):
             assert text.run(start, size) == scan._find_run(s, start, "`", size), (start, size)
+
+
+RICH = "a [link](https://example.com/) and **bold**"
+
+
+def test_inline_syntax_past_the_budget_is_shown_as_text():
+    from app.markdown.engine import INLINE_BUDGET
+
+    hostile = "[" * (INLINE_BUDGET + 1)
+    parts = markdown.render(f"{RICH}\n\n{hostile}\n\n{RICH}").split("</p>\n")
+    assert '<a href="https://example.com/"' in parts[0] and "<strong>bold</strong>" in parts[0]
+    assert parts[1] == "<p>" + hostile  # as text: over the budget on its own
+    assert '<a href="https://example.com/"' in parts[2]  # it spent nothing
+    # paragraphs in order spend it: once spent, the rest is text
+    paragraph = "[a](https://example.com/) *b* " * 50  # 200 characters of syntax
+    html = markdown.render("\n\n".join([paragraph] * (INLINE_BUDGET // 200 + 2) + [RICH]))
+    assert html.count("<a href") == INLINE_BUDGET // 200 * 50
+    assert html.endswith(f"<p>{RICH}</p>\n")
+
+
+@pytest.mark.parametrize("unit", ["[", "![", "[`", "*a _b "])
+def test_a_hostile_megabyte_is_scanned_a_bounded_number_of_times(unit):
+    one = "x " + unit * (1_000_000 // len(unit))
+    split = "\n\n".join(["x " + unit * (15_000 // len(unit))] * 66)
+    for text in (one, split):
+        count = scanned(text)
+        assert count <= 2 * len(text), (unit, count)
+        blocks_ = markdown.keyed(text, "h", growing=True)
+        final = markdown.keyed(text, "h")
+        assert final and blocks_  # and the final render is the non-streaming one, as ever
+        assert final == markdown.keyed(text, "h", growing=False)
+
+
+def test_a_growing_answer_parses_only_from_its_last_open_block():
+    # the long answer 4 times over, streamed 40 characters a flush (840 renders): blocks
+    # before the open one are parsed a bounded number of times, not again at every flush
+    from pathlib import Path
+
+    from app.markdown import growing
+
+    answer = "\n\n".join([(Path(__file__).parent / "fixtures" / "long_answer.md").read_text()] * 4)
+    blocks._GROWN.clear()
+    growing._HEADS.pop("stream", None)
+    before = growing.PARSED[0]
+    for end in range(40, len(answer) + 40, 40):
+        markdown.keyed(answer[:end], "stream", growing=True)
+    parsed = growing.PARSED[0] - before
+    renders = len(answer) // 40
+    # a whole parse at every flush was renders * len / 2 (~420x the answer)
+    assert parsed <= 40 * len(answer), f"{parsed:,} characters parsed in {renders} renders"
+    head = growing._HEADS["stream"]
+    assert head.blocks > 100 and head.chars > len(answer) - 2_000
+    # and it is the render a whole parse gives
+    growing._HEADS.pop("fresh", None)
+    blocks._GROWN.clear()
+    whole = [b.html.replace('id="fresh-', 'id="stream-') for b in markdown.keyed(answer, "fresh", growing=True)]
+    blocks._GROWN.clear()
+    assert [b.html for b in markdown.keyed(answer, "stream", growing=True)] == whole

@@ -153,14 +153,50 @@ def _fence(state: StateBlock, start: int, end: int, silent: bool) -> bool:
 _INLINE_CACHE: dict[tuple[str, str], list[Token]] = {}
 _INLINE_CACHE_MAX = 4096
 
+# Inline syntax parsed per text, counted in the characters markdown-it's inline rules act
+# on. Prose has one or two in a hundred (the tests' long answer: 141 in 8,399), so this is
+# ~1 MB of ordinary Markdown. Hostile text (a megabyte of `[`) costs markdown-it ~7 us a
+# character; past the budget, inline content is shown as text instead (paragraphs in
+# order, the same for a growing and a final render): a render stays well under a second
+# whatever the model sends.
+INLINE_BUDGET = 20_000
+_BUDGET = "tabletalk.inline_budget"  # env key: what is left of it
+_SYNTAX_CHARS = "[]!*_~`<&\\$"
+
+
+def syntax_cost(content: str) -> int:
+    return sum(content.count(ch) for ch in _SYNTAX_CHARS)
+
+
+def spend(tokens: Sequence[Token], left: int) -> int:
+    """The budget left after the inline tokens of `tokens` (as `_inline_cached` spends it)."""
+    for token in tokens:
+        if token.type == "inline":
+            cost = syntax_cost(token.content)
+            if cost <= left:
+                left -= cost
+    return left
+
+
+def _as_text(token: Token) -> list[Token]:
+    text = Token("text", "", 0)
+    text.content = token.content
+    return [text]
+
 
 def _inline_cached(state: StateCore) -> None:
     refs = state.env.get("references") if isinstance(state.env, dict) else None
     sig = repr(sorted(refs.items())) if refs else ""
+    left = state.env.get(_BUDGET, INLINE_BUDGET) if isinstance(state.env, dict) else INLINE_BUDGET
     fresh: list[Token] = []
     for token in state.tokens:
         if token.type != "inline":
             continue
+        cost = syntax_cost(token.content)
+        if cost > left:
+            token.children = _as_text(token)
+            continue
+        left -= cost
         children = _INLINE_CACHE.get((sig, token.content))
         if children is not None:
             token.children = children
@@ -168,6 +204,8 @@ def _inline_cached(state: StateCore) -> None:
             token.children = []
             state.md.inline.parse(token.content, state.md, state.env, token.children)
             fresh.append(token)
+    if isinstance(state.env, dict):
+        state.env[_BUDGET] = left
     if not fresh:
         return
     sub = StateCore("", state.md, state.env, fresh)

@@ -21,7 +21,7 @@ from markdown_it.token import Token
 # REVEAL_STEP is defined on the package (app.markdown.REVEAL_STEP) and read from it at
 # call time, so that setting it there (tests, benchmarks/markdown_stream.py) takes effect
 from .. import markdown as _package
-from .engine import _GROWING, _lexer, _md, _top_level
+from .engine import _BUDGET, _GROWING, INLINE_BUDGET, _lexer, _md, _top_level, spend
 from .scan import _INF, _closers, _scan
 
 # --------------------------------------------------------------------------- how
@@ -71,6 +71,9 @@ from .scan import _INF, _closers, _scan
 # `*`, `_`, `~` or "`" cannot produce raw HTML or a link that the text does not have.
 
 _LOOKBACK = 16  # grid points replayed to find the previous render's edge
+# a region longer than this (one huge open block, rendered on a coarse cadence anyway:
+# see _cadence) is not replayed: its ~17 scans would cost more than a re-sent block
+_REPLAY_MAX = 20_000
 _RAW = "raw"  # an end that keeps its trailing newline (inside a fence)
 
 _NEWLINES = re.compile(r"\r\n?")
@@ -86,7 +89,13 @@ def _line_starts(text: str) -> list[int]:
     return [0, *(m.end() for m in re.finditer("\n", text))]
 
 
+# Characters given to markdown-it's block parser, for the tests that prove a growing answer
+# is parsed a bounded number of times (tests/test_markdown_linear.py).
+PARSED = [0]
+
+
 def _block_tokens(src: str, env: dict[str, Any]) -> list[Token]:
+    PARSED[0] += len(src)
     tokens: list[Token] = []
     _md.block.parse(src, _md, env, tokens)
     return tokens
@@ -143,7 +152,7 @@ class _Head:
     cached by content)."""
 
     __slots__ = ("guard", "chars", "lines", "tokens", "blocks", "refs", "shown_refs", "html",
-                 "last", "cut", "open_at")
+                 "left", "last", "cut", "open_at")
 
     def __init__(self) -> None:
         self.guard = ""  # a later text must start with this for the head to hold
@@ -153,6 +162,7 @@ class _Head:
         self.refs: dict[str, Any] = {}  # the references defined in the head
         self.shown_refs: dict[str, Any] = {}  # the references `html` was rendered with
         self.html: list[str] = []  # each head block's inner HTML
+        self.left = INLINE_BUDGET  # the inline budget (engine.py) the head's blocks left
         self.last = ""  # the last source rendered for the key
         self.cut = 0  # its length
         self.open_at = 0  # where that render's last block started
@@ -173,13 +183,15 @@ def _growing_inner(src: str, key: str) -> list[str]:
     if head is None or not src.startswith(head.guard):
         head = _Head()
     env: dict[str, Any] = {"references": dict(head.refs)} if head.refs else {}
+    env[_BUDGET] = head.left
     found: dict[str, Any] = {}
     tokens = _growing_tokens(src[head.chars:], env, found, step)
     refs = env.get("references") or {}
     if head.html and _defined(head.shown_refs) != _defined(refs):
         # a definition arrived: links in the head's blocks may resolve now
-        _finish(head.tokens, env)
-        head.html = _rendered(head.tokens, env)
+        again = {_GROWING: True, "references": refs}
+        _finish(head.tokens, again)
+        head.html = _rendered(head.tokens, again)
         head.shown_refs = dict(refs)
     tail = _rendered(tokens, env)
     inner = head.html + tail
@@ -226,6 +238,7 @@ def _advance(head: _Head, src: str, found: dict[str, Any], tail: list[str],
         if label not in head.refs and (ref.get("map") or [0])[0] < line:
             head.refs[label] = ref
     head.html.extend(tail[:count])  # rendered just now, from the same tokens
+    head.left = spend(final, head.left)
     head.shown_refs = dict(refs)
     head.chars, head.lines = chars, head.lines + line
 
@@ -242,6 +255,7 @@ def _growing_tokens(src: str, env: dict[str, Any], found: dict[str, Any] | None 
     limit = len(src)  # this render's grid point
     env[_GROWING] = True
     known = dict(env.get("references") or {})  # defined before `src` (keyed's head)
+    budget = env.get(_BUDGET, INLINE_BUDGET)
     tokens = _block_tokens(src, env)
     spans = _top_level(tokens)
     starts = _line_starts(src)
@@ -257,6 +271,7 @@ def _growing_tokens(src: str, env: dict[str, Any], found: dict[str, Any] | None 
             src = src[: src.rfind("\n") + 1]
             env.clear()
             env[_GROWING] = True
+            env[_BUDGET] = budget
             if known:
                 env["references"] = dict(known)
             tokens = _block_tokens(src, env)
@@ -308,7 +323,7 @@ def _stable_region(
         else _edge_end(region, starts, toks[first:stop], refs)
     )
     previous = limit - grid
-    if grid and previous > 0:
+    if grid and previous > 0 and len(region) <= _REPLAY_MAX:
         marks, edges = _marks(region, starts, toks, refs, edge)
         point, steps = previous, 1
         while point - grid > 0 and steps < _LOOKBACK:

@@ -19,7 +19,7 @@ from typing import Any
 from markdown_it.common.utils import isPunctChar, isWhiteSpace, normalizeReference
 from markdown_it.rules_inline.state_inline import StateInline
 
-from .engine import _md
+from .engine import INLINE_BUDGET, _md, syntax_cost
 from .mathml import MATH_MAX, bracket_inline, dollar_inline
 
 _LINK_HOLD = 400  # a pending link waits while its `[` is at most this far from the end
@@ -146,6 +146,7 @@ class _Text:
 
 
 _BACKTICKS = re.compile("`+")
+_SPECIAL = re.compile(r"[\\`*_~!\[<&$]")  # the characters `_scan_uncached` looks at
 
 # Characters the scanner stepped over, for the tests that prove each pass is linear in
 # its input (tests/test_markdown.py); a plain counter, cheap next to the work it counts.
@@ -283,6 +284,8 @@ def _scan(
     the end; hold: where a construct still being typed at the end starts, len(s) if
     none; the emphasis openers open at the end; the backtick count of a code span open
     at the end, or 0). With `edge` False the end of `s` is its end (nothing pending)."""
+    if syntax_cost(s) > INLINE_BUDGET:
+        return [], len(s), [], 0  # shown as text (engine.py): nothing opens, nothing waits
     key = (s, edge, tuple(refs) if refs else ())
     found = _SCAN_CACHE.get(key)
     if found is None:
@@ -435,7 +438,9 @@ def _scan_uncached(
         if c == "&" and edge and _ENTITY_START.fullmatch(s, i):
             hold = i
             break
-        i += 1
+        # nothing else means anything here: on to the next character that may
+        m = _SPECIAL.search(s, i + 1)
+        i = m.start() if m else n
     if edge and hold == n and not code:
         k = n
         while k > 0 and not s[k - 1].isspace():
