@@ -28,6 +28,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import re
+import signal
+import subprocess
 import sys
 import tempfile
 import time
@@ -132,7 +134,7 @@ def marker_answer(words: int) -> str:
 
 
 async def one_answer(served: fb.Served, fake: FakeModelServer, answer: str, followers: int,
-                     chunk_rate: float, delays: bool = False) -> dict:
+                     chunk_rate: float, delays: bool = False, profile: str = "") -> dict:
     web = fb.Web(served.port)
     chat, since, token = web.new_conversation()
     readers: list[Reader] = []
@@ -150,6 +152,11 @@ async def one_answer(served: fb.Served, fake: FakeModelServer, answer: str, foll
     fake.plain_default = [text("A title")]
     cpu0 = tree_cpu(served.proc.pid)
     t0 = time.monotonic()
+    spy = None
+    if profile:  # py-spy (pip install py-spy) on granian's worker, the serve process's grandchild
+        worker = next(iter(fb.children(served.worker) or [served.worker]))
+        spy = subprocess.Popen(["py-spy", "record", "--pid", str(worker), "--format", "raw", "--nonblocking",
+                                "-o", profile], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     await loop.run_in_executor(None, web.ask, chat, "Write the answer", token)
     deadline = t0 + 60 + len(answer) / 4 / chunk_rate * 3
     if followers:
@@ -166,6 +173,9 @@ async def one_answer(served: fb.Served, fake: FakeModelServer, answer: str, foll
                 break
             await asyncio.sleep(0.25)
     cpu = tree_cpu(served.proc.pid) - cpu0
+    if spy is not None:
+        spy.send_signal(signal.SIGINT)
+        spy.wait(30)
     out = {"cpu": cpu, "seconds": time.monotonic() - t0}
     if readers:
         r, (plain0, raw0) = readers[0], marks[0]
@@ -204,7 +214,7 @@ async def run(args) -> int:
                 with tempfile.TemporaryDirectory(prefix="answer-cost-") as tmp:
                     served = fb.Served(Path(tmp) / "data", fake.url).start()
                     try:
-                        got = await one_answer(served, fake, answer, n, args.rate)
+                        got = await one_answer(served, fake, answer, n, args.rate, profile=args.profile)
                     finally:
                         served.stop()
                 if args.dump and "body" in got:
@@ -239,6 +249,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--followers", type=ints, default=[0, 1, 10], help="follower counts (0,1,10,100)")
     p.add_argument("--rate", type=float, default=200.0, help="chunks a second")
     p.add_argument("--no-delay", action="store_true", help="skip the delay measurement")
+    p.add_argument("--profile", default="", help="py-spy the worker during each answer into this file (raw)")
     p.add_argument("--dump", help="write the first follower's decoded SSE body (last run) to this file")
     return asyncio.run(run(p.parse_args(argv)))
 

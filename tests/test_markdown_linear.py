@@ -112,7 +112,8 @@ def test_a_growing_answer_parses_only_from_its_last_open_block():
     parsed = growing.PARSED[0] - before
     renders = len(answer) // 40
     # a whole parse at every flush was renders * len / 2 (~420x the answer)
-    assert parsed <= 40 * len(answer), f"{parsed:,} characters parsed in {renders} renders"
+    # each render parses its region (from the block holding the last 640 characters): ~38x
+    assert parsed <= 60 * len(answer), f"{parsed:,} characters parsed in {renders} renders"
     head = growing._HEADS["stream"]
     assert head.blocks > 100 and head.chars > len(answer) - 2_000
     # and it is the render a whole parse gives
