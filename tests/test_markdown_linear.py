@@ -122,3 +122,30 @@ def test_a_growing_answer_parses_only_from_its_last_open_block():
     whole = [b.html.replace('id="fresh-', 'id="stream-') for b in markdown.keyed(answer, "fresh", growing=True)]
     blocks._GROWN.clear()
     assert [b.html for b in markdown.keyed(answer, "stream", growing=True)] == whole
+
+
+TRICKY = [
+    "intro\n\npara\n\\[\nb\n# h\n" + "word " * 150 + "\n" + "more " * 150 + "\n\\]\nafter\n\nend.\n",
+    "intro\n\npara\n$$\nb\n# h\n" + "word " * 150 + "\n$$\nafter\n\nend para here.\n",
+    "- a\n- b\n\n1\n\n1. x\n2. y\n\n" * 30,
+    "para\n| a | b |\n|---|---|\n| 1 | 2 |\n\nmore\n\n" * 30,
+    "[x]: https://a.example\n\nsee [x] and [y]\n\n" + "filler words " * 80 + "\n\n[y]: https://b.example\n\n" * 3,
+]
+
+
+@pytest.mark.parametrize("text", TRICKY)
+def test_the_incremental_growing_render_is_the_whole_one(text, monkeypatch):
+    from app.markdown import growing
+
+    # without the cadence (a big open block rendered less often, on purpose unlike a
+    # fresh render), the kept head changes nothing
+    monkeypatch.setattr(growing, "_CADENCE_SHARE", 1 << 30)
+    for step in (7, 40):
+        growing._HEADS.pop("inc", None)
+        for end in range(step, len(text) + step, step):
+            blocks._GROWN.clear()
+            inc = [b.html for b in markdown.keyed(text[:end], "inc", growing=True)]
+            growing._HEADS.pop("whole", None)
+            whole = [b.html.replace('id="whole-', 'id="inc-')
+                     for b in markdown.keyed(text[:end], "whole", growing=True)]
+            assert inc == whole, (step, end, text[:end][-80:])

@@ -220,27 +220,42 @@ def _rendered(tokens: list[Token], env: dict[str, Any]) -> list[str]:
 
 def _advance(head: _Head, src: str, found: dict[str, Any], tail: list[str],
              refs: dict[str, Any]) -> None:
-    """Move the head on to the blocks this render found final (those before its region,
-    from the full parse), when the lines that end them are whole."""
+    """Move the head on over the blocks this render found final (those before its region,
+    from the full parse), up to the last block start where that is safe: the line before
+    it blank (no rule looks past a blank line from above it: math blocks stop there,
+    a table's lookahead is one line) and it and the next line whole (a list ends there
+    by that line's first characters: `1` may still become `1.`)."""
     final: list[Token] = found.get("final") or []
-    line = found.get("line", 0)  # the region's first line, counted from the head's end
     starts = found.get("starts") or [0]
     head.open_at = head.chars + found.get("open", 0)
-    if not final or line + 2 >= len(starts):
-        return  # nothing new is final, or the line after the region's first is not whole
-    chars = head.chars + starts[line]
-    head.guard = src[: head.chars + starts[line + 2]]
-    count = len(_top_level(final))
-    head.tokens.extend(final)
+    if not final:
+        return
+    spans = _top_level(final)
+    cuts = [(found.get("line", 0), len(spans))]  # (block start line, blocks before it)
+    cuts += [((final[spans[k][0]].map or [0])[0], k) for k in range(len(spans) - 1, 0, -1)]
+    base = head.chars
+    for line, count in cuts:
+        if line + 2 >= len(starts):
+            continue  # the line after this block's first is not whole yet
+        if line and src[base + starts[line - 1]: base + starts[line]].strip():
+            continue
+        break
+    else:
+        return
+    if not count:
+        return
+    taken = final[: spans[count - 1][1]]
+    head.guard = src[: base + starts[line + 2]]
+    head.tokens.extend(taken)
     head.blocks += count
     parsed = found.get("refs") or {}
     for label, ref in parsed.items():
         if label not in head.refs and (ref.get("map") or [0])[0] < line:
             head.refs[label] = ref
     head.html.extend(tail[:count])  # rendered just now, from the same tokens
-    head.left = spend(final, head.left)
+    head.left = spend(taken, head.left)
     head.shown_refs = dict(refs)
-    head.chars, head.lines = chars, head.lines + line
+    head.chars, head.lines = base + starts[line], head.lines + line
 
 
 def _growing_tokens(src: str, env: dict[str, Any], found: dict[str, Any] | None = None,
