@@ -1,6 +1,6 @@
 """Markdown rendering is linear in its input, growing or not: counts, not times.
 
-The growing edge's scanner counts the characters it steps over (`scan.SCANNED`); a
+The growing edge's scanner counts the characters it steps over (`labels.SCANNED`); a
 growing render of hostile text (thousands of `[`, `![`, "[`", unmatched delimiters ...)
 may step over each character a bounded number of times, the same bound at 1,000 and
 at 8,000 repetitions. Before, `_link` scanned to the end from every `[`: 4,000 `[` cost
@@ -9,7 +9,7 @@ at 8,000 repetitions. Before, `_link` scanned to the end from every `[`: 4,000 `
 import pytest
 
 from app import markdown
-from app.markdown import blocks, scan
+from app.markdown import blocks, labels, scan
 
 HOSTILE = ["[", "![", "[`", "`[", "[a](", "[a][", "[a](b ", "_a a* ", "*a _a ", "<a ", "` `` ", "\\[", "a_ "]
 PER_CHAR = 40  # the replay of the last grid points scans the edge ~17 times, each linear
@@ -18,9 +18,9 @@ PER_CHAR = 40  # the replay of the last grid points scans the edge ~17 times, ea
 def scanned(text: str) -> int:
     blocks._GROWN.clear()
     scan._SCAN_CACHE.clear()
-    before = scan.SCANNED[0]
+    before = labels.SCANNED[0]
     markdown.keyed(text, "k", growing=True)
-    return scan.SCANNED[0] - before
+    return labels.SCANNED[0] - before
 
 
 @pytest.mark.parametrize("unit", HOSTILE)
@@ -33,14 +33,14 @@ def test_a_growing_render_scans_each_character_a_bounded_number_of_times(unit):
 
 
 def test_label_ends_are_found_once_for_nested_and_unclosed_brackets():
-    text = scan._Text("[" * 5000 + "a" + "]" * 2500)
-    before = scan.SCANNED[0]
+    text = labels._Text("[" * 5000 + "a" + "]" * 2500)
+    before = labels.SCANNED[0]
     ends = [text.label_end(i) for i in range(5000)]
-    assert scan.SCANNED[0] - before <= 2 * len(text.s)
+    assert labels.SCANNED[0] - before <= 2 * len(text.s)
     assert ends[2500] == 5000 + 1 + 2499 and ends[4999] == 5001 and ends[0] == -1
     # the same answers as a walk from each `[` alone
     for i in (0, 1, 2499, 2500, 3000, 4999):
-        assert ends[i] == scan._Text(text.s).label_end(i)
+        assert ends[i] == labels._Text(text.s).label_end(i)
 
 
 def test_label_walks_skip_code_spans_and_escapes_like_before():
@@ -52,17 +52,17 @@ def test_label_walks_skip_code_spans_and_escapes_like_before():
         ("[a `` ` `` ]", 0, 11),
         ("[a ` b", 0, -1),
     ]:
-        assert scan._Text(s).label_end(i) == end, s
+        assert labels._Text(s).label_end(i) == end, s
 
 
 def test_runs_index_agrees_with_a_search():
     s = "a ` b `` c ``` d `` e ` f"
-    text = scan._Text(s)
+    text = labels._Text(s)
     for start in range(len(s)):
         if start and s[start - 1] == "`" and s[start] == "`":
             continue  # never asked inside a run
         for size in (1, 2, 3, 4):
-            assert text.run(start, size) == scan._find_run(s, start, "`", size), (start, size)
+            assert text.run(start, size) == labels._find_run(s, start, "`", size), (start, size)
 
 
 RICH = "a [link](https://example.com/) and **bold**"
@@ -101,11 +101,11 @@ def test_a_growing_answer_parses_only_from_its_last_open_block():
     # before the open one are parsed a bounded number of times, not again at every flush
     from pathlib import Path
 
-    from app.markdown import growing
+    from app.markdown import growing, incremental
 
     answer = "\n\n".join([(Path(__file__).parent / "fixtures" / "long_answer.md").read_text()] * 4)
     blocks._GROWN.clear()
-    growing._HEADS.pop("stream", None)
+    incremental._HEADS.pop("stream", None)
     before = growing.PARSED[0]
     for end in range(40, len(answer) + 40, 40):
         markdown.keyed(answer[:end], "stream", growing=True)
@@ -114,10 +114,10 @@ def test_a_growing_answer_parses_only_from_its_last_open_block():
     # a whole parse at every flush was renders * len / 2 (~420x the answer)
     # each render parses its region (from the block holding the last 640 characters): ~38x
     assert parsed <= 60 * len(answer), f"{parsed:,} characters parsed in {renders} renders"
-    head = growing._HEADS["stream"]
+    head = incremental._HEADS["stream"]
     assert head.blocks > 100 and head.chars > len(answer) - 2_000
     # and it is the render a whole parse gives
-    growing._HEADS.pop("fresh", None)
+    incremental._HEADS.pop("fresh", None)
     blocks._GROWN.clear()
     whole = [b.html.replace('id="fresh-', 'id="stream-') for b in markdown.keyed(answer, "fresh", growing=True)]
     blocks._GROWN.clear()
@@ -135,17 +135,17 @@ TRICKY = [
 
 @pytest.mark.parametrize("text", TRICKY)
 def test_the_incremental_growing_render_is_the_whole_one(text, monkeypatch):
-    from app.markdown import growing
+    from app.markdown import incremental
 
     # without the cadence (a big open block rendered less often, on purpose unlike a
     # fresh render), the kept head changes nothing
-    monkeypatch.setattr(growing, "_CADENCE_SHARE", 1 << 30)
+    monkeypatch.setattr(incremental, "_CADENCE_SHARE", 1 << 30)
     for step in (7, 40):
-        growing._HEADS.pop("inc", None)
+        incremental._HEADS.pop("inc", None)
         for end in range(step, len(text) + step, step):
             blocks._GROWN.clear()
             inc = [b.html for b in markdown.keyed(text[:end], "inc", growing=True)]
-            growing._HEADS.pop("whole", None)
+            incremental._HEADS.pop("whole", None)
             whole = [b.html.replace('id="whole-', 'id="inc-')
                      for b in markdown.keyed(text[:end], "whole", growing=True)]
             assert inc == whole, (step, end, text[:end][-80:])

@@ -75,7 +75,7 @@ inline children (see ``_inline_cached``). Every pass is linear in its input:
   characters a flush gives the block parser ~38x its length in all (a whole parse per
   flush was ~420x at 4 times its length, and grew with it).
 - A big open block is rendered every sixteenth of its length instead of every grid
-  step (``growing._cadence``): each byte of it is parsed a bounded number of times.
+  step (``incremental._cadence``): each byte of it is parsed a bounded number of times.
 - The edge scanner (``scan``) finds link labels by one remembering walk and backtick
   runs from one index; tests count the characters it steps over.
 - An inline budget (``engine.INLINE_BUDGET``): past 20,000 characters of inline syntax in
@@ -110,8 +110,10 @@ One concern per module; each imports only from those listed above it.
 ``mathml``   math delimiters, and LaTeX -> allow-listed MathML (latex2mathml).
 ``engine``   the one configured MarkdownIt and its safety rules (links, images,
              linkify), Pygments highlighting, cached inline parsing, task lists.
+``labels``   link label ends and backtick runs of one text, each found once.
 ``scan``     the inline delimiter/link scanner the growing edge uses.
 ``growing``  the growing render: reveal grid, edge stabilisation, no close skipped.
+``incremental``  what a key's last growing render found final, kept; the cadence.
 ``blocks``   ``render``, ``keyed`` and ``Block`` (uses ``engine`` and ``growing``).
 ``diff``     ``block_changes``, ``Changes``, ``append_at``, ``appended``,
              ``append_selector`` (compares rendered HTML only).
@@ -130,7 +132,7 @@ from .engine import CODE_CLASS, task_counts
 from .mathml import ATTRIBUTES as MATHML_ATTRIBUTES
 from .mathml import ELEMENTS as MATHML_ELEMENTS
 from .mathml import MATH_MAX
-from .growing import _growing_source
+from .incremental import _growing_source
 
 __all__ = [
     "Block",

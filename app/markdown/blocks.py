@@ -15,7 +15,8 @@ from typing import Any
 # REVEAL_STEP is read from the package at call time (see growing.py)
 from .. import markdown as _package
 from .engine import _md, _top_level
-from .growing import _growing_inner, _growing_source, _growing_tokens
+from .growing import _growing_tokens
+from .incremental import _growing_inner, _growing_source
 
 BLOCK_CLASS = "md"
 

@@ -12,7 +12,6 @@ the MarkdownIt's own math rules (``mathml``); math whose close has not come yet 
 
 from __future__ import annotations
 
-import bisect
 import re
 from typing import Any
 
@@ -20,6 +19,7 @@ from markdown_it.common.utils import isPunctChar, isWhiteSpace, normalizeReferen
 from markdown_it.rules_inline.state_inline import StateInline
 
 from .engine import INLINE_BUDGET, _md, syntax_cost
+from .labels import _count, _Text
 from .mathml import MATH_MAX, bracket_inline, dollar_inline
 
 _LINK_HOLD = 400  # a pending link waits while its `[` is at most this far from the end
@@ -34,6 +34,7 @@ _AUTOLINK = re.compile(
 )
 _AUTOLINK_START = re.compile(r"<[a-zA-Z0-9.!#$%&'*+/=?^_`{|}~:@-]*")
 _ENTITY_START = re.compile(r"&(?:#[xX]?[0-9a-fA-F]{0,8}|[A-Za-z][A-Za-z0-9]{0,31})?")
+_SPECIAL = re.compile(r"[\\`*_~!\[<&$]")  # the characters `_scan_uncached` looks at
 _URL_STARTS = ("http://", "https://", "mailto:", "www.")
 
 
@@ -43,118 +44,6 @@ def _ws(ch: str | None) -> bool:
 
 def _punct(ch: str | None) -> bool:
     return ch is not None and (ch in _ASCII_PUNCT or isPunctChar(ch))
-
-
-def _find_run(s: str, start: int, char: str, size: int) -> int:
-    """Start of the first run of exactly `size` `char`s at or after `start`, or -1.
-    (`start` is not inside a run. A scan asks this of the same text many times: see
-    `_Text.run`, which answers from one index of the runs.)"""
-    n = len(s)
-    i = s.find(char, start)
-    while i >= 0:
-        j = i
-        while j < n and s[j] == char:
-            j += 1
-        if j - i == size:
-            return i
-        i = s.find(char, j)
-    return -1
-
-
-class _Text:
-    """One text being scanned, with what the scan of it learns once and reuses.
-
-    Every pass over it is linear: a link label from each `[` is found by one walk that
-    remembers, for every position it passed, the bracket that was innermost there (so a
-    later `[` never walks the same characters again), and backtick runs come from one
-    index of the text's runs (not a search to the end for every unmatched run)."""
-
-    __slots__ = ("s", "runs", "ends", "owner")
-
-    def __init__(self, s: str) -> None:
-        self.s = s
-        self.runs: dict[int, list[int]] | None = None  # backtick run size -> starts
-        # both made at the first `[`: an int per character, for texts with any bracket
-        self.ends: list[int] = []  # at a `[`: its label's `]`, -1 none before the end, -2 not known
-        self.owner: list[int] = []  # at a position a walk passed: the `[` innermost there, or -1
-
-    def run(self, start: int, size: int) -> int:
-        """`_find_run(s, start, "`", size)`, from the index."""
-        runs = self.runs
-        if runs is None:
-            runs = self.runs = {}
-            for m in _BACKTICKS.finditer(self.s):
-                runs.setdefault(m.end() - m.start(), []).append(m.start())
-            _count(len(self.s))
-        starts = runs.get(size)
-        if not starts:
-            return -1
-        at = bisect.bisect_left(starts, start)
-        return starts[at] if at < len(starts) else -1
-
-    def label_end(self, i: int) -> int:
-        """The `]` that ends the label opened by the `[` at `i`, or -1 (escapes and code
-        spans skipped, nested brackets balanced)."""
-        s, n = self.s, len(self.s)
-        if not self.ends:
-            self.ends, self.owner = [-2] * n, [-1] * n
-        ends, owner = self.ends, self.owner
-        if ends[i] != -2:
-            return ends[i]
-        stack = [i]
-        k = i + 1
-        walked = 0
-        while k < n:
-            known = owner[k]
-            if known >= 0 and ends[known] != -2:
-                # an earlier walk passed here: from here on, tokens are the same, and the
-                # first `]` at depth 0 closes what is innermost now
-                close = ends[known]
-                if close < 0:
-                    break
-                ends[stack.pop()] = close
-                if not stack:
-                    _count(walked)
-                    return close
-                k = close + 1
-                continue
-            owner[k] = stack[-1]
-            walked += 1
-            ch = s[k]
-            if ch == "\\":
-                k += 2
-                continue
-            if ch == "`":
-                j = k
-                while j < n and s[j] == "`":
-                    j += 1
-                close = self.run(j, j - k)
-                k = close + (j - k) if close >= 0 else j
-                continue
-            if ch == "[":
-                stack.append(k)
-            elif ch == "]":
-                ends[stack.pop()] = k
-                if not stack:
-                    _count(walked)
-                    return k
-            k += 1
-        for opened in stack:  # no close before the end, for all still open
-            ends[opened] = -1
-        _count(walked)
-        return -1
-
-
-_BACKTICKS = re.compile("`+")
-_SPECIAL = re.compile(r"[\\`*_~!\[<&$]")  # the characters `_scan_uncached` looks at
-
-# Characters the scanner stepped over, for the tests that prove each pass is linear in
-# its input (tests/test_markdown.py); a plain counter, cheap next to the work it counts.
-SCANNED = [0]
-
-
-def _count(steps: int) -> None:
-    SCANNED[0] += steps
 
 
 def _skip_space(s: str, pos: int) -> int:

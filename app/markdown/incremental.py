@@ -1,0 +1,170 @@
+"""The growing render, incremental: what a key's last growing render found final is kept.
+
+Why a module of its own: ``growing`` decides how the end of a streaming answer shows;
+this module decides how little of it to parse again. Per key (an item's dom id) it keeps
+the blocks before the last render's region (``_Head``: their tokens and HTML), parses
+only the rest (``growing._growing_tokens`` on the tail), moves the head on when blocks
+become final, and sets the cadence at which a big open block is rendered (the cut of
+``_growing_source``). ``blocks.keyed(growing=True)`` goes through ``_growing_inner``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from markdown_it.token import Token
+
+# REVEAL_STEP is read from the package at call time (see growing.py)
+from .. import markdown as _package
+from .engine import _BUDGET, _GROWING, INLINE_BUDGET, _md, _top_level, spend
+from .growing import _NEWLINES, _finish, _growing_tokens
+
+
+def _growing_source(text: str, key: str | None = None) -> str:
+    """The text a growing render starts from: normalized (as markdown-it does) and cut
+    to the last grid point. With `key` (keyed's), a big open block moves the cut on by
+    more than the grid: see `_cadence`."""
+    src = _NEWLINES.sub("\n", text).replace("\0", "\ufffd")
+    grid = _package.REVEAL_STEP if _package.REVEAL_STEP > 1 else 0
+    if not grid:
+        return src
+    cut = len(src) - len(src) % grid
+    head = _HEADS.get(key) if key is not None else None
+    if head is not None and head.cut < cut and src.startswith(head.last):
+        step = _cadence(cut - head.open_at, grid)
+        if step > grid:
+            cut = head.cut + step * ((cut - head.cut) // step)
+    return src[:cut]
+
+
+def _cadence(open_size: int, grid: int) -> int:
+    """How far the cut moves on while the last (open) block is `open_size` long: the
+    grid, or a sixteenth of the block once that is more (a multiple of the grid). Each
+    render of the open block parses and scans all of it, so a block of n characters
+    would cost n^2 / grid over its growth; with a step of n / 16 it costs ~32 n (a
+    paragraph of 10,000 characters shows ~600 at a time, an answer's usual blocks of a
+    few hundred are not slowed)."""
+    step = open_size // _CADENCE_SHARE
+    return max(grid, step - step % grid)
+
+
+_CADENCE_SHARE = 16
+
+
+class _Head:
+    """What a key's last growing render found final: its first top-level blocks.
+
+    Blocks before the last one of a render never change as the text grows (block
+    structure is decided line by line, and each block's end by its lines and the one
+    after it) -- once the lines that ended them are complete: the head ends at a block's
+    first line, and that line and the next are whole in `guard`. Only reference
+    definitions reach back: a new one re-renders the head's blocks (their inline parse is
+    cached by content)."""
+
+    __slots__ = ("guard", "chars", "lines", "tokens", "blocks", "refs", "shown_refs", "html",
+                 "left", "last", "cut", "open_at")
+
+    def __init__(self) -> None:
+        self.guard = ""  # a later text must start with this for the head to hold
+        self.chars = self.lines = 0  # where the head ends (a line start)
+        self.tokens: list[Token] = []  # the head's block tokens, inline finished
+        self.blocks = 0  # how many top-level blocks they are
+        self.refs: dict[str, Any] = {}  # the references defined in the head
+        self.shown_refs: dict[str, Any] = {}  # the references `html` was rendered with
+        self.html: list[str] = []  # each head block's inner HTML
+        self.left = INLINE_BUDGET  # the inline budget (engine.py) the head's blocks left
+        self.last = ""  # the last source rendered for the key
+        self.cut = 0  # its length
+        self.open_at = 0  # where that render's last block started
+
+
+_HEADS: dict[str, _Head] = {}  # per key (an item's dom id); the oldest dropped first
+_HEADS_MAX = 256
+
+
+def _growing_inner(src: str, key: str) -> list[str]:
+    """Each top-level block's inner HTML (no trailing newline) for keyed(growing=True):
+    what `_growing_tokens(src)` renders to, re-parsing only from the key's head on."""
+    head = _HEADS.get(key)
+    grid = _package.REVEAL_STEP if _package.REVEAL_STEP > 1 else 0
+    step = grid
+    if head is not None and grid and src.startswith(head.last):
+        step = _cadence(len(src) - head.open_at, grid)  # as _growing_source cut it
+    if head is None or not src.startswith(head.guard):
+        head = _Head()
+    env: dict[str, Any] = {"references": dict(head.refs)} if head.refs else {}
+    env[_BUDGET] = head.left
+    found: dict[str, Any] = {}
+    tokens = _growing_tokens(src[head.chars:], env, found, step)
+    refs = env.get("references") or {}
+    if head.html and _defined(head.shown_refs) != _defined(refs):
+        # a definition arrived: links in the head's blocks may resolve now
+        again = {_GROWING: True, "references": refs}
+        _finish(head.tokens, again)
+        head.html = _rendered(head.tokens, again)
+        head.shown_refs = dict(refs)
+    tail = _rendered(tokens, env)
+    inner = head.html + tail
+    _advance(head, src, found, tail, refs)
+    head.last, head.cut = src, len(src)
+    if key in _HEADS:
+        del _HEADS[key]  # (re)inserted last: the dict's order is its age
+    elif len(_HEADS) >= _HEADS_MAX:
+        _HEADS.pop(next(iter(_HEADS)))
+    _HEADS[key] = head
+    return inner
+
+
+def _defined(refs: dict[str, Any]) -> dict[str, tuple]:
+    """What references resolve to (their `map` says where a parse found them: no matter)."""
+    return {label: (ref.get("href"), ref.get("title")) for label, ref in refs.items()}
+
+
+def _rendered(tokens: list[Token], env: dict[str, Any]) -> list[str]:
+    out = []
+    for start, end in _top_level(tokens):
+        inner = _md.renderer.render(tokens[start:end], _md.options, env)
+        out.append(inner[:-1] if inner.endswith("\n") else inner)
+    return out
+
+
+def _advance(head: _Head, src: str, found: dict[str, Any], tail: list[str],
+             refs: dict[str, Any]) -> None:
+    """Move the head on over the blocks this render found final (those before its region,
+    from the full parse), up to the last block start where that is safe: the line before
+    it blank (no rule looks past a blank line from above it: math blocks stop there,
+    a table's lookahead is one line) and it and the next line whole (a list ends there
+    by that line's first characters: `1` may still become `1.`)."""
+    final: list[Token] = found.get("final") or []
+    starts = found.get("starts") or [0]
+    head.open_at = head.chars + found.get("open", 0)
+    if not final:
+        return
+    spans = _top_level(final)
+    cuts = [(found.get("line", 0), len(spans))]  # (block start line, blocks before it)
+    cuts += [((final[spans[k][0]].map or [0])[0], k) for k in range(len(spans) - 1, 0, -1)]
+    base = head.chars
+    for line, count in cuts:
+        if line + 2 >= len(starts):
+            continue  # the line after this block's first is not whole yet
+        if line and src[base + starts[line - 1]: base + starts[line]].strip():
+            continue
+        break
+    else:
+        return
+    if not count:
+        return
+    taken = final[: spans[count - 1][1]]
+    head.guard = src[: base + starts[line + 2]]
+    head.tokens.extend(taken)
+    head.blocks += count
+    parsed = found.get("refs") or {}
+    for label, ref in parsed.items():
+        if label not in head.refs and (ref.get("map") or [0])[0] < line:
+            head.refs[label] = ref
+    head.html.extend(tail[:count])  # rendered just now, from the same tokens
+    head.left = spend(taken, head.left)
+    head.shown_refs = dict(refs)
+    head.chars, head.lines = base + starts[line], head.lines + line
+
+
