@@ -136,7 +136,7 @@ def marker_answer(words: int) -> str:
 async def one_answer(served: fb.Served, fake: FakeModelServer, answer: str, followers: int,
                      chunk_rate: float, delays: bool = False, profile: str = "") -> dict:
     web = fb.Web(served.port)
-    chat, since, token = web.new_conversation()
+    chat, since, token = web.new_conversation(served.data)
     readers: list[Reader] = []
     loop = asyncio.get_running_loop()
     for _ in range(followers):

@@ -54,7 +54,7 @@ def test_a_followed_answer_is_compressed_on_the_wire_and_flushed_per_message(ser
     fake.script([rate(200), text(ANSWER)])
     client = served.client(follow_redirects=True, timeout=10)
     token = re.search(r'name="_csrf_token" value="([^"]+)"', client.get("/").text).group(1)
-    chat = client.post("/c", data={"_csrf_token": token}).url.path
+    chat = served.empty_chat()  # open before its first message, so the page follows the whole answer
     since = re.search(r"events\?since=(\d+)", client.get(chat).text).group(1)
     wire, plain, readable = bytearray(), bytearray(), []
     connected = threading.Event()
