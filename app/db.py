@@ -390,3 +390,30 @@ def m013_sidebar(db: sqlite_utils.Database) -> None:
     db.execute("CREATE INDEX conversations_listed ON conversations (person, pinned, active, id)")
     # What a new conversation with an agent suggests asking, one per line ('' = the defaults).
     db.execute("ALTER TABLE assistants ADD COLUMN suggestions TEXT NOT NULL DEFAULT ''")
+
+
+@migration
+def m011_branches(db: sqlite_utils.Database) -> None:
+    # Edits and versions as a tree (see app/branches.py and docs/branches.md). A message that
+    # starts a turn follows a *version head* (`parent`): the previous turn's user item (its
+    # answer's first version) or one of that turn's retry items, 0 at the start. An edit is a
+    # new user item with the edited message's parent; among such siblings the greatest
+    # `chosen` (the rev it was written or picked at) is current. `answer` on a user item names
+    # its turn's current answer version (0: the newest). Until now every conversation was one
+    # line: each turn follows the newest version of the turn before it.
+    for column in ("parent", "chosen", "answer"):
+        db.execute(f"ALTER TABLE items ADD COLUMN {column} INTEGER NOT NULL DEFAULT 0")
+    last: dict[int, int] = {}  # conversation -> the head its next turn follows
+    latest: dict[int, int] = {}  # conversation -> its latest turn (the one "again" redid)
+    rows = db.conn.execute("SELECT id, chat, kind, turn, rev FROM items WHERE kind IN ('user', 'retry') "
+                           "ORDER BY chat, id").fetchall()
+    for row in rows:
+        if row["kind"] == "retry":
+            if row["turn"] and row["turn"] == latest.get(row["chat"]):
+                last[row["chat"]] = row["id"]
+            continue
+        if row["turn"] not in (0, row["id"]):
+            continue  # a message sent "now" that joined a running turn: inside it, not a turn
+        db.conn.execute("UPDATE items SET parent = ?, chosen = ? WHERE id = ?",
+                        [last.get(row["chat"], 0), row["rev"], row["id"]])
+        last[row["chat"]] = latest[row["chat"]] = row["id"]

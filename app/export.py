@@ -2,10 +2,11 @@
 
 Pure functions over rows (a Conversation and its Items): no SQL, no HTTP.
 
-Markdown has the newest version of each answer only, as the page shows it; reasoning is
+Markdown has the current path only (app/branches.py: the edits and answer versions chosen), as the page shows it; reasoning is
 kept, folded into a blockquote under the answer it led to, since an export is a record;
 tool calls show their input and output in fenced blocks; errors are noted; retry notices
-(transient "trying again") are left out. JSON has every row, every version, with a format
+(transient "trying again") are left out. JSON has every row, every branch and version (with the `parent`, `chosen` and `answer`
+columns that make the tree), with a format
 name and version so a reader can tell what it holds.
 """
 from __future__ import annotations
@@ -16,7 +17,7 @@ import unicodedata
 from typing import Any
 from urllib.parse import quote
 
-from .history import newest_versions
+from .branches import on_path
 from .tables import Conversation, Item, order
 
 FORMAT = "tabletalk.conversation"
@@ -79,7 +80,7 @@ def to_markdown(convo: Conversation, items: list[Item], agent: str = "Assistant"
     ordered = sorted(items, key=order)  # a message sent "now" where the model read it
     plan = [it for it in ordered if it.kind == "plan"]
     answering = False
-    for it in newest_versions([it for it in ordered if it.kind != "plan"]):
+    for it in on_path([it for it in ordered if it.kind != "plan"]):
         if it.kind == "user":
             out += ["## You, during the answer" if it.read_after else "## You", it.text]
             answering = False

@@ -1,8 +1,9 @@
 """Items to model messages: the one place a conversation's log becomes a request.
 
 The person's messages, answers as written (a stopped answer as far as it got), tool calls
-with their results. Reasoning and errors are left out: they were for the person. Of the
-versions of an answer (after "again") only the newest is sent. A message sent "now" during
+with their results. Reasoning and errors are left out: they were for the person. Only one
+path of a conversation with edits and versions is sent (app/branches.py: the runner sends
+the lineage of the message it answers, `to_messages` the current path). A message sent "now" during
 a run stands where the model read it (`tables.order`). For a long conversation window.py
 chooses where the model's view starts and which long outputs go shortened; the messages
 come in `segments` (a turn, or a later step or message within one) so it can.
@@ -13,6 +14,7 @@ import base64
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from . import branches
 from . import files as filestore
 from . import skills as skillbook
 from .agent import Message, ToolCall
@@ -37,18 +39,6 @@ def system_prompt(agent: Assistant | None, skills: Sequence[Skill] = (), memorie
              skillbook.prompt_section(skills), memory.prompt_section(memories),
              f"{PLAN_HEADING}\n\n{plan.strip()}" if plan.strip() else ""]
     return "\n\n".join(p for p in parts if p)
-
-
-def newest_versions(items: list[Item]) -> list[Item]:
-    """Drop answers (and messages sent into them) that a later `retry` of the same turn replaced."""
-    last_retry: dict[int, int] = {}
-    for it in items:
-        if it.kind == "retry":
-            last_retry[it.turn] = it.id or 0
-    return [
-        it for it in items
-        if it.starts_turn or it.turn not in last_retry or (it.id or 0) > last_retry[it.turn]
-    ]
 
 
 # A file by id: (its row: name, type, size...; its bytes), or None when it is gone.
@@ -107,8 +97,8 @@ class Segment:
 
 
 def segments(items: list[Item], *, attachments: Attachments | None = None, images: bool = True) -> list[Segment]:
-    """The history of `items` (any order) as segments, oldest first; `images`: whether the
-    model is sent attached images (takes_images), else they are named."""
+    """The history of `items` (any order; one path: branches.on_path) as segments, oldest
+    first; `images`: whether the model is sent attached images (takes_images), else they are named."""
     out: list[Segment] = []
     turn, starts_turn, messages, short = 0, False, [], []
     text = ""
@@ -139,7 +129,7 @@ def segments(items: list[Item], *, attachments: Attachments | None = None, image
         close()
         turn, starts_turn, messages, short = it.turn or it.id or 0, starts, [], []
 
-    for it in newest_versions(sorted(items, key=order)):
+    for it in sorted(items, key=order):
         if it.kind == "user":
             flush()
             begin(it, it.starts_turn)
@@ -161,12 +151,13 @@ def segments(items: list[Item], *, attachments: Attachments | None = None, image
 def to_messages(agent: Assistant | None, items: list[Item], *, skills: Sequence[Skill] = (),
                 memories: Sequence[str] = (), attachments: Attachments | None = None,
                 images: bool = True, plan: str = "") -> list[Message]:
-    """The request's messages for a conversation whose log is `items`, the system prompt
+    """The request's messages for a conversation whose log is `items` (its current path is
+    sent: branches.on_path), the system prompt
     listing `skills`, the agent's `memories` (texts, oldest first) and `plan` when given.
     `attachments` reads a user item's files (store.file_bytes); `images` as in segments."""
     prompt = system_prompt(agent, skills, memories, plan)
     head = [Message("system", prompt)] if prompt else []
-    return head + [m for s in segments(items, attachments=attachments, images=images) for m in s.messages]
+    return head + [m for s in segments(branches.on_path(items), attachments=attachments, images=images) for m in s.messages]
 
 
 def _unfinished(call: Item) -> str:

@@ -42,6 +42,9 @@ class Item:
     thinking: str = ""      # a user item's thinking level ('' = the agent's)
     steer: bool = False     # a user item sent "now": read by the model at the run's next step
     read_after: int = 0     # a steering message the model read: the turn's last item id then
+    parent: int = 0         # a message starting a turn: the version head it follows (app/branches.py)
+    chosen: int = 0         # ... its rank among the edits at its fork: the greatest is current
+    answer: int = 0         # ... its turn's current answer version (a head id; 0: the newest)
     id: int | None = None
     created: float = 0.0
     updated: float = 0.0

@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from . import agent as loop
+from . import branches
 from . import window
 from .history import segments, system_prompt, user_message
 from .store import Store
@@ -26,19 +27,6 @@ DECLINED = "The person declined this call."
 log = logging.getLogger(__name__)
 
 INTERRUPTED = "Interrupted by a restart before it finished; it was not run again."
-
-
-def versions(items: list[Item]) -> list[list[Item]]:
-    """A turn's items (user item first) split at each `retry`: the answers, oldest first."""
-    out: list[list[Item]] = [[]]
-    for it in items:
-        if it.starts_turn:
-            continue
-        if it.kind == "retry":
-            out.append([])
-        else:
-            out[-1].append(it)
-    return out
 
 
 def finished(version: list[Item]) -> bool:
@@ -81,7 +69,8 @@ class Turn:
         # In page order, not id order: a message sent "now" that the model read after the
         # step that finished the answer comes last, so the answer is not finished yet.
         turn_items = self.store.turn_items(self.chat, self.user.id, self.user.id)
-        return versions(turn_items)[-1]
+        heads = [self.user.id, *sorted(it.id for it in turn_items if it.kind == "retry")]
+        return branches.versions(heads, turn_items)[-1]  # the newest: the one being answered
 
     def resume(self) -> list[Item]:
         """Make the rows of a cut-off run consistent; returns calls that still have to run."""
@@ -129,11 +118,15 @@ class Turn:
         by the time a step begins, every earlier step and tool result is a row, and from rows
         the calls carry the ids they keep in every later request (`call_{item}`) and a message
         sent "now" stands where the model read it, so the request's start is the same bytes
-        from step to step and run to run. Cut to the model's window (window.py)."""
+        from step to step and run to run. Cut to the model's window (window.py). Only the
+        path that leads to this message is sent (branches.Tree.lineage): after an edit, the
+        old branch is not in it."""
         context = self.store.context(self.chat)
-        kept = context["window"] in (0, self.window)  # another model's window chooses afresh
+        path = self.store.tree(self.chat).lineage(self.user.id)
+        # another model's window chooses afresh; so does a view that starts on another branch
+        kept = context["window"] in (0, self.window) and (not context["start"] or context["start"] in path.heads)
         current = window.Cut(context["start"], context["trim"]) if kept else window.Cut()
-        items = self.store.turn_items(self.chat, current.start, self.user.id)
+        items = self.store.lineage_items(self.chat, path, current.start)
         parts = segments(items, attachments=self.attachment, images=self.images)
         blocks = []
         for p in parts:

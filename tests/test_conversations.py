@@ -149,7 +149,7 @@ def rows_of_a_conversation():
              id=5, turn=1, done=True),
         Item("error", 7, "Trying again in 2 s", id=6, turn=1, done=True),  # a notice, not an error
         Item("text", 7, "Use `ls -la`.", id=8, turn=1, done=True),
-        Item("user", 7, "And hidden ones?", id=9, turn=9, done=True),
+        Item("user", 7, "And hidden ones?", id=9, turn=9, done=True, parent=3),
         Item("error", 7, "The model server refused the key (401).", state="failed", id=10, turn=9, done=True),
     ]
     return convo, items

@@ -16,7 +16,7 @@ def test_messages_hold_the_persons_words_answers_and_calls_not_reasoning_or_erro
         it("text", 3, 1, "Let me check."),
         it("call", 4, 1, name="weather", input='{"city": "Oslo"}', output="rain", state="done", done=True),
         it("text", 5, 1, "It rains."),
-        it("user", 6, 6, "Thanks"),
+        it("user", 6, 6, "Thanks", parent=1),
         it("error", 7, 6, "The model server failed (500)."),
     ]
     assert to_messages(agent, items) == [
@@ -36,8 +36,20 @@ def test_a_stopped_answer_goes_as_far_as_it_got():
 
 def test_only_the_newest_version_of_an_answer_is_sent():
     items = [it("user", 1, 1, "Joke?"), it("text", 2, 1, "Old joke."), it("retry", 3, 1),
-             it("text", 4, 1, "New joke."), it("user", 5, 5, "Another")]
+             it("text", 4, 1, "New joke."), it("user", 5, 5, "Another", parent=3)]
     assert [m.content for m in to_messages(None, items)] == ["Joke?", "New joke.", "Another"]
+    # with the first version chosen, the path goes through it (and "Another" followed the second)
+    chosen = [it("user", 1, 1, "Joke?", answer=1), *items[1:]]
+    assert [m.content for m in to_messages(None, chosen)] == ["Joke?", "Old joke."]
+
+
+def test_after_an_edit_only_the_current_branch_is_sent():
+    # "Hi" was answered, then edited to "Hello" (a sibling: the same parent, 0), answered anew
+    items = [it("user", 1, 1, "Hi", chosen=1), it("text", 2, 1, "Hi there."), it("user", 3, 3, "More?", parent=1, chosen=3),
+             it("text", 4, 3, "Sure."), it("user", 5, 5, "Hello", chosen=5), it("text", 6, 5, "Hello to you.")]
+    assert [m.content for m in to_messages(None, items)] == ["Hello", "Hello to you."]
+    back = [it("user", 1, 1, "Hi", chosen=9), *items[1:]]  # the pager went back to the first version
+    assert [m.content for m in to_messages(None, back)] == ["Hi", "Hi there.", "More?", "Sure."]
 
 
 def test_calls_without_a_result_say_why():

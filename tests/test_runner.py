@@ -118,24 +118,26 @@ def test_again_makes_a_new_version_from_another_model_and_keeps_the_old(client, 
     r = client.post(chat + "/retry", data={"_csrf_token": csrf(client), "model": "other-model"},
                     follow_redirects=False)
     assert r.status_code == 303
-    page = wait_for(lambda: (p := idle(client, chat)).select("article.text") and
-                    len(p.select("article.text")) == 2 and p)
-    visible = [a.get_text(strip=True) for a in page.select("article.text:not([hidden])")]
-    assert visible == ["Second version."]
-    assert [a.get_text(strip=True) for a in page.select("article.text[hidden]")] == ["First version."]
-    assert "Version 2 of 2" in page.select_one("article.retry").text
+    page = wait_for(lambda: (p := idle(client, chat)).select_one(".answer-actions .pager") and p)
+    assert [a.get_text(strip=True) for a in page.select("article.text")] == ["Second version."], \
+        "only the current version is on the page"
+    assert page.select_one(".answer-actions .pager .count").get_text() == "2 / 2"
+    assert page.select_one(".answer-actions .meta").get_text().startswith("other-model")
     request = fake.streamed[-1]
     assert request["model"] == "other-model"
     assert request["messages"][-1] == {"role": "user", "content": "Tell me"}, "the old answer is not sent"
-    shown = soup(client.get(chat + "?versions=" + str(rows(data)[0]["id"])))
-    assert [a.get_text(strip=True) for a in shown.select("article.text:not([hidden])")] == \
-        ["First version.", "Second version."]
-    # the next message's history holds the newest version only
+    # the pager goes back to the first version (a plain form: the #decide form's token)
+    back = page.select_one('.answer-actions button[aria-label="Previous version"]')["formaction"]
+    assert client.post(back, data={"_csrf_token": csrf(client, chat)}, follow_redirects=False).status_code == 303
+    page = soup(client.get(chat))
+    assert [a.get_text(strip=True) for a in page.select("article.text")] == ["First version."]
+    assert page.select_one(".answer-actions .pager .count").get_text() == "1 / 2"
+    # the next message's history holds the version chosen
     fake.script("ok")
     ask(client, chat, "And?")
     idle(client, chat)
     contents = [m["content"] for m in fake.streamed[-1]["messages"] if m["role"] == "assistant"]
-    assert contents == ["Second version."]
+    assert contents == ["First version."]
 
 
 def test_again_with_nothing_to_redo_is_refused(client):
@@ -160,7 +162,7 @@ def test_messages_sent_during_a_run_are_queued_and_answered_in_order(client, fak
     badges = [a.select_one(".badge") is not None for a in page.select("article.user")]
     assert badges == [False, True, True]
     page = idle(client, chat)
-    texts = [a.get_text(strip=True) for a in page.select("#items > article")]
+    texts = [a.select_one(".body").get_text(strip=True) for a in page.select("#items > article")]
     assert texts[0].endswith("one") and texts[1] == "Answer one."
     assert texts[2].endswith("two") and texts[3] == "Answer two."
     assert texts[5] == "Answer three."

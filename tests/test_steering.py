@@ -131,5 +131,12 @@ def test_again_after_steering_redoes_the_turn_without_the_old_versions_message(m
         page = idle(client, chat)
         assert [m["content"] for m in fake.streamed[2]["messages"][1:]] == ["Wait a moment"], \
             "again answers the turn's own message; what was sent into the old answer went with it"
-        assert page.select_one("article.steer")["hidden"] is not None, "shown with the earlier version"
+        assert page.select_one("article.steer") is None, "it belongs to the earlier version, not shown now"
+        back = page.select_one('.answer-actions button[aria-label="Previous version"]')["formaction"]
+        client.post(back, data={"_csrf_token": csrf(client, chat)})
+        assert soup(client.get(chat)).select_one("article.steer") is not None, "there with its version"
+        page = soup(client.get(chat + "?x"))
+        client.post(page.select_one('.answer-actions button[aria-label="Next version"]')["formaction"],
+                    data={"_csrf_token": csrf(client, chat)})
+        page = soup(client.get(chat))
         assert page.select("article.text")[-1].get_text(strip=True) == "A fresh answer."

@@ -96,9 +96,10 @@ def fill(template: str, ids: dict) -> list[str]:
     """The paths B tries for a route: A's ids everywhere; and where a row is named under
     another (a call in a conversation, a plugin or memory of an agent), A's row under B's own."""
     a = {"chat": ids["chat"], "call": ids["call"], "agent_id": ids["agent"], "plugin_id": ids["plugin"],
-         "memory_id": ids["memory"], "file": ids["file"], "person_id": ids["person"]}
+         "memory_id": ids["memory"], "file": ids["file"], "person_id": ids["person"],
+         "item": ids["item"], "head": ids["item"], "name": f"{ids['item']}.txt"}
     paths = [re.sub(r"\{(\w+):\w+\}", lambda m: str(a[m.group(1)]), template)]
-    if re.search(r"\{(call|plugin_id|memory_id):", template):
+    if re.search(r"\{(call|plugin_id|memory_id|item|head|name):", template):
         mixed = dict(a, chat=ids["b_chat"], agent_id=ids["b_agent"])
         paths.append(re.sub(r"\{(\w+):\w+\}", lambda m: str(mixed[m.group(1)]), template))
     return paths

@@ -143,22 +143,28 @@ class Chats(Base):
             marks = ", ".join("?" for _ in values)
             item_id = db.conn.execute(f"INSERT INTO items ({cols}) VALUES ({marks})", list(values.values())).lastrowid
             if new.kind == "user":
-                db.conn.execute("UPDATE items SET turn = ? WHERE id = ?", [item_id, item_id])
-                values["turn"] = item_id
+                # its own turn; current at its fork (the newest wins) and, unless it says where
+                # it stands (an edit), following the end of the current path (app/branches.py)
+                parent = new.parent or self.head(new.chat)
+                db.conn.execute("UPDATE items SET turn = ?, chosen = ?, parent = ? WHERE id = ?",
+                                [item_id, rev, parent, item_id])
+                values["turn"], values["chosen"], values["parent"] = item_id, rev, parent
                 # the first message names its conversation, and every message moves it to the top of
                 # the sidebar (`active`), in the message's rev (which tells the lists)
                 db.conn.execute("UPDATE conversations SET title = CASE WHEN title = '' THEN ? ELSE title END, "
                                 "active = ?, rev = ? WHERE id = ?", [first_words(new.text), int(t * 1000), rev, new.chat])
+            elif new.kind == "retry":  # a new version is its turn's current one
+                db.conn.execute("UPDATE items SET answer = 0, rev = ? WHERE id = ? AND answer != 0", [rev, new.turn])
             # not a change a page shows, so no rev: only the title and the list order show
             db.conn.execute("UPDATE conversations SET updated = ? WHERE id = ?", [t, new.chat])
         return Item(**{k: v for k, v in values.items() if k != "done"}, done=bool(new.done), id=item_id)
 
     def _turn_of(self, new: Item) -> int:
-        if new.kind == "retry":
-            last = self.one("SELECT max(id) FROM items WHERE chat = ? AND kind = 'user' AND turn = id", [new.chat])[0]
-            if last is None:
+        if new.kind == "retry":  # the last turn of the current path (app/branches.py)
+            path = self.path(new.chat)
+            if not path.steps:
                 raise ValueError("there is no answer to make again yet")
-            return last
+            return path.steps[-1].turn
         running = self.one("SELECT id, kind, turn FROM items WHERE chat = ? AND done = 0 AND kind IN ('user','retry') "
                            "ORDER BY id LIMIT 1", [new.chat])
         return (running["id"] if running["kind"] == "user" else running["turn"]) if running else 0
@@ -218,7 +224,8 @@ class Chats(Base):
 
     def ask(self, chat: int, text: str, model: str = "", files: tuple[int, ...] = (), thinking: str = "",
             steer: bool = False) -> Item:
-        """Write the person's message; the first one also names the conversation."""
+        """Write the person's message (following the end of the current path); the first one
+        also names the conversation."""
         return self.add(asked(chat, text, model=model, files=files, thinking=thinking, steer=steer))
 
     # --- deleting and searching conversations ---------------------------------------

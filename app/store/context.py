@@ -66,9 +66,15 @@ class Context(Base):
         return [Item.from_row(r) for r in rows]
 
     def read_steers(self, ids: list[int], turn: int) -> None:
-        """The model reads these messages now: they join `turn`, placed after its last item."""
+        """The model reads these messages now: they join `turn`, placed after its last item.
+        No longer a turn of its own, such a message is no head (app/branches.py): a message
+        queued after it follows what it followed."""
         with self.write() as db:
             last = db.conn.execute("SELECT max(id) FROM items WHERE chat = (SELECT chat FROM items WHERE id = ?) "
                                    "AND turn = ?", [turn, turn]).fetchone()[0] or turn
             for item_id in ids:
+                chat, parent = db.conn.execute("SELECT chat, parent FROM items WHERE id = ?", [item_id]).fetchone()
+                for (child,) in db.conn.execute("SELECT id FROM items WHERE chat = ? AND parent = ? AND kind = 'user' "
+                                                "AND turn = id", [chat, item_id]).fetchall():
+                    self.update(child, parent=parent)
                 self.update(item_id, turn=turn, read_after=last, done=True)

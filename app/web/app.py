@@ -21,7 +21,7 @@ from litestar.exceptions import HTTPException
 from .. import config as configuration
 from ..feed import Feed
 from ..worker import running
-from . import accounts, agents, chats, compress, conversations, events, files, live, models, render, sidebar, skills
+from . import accounts, agents, branches, chats, compress, conversations, events, files, live, models, render, sidebar, skills
 from .state import State
 
 log = logging.getLogger(__name__)
@@ -111,6 +111,7 @@ def create_app(config: configuration.Config | None = None) -> Litestar:
         route_handlers=[
             *accounts.routes,
             *chats.routes,
+            *branches.routes,
             *conversations.routes,
             *agents.routes,
             *models.routes,

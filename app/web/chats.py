@@ -13,7 +13,7 @@ from ..accounts import COOKIE, People
 from ..files import clean_name
 from ..models import THINKING
 from ..store import Store
-from ..tables import Assistant, Conversation, Person, decided, retried, stopped
+from ..tables import Assistant, Conversation, Person, decided, stopped
 from . import live, render
 from .state import State, state
 
@@ -191,26 +191,24 @@ async def new_conversation(request: Request) -> Response:
 
 
 @get("/c/{chat:str}")
-async def conversation(request: Request, chat: FromPath[str], versions: FromQuery[str | None] = None) -> Response:
+async def conversation(request: Request, chat: FromPath[str], edit: FromQuery[str | None] = None) -> Response:
+    """A conversation's page: its current path (app/branches.py); with `?edit=ID`, that
+    message opened for editing in place (the way to edit without script)."""
     s = state(request)
-    turn = render.an_id(versions)
-    shown = frozenset({turn}) if turn is not None else frozenset()
     with s.store.snapshot():
         convo = conversation_or_404(s.store, chat, me(request))
         rev = s.store.rev()
-        everything = s.store.items(convo.id)
-        items = render.sort_items([it for it in everything if it.kind != "plan"])
-        plan = [it for it in everything if it.kind == "plan"]
         chat_state = render.chat_state(s.store, convo.id)
+        items, _, _ = live.page_items(s.store, convo.id, chat_state, editing=render.an_id(edit))
+        plan = s.store.plan(convo.id)
         choices = s.store.choices()
     return render.page(
         request, "chat.html",
         convo=convo,
         current=convo.id,
         side_live=False,  # its own stream brings the sidebar's changes
-        items=live.items_html(items, render.view_of(items, chat_state["turn"], shown, s.store.files_of(items)),
-                              chat_state),
-        plan=live.items_html(plan),
+        items=items,
+        plan=live.items_html([plan] if plan else []),
         state=chat_state,
         rev=rev,
         choices=choices,
@@ -236,17 +234,19 @@ async def ask(request: Request, chat: FromPath[str]) -> Response:
 
 @post("/c/{chat:str}/retry")
 async def retry(request: Request, chat: FromPath[str]) -> Response:
-    """"Again": make the last answer anew, optionally from another model; the old one stays."""
+    """"Again" for the last answer of the current path (each answer has its own: web/branches.py)."""
     s = state(request)
     convo = conversation_or_404(s.store, chat, me(request))
     model = (await form_field(request, "model", MODEL_MAX)).strip()
     if model and s.store.choice(model) is None:
         raise HTTPException(status_code=400, detail=f"There is no model “{model}” to choose.")
-    # the last turn: a message sent "now" into an answer belongs to that answer's turn
-    last = s.store.one("SELECT max(id) FROM items WHERE chat = ? AND kind = 'user' AND turn = id", [convo.id])[0]
-    if last is None:
-        raise HTTPException(status_code=400, detail="There is no answer to make again yet.")
-    s.store.add(replace(retried(convo.id, model), turn=last))
+    with s.store.write():
+        path = s.store.path(convo.id)
+        if not path.steps:
+            raise HTTPException(status_code=400, detail="There is no answer to make again yet.")
+        if render.chat_state(s.store, convo.id)["running"]:
+            raise HTTPException(status_code=409, detail="An answer is being written: wait for it to end (or stop it) first.")
+        s.store.again(path.steps[-1].user, model)
     return done(request, f"/c/{convo.id}")
 
 

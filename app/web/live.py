@@ -16,11 +16,13 @@ from dataclasses import dataclass
 
 from markupsafe import Markup, escape
 
-from .. import markdown
+from .. import branches, markdown
+from ..branches import Path, Step
 from ..markdown import Block
 from ..store import Store
 from ..tables import Conversation, Item
-from .render import View, chat_state, cut_key, fragment, item_dom_id, item_key, sort_items, view_of
+from ..turn import finished
+from .render import View, answer_key, chat_state, cut_key, fragment, item_dom_id, item_key
 
 SLOT_STATE = "\x00state\x00"
 SLOT_BODY = "\x00body\x00"
@@ -81,14 +83,42 @@ def item_parts(it: Item, view: View = View()) -> Parts:
     return Parts(shell, state_html(it), body_blocks(it))
 
 
+def answer_html(chat: int, step: Step, version: list[Item]) -> str:
+    """The actions under a turn's answer (`version`: its items on the path, in page order);
+    '' while it is not finished: nothing to copy or make again yet."""
+    if not finished(version):
+        return ""
+    texts = [it for it in version if it.kind == "text" and it.text.strip()]
+    last = texts[-1] if texts else version[-1]
+    answer = {"text": bool(texts), "model": last.model, "when": last.updated}
+    return fragment("_answer.html", chat=chat, step=step, answer=answer)
+
+
 def items_html(items: list[Item], view: View = View(), state: dict | None = None) -> Markup:
-    """The items (in page order) as the page shows them, with the marker where the model's
-    view starts when `state` (render.chat_state) says some turns are left out."""
+    """The items (in page order, one path: branches.on_path) as the page shows them, the
+    actions under each finished answer of `view.steps`, and the marker where the model's view
+    starts when `state` (render.chat_state) says some turns are left out."""
     elements = [(item_key(it), item_parts(it, view).element) for it in items]
+    by_turn: dict[int, list[Item]] = {}
+    for it in items:
+        by_turn.setdefault(it.turn or it.id or 0, []).append(it)
+    for step in view.steps.values():
+        version = [it for it in by_turn.get(step.turn, []) if it.id != step.turn]
+        if html := answer_html(step.user.chat or 0, step, version):
+            elements.append((answer_key(step.turn), html))
     if state and state.get("start"):
         elements.append((cut_key(state["start"]), fragment("_cut.html", state=state)))
-        elements.sort(key=lambda pair: pair[0])  # fixed-width keys: text order is page order
+    elements.sort(key=lambda pair: pair[0])  # fixed-width keys: text order is page order
     return Markup("".join(html for _, html in elements))
+
+
+def page_items(store: Store, chat: int, state: dict, path: Path | None = None,
+               editing: int | None = None) -> tuple[Markup, list[Item], View]:
+    """#items of a conversation's page: its current path (or `path`), whole; those items and their view."""
+    path = path if path is not None else store.path(chat)
+    items = store.path_items(chat, path)
+    view = View(state["turn"], path.heads, store.files_of(items), editing)
+    return items_html(items, view, state), items, view
 
 
 def placed(dom: str, html: str) -> str:
@@ -130,19 +160,45 @@ def item_changes(it: Item, parts: Parts, sent: Sent | None) -> tuple[str | None,
     return None, pieces
 
 
-def with_whole_turns(store: Store, chat: int, items: list[Item]) -> tuple[list[Item], list[Item]]:
-    """Items to send and the retry items their view needs: a new version changes how the
-    earlier ones show, so a turn with a new `retry` is sent whole."""
-    retried = {it.turn for it in items if it.kind == "retry"}
-    if retried:
-        marks = ",".join("?" * len(retried))
-        rows = store.all(f"SELECT * FROM items WHERE chat = ? AND turn IN ({marks})", [chat, *retried])
-        items = list({it.id: it for it in [*items, *(Item.from_row(r) for r in rows)]}.values())
-    turns = {it.turn for it in items}
-    marks = ",".join("?" * len(turns))
-    retries = [Item.from_row(r) for r in store.all(
-        f"SELECT * FROM items WHERE chat = ? AND turn IN ({marks}) AND kind = 'retry'", [chat, *turns])]
-    return sort_items(items), retries
+def forked(path: Path, items: list[Item]) -> bool:
+    """Whether changed rows may have moved `path` at a fork: a new version, a choice or an
+    edit (a turn with more than one message or answer version), or a message off the path.
+    A message added at the end, or one read during an answer (it moves by its key), did not."""
+    steps = path.heads
+    for it in items:
+        if it.kind == "retry":
+            return True
+        if it.kind == "user" and it.starts_turn:
+            step = steps.get(it.id)
+            if step is None or len(step.siblings) > 1 or len(step.heads) > 1:
+                return True
+    return False
+
+
+ANSWER_CHANGES = ("user", "retry", "stop", "error")  # a growing text or call cannot end an answer
+
+
+def answers_changed(store: Store, chat: int, path: Path, items: list[Item], sent: dict | None,
+                    out: list[str]) -> list[str]:
+    """The actions of the answers `items` may have ended or changed, where they differ from
+    what followers have (`sent`); a row that went away is deleted (into `out`)."""
+    steps = path.heads
+    turns = sorted({it.turn for it in items if it.turn in steps and (it.done or it.kind in ANSWER_CHANGES)})
+    rows = []
+    for turn in turns:
+        step = steps[turn]
+        version = [it for it in store.turn_items(chat, turn, turn) if it.id != turn and path.holds(it)
+                   and it.kind != "retry"]
+        html = answer_html(chat, step, version)
+        before = sent.get(f"a{turn}") if sent is not None else None
+        if html != before:
+            if html:
+                rows.append(html)
+            elif before is None or before:
+                out.append(f'<div id="a{turn}" hx-swap-oob="delete"></div>')
+        if sent is not None:
+            sent[f"a{turn}"] = html
+    return rows
 
 
 DELETED = ('<div id="status" class="status deleted" data-running="0" data-asked="0" hx-swap-oob="true">'
@@ -161,30 +217,54 @@ def chat_changes(store: Store, chat: int, items: list[Item], convo: Conversation
         return DELETED
     parts_out = [f'<div id="{dom}" hx-swap-oob="delete"></div>' for dom in gone]
     state = chat_state(store, chat)
-    if items:
-        items, retries = with_whole_turns(store, chat, items)
-        known = {it.id for it in items}
-        view = view_of([*items, *(r for r in retries if r.id not in known)], state["turn"],
-                       files=store.files_of(items))
-        elements, pinned, pieces = [], [], []
-        for it in items:
+    # The path changes only with a user or retry row (an edit, Again, a pager's choice, a
+    # message): then it is read again, and when it is not the one followers have with turns
+    # added at its end, #items is sent whole (branches are few, and rarely switched).
+    heads_changed = any(it.kind in ("user", "retry") for it in items)
+    known: Path | None = sent.get("path") if sent is not None else None
+    path = store.path(chat) if known is None or heads_changed else known
+    if sent is not None:
+        sent["path"] = path
+    pinned = [it for it in items if it.kind == "plan"]
+    if known is not None:
+        whole = heads_changed and not path.extends(known)
+    else:  # a follower that caught up from the database: its path is not known here
+        whole = heads_changed and forked(path, items)
+    if whole:
+        html, shown, view = page_items(store, chat, state, path)
+        parts_out.append(f'<hx-partial hx-target="#items" hx-swap="innerHTML">{html}</hx-partial>')
+        if sent is not None:  # what followers have now: this (an answer's actions: unknown, sent again)
+            for key in [k for k in sent if k not in ("path", "status")]:
+                del sent[key]
+            for it in shown:
+                if not it.done or it.kind == "call":
+                    parts = item_parts(it, view)
+                    sent[it.id] = Sent(parts.shell, parts.state, {b.id: b.html for b in parts.blocks})
+            sent["cut"] = fragment("_cut.html", state=state)
+        items = []
+    items = [it for it in items if it.kind != "plan" and path.holds(it)]  # other branches' rows wait
+    if items or pinned:
+        view = View(state["turn"], path.heads, store.files_of([*items, *pinned]))
+        elements, plans, pieces = [], [], []
+        for it in [*items, *pinned]:
             parts = item_parts(it, view)
             element, small = item_changes(it, parts, sent.get(it.id) if sent is not None else None)
             if element is not None and it.read_after:  # a message the model read moves to where it read it
                 parts_out.append(placed(item_dom_id(it), element))
             elif element is not None:
-                (pinned if it.kind == "plan" else elements).append(element)
+                (plans if it.kind == "plan" else elements).append(element)
             pieces.extend(small)
             if sent is not None:
                 if it.done and it.kind != "call":
                     sent.pop(it.id, None)  # finished: it changes again only as a whole (a new version)
                 else:
                     sent[it.id] = Sent(parts.shell, parts.state, {b.id: b.html for b in parts.blocks})
+        elements.extend(answers_changed(store, chat, path, items, sent, parts_out))
         if elements:
             parts_out.append('<hx-partial hx-target="#items" hx-swap="upsert key:data-key">'
                              + "".join(elements) + "</hx-partial>")
-        if pinned:  # the plan is pinned above the composer, not in the log
-            parts_out.append('<hx-partial hx-target="#plan" hx-swap="upsert">' + "".join(pinned) + "</hx-partial>")
+        if plans:  # the plan is pinned above the composer, not in the log
+            parts_out.append('<hx-partial hx-target="#plan" hx-swap="upsert">' + "".join(plans) + "</hx-partial>")
         parts_out.extend(pieces)
     cut = fragment("_cut.html", state=state)
     if sent is None or sent.get("cut", "") != cut:  # where the model's view starts moved (rarely)

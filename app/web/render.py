@@ -6,7 +6,7 @@ live page and a fresh render of the same rows are the same DOM.
 from __future__ import annotations
 
 import json
-from collections import defaultdict
+from datetime import datetime, timezone
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -16,6 +16,7 @@ from litestar import Request, Response
 from litestar.utils.scope.state import ScopeState
 
 from ..store import Store
+from ..branches import Step
 from ..tables import Item, chips, order
 
 ROOT = Path(__file__).resolve().parent.parent.parent
@@ -45,6 +46,20 @@ def cut_key(start: int) -> str:
     return f"{start:010d}-{0:010d}"
 
 
+def answer_key(turn: int) -> str:
+    """The place of a turn's answer actions: after every item of the turn."""
+    return f"{turn:010d}-{10**10 - 1}"
+
+
+def isotime(t: float) -> str:
+    return datetime.fromtimestamp(t, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def shorttime(t: float) -> str:
+    """When, as a person reads it; in UTC (the server does not know the reader's zone)."""
+    return datetime.fromtimestamp(t, timezone.utc).strftime("%-d %b %Y, %H:%M UTC")
+
+
 def item_dom_id(it: Item) -> str:
     return f"i{it.id}"
 
@@ -57,7 +72,8 @@ def pretty_json(text: str) -> str:
         return text
 
 
-env.globals.update(item_key=item_key, cut_key=cut_key, item_dom_id=item_dom_id, pretty_json=pretty_json,
+env.filters.update(isotime=isotime, shorttime=shorttime)
+env.globals.update(item_key=item_key, cut_key=cut_key, answer_key=answer_key, item_dom_id=item_dom_id, pretty_json=pretty_json,
                    chips=chips)
 
 
@@ -120,10 +136,9 @@ class View:
     """What an item's rendering depends on beyond its own row."""
 
     running: int | None = None                  # the user item being answered now
-    superseded: frozenset[int] = frozenset()    # answers replaced by a newer version ("again")
-    versions: dict[int, tuple[int, int]] = field(default_factory=dict)  # retry id -> (n, of)
-    shown: frozenset[int] = frozenset()         # turns whose earlier versions are shown
+    steps: dict[int, Step] = field(default_factory=dict)  # the current path's turns, by user item id
     files: dict[int, dict[str, Any]] = field(default_factory=dict)  # file rows the items name
+    editing: int | None = None                  # the message opened for editing (?edit=, without script)
 
 
 def chat_state(store: Store, chat: int) -> dict[str, Any]:
@@ -143,26 +158,6 @@ def chat_state(store: Store, chat: int) -> dict[str, Any]:
         "SELECT 1 FROM items WHERE chat = ? AND kind = 'call' AND state = 'approval' LIMIT 1", [chat]) is not None
     return {"running": pending is not None, "waiting": waiting, "turn": turn, "asked": asked, "deciding": deciding,
             **{k: context[k] for k in ("used", "window", "cached", "start", "turns_out", "left_out")}}
-
-
-def view_of(items: list[Item], running: int | None, shown: frozenset[int] = frozenset(),
-            files: dict[int, dict[str, Any]] | None = None) -> View:
-    """The view of a set of items that holds whole turns (versions need all of a turn)."""
-    by_turn: dict[int, list[Item]] = defaultdict(list)
-    for it in sort_items(items):
-        by_turn[it.turn or it.id].append(it)
-    superseded: set[int] = set()
-    versions: dict[int, tuple[int, int]] = {}
-    for turn_items in by_turn.values():
-        retries = [it for it in turn_items if it.kind == "retry"]
-        if not retries:
-            continue
-        last = retries[-1].id
-        superseded |= {it.id for it in turn_items if not it.starts_turn and it.kind != "retry" and it.id < last}
-        for n, r in enumerate(retries, start=2):
-            versions[r.id] = (n, len(retries) + 1)
-        superseded |= {r.id for r in retries[:-1]}
-    return View(running, frozenset(superseded), versions, shown, files or {})
 
 
 def sort_items(items: list[Item]) -> list[Item]:
