@@ -138,6 +138,60 @@
   document.addEventListener("change", function (e) {
     var t = e.target;
     if (t.matches && t.matches("select[data-autosubmit]") && t.form) t.form.requestSubmit();
+
+  // --- Edit a message in place (issue 12: branches) ---
+  // The Edit link opens ?edit=ID (the page with the message's form: the way without script).
+  // With script the same form is made in place: the message's raw text (from its Copy link)
+  // in a textarea; "Save and send" posts it with the page's CSRF token (the #decide form's),
+  // and the feed then brings the new branch; Cancel (or Escape) puts the message back.
+  function csrfToken() {
+    var t = document.querySelector('#decide input[name="_csrf_token"]');
+    return t ? t.value : "";
+  }
+  function button(label, cls) {
+    var b = document.createElement("button");
+    b.type = "button"; b.textContent = label; if (cls) b.className = cls;
+    return b;
+  }
+  document.addEventListener("click", function (e) {
+    var a = e.target.closest && e.target.closest("a[data-edit]");
+    if (!a) return;
+    var article = a.closest("article"), body = article && article.querySelector(".body");
+    var copy = article && article.querySelector("a[data-copy]");
+    if (!body || !copy) return;
+    e.preventDefault();
+    if (article.querySelector(".edit")) return;
+    fetch(copy.href, {credentials: "same-origin"}).then(function (r) {
+      if (!r.ok) throw new Error(r.status); return r.text();
+    }).then(function (text) {
+      var box = document.createElement("div"), ta = document.createElement("textarea");
+      var row = document.createElement("div"), problem = document.createElement("p");
+      var cancel = button("Cancel", "act"), save = button("Save and send");
+      var actions = article.querySelector(".message-actions");
+      box.className = "edit"; row.className = "edit-buttons"; problem.className = "error"; problem.hidden = true;
+      problem.setAttribute("role", "alert");
+      ta.value = text; ta.rows = Math.min(12, text.split("\n").length + 1); ta.required = true;
+      ta.setAttribute("aria-label", "Edit your message");
+      row.append(cancel, save); box.append(ta, problem, row);
+      body.hidden = true; if (actions) actions.hidden = true;
+      body.after(box); ta.focus();
+      function close() { box.remove(); body.hidden = false; if (actions) actions.hidden = false; a.focus(); }
+      cancel.addEventListener("click", close);
+      ta.addEventListener("keydown", function (k) { if (k.key === "Escape") close(); });
+      save.addEventListener("click", function () {
+        if (ta.value.trim() === "") { ta.reportValidity(); return; }
+        var data = new FormData();
+        data.append("_csrf_token", csrfToken()); data.append("text", ta.value);
+        save.disabled = true;
+        fetch(a.getAttribute("data-edit"), {method: "POST", body: data, credentials: "same-origin",
+                                             headers: {"HX-Request": "true"}}).then(function (r) {
+          if (r.ok) { if (box.isConnected) close(); return; }
+          return r.text().then(function (t) { throw new Error(t || r.status); });
+        }).catch(function (err) {
+          save.disabled = false; problem.hidden = false; problem.textContent = String(err.message || err);
+        });
+      });
+    }).catch(function () { window.location.href = a.href; });  // the page's own form, then
   });
 
   // Keep the newest part of the conversation in view while it grows, unless the person scrolled up.
