@@ -166,7 +166,7 @@
     }).then(function (text) {
       var box = document.createElement("div"), ta = document.createElement("textarea");
       var row = document.createElement("div"), problem = document.createElement("p");
-      var cancel = button("Cancel", "act"), save = button("Save and send");
+      var cancel = button("Cancel", "cancel"), save = button("Save and send");
       var actions = article.querySelector(".message-actions");
       box.className = "edit"; row.className = "edit-buttons"; problem.className = "error"; problem.hidden = true;
       problem.setAttribute("role", "alert");
