@@ -136,6 +136,9 @@ class Chats(Base):
         with self.write() as db:
             if new.kind in ("retry", "stop") and not new.turn:
                 new = replace(new, turn=self._turn_of(new))
+            if new.kind == "user" and not new.parent:
+                # unless it says where it stands (an edit), it follows the end of the current path
+                new = replace(new, parent=self.head(new.chat))
             rev = dbm.bump(db)
             values = new.to_dict() | {"created": t, "updated": t, "rev": rev, "done": int(new.done)}
             values.pop("id")
@@ -143,12 +146,9 @@ class Chats(Base):
             marks = ", ".join("?" for _ in values)
             item_id = db.conn.execute(f"INSERT INTO items ({cols}) VALUES ({marks})", list(values.values())).lastrowid
             if new.kind == "user":
-                # its own turn; current at its fork (the newest wins) and, unless it says where
-                # it stands (an edit), following the end of the current path (app/branches.py)
-                parent = new.parent or self.head(new.chat)
-                db.conn.execute("UPDATE items SET turn = ?, chosen = ?, parent = ? WHERE id = ?",
-                                [item_id, rev, parent, item_id])
-                values["turn"], values["chosen"], values["parent"] = item_id, rev, parent
+                # its own turn, and current at its fork: the newest wins (app/branches.py)
+                db.conn.execute("UPDATE items SET turn = ?, chosen = ? WHERE id = ?", [item_id, rev, item_id])
+                values["turn"], values["chosen"] = item_id, rev
                 # the first message names its conversation, and every message moves it to the top of
                 # the sidebar (`active`), in the message's rev (which tells the lists)
                 db.conn.execute("UPDATE conversations SET title = CASE WHEN title = '' THEN ? ELSE title END, "
