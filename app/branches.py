@@ -77,8 +77,9 @@ class Path:
         return len(self.steps) >= n and all(a.key == b.key for a, b in zip(self.steps, other.steps))
 
     def holds(self, it: Item) -> bool:
-        """Whether an item is on this path (a plan item is not a turn's: it is always shown)."""
-        if it.kind == "plan":
+        """Whether an item is on this path (a plan item, or one written outside any turn, is
+        on every path)."""
+        if it.kind == "plan" or (not it.turn and it.kind != "user"):
             return True
         step = self.heads.get(it.turn or it.id or 0)
         if step is None:

@@ -371,7 +371,10 @@ def test_the_pickers_are_grouped_and_show_the_down_account(app):
     assert down.has_attr("disabled") and "unreachable" in down.text
     offered = [o["value"] for o in picker.select("optgroup option:not([disabled])")]
     assert offered[:2] == ["local:llama3:8b", "local:qwen3:4b"] and "fake-model" in offered
-    again = page.select_one("select[aria-label='Model for the new version']")
+    # Again's other model (the ▾ under an answer) is picked from the same groups
+    store = app.app.state.tabletalk.store
+    asked = store.ask(int(chat.rsplit("/", 1)[1]), "Hello")
+    again = soup(app.get(f"{chat}/answers/{asked.id}/again")).select_one("select[name=model]")
     assert [g["label"] for g in again.select("optgroup")] == [GROUP_LOCAL, "gone", "openrouter", GROUP_SERVER]
     agent = soup(app.get("/agents/1"))
     assert [g["label"] for g in agent.select("select[name=model] optgroup")] == [GROUP_LOCAL, "gone", "openrouter", GROUP_SERVER]

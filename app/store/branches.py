@@ -24,11 +24,9 @@ class Branches(Base):
     def path_items(self, chat: int, path: Path | None = None) -> list[Item]:
         """The items on the current path (or `path`), in page order; the plan item is not among them."""
         path = path if path is not None else self.path(chat)
-        if not path.steps:
-            return []
-        first, last = path.steps[0].turn, path.steps[-1].turn
-        return self.on(path, self.all("SELECT * FROM items WHERE chat = ? AND turn BETWEEN ? AND ? AND kind != 'plan'",
-                                      [chat, first, last]))
+        first, last = (path.steps[0].turn, path.steps[-1].turn) if path.steps else (1, 0)
+        return self.on(path, self.all("SELECT * FROM items WHERE chat = ? AND (turn BETWEEN ? AND ? OR turn = 0) "
+                                      "AND kind != 'plan'", [chat, first, last]))
 
     def lineage_items(self, chat: int, path: Path, start: int = 0) -> list[Item]:
         """The items of `path` (a lineage: Tree.lineage) from turn `start` on, without reading
@@ -42,7 +40,7 @@ class Branches(Base):
     @staticmethod
     def on(path: Path, rows) -> list[Item]:
         turns = path.heads
-        items = (Item.from_row(r) for r in rows if r["turn"] in turns)
+        items = (Item.from_row(r) for r in rows if r["turn"] in turns or not r["turn"])
         return sorted((it for it in items if path.holds(it) and it.kind != "retry"), key=order)
 
     def answer_items(self, head: Item) -> list[Item]:

@@ -194,7 +194,7 @@ def answers_changed(store: Store, chat: int, path: Path, items: list[Item], sent
         if html != before:
             if html:
                 rows.append(html)
-            elif before is None or before:
+            elif before:  # (a row goes only when its answer goes on: a message read after it)
                 out.append(f'<div id="a{turn}" hx-swap-oob="delete"></div>')
         if sent is not None:
             sent[f"a{turn}"] = html
