@@ -138,6 +138,7 @@
   document.addEventListener("change", function (e) {
     var t = e.target;
     if (t.matches && t.matches("select[data-autosubmit]") && t.form) t.form.requestSubmit();
+  });
 
   // --- Edit a message in place (issue 12: branches) ---
   // The Edit link opens ?edit=ID (the page with the message's form: the way without script).
