@@ -151,7 +151,9 @@ def test_nothing_offers_an_action_it_cannot_take(client, fake, data):
     ask(client, chat, "Wait")
     wait_for(lambda: fake.requests)
     page = soup(client.get(chat))
-    assert page.select(".answer-actions") == [] and page.select("a[aria-label='Edit message']") == []
+    assert page.select(".answer-actions") == [], "no Again before the answer ended"
+    assert page.select_one('#status[data-running="1"]') is not None
+    assert "idle-only" in page.select_one("a[aria-label='Edit message']")["class"], "hidden while it runs"
     [user] = user_ids(data)
     assert post_form(client, f"{chat}/items/{user}/edit", chat, text="x").status_code == 409
     assert post_form(client, f"{chat}/answers/{user}/again", chat).status_code == 409

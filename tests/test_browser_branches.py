@@ -3,6 +3,7 @@ import pytest
 from playwright.sync_api import expect
 
 from tests.conftest import Served
+from tests.fakes.openai_server import delay, text
 from tests.test_browser import fresh_items, items_of
 
 pytestmark = pytest.mark.browser
@@ -55,18 +56,26 @@ def test_copy_puts_the_answer_and_the_message_on_the_clipboard(context, fake):
 
 
 def test_edit_makes_a_branch_and_the_pager_switches_to_a_fresh_render(context, browser, served, fake):
-    fake.script("Paris.", "It is large.", "Rome.")
+    fake.script("Paris.", "It is large.")
     page = context.new_page()
     start(page, "Capital of France?")
     say(page, "Is it big?")
+    fake.script([delay(1.0), text("Rome.")])
+    page.locator("#composer textarea").fill("And Italy?")
+    page.locator("#composer textarea").press("Enter")
+    page.locator('#status[data-running="1"]').wait_for(state="attached")
+    expect(page.get_by_role("link", name="Edit message")).to_have_count(0)  # hidden while it runs
+    expect(page.get_by_role("button", name="Again: a new version of this answer")).to_have_count(0)
+    idle(page)
     page.get_by_role("link", name="Edit message").first.click()
     box = page.get_by_role("textbox", name="Edit your message")
     expect(box).to_have_value("Capital of France?")
     box.fill("Capital of Italy?")
+    fake.script("Roma.")
     page.get_by_role("button", name="Save and send").click()
-    expect(page.locator("#items > article.text .body").last).to_have_text("Rome.", timeout=20_000)
+    expect(page.locator("#items > article.text .body").last).to_have_text("Roma.", timeout=20_000)
     idle(page)
-    assert bodies(page) == ["Capital of Italy?", "Rome."]
+    assert bodies(page) == ["Capital of Italy?", "Roma."]
     pager = page.get_by_role("group", name="Versions of this message")
     expect(pager).to_contain_text("2 / 2")
     assert fake.streamed[-1]["messages"][-1]["content"] == "Capital of Italy?"
@@ -74,7 +83,7 @@ def test_edit_makes_a_branch_and_the_pager_switches_to_a_fresh_render(context, b
     assert items_of(page) == fresh_items(browser, served, page.url)
     page.get_by_role("button", name="Previous version").click()
     expect(pager.first).to_contain_text("1 / 2")
-    assert bodies(page) == ["Capital of France?", "Paris.", "Is it big?", "It is large."]
+    assert bodies(page) == ["Capital of France?", "Paris.", "Is it big?", "It is large.", "And Italy?", "Rome."]
     assert items_of(page) == fresh_items(browser, served, page.url)
 
 

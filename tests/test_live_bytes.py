@@ -43,6 +43,8 @@ def test_a_follower_receives_at_most_one_and_a_half_times_the_final_html(served:
     assert not follower.is_alive()
     page = client.get(chat).text
     final = re.search(r'<article id="i\d+" data-key="[^"]+" class="item text">.*?</article>', page, re.S).group(0)
+    # the answer's actions (Copy, Again, its model and time) are the answer's final HTML too
+    final += re.search(r'<div id="a\d+" class="actions answer-actions".*?</div>', page, re.S).group(0)
     ratio = len(received) / len(final.encode())
     assert len(final) > 15_000, "the answer is as long as the issue asks"
     assert ratio <= 1.5, f"{len(received):,} bytes received for {len(final.encode()):,} of final HTML ({ratio:.2f}x)"
