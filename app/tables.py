@@ -42,6 +42,7 @@ class Item:
     thinking: str = ""      # a user item's thinking level ('' = the agent's)
     steer: bool = False     # a user item sent "now": read by the model at the run's next step
     read_after: int = 0     # a steering message the model read: the turn's last item id then
+    thought: float = 0.0    # a reasoning item: seconds the model reasoned (0 until it is over)
     id: int | None = None
     created: float = 0.0
     updated: float = 0.0
@@ -114,6 +115,8 @@ class Conversation:
     person: int | None = None  # whose conversation it is
     pinned: bool = False       # listed on top of the sidebar
     active: int = 0            # when the person last sent a message, in milliseconds
+    model: str = ""            # the model last picked in its composer ('' = the agent's)
+    thinking: str = ""         # the thinking level last picked ('' = the agent's)
 
     @classmethod
     def from_row(cls, row: Any) -> Conversation:

@@ -1,4 +1,6 @@
 """Pages and forms, in-process: what a person sees and sends, with and without htmx."""
+import re
+
 import pytest
 from bs4 import BeautifulSoup
 
@@ -29,11 +31,12 @@ def test_a_message_without_javascript_is_answered_after_the_redirect(client, fak
     fake.plain_default = [error(500)]  # no model-made title: the first words stay
     chat = new_chat(client)
     r = client.post(chat + "/ask", data={"_csrf_token": csrf(client), "text": "Hi!"}, follow_redirects=False)
-    assert r.status_code == 303 and r.headers["location"] == chat
+    assert r.status_code == 303 and r.headers["location"] == chat + "#end", "it opens at the newest message"
     page = wait_for(lambda: (p := soup(client.get(chat))).select_one("article.text .state.done") and p)
     user, thought, answer = page.select("#items > article")
     assert "user" in user["class"] and user.select_one(".body").text == "Hi!"
-    assert thought.select_one("details summary").text == "Reasoning"
+    assert re.fullmatch(r"Thought for \d+ s", thought.select_one("details summary").text)
+    assert not thought.select_one("details").has_attr("open"), "closed once it is over"
     assert answer.select_one("strong").text == "there"
     assert page.select_one("h1#title").text == "Hi!"
     assert fake.streamed[-1]["messages"][-1] == {"role": "user", "content": "Hi!"}
