@@ -55,8 +55,20 @@ def test_a_running_conversation_refreshes_itself_without_javascript(client, fake
     chat = new_chat(client)
     client.post(chat + "/ask", data={"_csrf_token": csrf(client), "text": "Hi"})
     page = soup(client.get(chat))
-    assert page.select_one('noscript meta[http-equiv="refresh"]') is not None
+    # the page itself stays (a half-typed message with it): a frame refreshes instead
+    assert page.select_one('meta[http-equiv="refresh"]') is None
+    frame = page.select_one("noscript iframe.watch-frame")
+    assert frame["src"] == chat + "/watch"
     assert page.select_one("#status .typing") is not None
+    r = client.get(chat + "/watch")
+    assert "frame-ancestors 'self'" in r.headers["content-security-policy"] and r.headers["x-frame-options"] == "SAMEORIGIN"
+    watched = soup(r)
+    assert watched.select_one('meta[http-equiv="refresh"]') is not None and watched.select("script") == []
+    assert watched.select_one("article.user .body").text == "Hi" and watched.select_one("#status .typing")
+    assert "frame-ancestors 'none'" in client.get(chat).headers["content-security-policy"], "the page itself is never framed"
+    done = soup(wait_for(lambda: (r := client.get(chat + "/watch")) and "complete" in r.text and r, timeout=15))
+    assert done.select_one('meta[http-equiv="refresh"]') is None, "it stops refreshing when the answer is done"
+    assert done.select_one('a[target="_top"]')["href"] == chat + "?#end", "a new URL: a real navigation"
 
 
 def test_an_unreachable_model_gives_an_error_in_plain_words(client, fake):

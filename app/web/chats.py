@@ -222,6 +222,28 @@ async def conversation(request: Request, chat: FromPath[str], versions: FromQuer
     )
 
 
+@get("/c/{chat:str}/watch")
+async def watch(request: Request, chat: FromPath[str]) -> Response:
+    """The conversation's items and status alone, refreshing every 2 s while a run goes: what a
+    page without JavaScript frames, so the page itself (and its composer) is not reloaded."""
+    s = state(request)
+    with s.store.snapshot():
+        convo = conversation_or_404(s.store, chat, me(request))
+        everything = s.store.items(convo.id)
+        items = render.sort_items([it for it in everything if it.kind != "plan"])
+        chat_state = render.chat_state(s.store, convo.id)
+        files = s.store.files_of(items)
+    response = render.page(
+        request, "watch.html", convo=convo, state=chat_state,
+        items=live.items_html(items, render.view_of(items, chat_state["turn"], files=files), chat_state),
+        plan=live.items_html([it for it in everything if it.kind == "plan"]))
+    # framed by its own conversation's page only
+    response.headers["Content-Security-Policy"] = render.SECURITY_HEADERS["Content-Security-Policy"].replace(
+        "frame-ancestors 'none'", "frame-ancestors 'self'")
+    response.headers["X-Frame-Options"] = "SAMEORIGIN"
+    return response
+
+
 @post("/c/{chat:str}/ask")
 async def ask(request: Request, chat: FromPath[str]) -> Response:
     s = state(request)
@@ -315,4 +337,4 @@ async def healthz(request: Request) -> dict[str, object]:
     return {"ok": True, "rev": s.store.rev()}
 
 
-routes = [index, new_conversation, conversation, ask, choose, retry, decide, stop, healthz]
+routes = [index, new_conversation, conversation, watch, ask, choose, retry, decide, stop, healthz]
