@@ -217,6 +217,20 @@ def test_a_file_dropped_on_the_composer_is_added(page):
     expect(page.locator("#composer.dropping")).to_have_count(0)
 
 
+def test_a_file_pasted_into_the_message_is_added_and_text_still_pastes(page):
+    new_conversation(page)
+    page.evaluate("""() => {
+        const dt = new DataTransfer();
+        dt.items.add(new File(["pasted bytes"], "pasted.png", {type: "image/png"}));
+        document.querySelector("#composer textarea").dispatchEvent(
+            new ClipboardEvent("paste", {clipboardData: dt, bubbles: true, cancelable: true}));
+    }""")
+    expect(page.locator("#composer .picked-files .name")).to_have_text(["pasted.png"])
+    page.get_by_role("button", name="Remove pasted.png").click()
+    expect(page.locator("#composer .picked-files li")).to_have_count(0)
+    assert page.locator('#composer input[type="file"]').evaluate("e => e.files.length") == 0
+
+
 def test_reasoning_shows_thinking_then_thought_for(page, fake):
     fake.script([rate(12), reasoning("Weighing one thing against another. " * 6), text("So: this. " * 12)])
     new_conversation(page)
