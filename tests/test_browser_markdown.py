@@ -4,6 +4,7 @@ import pytest
 from playwright.sync_api import expect
 
 from tests.conftest import Served
+from tests.test_browser import live_part
 from tests.fakes.openai_server import delay, rate, text, tool_call
 
 pytestmark = pytest.mark.browser
@@ -121,11 +122,13 @@ def test_without_javascript_math_shows_and_copy_is_not_offered(browser, served, 
         page.wait_for_url("**/c/*")
         page.locator("#composer textarea").fill("math without script")
         page.get_by_role("button", name="Send").click()
-        page.locator("article.text:has(.state.done) math").first.wait_for(timeout=20_000)
-        box = page.locator("article.text math").first.bounding_box()
+        page.wait_for_load_state()
+        where = live_part(page)  # while the run goes, the answer shows in a self-refreshing frame
+        where.locator("article.text:has(.state.done) math").first.wait_for(timeout=20_000)
+        box = where.locator("article.text math").first.bounding_box()
         assert box and box["width"] > 0 and box["height"] > 0
-        assert page.locator("article.text .code-head .lang").last.inner_text() == "python"
-        expect(page.locator("article.text .code-head button")).to_be_hidden()
+        assert where.locator("article.text .code-head .lang").last.inner_text() == "python"
+        expect(where.locator("article.text .code-head button")).to_be_hidden()
     finally:
         context.close()
 
