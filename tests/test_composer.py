@@ -286,3 +286,17 @@ def test_a_long_conversation_opens_at_its_newest_message(browser, served, fake, 
         assert p.evaluate("window.scrollY") > 1000
     finally:
         context.close()
+
+
+def test_the_composer_renders_without_a_conversation_for_a_new_conversations_page():
+    from bs4 import BeautifulSoup
+    from app.models import THINKING
+    from app.web.render import fragment
+    html = fragment("_composer.html", ask_url="/c", choices=[], model="", thinking_levels=THINKING,
+                    text_max=100, csrf="token")
+    form = BeautifulSoup(html, "html.parser").select_one("form#composer")
+    assert form["action"] == "/c" and form.get("data-choice-url") is None
+    assert form.select_one(".stop") is None, "no Stop where nothing can run"
+    assert form.select_one("button.now").has_attr("hidden")
+    assert [o["value"] for o in form.select("select[name=thinking] option")] == ["", *THINKING]
+    assert form.select_one('input[type="file"][name="file"][multiple]') is not None
