@@ -33,10 +33,9 @@ def plain(browser, served: Served):
     context.close()
 
 
-def new_conversation(p) -> str:
-    p.goto("/")
-    p.get_by_role("button", name="New conversation").click()
-    p.wait_for_url("**/c/*")
+def new_conversation(p, served: Served) -> str:
+    """An empty conversation, open in `p`; its URL."""
+    p.goto(served.empty_chat())
     return p.url.split("#")[0]
 
 
@@ -51,7 +50,7 @@ def test_the_composer_grows_with_its_text_up_to_a_third_of_the_screen_then_scrol
     context = served.context(browser, java_script_enabled=script, viewport={"width": 1280, "height": 800})
     p = context.new_page()
     try:
-        new_conversation(p)
+        new_conversation(p, served)
         box = p.locator("#composer textarea")
         one = box.bounding_box()["height"]
         box.fill("one\ntwo\nthree\nfour\nfive")
@@ -67,17 +66,17 @@ def test_the_composer_grows_with_its_text_up_to_a_third_of_the_screen_then_scrol
         context.close()
 
 
-def test_the_placeholder_tells_the_truth_with_and_without_javascript(page, plain):
-    new_conversation(plain)
+def test_the_placeholder_tells_the_truth_with_and_without_javascript(page, plain, served):
+    new_conversation(plain, served)
     assert "Enter" not in plain.locator("#composer textarea").get_attribute("placeholder")
-    new_conversation(page)
+    new_conversation(page, served)
     assert "Enter sends" in page.locator("#composer textarea").get_attribute("placeholder")
 
 
 def test_the_model_picked_sticks_across_a_reload_and_is_used_by_later_messages(page, served, fake):
     another_model(served, fake)
     fake.script("First.", "Second.", "Third.")
-    chat = new_conversation(page)
+    chat = new_conversation(page, served)
     model = page.get_by_role("combobox", name="Model", exact=True)
     model.select_option("other-model")
     page.get_by_role("combobox", name="Thinking").select_option("high")
@@ -110,7 +109,7 @@ def test_the_model_picked_sticks_across_a_reload_and_is_used_by_later_messages(p
 def test_without_javascript_the_model_sent_with_a_message_sticks(plain, served, fake):
     another_model(served, fake)
     fake.script("First.")
-    new_conversation(plain)
+    new_conversation(plain, served)
     plain.get_by_role("combobox", name="Model", exact=True).select_option("other-model")
     plain.locator("#composer textarea").fill("first")
     plain.get_by_role("button", name="Send", exact=True).click()
@@ -146,7 +145,7 @@ def test_send_becomes_stop_while_a_run_goes_and_stop_stops_it(browser, served, f
     context = served.context(browser, java_script_enabled=script)
     p = context.new_page()
     try:
-        new_conversation(p)
+        new_conversation(p, served)
         send = p.get_by_role("button", name="Send", exact=True)
         stop = p.get_by_role("button", name="Stop")
         expect(stop).to_have_count(0)
@@ -173,12 +172,12 @@ def test_send_becomes_stop_while_a_run_goes_and_stop_stops_it(browser, served, f
         context.close()
 
 
-def test_picked_files_show_as_chips_and_only_the_kept_ones_are_sent(page, fake, tmp_path):
+def test_picked_files_show_as_chips_and_only_the_kept_ones_are_sent(page, fake, tmp_path, served):
     fake.script([text("Read them.")])
     (tmp_path / "dot.png").write_bytes(png())
     (tmp_path / "keep.txt").write_text("the kept words")
     (tmp_path / "drop.txt").write_text("the removed words")
-    new_conversation(page)
+    new_conversation(page, served)
     files = page.locator('#composer input[type="file"]')
     files.set_input_files([str(tmp_path / "dot.png"), str(tmp_path / "keep.txt")])
     files.set_input_files([str(tmp_path / "drop.txt")])  # a second pick adds to the first
@@ -203,8 +202,8 @@ def test_picked_files_show_as_chips_and_only_the_kept_ones_are_sent(page, fake, 
     assert "the kept words" in sent and "the removed words" not in sent
 
 
-def test_a_file_dropped_on_the_composer_is_added(page):
-    new_conversation(page)
+def test_a_file_dropped_on_the_composer_is_added(page, served):
+    new_conversation(page, served)
     page.evaluate("""() => {
         const dt = new DataTransfer();
         dt.items.add(new File(["dropped bytes"], "dropped.txt", {type: "text/plain"}));
@@ -217,8 +216,8 @@ def test_a_file_dropped_on_the_composer_is_added(page):
     expect(page.locator("#composer.dropping")).to_have_count(0)
 
 
-def test_a_file_pasted_into_the_message_is_added_and_text_still_pastes(page):
-    new_conversation(page)
+def test_a_file_pasted_into_the_message_is_added_and_text_still_pastes(page, served):
+    new_conversation(page, served)
     page.evaluate("""() => {
         const dt = new DataTransfer();
         dt.items.add(new File(["pasted bytes"], "pasted.png", {type: "image/png"}));
@@ -231,9 +230,9 @@ def test_a_file_pasted_into_the_message_is_added_and_text_still_pastes(page):
     assert page.locator('#composer input[type="file"]').evaluate("e => e.files.length") == 0
 
 
-def test_reasoning_shows_thinking_then_thought_for(page, fake):
+def test_reasoning_shows_thinking_then_thought_for(page, fake, served):
     fake.script([rate(12), reasoning("Weighing one thing against another. " * 6), text("So: this. " * 12)])
-    new_conversation(page)
+    new_conversation(page, served)
     page.locator("#composer textarea").fill("think")
     page.locator("#composer textarea").press("Enter")
     summary = page.locator("details.reasoning > summary")
@@ -249,9 +248,9 @@ def test_reasoning_shows_thinking_then_thought_for(page, fake):
     assert int(summary.inner_text().split()[2]) >= 2, "about as long as it reasoned (~3 s at this rate)"
 
 
-def test_without_javascript_a_half_typed_message_survives_while_the_answer_streams(plain, fake):
+def test_without_javascript_a_half_typed_message_survives_while_the_answer_streams(plain, fake, served):
     fake.script([rate(6), text("Slowly, word by word, the answer comes in while you type. " * 2)])
-    new_conversation(plain)
+    new_conversation(plain, served)
     plain.locator("#composer textarea").fill("Tell me slowly")
     plain.get_by_role("button", name="Send", exact=True).click()
     plain.wait_for_url("**/c/*#end")
@@ -273,7 +272,7 @@ def test_a_long_conversation_opens_at_its_newest_message(browser, served, fake, 
     context = served.context(browser, java_script_enabled=script, viewport={"width": 1280, "height": 800})
     p = context.new_page()
     try:
-        chat = new_conversation(p)
+        chat = new_conversation(p, served)
         p.locator("#composer textarea").fill("long, please")
         p.get_by_role("button", name="Send", exact=True).click()
         wait_for(lambda: fake.streamed)
@@ -300,3 +299,17 @@ def test_the_composer_renders_without_a_conversation_for_a_new_conversations_pag
     assert form.select_one("button.now").has_attr("hidden")
     assert [o["value"] for o in form.select("select[name=thinking] option")] == ["", *THINKING]
     assert form.select_one('input[type="file"][name="file"][multiple]') is not None
+
+
+def test_a_new_conversations_first_message_keeps_its_pick(client, fake, data):
+    from tests.conftest import rows, start_chat
+    fake.script("Hello.")
+    fake.models["m-one"] = 4096
+    client.post("/models/refresh", data={"_csrf_token": csrf(client)})
+    chat = start_chat(client, "hi", model="m-one", thinking="low")
+    assert rows(data, "SELECT model, thinking FROM conversations") == [{"model": "m-one", "thinking": "low"}]
+    from tests.conftest import soup
+    page = soup(client.get(chat))
+    assert page.select_one("#picked").text == "Model: m-oneThinking: low"
+    assert page.select_one('#composer select[name=model] option[selected]')["value"] == "m-one"
+    assert page.select_one('#composer select[name=thinking] option[selected]')["value"] == "low"
