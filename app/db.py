@@ -417,3 +417,15 @@ def m011_branches(db: sqlite_utils.Database) -> None:
         db.conn.execute("UPDATE items SET parent = ?, chosen = ? WHERE id = ?",
                         [last.get(row["chat"], 0), row["rev"], row["id"]])
         last[row["chat"]] = latest[row["chat"]] = row["id"]
+
+
+@migration
+def m012_composer(db: sqlite_utils.Database) -> None:
+    # The model and thinking level the person last picked in a conversation's composer: shown
+    # in its header, preselected in the composer, used by its later messages and by "Again"
+    # when none is given ('' = the agent's).
+    db.execute("ALTER TABLE conversations ADD COLUMN model TEXT NOT NULL DEFAULT ''")
+    db.execute("ALTER TABLE conversations ADD COLUMN thinking TEXT NOT NULL DEFAULT ''")
+    # How long the model reasoned, in seconds: from its reasoning's first token to its answer's
+    # first (or the step's end when no answer followed); 0 until then.
+    db.execute("ALTER TABLE items ADD COLUMN thought REAL NOT NULL DEFAULT 0")

@@ -289,7 +289,13 @@ class Runner:
         convo = self.store.conversation(run.chat)
         agent = self.store.agent(convo.agent) if convo and convo.agent else None
         agent = agent or self.store.default_agent(convo.person if convo else None)  # never another person's
-        model = (retry.model if retry else "") or user.model or (agent.model if agent else "")
+        # Again without a model, and a message without one, take the conversation's pick
+        # (what its composer shows now), then the message's, then the agent's.
+        def pick(asked: str, sticky: str, default: str) -> str:
+            return ((sticky or asked) if retry else (asked or sticky)) or default
+
+        model = (retry.model if retry else "") or pick(user.model, convo.model if convo else "",
+                                                       agent.model if agent else "")
         model = model or await self.default_model()
         turn = run.turn = Turn(self.store, self.grow, self.flush, run.chat, user, agent, model, retry=retry,
                                tools=await self.tools_for(agent), approve=names(agent.approve) if agent else set(),
@@ -302,7 +308,7 @@ class Runner:
         elif not model:
             turn.emit(loop.Failed("No model is available: the model server lists none and AI_MODEL is not set."))
         else:
-            thinking = user.thinking or (agent.thinking if agent else "")
+            thinking = pick(user.thinking, convo.thinking if convo else "", agent.thinking if agent else "")
             await turn.run(self.providers.stream_fn(model, thinking=thinking or None))
         self.flush()
 

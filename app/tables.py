@@ -45,6 +45,7 @@ class Item:
     parent: int = 0         # a message starting a turn: the version head it follows (app/branches.py)
     chosen: int = 0         # ... its rank among the edits at its fork: the greatest is current
     answer: int = 0         # ... its turn's current answer version (a head id; 0: the newest)
+    thought: float = 0.0    # a reasoning item: seconds the model reasoned (0 until it is over)
     id: int | None = None
     created: float = 0.0
     updated: float = 0.0
@@ -117,6 +118,8 @@ class Conversation:
     person: int | None = None  # whose conversation it is
     pinned: bool = False       # listed on top of the sidebar
     active: int = 0            # when the person last sent a message, in milliseconds
+    model: str = ""            # the model last picked in its composer ('' = the agent's)
+    thinking: str = ""         # the thinking level last picked ('' = the agent's)
 
     @classmethod
     def from_row(cls, row: Any) -> Conversation:

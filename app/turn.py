@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from . import agent as loop
 from . import branches
+from . import db as dbm
 from . import window
 from .history import segments, system_prompt, user_message
 from .store import Store
@@ -76,6 +77,9 @@ class Turn:
         """Make the rows of a cut-off run consistent; returns calls that still have to run."""
         version = self.current_version()
         partial = [it.id for it in version if it.kind in ("text", "reasoning") and not it.done]
+        # a reasoning is marked over when its answer begins: with that answer cut off, it goes too
+        partial += [before.id for before, it in zip(version, version[1:])
+                    if before.kind == "reasoning" and before.done and it.kind == "text" and not it.done]
         if partial:
             self.store.delete_items(partial)  # the cut-off step runs again from the last complete one
         by_name = {t.name: t for t in self.tools}
@@ -229,6 +233,8 @@ class Turn:
             case loop.MessageStart(kind=kind):
                 new = self.add(item(kind, self.chat, turn=self.user.id, model=self.model))
                 self.items[kind] = new.id
+                if kind == "text" and "reasoning" in self.items:
+                    self.thought(done=True)  # the answer began: the reasoning is over
             case loop.MessageUpdate(kind=kind, text=text):
                 self.grow(self.items[kind], text=text)
             case loop.MessageEnd(message=message, reasoning=reasoning):
@@ -269,6 +275,7 @@ class Turn:
         self.flush()
         with self.store.write():
             if "reasoning" in self.items:
+                self.thought()
                 self.store.update(self.items.pop("reasoning"), text=reasoning, done=True)
             if "text" in self.items:
                 self.store.update(self.items.pop("text"), text=message.content or "", done=True)
@@ -277,6 +284,16 @@ class Turn:
                                     name=call.name[:80], input=call.arguments,
                                     state="approval" if call.name in self.approve else ""))
                 self.calls[call.id] = new.id
+
+    def thought(self, done: bool = False) -> None:
+        """How long the model reasoned, written once: when its answer begins (and the reasoning
+        is shown as over, `done`), else at the step's end. Reasoning arriving after the answer
+        began still grows the item; the step's end writes it whole."""
+        it = self.store.item(self.items["reasoning"])
+        if it is None or it.thought:
+            return
+        self.flush()
+        self.store.update(it.id, thought=max(dbm.now() - it.created, 0.001), **({"done": True} if done else {}))
 
     def add(self, new: Item) -> Item:
         stored = self.store.add(new)

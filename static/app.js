@@ -37,6 +37,121 @@
     if (ok) { form.reset(); var t = form.querySelector("textarea"); if (t) t.focus(); }
   });
 
+  // --- The composer: auto-size, picked files as chips, drag and drop, paste, sticky pickers ---
+  // Without script the same form works as it is: CSS sizes the box (field-sizing), the native
+  // file input shows what is picked, and the pickers are sent with the message.
+  function composer() { return document.getElementById("composer"); }
+  function fit(ta) {
+    ta.style.height = "auto";
+    ta.style.height = ta.scrollHeight + "px"; // CSS caps it (max-height) and scrolls beyond
+  }
+  var picked = [];   // the files to send: the file input's list is rebuilt from this
+  var urls = [];     // thumbnails' object URLs, revoked when the chips are redrawn
+  var canSet = (function () { try { return !!new DataTransfer(); } catch (err) { return false; } })();
+  function sizeText(n) {
+    if (n < 1000) return n + " B";
+    var units = ["KB", "MB", "GB"];
+    for (var i = 0; i < units.length; i++) {
+      n /= 1000;
+      if (n < 999.5 || i === units.length - 1) return (n < 9.95 ? n.toFixed(1) : Math.round(n)) + " " + units[i];
+    }
+  }
+  function drawChips(form) {
+    var list = form.querySelector(".picked-files"), input = form.querySelector('input[type="file"]');
+    if (!list || !input) return;
+    urls.forEach(URL.revokeObjectURL); urls = [];
+    list.textContent = "";
+    picked.forEach(function (f, i) {
+      var li = document.createElement("li");
+      if (/^image\//.test(f.type)) {
+        var img = document.createElement("img");
+        var url = URL.createObjectURL(f); urls.push(url);
+        img.src = url; img.alt = "";
+        li.appendChild(img);
+      } else {
+        var ext = document.createElement("span"); ext.className = "ext";
+        ext.textContent = (/\.([a-z0-9]{1,4})$/i.exec(f.name) || [, "file"])[1].toUpperCase();
+        li.appendChild(ext);
+      }
+      var name = document.createElement("span"); name.className = "name"; name.textContent = f.name;
+      var size = document.createElement("span"); size.className = "size"; size.textContent = sizeText(f.size);
+      var remove = document.createElement("button");
+      remove.type = "button"; remove.className = "remove"; remove.textContent = "×";
+      remove.setAttribute("aria-label", "Remove " + f.name);
+      remove.addEventListener("click", function () { picked.splice(i, 1); setFiles(form); input.focus(); });
+      li.append(name, size, remove);
+      list.appendChild(li);
+    });
+    list.hidden = picked.length === 0;
+  }
+  function setFiles(form) {
+    var input = form.querySelector('input[type="file"]');
+    var dt = new DataTransfer();
+    picked.forEach(function (f) { dt.items.add(f); });
+    input.files = dt.files;
+    drawChips(form);
+  }
+  function addFiles(form, files) {
+    if (!canSet || !files || !files.length) return false;
+    for (var i = 0; i < files.length; i++) picked.push(files[i]);
+    setFiles(form);
+    return true;
+  }
+  function setUp() {
+    var form = composer();
+    if (!form) return;
+    var ta = form.querySelector("textarea");
+    if (ta && ta.dataset.jsPlaceholder) ta.placeholder = ta.dataset.jsPlaceholder; // Enter sends only with script
+    if (ta) { fit(ta); ta.addEventListener("input", function () { fit(ta); }); }
+    var input = form.querySelector('input[type="file"]');
+    if (input && canSet) input.addEventListener("change", function () {
+      // a new pick adds to the files already picked (the input alone would replace them)
+      var chosen = Array.prototype.slice.call(input.files);
+      picked = picked.concat(chosen);
+      setFiles(form);
+    });
+    form.addEventListener("reset", function () {
+      setTimeout(function () { picked = []; drawChips(form); if (ta) fit(ta); }, 0);
+    });
+    ["dragenter", "dragover"].forEach(function (type) {
+      form.addEventListener(type, function (e) {
+        if (!canSet || !e.dataTransfer || Array.prototype.indexOf.call(e.dataTransfer.types, "Files") < 0) return;
+        e.preventDefault();
+        form.classList.add("dropping");
+      });
+    });
+    form.addEventListener("dragleave", function (e) {
+      if (!form.contains(e.relatedTarget)) form.classList.remove("dropping");
+    });
+    form.addEventListener("drop", function (e) {
+      form.classList.remove("dropping");
+      if (e.dataTransfer && addFiles(form, e.dataTransfer.files)) e.preventDefault();
+    });
+    if (ta) ta.addEventListener("paste", function (e) {
+      var data = e.clipboardData;
+      if (data && data.files && data.files.length && addFiles(form, data.files) && !data.getData("text/plain")) e.preventDefault();
+    });
+    // A model or thinking level picked sticks: reset keeps it, and the conversation stores it.
+    form.querySelectorAll("select.pick").forEach(function (sel) {
+      sel.addEventListener("change", function () {
+        Array.prototype.forEach.call(sel.options, function (o) { o.defaultSelected = o.selected; });
+        var url = form.dataset.choiceUrl;
+        if (!url) return;
+        var body = new FormData();
+        ["_csrf_token", "model", "thinking"].forEach(function (name) {
+          var field = form.elements.namedItem(name);
+          if (field) body.append(name, field.value);
+        });
+        fetch(url, {method: "POST", body: body, credentials: "same-origin", headers: {"HX-Request": "true"}});
+      });
+    });
+    // A conversation opens at its newest message (unless the address names another place).
+    if (document.getElementById("items") && (!location.hash || location.hash === "#end")) {
+      window.scrollTo(0, document.body.scrollHeight);
+    }
+  }
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", setUp); else setUp();
+
   // Copy. A control with data-copy puts text on the clipboard: data-copy="" copies the text
   // at its href (a link to the raw text: what a person without JavaScript gets instead),
   // data-copy="SELECTOR" the text of the nearest such element around it (a code block's

@@ -4,6 +4,7 @@ import pytest
 from playwright.sync_api import expect
 
 from tests.conftest import Served
+from tests.test_browser import live_part
 from tests.fakes.openai_server import delay, rate, text, tool_call
 
 pytestmark = pytest.mark.browser
@@ -34,11 +35,10 @@ def page(browser, served: Served):
 
 
 def answered(page, words: str = "Show me math") -> None:
-    page.goto("/")
-    page.get_by_role("button", name="New conversation").click()
-    page.wait_for_url("**/c/*")
+    page.goto("/")  # the new-conversation page: its first message makes the conversation
     page.locator("#composer textarea").fill(words)
     page.locator("#composer textarea").press("Enter")
+    page.wait_for_url("**/c/*")
     page.locator("article.text .state.done").wait_for(state="attached", timeout=20_000)
 
 
@@ -116,16 +116,16 @@ def test_without_javascript_math_shows_and_copy_is_not_offered(browser, served, 
     context = served.context(browser, java_script_enabled=False)
     page = context.new_page()
     try:
-        page.goto("/")
-        page.get_by_role("button", name="New conversation").click()
-        page.wait_for_url("**/c/*")
+        page.goto(served.empty_chat())
         page.locator("#composer textarea").fill("math without script")
         page.get_by_role("button", name="Send").click()
-        page.locator("article.text:has(.state.done) math").first.wait_for(timeout=20_000)
-        box = page.locator("article.text math").first.bounding_box()
+        page.wait_for_load_state()
+        where = live_part(page)  # while the run goes, the answer shows in a self-refreshing frame
+        where.locator("article.text:has(.state.done) math").first.wait_for(timeout=20_000)
+        box = where.locator("article.text math").first.bounding_box()
         assert box and box["width"] > 0 and box["height"] > 0
-        assert page.locator("article.text .code-head .lang").last.inner_text() == "python"
-        expect(page.locator("article.text .code-head button")).to_be_hidden()
+        assert where.locator("article.text .code-head .lang").last.inner_text() == "python"
+        expect(where.locator("article.text .code-head button")).to_be_hidden()
     finally:
         context.close()
 
@@ -134,9 +134,7 @@ def test_the_plan_card_shows_check_boxes_and_how_far_it_is(page, served, fake):
     plan = "- [x] read the question\n- [x] find the formula\n- [ ] check it\n- [ ] write it up\n- [x] $E = mc^2$"
     fake.script([tool_call("update_plan", {"plan": plan.replace("[x] find", "[ ] find")})],
                 [delay(1.5), tool_call("update_plan", {"plan": plan})], "Planned.")
-    page.goto("/")
-    page.get_by_role("button", name="New conversation").click()
-    page.wait_for_url("**/c/*")
+    page.goto(served.empty_chat())  # open before its first message
     page.evaluate("window.__sameDocument = true")
     page.locator("#composer textarea").fill("make a plan")
     page.locator("#composer textarea").press("Enter")

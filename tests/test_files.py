@@ -262,13 +262,18 @@ def test_in_the_browser_htmx_sends_the_files(browser, served, fake, tmp_path):
     assert errors == []
 
 
-def test_attachments_are_listed_by_name(client, fake):
+def test_attachments_show_as_chips_with_name_and_size_and_images_as_thumbnails(client, fake):
     from bs4 import BeautifulSoup
     from tests.conftest import csrf, wait_for
     token = csrf(client)
-    chat = start_chat(client, "see the notes", files=[("file", ("notes.txt", b"hello notes", "text/plain"))], token=token)
+    chat = start_chat(client, "see the notes", files=[("file", ("notes.txt", b"hello notes", "text/plain")),
+                                                      ("file", ("dot.png", png(), "image/png"))], token=token)
     page = wait_for(lambda: (p := BeautifulSoup(client.get(chat).text, "html.parser")).select_one(".attachments a") and p)
-    assert page.select_one(".attachments a").text == "notes.txt"
+    chip, thumb = page.select(".attachments a")
+    assert "file-chip" in chip["class"] and chip.select_one(".name").text == "notes.txt"
+    assert chip.select_one(".size").text == "11 B"
+    img = thumb.select_one("img")
+    assert "thumb" in thumb["class"] and img["alt"] == "dot.png" and img["src"] == thumb["href"], "it opens the file"
 
 
 def test_a_deleted_conversations_files_go_and_bytes_another_names_stay(client, data):

@@ -1,4 +1,6 @@
 """Pages and forms, in-process: what a person sees and sends, with and without htmx."""
+import re
+
 import pytest
 from bs4 import BeautifulSoup
 
@@ -29,11 +31,12 @@ def test_a_message_without_javascript_is_answered_after_the_redirect(client, fak
     fake.plain_default = [error(500)]  # no model-made title: the first words stay
     chat = new_chat(client)
     r = client.post(chat + "/ask", data={"_csrf_token": csrf(client), "text": "Hi!"}, follow_redirects=False)
-    assert r.status_code == 303 and r.headers["location"] == chat
+    assert r.status_code == 303 and r.headers["location"] == chat + "#end", "it opens at the newest message"
     page = wait_for(lambda: (p := soup(client.get(chat))).select_one("article.text .state.done") and p)
     user, thought, answer = page.select("#items > article")
     assert "user" in user["class"] and user.select_one(".body").text == "Hi!"
-    assert thought.select_one("details summary").text == "Reasoning"
+    assert re.fullmatch(r"Thought for \d+ s", thought.select_one("details summary").text)
+    assert not thought.select_one("details").has_attr("open"), "closed once it is over"
     assert answer.select_one("strong").text == "there"
     assert page.select_one("h1#title").text == "Hi!"
     assert fake.streamed[-1]["messages"][-1] == {"role": "user", "content": "Hi!"}
@@ -52,8 +55,20 @@ def test_a_running_conversation_refreshes_itself_without_javascript(client, fake
     chat = new_chat(client)
     client.post(chat + "/ask", data={"_csrf_token": csrf(client), "text": "Hi"})
     page = soup(client.get(chat))
-    assert page.select_one('noscript meta[http-equiv="refresh"]') is not None
+    # the page itself stays (a half-typed message with it): a frame refreshes instead
+    assert page.select_one('meta[http-equiv="refresh"]') is None
+    frame = page.select_one("noscript iframe.watch-frame")
+    assert frame["src"] == chat + "/watch"
     assert page.select_one("#status .typing") is not None
+    r = client.get(chat + "/watch")
+    assert "frame-ancestors 'self'" in r.headers["content-security-policy"] and r.headers["x-frame-options"] == "SAMEORIGIN"
+    watched = soup(r)
+    assert watched.select_one('meta[http-equiv="refresh"]') is not None and watched.select("script") == []
+    assert watched.select_one("article.user .body").text == "Hi" and watched.select_one("#status .typing")
+    assert "frame-ancestors 'none'" in client.get(chat).headers["content-security-policy"], "the page itself is never framed"
+    done = soup(wait_for(lambda: (r := client.get(chat + "/watch")) and "complete" in r.text and r, timeout=15))
+    assert done.select_one('meta[http-equiv="refresh"]') is None, "it stops refreshing when the answer is done"
+    assert done.select_one('a[target="_top"]')["href"] == chat + "?#end", "a new URL: a real navigation"
 
 
 def test_an_unreachable_model_gives_an_error_in_plain_words(client, fake):

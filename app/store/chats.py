@@ -84,6 +84,13 @@ class Chats(Base):
                 "UPDATE conversations SET title = ?, rev = ? WHERE id = ?", [title, dbm.bump(db), chat]
             )
 
+    def set_choice(self, chat: int, model: str, thinking: str) -> None:
+        """The model and thinking level picked in the conversation's composer ('' = the agent's):
+        they stay picked, and pages open on it show the change (a new rev)."""
+        with self.write() as db:
+            db.conn.execute("UPDATE conversations SET model = ?, thinking = ?, rev = ? WHERE id = ?",
+                            [model, thinking, dbm.bump(db), chat])
+
     def touch(self, chat: int) -> None:
         """Mark a conversation as just used (it moves to the top of the list)."""
         with self.write() as db:

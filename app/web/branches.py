@@ -4,8 +4,7 @@ Edits and versions are rows (app/branches.py has the rule of which is current): 
 a new message beside the one it edits, Again a `retry` item, a pager's choice a write with
 a rev, so every open page follows (the feed sends #items again when the path changed).
 None of them is taken while an answer is being written: the page hides them then. A plain
-form is sent back to the page without a #fragment: the page's refresh while the new answer
-is written (a meta refresh to the same URL) would only scroll to a fragment, not reload.
+form is sent back to the page's newest message (#end), as the composer's are.
 """
 from __future__ import annotations
 
@@ -79,7 +78,7 @@ async def edit(request: Request, chat: FromPath[str], item: FromPath[str]) -> Re
     with s.store.write():
         idle(s.store, convo)
         made = s.store.edit(original, text)
-    return done(request, f"/c/{convo.id}")
+    return done(request, f"/c/{convo.id}#end")
 
 
 @post("/c/{chat:str}/items/{item:str}/choose")
@@ -93,7 +92,7 @@ async def choose_message(request: Request, chat: FromPath[str], item: FromPath[s
     with s.store.write():
         idle(s.store, convo)
         s.store.choose_message(it)
-    return done(request, f"/c/{convo.id}")
+    return done(request, f"/c/{convo.id}#end")
 
 
 @post("/c/{chat:str}/answers/{head:str}/choose")
@@ -105,7 +104,7 @@ async def choose_answer(request: Request, chat: FromPath[str], head: FromPath[st
     with s.store.write():
         idle(s.store, convo)
         s.store.choose_answer(user, it.id)
-    return done(request, f"/c/{convo.id}")
+    return done(request, f"/c/{convo.id}#end")
 
 
 def answer_head(store: Store, convo: Conversation, raw: str) -> tuple[Item, Item]:
@@ -138,7 +137,7 @@ async def again(request: Request, chat: FromPath[str], head: FromPath[str]) -> R
     with s.store.write():
         idle(s.store, convo)
         s.store.again(user, model)
-    return done(request, f"/c/{convo.id}")
+    return done(request, f"/c/{convo.id}#end")
 
 
 routes = [item_text, answer_text, edit, choose_message, choose_answer, again_with, again]

@@ -185,6 +185,8 @@ async def new_conversation(request: Request) -> Response:
         ids = tuple(s.store.add_file(name, data, person=who.id) for name, data in message.uploads)
         convo, _ = s.store.start_conversation(agent.id if agent else None, who.id, message.text,
                                               model=message.model, files=ids, thinking=message.thinking)
+        if message.model or message.thinking:  # what was picked stays picked
+            s.store.set_choice(convo.id, message.model, message.thinking)
     if render.is_htmx(request):
         return Response(b"", status_code=204, headers={"HX-Redirect": f"/c/{convo.id}"})
     return Redirect(f"/c/{convo.id}", status_code=303)
@@ -212,11 +214,30 @@ async def conversation(request: Request, chat: FromPath[str], edit: FromQuery[st
         state=chat_state,
         rev=rev,
         choices=choices,
-        model="",
         configured=s.providers.configured,
         text_max=TEXT_MAX,
         thinking_levels=THINKING,
     )
+
+
+@get("/c/{chat:str}/watch")
+async def watch(request: Request, chat: FromPath[str]) -> Response:
+    """The conversation's items and status alone, refreshing every 2 s while a run goes: what a
+    page without JavaScript frames, so the page itself (and its composer) is not reloaded."""
+    s = state(request)
+    with s.store.snapshot():
+        convo = conversation_or_404(s.store, chat, me(request))
+        chat_state = render.chat_state(s.store, convo.id)
+        items, _, _ = live.page_items(s.store, convo.id, chat_state)
+        plan = s.store.plan(convo.id)
+    response = render.page(
+        request, "watch.html", convo=convo, state=chat_state, items=items,
+        plan=live.items_html([plan] if plan else []))
+    # framed by its own conversation's page only
+    response.headers["Content-Security-Policy"] = render.SECURITY_HEADERS["Content-Security-Policy"].replace(
+        "frame-ancestors 'none'", "frame-ancestors 'self'")
+    response.headers["X-Frame-Options"] = "SAMEORIGIN"
+    return response
 
 
 @post("/c/{chat:str}/ask")
@@ -224,12 +245,39 @@ async def ask(request: Request, chat: FromPath[str]) -> Response:
     s = state(request)
     convo = conversation_or_404(s.store, chat, me(request))
     message = await message_of(request, s)
+    picked = await new_choice(request, convo, message.model, message.thinking)
     with s.store.write():  # the file rows and the message together, or neither
         ids = tuple(s.store.add_file(name, data, person=convo.person) for name, data in message.uploads)
         # "Now" with nothing running is just a message (the run it was meant for may have ended).
         steer = message.now and render.chat_state(s.store, convo.id)["running"]
         s.store.ask(convo.id, message.text, model=message.model, files=ids, thinking=message.thinking, steer=steer)
-    return done(request, f"/c/{convo.id}")
+        if picked is not None:  # what was picked stays picked
+            s.store.set_choice(convo.id, *picked)
+    return done(request, f"/c/{convo.id}#end")
+
+
+async def new_choice(request: Request, convo: Conversation, model: str, thinking: str) -> tuple[str, str] | None:
+    """The pickers' values when they change the conversation's pick, else None; a picker the
+    form did not carry (a client without it) leaves that half of the pick as it was."""
+    form = await request.form()
+    model = model if "model" in form else convo.model
+    thinking = thinking if "thinking" in form else convo.thinking
+    return None if (model, thinking) == (convo.model, convo.thinking) else (model, thinking)
+
+
+@post("/c/{chat:str}/choice")
+async def choose(request: Request, chat: FromPath[str]) -> Response:
+    """The composer's pickers changed (app.js posts them): the pick sticks without a message."""
+    s = state(request)
+    convo = conversation_or_404(s.store, chat, me(request))
+    model = (await form_field(request, "model", MODEL_MAX)).strip()
+    thinking = thinking_level(await form_field(request, "thinking", 20))
+    if model and s.store.choice(model) is None:
+        raise HTTPException(status_code=400, detail=f"There is no model “{model}” to choose.")
+    picked = await new_choice(request, convo, model, thinking)
+    if picked is not None:
+        s.store.set_choice(convo.id, *picked)
+    return done(request, f"/c/{convo.id}#end")
 
 
 @post("/c/{chat:str}/retry")
@@ -247,7 +295,7 @@ async def retry(request: Request, chat: FromPath[str]) -> Response:
         if render.chat_state(s.store, convo.id)["running"]:
             raise HTTPException(status_code=409, detail="An answer is being written: wait for it to end (or stop it) first.")
         s.store.again(path.steps[-1].user, model)
-    return done(request, f"/c/{convo.id}")
+    return done(request, f"/c/{convo.id}#end")
 
 
 @post("/c/{chat:str}/calls/{call:str}")
@@ -264,7 +312,7 @@ async def decide(request: Request, chat: FromPath[str], call: FromPath[str]) -> 
     if it.state != "approval":
         raise HTTPException(status_code=409, detail="This call is no longer waiting for a decision.")
     s.store.update(it.id, state=decided(it, decision).state)
-    return done(request, f"/c/{convo.id}")
+    return done(request, f"/c/{convo.id}#end")
 
 
 @post("/c/{chat:str}/stop")
@@ -274,7 +322,7 @@ async def stop(request: Request, chat: FromPath[str]) -> Response:
     running = render.chat_state(s.store, convo.id)
     if running["running"]:
         s.store.add(replace(stopped(convo.id), turn=running["turn"]))
-    return done(request, f"/c/{convo.id}")
+    return done(request, f"/c/{convo.id}#end")
 
 
 @get("/healthz")
@@ -287,4 +335,4 @@ async def healthz(request: Request) -> dict[str, object]:
     return {"ok": True, "rev": s.store.rev()}
 
 
-routes = [index, new_conversation, conversation, ask, retry, decide, stop, healthz]
+routes = [index, new_conversation, conversation, watch, ask, choose, retry, decide, stop, healthz]

@@ -72,9 +72,27 @@ def pretty_json(text: str) -> str:
         return text
 
 
+def human_size(n: float) -> str:
+    """A file's size as people read it: 980 B, 1.5 KB, 12 KB, 3.4 MB."""
+    if n < 1000:
+        return f"{int(n)} B"
+    for unit in ("KB", "MB", "GB"):
+        n /= 1000
+        if n < 999.5 or unit == "GB":
+            return f"{n:.1f} {unit}" if n < 9.95 else f"{n:.0f} {unit}"
+    return ""
+
+
+def seconds(t: float) -> str:
+    """How long the model reasoned: "4 s", "1 min 5 s" (at least 1 s)."""
+    s = max(1, round(t))
+    return f"{s} s" if s < 60 else f"{s // 60} min {s % 60} s" if s % 60 else f"{s // 60} min"
+
+
 env.filters.update(isotime=isotime, shorttime=shorttime)
-env.globals.update(item_key=item_key, cut_key=cut_key, answer_key=answer_key, item_dom_id=item_dom_id, pretty_json=pretty_json,
-                   chips=chips)
+env.globals.update(item_key=item_key, cut_key=cut_key, answer_key=answer_key, item_dom_id=item_dom_id,
+                   pretty_json=pretty_json,
+                   chips=chips, human_size=human_size, seconds=seconds)
 
 
 # Scripts only from this server (no inline script anywhere in the templates); nothing from
@@ -82,7 +100,7 @@ env.globals.update(item_key=item_key, cut_key=cut_key, answer_key=answer_key, it
 # their cells with them.
 SECURITY_HEADERS = {
     "Content-Security-Policy": (
-        "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
+        "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data: blob:; "
         "connect-src 'self'; font-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; "
         "frame-ancestors 'none'"
     ),
@@ -147,11 +165,11 @@ def chat_state(store: Store, chat: int) -> dict[str, Any]:
         "SELECT id, kind, turn FROM items WHERE chat = ? AND done = 0 AND kind IN ('user','retry') "
         "ORDER BY id LIMIT 1", [chat])
     turn = (pending["id"] if pending["kind"] == "user" else pending["turn"]) if pending else None
-    waiting = False  # the model has not sent its first token yet
+    waiting = False  # the model has not sent its first token yet, or is still reasoning
     if pending:
-        answered = store.one("SELECT 1 FROM items WHERE chat = ? AND turn = ? AND id > ? "
-                             "AND kind NOT IN ('user','retry','stop') LIMIT 1", [chat, turn, pending["id"]])
-        waiting = answered is None
+        last = store.one("SELECT kind, done FROM items WHERE chat = ? AND turn = ? AND id > ? "
+                         "AND kind NOT IN ('user','retry','stop') ORDER BY id DESC LIMIT 1", [chat, turn, pending["id"]])
+        waiting = last is None or (last["kind"] == "reasoning" and not last["done"])
     context = store.context(chat)
     asked = store.one("SELECT 1 FROM items WHERE chat = ? AND kind = 'user' LIMIT 1", [chat]) is not None
     deciding = pending is not None and store.one(
