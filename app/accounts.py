@@ -21,7 +21,7 @@ from argon2.exceptions import InvalidHashError, VerificationError, VerifyMismatc
 from . import db as dbm
 from .config import Config
 from .store import Store
-from .tables import Person, check_name
+from .tables import THEMES, Person, check_name
 
 COOKIE = "tabletalk_session"  # the session cookie's name
 SESSION_SECONDS = 30 * 24 * 3600
@@ -94,7 +94,7 @@ def token_id(token: str) -> str:
 
 
 def _person(row: sqlite3.Row) -> Person:
-    return Person(name=row["name"], owner=bool(row["owner"]), id=row["id"])
+    return Person(name=row["name"], owner=bool(row["owner"]), id=row["id"], theme=row["theme"])
 
 
 @dataclass
@@ -160,6 +160,13 @@ class People:
         with self.store.write() as db:
             db.conn.execute("UPDATE people SET hash = ? WHERE id = ?", [hashed, person_id])
             db.conn.execute("DELETE FROM sessions WHERE person = ? AND id != ?", [person_id, token_id(keep)])
+
+    def set_theme(self, person_id: int, theme: str) -> None:
+        """The theme the person's pages use: "" (the system's), "light" or "dark"."""
+        if theme not in THEMES:
+            raise AccountError(f"The theme is one of: {', '.join(t or 'system' for t in THEMES)}.")
+        with self.store.write() as db:
+            db.conn.execute("UPDATE people SET theme = ? WHERE id = ?", [theme, person_id])
 
     # --- sessions ---------------------------------------------------------------------
 

@@ -429,3 +429,11 @@ def m012_composer(db: sqlite_utils.Database) -> None:
     # How long the model reasoned, in seconds: from its reasoning's first token to its answer's
     # first (or the step's end when no answer followed); 0 until then.
     db.execute("ALTER TABLE items ADD COLUMN thought REAL NOT NULL DEFAULT 0")
+
+
+@migration
+def m014_theme(db: sqlite_utils.Database) -> None:
+    # The theme a person's pages use: '' follows the system's light or dark (prefers-color-
+    # scheme), 'light' and 'dark' are chosen on the account page and hold on every device
+    # they sign in on (a column, not a cookie: it follows the person, not the browser).
+    db.execute("ALTER TABLE people ADD COLUMN theme TEXT NOT NULL DEFAULT '' CHECK (theme IN ('', 'light', 'dark'))")

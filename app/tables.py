@@ -135,6 +135,10 @@ class Person:
     name: str
     owner: bool = False
     id: int | None = None
+    theme: str = ""  # "" follows the system's light or dark; "light" or "dark" as chosen (THEMES)
+
+
+THEMES = {"": "System", "light": "Light", "dark": "Dark"}  # people.theme -> what the account page calls it
 
 
 @dataclass(frozen=True)

@@ -310,6 +310,87 @@
     }).catch(function () { window.location.href = a.href; });  // the page's own form, then
   });
 
+  // ---- Keyboard and focus (issue 13). Shortcuts never take a key typed into a text field,
+  // except Esc (stop a run) and Shift+Esc (to the message box); the list is /help/keys.
+  function composerBox() { return document.querySelector("#composer textarea"); }
+  function typing(t) {
+    return t && t.closest && !!t.closest("input, textarea, select, [contenteditable=''], [contenteditable='true']");
+  }
+  function running() { return !!document.querySelector('#status[data-running="1"]'); }
+  function stopForm() {
+    var b = document.querySelector('[hx-post$="/stop"]');
+    return b && (b.form || b);
+  }
+  // Approve, Decline and Stop go away (the live feed replaces them) while their request runs:
+  // focus goes to the message box as they are used, not to the page's body. (Sending keeps it
+  // there: see the composer's handler above.)
+  document.addEventListener("htmx:before:request", function (e) {
+    var el = e.target, url = el && el.getAttribute && (el.getAttribute("hx-post") || "");
+    if (!url || !/\/(stop|calls\/\d+)$/.test(url)) return;
+    var box = composerBox();
+    if (box) box.focus();
+  });
+  var helpDialog = null;
+  function showHelp() {
+    if (helpDialog) { helpDialog.showModal(); return; }
+    fetch("/help/keys", {credentials: "same-origin"}).then(function (r) {
+      if (!r.ok) throw new Error(r.status);
+      return r.text();
+    }).then(function (html) {
+      var list = new DOMParser().parseFromString(html, "text/html").querySelector("#keys");
+      if (!list) return;
+      helpDialog = document.createElement("dialog");
+      helpDialog.className = "keys";
+      helpDialog.setAttribute("aria-labelledby", "keys-title");
+      var h = list.querySelector("h1");
+      if (h) { var h2 = document.createElement("h2"); h2.id = "keys-title"; h2.textContent = h.textContent; h.replaceWith(h2); }
+      list.removeAttribute("id");
+      var form = document.createElement("form");
+      form.method = "dialog";
+      var close = document.createElement("button");
+      close.textContent = "Close";
+      form.appendChild(close);
+      list.appendChild(form);
+      helpDialog.appendChild(document.importNode(list, true));
+      document.body.appendChild(helpDialog);
+      helpDialog.showModal();
+    }).catch(function () { location.assign("/help/keys"); });
+  }
+  document.addEventListener("keydown", function (e) {
+    if (e.defaultPrevented || e.isComposing || document.querySelector("dialog[open]")) return;
+    var t = e.target, inField = typing(t), box = composerBox();
+    if (e.key === "Escape" && e.shiftKey) {
+      var to = box || document.querySelector("input[type=search]");
+      if (to) { e.preventDefault(); to.focus(); }
+      return;
+    }
+    if (e.key === "Escape" && !e.ctrlKey && !e.altKey && !e.metaKey) {
+      var stop = running() && stopForm();
+      if (stop) { e.preventDefault(); stop.requestSubmit ? stop.requestSubmit() : stop.submit(); }
+      return;
+    }
+    if ((e.ctrlKey || e.metaKey) && e.shiftKey && !e.altKey && (e.key === "O" || e.key === "o")) {
+      e.preventDefault();
+      var start = document.querySelector("[data-shortcut=new]");
+      if (start) start.click(); else location.assign("/");
+      return;
+    }
+    if (inField || e.ctrlKey || e.metaKey || e.altKey) return;
+    if (e.key === "/") {
+      var target = box || document.querySelector("input[type=search]");
+      if (target) { e.preventDefault(); target.focus(); }
+    } else if (e.key === "?") {
+      e.preventDefault();
+      showHelp();
+    }
+  });
+  // "Saved" arrives with the page after a form's redirect: a status region's first content is
+  // not read out, so it changes once the page is up (a no-break space more: nothing to see).
+  document.querySelectorAll(".saved[role=status]").forEach(function (el) {
+    var words = el.textContent;
+    if (words) setTimeout(function () { el.textContent = words + "\u00a0"; }, 150);
+  });
+
   // Keep the newest part of the conversation in view while it grows, unless the person scrolled up.
   var stick = true;
   window.addEventListener("scroll", function () {

@@ -260,7 +260,7 @@ def test_hostile_queries_never_500(client):
             query = "\ufffd"  # no client can send a lone surrogate; the raw bytes are in the next test
         r = client.get("/search", params={"q": query})
         assert r.status_code == 200, (query[:40], r.text)
-        assert "<script>" not in r.text.split("<main>", 1)[1]
+        assert "<script>" not in r.text.split("<main", 1)[1]
 
 
 def test_odd_query_strings_never_500(client):

@@ -70,7 +70,8 @@ def test_the_nav_links_to_skills_and_the_page_has_both_forms(client):
 def test_create_edit_and_delete_a_skill_with_hostile_values(client, data):
     r = create(client, name=HOSTILE[:80], description=HOSTILE, body=BODY + "\n<img src=x onerror=alert(1)>")
     assert r.status_code == 303
-    url = r.headers["location"]
+    url, saved = r.headers["location"].split("?")
+    assert saved == "saved=created"
     page = soup(client.get(url))
     assert page.select_one("h1").text == HOSTILE[:80]
     assert page.select_one("input[name=name]")["value"] == HOSTILE[:80]
@@ -84,14 +85,15 @@ def test_create_edit_and_delete_a_skill_with_hostile_values(client, data):
     token = csrf(client, url)
     r = client.post(url, data={"_csrf_token": token, "name": "  pdf forms  ", "description": "line 1\r\nline 2",
                                "body": "\r\n\r\nStep one\r\nStep two\r\n  \r\n"}, follow_redirects=False)
-    assert r.status_code == 303 and r.headers["location"] == url
+    assert r.status_code == 303 and r.headers["location"] == url + "?saved=1"
     assert rows(data) == [{"name": "pdf forms", "description": "line 1\nline 2", "body": "Step one\nStep two"}]
+    assert soup(client.get(url + "?saved=1")).select_one("#edit-skill .saved[role=status]").text == "Saved."
 
     confirm = soup(client.get(url + "/delete"))
     assert confirm.select_one("h1").text == "Delete pdf forms?"
     assert confirm.select_one("main form")["action"] == url + "/delete" and rows(data), "asking deletes nothing"
     r = client.post(url + "/delete", data={"_csrf_token": token}, follow_redirects=False)
-    assert r.status_code == 303 and r.headers["location"] == "/skills"
+    assert r.status_code == 303 and r.headers["location"] == "/skills?saved=deleted"
     assert rows(data) == [] and client.get(url).status_code == 404
 
 
@@ -150,7 +152,8 @@ def test_forms_need_the_csrf_token(client, data):
 def test_an_imported_skill_exports_and_imports_elsewhere_the_same(client, make_client, tmp_path, data):
     r = upload(client, SKILL_MD)
     assert r.status_code == 303
-    url = r.headers["location"]
+    url, saved = r.headers["location"].split("?")
+    assert saved == "saved=imported"
     first = rows(data)
     assert first == [{"name": "pdf-forms",
                       "description": "Fill in PDF forms. Use when the person sends a PDF with fields to fill.",
@@ -168,7 +171,7 @@ def test_an_imported_skill_exports_and_imports_elsewhere_the_same(client, make_c
 def test_any_skill_made_on_the_page_round_trips(client, make_client, tmp_path, data):
     description = 'Use for "quoted: things" # and hashes\n\n  indented\tand tabbed, é 中 \u2028 —'
     body = "---\nnot front matter\n---\n\n  indented code\n\n\\ back\\slash"
-    url = create(client, name=HOSTILE[:80], description=description, body=body).headers["location"]
+    url = create(client, name=HOSTILE[:80], description=description, body=body).headers["location"].split("?")[0]
     first = rows(data)
     export = client.get(url + "/SKILL.md").content
     elsewhere = tmp_path / "elsewhere"
@@ -211,7 +214,8 @@ BAD_FILES = [
 def test_bad_uploads_are_refused_and_write_nothing(client, data, content, type, status, says):
     r = upload(client, content, type=type)
     assert r.status_code == status, r.text
-    assert says in soup(r).select_one("main p").text
+    problem = soup(r).select_one("form#import-skill .problem[role=alert]")
+    assert says in problem.text, "said beside the import form, on the skills page"
     assert rows(data) == []
 
 

@@ -107,6 +107,12 @@ class Chats(Base):
     def items(self, chat: int) -> list[Item]:
         return [Item.from_row(r) for r in self.all("SELECT * FROM items WHERE chat = ? ORDER BY id", [chat])]
 
+    def last_of_turn(self, chat: int, turn: int) -> Item | None:
+        """How a turn ended: its last answer, error or stop (a screen reader is told it)."""
+        row = self.one("SELECT * FROM items WHERE chat = ? AND turn = ? AND kind IN ('text', 'error', 'stop') "
+                       "ORDER BY id DESC LIMIT 1", [chat, turn])
+        return Item.from_row(row) if row else None
+
     def items_since(self, rev: int, chat: int | None = None, upto: int | None = None,
                     chats: list[int] | None = None) -> list[Item]:
         """Items changed after `rev` (up to `upto`), of one conversation or some, in page order."""

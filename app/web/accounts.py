@@ -18,7 +18,7 @@ from litestar.response import Redirect
 
 from ..accounts import (COOKIE, SESSION_SECONDS, AccountError, People, hash_password, loopback, password_matches,
                         person_name)
-from ..tables import NAME_MAX, Person
+from ..tables import NAME_MAX, THEMES, Person
 from . import render
 from .chats import form_field, me, parse_id
 from .models import local_path
@@ -195,9 +195,26 @@ async def sign_out(request: Request) -> Response:
 # --- one's own account ----------------------------------------------------------------
 
 
+def account_view(request: Request, status_code: int = 200, error: str = "", changed: bool = False,
+                 saved: str = "", theme_error: str = "") -> Response:
+    return render.page(request, "account.html", status_code=status_code, error=error, changed=changed,
+                       saved=saved, theme_error=theme_error, themes=THEMES)
+
+
 @get("/account")
-async def account_page(request: Request) -> Response:
-    return render.page(request, "account.html", error="", changed=False)
+async def account_page(request: Request, saved: FromQuery[str] = "") -> Response:
+    return account_view(request, saved="Saved: your pages use this theme now." if saved == "theme" else "")
+
+
+@post("/account/theme")
+async def set_theme(request: Request) -> Response:
+    """Light, dark or the system's: kept with the person, so it holds on every device."""
+    theme = (await form_field(request, "theme", 20)).strip()
+    try:
+        People(state(request).store).set_theme(me(request).id, theme)
+    except AccountError as e:
+        return account_view(request, 400, theme_error=str(e))
+    return Redirect("/account?saved=theme", status_code=303)
 
 
 @post("/account")
@@ -211,8 +228,7 @@ async def change_password(request: Request) -> Response:
     found = people.hash_of(person.name)
     attempt = people.attempt(person.name, client_address(request))  # a stolen session guesses no faster
     if attempt is None:
-        return render.page(request, "account.html", status_code=429, changed=False,
-                           error="Too many wrong passwords: wait a minute, then try again.")
+        return account_view(request, 429, error="Too many wrong passwords: wait a minute, then try again.")
     try:
         if not await asyncio.to_thread(password_matches, found[1] if found else None, current):
             raise AccountError("The current password is not right.")
@@ -221,10 +237,10 @@ async def change_password(request: Request) -> Response:
             raise AccountError("The two new passwords differ: type the same one twice.")
         hashed = await asyncio.to_thread(hash_password, password)
     except AccountError as e:
-        return render.page(request, "account.html", status_code=400, error=str(e), changed=False)
+        return account_view(request, 400, error=str(e))
     people.set_password(person.id, hashed, keep=request.state.session)
     s.feed.drop(person=person.id, keep=request.state.session)  # the ended sessions' open pages here
-    return render.page(request, "account.html", error="", changed=True)
+    return account_view(request, changed=True)
 
 
 # --- the owner's list of people ---------------------------------------------------------
@@ -238,11 +254,14 @@ def person_or_404(request: Request, raw: str) -> Person:
     return found
 
 
+PEOPLE_SAVED = {"added": "Added: tell them their name and password.", "removed": "Removed."}
+
+
 @get("/people")
-async def people_page(request: Request) -> Response:
+async def people_page(request: Request, saved: FromQuery[str] = "") -> Response:
     owner_only(request)
     return render.page(request, "people.html", people=People(state(request).store).all(), name="", error="",
-                       name_max=NAME_MAX)
+                       name_max=NAME_MAX, saved=PEOPLE_SAVED.get(saved, ""))
 
 
 @post("/people")
@@ -256,8 +275,8 @@ async def add_person(request: Request) -> Response:
         people.add(name, await asyncio.to_thread(hash_password, password))
     except AccountError as e:
         return render.page(request, "people.html", status_code=400, people=people.all(), name=name[:NAME_MAX],
-                           error=str(e), name_max=NAME_MAX)
-    return Redirect("/people", status_code=303)
+                           error=str(e), name_max=NAME_MAX, saved="")
+    return Redirect("/people?saved=added", status_code=303)
 
 
 @get("/people/{person_id:str}/delete")
@@ -279,8 +298,8 @@ async def remove_person(request: Request, person_id: FromPath[str]) -> Response:
         run = s.runner.runs.get(chat)
         if run is not None and run.task is not None:
             run.task.cancel()
-    return Redirect("/people", status_code=303)
+    return Redirect("/people?saved=removed", status_code=303)
 
 
-routes = [setup_page, set_up, signin_page, sign_in, sign_out, account_page, change_password,
+routes = [setup_page, set_up, signin_page, sign_in, sign_out, account_page, set_theme, change_password,
           people_page, add_person, confirm_remove, remove_person]

@@ -47,32 +47,53 @@ def agent_or_404(s: State, raw: str, request: Request) -> Assistant:
     return agent
 
 
-def back(request: Request, agent: Assistant, tab: str) -> Response:
+# What the agent pages say after a save (`?saved=KEY`; only these keys, never the URL's text).
+SAVED = {"settings": "Saved.", "tools": "Saved.", "created": "Agent created: give it instructions and a model.",
+         "added": "Plugin added.", "enabled": "Plugin enabled.", "disabled": "Plugin disabled.",
+         "deleted": "Plugin deleted.", "refreshed": "Plugin read again.", "forgotten": "Memory deleted.",
+         "agent-deleted": "Agent deleted."}
+
+
+DONE = {"enable": "enabled", "disable": "disabled", "delete": "deleted", "refresh": "refreshed"}  # plugin actions
+
+
+def back(request: Request, agent: Assistant, tab: str, saved: str) -> Response:
+    url = f"/agents/{agent.id}?tab={tab}&saved={saved}"
     if render.is_htmx(request):
-        return Response(b"", status_code=204, headers={"HX-Redirect": f"/agents/{agent.id}?tab={tab}"})
-    return Redirect(f"/agents/{agent.id}?tab={tab}", status_code=303)
+        return Response(b"", status_code=204, headers={"HX-Redirect": url})
+    return Redirect(url, status_code=303)
 
 
-def valid_name(raw: str) -> str:
-    name = raw.strip()
+def name_problem(name: str) -> str:
+    """Why a name (already stripped) is refused, or '' when it is fine."""
     try:
-        return check_name(name)
+        check_name(name)
     except ValueError as e:
-        raise HTTPException(status_code=400, detail=f"The name: {e}.") from None
+        return f"The name: {e}."
+    return ""
 
 
 @get("/agents")
 async def agents(request: Request) -> Response:
     s = state(request)
-    return render.page(request, "agents.html", agents=s.store.agents(me(request).id), name_max=NAME_MAX)
+    saved = SAVED.get(request.query_params.get("saved", ""), "")
+    return agents_view(request, saved=saved)
+
+
+def agents_view(request: Request, status_code: int = 200, saved: str = "", problem: tuple[str, str] | None = None,
+                name: str = "") -> Response:
+    return render.page(request, "agents.html", status_code=status_code, agents=state(request).store.agents(me(request).id),
+                       name_max=NAME_MAX, saved=saved, problem=problem, name=name)
 
 
 @post("/agents")
 async def create_agent(request: Request) -> Response:
     s = state(request)
-    name = valid_name(await form_field(request, "name", 10_000))
+    name = (await form_field(request, "name", 10_000)).strip()
+    if problem := name_problem(name):
+        return agents_view(request, status_code=400, problem=("name", problem), name=name)
     agent = s.store.add_agent(Assistant(name=name, instructions="", person=me(request).id))
-    return back(request, agent, "settings")
+    return back(request, agent, "settings", "created")
 
 
 async def offered_tools(s: State, agent: Assistant) -> list[tuple[str, list[Tool], str]]:
@@ -90,12 +111,23 @@ async def offered_tools(s: State, agent: Assistant) -> list[tuple[str, list[Tool
 
 
 @get("/agents/{agent_id:str}")
-async def agent_page(request: Request, agent_id: FromPath[str], tab: FromQuery[str] = "settings") -> Response:
+async def agent_page(request: Request, agent_id: FromPath[str], tab: FromQuery[str] = "settings",
+                     saved: FromQuery[str] = "") -> Response:
     s = state(request)
     agent = agent_or_404(s, agent_id, request)
-    tab = tab if tab in TABS else "settings"
+    return await agent_view(request, s, agent, tab if tab in TABS else "settings", saved=SAVED.get(saved, ""))
+
+
+async def agent_view(request: Request, s: State, agent: Assistant, tab: str, status_code: int = 200, saved: str = "",
+                     problem: tuple[str, str] | None = None, typed: dict[str, str] | None = None,
+                     plugin_typed: dict[str, str] | None = None) -> Response:
+    """An agent's tab; after a refusal, with the message beside its field (`problem`) and the
+    form as the person typed it (`typed`: the settings, `plugin_typed`: the plugin form)."""
+    fields = ("name", "instructions", "model", "thinking", "suggestions")
     context = {"agent": agent, "tab": tab, "tabs": TABS, "name_max": NAME_MAX, "thinking_levels": THINKING,
-               "suggestions_max": SUGGESTIONS_MAX}
+               "suggestions_max": SUGGESTIONS_MAX, "saved": saved, "problem": problem,
+               "typed": typed or {k: getattr(agent, k) for k in fields},
+               "plugin_typed": plugin_typed or {"address": "", "header": ""}}
     if tab == "settings":
         context["choices"] = s.store.choices()
     elif tab == "tools":
@@ -107,35 +139,47 @@ async def agent_page(request: Request, agent_id: FromPath[str], tab: FromQuery[s
         context["masked"] = mcp.masked
     elif tab == "memory":
         context["memories"] = s.store.memories(agent.id)
-    return render.page(request, "agent.html", **context)
+    return render.page(request, "agent.html", status_code=status_code, **context)
 
 
 @post("/agents/{agent_id:str}")
 async def save_settings(request: Request, agent_id: FromPath[str]) -> Response:
     s = state(request)
     agent = agent_or_404(s, agent_id, request)
-    name = valid_name(await form_field(request, "name", 10_000))
+    name = (await form_field(request, "name", 10_000)).strip()
     instructions = (await form_field(request, "instructions", INSTRUCTIONS_MAX)).strip()
     model = (await form_field(request, "model", 200)).strip()
     thinking = thinking_level(await form_field(request, "thinking", 20))
+    form = await request.form()
+    offered = (await form_field(request, "suggestions", SUGGESTION_MAX * SUGGESTIONS_MAX * 2)
+               if "suggestions" in form else None)
+    typed = {"name": name, "instructions": instructions, "model": model, "thinking": thinking,
+             "suggestions": agent.suggestions if offered is None else offered}
+    if problem := name_problem(name):
+        return await agent_view(request, s, agent, "settings", 400, problem=("name", problem), typed=typed)
     if model and s.store.choice(model) is None and model != agent.model:
-        raise HTTPException(status_code=400, detail=f"There is no model “{model}” to choose.")
+        return await agent_view(request, s, agent, "settings", 400, typed=typed,
+                                problem=("model", f"There is no model “{model}” to choose now: pick another."))
     changes = {"name": name, "instructions": instructions, "model": model, "thinking": thinking}
-    if "suggestions" in await request.form():  # a form from before the field leaves them be
-        changes["suggestions"] = suggestions(await form_field(request, "suggestions", SUGGESTION_MAX * SUGGESTIONS_MAX * 2))
+    if offered is not None:  # a form from before the field leaves them be
+        try:
+            changes["suggestions"] = suggestions(offered)
+        except ValueError as e:
+            return await agent_view(request, s, agent, "settings", 400, typed=typed, problem=("suggestions", str(e)))
     s.store.update_agent(agent.id, **changes)
-    return back(request, agent, "settings")
+    return back(request, agent, "settings", "settings")
 
 
 def suggestions(raw: str) -> str:
-    """An agent's suggestions, one a line, checked: at most SUGGESTIONS_MAX lines of SUGGESTION_MAX characters."""
+    """An agent's suggestions, one a line, checked: at most SUGGESTIONS_MAX lines of SUGGESTION_MAX
+    characters (ValueError says which limit, shown beside the field)."""
     lines = [" ".join(line.split()) for line in raw.splitlines()]
     lines = [line for line in lines if line]
     if len(lines) > SUGGESTIONS_MAX:
-        raise HTTPException(status_code=400, detail=f"At most {SUGGESTIONS_MAX} suggestions, one a line.")
+        raise ValueError(f"At most {SUGGESTIONS_MAX} suggestions, one a line.")
     long = next((line for line in lines if len(line) > SUGGESTION_MAX), None)
     if long is not None:
-        raise HTTPException(status_code=400, detail=f"A suggestion is at most {SUGGESTION_MAX} characters: “{long[:40]}…”.")
+        raise ValueError(f"A suggestion is at most {SUGGESTION_MAX} characters: “{long[:40]}…”.")
     return "\n".join(lines)
 
 
@@ -155,7 +199,7 @@ async def save_tools(request: Request, agent_id: FromPath[str]) -> Response:
     tools = "" if use == shown else ",".join(sorted(use | (names(agent.tools) - shown)))
     approved = (approve & shown) | (names(agent.approve) - shown)
     s.store.update_agent(agent.id, tools=tools, approve=",".join(sorted(approved)))
-    return back(request, agent, "tools")
+    return back(request, agent, "tools", "tools")
 
 
 @post("/agents/{agent_id:str}/plugins")
@@ -165,10 +209,13 @@ async def add_plugin(request: Request, agent_id: FromPath[str]) -> Response:
     address = (await form_field(request, "address", ADDRESS_MAX)).strip()
     header = (await form_field(request, "header", HEADER_MAX)).strip()
     secret = (await form_field(request, "secret", SECRET_MAX)).strip()
+    typed = {"address": address, "header": header}  # the secret is never sent back into a page
     if not address.startswith(("http://", "https://")):
-        raise HTTPException(status_code=400, detail="A plugin's address is an http:// or https:// URL.")
+        return await agent_view(request, s, agent, "plugins", 400, plugin_typed=typed,
+                                problem=("address", "A plugin's address is an http:// or https:// URL."))
     if header and not all(c.isalnum() or c in "-_" for c in header):
-        raise HTTPException(status_code=400, detail="A header name has letters, digits, - and _ only.")
+        return await agent_view(request, s, agent, "plugins", 400, plugin_typed=typed,
+                                problem=("header", "A header name has letters, digits, - and _ only."))
     if secret and not header:
         header = "Authorization"
     name = site_name(address)
@@ -180,7 +227,7 @@ async def add_plugin(request: Request, agent_id: FromPath[str]) -> Response:
     listing = await mcp.list_tools(added, private_ok=private_ok(s, agent), timeout=5)
     _listings[listed(added)] = listing
     s.store.update_plugin(added.id, status=listing.status)
-    return back(request, agent, "plugins")
+    return back(request, agent, "plugins", "added")
 
 
 @post("/agents/{agent_id:str}/plugins/{plugin_id:str}")
@@ -204,7 +251,7 @@ async def change_plugin(request: Request, agent_id: FromPath[str], plugin_id: Fr
         s.store.update_plugin(p.id, status=listing.status)
     else:
         raise HTTPException(status_code=400, detail="The action is enable, disable, delete or refresh.")
-    return back(request, agent, "plugins")
+    return back(request, agent, "plugins", DONE[action])
 
 
 @post("/agents/{agent_id:str}/memories/{memory_id:str}/delete")
@@ -213,15 +260,20 @@ async def delete_memory(request: Request, agent_id: FromPath[str], memory_id: Fr
     agent = agent_or_404(s, agent_id, request)
     if not s.store.delete_memory(agent.id, parse_id(memory_id)):
         raise NotFoundException("No such memory.")
-    return back(request, agent, "memory")
+    return back(request, agent, "memory", "forgotten")
 
 
 @get("/agents/{agent_id:str}/delete")
 async def confirm_delete(request: Request, agent_id: FromPath[str]) -> Response:
     s = state(request)
     agent = agent_or_404(s, agent_id, request)
+    return delete_view(request, s, agent)
+
+
+def delete_view(request: Request, s: State, agent: Assistant, status_code: int = 200, problem: str = "") -> Response:
     count = s.store.one("SELECT count(*) FROM conversations WHERE agent = ?", [agent.id])[0]
-    return render.page(request, "agent_delete.html", agent=agent, conversations=count)
+    return render.page(request, "agent_delete.html", status_code=status_code, agent=agent, conversations=count,
+                       problem=problem)
 
 
 @post("/agents/{agent_id:str}/delete")
@@ -229,12 +281,12 @@ async def delete_agent(request: Request, agent_id: FromPath[str]) -> Response:
     s = state(request)
     agent = agent_or_404(s, agent_id, request)
     if len(s.store.agents(me(request).id)) == 1:
-        raise HTTPException(status_code=400, detail="This is the only agent; make another before deleting it.")
+        return delete_view(request, s, agent, 409, "This is your only agent: make another before deleting it.")
     s.store.delete_agent(agent.id)
     for key in list(_listings):
         if s.store.plugin_row(key[0]) is None:
             _listings.pop(key, None)
-    return Redirect("/agents", status_code=303)
+    return Redirect("/agents?saved=agent-deleted", status_code=303)
 
 
 routes = [agents, create_agent, agent_page, save_settings, save_tools, add_plugin, change_plugin,

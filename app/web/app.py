@@ -13,15 +13,17 @@ import sqlite3
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from litestar import Litestar, Request, Response
 from litestar.config.csrf import CSRFConfig
 from litestar.exceptions import HTTPException
 
 from .. import config as configuration
+from ..accounts import COOKIE, People
 from ..feed import Feed
 from ..worker import running
-from . import accounts, agents, branches, chats, compress, conversations, events, files, live, models, render, sidebar, skills
+from . import accounts, agents, branches, chats, compress, conversations, events, files, live, models, render, shortcuts, sidebar, skills
 from .state import State
 
 log = logging.getLogger(__name__)
@@ -85,9 +87,45 @@ def error_page(request: Request, exc: Exception) -> Response:
                   "Nothing was saved.")
     if status == 403 and "CSRF" in str(detail):
         detail = "This form has expired. Go back, reload the page and send it again."
+    if status == 404 and str(detail) == "Not Found":  # Litestar's own, for an address no route has
+        detail = "There is no page at this address."
     if render.is_htmx(request) or request.url.path.endswith("/events"):
         return render.secured(Response(str(detail), status_code=status, media_type="text/plain; charset=utf-8"))
-    return render.secured(render.page(request, "error.html", status_code=status, status=status, detail=detail))
+    signed_in(request)
+    where, label = way_back(request)
+    return render.secured(render.page(request, "error.html", status_code=status, status=status, detail=detail,
+                                      back=where, back_label=label))
+
+
+def signed_in(request: Request) -> None:
+    """The person for the error page's header: an address no route has is answered before the
+    authentication middleware runs, so the session is read here."""
+    if getattr(request.state, "person", None) is None and hasattr(request.app.state, "tabletalk"):
+        person = People(request.app.state.tabletalk.store).session(request.cookies.get(COOKIE))
+        if person is not None:
+            request.state.person = person
+
+
+# The page above each part of the app, for an error page to lead back to.
+PARENTS = (("/agents", "your agents"), ("/skills", "the skills"), ("/people", "the people"),
+           ("/account", "your account"), ("/search", "search"))
+
+
+def way_back(request: Request) -> tuple[str, str]:
+    """Where the error page leads: the page the person came from (the Referer, when it is a
+    page of this site and not the one that failed), else the page above the one asked for."""
+    referer = urlsplit(request.headers.get("referer", ""))
+    here = request.url
+    if (referer.scheme, referer.netloc) == (here.scheme, here.netloc) and referer.path.startswith("/") \
+            and (referer.path, referer.query) != (here.path, here.query or ""):
+        return referer.path + (f"?{referer.query}" if referer.query else ""), "the page you came from"
+    if getattr(request.state, "person", None) is None:
+        return "/signin", "sign in"
+    for prefix, label in PARENTS:
+        if here.path == prefix or here.path.startswith(prefix + "/"):
+            if here.path != prefix or request.method != "GET":
+                return prefix, label
+    return "/", "your conversations"
 
 
 def body_limit(config: configuration.Config) -> int:
@@ -119,6 +157,7 @@ def create_app(config: configuration.Config | None = None) -> Litestar:
             *events.routes,
             *sidebar.routes,
             *files.routes,
+            *shortcuts.routes,
             # compressed once per file version, each form with its own ETag (compress.py)
             *compress.static_routes(render.STATIC, max_age=3600),
         ],

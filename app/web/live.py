@@ -271,6 +271,11 @@ def chat_changes(store: Store, chat: int, items: list[Item], convo: Conversation
         parts_out.append(placed("cut", cut))
     if sent is not None:
         sent["cut"] = cut
+    if sent is not None:  # a run this page watched ended: say so to a screen reader
+        ended = sent.get("turn")
+        if ended and ended != state["turn"]:
+            parts_out.append(fragment("_announce.html", text=announcement(store.last_of_turn(chat, ended)), oob=True))
+        sent["turn"] = state["turn"]
     status = fragment("_status.html", chat=chat, state=state, oob=True)
     if sent is None or sent.get("status") != status:  # most messages leave it as it was
         parts_out.append(status)
@@ -279,6 +284,21 @@ def chat_changes(store: Store, chat: int, items: list[Item], convo: Conversation
     if convo is not None:
         parts_out.append(fragment("_title.html", convo=convo, oob=True))
     return "".join(parts_out)
+
+
+ANNOUNCED = 200  # characters of an answer a screen reader hears when it ends
+
+
+def announcement(last: Item | None) -> str:
+    """What the live region says when a run ends: the start of its answer as plain text."""
+    if last is None or last.kind == "text" and not (last.text or "").strip():
+        return "Answer finished."
+    if last.kind == "stop":
+        return "Stopped."
+    words = " ".join(Markup(markdown.render(last.text or "")).striptags().split())
+    if len(words) > ANNOUNCED:
+        words = words[:ANNOUNCED].rsplit(" ", 1)[0] + "…"
+    return f"{'Answer finished' if last.kind == 'text' else 'The answer ended with an error'}: {words}"
 
 
 __all__ = ["Parts", "Sent", "chat_changes", "item_parts", "items_html"]

@@ -6,7 +6,7 @@ import sqlite3
 from litestar import Request, Response, get, post
 from litestar.datastructures import UploadFile
 from litestar.exceptions import HTTPException, NotFoundException
-from litestar.params import FromPath
+from litestar.params import FromPath, FromQuery
 from litestar.response import Redirect
 from markupsafe import Markup
 
@@ -30,6 +30,18 @@ def skill_or_404(store: Store, raw: str) -> Skill:
     return found
 
 
+class Refused(Exception):
+    """A skill the form cannot save as it is: shown beside the form, which keeps what was typed."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status, self.message = status, message
+
+
+# What the skill pages say after a save (`?saved=KEY`; only these keys, never the URL's text).
+SAVED = {"1": "Saved.", "created": "Skill created.", "imported": "Skill imported.", "deleted": "Skill deleted."}
+
+
 def to(request: Request, url: str) -> Response:
     if render.is_htmx(request):
         return Response(b"", status_code=204, headers={"HX-Redirect": url})
@@ -40,8 +52,7 @@ def unique(store: Store, new: Skill, own: int | None = None) -> None:
     """Names are unique, and two that differ only in case would confuse a model: refused too."""
     for s in store.skills():
         if s.id != own and skillbook.same_name(s.name, new.name):
-            raise HTTPException(status_code=409, detail=f"A skill named “{s.name}” already exists: "
-                                                        "choose another name, or edit that skill.")
+            raise Refused(409, f"A skill named “{s.name}” already exists: choose another name, or edit that skill.")
 
 
 def stored(store: Store, new: Skill, own: int | None = None) -> Skill:
@@ -53,17 +64,19 @@ def stored(store: Store, new: Skill, own: int | None = None) -> Skill:
         store.update_skill(own, new)
         return store.skill(own)
     except sqlite3.IntegrityError:  # the same name, written by someone else just now
-        raise HTTPException(status_code=409, detail=f"A skill named “{new.name}” already exists.") from None
+        raise Refused(409, f"A skill named “{new.name}” already exists.") from None
 
 
-async def from_form(request: Request) -> Skill:
-    name = await form_field(request, "name", FIELD_MAX)
-    description = await form_field(request, "description", FIELD_MAX)
-    body = await form_field(request, "body", FIELD_MAX)
+async def typed_skill(request: Request) -> dict[str, str]:
+    """The skill form's fields as typed (shown again when the skill is refused)."""
+    return {k: await form_field(request, k, FIELD_MAX) for k in ("name", "description", "body")}
+
+
+def checked(typed: dict[str, str]) -> Skill:
     try:
-        return skillbook.checked(name, description, body)
+        return skillbook.checked(typed["name"], typed["description"], typed["body"])
     except BadSkill as e:
-        raise HTTPException(status_code=400, detail=str(e)) from None
+        raise Refused(400, str(e)) from None
 
 
 def editor(request: Request) -> None:
@@ -78,15 +91,28 @@ def limits() -> dict[str, int]:
 
 @get("/skills")
 async def skills_page(request: Request) -> Response:
-    return render.page(request, "skills.html", skills=state(request).store.skills(), **limits())
+    return skills_view(request, saved=SAVED.get(request.query_params.get("saved", ""), ""))
+
+
+def skills_view(request: Request, status_code: int = 200, saved: str = "", problem: tuple[str, str] | None = None,
+                typed: dict[str, str] | None = None) -> Response:
+    """The list with its forms; after a refusal, the message beside the form it came from
+    (`problem`: ("new" or "import", message)) and the new skill's fields as typed."""
+    return render.page(request, "skills.html", status_code=status_code, skills=state(request).store.skills(),
+                       saved=saved, problem=problem, typed=typed or {"name": "", "description": "", "body": ""},
+                       **limits())
 
 
 @post("/skills")
 async def create_skill(request: Request) -> Response:
     editor(request)
     s = state(request)
-    added = stored(s.store, await from_form(request))
-    return to(request, f"/skills/{added.id}")
+    typed = await typed_skill(request)
+    try:
+        added = stored(s.store, checked(typed))
+    except Refused as e:
+        return skills_view(request, e.status, problem=("new", e.message), typed=typed)
+    return to(request, f"/skills/{added.id}?saved=created")
 
 
 @post("/skills/import")
@@ -96,23 +122,32 @@ async def import_skill(request: Request) -> Response:
     form = await request.form()
     upload = form.get("file")
     if not isinstance(upload, UploadFile) or not upload.filename:
-        raise HTTPException(status_code=400, detail="Choose a SKILL.md file to import.")
+        return skills_view(request, 400, problem=("import", "Choose a SKILL.md file to import."))
     # The content type the browser claims says nothing: the bytes are checked instead.
     data = await upload.read(FILE_MAX + 1)
     try:
-        new = skillbook.parsed(data)
-    except BadSkill as e:
-        status = 413 if len(data) > FILE_MAX else 400
-        raise HTTPException(status_code=status, detail=f"{upload.filename[:100]}: {e}") from None
-    added = stored(s.store, new)
-    return to(request, f"/skills/{added.id}")
+        try:
+            new = skillbook.parsed(data)
+        except BadSkill as e:
+            raise Refused(413 if len(data) > FILE_MAX else 400, str(e)) from None
+        added = stored(s.store, new)
+    except Refused as e:
+        return skills_view(request, e.status, problem=("import", f"{upload.filename[:100]}: {e.message}"))
+    return to(request, f"/skills/{added.id}?saved=imported")
 
 
 @get("/skills/{skill_id:str}")
-async def skill_page(request: Request, skill_id: FromPath[str]) -> Response:
+async def skill_page(request: Request, skill_id: FromPath[str], saved: FromQuery[str] = "") -> Response:
     found = skill_or_404(state(request).store, skill_id)
-    return render.page(request, "skill.html", skill=found, confirm=False,
-                       preview=Markup(markdown.render(found.body)), **limits())
+    return skill_view(request, found, saved=SAVED.get(saved, ""))
+
+
+def skill_view(request: Request, found: Skill, status_code: int = 200, saved: str = "", problem: str = "",
+               typed: dict[str, str] | None = None) -> Response:
+    return render.page(request, "skill.html", status_code=status_code, skill=found, confirm=False,
+                       preview=Markup(markdown.render(found.body)), saved=saved, problem=problem,
+                       typed=typed or {"name": found.name, "description": found.description, "body": found.body},
+                       **limits())
 
 
 @post("/skills/{skill_id:str}")
@@ -120,8 +155,12 @@ async def save_skill(request: Request, skill_id: FromPath[str]) -> Response:
     editor(request)
     s = state(request)
     found = skill_or_404(s.store, skill_id)
-    stored(s.store, await from_form(request), own=found.id)
-    return to(request, f"/skills/{found.id}")
+    typed = await typed_skill(request)
+    try:
+        stored(s.store, checked(typed), own=found.id)
+    except Refused as e:
+        return skill_view(request, found, e.status, problem=e.message, typed=typed)
+    return to(request, f"/skills/{found.id}?saved=1")
 
 
 @get("/skills/{skill_id:str}/SKILL.md")
@@ -135,7 +174,8 @@ async def export_skill(request: Request, skill_id: FromPath[str]) -> Response:
 async def confirm_delete(request: Request, skill_id: FromPath[str]) -> Response:
     editor(request)
     found = skill_or_404(state(request).store, skill_id)
-    return render.page(request, "skill.html", skill=found, confirm=True, preview="", **limits())
+    return render.page(request, "skill.html", skill=found, confirm=True, preview="", saved="", problem="",
+                       typed={}, **limits())
 
 
 @post("/skills/{skill_id:str}/delete")
@@ -144,7 +184,7 @@ async def delete_skill(request: Request, skill_id: FromPath[str]) -> Response:
     s = state(request)
     found = skill_or_404(s.store, skill_id)
     s.store.delete_skill(found.id)
-    return to(request, "/skills")
+    return to(request, "/skills?saved=deleted")
 
 
 routes = [skills_page, create_skill, import_skill, skill_page, save_skill, export_skill, confirm_delete,

@@ -1,0 +1,192 @@
+"""Every page a person can reach, in one place, over one set of rows that shows each kind of
+thing a page can hold (answers, code, reasoning, an error, a call waiting for approval, a
+plugin, a memory, a skill, a second person ...).
+
+Tests that must hold on every page (tests/test_axe.py, and any check of every page's width
+or header) take `PAGES` and a `World`. A new page is one line in `PAGES`; a new kind of row
+it needs is made in `World.build`.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+from tests.conftest import COOKIE, Served, signed_in, wait_for
+from tests.fakes.openai_server import FakeModelServer, error, rate, reasoning, text, tool_call
+
+GUEST = "guest"
+
+ANSWER = "\n\n".join([
+    "## What the code does",
+    "It doubles a number, with **bold**, *italic*, `inline code` and [a link](https://example.org/).",
+    "- one\n- two\n  - nested",
+    "```python\ndef double(x):\n    # a line long enough to scroll sideways in a narrow code block: "
+    + "x " * 60 + "\n    return x * 2\n```",
+    "| a | b |\n|---|---|\n| 1 | 2 |",
+    "> A quote to end with.",
+])
+PLAN = "- [x] read the question\n- [ ] answer it"
+
+
+@dataclass(frozen=True)
+class Page:
+    name: str        # how the test ids and the table call it
+    path: str        # may name the World's ids: {done}, {waiting}, {running}, {agent}, {skill}, {guest}
+    who: str = "owner"   # "owner", "guest" (a person who is not the owner) or "" (signed out)
+    fresh: bool = False  # served by an app with no account yet (only /setup is reachable then)
+    status: int = 200
+    shows: str = ""      # a selector the page must match, so each page is the state it is named for
+    # axe rules this page is known to break without JavaScript, each with the reason (shown in
+    # the table as "n*"); kept short and named, never a blanket pass
+    known_without_js: tuple[str, ...] = ()
+    only_without_js: bool = False  # a page only a browser without JavaScript loads
+
+
+PAGES: list[Page] = [
+    Page("setup", "/setup", who="", fresh=True),
+    Page("signin", "/signin", who=""),
+    Page("new conversation", "/", shows="#composer"),
+    Page("all conversations", "/conversations"),
+    Page("rename conversation", "/c/{done}/rename"),
+    Page("conversation", "/c/{done}", shows="article.text .hl pre, article.error, article.reasoning"),
+    Page("conversation waiting for approval", "/c/{waiting}", shows="article.call .decide button"),
+    Page("conversation answering", "/c/{running}", shows='#status[data-running="1"]'),
+    # Without JavaScript the answer being written shows in this frame, which reloads itself
+    # every 2 s (<meta http-equiv="refresh">): axe's meta-refresh (WCAG 2.2.1 asks for a way
+    # to turn it off). Known, and counted in the table as "+1*".
+    Page("conversation answering, its no-JS frame", "/c/{running}/watch",
+         known_without_js=("meta-refresh",), only_without_js=True),
+    Page("conversation earlier versions", "/c/{done}?versions={done_turn}", shows="article.superseded"),
+    Page("delete conversation", "/c/{done}/delete"),
+    Page("agents", "/agents"),
+    Page("agent settings", "/agents/{agent}"),
+    Page("agent settings saved", "/agents/{agent}?tab=settings&saved=settings", shows=".saved"),
+    Page("agent tools", "/agents/{agent}?tab=tools"),
+    Page("agent plugins", "/agents/{agent}?tab=plugins", shows=".plugin.off"),
+    Page("agent memory", "/agents/{agent}?tab=memory", shows=".memories form"),
+    Page("delete agent", "/agents/{agent}/delete"),
+    Page("skills", "/skills"),
+    Page("skill", "/skills/{skill}"),
+    Page("skill (not the owner)", "/skills/{skill}", who=GUEST),
+    Page("skills (not the owner)", "/skills", who=GUEST),
+    Page("delete skill", "/skills/{skill}/delete"),
+    Page("search", "/search"),
+    Page("search results", "/search?q=double", shows="#results li"),
+    Page("search without results", "/search?q=zebra"),
+    Page("account", "/account"),
+    Page("account, theme saved", "/account?saved=theme"),
+    Page("people", "/people"),
+    Page("remove person", "/people/{guest}/delete"),
+    Page("keyboard shortcuts", "/help/keys"),
+    Page("not found", "/no/such/page", status=404),
+    Page("no such conversation", "/c/99999", status=404),
+]
+
+
+@dataclass
+class World:
+    """The rows behind PAGES, made through the app's own forms on a running server."""
+
+    served: Served
+    fresh: Served
+    ids: dict[str, int] = field(default_factory=dict)
+    cookies: dict[str, dict[str, str]] = field(default_factory=dict)
+
+    def url(self, page: Page) -> str:
+        return (self.fresh if page.fresh else self.served).url + page.path.format(**self.ids)
+
+    def cookies_for(self, page: Page) -> dict[str, str]:
+        return self.cookies.get(page.who, {})
+
+    def build(self, fake: FakeModelServer) -> "World":
+        from app import db as dbm
+        from app.accounts import People
+        from app.store import Store
+
+        s = self.served
+        self.cookies = {"owner": dict(s.cookies), GUEST: {COOKIE: signed_in(s.data, GUEST, owner=False)}, "": {}}
+        with s.client(timeout=20) as c:
+            def form(path: str, **fields) -> httpx.Response:
+                token = c.get("/").text.split('name="_csrf_token" value="', 1)[1].split('"', 1)[0]
+                r = c.post(path, data={"_csrf_token": token, **fields}, follow_redirects=False)
+                assert r.status_code < 400, (path, r.status_code, r.text[:500])
+                return r
+
+            def new_chat() -> int:  # an empty conversation, straight into the database (its first message follows)
+                db = dbm.connect(s.data / "tabletalk.db")
+                try:
+                    store = Store(db)
+                    return store.new_conversation(store.default_agent(store.owner()).id, person=store.owner()).id
+                finally:
+                    db.conn.close()
+
+            def idle(chat: int) -> None:
+                wait_for(lambda: 'data-running="0"' in c.get(f"/c/{chat}").text, timeout=20)
+
+            agent = int(c.get("/agents").text.split('href="/agents/', 1)[1].split('"', 1)[0])
+            form("/agents", name="Researcher")
+            tools = ["fetch_page", "update_plan", "remember", "load_skill"]
+            form(f"/agents/{agent}/tools", shown=tools, use=tools, approve=["update_plan"])
+            form(f"/agents/{agent}/plugins", address="http://127.0.0.1:9/mcp")  # refused by the guard: a status to show
+            form(f"/agents/{agent}/plugins", address="http://127.0.0.1:10/mcp", header="X-Key", secret="s3cret")
+            form("/skills", name="pdf-forms", description="Filling in PDF forms.",
+                 body="# Filling forms\n\n1. Read the form.\n2. Fill it in.\n\n```sh\npdftk form.pdf fill_form data.fdf\n```")
+            form("/people", name="someone", password="another long password")
+
+            # an answer with reasoning and code, made again once; then an error
+            done = new_chat()
+            fake.script([reasoning("Thinking it over."), text(ANSWER)], [text("A second version, shorter.")],
+                        [error(400, "The model refused the request.")])
+            form(f"/c/{done}/ask", text="What does the code do?")
+            idle(done)
+            form(f"/c/{done}/retry")
+            idle(done)
+            form(f"/c/{done}/ask", text="And now fail, please.")
+            idle(done)
+            # a call waiting for the person's decision
+            waiting = new_chat()
+            fake.script([text("I'll make a plan."), tool_call("update_plan", {"plan": PLAN})])  # and it waits
+            form(f"/c/{waiting}/ask", text="Plan it")
+            wait_for(lambda: "waiting for approval" in c.get(f"/c/{waiting}").text, timeout=20)
+            # an answer still being written (slowly: it lasts longer than the tests that look at it)
+            running = new_chat()
+            fake.script([rate(1), text("Still writing, one word a second. " * 200)])
+            form(f"/c/{running}/ask", text="Take your time")
+            wait_for(lambda: 'data-running="1"' in c.get(f"/c/{running}").text, timeout=20)
+
+        db = dbm.connect(s.data / "tabletalk.db")
+        try:
+            store = Store(db)
+            store.add_memory(agent, "The person prefers short answers.")
+            store.update_plugin(store.plugins(agent)[-1].id, enabled=False)
+            skill = store.skills()[0].id
+            guest = next(p.id for p in People(store).all() if p.name == "someone")
+            done_turn = store.one("SELECT min(id) FROM items WHERE chat = ? AND kind = 'user'", [done])[0]
+        finally:
+            db.conn.close()
+        self.ids = {"done": done, "done_turn": done_turn, "waiting": waiting, "running": running,
+                    "agent": agent, "skill": skill, "guest": guest}
+        return self
+
+
+@contextmanager
+def world(tmp: Path) -> Iterator[World]:
+    """A served app holding the World's rows (and a second one with no account, for /setup),
+    with the fake model server they were made with."""
+    with FakeModelServer(models={"fake-model": 8192, "other-model": 4096}) as fake:
+        fake.plain_default = [text("A fitting title")]
+        env = {"TABLETALK_DATA": str(tmp / "data"), "AI_URL": fake.url, "AI_KEY": "", "AI_MODEL": ""}
+        served = Served(tmp / "data", env).start()
+        fresh = Served(tmp / "fresh", {**env, "TABLETALK_DATA": str(tmp / "fresh")}, account=False).start()
+        try:
+            yield World(served, fresh).build(fake)
+        finally:
+            fresh.stop()
+            served.stop()
+
+
+__all__ = ["PAGES", "Page", "World", "world"]

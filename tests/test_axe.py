@@ -1,0 +1,114 @@
+"""axe-core on every page a person can reach (tests/pages.py), in light and dark, with
+JavaScript on and off: no violation of any impact.
+
+axe-core is the npm package `make axe` installs under .cache/axe (pinned in the Makefile);
+the tests never fetch it. It is evaluated in the page through Playwright (not a <script>
+tag, which the Content-Security-Policy would refuse).
+
+JavaScript off: Chromium with script disabled still lets Playwright evaluate, but axe.run
+never finishes there (no timer of the page runs). So a page "without JavaScript" is loaded
+in a context with script on whose documents arrive with every <script> element taken out
+and every <noscript> unwrapped: the DOM a browser without JavaScript builds from the same
+HTML, with nothing of ours running in it, in which axe can run.
+
+`pytest -s tests/test_axe.py` prints the violations found per page and mode.
+"""
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from tests.conftest import ROOT
+from tests.pages import PAGES, Page, World, world
+
+pytestmark = pytest.mark.browser
+
+AXE = ROOT / ".cache" / "axe" / "node_modules" / "axe-core" / "axe.min.js"
+MODES = [("light", True), ("light", False), ("dark", True), ("dark", False)]
+SCRIPT = re.compile(r"<script\b[^>]*>.*?</script>", re.S | re.I)
+NOSCRIPT = re.compile(r"</?noscript>", re.I)
+
+found: dict[str, dict[str, str]] = {}  # page -> mode -> violations (rules), for the table
+
+
+def mode_name(scheme: str, js: bool) -> str:
+    return f"{scheme} {'JS' if js else 'no JS'}"
+
+
+@pytest.fixture(scope="module")
+def axe_source() -> str:
+    if not AXE.exists():
+        pytest.fail(f"axe-core is missing at {AXE}: `make axe` installs it (npm), as `make test` does")
+    return AXE.read_text()
+
+
+@pytest.fixture(scope="module")
+def every_page(tmp_path_factory) -> World:
+    with world(tmp_path_factory.mktemp("axe")) as w:
+        yield w
+
+
+@pytest.fixture(scope="module", autouse=True)
+def table():
+    yield
+    if not found:
+        return
+    modes = [mode_name(*m) for m in MODES]
+    width = max(len(name) for name in found)
+    print("\n\naxe-core violations per page (rules violated; +n* = known without JS, see tests/pages.py)")
+    print(f"{'page':<{width}} | " + " | ".join(modes))
+    for name, by_mode in found.items():
+        print(f"{name:<{width}} | " + " | ".join(f"{by_mode.get(m, '-')!s:>{len(m)}}" for m in modes))
+
+
+def without_script(route) -> None:
+    if route.request.resource_type != "document":
+        route.continue_()
+        return
+    response = route.fetch()
+    route.fulfill(response=response, body=NOSCRIPT.sub("", SCRIPT.sub("", response.text())))
+
+
+def describe(violations: list[dict]) -> str:
+    lines = []
+    for v in violations:
+        nodes = v["nodes"]
+        lines.append(f"{v['id']} ({v['impact']}): {v['help']} -- {len(nodes)} element(s), e.g. "
+                     f"{[n['target'] for n in nodes[:3]]}: {nodes[0].get('failureSummary', '')}")
+    return "\n".join(lines)
+
+
+@pytest.mark.parametrize("scheme,js", MODES, ids=[mode_name(*m).replace(" ", "-") for m in MODES])
+@pytest.mark.parametrize("page", PAGES, ids=[p.name.replace(" ", "-") for p in PAGES])
+def test_no_axe_violations(browser, every_page: World, axe_source: str, page: Page, scheme: str, js: bool):
+    if js and page.only_without_js:
+        pytest.skip("a page only a browser without JavaScript loads")
+    base = every_page.url(page)
+    context = browser.new_context(color_scheme=scheme, viewport={"width": 1280, "height": 800})
+    try:
+        origin = (every_page.fresh if page.fresh else every_page.served).url
+        context.add_cookies([{"name": k, "value": v, "url": origin} for k, v in every_page.cookies_for(page).items()])
+        if not js:
+            context.route("**/*", without_script)
+        p = context.new_page()
+        response = p.goto(base)
+        assert response is not None and response.status == page.status, (base, response and response.status)
+        if js and p.locator("script[src]").count():  # a page with our script: once it has run
+            p.wait_for_function("() => window.htmx && document.documentElement.classList.contains('js')")
+        if page.shows:
+            assert p.locator(page.shows).count() > 0, f"{page.name} shows {page.shows}"
+        p.evaluate(axe_source)
+        result = p.evaluate("() => axe.run(document, {resultTypes: ['violations']})")
+    finally:
+        context.close()
+    violations = result["violations"]
+    known = [v for v in violations if not js and v["id"] in page.known_without_js]
+    violations = [v for v in violations if v not in known]
+    found.setdefault(page.name, {})[mode_name(scheme, js)] = f"{len(violations)}{'+%d*' % len(known) if known else ''}"
+    assert not violations, describe(violations)
+
+
+def test_every_page_is_listed_once():
+    names = [p.name for p in PAGES]
+    assert len(names) == len(set(names)), "a page's name is its test id"
