@@ -309,8 +309,11 @@ class Turn:
                 if it is None or it.done:
                     continue
                 if it.kind == "call":
-                    why = "Stopped while waiting for approval." if it.state == "approval" else "Stopped before it finished."
-                    self.store.update(item_id, state="failed", output=it.output or why, done=True)
+                    # What it reported while running was progress, not its result: the page and
+                    # the model are told it was stopped, and by whom.
+                    why = ("Stopped by the person while waiting for approval." if it.state == "approval"
+                           else "Stopped by the person before it finished.")
+                    self.store.update(item_id, state="failed", output=why, done=True)
                 else:
                     self.store.update(item_id, done=True)
 

@@ -246,7 +246,7 @@ async def test_abort_cancels_a_slow_call_promptly(server):
     cancelled_before = server.cancelled
     asyncio.get_running_loop().call_later(0.3, ctx.abort.set)
     started = time.monotonic()
-    with pytest.raises(PluginError, match="stopped"):
+    with pytest.raises(PluginError, match="Stopped by the person"):
         await tools["fake_slow"].run({"seconds": 20}, ctx)
     assert time.monotonic() - started < 1.5
     for _ in range(100):  # the server hears of it too
@@ -261,17 +261,26 @@ async def test_an_aborted_context_does_not_call(streamable):
     ctx = context()
     ctx.abort.set()
     calls = streamable.calls
-    with pytest.raises(PluginError, match="stopped"):
+    with pytest.raises(PluginError, match="Stopped by the person"):
         await tools["fake_add"].run({"a": 1, "b": 2}, ctx)
     assert streamable.calls == calls
 
 
-async def test_a_call_times_out(streamable):
+async def test_a_silent_call_times_out(streamable):
     tools = await tools_of(streamable, call_timeout=0.4)
     started = time.monotonic()
-    with pytest.raises(PluginError, match=r"did not answer within 0.4 s"):
-        await tools["fake_slow"].run({"seconds": 20}, context())
-    assert time.monotonic() - started < 2
+    with pytest.raises(PluginError, match=r"fake sent nothing for 0.4 s \(after the call\)"):
+        await tools["fake_slow"].run({"seconds": 20, "quiet": True}, context())
+    assert time.monotonic() - started < 3
+
+
+async def test_progress_extends_the_limit(streamable):
+    """The limit is idle time: a call reporting progress runs past it, three times over."""
+    tools = await tools_of(streamable, call_timeout=0.4)
+    seen: list[str] = []
+    result = await tools["fake_slow"].run({"seconds": 1.2}, context(progress=seen.append))
+    assert result.text == "waited 1.2 s"
+    assert len(seen) == 12
 
 
 async def test_a_call_to_a_plugin_that_went_away():

@@ -12,8 +12,8 @@ client under test speaks the wire protocol exactly as it would to a plugin on th
     with FakeMCPServer(require="k3y", header="X-API-Key") as server:
         ...
 
-Tools: `add(a, b)`, `echo(text)`, `slow(seconds)` (reports progress every tenth of a
-second), `fail()` (its result is an MCP error result), `peek()` (annotated read-only),
+Tools: `add(a, b)`, `echo(text)`, `slow(seconds, quiet=False)` (reports progress every tenth
+of a second unless quiet), `fail()` (its result is an MCP error result), `peek()` (annotated read-only),
 `store(key, value)` (annotated idempotent), `picture()` (an image part beside a text
 part) and two tools whose names a Chat Completions API would reject as they are.
 
@@ -69,12 +69,13 @@ def build(server: "FakeMCPServer") -> MCPServer:
         return text
 
     @mcp.tool(description="Wait some seconds, reporting progress.")
-    async def slow(seconds: float, ctx: Context) -> str:
+    async def slow(seconds: float, ctx: Context, quiet: bool = False) -> str:
         server.calls += 1
         steps = max(1, round(seconds * 10))
         try:
             for i in range(steps):
-                await ctx.report_progress(i, steps, f"step {i + 1} of {steps}")
+                if not quiet:
+                    await ctx.report_progress(i, steps, f"step {i + 1} of {steps}")
                 await asyncio.sleep(seconds / steps)
         except BaseException:
             server.cancelled += 1
