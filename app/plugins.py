@@ -149,6 +149,7 @@ def _listing(p: Plugin, found: list[types.Tool], transport: str, *, private_ok: 
             parameters=schema,
             run=_runner(p, mcp_tool.name, transport, private_ok=private_ok, timeout=call_timeout),
             idempotent=bool(hints and (hints.read_only_hint or hints.idempotent_hint)),
+            plugin=p.name,
         ))
     count = len(tools)
     return Listing(tools, f"{count} tool" if count == 1 else f"{count} tools", transport, names)

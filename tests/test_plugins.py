@@ -55,7 +55,7 @@ def context(**kw) -> Context:
 
 async def test_lists_over_streamable_http(streamable):
     listing = await list_tools(plugin(1, streamable.url, name="fake"), private_ok=True)
-    assert listing.status == "9 tools"
+    assert listing.status == "10 tools"
     assert listing.transport == "streamable-http"
     add = next(t for t in listing.tools if t.name == "fake_add")
     assert add.description == "Add two integers."
@@ -66,7 +66,7 @@ async def test_lists_over_streamable_http(streamable):
 
 async def test_falls_back_to_sse_for_an_sse_only_server(sse):
     listing = await list_tools(plugin(1, sse.url, name="fake"), private_ok=True)
-    assert (listing.status, listing.transport) == ("9 tools", "sse")
+    assert (listing.status, listing.transport) == ("10 tools", "sse")
     assert "fake_echo" in {t.name for t in listing.tools}
 
 
@@ -109,7 +109,7 @@ async def test_refresh_lists_enabled_plugins_concurrently(streamable, sse):
     ]
     listings = await refresh(plugins, private_ok=True)
     assert set(listings) == {1, 2, 4}
-    assert listings[1].status == listings[2].status == "9 tools"
+    assert listings[1].status == listings[2].status == "10 tools"
     assert listings[4].status == "unreachable"
     assert listings[2].tools[0].name.startswith("two_")
 
@@ -166,7 +166,7 @@ async def test_the_secret_is_sent_and_never_shown(locked, caplog):
 
     # a bare secret on Authorization goes out as a Bearer token
     accepted = await list_tools(plugin(1, locked.url, "Authorization", secret, name="locked"), private_ok=True)
-    assert accepted.status == "9 tools"
+    assert accepted.status == "10 tools"
     add = next(t for t in accepted.tools if t.name == "locked_add")
     assert (await add.run({"a": 1, "b": 1}, context())).text == "2"
 
@@ -186,7 +186,7 @@ async def test_a_custom_header_over_sse():
         without = await list_tools(plugin(1, server.url), private_ok=True)
         assert without.status.startswith("401:")
         listing = await list_tools(plugin(1, server.url, "X-API-Key", "k3y-4-sse"), private_ok=True)
-        assert (listing.status, listing.transport) == ("9 tools", "sse")
+        assert (listing.status, listing.transport) == ("10 tools", "sse")
         assert "k3y" not in without.status
 
 

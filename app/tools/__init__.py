@@ -49,6 +49,7 @@ class Tool:
     parameters: dict[str, Any]
     run: Callable[[dict[str, Any], Context], Awaitable[Result]]
     idempotent: bool = False
+    plugin: str = ""  # the plugin's name for a plugin's tool ("" for a built-in one)
 
     def schema(self) -> dict[str, Any]:
         """The tool as the Chat Completions API describes it."""
