@@ -19,6 +19,7 @@ import hashlib
 import json
 import logging
 import re
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -94,6 +95,19 @@ def tool_name(plugin: str, tool: str, taken: Iterable[str] = ()) -> str:
 
 async def list_tools(p: Plugin, *, private_ok: bool, timeout: float = 10,
                      call_timeout: float = CALL_TIMEOUT) -> Listing:
+    """The plugin's tools (see _list_tools), remembered for `refresh` (see DOWN_SECONDS)."""
+    listing = await _list_tools(p, private_ok=private_ok, timeout=timeout, call_timeout=call_timeout)
+    key = _identity(p, private_ok)
+    if listing.ok:
+        _last[key] = listing
+        _down.pop(key, None)
+    elif listing.status in ("timed out", "unreachable"):
+        _down[key] = (time.monotonic() + DOWN_SECONDS, listing.status)
+    return listing
+
+
+async def _list_tools(p: Plugin, *, private_ok: bool, timeout: float = 10,
+                      call_timeout: float = CALL_TIMEOUT) -> Listing:
     """The plugin's tools as our Tools (`{p.name}_{tool}`), and its status: "3 tools", or
     why not ("refused: ...", "unreachable", "401: the server refused the secret",
     "timed out", "not an MCP server"). Never raises for the plugin's failures.
@@ -136,6 +150,8 @@ def _listing(p: Plugin, found: list[types.Tool], transport: str, *, private_ok: 
     tools: list[Tool] = []
     names: dict[str, str] = {}
     for mcp_tool in found:
+        if mcp_tool.execution is not None and mcp_tool.execution.task_support == "required":
+            continue  # callable only as a task, which Tabletalk does not run: it would always fail
         name = tool_name(p.name, mcp_tool.name, names)
         names[name] = mcp_tool.name
         hints = mcp_tool.annotations
@@ -155,12 +171,55 @@ def _listing(p: Plugin, found: list[types.Tool], transport: str, *, private_ok: 
     return Listing(tools, f"{count} tool" if count == 1 else f"{count} tools", transport, names)
 
 
+# A plugin that timed out or could not be reached is not asked again for DOWN_SECONDS: each
+# run meanwhile offers the tools it listed last (a call to one says why it fails), and its
+# status says what happened and when. One that knows its tools gets WAIT_KNOWN seconds to
+# answer before its last listing is used (the fresh one still lands, for the next run), so
+# no message waits on a dead plugin for more than about a second. In this process's memory.
+DOWN_SECONDS = 60.0
+WAIT_KNOWN = 1.0
+_last: dict[tuple, Listing] = {}  # the last listing that worked, by plugin identity
+_down: dict[tuple, tuple[float, str]] = {}  # until when a plugin is not asked, and why
+_pending: dict[tuple, asyncio.Future] = {}  # listings under way, shared by the runs that wait
+
+
+def _identity(p: Plugin, private_ok: bool) -> tuple:
+    return p.id, p.name, p.address, p.header, hashlib.sha256(p.secret.encode()).hexdigest(), private_ok
+
+
+def _stale(last: Listing | None, why: str) -> Listing:
+    when = time.strftime("%H:%M")
+    if last is None or not last.tools:
+        return Listing([], f"{why} ({when})")
+    count = len(last.tools)
+    return Listing(last.tools, f"{why} ({when}); its {count} tool{'s' if count != 1 else ''} as listed before",
+                   last.transport, last.names)
+
+
 async def refresh(plugins: Iterable[Plugin], *, private_ok: bool, timeout: float = 10,
                   call_timeout: float = CALL_TIMEOUT) -> dict[int | None, Listing]:
-    """Every enabled plugin's listing, by plugin id, read concurrently."""
+    """Every enabled plugin's listing, by plugin id, read concurrently (see DOWN_SECONDS)."""
     enabled = [p for p in plugins if p.enabled]
-    listings = await asyncio.gather(*(list_tools(p, private_ok=private_ok, timeout=timeout, call_timeout=call_timeout)
-                                      for p in enabled))
+
+    async def one(p: Plugin) -> Listing:
+        key = _identity(p, private_ok)
+        last = _last.get(key)
+        down = _down.get(key)
+        if down and down[0] > time.monotonic():
+            return _stale(last, down[1])
+        task = _pending.get(key)
+        if task is None or task.done():
+            task = _pending[key] = asyncio.ensure_future(
+                list_tools(p, private_ok=private_ok, timeout=timeout, call_timeout=call_timeout))
+            task.add_done_callback(lambda t: _pending.pop(key, None) if _pending.get(key) is t else None)
+        if last is not None:
+            done, _ = await asyncio.wait({task}, timeout=WAIT_KNOWN)
+            if task not in done:
+                return _stale(last, "slow to answer")
+        fresh = await asyncio.shield(task)
+        return fresh if fresh.ok or last is None else _stale(last, fresh.status)
+
+    listings = await asyncio.gather(*(one(p) for p in enabled))
     return {p.id: listing for p, listing in zip(enabled, listings)}
 
 

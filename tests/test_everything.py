@@ -119,3 +119,9 @@ async def test_resource_links(everything):
         assert "demo://resource/static/document/" in result.text or "demo://" in result.text
     finally:
         await sessions.close_all()
+
+
+async def test_tools_that_must_run_as_tasks_are_not_offered(everything):
+    """simulate-research-query declares taskSupport "required": a plain call always fails."""
+    tools = await tools_of(everything)
+    assert "ev_simulate-research-query" not in tools

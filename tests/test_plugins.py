@@ -288,3 +288,29 @@ async def test_a_call_to_a_plugin_that_went_away():
         tools = await tools_of(server)
     with pytest.raises(PluginError, match="unreachable"):
         await tools["fake_add"].run({"a": 1, "b": 2}, context())
+
+
+async def test_a_plugin_that_stopped_answering_holds_no_message_up():
+    """Listed once, then silent (a socket that accepts and never answers, on its port): the
+    next run waits about a second and offers the tools it listed before; once its listing
+    timed out it is not asked again for a while, and its status says why and since when."""
+    from app import plugins
+
+    with FakeMCPServer() as server:
+        p = Plugin(agent=1, name="hangs", address=server.url, id=77)
+        assert (await refresh([p], private_ok=True))[77].status == "10 tools"
+        port = server.port
+    with socket.socket() as silent:
+        silent.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        silent.bind(("127.0.0.1", port))
+        silent.listen()
+        started = time.monotonic()
+        slow = (await refresh([p], private_ok=True, timeout=2))[77]
+        assert time.monotonic() - started < 1.8
+        assert slow.status.startswith("slow to answer (") and slow.status.endswith("its 10 tools as listed before")
+        assert len(slow.tools) == 10
+        await asyncio.gather(*plugins._pending.values())  # the listing under way times out
+        started = time.monotonic()
+        down = (await refresh([p], private_ok=True, timeout=2))[77]
+        assert time.monotonic() - started < 0.2, "not asked again"
+        assert down.status.startswith("timed out (") and len(down.tools) == 10
