@@ -429,3 +429,13 @@ def m012_composer(db: sqlite_utils.Database) -> None:
     # How long the model reasoned, in seconds: from its reasoning's first token to its answer's
     # first (or the step's end when no answer followed); 0 until then.
     db.execute("ALTER TABLE items ADD COLUMN thought REAL NOT NULL DEFAULT 0")
+
+
+@migration
+def m017_tool_content(db: sqlite_utils.Database) -> None:
+    # A tool result whose parts are meant for one audience (MCP annotations): `output` is what
+    # the model is sent, `shown` what the page shows instead when that differs ('' = the
+    # output). `unsent` = 1 when the call's `file` (an image or audio it returned) is for the
+    # person only and is not sent to the model.
+    db.execute("ALTER TABLE items ADD COLUMN shown TEXT NOT NULL DEFAULT ''")
+    db.execute("ALTER TABLE items ADD COLUMN unsent INTEGER NOT NULL DEFAULT 0 CHECK (unsent IN (0, 1))")

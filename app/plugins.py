@@ -13,10 +13,7 @@ to call and run to run (app/mcp_sessions.py): stateful servers keep their state.
 from __future__ import annotations
 
 import asyncio
-import base64
-import binascii
 import hashlib
-import json
 import logging
 import re
 import time
@@ -32,10 +29,10 @@ if TYPE_CHECKING:
     import mcp_types as types
     from mcp import Client
 
-from app import mcp_sessions
+from app import mcp_content, mcp_sessions
 from app.mcp_link import SSE, STREAMABLE, Attempt, PluginError, bad_address, connect, private_ok, why
 from app.tables import Plugin
-from app.tools import Context, Result, Source, Tool
+from app.tools import Context, Result, Tool
 
 __all__ = ["Listing", "PluginError", "call", "list_tools", "masked", "private_ok", "refresh", "tool_name"]
 
@@ -252,45 +249,7 @@ async def call(p: Plugin, mcp_name: str, args: dict[str, Any], ctx: Context, *, 
     result = await mcp_sessions.call_tool(p, mcp_name, args, chat=ctx.chat, transport=transport,
                                           private_ok=private_ok, limit=timeout, abort=ctx.abort,
                                           progressed=progressed, sessions=ctx.extra.get("mcp_sessions"))
-    text, sources = _content(result)
     if result.is_error:
+        text = mcp_content.convert(result, mcp_name).text
         raise PluginError(text or f"{mcp_name} failed without saying why")
-    return Result(text=text, sources=sources)
-
-
-def _size(data: str) -> int:
-    try:
-        return len(base64.b64decode(data, validate=False))
-    except (binascii.Error, ValueError):
-        return len(data) * 3 // 4
-
-
-def _content(result: types.CallToolResult) -> tuple[str, tuple[Source, ...]]:
-    import mcp_types as types
-
-    """The result as text for the model: text parts as they are, other parts summarised."""
-    parts: list[str] = []
-    sources: list[Source] = []
-    for block in result.content:
-        if isinstance(block, types.TextContent):
-            parts.append(block.text)
-        elif isinstance(block, types.ImageContent):
-            parts.append(f"[image: {block.mime_type}, {_size(block.data)} bytes]")
-        elif isinstance(block, types.AudioContent):
-            parts.append(f"[audio: {block.mime_type}, {_size(block.data)} bytes]")
-        elif isinstance(block, types.ResourceLink):
-            parts.append(f"[link: {block.title or block.name} {block.uri}]")
-            if str(block.uri).startswith(("http://", "https://")):
-                sources.append(Source(str(block.uri), block.title or block.name))
-        elif isinstance(block, types.EmbeddedResource):
-            resource = block.resource
-            if isinstance(resource, types.TextResourceContents):
-                parts.append(resource.text)
-            else:
-                parts.append(f"[resource: {resource.uri}, {resource.mime_type or 'binary'}, "
-                             f"{_size(resource.blob)} bytes]")
-        else:
-            parts.append(f"[{getattr(block, 'type', 'unknown')} content]")
-    if not parts and result.structured_content is not None:
-        parts.append(json.dumps(result.structured_content, ensure_ascii=False))
-    return "\n".join(parts), tuple(sources)
+    return mcp_content.convert(result, mcp_name, ctx.store, ctx.chat)

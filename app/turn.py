@@ -287,6 +287,9 @@ class Turn:
                     extra["sources"] = json.dumps([{"url": s.url, "title": s.title} for s in result.sources])
                 if result is not None and result.file is not None:
                     extra["file"] = result.file
+                    extra["unsent"] = int(result.unsent)
+                if result is not None and result.shown:
+                    extra["shown"] = result.shown
                 self.store.update(self.calls.pop(call.id), output=output, state="done" if ok else "failed",
                                   done=True, **extra)
             case loop.ToolDeclined(call=call, reason=reason):

@@ -61,3 +61,47 @@ def test_stop_during_progress_says_it_was_stopped_by_the_person(with_plugin, fak
     idle(client, chat)
     told = [m for m in fake.streamed[-1]["messages"] if m["role"] == "tool"]
     assert told[-1]["content"] == "Stopped by the person before it finished."
+
+
+def finished_call(client, chat):
+    return wait_for(lambda: (c := calls(p := idle(client, chat))) and c[0].select_one(".state").text == "done" and p)
+
+
+def test_an_image_from_a_tool_is_shown_kept_as_a_file_and_sent_to_the_model(with_plugin, fake):
+    client = with_plugin
+    fake.script([tool_call("127_0_0_1_get-tiny-image", {})], "That is the MCP logo.")
+    chat = start_chat(client, "show me the logo")
+    page = finished_call(client, chat)
+    img = page.select_one("article.call p.file img")
+    assert img is not None and img["src"].startswith("/files/")
+    served = client.get(img["src"])
+    assert served.headers["content-type"] == "image/png" and len(served.content) == 4033
+    output = page.select_one("article.call pre.output").text
+    assert "[image: image/png, 4,033 bytes, shown to the person and attached below]" in output
+    sent = fake.streamed[1]["messages"]
+    assert sent[-2]["role"] == "tool" and "Here's the image you requested" in sent[-2]["content"]
+    image_url = [p for p in sent[-1]["content"] if p["type"] == "image_url"][0]["image_url"]["url"]
+    assert sent[-1]["role"] == "user" and image_url.startswith("data:image/png;base64,iVBORw0KGgo")
+
+
+@pytest.mark.parametrize("kind,page_says,model_is_told", [
+    ("success", "Operation completed successfully", "for the person only"),  # audience: user
+    ("debug", "4,033 bytes, shown to the person", "Debug: Cache hit ratio 0.95"),  # audience: assistant
+    ("error", "Error: Operation failed", "Error: Operation failed"),          # both
+])
+def test_audience_annotations_are_respected(with_plugin, fake, kind, page_says, model_is_told):
+    client = with_plugin
+    fake.script([tool_call("127_0_0_1_get-annotated-message", {"messageType": kind, "includeImage": True})],
+                "Noted.")
+    chat = start_chat(client, "annotate")
+    page = finished_call(client, chat)
+    assert page_says in page.select_one("article.call pre.output").text
+    assert page.select_one("article.call p.file img") is not None, "the image is for the person"
+    sent = fake.streamed[1]["messages"]
+    tool = [m for m in sent if m["role"] == "tool"][-1]["content"]
+    assert model_is_told in tool
+    assert not any(isinstance(m["content"], list) for m in sent), "the person's image is not sent"
+    if kind == "success":
+        assert "Operation completed" not in tool
+    if kind == "debug":
+        assert "Debug:" not in page.select_one("article.call pre.output").text

@@ -21,9 +21,11 @@ class Source:
 
 @dataclass(frozen=True)
 class Result:
-    text: str
+    text: str  # what the model is sent
     sources: tuple[Source, ...] = ()
     file: int | None = None
+    shown: str = ""  # what the page shows instead of `text`, when that differs ('' = the text)
+    unsent: bool = False  # `file` is for the person only: not sent to the model
 
 
 @dataclass
