@@ -59,12 +59,20 @@ class Attempt:
 
     def __init__(self) -> None:
         self.statuses: list[tuple[str, int]] = []
+        self.errors: list[BaseException] = []  # what the transport met outside any request
 
     async def record(self, response: httpx2.Response) -> None:
         self.statuses.append((response.request.method, response.status_code))
 
+    async def incoming(self, message: object) -> None:
+        """The client's message handler: a transport's failure (a response over the size
+        limit ...) arrives here as an exception, not on the call it ends."""
+        if isinstance(message, BaseException):
+            self.errors.append(message)
+
     def clear(self) -> None:
         self.statuses.clear()
+        self.errors.clear()
 
     @property
     def auth_status(self) -> int | None:
@@ -107,12 +115,12 @@ async def connect(p: Plugin, transport: str, *, private_ok: bool, attempt: Attem
     if transport == SSE:
         stream = sse_client(p.address, headers=sent, timeout=timeout, sse_read_timeout=read_timeout,
                             httpx_client_factory=factory)
-        async with Client(stream, cache=None, **callbacks) as client:
+        async with Client(stream, cache=None, message_handler=attempt.incoming, **callbacks) as client:
             yield client
         return
     async with factory(sent, httpx2.Timeout(timeout, read=read_timeout)) as http:
         stream = streamable_http_client(p.address, http_client=http, max_sse_event_size=MAX_BYTES)
-        async with Client(stream, cache=None, **callbacks) as client:
+        async with Client(stream, cache=None, message_handler=attempt.incoming, **callbacks) as client:
             yield client
 
 
@@ -133,8 +141,11 @@ def leaves(exc: BaseException) -> Iterable[BaseException]:
 def why(exc: BaseException, attempt: Attempt, p: Plugin) -> str:
     """Why a connection failed, in the plain words of a plugin's status. The mcp transports
     raise from task groups, so the telling exception is a leaf of an ExceptionGroup."""
-    found = list(leaves(exc))
+    found = [*leaves(exc), *(leaf for e in attempt.errors for leaf in leaves(e))]
     for leaf in found:
+        if isinstance(leaf, netguard.Refused) and "larger than" in str(leaf):
+            return (f"{p.name}’s answer was larger than {MAX_BYTES // (1024 * 1024)} MB, the most Tabletalk "
+                    f"takes from a plugin, so it was not read")
         if isinstance(leaf, netguard.Refused | PluginError):
             return str(leaf)
     if status := attempt.auth_status:

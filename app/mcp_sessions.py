@@ -215,7 +215,9 @@ async def call_tool(p: Plugin, mcp_name: str, args: dict[str, Any], *, chat: int
                         continue
                     if not s.attempt.failed_http:
                         raise PluginError(mcp_error.message or f"{mcp_name} was refused") from None
-                await sessions.drop(s)
+                await sessions.drop(s)  # its task has ended: what ended it tells what happened
+                if s.failure is not None:
+                    s.attempt.errors.append(s.failure)
                 reason = why(exc, s.attempt, p)
                 if reason in ("not an MCP server", "the connection was lost", "unreachable"):
                     raise PluginError(f"The connection to {p.name} was lost during the call: it may or may "

@@ -152,7 +152,7 @@ def _listing(p: Plugin, found: list[types.Tool], transport: str, *, private_ok: 
         name = tool_name(p.name, mcp_tool.name, names)
         names[name] = mcp_tool.name
         hints = mcp_tool.annotations
-        schema = dict(mcp_tool.input_schema or {})
+        schema = defaults_optional(dict(mcp_tool.input_schema or {}))
         schema.setdefault("type", "object")
         if schema["type"] == "object":
             schema.setdefault("properties", {})
@@ -191,6 +191,25 @@ def _stale(last: Listing | None, why: str) -> Listing:
     count = len(last.tools)
     return Listing(last.tools, f"{why} ({when}); its {count} tool{'s' if count != 1 else ''} as listed before",
                    last.transport, last.names)
+
+
+def defaults_optional(schema: Any) -> Any:
+    """The schema with every property that has a default left out of `required`, at every
+    level: the server fills in a default, so a call without it is one the server accepts
+    (Playwright MCP's screenshot `scale`), and our check must not refuse it."""
+    if isinstance(schema, list):
+        return [defaults_optional(s) for s in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {k: defaults_optional(v) for k, v in schema.items()}
+    properties, required = out.get("properties"), out.get("required")
+    if isinstance(properties, dict) and isinstance(required, list):
+        kept = [r for r in required if not (isinstance(properties.get(r), dict) and "default" in properties[r])]
+        if kept:
+            out["required"] = kept
+        else:
+            del out["required"]
+    return out
 
 
 async def refresh(plugins: Iterable[Plugin], *, private_ok: bool, timeout: float = 10,

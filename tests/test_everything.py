@@ -125,3 +125,24 @@ async def test_tools_that_must_run_as_tasks_are_not_offered(everything):
     """simulate-research-query declares taskSupport "required": a plain call always fails."""
     tools = await tools_of(everything)
     assert "ev_simulate-research-query" not in tools
+
+
+async def test_a_server_killed_mid_call_is_a_lost_connection(everything):
+    tools, sessions = await tools_of(everything), Sessions()
+    seen: list[str] = []
+
+    async def kill_after_first_progress():
+        while not seen:
+            await asyncio.sleep(0.02)
+        everything.process.kill()
+
+    killer = asyncio.ensure_future(kill_after_first_progress())
+    try:
+        with pytest.raises(PluginError) as failed:
+            await tools["ev_trigger-long-running-operation"].run({"duration": 20, "steps": 20},
+                                                                 context(sessions, progress=seen.append))
+        assert str(failed.value) == "The connection to ev was lost during the call: it may or may not have finished."
+    finally:
+        killer.cancel()
+        await sessions.close_all()
+        await asyncio.to_thread(everything.restart)  # for the tests after this one

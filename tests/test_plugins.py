@@ -314,3 +314,33 @@ async def test_a_plugin_that_stopped_answering_holds_no_message_up():
         down = (await refresh([p], private_ok=True, timeout=2))[77]
         assert time.monotonic() - started < 0.2, "not asked again"
         assert down.status.startswith("timed out (") and len(down.tools) == 10
+
+
+def test_a_property_with_a_default_is_not_required_by_our_check():
+    """Playwright MCP's browser_take_screenshot lists `scale` as required with a default;
+    the server accepts a call without it, so our check must too; a real miss still counts."""
+    from app.agent import schema_problem
+    from app.plugins import defaults_optional
+
+    given = {"type": "object", "required": ["type", "scale"],
+             "properties": {"type": {"type": "string", "default": "png"},
+                            "scale": {"type": "string", "enum": ["css", "device"], "default": "css"},
+                            "clip": {"type": "object", "required": ["x", "y"],
+                                     "properties": {"x": {"type": "number"}, "y": {"type": "number", "default": 0}}}}}
+    schema = defaults_optional(given)
+    assert schema_problem({"type": "png"}, given) == "'scale' is a required property"
+    assert schema_problem({"type": "png"}, schema) is None
+    assert schema_problem({}, schema) is None
+    assert schema_problem({"clip": {}}, schema) == "clip: 'x' is a required property"
+    assert schema_problem({"scale": "huge"}, schema).startswith("scale: 'huge' is not one of")
+    assert given["required"] == ["type", "scale"], "the listed schema is left as it was"
+
+
+async def test_a_result_over_the_size_limit_says_so(streamable):
+    """1,600,000 numbered lines are about 19 MB: more than a plugin may send."""
+    tools = await tools_of(streamable)
+    with pytest.raises(PluginError) as failed:
+        await tools["fake_lines"].run({"count": 1_600_000}, context())
+    assert str(failed.value) == ("fake’s answer was larger than 16 MB, the most Tabletalk takes from a plugin, "
+                                 "so it was not read")
+    assert (await tools["fake_add"].run({"a": 1, "b": 1}, context())).text == "2", "the next call works"
