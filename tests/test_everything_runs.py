@@ -105,3 +105,17 @@ def test_audience_annotations_are_respected(with_plugin, fake, kind, page_says, 
         assert "Operation completed" not in tool
     if kind == "debug":
         assert "Debug:" not in page.select_one("article.call pre.output").text
+
+
+def test_deleting_the_conversation_closes_its_plugin_session(with_plugin, fake):
+    from app import mcp_sessions
+
+    client = with_plugin
+    fake.script([tool_call("127_0_0_1_toggle-simulated-logging", {})], "On.")
+    chat = start_chat(client, "logging on")
+    finished_call(client, chat)
+    number = int(chat.rsplit("/", 1)[1])
+    assert [s.chat for s in mcp_sessions.pool.open.values()].count(number) == 1
+    r = client.post(chat + "/delete", data={"_csrf_token": csrf(client)}, follow_redirects=False)
+    assert r.status_code == 303
+    wait_for(lambda: number not in {s.chat for s in mcp_sessions.pool.open.values()}, timeout=10)
