@@ -170,9 +170,10 @@ def _listing(p: Plugin, found: list[types.Tool], transport: str, *, private_ok: 
 
 # A plugin that timed out or could not be reached is not asked again for DOWN_SECONDS: each
 # run meanwhile offers the tools it listed last (a call to one says why it fails), and its
-# status says what happened and when. One that knows its tools gets WAIT_KNOWN seconds to
-# answer before its last listing is used (the fresh one still lands, for the next run), so
-# no message waits on a dead plugin for more than about a second. In this process's memory.
+# status says what happened and when. One that knows its tools (or was down before) gets
+# WAIT_KNOWN seconds to answer before its last listing is used (the fresh one still lands,
+# for the next run), so no message waits on a dead plugin for more than about a second
+# after the first. In this process's memory.
 DOWN_SECONDS = 60.0
 WAIT_KNOWN = 1.0
 _last: dict[tuple, Listing] = {}  # the last listing that worked, by plugin identity
@@ -228,10 +229,10 @@ async def refresh(plugins: Iterable[Plugin], *, private_ok: bool, timeout: float
             task = _pending[key] = asyncio.ensure_future(
                 list_tools(p, private_ok=private_ok, timeout=timeout, call_timeout=call_timeout))
             task.add_done_callback(lambda t: _pending.pop(key, None) if _pending.get(key) is t else None)
-        if last is not None:
+        if last is not None or down is not None:  # known, or known to have been down
             done, _ = await asyncio.wait({task}, timeout=WAIT_KNOWN)
             if task not in done:
-                return _stale(last, "slow to answer")
+                return _stale(last, "slow to answer" if last is not None else down[1])
         fresh = await asyncio.shield(task)
         return fresh if fresh.ok or last is None else _stale(last, fresh.status)
 

@@ -344,3 +344,22 @@ async def test_a_result_over_the_size_limit_says_so(streamable):
     assert str(failed.value) == ("fake’s answer was larger than 16 MB, the most Tabletalk takes from a plugin, "
                                  "so it was not read")
     assert (await tools["fake_add"].run({"a": 1, "b": 1}, context())).text == "2", "the next call works"
+
+
+async def test_a_plugin_down_from_the_start_holds_up_only_the_first_message(monkeypatch):
+    from app import plugins
+
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        p = Plugin(agent=1, name="dead", address=f"http://127.0.0.1:{silent.getsockname()[1]}/mcp", id=78)
+        first = (await refresh([p], private_ok=True, timeout=0.5))[78]
+        assert first.status == "timed out" and first.tools == []
+        key = plugins._identity(p, True)
+        plugins._down[key] = (time.monotonic() - 1, "timed out")  # its 60 s are over
+        started = time.monotonic()
+        later = (await refresh([p], private_ok=True, timeout=5))[78]
+        assert time.monotonic() - started < 2.5, "asked again, but waited on for a second only"
+        assert later.status.startswith("timed out (") and later.tools == []
+        for task in list(plugins._pending.values()):
+            task.cancel()
