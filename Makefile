@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 HOST   ?= 127.0.0.1
 PORT   ?= 8000
 
-.PHONY: setup run test migrate browser axe bench clean
+.PHONY: setup run test migrate browser npm-tools bench clean
 
 setup: $(STAMP)
 
@@ -28,21 +28,23 @@ browser:
 	  echo "installing Debian's chromium for the browser tests"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
 
-# axe-core, for the accessibility tests (tests/test_axe.py): the npm package, pinned, under
-# .cache/ (never fetched by the tests themselves). Debian's npm is installed when missing.
-AXE_VERSION := 4.14.1
-AXE_STAMP   := .cache/axe/.installed-$(AXE_VERSION)
+# npm packages the tests run (never fetched by the tests themselves), pinned, in one folder:
+# .cache/npm/node_modules. Add a package to NPM_TOOLS; a changed list installs again.
+# Debian's npm is installed when missing, as `browser` does for Chromium.
+NPM_TOOLS := @modelcontextprotocol/server-everything@2026.8.31 axe-core@4.14.1
+NPM_STAMP := .cache/npm/.installed-$(shell echo '$(NPM_TOOLS)' | cksum | cut -d' ' -f1)
 
-axe: $(AXE_STAMP)
+npm-tools: $(NPM_STAMP)
 
-$(AXE_STAMP):
+$(NPM_STAMP):
 	@command -v npm >/dev/null 2>&1 || { \
-	  echo "installing Debian's npm for the accessibility tests"; \
+	  echo "installing Debian's npm for the tests that run npm packages"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq npm >/dev/null; }
-	npm install --silent --no-save --no-audit --no-fund --prefix .cache/axe axe-core@$(AXE_VERSION)
+	npm install --silent --no-save --no-audit --no-fund --prefix .cache/npm $(NPM_TOOLS)
+	rm -f .cache/npm/.installed-*
 	touch $@
 
-test: setup browser axe
+test: setup browser npm-tools
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
 bench: setup

@@ -25,6 +25,8 @@ SETTINGS: dict[str, tuple[str, str]] = {
     "TABLETALK_CONTEXT_SHARE": ("0.75", "Share of the model's context window a request may fill; past it the "
                                         "oldest turns are left out of what is sent (they stay on the page)."),
     "TABLETALK_MODEL_TIMEOUT": ("60", "Seconds without a byte from the model before a request is given up."),
+    "TABLETALK_PLUGIN_TIMEOUT": ("600", "Seconds a plugin's tool call may go without a word from its server; "
+                                        "each progress report starts the count again."),
     "TABLETALK_UPLOAD_MAX": ("10485760", "Largest file a message may attach, in bytes (10 MB)."),
     "TABLETALK_UPLOAD_COUNT": ("10", "Most files one message may attach."),
     "TABLETALK_PASSWORD": ("", "Sets up the owner's account at start when none exists (headless setup); "
@@ -48,6 +50,7 @@ class Config:
     context_window: int
     model_timeout: float
     context_share: float = 0.75
+    plugin_timeout: float = 600.0
     local_ai_url: str = ""
     accounts: tuple[Account, ...] = ()
     upload_max: int = 10 * 1024 * 1024
@@ -88,6 +91,7 @@ def load() -> Config:
         context_window=int(_number("TABLETALK_CONTEXT_WINDOW", int)),
         model_timeout=float(_number("TABLETALK_MODEL_TIMEOUT", float)),
         context_share=_share("TABLETALK_CONTEXT_SHARE"),
+        plugin_timeout=float(_number("TABLETALK_PLUGIN_TIMEOUT", float)),
         local_ai_url=_get("LOCAL_AI_URL").rstrip("/"),
         accounts=_accounts(),
         upload_max=int(_number("TABLETALK_UPLOAD_MAX", int)),

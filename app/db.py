@@ -437,3 +437,13 @@ def m014_theme(db: sqlite_utils.Database) -> None:
     # scheme), 'light' and 'dark' are chosen on the account page and hold on every device
     # they sign in on (a column, not a cookie: it follows the person, not the browser).
     db.execute("ALTER TABLE people ADD COLUMN theme TEXT NOT NULL DEFAULT '' CHECK (theme IN ('', 'light', 'dark'))")
+
+
+@migration
+def m017_tool_content(db: sqlite_utils.Database) -> None:
+    # A tool result whose parts are meant for one audience (MCP annotations): `output` is what
+    # the model is sent, `shown` what the page shows instead when that differs ('' = the
+    # output). `unsent` = 1 when the call's `file` (an image or audio it returned) is for the
+    # person only and is not sent to the model.
+    db.execute("ALTER TABLE items ADD COLUMN shown TEXT NOT NULL DEFAULT ''")
+    db.execute("ALTER TABLE items ADD COLUMN unsent INTEGER NOT NULL DEFAULT 0 CHECK (unsent IN (0, 1))")

@@ -36,6 +36,14 @@ def sniff(data: bytes) -> str:
         return "image/webp"
     if data.startswith(b"%PDF-"):
         return "application/pdf"
+    if len(data) >= 12 and data[:4] == b"RIFF" and data[8:12] == b"WAVE":
+        return "audio/wav"
+    if data.startswith(b"ID3") or data[:2] in (b"\xff\xfb", b"\xff\xf3", b"\xff\xf2"):
+        return "audio/mpeg"
+    if data.startswith(b"OggS"):
+        return "audio/ogg"
+    if data.startswith(b"fLaC"):
+        return "audio/flac"
     if b"\x00" not in data:
         try:
             data.decode("utf-8")
@@ -47,6 +55,14 @@ def sniff(data: bytes) -> str:
 
 def is_image(kind: str) -> bool:
     return kind in IMAGES
+
+
+# Played by the page's <audio> (a tool's sound); served with its type, as a download.
+AUDIO = ("audio/wav", "audio/mpeg", "audio/ogg", "audio/flac")
+
+
+def is_audio(kind: str) -> bool:
+    return kind in AUDIO
 
 
 def is_text(kind: str) -> bool:

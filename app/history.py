@@ -83,6 +83,21 @@ def user_message(it: Item, attachments: Attachments | None, images: bool) -> Mes
     return Message("user", [{"type": "text", "text": text}, *parts])
 
 
+def tool_image(call: Item, attachments: Attachments | None, images: bool) -> Message | None:
+    """The image a call returned (its `file`), for a model that takes images, unless it was
+    for the person only (`unsent`)."""
+    if not call.file or call.unsent or not images or attachments is None:
+        return None
+    found = attachments(call.file)
+    if found is None or not filestore.is_image(found[0]["type"]):
+        return None
+    row, data = found
+    url = f"data:{row['type']};base64,{base64.b64encode(data).decode('ascii')}"
+    return Message("user", [{"type": "text", "text": f"[The image {row['name']} that the call {call_id(call)} "
+                                                     f"({call.name}) returned.]"},
+                            {"type": "image_url", "image_url": {"url": url}}])
+
+
 @dataclass(frozen=True)
 class Segment:
     """Messages of turn `turn` (its user item's id): the turn's start (`starts`: the model's
@@ -116,6 +131,12 @@ def segments(items: list[Item], *, attachments: Attachments | None = None, image
                 messages.append(Message("tool", output, tool_call_id=call_id(c)))
                 brief = shortened(output)
                 short.append(messages[-1] if brief is output else Message("tool", brief, tool_call_id=call_id(c)))
+            # An image a call returned reaches the model as an image part, in a user message
+            # after the results (tool messages carry text only in the Chat Completions API).
+            for c in calls:
+                if (shown := tool_image(c, attachments, images)) is not None:
+                    messages.append(shown)
+                    short.append(shown)
         text, calls = "", []
 
     def close() -> None:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import agent as loop
-from . import plugins
+from . import mcp_sessions, plugins
 from . import db as dbm
 from .config import Config
 from .feed import Feed
@@ -96,6 +96,7 @@ class Runner:
             t.cancel()
         await asyncio.gather(*self._tasks, *self._side, return_exceptions=True)
         self.flush()
+        await mcp_sessions.pool.close_all()
 
     async def _scan_forever(self) -> None:
         full_at = 0.0
@@ -179,6 +180,10 @@ class Runner:
     async def _renew_forever(self) -> None:
         while not self.stopping:
             await asyncio.sleep(RENEW_SECONDS)
+            try:  # plugin sessions of deleted conversations, and idle ones, are closed
+                await mcp_sessions.pool.sweep(self.store.existing)
+            except Exception:
+                log.exception("closing plugin sessions failed")
             if not self.runs:
                 continue
             chats = list(self.runs)
@@ -347,7 +352,8 @@ class Runner:
             enabled = self.store.plugins(agent.id, enabled_only=True)
             if enabled:
                 listings = await plugins.refresh(enabled, private_ok=plugins.private_ok(
-                    self.config.private_plugins, self.store.owner(), agent.person))
+                    self.config.private_plugins, self.store.owner(), agent.person),
+                    call_timeout=self.config.plugin_timeout)
                 for p in enabled:
                     listing = listings.get(p.id)
                     if listing is None:

@@ -46,6 +46,8 @@ class Item:
     chosen: int = 0         # ... its rank among the edits at its fork: the greatest is current
     answer: int = 0         # ... its turn's current answer version (a head id; 0: the newest)
     thought: float = 0.0    # a reasoning item: seconds the model reasoned (0 until it is over)
+    shown: str = ""         # a call's result as the page shows it, when not the output ('' = the output)
+    unsent: bool = False    # a call's file is for the person only: not sent to the model
     id: int | None = None
     created: float = 0.0
     updated: float = 0.0
@@ -76,6 +78,7 @@ class Item:
         data = dict(row)
         data["done"] = bool(data.get("done"))
         data["steer"] = bool(data.get("steer"))
+        data["unsent"] = bool(data.get("unsent"))
         # the field names straight from the class: dataclasses.fields() per row was most of
         # the cost of reading a long conversation
         return cls(**{name: data[name] for name in cls.__dataclass_fields__ if name in data})

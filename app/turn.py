@@ -12,7 +12,7 @@ import functools
 import json
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from . import agent as loop
 from . import branches
@@ -144,10 +144,13 @@ class Turn:
                                                                             plan.text if plan else ""))], self.tools)
         ratio, _ = self.store.calibration(self.model)
         if self.window:
+            budget = int(self.window * self.share)
             try:
-                cut = window.choose(blocks, fixed, current, int(self.window * self.share), ratio)
+                cut = window.choose(blocks, fixed, current, budget, ratio)
             except window.TooLong as e:
-                raise loop.ModelError(self.too_long(e.tokens, blocks)) from None
+                cut = self.fit_outputs(parts, blocks, fixed, current, budget, ratio)
+                if cut is None:
+                    raise loop.ModelError(self.too_long(e.tokens, blocks, ratio)) from None
         else:
             cut = current
         # The plan rides in the system prompt only once the call that set it is out of view.
@@ -168,9 +171,43 @@ class Turn:
                                    left_out=before["left_out"] + window.calibrated(sum(b.full for b in hidden), ratio))
         return messages
 
-    def too_long(self, tokens: int, blocks: list[window.Block]) -> str:
-        """Why nothing was sent, in plain words."""
+    def fit_outputs(self, parts: list, blocks: list[window.Block], fixed: int, current: window.Cut,
+                    budget: int, ratio: float) -> window.Cut | None:
+        """The latest step's tool outputs are too long for any request: send them with their
+        middle left out (window.fitted), as long as will fit, so the run goes on; the rows
+        keep them whole. None when even that does not fit. Changes `parts` and `blocks`."""
+        last, block = parts[-1], blocks[-1]
+        outputs = [len(m.content) for m in last.messages if m.role == "tool" and isinstance(m.content, str)]
+        cap = max(outputs, default=0) // 2
+        while cap >= window.KEPT_OUTPUT:
+            messages = tuple(
+                replace(m, content=window.fitted(m.content, cap)) if m.role == "tool" and isinstance(m.content, str)
+                else m for m in last.messages)
+            parts[-1] = replace(last, messages=messages, short=messages)
+            tokens = window.request_tokens(messages)
+            blocks[-1] = replace(block, full=tokens, short=tokens)
+            try:
+                return window.choose(blocks, fixed, current, budget, ratio)
+            except window.TooLong:
+                cap //= 2
+        parts[-1], blocks[-1] = last, block
+        return None
+
+    def too_long(self, tokens: int, blocks: list[window.Block], ratio: float = 1.0) -> str:
+        """Why nothing was sent, in plain words: the tools, when they take most of it."""
         budget = int(self.window * self.share)
+        tools = window.calibrated(window.tools_tokens(self.tools), ratio)
+        if tools * 2 >= tokens:
+            groups: dict[str, list[Tool]] = {}
+            for t in self.tools:
+                groups.setdefault(t.plugin, []).append(t)
+            shares = sorted(((window.calibrated(window.tools_tokens(ts), ratio), name, len(ts))
+                             for name, ts in groups.items()), reverse=True)
+            listed = "; ".join(f"{name + '’s' if name else 'the built-in'} {n} tool{'s' if n != 1 else ''}, "
+                               f"about {size:,}" for size, name, n in shares)
+            return (f"The tools this agent offers take about {tools:,} tokens, and {self.model} takes {budget:,} "
+                    f"for a request (of its {self.window:,}): {listed}. Nothing was sent. Untick the tools you "
+                    f"do not need on the agent’s Tools tab, or choose a model with a larger window.")
         what = ("Your message is too long" if sum(1 for b in blocks if b.turn == self.user.id) == 1
                 else "This answer has grown too long")
         return (f"{what} for the model’s context window: it needs about {tokens:,} tokens, and "
@@ -250,6 +287,9 @@ class Turn:
                     extra["sources"] = json.dumps([{"url": s.url, "title": s.title} for s in result.sources])
                 if result is not None and result.file is not None:
                     extra["file"] = result.file
+                    extra["unsent"] = int(result.unsent)
+                if result is not None and result.shown:
+                    extra["shown"] = result.shown
                 self.store.update(self.calls.pop(call.id), output=output, state="done" if ok else "failed",
                                   done=True, **extra)
             case loop.ToolDeclined(call=call, reason=reason):
@@ -309,8 +349,11 @@ class Turn:
                 if it is None or it.done:
                     continue
                 if it.kind == "call":
-                    why = "Stopped while waiting for approval." if it.state == "approval" else "Stopped before it finished."
-                    self.store.update(item_id, state="failed", output=it.output or why, done=True)
+                    # What it reported while running was progress, not its result: the page and
+                    # the model are told it was stopped, and by whom.
+                    why = ("Stopped by the person while waiting for approval." if it.state == "approval"
+                           else "Stopped by the person before it finished.")
+                    self.store.update(item_id, state="failed", output=why, done=True)
                 else:
                     self.store.update(item_id, done=True)
 

@@ -71,6 +71,18 @@ def shortened(output: str) -> str:
             f"were left out to save room; run the tool again if you need them.]")
 
 
+def fitted(output: str, chars: int) -> str:
+    """An output too long for the request being made, as it is sent this time: its start and
+    its end, `chars` characters in all, and a note saying how much of the middle was left out."""
+    if len(output) <= chars:
+        return output
+    head = chars * 2 // 3
+    tail = chars - head
+    return (f"{output[:head]}\n[… {len(output) - chars:,} characters of this output ({len(output):,} in all) "
+            f"were left out here: it is longer than the model's window allows. The person sees it whole.]\n"
+            f"{output[len(output) - tail:]}")
+
+
 # --- calibration ----------------------------------------------------------------------------
 
 

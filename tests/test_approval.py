@@ -71,7 +71,7 @@ def test_stop_during_a_wait_ends_the_run(client, fake, data):
     client.post(chat + "/stop", data={"_csrf_token": csrf(client)})
     page = wait_for(lambda: (p := soup(client.get(chat))).select_one('#status[data-running="0"]') and p)
     stopped = page.select_one("article.call")
-    assert stopped.select_one(".state").text == "failed" and "Stopped while waiting" in stopped.text
+    assert stopped.select_one(".state").text == "failed" and "Stopped by the person while waiting" in stopped.text
     assert stopped.select(".decide button") == []
     r = client.post(f"{chat}/calls/{call['id'][1:]}", data={"_csrf_token": csrf(client), "decision": "approve"})
     assert r.status_code == 409 and "no longer waiting" in r.text

@@ -1,7 +1,7 @@
 """axe-core on every page a person can reach (tests/pages.py), in light and dark, with
 JavaScript on and off: no violation of any impact.
 
-axe-core is the npm package `make axe` installs under .cache/axe (pinned in the Makefile);
+axe-core is the npm package `make npm-tools` installs under .cache/npm (pinned in the Makefile);
 the tests never fetch it. It is evaluated in the page through Playwright (not a <script>
 tag, which the Content-Security-Policy would refuse).
 
@@ -24,7 +24,7 @@ from tests.pages import PAGES, Page, World, world
 
 pytestmark = pytest.mark.browser
 
-AXE = ROOT / ".cache" / "axe" / "node_modules" / "axe-core" / "axe.min.js"
+AXE = ROOT / ".cache" / "npm" / "node_modules" / "axe-core" / "axe.min.js"
 MODES = [("light", True), ("light", False), ("dark", True), ("dark", False)]
 SCRIPT = re.compile(r"<script\b[^>]*>.*?</script>", re.S | re.I)
 NOSCRIPT = re.compile(r"</?noscript>", re.I)

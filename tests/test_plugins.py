@@ -55,7 +55,7 @@ def context(**kw) -> Context:
 
 async def test_lists_over_streamable_http(streamable):
     listing = await list_tools(plugin(1, streamable.url, name="fake"), private_ok=True)
-    assert listing.status == "9 tools"
+    assert listing.status == "10 tools"
     assert listing.transport == "streamable-http"
     add = next(t for t in listing.tools if t.name == "fake_add")
     assert add.description == "Add two integers."
@@ -66,7 +66,7 @@ async def test_lists_over_streamable_http(streamable):
 
 async def test_falls_back_to_sse_for_an_sse_only_server(sse):
     listing = await list_tools(plugin(1, sse.url, name="fake"), private_ok=True)
-    assert (listing.status, listing.transport) == ("9 tools", "sse")
+    assert (listing.status, listing.transport) == ("10 tools", "sse")
     assert "fake_echo" in {t.name for t in listing.tools}
 
 
@@ -109,7 +109,7 @@ async def test_refresh_lists_enabled_plugins_concurrently(streamable, sse):
     ]
     listings = await refresh(plugins, private_ok=True)
     assert set(listings) == {1, 2, 4}
-    assert listings[1].status == listings[2].status == "9 tools"
+    assert listings[1].status == listings[2].status == "10 tools"
     assert listings[4].status == "unreachable"
     assert listings[2].tools[0].name.startswith("two_")
 
@@ -166,7 +166,7 @@ async def test_the_secret_is_sent_and_never_shown(locked, caplog):
 
     # a bare secret on Authorization goes out as a Bearer token
     accepted = await list_tools(plugin(1, locked.url, "Authorization", secret, name="locked"), private_ok=True)
-    assert accepted.status == "9 tools"
+    assert accepted.status == "10 tools"
     add = next(t for t in accepted.tools if t.name == "locked_add")
     assert (await add.run({"a": 1, "b": 1}, context())).text == "2"
 
@@ -186,7 +186,7 @@ async def test_a_custom_header_over_sse():
         without = await list_tools(plugin(1, server.url), private_ok=True)
         assert without.status.startswith("401:")
         listing = await list_tools(plugin(1, server.url, "X-API-Key", "k3y-4-sse"), private_ok=True)
-        assert (listing.status, listing.transport) == ("9 tools", "sse")
+        assert (listing.status, listing.transport) == ("10 tools", "sse")
         assert "k3y" not in without.status
 
 
@@ -246,7 +246,7 @@ async def test_abort_cancels_a_slow_call_promptly(server):
     cancelled_before = server.cancelled
     asyncio.get_running_loop().call_later(0.3, ctx.abort.set)
     started = time.monotonic()
-    with pytest.raises(PluginError, match="stopped"):
+    with pytest.raises(PluginError, match="Stopped by the person"):
         await tools["fake_slow"].run({"seconds": 20}, ctx)
     assert time.monotonic() - started < 1.5
     for _ in range(100):  # the server hears of it too
@@ -261,17 +261,26 @@ async def test_an_aborted_context_does_not_call(streamable):
     ctx = context()
     ctx.abort.set()
     calls = streamable.calls
-    with pytest.raises(PluginError, match="stopped"):
+    with pytest.raises(PluginError, match="Stopped by the person"):
         await tools["fake_add"].run({"a": 1, "b": 2}, ctx)
     assert streamable.calls == calls
 
 
-async def test_a_call_times_out(streamable):
+async def test_a_silent_call_times_out(streamable):
     tools = await tools_of(streamable, call_timeout=0.4)
     started = time.monotonic()
-    with pytest.raises(PluginError, match=r"did not answer within 0.4 s"):
-        await tools["fake_slow"].run({"seconds": 20}, context())
-    assert time.monotonic() - started < 2
+    with pytest.raises(PluginError, match=r"fake sent nothing for 0.4 s \(after the call\)"):
+        await tools["fake_slow"].run({"seconds": 20, "quiet": True}, context())
+    assert time.monotonic() - started < 3
+
+
+async def test_progress_extends_the_limit(streamable):
+    """The limit is idle time: a call reporting progress runs past it, three times over."""
+    tools = await tools_of(streamable, call_timeout=0.4)
+    seen: list[str] = []
+    result = await tools["fake_slow"].run({"seconds": 1.2}, context(progress=seen.append))
+    assert result.text == "waited 1.2 s"
+    assert len(seen) == 12
 
 
 async def test_a_call_to_a_plugin_that_went_away():
@@ -279,3 +288,78 @@ async def test_a_call_to_a_plugin_that_went_away():
         tools = await tools_of(server)
     with pytest.raises(PluginError, match="unreachable"):
         await tools["fake_add"].run({"a": 1, "b": 2}, context())
+
+
+async def test_a_plugin_that_stopped_answering_holds_no_message_up():
+    """Listed once, then silent (a socket that accepts and never answers, on its port): the
+    next run waits about a second and offers the tools it listed before; once its listing
+    timed out it is not asked again for a while, and its status says why and since when."""
+    from app import plugins
+
+    with FakeMCPServer() as server:
+        p = Plugin(agent=1, name="hangs", address=server.url, id=77)
+        assert (await refresh([p], private_ok=True))[77].status == "10 tools"
+        port = server.port
+    with socket.socket() as silent:
+        silent.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        silent.bind(("127.0.0.1", port))
+        silent.listen()
+        started = time.monotonic()
+        slow = (await refresh([p], private_ok=True, timeout=2))[77]
+        assert time.monotonic() - started < 1.8
+        assert slow.status.startswith("slow to answer (") and slow.status.endswith("its 10 tools as listed before")
+        assert len(slow.tools) == 10
+        await asyncio.gather(*plugins._pending.values())  # the listing under way times out
+        started = time.monotonic()
+        down = (await refresh([p], private_ok=True, timeout=2))[77]
+        assert time.monotonic() - started < 0.2, "not asked again"
+        assert down.status.startswith("timed out (") and len(down.tools) == 10
+
+
+def test_a_property_with_a_default_is_not_required_by_our_check():
+    """Playwright MCP's browser_take_screenshot lists `scale` as required with a default;
+    the server accepts a call without it, so our check must too; a real miss still counts."""
+    from app.agent import schema_problem
+    from app.plugins import defaults_optional
+
+    given = {"type": "object", "required": ["type", "scale"],
+             "properties": {"type": {"type": "string", "default": "png"},
+                            "scale": {"type": "string", "enum": ["css", "device"], "default": "css"},
+                            "clip": {"type": "object", "required": ["x", "y"],
+                                     "properties": {"x": {"type": "number"}, "y": {"type": "number", "default": 0}}}}}
+    schema = defaults_optional(given)
+    assert schema_problem({"type": "png"}, given) == "'scale' is a required property"
+    assert schema_problem({"type": "png"}, schema) is None
+    assert schema_problem({}, schema) is None
+    assert schema_problem({"clip": {}}, schema) == "clip: 'x' is a required property"
+    assert schema_problem({"scale": "huge"}, schema).startswith("scale: 'huge' is not one of")
+    assert given["required"] == ["type", "scale"], "the listed schema is left as it was"
+
+
+async def test_a_result_over_the_size_limit_says_so(streamable):
+    """1,600,000 numbered lines are about 19 MB: more than a plugin may send."""
+    tools = await tools_of(streamable)
+    with pytest.raises(PluginError) as failed:
+        await tools["fake_lines"].run({"count": 1_600_000}, context())
+    assert str(failed.value) == ("fake’s answer was larger than 16 MB, the most Tabletalk takes from a plugin, "
+                                 "so it was not read")
+    assert (await tools["fake_add"].run({"a": 1, "b": 1}, context())).text == "2", "the next call works"
+
+
+async def test_a_plugin_down_from_the_start_holds_up_only_the_first_message(monkeypatch):
+    from app import plugins
+
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        p = Plugin(agent=1, name="dead", address=f"http://127.0.0.1:{silent.getsockname()[1]}/mcp", id=78)
+        first = (await refresh([p], private_ok=True, timeout=0.5))[78]
+        assert first.status == "timed out" and first.tools == []
+        key = plugins._identity(p, True)
+        plugins._down[key] = (time.monotonic() - 1, "timed out")  # its 60 s are over
+        started = time.monotonic()
+        later = (await refresh([p], private_ok=True, timeout=5))[78]
+        assert time.monotonic() - started < 2.5, "asked again, but waited on for a second only"
+        assert later.status.startswith("timed out (") and later.tools == []
+        for task in list(plugins._pending.values()):
+            task.cancel()

@@ -31,6 +31,13 @@ class Chats(Base):
         row = self.one("SELECT * FROM conversations WHERE id = ?", [chat])
         return Conversation.from_row(row) if row else None
 
+    def existing(self, chats: set[int]) -> set[int]:
+        """Which of these conversation ids still exist."""
+        if not chats:
+            return set()
+        marks = ",".join("?" * len(chats))
+        return {r[0] for r in self.all(f"SELECT id FROM conversations WHERE id IN ({marks})", list(chats))}
+
     def conversations(self, person: int | None, limit: int = 200,
                       after: tuple[int, int, int] | None = None) -> list[Conversation]:
         """`person`'s conversations as the sidebar lists them: pinned first, then the latest

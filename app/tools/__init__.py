@@ -21,9 +21,11 @@ class Source:
 
 @dataclass(frozen=True)
 class Result:
-    text: str
+    text: str  # what the model is sent
     sources: tuple[Source, ...] = ()
     file: int | None = None
+    shown: str = ""  # what the page shows instead of `text`, when that differs ('' = the text)
+    unsent: bool = False  # `file` is for the person only: not sent to the model
 
 
 @dataclass
@@ -49,6 +51,7 @@ class Tool:
     parameters: dict[str, Any]
     run: Callable[[dict[str, Any], Context], Awaitable[Result]]
     idempotent: bool = False
+    plugin: str = ""  # the plugin's name for a plugin's tool ("" for a built-in one)
 
     def schema(self) -> dict[str, Any]:
         """The tool as the Chat Completions API describes it."""

@@ -37,7 +37,7 @@ async def serve_file(request: Request, file: FromPath[str]) -> Response:
         return Response(b"", status_code=304, headers=cache)
     kind = row["type"]
     inline = filestore.is_image(kind)
-    if not inline and not filestore.is_text(kind) and kind != "application/pdf":
+    if not inline and not filestore.is_text(kind) and kind != "application/pdf" and not filestore.is_audio(kind):
         kind = filestore.OCTET
     return Response(data, media_type=kind, headers={
         "Content-Disposition": filestore.disposition(row["name"], inline),

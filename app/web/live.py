@@ -74,7 +74,7 @@ def body_blocks(it: Item) -> tuple[Block, ...]:
         # while it grows, a render whose blocks only grow at their ends (see markdown.keyed)
         return tuple(markdown.keyed(it.text or "", dom, growing=not it.done))
     if it.kind == "call":
-        return (Block(f"{dom}-o", f'<pre class="output" id="{dom}-o">{escape(it.output)}</pre>'),)
+        return (Block(f"{dom}-o", f'<pre class="output" id="{dom}-o">{escape(it.shown or it.output)}</pre>'),)
     return ()
 
 

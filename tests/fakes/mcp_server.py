@@ -12,9 +12,9 @@ client under test speaks the wire protocol exactly as it would to a plugin on th
     with FakeMCPServer(require="k3y", header="X-API-Key") as server:
         ...
 
-Tools: `add(a, b)`, `echo(text)`, `slow(seconds)` (reports progress every tenth of a
-second), `fail()` (its result is an MCP error result), `peek()` (annotated read-only),
-`store(key, value)` (annotated idempotent), `picture()` (an image part beside a text
+Tools: `add(a, b)`, `echo(text)`, `slow(seconds, quiet=False)` (reports progress every tenth
+of a second unless quiet), `fail()` (its result is an MCP error result), `peek()` (annotated read-only),
+`store(key, value)` (annotated idempotent), `lines(count)` (numbered lines), `picture()` (an image part beside a text
 part) and two tools whose names a Chat Completions API would reject as they are.
 
 `NotMCPServer` is a plain web page server, for "this address is not an MCP server".
@@ -69,12 +69,13 @@ def build(server: "FakeMCPServer") -> MCPServer:
         return text
 
     @mcp.tool(description="Wait some seconds, reporting progress.")
-    async def slow(seconds: float, ctx: Context) -> str:
+    async def slow(seconds: float, ctx: Context, quiet: bool = False) -> str:
         server.calls += 1
         steps = max(1, round(seconds * 10))
         try:
             for i in range(steps):
-                await ctx.report_progress(i, steps, f"step {i + 1} of {steps}")
+                if not quiet:
+                    await ctx.report_progress(i, steps, f"step {i + 1} of {steps}")
                 await asyncio.sleep(seconds / steps)
         except BaseException:
             server.cancelled += 1
@@ -98,6 +99,11 @@ def build(server: "FakeMCPServer") -> MCPServer:
         server.calls += 1
         server.stored[key] = value
         return "stored"
+
+    @mcp.tool(description="Numbered lines, as many as asked.")
+    def lines(count: int) -> str:
+        server.calls += 1
+        return "".join(f"line {i}\n" for i in range(1, count + 1))
 
     @mcp.tool(description="A picture and its caption.", structured_output=False)
     def picture() -> list[Any]:

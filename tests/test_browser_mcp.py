@@ -1,0 +1,56 @@
+"""A plugin's image and its progress on the live page, in Debian's Chromium, with the real
+server-everything (npm) as the plugin."""
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import Served
+from tests.fakes.everything import Everything
+from tests.fakes.openai_server import text, tool_call
+
+pytestmark = pytest.mark.browser
+
+SHOTS = "/work/notes/shots"
+
+
+@pytest.fixture
+def served_with_plugin(data, env):
+    with Everything("streamableHttp") as everything:
+        served = Served(data, {**env, "CHAT_PRIVATE_PLUGINS": "1"}).start()
+        from app import db as dbm
+        from app.store import Store
+        from app.tables import plugin
+
+        db = dbm.connect(data / "tabletalk.db")
+        try:
+            store = Store(db)
+            store.add_plugin(plugin(store.default_agent(store.owner()).id, everything.url, name="everything"))
+        finally:
+            db.conn.close()
+        yield served
+        served.stop()
+
+
+def test_an_image_from_a_plugin_appears_live_under_its_call(browser, served_with_plugin, fake):
+    served = served_with_plugin
+    fake.script([tool_call("everything_get-tiny-image", {})], [text("That is the MCP logo.")])
+    context = served.context(browser, viewport={"width": 1280, "height": 800})
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(served.empty_chat())
+    page.locator("#composer textarea").fill("Show me the logo")
+    page.locator("#composer textarea").press("Enter")
+    image = page.locator("article.call p.file img")
+    image.wait_for(timeout=15_000)
+    page.locator("article.text .state.done").wait_for(state="attached", timeout=15_000)
+    assert page.evaluate("document.querySelector('article.call p.file img').naturalWidth") == 20
+    for scheme in ("light", "dark"):
+        page.emulate_media(color_scheme=scheme)
+        page.screenshot(path=f"{SHOTS}/mcp-image-desk-{scheme}.png")
+    page.set_viewport_size({"width": 390, "height": 844})
+    for scheme in ("light", "dark"):
+        page.emulate_media(color_scheme=scheme)
+        page.screenshot(path=f"{SHOTS}/mcp-image-phone-{scheme}.png")
+    context.close()
+    assert errors == []
