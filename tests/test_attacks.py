@@ -145,3 +145,157 @@ def test_a_call_failing_the_same_way_stops_the_run_instead_of_looping(plugins_se
         assert "failed the same way 3 times" in done.select("article.error")[-1].get_text()
         assert target.paths == [] and mcp.calls == 0
         assert len(fake.streamed) == 3
+
+
+# --- 4: CSRF from a page on another port of the same host ---------------------------------
+
+
+class AttackPage(http.server.ThreadingHTTPServer):
+    """A page on another loopback port (the same site as Tabletalk, another origin) that
+    plants cookies through `document.cookie` and posts a form to Tabletalk at once."""
+
+    def __init__(self):
+        self.html = b""
+        page = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):
+                self.send_response(200)
+                self.send_header("Content-Type", "text/html; charset=utf-8")
+                self.send_header("Content-Length", str(len(page.html)))
+                self.end_headers()
+                self.wfile.write(page.html)
+
+            def log_message(self, *args):
+                pass
+
+        super().__init__(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server_address[1]}/"
+        threading.Thread(target=self.serve_forever, daemon=True).start()
+
+    def posting(self, action: str, fields: dict[str, str], cookies: dict[str, str]) -> None:
+        from html import escape
+
+        inputs = "".join(f'<input name="{escape(k)}" value="{escape(v)}">' for k, v in fields.items())
+        plant = "".join(f'document.cookie = "{k}={v}; path=/";' for k, v in cookies.items())
+        self.html = (f'<!doctype html><form id="f" method="post" action="{escape(action)}">{inputs}</form>'
+                     f'<script>{plant} document.getElementById("f").submit();</script>').encode()
+
+
+@pytest.fixture
+def attack_page() -> Iterator[AttackPage]:
+    server = AttackPage()
+    yield server
+    server.shutdown()
+    server.server_close()
+
+
+def anonymous_token(served: Served) -> tuple[dict[str, str], str]:
+    """What anyone gets from the sign-in page: its cookies and the token of its form."""
+    with httpx.Client(base_url=served.url) as anyone:
+        r = anyone.get("/signin")
+        return dict(anyone.cookies), re.search(r'name="_csrf_token" value="([^"]+)"', r.text).group(1)
+
+
+def db_one(served: Served, sql: str):
+    import sqlite3
+
+    db = sqlite3.connect(served.data / "tabletalk.db")
+    try:
+        return db.execute(sql).fetchone()
+    finally:
+        db.close()
+
+
+@pytest.mark.browser
+def test_a_page_on_another_port_cannot_change_an_agent_sign_out_or_sign_in(served, browser, attack_page):
+    client = served.client(timeout=10)
+    agent = agent_path(client)
+    before = db_one(served, "SELECT instructions FROM assistants ORDER BY id LIMIT 1")[0]
+    cookies, token = anonymous_token(served)
+    planted = {**cookies, "csrftoken": token}  # the review's double-submit cookie, and ours
+    context = served.context(browser)
+    page_ = context.new_page()
+
+    attack_page.posting(served.url + agent, {"_csrf_token": token, "name": "Assistant", "instructions": "pwned",
+                                             "model": ""}, planted)
+    page_.goto(attack_page.url)
+    page_.wait_for_url(served.url + "/**")
+    assert "another site" in page_.content()
+    assert db_one(served, "SELECT instructions FROM assistants ORDER BY id LIMIT 1")[0] == before
+
+    attack_page.posting(served.url + "/signout", {"_csrf_token": token}, planted)
+    page_.goto(attack_page.url)
+    page_.wait_for_url(served.url + "/**")
+    page_.goto(served.url + "/")
+    assert page_.locator("nav.me a").first.inner_text() == "owner"  # still signed in
+
+    # login CSRF: signing the person in as someone else, with that account's right password
+    from tests.conftest import PASSWORD, signed_in
+    signed_in(served.data, "mallory", owner=False)
+    context.clear_cookies()
+    page_.goto(served.url + "/signin")
+    attack_page.posting(served.url + "/signin", {"_csrf_token": token, "name": "mallory", "password": PASSWORD,
+                                                 "next": "/"}, planted)
+    page_.goto(attack_page.url)
+    page_.wait_for_url(served.url + "/**")
+    assert "another site" in page_.content()
+    assert not [c for c in context.cookies() if c["name"] == "tabletalk_session"]
+    context.close()
+
+
+def test_tokens_are_bound_to_the_session_and_rotate(served):
+    cookies, token = anonymous_token(served)
+    assert "tabletalk_pre" in cookies and "csrftoken" not in cookies
+    form = {"name": "owner", "password": "a long test password", "next": "/"}
+    with httpx.Client(base_url=served.url) as other:  # another visitor's cookie with the first one's token
+        other.get("/signin")
+        assert other.post("/signin", data={**form, "_csrf_token": token}).status_code == 403
+    with httpx.Client(base_url=served.url, cookies=cookies) as me:
+        signed = me.post("/signin", data={**form, "_csrf_token": token})
+        assert signed.status_code == 303
+        ended = [c for c in signed.headers.get_list("set-cookie") if c.startswith("tabletalk_pre=")]
+        assert ended and "max-age=0" in ended[0].lower(), ended  # signing in ends the pre-session
+        session_token = token_of(me)
+        assert session_token != token
+        # the pre-session's token is no good to the session, nor the session's after sign-out
+        assert me.post("/agents", data={"_csrf_token": token, "name": "X"}).status_code == 403
+        assert me.post("/signout", data={"_csrf_token": session_token}).status_code == 303
+        with httpx.Client(base_url=served.url, cookies={"tabletalk_session": "gone"}) as after:
+            assert after.post("/agents", data={"_csrf_token": session_token, "name": "X"}).status_code in (303, 401, 403)
+    with served.client() as owner:  # the same form from a page of another origin, with the right token
+        right = token_of(owner)
+        r = owner.post("/agents", data={"_csrf_token": right, "name": "X"}, headers={"Sec-Fetch-Site": "same-site"})
+        assert r.status_code == 403
+        r = owner.post("/agents", data={"_csrf_token": right, "name": "X"},
+                       headers={"Origin": "http://127.0.0.1:1"})
+        assert r.status_code == 403
+        r = owner.post("/agents", data={"_csrf_token": right, "name": "X"},
+                       headers={"Sec-Fetch-Site": "same-origin", "Origin": served.url})
+        assert r.status_code == 303
+
+
+def test_the_cookies_are_secure_behind_https(served):
+    with httpx.Client(base_url=served.url) as anyone:
+        r = anyone.get("/signin", headers={"X-Forwarded-Proto": "https"})
+        assert "Secure" in r.headers["set-cookie"] and "HttpOnly" in r.headers["set-cookie"]
+
+
+# --- 5: big bodies to public routes ----------------------------------------------------------
+
+
+def test_public_routes_read_a_few_kb_only(served):
+    with httpx.Client(base_url=served.url, timeout=10) as anyone:
+        for path in ("/signin", "/setup"):
+            r = anyone.post(path, content=b"name=" + b"a" * 20_000_000,
+                            headers={"Content-Type": "application/x-www-form-urlencoded"})
+            assert r.status_code == 413
+
+            def chunks():
+                yield b"name="
+                for _ in range(2_000):
+                    yield b"a" * 10_000
+
+            r = anyone.post(path, content=chunks(), headers={"Content-Type": "application/x-www-form-urlencoded"})
+            assert r.status_code == 413
+        assert anyone.get("/healthz").status_code == 200
