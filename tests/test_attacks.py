@@ -299,3 +299,59 @@ def test_public_routes_read_a_few_kb_only(served):
             r = anyone.post(path, content=chunks(), headers={"Content-Type": "application/x-www-form-urlencoded"})
             assert r.status_code == 413
         assert anyone.get("/healthz").status_code == 200
+
+
+# --- 6: locking a person out ----------------------------------------------------------------
+
+
+def sign_in_form(client: httpx.Client, name: str, password: str, headers: dict | None = None) -> httpx.Response:
+    token = re.search(r'name="_csrf_token" value="([^"]+)"', client.get("/signin", headers=headers).text).group(1)
+    return client.post("/signin", data={"_csrf_token": token, "name": name, "password": password, "next": "/"},
+                       headers=headers)
+
+
+def test_guesses_cannot_lock_the_owner_out(served):
+    from tests.conftest import OWNER, PASSWORD
+
+    with httpx.Client(base_url=served.url, timeout=30) as device:  # the owner signs in once here
+        assert sign_in_form(device, OWNER, PASSWORD).status_code == 303
+        assert "tabletalk_device" in device.cookies
+        device.post("/signout", data={"_csrf_token": token_of(device)})
+        with httpx.Client(base_url=served.url, timeout=30) as attacker:  # the same address (a proxy's)
+            statuses = [sign_in_form(attacker, OWNER, f"guess {i}").status_code for i in range(12)]
+            assert statuses[:5] == [401] * 5 and set(statuses[5:]) == {429}
+            # guesses at many names at once (counted before each check, so the count is exact)
+            from concurrent.futures import ThreadPoolExecutor
+            with ThreadPoolExecutor(16) as pool:
+                statuses = list(pool.map(lambda i: sign_in_form(attacker, f"someone{i}", "guess").status_code,
+                                         range(60)))
+            assert statuses.count(429) >= 10  # the address has used its 50 checks for this minute
+            # the attacker's right-password attempt from there waits too: the limits hold
+            assert sign_in_form(attacker, OWNER, PASSWORD).status_code == 429
+            # with no trusted proxy named, X-Forwarded-For is the client's own word: ignored
+            assert sign_in_form(attacker, OWNER, PASSWORD, {"X-Forwarded-For": "198.51.100.9"}).status_code == 429
+        # ... but the owner's right password from their device is never refused
+        assert sign_in_form(device, OWNER, PASSWORD).status_code == 303
+        device.cookies.set("tabletalk_device", device.cookies["tabletalk_device"][:-2] + "xx")
+        device.cookies.delete("tabletalk_session")
+        assert sign_in_form(device, OWNER, PASSWORD).status_code == 429  # a forged device cookie is no device
+
+
+def test_forwarded_for_counts_only_from_trusted_proxies(data, env):
+    from tests.conftest import OWNER, PASSWORD
+
+    behind = Served(data, {**env, "TABLETALK_TRUSTED_PROXIES": "127.0.0.1"}).start()
+    try:
+        with httpx.Client(base_url=behind.url, timeout=30) as proxy:
+            mallory = {"X-Forwarded-For": "203.0.113.5"}
+            for i in range(7):
+                sign_in_form(proxy, OWNER, f"guess {i}", mallory)
+            assert sign_in_form(proxy, OWNER, PASSWORD, mallory).status_code == 429
+            # the owner, elsewhere behind the same proxy, is not held up by Mallory
+            assert sign_in_form(proxy, OWNER, PASSWORD, {"X-Forwarded-For": "198.51.100.7"}).status_code == 303
+            # a client cannot pose as someone else by writing its own X-Forwarded-For first
+            proxy.cookies.clear()
+            spoofed = {"X-Forwarded-For": "198.51.100.7, 203.0.113.5"}
+            assert sign_in_form(proxy, OWNER, PASSWORD, spoofed).status_code == 429
+    finally:
+        behind.stop()

@@ -1,31 +1,28 @@
 """Signing in and out, setting the owner up, and the owner's list of people.
 
-Every request but these pages, /healthz and /static goes through `authenticate`: with no
-account yet it leads to /setup, without a session to /signin. The person signed in is
+Every request but these pages, /healthz and /static goes through `guard.authenticate`:
+with no account yet it leads to /setup, without a session to /signin. The person signed in is
 `me(request)`; every route that takes an id checks that the row is theirs and answers 404
 when it is not, exactly as for a row that does not exist.
 """
 from __future__ import annotations
 
 import asyncio
-from typing import Any
-from urllib.parse import quote
 
 from litestar import Request, Response, get, post
-from litestar.datastructures import Cookie
 from litestar.exceptions import HTTPException, NotFoundException
 from litestar.params import FromPath, FromQuery
 from litestar.response import Redirect
 
-from ..accounts import (COOKIE, SESSION_SECONDS, AccountError, People, hash_password, loopback, password_matches,
-                        person_name)
+from ..accounts import (COOKIE, SESSION_SECONDS, AccountError, People, Throttled, hash_password, loopback,
+                        password_matches, person_name)
 from ..tables import NAME_MAX, THEMES, Person
 from . import csrf, render
 from .chats import form_field, me, parse_id
+from .guard import client_address, device_of, remember_device, secure
 from .models import local_path
 from .state import state
 
-PUBLIC = frozenset({"/setup", "/signin", "/healthz"})
 FIELD_MAX = 1_000
 
 
@@ -37,136 +34,12 @@ def owner_only(request: Request) -> Person:
     return person
 
 
-def to_sign_in(request: Request, setup: bool) -> Response:
-    where = "/setup" if setup else "/signin"
-    if request.method == "GET" and not setup and request.url.path != "/":
-        target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
-        where += "?next=" + quote(local_path(target), safe="/")
-    if render.is_htmx(request) or request.url.path.endswith("/events"):
-        return Response("Sign in first.", status_code=401, media_type="text/plain; charset=utf-8",
-                        headers={"HX-Redirect": where})
-    return Redirect(where, status_code=303)
-
-
-PUBLIC_BODY_MAX = 16_384  # what the sign-in and setup forms need, with room; read before any parsing
-
-
-class TooLarge(Exception):
-    pass
-
-
-def limited(receive: Any, most: int) -> Any:
-    """`receive`, refusing a body past `most` bytes as it arrives (a chunked body has no length)."""
-    seen = 0
-
-    async def wrapped() -> Any:
-        nonlocal seen
-        message = await receive()
-        if message["type"] == "http.request":
-            seen += len(message.get("body", b""))
-            if seen > most:
-                raise TooLarge
-        return message
-
-    return wrapped
-
-
-class Authenticate:
-    """ASGI middleware around every route: who is signed in, then, for a form, whether it
-    came from this app's own page (csrf.py). A request with no session is answered before
-    anything reads its body (a form of 100 MB from anyone would otherwise be read first), and
-    the public pages (signing in, setting up) read at most PUBLIC_BODY_MAX bytes."""
-
-    def __init__(self, app: Any) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        public = scope["path"] in PUBLIC
-        unsafe = scope["method"] not in csrf.SAFE
-        if public and unsafe:
-            receive = limited(receive, PUBLIC_BODY_MAX)
-        request: Request = Request(scope, receive)
-        refused = await authenticate(request)
-        if refused is None and unsafe:
-            refused = await forged(request, public)
-        if refused is not None:
-            await render.secured(refused).to_asgi_response(app=None, request=request)(scope, receive, send)
-            return
-        await self.app(scope, receive, self.pre_session_cookie(request, send))
-
-    @staticmethod
-    def pre_session_cookie(request: Request, send: Any) -> Any:
-        """`send`, adding the pre-session cookie when this request's page made one."""
-        async def sending(message: Any) -> None:
-            if message["type"] == "http.response.start" and (value := csrf.new_pre_session(request)):
-                cookie = Cookie(key=csrf.PRE_COOKIE, value=value, path="/", httponly=True, samesite="lax",
-                                secure=secure(request))
-                message = {**message, "headers": [*message.get("headers", []), cookie.to_encoded_header()]}
-            await send(message)
-
-        return sending
-
-
-async def forged(request: Request, public: bool) -> Response | None:
-    """A 403 for a form that did not come from this app's page (or a 413 for a public
-    page's body past its limit), else None."""
-    if public and int(request.headers.get("content-length") or 0) > PUBLIC_BODY_MAX:
-        return refusal(request, 413, f"What was sent is too long for this page: at most {PUBLIC_BODY_MAX:,} bytes.")
-    sent = request.headers.get(csrf.HEADER, "")
-    if not sent:
-        try:
-            field = (await request.form()).get(csrf.FIELD, "")
-        except TooLarge:
-            return refusal(request, 413, f"What was sent is too long for this page: at most {PUBLIC_BODY_MAX:,} bytes.")
-        sent = field if isinstance(field, str) else ""
-    why = await csrf.refused(request, sent)
-    return refusal(request, 403, why) if why else None
-
-
-def refusal(request: Request, status: int, detail: str) -> Response:
-    if render.is_htmx(request):
-        return Response(detail, status_code=status, media_type="text/plain; charset=utf-8")
-    return render.page(request, "error.html", status_code=status, status=status, detail=detail)
-
-
-async def authenticate(request: Request) -> Response | None:
-    """Before every route: who is signed in (request.state.person), or where to go to sign in."""
-    path = request.url.path
-    if path == "/healthz" or path.startswith("/static/"):
-        return None
-    s = state(request)
-    people = People(s.store)
-    token = request.cookies.get(COOKIE)
-    person = people.session(token)
-    if path in PUBLIC:
-        if person is not None:  # someone signed in: their forms carry their session's token here too
-            request.state.session = token
-        return None
-    if person is None:
-        return to_sign_in(request, setup=people.count() == 0)
-    request.state.person = person
-    request.state.session = token
-    return None
-
-
-def secure(request: Request) -> bool:
-    """Behind https (directly or through a proxy that says so) the cookie is Secure."""
-    return request.url.scheme == "https" or request.headers.get("x-forwarded-proto", "").lower() == "https"
-
-
 def signed_in(request: Request, token: str, to: str) -> Response:
     response = Redirect(local_path(to), status_code=303)
     response.set_cookie(COOKIE, token, max_age=SESSION_SECONDS, path="/", httponly=True, samesite="lax",
                         secure=secure(request))
     response.delete_cookie(csrf.PRE_COOKIE, path="/")  # its token goes with it: the session's is new
     return response
-
-
-def client_address(request: Request) -> str:
-    return request.client.host if request.client else ""
 
 
 # --- setting up the owner ------------------------------------------------------------------
@@ -236,16 +109,21 @@ async def sign_in(request: Request) -> Response:
     def again(status: int, error: str) -> Response:
         return render.page(request, "signin.html", status_code=status, name=name[:NAME_MAX], error=error, next=to)
 
-    attempt = people.attempt(name, address)
-    if attempt is None:
-        return again(429, "Too many attempts to sign in: wait a minute, then try again.")
     found = people.hash_of(name) if name else None
+    device = device_of(request, found[0].id) if found else None
+    try:
+        # from a known device the pair is (name, device): no one else's guesses count there
+        attempt = people.attempt(name, f"device:{device}" if device else address, by_address=device is None)
+    except Throttled as e:
+        return again(429, f"Too many attempts to sign in: wait {e.words}, then try again.")
     ok = await asyncio.to_thread(password_matches, found[1] if found else None, password)
     if not ok or found is None:
         return again(401, "That name and password do not match an account.")
     people.succeeded(attempt)
     people.end_session(request.cookies.get(COOKIE))  # signing in again replaces the session
-    return signed_in(request, people.start_session(found[0].id), to)
+    response = signed_in(request, people.start_session(found[0].id), to)
+    remember_device(request, response, found[0].id)
+    return response
 
 
 @post("/signout")
@@ -298,9 +176,10 @@ async def change_password(request: Request) -> Response:
     password = await form_field(request, "password", FIELD_MAX)
     again = await form_field(request, "again", FIELD_MAX)
     found = people.hash_of(person.name)
-    attempt = people.attempt(person.name, client_address(request))  # a stolen session guesses no faster
-    if attempt is None:
-        return account_view(request, 429, error="Too many wrong passwords: wait a minute, then try again.")
+    try:  # a stolen session guesses no faster
+        attempt = people.attempt(person.name, client_address(request))
+    except Throttled as e:
+        return account_view(request, 429, error=f"Too many wrong passwords: wait {e.words}, then try again.")
     try:
         if not await asyncio.to_thread(password_matches, found[1] if found else None, current):
             raise AccountError("The current password is not right.")

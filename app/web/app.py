@@ -22,7 +22,8 @@ from .. import config as configuration
 from ..accounts import COOKIE, People
 from ..feed import Feed
 from ..worker import running
-from . import accounts, agents, branches, chats, compress, conversations, events, files, live, models, render, shortcuts, sidebar, skills
+from . import (accounts, agents, branches, chats, compress, conversations, events, files, guard, live, models, render,
+               shortcuts, sidebar, skills)
 from .state import State
 
 log = logging.getLogger(__name__)
@@ -164,7 +165,7 @@ def create_app(config: configuration.Config | None = None) -> Litestar:
         lifespan=[lifespan],
         exception_handlers={Exception: error_page},
         # sessions, then CSRF (csrf.py): a request with no session is refused before its body is read
-        middleware=[compress.compression, accounts.Authenticate],
+        middleware=[compress.compression, guard.Authenticate],
         after_request=security_headers,
         request_max_body_size=body_limit(config),
         openapi_config=None,

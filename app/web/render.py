@@ -132,7 +132,7 @@ def is_htmx(request: Request) -> bool:
 
 
 def page(request: Request, template: str, /, status_code: int = 200, **context: Any) -> Response:
-    me = getattr(request.state, "person", None)  # set by accounts.authenticate; None signed out
+    me = getattr(request.state, "person", None)  # set by guard.authenticate; None signed out
     if me is not None and "side" not in context:  # every signed-in page has the sidebar
         from .sidebar import listing  # (sidebar renders through this module)
 
