@@ -46,14 +46,13 @@ if TYPE_CHECKING:
 
 from app import netguard
 from app.tables import Plugin
-from app.tools import Context, Result, Source, Tool
+from app.tools import NAME_LIMIT, Context, Result, Source, Tool
 
 __all__ = ["Listing", "PluginError", "call", "list_tools", "masked", "refresh", "tool_name"]
 
 log = logging.getLogger(__name__)
 
 STREAMABLE, SSE = "streamable-http", "sse"
-NAME_LIMIT = 64  # the Chat Completions API's limit on a function name, [a-zA-Z0-9_-]
 CALL_TIMEOUT = 60.0
 MAX_PAGES = 20  # tools/list pages followed before the listing is called complete
 MAX_BYTES = 16 * 1024 * 1024  # one response from a plugin; more is refused, not buffered
@@ -103,6 +102,12 @@ def tool_name(plugin: str, tool: str, taken: Iterable[str] = ()) -> str:
         if candidate not in taken:
             return candidate
     raise ValueError(f"no free name for {whole!r}")  # a sha256 clash: not in this universe
+
+
+def identity(p: Plugin, mcp_name: str) -> str:
+    """A plugin tool's key for the agent's settings: the plugin's id and a hash of the MCP
+    name (which may hold commas, the settings' separator)."""
+    return f"plugin{p.id}.{hashlib.sha256(mcp_name.encode()).hexdigest()[:16]}"
 
 
 # --------------------------------------------------------------------------
@@ -284,6 +289,7 @@ def _listing(p: Plugin, found: list[types.Tool], transport: str, *, private_ok: 
             parameters=schema,
             run=_runner(p, mcp_tool.name, transport, private_ok=private_ok, timeout=call_timeout),
             idempotent=bool(hints and (hints.read_only_hint or hints.idempotent_hint)),
+            key=identity(p, mcp_tool.name),
         ))
     count = len(tools)
     return Listing(tools, f"{count} tool" if count == 1 else f"{count} tools", transport, names)

@@ -27,7 +27,7 @@ from .history import takes_images
 from .providers import Providers
 from .store import Store, first_words
 from .tables import Assistant, Item, item
-from .tools import Tool, allowed, names
+from .tools import Tool, allowed, chosen, names, unique
 from .tools.builtin import builtin_tools
 from .turn import Turn
 
@@ -313,8 +313,11 @@ class Runner:
         model = (retry.model if retry else "") or pick(user.model, convo.model if convo else "",
                                                        agent.model if agent else "")
         model = model or await self.default_model()
+        tools = await self.tools_for(agent)
+        # by identity: a tool that only shows a name approval was set for does not get it
+        approve = {t.name for t in tools if agent and chosen(t, names(agent.approve))}
         turn = run.turn = Turn(self.store, self.grow, self.flush, run.chat, user, agent, model, retry=retry,
-                               tools=await self.tools_for(agent), approve=names(agent.approve) if agent else set(),
+                               tools=tools, approve=approve,
                                changed=self.feed.changed, window=self.window_of(model),
                                share=self.config.context_share, images=self.images_for(model))
         self.store.update(user.id)  # it is answered now, no longer queued: pages re-render it
@@ -359,6 +362,7 @@ class Runner:
         """The tools this agent may use now: built-in ones, then its enabled plugins' (listed
         afresh at each run, which also refreshes each plugin's status)."""
         found = builtin_tools()
+        taken = {t.name for t in found}
         if agent is not None and agent.id is not None:
             enabled = self.store.plugins(agent.id, enabled_only=True)
             if enabled:
@@ -370,7 +374,7 @@ class Runner:
                         continue
                     if listing.status != p.status:
                         self.store.update_plugin(p.id, status=listing.status)
-                    found.extend(listing.tools)
+                    found.extend(unique(listing.tools, taken))  # the oldest plugin keeps a name
         return allowed(found, agent.tools if agent else "")
 
     async def default_model(self) -> str:
