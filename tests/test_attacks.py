@@ -410,3 +410,42 @@ def test_tool_names_are_unique_and_plugins_do_not_take_a_builtins_prefix():
     assert len(taken) == len(builtins) + 3
     assert [n for n in ("fetch", "update", "load", "remember", "load_skill", "weather") if reserved(n)] == [
         "fetch", "update", "load", "remember", "load_skill"]
+
+
+# --- 8: SSE fields and slot markers from model and tool text --------------------------------
+
+
+def sse_lines(served: Served, path: str, until: bytes, timeout: float = 20) -> list[bytes]:
+    """The raw SSE stream read until `until` is in it, split into lines as a reader does
+    (at CR, LF or CRLF)."""
+    raw = b""
+    with httpx.stream("GET", served.url + path, cookies=served.cookies, timeout=timeout) as r:
+        for chunk in r.iter_raw():
+            raw += chunk
+            if until in raw:
+                break
+    return re.split(rb"\r\n|\r|\n", raw)
+
+
+def test_cr_and_nul_in_tool_text_cannot_frame_sse_fields_or_move_markup(plugins_served, fake):
+    hostile = "one\rid: 999999\revent: pwned\rretry: 1\r\rdata: <b>x</b>\x00body\x00\x00state\x00"
+    with HostileMCPServer({}) as mcp:
+        client = plugins_served.client(timeout=10, follow_redirects=True)
+        agent = agent_path(client)
+        client.post(agent + "/plugins", data={"_csrf_token": token_of(client, agent), "address": mcp.url})
+        fake.script([tool_call("127_0_0_1_echo", {"text": hostile}),
+                     tool_call("127_0_0_1_echo", '{"text": "\x00body\x00 \x00state\x00"')],  # raw, not JSON
+                    "All done.")
+        chat = ask(client, "echo")
+        done = settled(client, chat)
+        lines = sse_lines(plugins_served, f"{chat}/events?since=0", b"All done.")
+        fields = {line.split(b":", 1)[0] for line in lines if line and not line.startswith(b":")}
+        assert fields == {b"id", b"data"}, fields
+        assert all(line[3:].isdigit() for line in lines if line.startswith(b"id:"))
+        assert b"999999" not in b"".join(line for line in lines if line.startswith(b"id:"))
+        calls = done.select("article.call")
+        assert [c.select_one(".state").text for c in calls] == ["done", "failed"]
+        for c in calls:  # the body is where the shell puts it, not where the input named a slot
+            assert c.select_one("pre.input pre, pre.input span.state") is None
+            assert c.select_one("details > pre.output") is not None
+        assert "pwned" in calls[0].select_one("pre.output").text  # shown as text, where it belongs
