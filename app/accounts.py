@@ -12,9 +12,11 @@ import functools
 import hashlib
 import ipaddress
 import math
+import os
 import secrets
 import sqlite3
 from dataclasses import dataclass
+from pathlib import Path
 
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError, VerifyMismatchError
@@ -243,6 +245,29 @@ class Throttled(Exception):
     def words(self) -> str:
         s = self.seconds
         return f"{s} second{'s' if s != 1 else ''}" if s < 90 else f"{math.ceil(s / 60)} minutes"
+
+
+def setup_code(data: Path, *, fresh: bool = False) -> str:
+    """The code that setting the owner up takes, kept in the data folder (0600, shared by
+    the workers) until the owner exists. `tabletalk serve` makes a fresh one at each start
+    and prints the address that holds it: who may set the app up is who can read what this
+    computer printed (or its data folder), not whoever reaches the socket first, however a
+    proxy or tunnel in front of it forwards (or does not say it forwards) requests."""
+    path = data / "setup.code"
+    data.mkdir(parents=True, exist_ok=True)
+    if fresh:
+        path.unlink(missing_ok=True)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return path.read_text().strip()
+    with os.fdopen(fd, "w") as f:
+        f.write(secrets.token_urlsafe(18))
+    return path.read_text().strip()
+
+
+def setup_done(data: Path) -> None:
+    (data / "setup.code").unlink(missing_ok=True)
 
 
 def set_up_from_settings(store: Store, config: Config) -> Person | None:

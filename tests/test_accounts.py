@@ -52,10 +52,18 @@ def form_token(client, path: str) -> str:
     return soup(client.get(path)).select_one('input[name="_csrf_token"]')["value"]
 
 
-def set_up(client, name="Ada", password="correct horse battery", again=None):
+def the_code() -> str:
+    """The setup code of the app under test (tabletalk serve prints the address with it)."""
+    from app.accounts import setup_code
+
+    return setup_code(Path(os.environ["TABLETALK_DATA"]))
+
+
+def set_up(client, name="Ada", password="correct horse battery", again=None, code=None):
     token = form_token(client, "/setup")
     return client.post("/setup", data={"_csrf_token": token, "name": name, "password": password,
-                                       "again": password if again is None else again}, follow_redirects=False)
+                                       "again": password if again is None else again,
+                                       "code": the_code() if code is None else code}, follow_redirects=False)
 
 
 def sign_in(client, name, password, next_="/"):
@@ -85,7 +93,7 @@ def test_setting_up_the_owner_signs_them_in_and_claims_what_was_there(fresh, dat
     before = Store(db).new_conversation(None, "made before any account").id
     db.conn.close()
     page = soup(fresh.get("/setup"))
-    assert {i["name"] for i in page.select("main form [name]")} == {"_csrf_token", "name", "password", "again"}
+    assert {i["name"] for i in page.select("main form [name]")} == {"_csrf_token", "code", "name", "password", "again"}
     r = set_up(fresh)
     assert r.status_code == 303 and r.headers["location"] == "/"
     cookie = r.headers["set-cookie"]
@@ -125,8 +133,8 @@ def test_setup_refuses_bad_names_and_passwords_clearly(fresh, data, name, passwo
 
 def test_behind_https_the_session_cookie_is_secure(fresh):
     token = form_token(fresh, "/setup")
-    r = fresh.post("/setup", data={"_csrf_token": token, "name": "Ada", "password": "p" * 10, "again": "p" * 10},
-                   headers={"X-Forwarded-Proto": "https"}, follow_redirects=False)
+    r = fresh.post("/setup", data={"_csrf_token": token, "name": "Ada", "password": "p" * 10, "again": "p" * 10,
+                                   "code": the_code()}, headers={"X-Forwarded-Proto": "https"}, follow_redirects=False)
     assert "Secure" in r.headers["set-cookie"]
 
 
@@ -408,20 +416,25 @@ def test_a_removed_persons_ids_are_never_given_to_someone_else(client, data):
     assert db_rows(data, "SELECT count(*) FROM tombstones WHERE dom = ?", ["c" + bobs.rsplit("/", 1)[1]]) == [(2,)]
 
 
-def test_the_owner_is_set_up_from_this_computer_only(env, data):
+def test_the_owner_is_set_up_only_with_the_code_this_computer_printed(env, data):
+    """Not decided by the peer's address or forwarding headers (a tunnel or a proxy that
+    adds none makes anyone a loopback peer): by the code in the data folder."""
     from litestar.testing import TestClient
 
     from app.web.app import create_app
 
-    with TestClient(create_app(), raise_server_exceptions=False) as elsewhere:  # a peer that is not loopback
-        r = set_up(elsewhere)
-        assert r.status_code == 403 and "TABLETALK_PASSWORD" in r.text
-    with TestClient(from_loopback(create_app()), raise_server_exceptions=False) as proxied:
-        token = form_token(proxied, "/setup")
-        r = proxied.post("/setup", data={"_csrf_token": token, "name": "Ada", "password": "p" * 10, "again": "p" * 10},
-                         headers={"X-Forwarded-For": "203.0.113.9"})
-        assert r.status_code == 403, "through a proxy on this computer the visitor is elsewhere"
-    assert db_rows(data, "SELECT count(*) FROM people") == [(0,)]
+    with TestClient(from_loopback(create_app()), raise_server_exceptions=False) as here:
+        for code in ("", "wrong", the_code()[:-1], the_code() + "x"):
+            r = set_up(here, code=code)
+            assert r.status_code in (400, 403) and "setup code" in r.text.lower(), code
+        assert db_rows(data, "SELECT count(*) FROM people") == [(0,)]
+        page = soup(here.get("/setup?code=abc"))
+        assert page.select_one('input[name="code"]')["value"] == "abc"  # the printed address fills it in
+    with TestClient(create_app(), raise_server_exceptions=False) as elsewhere:  # any peer, with the code
+        code = the_code()
+        assert set_up(elsewhere).status_code == 303
+    assert not (data / "setup.code").exists() and code
+    assert db_rows(data, "SELECT count(*) FROM people") == [(1,)]
 
 
 def test_health_says_how_busy_only_to_someone_signed_in(client):

@@ -449,3 +449,30 @@ def test_cr_and_nul_in_tool_text_cannot_frame_sse_fields_or_move_markup(plugins_
             assert c.select_one("pre.input pre, pre.input span.state") is None
             assert c.select_one("details > pre.output") is not None
         assert "pwned" in calls[0].select_one("pre.output").text  # shown as text, where it belongs
+
+
+# --- 9: setup takeover through a proxy that adds no forwarding header -------------------------
+
+
+def test_setup_takes_the_code_printed_at_start_not_a_loopback_peer(data, env):
+    """A tunnel or `proxy_pass` without forwarding headers makes every visitor a loopback
+    peer with no header to tell: the first visitor got the app. Now setup takes the code
+    printed where `tabletalk serve` started."""
+    served = Served(data, env, account=False).start()
+    try:
+        with httpx.Client(base_url=served.url, timeout=10) as visitor:  # through the tunnel: 127.0.0.1
+            form = {"_csrf_token": token_of(visitor, "/setup"), "name": "mallory", "password": "p" * 12,
+                    "again": "p" * 12}
+            for code in ("", "guess", "x" * 24):
+                r = visitor.post("/setup", data={**form, "code": code})
+                assert r.status_code == 403 and "setup code" in r.text
+            assert db_one(served, "SELECT count(*) FROM people")[0] == 0
+            printed = re.search(r"http://127\.0\.0\.1:\d+/setup\?code=(\S+)", served.log.read_text())
+            assert printed, served.log.read_text()
+            page_ = visitor.get(f"/setup?code={printed.group(1)}")
+            code = BeautifulSoup(page_.text, "html.parser").select_one('input[name="code"]')["value"]
+            r = visitor.post("/setup", data={**form, "name": "Ada", "code": code}, follow_redirects=False)
+            assert r.status_code == 303
+            assert db_one(served, "SELECT name FROM people")[0] == "Ada"
+    finally:
+        served.stop()

@@ -8,14 +8,15 @@ when it is not, exactly as for a row that does not exist.
 from __future__ import annotations
 
 import asyncio
+import hmac
 
 from litestar import Request, Response, get, post
 from litestar.exceptions import HTTPException, NotFoundException
 from litestar.params import FromPath, FromQuery
 from litestar.response import Redirect
 
-from ..accounts import (COOKIE, SESSION_SECONDS, AccountError, People, Throttled, hash_password, loopback,
-                        password_matches, person_name)
+from ..accounts import (COOKIE, SESSION_SECONDS, AccountError, People, Throttled, hash_password,
+                        password_matches, person_name, setup_code, setup_done)
 from ..tables import NAME_MAX, THEMES, Person
 from . import csrf, render
 from .chats import form_field, me, parse_id
@@ -46,17 +47,15 @@ def signed_in(request: Request, token: str, to: str) -> Response:
 
 
 @get("/setup")
-async def setup_page(request: Request) -> Response:
+async def setup_page(request: Request, code: FromQuery[str] = "") -> Response:
     if People(state(request).store).count():
         return Redirect("/signin", status_code=303)
-    return render.page(request, "setup.html", name="", error="", name_max=NAME_MAX)
+    return render.page(request, "setup.html", name="", error="", name_max=NAME_MAX, code=code[:100])
 
 
-def from_this_computer(request: Request) -> bool:
-    """A request straight from this computer, not through a proxy: who may set the owner up
-    (behind a public proxy the first visitor from anywhere would own the app)."""
-    forwarded = any(h in request.headers for h in ("x-forwarded-for", "forwarded", "x-real-ip"))
-    return not forwarded and loopback(client_address(request))
+NOT_THE_CODE = ("That setup code is not right. It is printed where Tabletalk was started (tabletalk serve), "
+                "in the address to open; it changes at every start. Or set the owner up at start with "
+                "TABLETALK_PASSWORD.")
 
 
 @post("/setup")
@@ -65,13 +64,13 @@ async def set_up(request: Request) -> Response:
     people = People(s.store)
     if people.count():
         raise HTTPException(status_code=409, detail="Tabletalk is already set up: sign in instead.")
-    if not from_this_computer(request):
-        raise HTTPException(status_code=403, detail=(
-            "The owner is set up from the computer Tabletalk runs on (open http://127.0.0.1:PORT/setup "
-            "there), or at start with TABLETALK_PASSWORD."))
     name = await form_field(request, "name", FIELD_MAX)
     password = await form_field(request, "password", FIELD_MAX)
     again = await form_field(request, "again", FIELD_MAX)
+    code = (await form_field(request, "code", FIELD_MAX)).strip()
+    if not hmac.compare_digest(code.encode("utf-8", "surrogatepass"), setup_code(s.config.data).encode()):
+        return render.page(request, "setup.html", status_code=403, name=name[:NAME_MAX], error=NOT_THE_CODE,
+                           name_max=NAME_MAX, code="")
     try:
         name = person_name(name)
         if password != again:
@@ -80,7 +79,8 @@ async def set_up(request: Request) -> Response:
         owner = people.add(name, hashed, owner=True)
     except AccountError as e:
         return render.page(request, "setup.html", status_code=400, name=name[:NAME_MAX], error=str(e),
-                           name_max=NAME_MAX)
+                           name_max=NAME_MAX, code=code)
+    setup_done(s.config.data)
     return signed_in(request, people.start_session(owner.id), "/")
 
 
