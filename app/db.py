@@ -437,3 +437,15 @@ def m014_theme(db: sqlite_utils.Database) -> None:
     # scheme), 'light' and 'dark' are chosen on the account page and hold on every device
     # they sign in on (a column, not a cookie: it follows the person, not the browser).
     db.execute("ALTER TABLE people ADD COLUMN theme TEXT NOT NULL DEFAULT '' CHECK (theme IN ('', 'light', 'dark'))")
+
+
+@migration
+def m015_vetted_memories(db: sqlite_utils.Database) -> None:
+    # A memory the model writes after a tool brought it text from outside (a plugin's result,
+    # a fetched page) may be that text's doing: `outside` marks it (the Memory tab says so),
+    # and `chat` is the conversation it was written in.
+    db.execute("ALTER TABLE memories ADD COLUMN outside INTEGER NOT NULL DEFAULT 0")
+    db.execute("ALTER TABLE memories ADD COLUMN chat INTEGER REFERENCES conversations(id) ON DELETE SET NULL")
+    # Per agent: whether such a memory waits for the person's approval before it is kept (on
+    # by default; the owner of an agent that only reads trusted plugins may turn it off).
+    db.execute("ALTER TABLE assistants ADD COLUMN vet_memories INTEGER NOT NULL DEFAULT 1")

@@ -264,6 +264,15 @@ async def change_plugin(request: Request, agent_id: FromPath[str], plugin_id: Fr
     return back(request, agent, "plugins", DONE[action])
 
 
+@post("/agents/{agent_id:str}/memories")
+async def save_memory_settings(request: Request, agent_id: FromPath[str]) -> Response:
+    s = state(request)
+    agent = agent_or_404(s, agent_id, request)
+    vet = await form_field(request, "vet", 10)
+    s.store.update_agent(agent.id, vet_memories=int(vet == "1"))
+    return back(request, agent, "memory")
+
+
 @post("/agents/{agent_id:str}/memories/{memory_id:str}/delete")
 async def delete_memory(request: Request, agent_id: FromPath[str], memory_id: FromPath[str]) -> Response:
     s = state(request)
@@ -300,4 +309,4 @@ async def delete_agent(request: Request, agent_id: FromPath[str]) -> Response:
 
 
 routes = [agents, create_agent, agent_page, save_settings, save_tools, add_plugin, change_plugin,
-          delete_memory, confirm_delete, delete_agent]
+          save_memory_settings, delete_memory, confirm_delete, delete_agent]
