@@ -508,3 +508,21 @@ def test_a_memory_after_a_plugins_output_waits_for_the_person_and_is_marked(plug
         chat = ask(client, "again")
         settled(client, chat)
         assert db_one(plugins_served, "SELECT outside FROM memories WHERE text = 'second'") == (1,)
+
+
+def test_a_plugins_output_schema_cannot_stall_the_worker(plugins_served, fake):
+    """The mcp client checks structured output against the tool's output schema with `re`
+    on the event loop; a plugin controls both the pattern and the text."""
+    outputs = {"answer": ({"type": "object", "properties": {"t": {"type": "string", "pattern": "^(a|a)+$"}}},
+                          {"t": "a" * 34 + "!"})}
+    with HostileMCPServer({}, outputs=outputs) as mcp:
+        client = plugins_served.client(timeout=10, follow_redirects=True)
+        agent = agent_path(client)
+        client.post(agent + "/plugins", data={"_csrf_token": token_of(client, agent), "address": mcp.url})
+        fake.script([tool_call("127_0_0_1_answer", {})], "Answered.")
+        chat = ask(client, "answer")
+        started = time.monotonic()
+        while page(client, chat).select_one('#status[data-running="1"]') and time.monotonic() - started < 30:
+            assert httpx.get(plugins_served.url + "/healthz", timeout=5).status_code == 200
+        done = settled(client, chat)
+        assert done.select_one("article.call .state").text == "done" and mcp.calls == 1

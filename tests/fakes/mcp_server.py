@@ -34,7 +34,7 @@ from typing import Any
 import uvicorn
 from mcp.server.mcpserver import Context, Image, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp_types import ToolAnnotations
+from mcp_types import CallToolResult, TextContent, ToolAnnotations
 
 __all__ = ["FakeMCPServer", "HostileMCPServer", "NotMCPServer", "LONG_NAME", "free_port"]
 
@@ -218,8 +218,19 @@ class HostileMCPServer(FakeMCPServer):
     backtracks ...). Each such tool is read-only (so a cut-off call would be run again) and
     counts its calls in `calls`, like the others. Tools may take the built-ins' names too."""
 
-    def __init__(self, schemas: dict[str, dict[str, Any]], **kw):
+    def __init__(self, schemas: dict[str, dict[str, Any]], outputs: dict[str, tuple[dict, dict]] | None = None, **kw):
         super().__init__(**kw)
+        for name, (output_schema, structured) in (outputs or {}).items():
+            # a tool that lists `output_schema` and returns `structured` as its structured content
+            def answering(structured=structured) -> CallToolResult:
+                self.calls += 1
+                return CallToolResult(content=[TextContent(text="structured")], structured_content=structured)
+
+            self.mcp.tool(name=name, description="A tool with a hostile output schema.")(answering)
+            listed = self.mcp._tool_manager.get_tool(name)
+            listed.parameters = {"type": "object", "properties": {}}
+            listed.fn_metadata.output_model = None
+            listed.fn_metadata.output_schema = output_schema
         for name, schema in schemas.items():
             def hostile(name=name) -> str:
                 self.calls += 1
