@@ -84,7 +84,9 @@ class Authenticate:
         if refused is not None:
             await render.secured(refused).to_asgi_response(app=None, request=request)(scope, receive, send)
             return
-        await self.app(scope, receive, self.pre_session_cookie(request, send))
+        # only the public pages make a pre-session (every other page has a session): the send
+        # of a live feed, which carries every message to every follower, is left as it is
+        await self.app(scope, receive, self.pre_session_cookie(request, send) if public else send)
 
     @staticmethod
     def pre_session_cookie(request: Request, send: Any) -> Any:
