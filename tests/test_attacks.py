@@ -70,12 +70,10 @@ def agent_path(client: httpx.Client) -> str:
 
 
 def ask(client: httpx.Client, words: str) -> str:
-    """A new conversation with one message; its path."""
-    token = token_of(client)
-    chat = client.post("/c", data={"_csrf_token": token}, follow_redirects=False).headers["location"]
-    r = client.post(chat + "/ask", data={"_csrf_token": token, "text": words}, follow_redirects=False)
-    assert r.status_code == 303, r.text
-    return chat
+    """A new conversation begun with one message, as the home page's composer does; its path."""
+    r = client.post("/c", data={"_csrf_token": token_of(client), "text": words}, follow_redirects=False)
+    assert r.status_code == 303 and r.headers["location"].startswith("/c/"), r.text
+    return r.headers["location"]
 
 
 def settled(client: httpx.Client, chat: str, timeout: float = 30) -> BeautifulSoup:
@@ -416,11 +414,11 @@ def test_tool_names_are_unique_and_plugins_do_not_take_a_builtins_prefix():
 
 
 def sse_lines(served: Served, path: str, until: bytes, timeout: float = 20) -> list[bytes]:
-    """The raw SSE stream read until `until` is in it, split into lines as a reader does
-    (at CR, LF or CRLF)."""
+    """The SSE stream (its bytes as sent, once the gzip is undone) read until `until` is in
+    it, split into lines as a reader does (at CR, LF or CRLF)."""
     raw = b""
     with httpx.stream("GET", served.url + path, cookies=served.cookies, timeout=timeout) as r:
-        for chunk in r.iter_raw():
+        for chunk in r.iter_bytes():
             raw += chunk
             if until in raw:
                 break
