@@ -120,7 +120,11 @@ async def forged(request: Request, public: bool) -> Response | None:
 def refusal(request: Request, status: int, detail: str) -> Response:
     if render.is_htmx(request):
         return Response(detail, status_code=status, media_type="text/plain; charset=utf-8")
-    return render.page(request, "error.html", status_code=status, status=status, detail=detail)
+    from .app import way_back  # the error page's own way back (app.py imports this module)
+
+    where, label = way_back(request)
+    return render.page(request, "error.html", status_code=status, status=status, detail=detail, back=where,
+                       back_label=label)
 
 
 async def authenticate(request: Request) -> Response | None:
