@@ -11,9 +11,12 @@ from __future__ import annotations
 import functools
 import hashlib
 import ipaddress
+import math
+import os
 import secrets
 import sqlite3
 from dataclasses import dataclass
+from pathlib import Path
 
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError, VerifyMismatchError
@@ -25,9 +28,16 @@ from .tables import THEMES, Person, check_name
 
 COOKIE = "tabletalk_session"  # the session cookie's name
 SESSION_SECONDS = 30 * 24 * 3600
-SIGNIN_LIMIT = 10          # failed password checks a minute for one name
-# ... and from one address, across names: higher, so that behind a reverse proxy (where
-# everyone shares its address) one person guessing does not lock everyone else out.
+# Wrong passwords are throttled per pair of name and source (the address, or a known
+# device): a few are free, then each waits twice as long as the one before, up to a cap. So
+# someone guessing at a name from one place slows only their own guesses there; the person
+# elsewhere, or on a device they signed in from before, is never held up by them.
+PAIR_FREE = 5              # failed checks of one pair before the delays begin
+PAIR_MAX_DELAY = 900.0     # seconds, the longest wait between two checks of one pair
+PAIR_MEMORY = 3600.0       # a pair's failures are forgotten after this long
+# ... and from one address across names: higher, so that behind a reverse proxy (where
+# everyone shares its address, unless TABLETALK_TRUSTED_PROXIES names it) one person
+# guessing does not lock everyone else out. Known devices are not counted here.
 ADDRESS_LIMIT = 50
 SIGNIN_WINDOW = 60.0
 PASSWORD_MIN = 8
@@ -196,25 +206,68 @@ class People:
 
     # --- the sign-in limit --------------------------------------------------------------
 
-    def attempt(self, name: str, address: str) -> int | None:
+    def attempt(self, name: str, source: str, *, by_address: bool = True) -> int:
         """Count a password check before it is made (so parallel guesses are counted too):
-        the attempt's row, or None when the name or the address has used its attempts this
-        minute. A check that succeeds takes its attempt back (`succeeded`)."""
+        the attempt's row. Raises Throttled when the pair (name, `source`: an address, or
+        `device:...`) must wait, or, with `by_address`, when the address has used its checks
+        this minute. A check that succeeds takes its attempt back (`succeeded`)."""
         t = dbm.now()
         key = name.strip().lower()[:200]
         with self.store.write() as db:  # one writer at a time, across workers: check and count at once
-            db.conn.execute("DELETE FROM signins WHERE at < ?", [t - SIGNIN_WINDOW])
-            by_name, by_address = db.conn.execute(
-                "SELECT count(*) FILTER (WHERE name = ?), count(*) FILTER (WHERE address = ?) FROM signins",
-                [key, address]).fetchone()
-            if by_name >= SIGNIN_LIMIT or by_address >= ADDRESS_LIMIT:
-                return None
+            db.conn.execute("DELETE FROM signins WHERE at < ?", [t - PAIR_MEMORY])
+            failed, last = db.conn.execute("SELECT count(*), max(at) FROM signins WHERE name = ? AND address = ?",
+                                           [key, source]).fetchone()
+            if failed >= PAIR_FREE:
+                wait = min(2.0 ** (failed - PAIR_FREE + 1), PAIR_MAX_DELAY) - (t - last)
+                if wait > 0:
+                    raise Throttled(wait)
+            if by_address:
+                recent, oldest = db.conn.execute("SELECT count(*), min(at) FROM signins WHERE address = ? AND at > ?",
+                                                 [source, t - SIGNIN_WINDOW]).fetchone()
+                if recent >= ADDRESS_LIMIT:
+                    raise Throttled(SIGNIN_WINDOW - (t - oldest))
             return db.conn.execute("INSERT INTO signins (at, name, address) VALUES (?, ?, ?)",
-                                   [t, key, address]).lastrowid
+                                   [t, key, source]).lastrowid
 
     def succeeded(self, attempt: int) -> None:
         with self.store.write() as db:
             db.conn.execute("DELETE FROM signins WHERE id = ?", [attempt])
+
+
+class Throttled(Exception):
+    """A password check that must wait `seconds` first."""
+
+    def __init__(self, seconds: float):
+        super().__init__(f"wait {seconds:.0f} s")
+        self.seconds = max(1, math.ceil(seconds))
+
+    @property
+    def words(self) -> str:
+        s = self.seconds
+        return f"{s} second{'s' if s != 1 else ''}" if s < 90 else f"{math.ceil(s / 60)} minutes"
+
+
+def setup_code(data: Path, *, fresh: bool = False) -> str:
+    """The code that setting the owner up takes, kept in the data folder (0600, shared by
+    the workers) until the owner exists. `tabletalk serve` makes a fresh one at each start
+    and prints the address that holds it: who may set the app up is who can read what this
+    computer printed (or its data folder), not whoever reaches the socket first, however a
+    proxy or tunnel in front of it forwards (or does not say it forwards) requests."""
+    path = data / "setup.code"
+    data.mkdir(parents=True, exist_ok=True)
+    if fresh:
+        path.unlink(missing_ok=True)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return path.read_text().strip()
+    with os.fdopen(fd, "w") as f:
+        f.write(secrets.token_urlsafe(18))
+    return path.read_text().strip()
+
+
+def setup_done(data: Path) -> None:
+    (data / "setup.code").unlink(missing_ok=True)
 
 
 def set_up_from_settings(store: Store, config: Config) -> Person | None:

@@ -13,9 +13,12 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-import jsonschema
-
 from .tools import Context, Result, Tool
+from .tools.arguments import ARGUMENTS_MAX, Unusable, check
+
+# The same call failing with the same words this many times in one run ends the run: the
+# model is not getting anywhere, and every try may cost (a plugin's, a model's).
+SAME_FAILURE_LIMIT = 3
 
 MAX_STEPS = 40
 
@@ -197,6 +200,25 @@ class _Parts:
     calls: dict[int, dict[str, str]] = field(default_factory=dict)
 
 
+class _Repeats:
+    """Failed calls of one run, by (tool, arguments, output): a model that makes the same
+    failing call again and again is stopped rather than left to loop until MAX_STEPS."""
+
+    def __init__(self) -> None:
+        self.counts: dict[tuple[str, str, str], int] = {}
+        self.stuck = ""
+
+    def noted(self, emit: Emit) -> Emit:
+        def counting(event: Event) -> None:
+            if isinstance(event, ToolEnd) and not event.ok:
+                key = (event.call.name, event.call.arguments, event.output)
+                self.counts[key] = self.counts.get(key, 0) + 1
+                if self.counts[key] >= SAME_FAILURE_LIMIT:
+                    self.stuck = event.call.name
+            emit(event)
+        return counting
+
+
 async def run(
     history: list[Message],
     tools: list[Tool],
@@ -216,6 +238,7 @@ async def run(
     emit(AgentStart())
     added: list[Message] = []
     by_name = {t.name: t for t in tools}
+    repeats = _Repeats()
     steered = steering() if steering else []  # sent while the run waited to begin
     for _ in range(max_steps):
         added.extend(steered)
@@ -233,9 +256,13 @@ async def run(
         added.append(reply)
         results = []
         for call in reply.tool_calls:
-            results.append(await run_tool(call, by_name, emit, context, gate))
+            results.append(await run_tool(call, by_name, repeats.noted(emit), context, gate))
         added.extend(results)
         emit(TurnEnd(reply, tuple(results)))
+        if repeats.stuck:
+            emit(Failed(f"The agent stopped: its call to {repeats.stuck[:80]} failed the same way "
+                        f"{SAME_FAILURE_LIMIT} times."))
+            break
         # The step boundary: every call of this step has finished and the next step has not
         # begun. What the person sent "now" meanwhile goes into that next step, and brings
         # one about even when the model had finished.
@@ -301,37 +328,35 @@ async def run_tool(call: ToolCall, tools: dict[str, Tool], emit: Emit, context: 
     tool = tools.get(call.name)
     result: Result | None = None
     if tool is None:
-        output, ok = f"Error: there is no tool named {call.name!r}.", False
+        output, ok = f"Error: there is no tool named {call.name[:80]!r}.", False
     else:
-        try:
-            args = json.loads(call.arguments or "{}")
-            if not isinstance(args, dict):
-                raise ValueError("the arguments must be a JSON object")
-        except ValueError as e:
-            output, ok = f"Error: the arguments are not valid JSON ({e}).", False
-        else:
-            problem = schema_problem(args, tool.parameters)
-            if problem:
-                output, ok = f"Error: the arguments do not fit the tool's parameters: {problem}", False
-            else:
-                ctx = context or Context(chat=0, agent=None)
-                ctx.progress = lambda text: emit(ToolUpdate(call, text))
-                try:
-                    result = await tool.run(args, ctx)
-                    output, ok = result.text, True
-                except Exception as e:  # a tool's failure is data for the model
-                    output, ok = f"Error: {e}" if str(e) else f"Error: {type(e).__name__}", False
+        output, ok, result = await _checked_run(call, tool, emit, context)
     emit(ToolEnd(call, output, ok, result))
     return Message("tool", output, tool_call_id=call.id)
 
 
-def schema_problem(args: dict[str, Any], schema: dict[str, Any]) -> str | None:
-    """Why `args` do not fit the JSON schema, in one line, or None."""
+async def _checked_run(call: ToolCall, tool: Tool, emit: Emit, context: Context | None) -> tuple[str, bool, Result | None]:
+    """Parse and check the arguments, then run the tool; (output, ok, result). Nothing the
+    model or the tool's schema sends raises out of here."""
+    if len(call.arguments or "") > ARGUMENTS_MAX:
+        return f"Error: the arguments are too long ({len(call.arguments):,} characters; at most {ARGUMENTS_MAX:,}).", False, None
     try:
-        jsonschema.validate(args, schema)
-    except jsonschema.ValidationError as e:
-        where = "/".join(str(p) for p in e.absolute_path)
-        return f"{where + ': ' if where else ''}{e.message}"[:300]
-    except jsonschema.SchemaError:
-        return None  # a tool with a broken schema is the tool's problem, not the model's
-    return None
+        args = json.loads(call.arguments or "{}")
+        if not isinstance(args, dict):
+            raise ValueError("the arguments must be a JSON object")
+    except (ValueError, RecursionError) as e:
+        why = e if isinstance(e, ValueError) else "nested too deeply"
+        return f"Error: the arguments are not valid JSON ({why}).", False, None
+    try:
+        problem = await check(args, tool.parameters)
+    except Unusable as e:
+        return f"Error: the tool's parameters cannot be used, so the call was not made: {e}.", False, None
+    if problem:
+        return f"Error: the arguments do not fit the tool's parameters: {problem}", False, None
+    ctx = context or Context(chat=0, agent=None)
+    ctx.progress = lambda text: emit(ToolUpdate(call, text))
+    try:
+        result = await tool.run(args, ctx)
+    except Exception as e:  # a tool's failure is data for the model
+        return (f"Error: {e}" if str(e) else f"Error: {type(e).__name__}"), False, None
+    return result.text, True, result

@@ -21,8 +21,8 @@ def migrate(config: configuration.Config) -> list[str]:
 
 NO_ACCOUNT = """Tabletalk will not serve on {host} before its owner's account exists: the first
 person to open it would set it up and own it. Either
-  - start it on 127.0.0.1 once (tabletalk serve), open http://127.0.0.1:{port}/ and set the
-    owner up there, then serve on {host}; or
+  - start it on 127.0.0.1 once (tabletalk serve), open the setup address it prints and set
+    the owner up there, then serve on {host}; or
   - set TABLETALK_PASSWORD (and TABLETALK_OWNER, the name, default "owner") to set the owner
     up at start."""
 
@@ -31,7 +31,7 @@ def serve(host: str, port: int, workers: int) -> None:
     from granian import Granian
     from granian.constants import Interfaces
 
-    from .accounts import AccountError, People, loopback, set_up_from_settings
+    from .accounts import AccountError, People, loopback, set_up_from_settings, setup_code
     from .store import Store
 
     config = configuration.load()
@@ -54,6 +54,10 @@ def serve(host: str, port: int, workers: int) -> None:
     import app.web.app  # noqa: F401
 
     print(f"Tabletalk on http://{host}:{port} (data in {config.data})", file=sys.stderr, flush=True)
+    if nobody:
+        code = setup_code(config.data, fresh=True)
+        print(f"No account yet: set the owner up at http://{host}:{port}/setup?code={code}\n"
+              "(that code is needed to set up; it changes at every start)", file=sys.stderr, flush=True)
     Granian(
         target="app.web.app:create_app",
         factory=True,

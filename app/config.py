@@ -4,11 +4,14 @@ Each name here is documented in the README's settings table; a test fails when o
 """
 from __future__ import annotations
 
+import ipaddress
 import os
 from dataclasses import dataclass
 from pathlib import Path
 
 from .models import Account, accounts
+
+IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 # name -> (default, what it is for); the README table is checked against this mapping.
 SETTINGS: dict[str, tuple[str, str]] = {
@@ -32,6 +35,8 @@ SETTINGS: dict[str, tuple[str, str]] = {
     "TABLETALK_PASSWORD": ("", "Sets up the owner's account at start when none exists (headless setup); "
                                "ignored once an account exists."),
     "TABLETALK_OWNER": ("owner", "The owner's sign-in name when TABLETALK_PASSWORD sets the account up."),
+    "TABLETALK_TRUSTED_PROXIES": ("", "Addresses or networks (commas) of reverse proxies whose X-Forwarded-For "
+                                      "names the client; from anyone else the header is ignored."),
 }
 
 
@@ -58,6 +63,7 @@ class Config:
     ollama_set: bool = False  # OLLAMA_HOST given: when its Ollama is down, say so (the default is only a guess)
     owner_password: str = ""
     owner_name: str = "owner"
+    trusted_proxies: tuple[IPNetwork, ...] = ()
 
     @property
     def database(self) -> Path:
@@ -100,7 +106,19 @@ def load() -> Config:
         # not stripped: a password may begin or end with a space
         owner_password=os.environ.get("TABLETALK_PASSWORD", ""),
         owner_name=_get("TABLETALK_OWNER") or "owner",
+        trusted_proxies=_networks("TABLETALK_TRUSTED_PROXIES"),
     )
+
+
+def _networks(name: str) -> tuple[IPNetwork, ...]:
+    out = []
+    for part in _get(name).split(","):
+        if part.strip():
+            try:
+                out.append(ipaddress.ip_network(part.strip(), strict=False))
+            except ValueError:
+                raise SystemExit(f"{name}: {part.strip()!r} is not an address or a network (10.0.0.1, 10.0.0.0/8)") from None
+    return tuple(out)
 
 
 def _share(name: str) -> float:

@@ -447,3 +447,15 @@ def m017_tool_content(db: sqlite_utils.Database) -> None:
     # person only and is not sent to the model.
     db.execute("ALTER TABLE items ADD COLUMN shown TEXT NOT NULL DEFAULT ''")
     db.execute("ALTER TABLE items ADD COLUMN unsent INTEGER NOT NULL DEFAULT 0 CHECK (unsent IN (0, 1))")
+
+
+@migration
+def m015_vetted_memories(db: sqlite_utils.Database) -> None:
+    # A memory the model writes after a tool brought it text from outside (a plugin's result,
+    # a fetched page) may be that text's doing: `outside` marks it (the Memory tab says so),
+    # and `chat` is the conversation it was written in.
+    db.execute("ALTER TABLE memories ADD COLUMN outside INTEGER NOT NULL DEFAULT 0")
+    db.execute("ALTER TABLE memories ADD COLUMN chat INTEGER REFERENCES conversations(id) ON DELETE SET NULL")
+    # Per agent: whether such a memory waits for the person's approval before it is kept (on
+    # by default; the owner of an agent that only reads trusted plugins may turn it off).
+    db.execute("ALTER TABLE assistants ADD COLUMN vet_memories INTEGER NOT NULL DEFAULT 1")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import time
 from collections import defaultdict, deque
 from collections.abc import Callable
@@ -55,9 +56,18 @@ def encode(rev: int, html: str) -> bytes:
 
     Fields are written without the optional space after the colon (a live answer is ~190
     messages of ~40 characters each, so every byte of framing shows in the bytes a page
-    receives); a line that itself begins with a space keeps it, since a reader drops one."""
-    data = "".join(f"data:{' ' if line[:1] == ' ' else ''}{line}\n" for line in html.split("\n"))
-    return f"id:{rev}\n{data}\n".encode()
+    receives); a line that itself begins with a space keeps it, since a reader drops one.
+
+    A reader ends a line at CR, LF or CRLF: the HTML is split at all three (so a bare CR in
+    a tool's output cannot start an `event:` or `id:` field of its own), which HTML reads
+    alike (its parser turns CR and CRLF into LF anyway). A NUL, which HTML drops or replaces
+    too, becomes U+FFFD."""
+    lines = _LINE_BREAK.split(html.replace("\x00", "\ufffd"))
+    data = "".join(f"data:{' ' if line[:1] == ' ' else ''}{line}\n" for line in lines)
+    return f"id:{int(rev)}\n{data}\n".encode()
+
+
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")
 
 
 KEEPALIVE = b": keep-alive\n\n"

@@ -32,13 +32,12 @@ if TYPE_CHECKING:
 from app import mcp_content, mcp_sessions
 from app.mcp_link import SSE, STREAMABLE, Attempt, PluginError, bad_address, connect, private_ok, why
 from app.tables import Plugin
-from app.tools import Context, Result, Tool
+from app.tools import NAME_LIMIT, Context, Result, Tool
 
 __all__ = ["Listing", "PluginError", "call", "list_tools", "masked", "private_ok", "refresh", "tool_name"]
 
 log = logging.getLogger(__name__)
 
-NAME_LIMIT = 64  # the Chat Completions API's limit on a function name, [a-zA-Z0-9_-]
 CALL_TIMEOUT = 600.0  # seconds a call may go without a word from its server (TABLETALK_PLUGIN_TIMEOUT)
 MAX_PAGES = 20  # tools/list pages followed before the listing is called complete
 
@@ -83,6 +82,12 @@ def tool_name(plugin: str, tool: str, taken: Iterable[str] = ()) -> str:
         if candidate not in taken:
             return candidate
     raise ValueError(f"no free name for {whole!r}")  # a sha256 clash: not in this universe
+
+
+def identity(p: Plugin, mcp_name: str) -> str:
+    """A plugin tool's key for the agent's settings: the plugin's id and a hash of the MCP
+    name (which may hold commas, the settings' separator)."""
+    return f"plugin{p.id}.{hashlib.sha256(mcp_name.encode()).hexdigest()[:16]}"
 
 
 # --------------------------------------------------------------------------
@@ -163,6 +168,7 @@ def _listing(p: Plugin, found: list[types.Tool], transport: str, *, private_ok: 
             run=_runner(p, mcp_tool.name, transport, private_ok=private_ok, timeout=call_timeout),
             idempotent=bool(hints and (hints.read_only_hint or hints.idempotent_hint)),
             plugin=p.name,
+            key=identity(p, mcp_tool.name),
         ))
     count = len(tools)
     return Listing(tools, f"{count} tool" if count == 1 else f"{count} tools", transport, names)
@@ -273,3 +279,4 @@ async def call(p: Plugin, mcp_name: str, args: dict[str, Any], ctx: Context, *, 
         text = mcp_content.convert(result, mcp_name).text
         raise PluginError(text or f"{mcp_name} failed without saying why")
     return mcp_content.convert(result, mcp_name, ctx.store, ctx.chat)
+

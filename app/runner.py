@@ -26,8 +26,8 @@ from .feed import Feed
 from .history import takes_images
 from .providers import Providers
 from .store import Store, first_words
-from .tables import Assistant, Item
-from .tools import Tool, allowed, names
+from .tables import Assistant, Item, item
+from .tools import Tool, allowed, chosen, names, unique
 from .tools.builtin import builtin_tools
 from .turn import Turn
 
@@ -38,6 +38,8 @@ RENEW_SECONDS = 3.0
 TICK_SECONDS = 0.05
 IDLE_SCAN_SECONDS = 1.0   # a full scan for pending work, at least this often
 SCAN_GAP_SECONDS = 0.1    # the least time between two scans
+FAILED = ("This answer failed on our side and was stopped (the error is in the server's log). "
+          "Send the message again to retry.")
 TITLE_PROMPT = ("Name this conversation in at most six words, in the language it is written in. "
                 "Answer with the name only: no quotes, no full stop.")
 
@@ -256,7 +258,14 @@ class Runner:
                 if user is None or user.kind != "user":
                     self.store.update(pending.id, done=True)  # a retry of nothing
                     continue
-                await self._turn(run, user, retry=pending if pending.kind == "retry" else None)
+                run.turn = None
+                try:
+                    await self._turn(run, user, retry=pending if pending.kind == "retry" else None)
+                except Exception:
+                    # A bug, not the model's or a tool's failure (those are rows already): the
+                    # turn ends with an error item instead of being taken up again, and again.
+                    log.exception("the turn of item %s in conversation %s failed", user.id, run.chat)
+                    self._failed(run, user)
                 if pending.kind == "user":
                     self.side(self.name_conversation(run.chat, user, run.turn.model))
                 with self.store.write():
@@ -275,6 +284,13 @@ class Runner:
             except Exception:
                 log.exception("releasing the lease of %s failed", run.chat)
             self._wake.set()  # more work may have arrived while this run held the lease
+
+    def _failed(self, run: Run, user: Item) -> None:
+        self.flush()
+        if run.turn is not None:
+            run.turn.stopped()
+        self.store.add(item("error", run.chat, FAILED, turn=user.id, state="failed", done=True,
+                            model=run.turn.model if run.turn else ""))
 
     def _cancelled(self, run: Run) -> None:
         """A stop (or a lost lease, or shutdown): keep what was written and mark it done."""
@@ -302,8 +318,11 @@ class Runner:
         model = (retry.model if retry else "") or pick(user.model, convo.model if convo else "",
                                                        agent.model if agent else "")
         model = model or await self.default_model()
+        tools = await self.tools_for(agent)
+        # by identity: a tool that only shows a name approval was set for does not get it
+        approve = {t.name for t in tools if agent and chosen(t, names(agent.approve))}
         turn = run.turn = Turn(self.store, self.grow, self.flush, run.chat, user, agent, model, retry=retry,
-                               tools=await self.tools_for(agent), approve=names(agent.approve) if agent else set(),
+                               tools=tools, approve=approve,
                                changed=self.feed.changed, window=self.window_of(model),
                                share=self.config.context_share, images=self.images_for(model))
         self.store.update(user.id)  # it is answered now, no longer queued: pages re-render it
@@ -348,6 +367,7 @@ class Runner:
         """The tools this agent may use now: built-in ones, then its enabled plugins' (listed
         afresh at each run, which also refreshes each plugin's status)."""
         found = builtin_tools()
+        taken = {t.name for t in found}
         if agent is not None and agent.id is not None:
             enabled = self.store.plugins(agent.id, enabled_only=True)
             if enabled:
@@ -360,7 +380,7 @@ class Runner:
                         continue
                     if listing.status != p.status:
                         self.store.update_plugin(p.id, status=listing.status)
-                    found.extend(listing.tools)
+                    found.extend(unique(listing.tools, taken))  # the oldest plugin keeps a name
         return allowed(found, agent.tools if agent else "")
 
     async def default_model(self) -> str:

@@ -95,6 +95,7 @@ class Assistant:
     approve: str = ""   # tools that wait for the person's approval
     thinking: str = ""  # how hard its model thinks ('' = the server's default)
     suggestions: str = ""  # what a new conversation suggests asking, one a line ('' = the defaults)
+    vet_memories: bool = True  # a memory written after outside tool output waits for approval
     id: int | None = None
     created: float = 0.0
     updated: float = 0.0
@@ -107,6 +108,8 @@ class Assistant:
     @classmethod
     def from_row(cls, row: Any) -> Assistant:
         data = dict(row)
+        if "vet_memories" in data:
+            data["vet_memories"] = bool(data["vet_memories"])
         return cls(**{f.name: data[f.name] for f in fields(cls) if f.name in data})
 
 

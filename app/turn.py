@@ -21,7 +21,7 @@ from . import window
 from .history import segments, system_prompt, user_message
 from .store import Store
 from .tables import Assistant, Item, item
-from .tools import Context, Tool
+from .tools import Context, Tool, memory
 
 DECLINED = "The person declined this call."
 
@@ -319,10 +319,15 @@ class Turn:
                 self.store.update(self.items.pop("reasoning"), text=reasoning, done=True)
             if "text" in self.items:
                 self.store.update(self.items.pop("text"), text=message.content or "", done=True)
+            # read before this step's calls are written: the model made them without their output
+            vetted = (self.agent is not None and self.agent.vet_memories
+                      and any(c.name == "remember" for c in message.tool_calls)
+                      and self.store.outside_output(self.chat, memory.INSIDE))
             for call in message.tool_calls:
+                waits = call.name in self.approve or (vetted and call.name == "remember")
                 new = self.add(item("call", self.chat, turn=self.user.id, model=self.model,
                                     name=call.name[:80], input=call.arguments,
-                                    state="approval" if call.name in self.approve else ""))
+                                    state="approval" if waits else ""))
                 self.calls[call.id] = new.id
 
     def thought(self, done: bool = False) -> None:

@@ -105,7 +105,7 @@ async def test_a_long_operation_reports_progress_past_the_limit(everything):
 
 async def test_defaults_count_as_present(everything):
     """Its schema gives `duration` and `steps` defaults: a call without them is not refused."""
-    from app.agent import schema_problem
+    from app.tools.arguments import problem as schema_problem
 
     tools = await tools_of(everything)
     assert schema_problem({}, tools["ev_trigger-long-running-operation"].parameters) is None

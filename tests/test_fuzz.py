@@ -7,6 +7,7 @@ skill stay exactly as they were).
 """
 from __future__ import annotations
 
+import asyncio
 import re
 from pathlib import Path
 from urllib.parse import quote
@@ -193,3 +194,58 @@ def test_hostile_feed_cursors_resync_or_are_refused(served, cursor):
             if r.status_code == 200:
                 first = next(r.iter_lines())
                 assert first.startswith(": worker") or first.startswith("id:")
+
+
+# --- a plugin's schemas and the model's raw tool arguments ------------------------------------
+# A plugin's input schema is the plugin's to write and the arguments are the model's: whatever
+# they are, checking them gives a verdict, or says the schema cannot be used; never an
+# exception out of the agent loop (which restarted runs), never the network or the disk.
+
+
+async def tool_call_of(arguments: str, schema) -> tuple[str, bool]:
+    from app import agent as loop
+    from app.tools import Result, Tool
+
+    async def run(args, ctx):
+        return Result("ran")
+
+    ended = []
+    await loop.run_tool(loop.ToolCall("c", "t", arguments), {"t": Tool("t", "", schema, run)},
+                        lambda e: ended.append(e) if isinstance(e, loop.ToolEnd) else None, None)
+    return ended[0].output, ended[0].ok
+
+
+json_values = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20),
+                           lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner,
+                                                                                         max_size=4), max_leaves=12)
+keywords = st.sampled_from(["type", "properties", "required", "pattern", "patternProperties", "additionalProperties",
+                            "$ref", "$dynamicRef", "$id", "$schema", "$defs", "items", "enum", "const", "allOf",
+                            "anyOf", "oneOf", "not", "if", "then", "else", "format", "minLength", "uniqueItems",
+                            "propertyNames", "dependentSchemas", "unevaluatedProperties", "contains"])
+schemas = st.recursive(
+    st.dictionaries(keywords, json_values | st.sampled_from(["#", "#/$defs/a", "http://127.0.0.1:9/", "file:///x",
+                                                             "^(a|a)+$", "(", "object", "string"]), max_size=5),
+    lambda inner: st.dictionaries(keywords, inner | st.dictionaries(st.text(max_size=6), inner, max_size=3)
+                                  | st.lists(inner, max_size=3), max_size=5),
+    max_leaves=20)
+
+
+@settings(max_examples=300, deadline=None, database=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(schema=schemas, args=json_values)
+def test_fuzzed_schemas_are_checked_or_unusable_never_an_exception(schema, args):
+    from app.tools.arguments import Unusable, problem
+
+    try:
+        result = problem(args, schema)
+    except Unusable:
+        return
+    assert result is None or isinstance(result, str)
+
+
+@settings(max_examples=300, deadline=None, database=None, derandomize=True)
+@given(raw=st.one_of(st.text(max_size=200), st.sampled_from(["", "null", "[]", "1", '"s"', "{", "{}" * 3, "\x00",
+                                                            '{"a": NaN}', '{"a": 1e999}', "[" * 5000])))
+def test_fuzzed_raw_arguments_are_a_result_never_an_exception(raw):
+    output, ok = asyncio.run(tool_call_of(raw, {"type": "object", "properties": {"a": {"type": "integer"}}}))
+    assert isinstance(output, str) and (ok or output.startswith("Error:"))

@@ -319,7 +319,7 @@ async def test_a_plugin_that_stopped_answering_holds_no_message_up():
 def test_a_property_with_a_default_is_not_required_by_our_check():
     """Playwright MCP's browser_take_screenshot lists `scale` as required with a default;
     the server accepts a call without it, so our check must too; a real miss still counts."""
-    from app.agent import schema_problem
+    from app.tools.arguments import problem as schema_problem
     from app.plugins import defaults_optional
 
     given = {"type": "object", "required": ["type", "scale"],

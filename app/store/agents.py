@@ -65,17 +65,27 @@ class Agents(Base):
     def memories(self, agent: int) -> list[dict[str, Any]]:
         return [dict(r) for r in self.all("SELECT * FROM memories WHERE agent = ? ORDER BY id", [agent])]
 
-    def add_memory(self, agent: int, text: str) -> int:
+    def add_memory(self, agent: int, text: str, *, outside: bool = False, chat: int | None = None) -> int:
         with self.write() as db:
-            return db.conn.execute("INSERT INTO memories (agent, text, created) VALUES (?, ?, ?)",
-                                   [agent, text, dbm.now()]).lastrowid
+            return db.conn.execute(  # the conversation only while it exists (it may be gone meanwhile)
+                "INSERT INTO memories (agent, text, created, outside, chat) "
+                "VALUES (?, ?, ?, ?, (SELECT id FROM conversations WHERE id = ?))",
+                [agent, text, dbm.now(), int(outside), chat]).lastrowid
+
+    def outside_output(self, chat: int, inside: tuple[str, ...]) -> bool:
+        """Whether a tool brought this conversation text from outside: a call, other than
+        the `inside` tools (which only read and write this app's rows), with output."""
+        marks = ",".join("?" * len(inside)) or "''"
+        return self.one(f"SELECT 1 FROM items WHERE chat = ? AND kind = 'call' AND output != '' "
+                        f"AND name NOT IN ({marks}) LIMIT 1", [chat, *inside]) is not None
 
     def delete_memory(self, agent: int, memory: int) -> bool:
         with self.write() as db:
             return db.conn.execute("DELETE FROM memories WHERE id = ? AND agent = ?", [memory, agent]).rowcount == 1
 
     def update_agent(self, agent_id: int, **values: Any) -> None:
-        self._update("assistants", agent_id, {"name", "instructions", "model", "tools", "approve", "thinking", "suggestions"}, values)
+        self._update("assistants", agent_id, {"name", "instructions", "model", "tools", "approve", "thinking",
+                                              "suggestions", "vet_memories"}, values)
 
     # --- plugins --------------------------------------------------------------------
 

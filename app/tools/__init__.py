@@ -8,9 +8,13 @@ interrupted to the model).
 from __future__ import annotations
 
 import asyncio
+import hashlib
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
+
+
+NAME_LIMIT = 64  # the Chat Completions API's limit on a function name
 
 
 @dataclass(frozen=True)
@@ -52,6 +56,14 @@ class Tool:
     run: Callable[[dict[str, Any], Context], Awaitable[Result]]
     idempotent: bool = False
     plugin: str = ""  # the plugin's name for a plugin's tool ("" for a built-in one)
+    # What the agent's settings (may use, waits for approval) are keyed by: a plugin's tool is
+    # its plugin's id and its own MCP name, so a tool that comes to show the same name (another
+    # plugin, a renamed one) never inherits them. A built-in's key is its name.
+    key: str = ""
+
+    @property
+    def identity(self) -> str:
+        return self.key or self.name
 
     def schema(self) -> dict[str, Any]:
         """The tool as the Chat Completions API describes it."""
@@ -65,9 +77,35 @@ def names(csv: str) -> set[str]:
     return {n.strip() for n in csv.split(",") if n.strip()}
 
 
+def chosen(tool: Tool, keys: set[str]) -> bool:
+    """Whether a setting's keys name this tool: by its identity, or by the name settings were
+    saved under before tools had identities (a plugin's tool renamed for a clash has a name
+    of its own, so an old name never reaches another tool)."""
+    return tool.identity in keys or tool.name in keys
+
+
 def allowed(tools: list[Tool], use: str) -> list[Tool]:
-    """The tools an agent may use: `use` is "" for all of them, else names, commas."""
+    """The tools an agent may use: `use` is "" for all of them, else identities, commas."""
     if not use.strip():
         return list(tools)
-    chosen = names(use)
-    return [t for t in tools if t.name in chosen]
+    keys = names(use)
+    return [t for t in tools if chosen(t, keys)]
+
+
+def unique(tools: list[Tool], taken: set[str]) -> list[Tool]:
+    """`tools` with names no tool in `taken` (built-ins, earlier plugins) has, nor each other:
+    a clash renames the later tool (its name ends in a hash of its identity), so a plugin can
+    never shadow a built-in or another plugin's tool. Adds the names to `taken`."""
+    out = []
+    for tool in tools:
+        name = tool.name
+        if name in taken:
+            digest = hashlib.sha256(tool.identity.encode()).hexdigest()
+            for size in (8, 16, 64):
+                name = f"{tool.name[: NAME_LIMIT - size - 1].rstrip('_')}_{digest[:size]}"
+                if name not in taken:
+                    break
+            tool = replace(tool, name=name)
+        taken.add(name)
+        out.append(tool)
+    return out

@@ -2,6 +2,12 @@
 
 Memories belong to the agent, not the conversation: every run of that agent finds them in
 its system prompt. The person sees and deletes them on the agent's Memory tab.
+
+Text a tool brought from outside (a plugin's result, a fetched page) can tell the model to
+remember something, and a memory lands in every later system prompt of the agent. So a
+`remember` call made after such output in the conversation waits for the person's approval
+(`Turn.end_step`, while the agent's `vet_memories` is on, the default), and the memory it
+writes is marked `outside` either way (the Memory tab says so).
 """
 from __future__ import annotations
 
@@ -11,6 +17,8 @@ from typing import Any
 from . import Context, Result, Tool
 
 TEXT_MAX = 2_000
+# The built-in tools that bring nothing from outside: they read and write this app's rows.
+INSIDE = ("update_plan", "load_skill", "remember")
 PROMPT_COUNT = 100     # the newest memories read back into a system prompt ...
 PROMPT_CHARS = 8_000   # ... and at most this many characters of them
 
@@ -41,7 +49,8 @@ async def _run(args: dict[str, Any], ctx: Context) -> Result:
     with ctx.store.write():  # the check and the insert in one transaction: no twin from a parallel call
         if any(same(m["text"], text) for m in ctx.store.memories(ctx.agent)):
             return Result("Already remembered; nothing new was stored.")
-        ctx.store.add_memory(ctx.agent, text)
+        outside = bool(ctx.chat) and ctx.store.outside_output(ctx.chat, INSIDE)
+        ctx.store.add_memory(ctx.agent, text, outside=outside, chat=ctx.chat or None)
     return Result("Remembered. It will be in your system prompt in later conversations.")
 
 

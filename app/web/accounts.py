@@ -1,30 +1,29 @@
 """Signing in and out, setting the owner up, and the owner's list of people.
 
-Every request but these pages, /healthz and /static goes through `authenticate`: with no
-account yet it leads to /setup, without a session to /signin. The person signed in is
+Every request but these pages, /healthz and /static goes through `guard.authenticate`:
+with no account yet it leads to /setup, without a session to /signin. The person signed in is
 `me(request)`; every route that takes an id checks that the row is theirs and answers 404
 when it is not, exactly as for a row that does not exist.
 """
 from __future__ import annotations
 
 import asyncio
-from typing import Any
-from urllib.parse import quote
+import hmac
 
 from litestar import Request, Response, get, post
 from litestar.exceptions import HTTPException, NotFoundException
 from litestar.params import FromPath, FromQuery
 from litestar.response import Redirect
 
-from ..accounts import (COOKIE, SESSION_SECONDS, AccountError, People, hash_password, loopback, password_matches,
-                        person_name)
+from ..accounts import (COOKIE, SESSION_SECONDS, AccountError, People, Throttled, hash_password,
+                        password_matches, person_name, setup_code, setup_done)
 from ..tables import NAME_MAX, THEMES, Person
-from . import render
+from . import csrf, render
 from .chats import form_field, me, parse_id
+from .guard import client_address, device_of, remember_device, secure
 from .models import local_path
 from .state import state
 
-PUBLIC = frozenset({"/setup", "/signin", "/healthz"})
 FIELD_MAX = 1_000
 
 
@@ -36,82 +35,27 @@ def owner_only(request: Request) -> Person:
     return person
 
 
-def to_sign_in(request: Request, setup: bool) -> Response:
-    where = "/setup" if setup else "/signin"
-    if request.method == "GET" and not setup and request.url.path != "/":
-        target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
-        where += "?next=" + quote(local_path(target), safe="/")
-    if render.is_htmx(request) or request.url.path.endswith("/events"):
-        return Response("Sign in first.", status_code=401, media_type="text/plain; charset=utf-8",
-                        headers={"HX-Redirect": where})
-    return Redirect(where, status_code=303)
-
-
-class Authenticate:
-    """ASGI middleware around every route, outside the CSRF middleware: a request with no
-    session is answered before anything reads its body (a form of 100 MB from anyone would
-    otherwise be read first)."""
-
-    def __init__(self, app: Any) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] == "http":
-            request: Request = Request(scope, receive)
-            refused = await authenticate(request)
-            if refused is not None:
-                await render.secured(refused).to_asgi_response(app=None, request=request)(scope, receive, send)
-                return
-        await self.app(scope, receive, send)
-
-
-async def authenticate(request: Request) -> Response | None:
-    """Before every route: who is signed in (request.state.person), or where to go to sign in."""
-    path = request.url.path
-    if path in PUBLIC or path.startswith("/static/"):
-        return None
-    s = state(request)
-    people = People(s.store)
-    token = request.cookies.get(COOKIE)
-    person = people.session(token)
-    if person is None:
-        return to_sign_in(request, setup=people.count() == 0)
-    request.state.person = person
-    request.state.session = token
-    return None
-
-
-def secure(request: Request) -> bool:
-    """Behind https (directly or through a proxy that says so) the cookie is Secure."""
-    return request.url.scheme == "https" or request.headers.get("x-forwarded-proto", "").lower() == "https"
-
-
 def signed_in(request: Request, token: str, to: str) -> Response:
     response = Redirect(local_path(to), status_code=303)
     response.set_cookie(COOKIE, token, max_age=SESSION_SECONDS, path="/", httponly=True, samesite="lax",
                         secure=secure(request))
+    response.delete_cookie(csrf.PRE_COOKIE, path="/")  # its token goes with it: the session's is new
     return response
-
-
-def client_address(request: Request) -> str:
-    return request.client.host if request.client else ""
 
 
 # --- setting up the owner ------------------------------------------------------------------
 
 
 @get("/setup")
-async def setup_page(request: Request) -> Response:
+async def setup_page(request: Request, code: FromQuery[str] = "") -> Response:
     if People(state(request).store).count():
         return Redirect("/signin", status_code=303)
-    return render.page(request, "setup.html", name="", error="", name_max=NAME_MAX)
+    return render.page(request, "setup.html", name="", error="", name_max=NAME_MAX, code=code[:100])
 
 
-def from_this_computer(request: Request) -> bool:
-    """A request straight from this computer, not through a proxy: who may set the owner up
-    (behind a public proxy the first visitor from anywhere would own the app)."""
-    forwarded = any(h in request.headers for h in ("x-forwarded-for", "forwarded", "x-real-ip"))
-    return not forwarded and loopback(client_address(request))
+NOT_THE_CODE = ("That setup code is not right. It is printed where Tabletalk was started (tabletalk serve), "
+                "in the address to open; it changes at every start. Or set the owner up at start with "
+                "TABLETALK_PASSWORD.")
 
 
 @post("/setup")
@@ -120,13 +64,13 @@ async def set_up(request: Request) -> Response:
     people = People(s.store)
     if people.count():
         raise HTTPException(status_code=409, detail="Tabletalk is already set up: sign in instead.")
-    if not from_this_computer(request):
-        raise HTTPException(status_code=403, detail=(
-            "The owner is set up from the computer Tabletalk runs on (open http://127.0.0.1:PORT/setup "
-            "there), or at start with TABLETALK_PASSWORD."))
     name = await form_field(request, "name", FIELD_MAX)
     password = await form_field(request, "password", FIELD_MAX)
     again = await form_field(request, "again", FIELD_MAX)
+    code = (await form_field(request, "code", FIELD_MAX)).strip()
+    if not hmac.compare_digest(code.encode("utf-8", "surrogatepass"), setup_code(s.config.data).encode()):
+        return render.page(request, "setup.html", status_code=403, name=name[:NAME_MAX], error=NOT_THE_CODE,
+                           name_max=NAME_MAX, code="")
     try:
         name = person_name(name)
         if password != again:
@@ -135,7 +79,8 @@ async def set_up(request: Request) -> Response:
         owner = people.add(name, hashed, owner=True)
     except AccountError as e:
         return render.page(request, "setup.html", status_code=400, name=name[:NAME_MAX], error=str(e),
-                           name_max=NAME_MAX)
+                           name_max=NAME_MAX, code=code)
+    setup_done(s.config.data)
     return signed_in(request, people.start_session(owner.id), "/")
 
 
@@ -164,16 +109,21 @@ async def sign_in(request: Request) -> Response:
     def again(status: int, error: str) -> Response:
         return render.page(request, "signin.html", status_code=status, name=name[:NAME_MAX], error=error, next=to)
 
-    attempt = people.attempt(name, address)
-    if attempt is None:
-        return again(429, "Too many attempts to sign in: wait a minute, then try again.")
     found = people.hash_of(name) if name else None
+    device = device_of(request, found[0].id) if found else None
+    try:
+        # from a known device the pair is (name, device): no one else's guesses count there
+        attempt = people.attempt(name, f"device:{device}" if device else address, by_address=device is None)
+    except Throttled as e:
+        return again(429, f"Too many attempts to sign in: wait {e.words}, then try again.")
     ok = await asyncio.to_thread(password_matches, found[1] if found else None, password)
     if not ok or found is None:
         return again(401, "That name and password do not match an account.")
     people.succeeded(attempt)
     people.end_session(request.cookies.get(COOKIE))  # signing in again replaces the session
-    return signed_in(request, people.start_session(found[0].id), to)
+    response = signed_in(request, people.start_session(found[0].id), to)
+    remember_device(request, response, found[0].id)
+    return response
 
 
 @post("/signout")
@@ -226,9 +176,10 @@ async def change_password(request: Request) -> Response:
     password = await form_field(request, "password", FIELD_MAX)
     again = await form_field(request, "again", FIELD_MAX)
     found = people.hash_of(person.name)
-    attempt = people.attempt(person.name, client_address(request))  # a stolen session guesses no faster
-    if attempt is None:
-        return account_view(request, 429, error="Too many wrong passwords: wait a minute, then try again.")
+    try:  # a stolen session guesses no faster
+        attempt = people.attempt(person.name, client_address(request))
+    except Throttled as e:
+        return account_view(request, 429, error=f"Too many wrong passwords: wait {e.words}, then try again.")
     try:
         if not await asyncio.to_thread(password_matches, found[1] if found else None, current):
             raise AccountError("The current password is not right.")

@@ -10,7 +10,7 @@ from litestar.response import Redirect
 
 from .. import plugins as mcp
 from ..tables import Assistant, NAME_MAX, Plugin, check_name, plugin, site_name
-from ..tools import Tool, names
+from ..tools import Tool, names, unique
 from ..tools.builtin import builtin_tools
 from . import render
 from ..models import THINKING
@@ -99,6 +99,7 @@ async def create_agent(request: Request) -> Response:
 async def offered_tools(s: State, agent: Assistant) -> list[tuple[str, list[Tool], str]]:
     """(group title, tools, note) for the Tools tab: built-in, then each enabled plugin."""
     groups: list[tuple[str, list[Tool], str]] = [("Built in", builtin_tools(), "")]
+    taken = {t.name for t in groups[0][1]}
     for p in s.store.plugins(agent.id, enabled_only=True):
         listing = _listings.get(listed(p))
         if listing is None:
@@ -106,7 +107,8 @@ async def offered_tools(s: State, agent: Assistant) -> list[tuple[str, list[Tool
             _listings[listed(p)] = listing
             if listing.status != p.status:
                 s.store.update_plugin(p.id, status=listing.status)
-        groups.append((f"Plugin {p.name}", listing.tools, "" if listing.ok else listing.status))
+        # the names the model is given (runner.tools_for): a clash renames the later tool
+        groups.append((f"Plugin {p.name}", unique(listing.tools, taken), "" if listing.ok else listing.status))
     return groups
 
 
@@ -194,12 +196,20 @@ async def save_tools(request: Request, agent_id: FromPath[str]) -> Response:
     if any(len(v) > 200 for v in shown | use | approve) or len(shown) > 2_000:
         raise HTTPException(status_code=400, detail="Those tool names are not ones this page offered.")
     # Every offered tool checked means "every tool", plugins' later tools included. Tools not
-    # on the page now (a plugin that is down) keep the choice made before.
+    # on the page now (a plugin that is down) keep the choice made before. Choices are kept by
+    # identity; one saved under a shown tool's name (before identities) is replaced by it.
     use &= shown
-    tools = "" if use == shown else ",".join(sorted(use | (names(agent.tools) - shown)))
-    approved = (approve & shown) | (names(agent.approve) - shown)
+    old_names = {t.name for _, tools, _ in await offered_tools(s, agent) for t in tools if t.identity in shown}
+    tools = "" if use == shown else ",".join(sorted(use | (names(agent.tools) - shown - old_names)))
+    approved = (approve & shown) | (names(agent.approve) - shown - old_names)
     s.store.update_agent(agent.id, tools=tools, approve=",".join(sorted(approved)))
     return back(request, agent, "tools", "tools")
+
+
+def reserved(name: str) -> bool:
+    """A plugin name whose tools would read as a built-in's (a plugin `fetch` with a tool
+    `page` is `fetch_page`): such a plugin is named `fetch_2` instead."""
+    return any(t.name == name or t.name.startswith(name + "_") for t in builtin_tools())
 
 
 @post("/agents/{agent_id:str}/plugins")
@@ -221,7 +231,7 @@ async def add_plugin(request: Request, agent_id: FromPath[str]) -> Response:
     name = site_name(address)
     taken = {p.name for p in s.store.plugins(agent.id)}
     base, n = name, 2
-    while name in taken:
+    while name in taken or reserved(name):
         name, n = f"{base}_{n}"[:NAME_MAX], n + 1
     added = s.store.add_plugin(plugin(agent.id, address, header=header, secret=secret, name=name))
     listing = await mcp.list_tools(added, private_ok=private_ok(s, agent), timeout=5)
@@ -252,6 +262,15 @@ async def change_plugin(request: Request, agent_id: FromPath[str], plugin_id: Fr
     else:
         raise HTTPException(status_code=400, detail="The action is enable, disable, delete or refresh.")
     return back(request, agent, "plugins", DONE[action])
+
+
+@post("/agents/{agent_id:str}/memories")
+async def save_memory_settings(request: Request, agent_id: FromPath[str]) -> Response:
+    s = state(request)
+    agent = agent_or_404(s, agent_id, request)
+    vet = await form_field(request, "vet", 10)
+    s.store.update_agent(agent.id, vet_memories=int(vet == "1"))
+    return back(request, agent, "memory")
 
 
 @post("/agents/{agent_id:str}/memories/{memory_id:str}/delete")
@@ -290,4 +309,4 @@ async def delete_agent(request: Request, agent_id: FromPath[str]) -> Response:
 
 
 routes = [agents, create_agent, agent_page, save_settings, save_tools, add_plugin, change_plugin,
-          delete_memory, confirm_delete, delete_agent]
+          save_memory_settings, delete_memory, confirm_delete, delete_agent]

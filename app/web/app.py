@@ -16,21 +16,21 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from litestar import Litestar, Request, Response
-from litestar.config.csrf import CSRFConfig
 from litestar.exceptions import HTTPException
 
 from .. import config as configuration
 from ..accounts import COOKIE, People
 from ..feed import Feed
 from ..worker import running
-from . import accounts, agents, branches, chats, compress, conversations, events, files, live, models, render, shortcuts, sidebar, skills
+from . import (accounts, agents, branches, chats, compress, conversations, events, files, guard, live, models, render,
+               shortcuts, sidebar, skills)
 from .state import State
 
 log = logging.getLogger(__name__)
 
 
 def secret_key(data: Path) -> str:
-    """The key that signs CSRF tokens: made once, kept in the data folder, shared by workers."""
+    """The key that signs CSRF tokens (csrf.py): made once, kept in the data folder, shared by workers."""
     path = data / "secret.key"
     data.mkdir(parents=True, exist_ok=True)
     try:
@@ -137,6 +137,7 @@ def body_limit(config: configuration.Config) -> int:
 def create_app(config: configuration.Config | None = None) -> Litestar:
     config = config or configuration.load()
     config.data.mkdir(parents=True, exist_ok=True)
+    secret_key(config.data)  # made before any form is signed with it
 
     @asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
@@ -162,10 +163,9 @@ def create_app(config: configuration.Config | None = None) -> Litestar:
             *compress.static_routes(render.STATIC, max_age=3600),
         ],
         lifespan=[lifespan],
-        csrf_config=CSRFConfig(secret=secret_key(config.data), cookie_samesite="lax", cookie_httponly=True),
         exception_handlers={Exception: error_page},
-        # before the CSRF middleware, so a request with no session is refused before its body is read
-        middleware=[compress.compression, accounts.Authenticate],
+        # sessions, then CSRF (csrf.py): a request with no session is refused before its body is read
+        middleware=[compress.compression, guard.Authenticate],
         after_request=security_headers,
         request_max_body_size=body_limit(config),
         openapi_config=None,

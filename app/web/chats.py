@@ -49,7 +49,7 @@ def conversation_or_404(store: Store, raw: str, who: Person) -> Conversation:
 
 
 def me(request: Request) -> Person:
-    """The person signed in (accounts.authenticate made sure there is one)."""
+    """The person signed in (guard.authenticate made sure there is one)."""
     return request.state.person
 
 

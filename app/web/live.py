@@ -12,6 +12,7 @@ elements only, and a fresh render must be the same DOM as a live one.
 """
 from __future__ import annotations
 
+import secrets
 from dataclasses import dataclass
 
 from markupsafe import Markup, escape
@@ -24,8 +25,12 @@ from ..tables import Conversation, Item
 from ..turn import finished
 from .render import View, answer_key, chat_state, cut_key, fragment, item_dom_id, item_key
 
-SLOT_STATE = "\x00state\x00"
-SLOT_BODY = "\x00body\x00"
+# The shell's slots are filled by str.replace, so no text in the shell (a call's raw input, a
+# title, a model's words) may ever read as one: each marker holds a random part of this
+# process's own, which no model or tool can know (nor NULs alone, which they can send).
+_SLOTS = secrets.token_hex(16)
+SLOT_STATE = f"\x00state-{_SLOTS}\x00"
+SLOT_BODY = f"\x00body-{_SLOTS}\x00"
 MARKDOWN_KINDS = ("text", "reasoning", "plan")
 CALL_LABELS = {"": "waiting", "running": "running", "done": "done", "failed": "failed",
                "approval": "waiting for approval", "approved": "approved", "declined": "declined"}

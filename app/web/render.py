@@ -13,11 +13,11 @@ from typing import Any
 
 import jinja2
 from litestar import Request, Response
-from litestar.utils.scope.state import ScopeState
 
 from ..store import Store
 from ..branches import Step
 from ..tables import Item, chips, order
+from . import csrf
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 TEMPLATES = ROOT / "templates"
@@ -124,7 +124,7 @@ def an_id(raw: str | None) -> int | None:
 
 
 def csrf_token(request: Request) -> str:
-    return ScopeState.from_scope(request.scope).csrf_token or ""
+    return csrf.token(request)
 
 
 def is_htmx(request: Request) -> bool:
@@ -132,7 +132,7 @@ def is_htmx(request: Request) -> bool:
 
 
 def page(request: Request, template: str, /, status_code: int = 200, **context: Any) -> Response:
-    me = getattr(request.state, "person", None)  # set by accounts.authenticate; None signed out
+    me = getattr(request.state, "person", None)  # set by guard.authenticate; None signed out
     if me is not None and "side" not in context:  # every signed-in page has the sidebar
         from .sidebar import listing  # (sidebar renders through this module)
 

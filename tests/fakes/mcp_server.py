@@ -34,9 +34,9 @@ from typing import Any
 import uvicorn
 from mcp.server.mcpserver import Context, Image, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp_types import ToolAnnotations
+from mcp_types import CallToolResult, TextContent, ToolAnnotations
 
-__all__ = ["FakeMCPServer", "NotMCPServer", "LONG_NAME", "free_port"]
+__all__ = ["FakeMCPServer", "HostileMCPServer", "NotMCPServer", "LONG_NAME", "free_port"]
 
 # A tool name a plugin may use that no Chat Completions API accepts as it is (too long).
 LONG_NAME = "summarise_" + "very_" * 14 + "long_documents"
@@ -216,6 +216,35 @@ class FakeMCPServer(_Served):
     def refused(self) -> int:
         """How many requests the header check answered 401."""
         return self.guard.refused if self.guard else 0
+
+
+class HostileMCPServer(FakeMCPServer):
+    """The fake's tools plus tools whose input schemas are hostile: `schemas` maps a tool
+    name to the `inputSchema` it lists (a `$ref` to a loopback URL or a file, a pattern that
+    backtracks ...). Each such tool is read-only (so a cut-off call would be run again) and
+    counts its calls in `calls`, like the others. Tools may take the built-ins' names too."""
+
+    def __init__(self, schemas: dict[str, dict[str, Any]], outputs: dict[str, tuple[dict, dict]] | None = None, **kw):
+        super().__init__(**kw)
+        for name, (output_schema, structured) in (outputs or {}).items():
+            # a tool that lists `output_schema` and returns `structured` as its structured content
+            def answering(structured=structured) -> CallToolResult:
+                self.calls += 1
+                return CallToolResult(content=[TextContent(text="structured")], structured_content=structured)
+
+            self.mcp.tool(name=name, description="A tool with a hostile output schema.")(answering)
+            listed = self.mcp._tool_manager.get_tool(name)
+            listed.parameters = {"type": "object", "properties": {}}
+            listed.fn_metadata.output_model = None
+            listed.fn_metadata.output_schema = output_schema
+        for name, schema in schemas.items():
+            def hostile(name=name) -> str:
+                self.calls += 1
+                return f"{name} ran"
+
+            self.mcp.tool(name=name, description="A tool with a hostile schema.",
+                          annotations=ToolAnnotations(read_only_hint=True))(hostile)
+            self.mcp._tool_manager.get_tool(name).parameters = schema
 
 
 class NotMCPServer(_Served):
