@@ -60,7 +60,8 @@ PAGES: list[Page] = [
     # to turn it off). Known, and counted in the table as "+1*".
     Page("conversation answering, its no-JS frame", "/c/{running}/watch",
          known_without_js=("meta-refresh",), only_without_js=True),
-    Page("conversation earlier versions", "/c/{done}?versions={done_turn}", shows="article.superseded"),
+    Page("conversation answer versions", "/c/{done}", shows=".answer-actions .pager"),
+    Page("conversation editing a message", "/c/{done}?edit={done_turn}", shows="div.edit textarea"),
     Page("delete conversation", "/c/{done}/delete"),
     Page("agents", "/agents"),
     Page("agent settings", "/agents/{agent}"),
