@@ -47,12 +47,13 @@ def write(db: sqlite_utils.Database) -> Iterator[sqlite_utils.Database]:
     db.conn.execute("BEGIN IMMEDIATE")
     try:
         yield db
+        # In the try: a COMMIT that fails (a full disk) may leave the transaction open, and
+        # every later write would become a savepoint of it, never committed.
+        db.conn.execute("COMMIT")
     except BaseException:
         if db.conn.in_transaction:
             db.conn.execute("ROLLBACK")
         raise
-    else:
-        db.conn.execute("COMMIT")
 
 
 def bump(db: sqlite_utils.Database, n: int = 1) -> int:

@@ -20,6 +20,7 @@ from typing import Any
 
 from . import agent as loop
 from . import plugins
+from . import space
 from . import db as dbm
 from .config import Config
 from .feed import Feed
@@ -57,6 +58,7 @@ class Run:
     task: asyncio.Task | None = None
     turn: Turn | None = None  # the turn being answered
     gone: bool = False  # its conversation was deleted
+    full: bool = False  # ended because the disk is full
 
 
 class Runner:
@@ -74,10 +76,13 @@ class Runner:
         self._tasks: list[asyncio.Task] = []
         self._side: set[asyncio.Task] = set()
         self._flushed = 0.0
+        self.reserve = space.Reserve(config.data)
+        self.full = False  # the disk was found full; no run starts until the reserve is back
 
     # --- the main loop --------------------------------------------------------------
 
     def start(self) -> None:
+        self.reserve.ensure()
         loop_ = asyncio.get_running_loop()
         self._tasks = [
             loop_.create_task(self._scan_forever(), name="runner-scan"),
@@ -103,9 +108,13 @@ class Runner:
             started = time.monotonic()
             full = started >= full_at
             try:
-                self.scan(full)
-            except Exception:
-                log.exception("runner scan failed")
+                if not self.full or self.recovered():
+                    self.scan(full)
+            except Exception as e:
+                if space.is_full(e):
+                    self.disk_full()
+                else:
+                    log.exception("runner scan failed")
             if full:
                 full_at = started + IDLE_SCAN_SECONDS
             waits = [asyncio.ensure_future(self.feed.changed(IDLE_SCAN_SECONDS)), asyncio.ensure_future(self._wake.wait())]
@@ -183,13 +192,20 @@ class Runner:
                 continue
             chats = list(self.runs)
             marks = ",".join("?" * len(chats))
-            with dbm.write(self.store.db) as db:
-                db.conn.execute(
-                    f"UPDATE runs SET expires = ? WHERE owner = ? AND chat IN ({marks})",
-                    [dbm.now() + LEASE_SECONDS, self.owner, *chats],
-                )
-                held = {r[0] for r in db.conn.execute(
-                    f"SELECT chat FROM runs WHERE owner = ? AND chat IN ({marks})", [self.owner, *chats])}
+            try:
+                with dbm.write(self.store.db) as db:
+                    db.conn.execute(
+                        f"UPDATE runs SET expires = ? WHERE owner = ? AND chat IN ({marks})",
+                        [dbm.now() + LEASE_SECONDS, self.owner, *chats],
+                    )
+                    held = {r[0] for r in db.conn.execute(
+                        f"SELECT chat FROM runs WHERE owner = ? AND chat IN ({marks})", [self.owner, *chats])}
+            except Exception as e:
+                if space.is_full(e):
+                    self.disk_full()
+                else:
+                    log.exception("renewing the leases failed")
+                continue
             for chat in chats:
                 run = self.runs.get(chat)
                 if chat not in held and run and run.task and not run.gone:
@@ -218,13 +234,53 @@ class Runner:
         pending, self.pending = self.pending, {}
         t = dbm.now()
         by_columns: dict[tuple[str, ...], list[list[Any]]] = {}
-        with self.store.write() as db:
-            top = dbm.bump(db, len(pending))
-            for rev, (item_id, values) in enumerate(pending.items(), start=top - len(pending) + 1):
-                by_columns.setdefault(tuple(values), []).append([*values.values(), t, rev, item_id])
-            for columns, rows in by_columns.items():
-                sets = "".join(f"{k} = ?, " for k in columns)
-                db.conn.executemany(f"UPDATE items SET {sets}updated = ?, rev = ? WHERE id = ?", rows)
+        try:
+            with self.store.write() as db:
+                top = dbm.bump(db, len(pending))
+                for rev, (item_id, values) in enumerate(pending.items(), start=top - len(pending) + 1):
+                    by_columns.setdefault(tuple(values), []).append([*values.values(), t, rev, item_id])
+                for columns, rows in by_columns.items():
+                    sets = "".join(f"{k} = ?, " for k in columns)
+                    db.conn.executemany(f"UPDATE items SET {sets}updated = ?, rev = ? WHERE id = ?", rows)
+        except Exception as e:
+            if not space.is_full(e):
+                raise
+            self.disk_full()  # what grew since the last tick is lost; what was written stays
+
+    # --- a full disk (app/space.py) -------------------------------------------------
+
+    def disk_full(self) -> None:
+        """A write failed for want of space: free the reserve and end every run in plain words."""
+        if not self.full:
+            self.full = True
+            self.reserve.release()
+        self.pending.clear()
+        for run in self.runs.values():
+            if run.task and not run.task.done() and not run.full:
+                run.full = True
+                run.task.cancel()  # this run's own task too: it ends at its next await
+
+    def recovered(self) -> bool:
+        """Once the disk has room for the reserve again, answers start again."""
+        if self.reserve.ensure():
+            self.full = False
+        return not self.full
+
+    def ended_full(self, run: Run) -> None:
+        """The rows of a run the full disk cut: what was written stays, marked done, and an error
+        item says why. If even that cannot be written, the rows stay pending and the run is
+        answered again (from its last complete step) once the disk has room."""
+        self.pending.clear()
+        try:
+            with self.store.write():
+                if run.turn is not None:
+                    run.turn.stopped(space.CALL_CUT)
+                    run.turn.emit(loop.Failed(space.ANSWER_CUT))
+                    self._mark_done(run)
+        except Exception as e:
+            if not space.is_full(e):
+                raise
+            log.warning("the disk is full: conversation %s is answered again once there is room", run.chat)
 
     def grow(self, item_id: int, **values: Any) -> None:
         self.pending.setdefault(item_id, {}).update(values)
@@ -259,9 +315,16 @@ class Runner:
                     if pending.kind == "retry" and not user.done:
                         self.store.update(user.id, done=True)
         except asyncio.CancelledError:
-            self._cancelled(run)
-        except Exception:
-            log.exception("run of conversation %s failed", run.chat)
+            if run.full:
+                self.ended_full(run)
+            else:
+                self._cancelled(run)
+        except Exception as e:
+            if space.is_full(e):
+                self.disk_full()
+                self.ended_full(run)
+            else:
+                log.exception("run of conversation %s failed", run.chat)
         finally:
             self.flush()
             self.runs.pop(run.chat, None)
@@ -277,6 +340,10 @@ class Runner:
         if self.stopping or run.turn is None or run.gone:
             return  # shutdown: the rows stay pending and the next start resumes them; or no rows left
         run.turn.stopped()
+        self._mark_done(run)
+
+    def _mark_done(self, run: Run) -> None:
+        """The turn's question (or retry) and any stop asked meanwhile are handled."""
         stops = [r[0] for r in self.store.all(
             "SELECT id FROM items WHERE chat = ? AND kind = 'stop' AND done = 0", [run.chat])]
         with self.store.write():

@@ -307,8 +307,8 @@ class Turn:
         self.written.append(stored.id)
         return stored
 
-    def stopped(self) -> None:
-        """Stop: what was written stays, marked done; a call cut off says so."""
+    def stopped(self, cut: str = "Stopped before it finished.") -> None:
+        """Stop: what was written stays, marked done; a call cut off says so (`cut`)."""
         self.flush()
         with self.store.write():
             for item_id in self.written:
@@ -316,7 +316,7 @@ class Turn:
                 if it is None or it.done:
                     continue
                 if it.kind == "call":
-                    why = "Stopped while waiting for approval." if it.state == "approval" else "Stopped before it finished."
+                    why = "Stopped while waiting for approval." if it.state == "approval" else cut
                     self.store.update(item_id, state="failed", output=it.output or why, done=True)
                 else:
                     self.store.update(item_id, done=True)

@@ -9,6 +9,7 @@ from litestar.params import FromPath, FromQuery
 from litestar.exceptions import HTTPException, NotFoundException
 from litestar.response import Redirect
 
+from .. import space
 from ..accounts import COOKIE, People
 from ..files import clean_name
 from ..models import THINKING
@@ -164,6 +165,8 @@ async def message_of(request: Request, s: State) -> Message:
     if model and s.store.choice(model) is None:
         raise HTTPException(status_code=400, detail=f"There is no model “{model}” to choose.")
     uploads = await attachments(request, s.config.upload_max, s.config.upload_count)
+    if uploads and not space.Reserve(s.config.data).held():  # the disk is full: keep its last room for answers
+        raise HTTPException(status_code=507, detail=space.NO_UPLOADS)
     return Message(text, model, thinking, WHEN[when], uploads)
 
 
