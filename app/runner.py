@@ -61,7 +61,7 @@ class Run:
     full: bool = False  # ended because the disk is full
 
 
-class Runner:
+class Runner(space.DiskFull):
     def __init__(self, config: Config, store: Store, feed: Feed, providers: Providers):
         self.config = config
         self.store = store
@@ -246,41 +246,6 @@ class Runner:
             if not space.is_full(e):
                 raise
             self.disk_full()  # what grew since the last tick is lost; what was written stays
-
-    # --- a full disk (app/space.py) -------------------------------------------------
-
-    def disk_full(self) -> None:
-        """A write failed for want of space: free the reserve and end every run in plain words."""
-        if not self.full:
-            self.full = True
-            self.reserve.release()
-        self.pending.clear()
-        for run in self.runs.values():
-            if run.task and not run.task.done() and not run.full:
-                run.full = True
-                run.task.cancel()  # this run's own task too: it ends at its next await
-
-    def recovered(self) -> bool:
-        """Once the disk has room for the reserve again, answers start again."""
-        if self.reserve.ensure():
-            self.full = False
-        return not self.full
-
-    def ended_full(self, run: Run) -> None:
-        """The rows of a run the full disk cut: what was written stays, marked done, and an error
-        item says why. If even that cannot be written, the rows stay pending and the run is
-        answered again (from its last complete step) once the disk has room."""
-        self.pending.clear()
-        try:
-            with self.store.write():
-                if run.turn is not None:
-                    run.turn.stopped(space.CALL_CUT)
-                    run.turn.emit(loop.Failed(space.ANSWER_CUT))
-                    self._mark_done(run)
-        except Exception as e:
-            if not space.is_full(e):
-                raise
-            log.warning("the disk is full: conversation %s is answered again once there is room", run.chat)
 
     def grow(self, item_id: int, **values: Any) -> None:
         self.pending.setdefault(item_id, {}).update(values)

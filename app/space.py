@@ -16,6 +16,9 @@ import os
 import shutil
 import sqlite3
 from pathlib import Path
+from typing import Any
+
+from . import agent as loop
 
 log = logging.getLogger(__name__)
 
@@ -95,3 +98,48 @@ class Reserve:
             return False
         log.warning("the disk is full: released the reserve %s to end the answers in plain words", self.path)
         return True
+
+
+class DiskFull:
+    """A part of the runner (app/runner.py): its runs end in words when the disk is full, and no
+    run starts until the reserve is back. Uses the runner's `runs`, `pending`, `store`,
+    `reserve`, `full` and `_mark_done`."""
+
+    runs: dict[int, Any]
+    pending: dict[int, dict[str, Any]]
+    store: Any
+    reserve: Reserve
+    full: bool
+
+    def disk_full(self) -> None:
+        """A write failed for want of space: free the reserve and end every run in plain words."""
+        if not self.full:
+            self.full = True
+            self.reserve.release()
+        self.pending.clear()
+        for run in self.runs.values():
+            if run.task and not run.task.done() and not run.full:
+                run.full = True
+                run.task.cancel()  # this run's own task too: it ends at its next await
+
+    def recovered(self) -> bool:
+        """Once the disk has room for the reserve again, answers start again."""
+        if self.reserve.ensure():
+            self.full = False
+        return not self.full
+
+    def ended_full(self, run) -> None:
+        """The rows of a run the full disk cut: what was written stays, marked done, and an error
+        item says why. If even that cannot be written, the rows stay pending and the run is
+        answered again (from its last complete step) once the disk has room."""
+        self.pending.clear()
+        try:
+            with self.store.write():
+                if run.turn is not None:
+                    run.turn.stopped(CALL_CUT)
+                    run.turn.emit(loop.Failed(ANSWER_CUT))
+                    self._mark_done(run)
+        except Exception as e:
+            if not is_full(e):
+                raise
+            log.warning("the disk is full: conversation %s is answered again once there is room", run.chat)
