@@ -132,6 +132,13 @@ class ToolStart:
 
 
 @dataclass(frozen=True)
+class ToolDispatched:
+    """The call is being sent to its tool: from here on it may have run."""
+
+    call: ToolCall
+
+
+@dataclass(frozen=True)
 class ToolUpdate:
     call: ToolCall
     output: str
@@ -172,7 +179,7 @@ class Notice:
 
 Event = (
     AgentStart | AgentEnd | TurnStart | TurnEnd | MessageStart | MessageUpdate | MessageEnd
-    | ToolStart | ToolUpdate | ToolEnd | ToolDeclined | Usage | Failed | Notice
+    | ToolStart | ToolDispatched | ToolUpdate | ToolEnd | ToolDeclined | Usage | Failed | Notice
 )
 Emit = Callable[[Event], None]
 # Asked before a call runs: None to run it, or the reason it must not (given to the model).
@@ -316,7 +323,17 @@ async def run_tool(call: ToolCall, tools: dict[str, Tool], emit: Emit, context: 
             else:
                 ctx = context or Context(chat=0, agent=None)
                 ctx.progress = lambda text: emit(ToolUpdate(call, text))
+                sent = []
+
+                def dispatched() -> None:
+                    if not sent:
+                        sent.append(True)
+                        emit(ToolDispatched(call))
+
+                ctx.dispatched = dispatched
                 try:
+                    if not tool.dispatches:
+                        dispatched()
                     result = await tool.run(args, ctx)
                     output, ok = result.text, True
                 except Exception as e:  # a tool's failure is data for the model

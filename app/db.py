@@ -403,3 +403,14 @@ def m012_composer(db: sqlite_utils.Database) -> None:
     # How long the model reasoned, in seconds: from its reasoning's first token to its answer's
     # first (or the step's end when no answer followed); 0 until then.
     db.execute("ALTER TABLE items ADD COLUMN thought REAL NOT NULL DEFAULT 0")
+
+
+@migration
+def m019_call_dispatch(db: sqlite_utils.Database) -> None:
+    # A call is marked `dispatched` when it is sent to its tool (not when it starts: an MCP
+    # session is opened first), and `interrupted` when a restart cut it: with `dispatched`
+    # the page and the model are told it may have run. Calls left running by a release that
+    # did not mark dispatch may have been sent: they count as dispatched.
+    db.execute("ALTER TABLE items ADD COLUMN dispatched INTEGER NOT NULL DEFAULT 0 CHECK (dispatched IN (0, 1))")
+    db.execute("ALTER TABLE items ADD COLUMN interrupted INTEGER NOT NULL DEFAULT 0 CHECK (interrupted IN (0, 1))")
+    db.execute("UPDATE items SET dispatched = 1 WHERE kind = 'call' AND state = 'running'")

@@ -284,6 +284,7 @@ def _listing(p: Plugin, found: list[types.Tool], transport: str, *, private_ok: 
             parameters=schema,
             run=_runner(p, mcp_tool.name, transport, private_ok=private_ok, timeout=call_timeout),
             idempotent=bool(hints and (hints.read_only_hint or hints.idempotent_hint)),
+            dispatches=True,
         ))
     count = len(tools)
     return Listing(tools, f"{count} tool" if count == 1 else f"{count} tools", transport, names)
@@ -332,6 +333,7 @@ async def call(p: Plugin, mcp_name: str, args: dict[str, Any], ctx: Context, *, 
             with anyio.fail_after(timeout):
                 async with _connect(p, transport, private_ok=private_ok, attempt=attempt,
                                     timeout=min(timeout, 10), read_timeout=timeout + 5) as client:
+                    ctx.dispatched()  # the session is open: the call leaves now
                     result = await client.call_tool(mcp_name, args, progress_callback=progressed)
         except TimeoutError:
             raise PluginError(f"{p.name} did not answer within {timeout:g} s") from None

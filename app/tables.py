@@ -43,6 +43,8 @@ class Item:
     steer: bool = False     # a user item sent "now": read by the model at the run's next step
     read_after: int = 0     # a steering message the model read: the turn's last item id then
     thought: float = 0.0    # a reasoning item: seconds the model reasoned (0 until it is over)
+    dispatched: bool = False  # a call sent to its tool (it may have run from here on)
+    interrupted: bool = False  # a call a restart cut: with `dispatched`, it may have run
     id: int | None = None
     created: float = 0.0
     updated: float = 0.0
@@ -73,6 +75,8 @@ class Item:
         data = dict(row)
         data["done"] = bool(data.get("done"))
         data["steer"] = bool(data.get("steer"))
+        data["dispatched"] = bool(data.get("dispatched"))
+        data["interrupted"] = bool(data.get("interrupted"))
         # the field names straight from the class: dataclasses.fields() per row was most of
         # the cost of reading a long conversation
         return cls(**{name: data[name] for name in cls.__dataclass_fields__ if name in data})
@@ -264,6 +268,15 @@ def decided(call: Item, decision: str) -> Item:
     if decision not in ("approve", "decline"):
         raise ValueError("the decision is approve or decline")
     return replace(call, state="approved" if decision == "approve" else "declined")
+
+
+def again(call: Item) -> Item:
+    """A call the person runs again (one a restart cut after it was sent): same tool and
+    input, at the end of its turn, approved by that choice."""
+    if call.kind != "call":
+        raise ValueError("only a call can be run again")
+    return Item(kind="call", chat=call.chat, turn=call.turn, name=call.name, input=call.input,
+                model=call.model, state="approved")
 
 
 def assistant(id: int | None = None, name: str = "Assistant", **values: Any) -> Assistant:

@@ -23,10 +23,15 @@ from .tables import Assistant, Item, item
 from .tools import Context, Tool
 
 DECLINED = "The person declined this call."
+STOPPED = "Stopped before it finished."
+STOPPED_SENT = "Stopped after it was sent to its tool, before a result came back: it may have run."
 
 log = logging.getLogger(__name__)
 
-INTERRUPTED = "Interrupted by a restart before it finished; it was not run again."
+# What a restart leaves of a call, for the page and the model alike. A call not yet sent to
+# its tool (not `dispatched`) is simply run; one that was sent and has no result may have run.
+MAY_HAVE_RUN = ("Interrupted by a restart after it was sent to its tool, before a result came back: "
+                "it may have run. Check before running it again; it was not run again by itself.")
 
 
 def versions(items: list[Item]) -> list[list[Item]]:
@@ -101,11 +106,12 @@ class Turn:
                     continue
                 if it.state == "running":
                     tool = by_name.get(it.name)
-                    if tool is not None and tool.idempotent:
-                        self.store.update(it.id, state="", output="")
+                    if not it.dispatched or (tool is not None and tool.idempotent):
+                        # never reached its tool (or safe to repeat): it runs now
+                        self.store.update(it.id, state="", output="", dispatched=False)
                         to_run.append(it)
                     else:
-                        self.store.update(it.id, state="failed", output=INTERRUPTED, done=True)
+                        self.store.update(it.id, state="failed", output=MAY_HAVE_RUN, interrupted=True, done=True)
                 elif it.state in ("", "approved", "approval"):
                     to_run.append(it)  # not started, or waiting for (or given) the person's decision
         self.written.extend(it.id for it in to_run)  # a stop now ends them too
@@ -248,6 +254,9 @@ class Turn:
                 self.end_step(message, reasoning)
             case loop.ToolStart(call=call):
                 self.store.update(self.calls[call.id], state="running")
+            case loop.ToolDispatched(call=call):
+                self.flush()
+                self.store.update(self.calls[call.id], dispatched=True)  # committed before the call leaves
             case loop.ToolUpdate(call=call, output=output):
                 self.grow(self.calls[call.id], output=output)
             case loop.ToolEnd(call=call, output=output, ok=ok, result=result):
@@ -272,6 +281,9 @@ class Turn:
                     self.store.update(self.notice, text=text)
             case loop.Failed(message=message):
                 self.flush()
+                if self.notice is not None:  # "Trying again in 4 s" is over: the error says what happened
+                    self.store.delete_items([self.notice])
+                    self.notice = None
                 self.add(item("error", self.chat, message, turn=self.user.id, model=self.model,
                               state="failed", done=True))
             case loop.TurnStart():
@@ -307,7 +319,7 @@ class Turn:
         self.written.append(stored.id)
         return stored
 
-    def stopped(self, cut: str = "Stopped before it finished.") -> None:
+    def stopped(self, cut: str = STOPPED) -> None:
         """Stop: what was written stays, marked done; a call cut off says so (`cut`)."""
         self.flush()
         with self.store.write():
@@ -316,7 +328,8 @@ class Turn:
                 if it is None or it.done:
                     continue
                 if it.kind == "call":
-                    why = "Stopped while waiting for approval." if it.state == "approval" else cut
+                    why = ("Stopped while waiting for approval." if it.state == "approval"
+                           else STOPPED_SENT if it.dispatched and cut == STOPPED else cut)
                     self.store.update(item_id, state="failed", output=it.output or why, done=True)
                 else:
                     self.store.update(item_id, done=True)
