@@ -67,6 +67,10 @@ def serve(host: str, port: int, workers: int) -> None:
         backlog=BACKLOG,
         backpressure=BACKPRESSURE,
         workers_kill_timeout=5,
+        # A worker that dies (killed, out of memory) is started again; the others go on, and
+        # the runs it held resume once their leases expire. Without this granian stopped the
+        # whole server when one worker died.
+        respawn_failed_workers=True,
         log_access=False,
     ).serve()
 
