@@ -6,10 +6,11 @@
 `tabletalk serve --workers 2` (a real process group, a temporary data folder) answers
 conversations that each call an MCP plugin's `echo` (every third waits for the person's
 approval, given 1.5 s later) and then stream a long answer, all from the fakes in
-tests/fakes. Each round asks `--per-round` new conversations and then kills, in turn, one
-worker (granian starts it again; its runs resume when their leases expire) or the whole
-server (started again at once), at a moment when a call is being made, an answer is
-streaming or a call waits for approval. See tests/chaos.py for what is checked.
+tests/fakes. Each round asks `--per-round` new conversations, lets the server work for
+`--gap` seconds (half to all of it) and then kills, in turn, one worker (granian starts it
+again; its runs resume when their leases expire) or the whole server (started again at
+once), at a moment when a call is being made, an answer is streaming or a call waits for
+approval. See tests/chaos.py for what is checked.
 """
 from __future__ import annotations
 
@@ -36,6 +37,7 @@ def main() -> int:
     parser.add_argument("--per-round", type=int, default=3, help="conversations asked each round")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--rate", type=float, default=60, help="tokens a second per answer")
+    parser.add_argument("--gap", type=float, default=4, help="seconds of work between kills (half to all of it)")
     args = parser.parse_args()
     phases = ["call", "text", "approval"]
     started = time.monotonic()
@@ -43,6 +45,7 @@ def main() -> int:
         with Chaos(Path(tmp), conversations=args.first, workers=args.workers, tokens_per_second=args.rate) as chaos:
             for i in range(args.rounds):
                 chaos.ask(args.per_round)
+                time.sleep(chaos.random.uniform(args.gap / 2, args.gap))
                 during = phases[i % len(phases)]
                 if args.workers > 1 and i % 2 == 0:
                     chaos.kill_worker(during)

@@ -1,7 +1,6 @@
 """What a restart leaves of a tool call: never sent (it runs), sent with no result (it may have
 run: the page and the model say so, and the person may run it again), or finished."""
 import asyncio
-import re
 import signal
 
 import pytest

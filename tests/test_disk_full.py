@@ -1,6 +1,5 @@
 """A full disk: the answer being written ends in plain words, what was committed stays, uploads
 are refused with words, pages are still served, and everything goes on once there is room."""
-import asyncio
 import errno
 import os
 import sqlite3
@@ -77,6 +76,7 @@ def fill(disk: Path, leave: int) -> Path:
 
 
 @pytest.mark.process
+@pytest.mark.browser
 def test_a_full_disk_ends_the_answer_in_plain_words_and_it_recovers_by_itself(small_disk, env, fake, browser):
     env = {**env, "TABLETALK_DATA": str(small_disk)}
     fake.script([text("The first answer, kept.")], [rate(4000), text(LONG)], [text("Back to normal.")])
