@@ -264,22 +264,13 @@
     if (stick) window.scrollTo(0, document.body.scrollHeight);
   });
 
-  // --- reliability: the words of a refused message ------------------------------------
-  // A message the server refused (a file too large, a full disk: 4xx/5xx with words) says
-  // why at the top of the composer, which keeps what was written; without script the error page does.
+  // --- reliability: a refused message says why in the composer (a full disk, a large file)
   document.addEventListener("htmx:after:request", function (e) {
-    var form = e.target;
-    if (!form || form.id !== "composer") return;
-    var ctx = e.detail && e.detail.ctx;
-    var status = ctx && ctx.response ? ctx.response.status : 0;
-    var box = document.getElementById("composer-error");
-    if (status && status < 400) { if (box) box.remove(); return; }
-    if (!box) {
-      box = document.createElement("p");
-      box.id = "composer-error"; box.className = "composer-error"; box.setAttribute("role", "alert");
-      form.insertBefore(box, form.firstChild);  // inside: it stays in view with a sticky composer
-    }
-    box.textContent = (ctx && ctx.text && status) ? ctx.text.slice(0, 500)
-      : "The message could not be sent: the server did not answer. What you wrote is still here.";
+    var f = e.target, c = e.detail && e.detail.ctx, st = c && c.response ? c.response.status : 0;
+    if (!f || f.id !== "composer") return;
+    var b = document.getElementById("composer-error");
+    if (st && st < 400) { if (b) b.remove(); return; }
+    if (!b) { b = document.createElement("p"); b.id = b.className = "composer-error"; b.setAttribute("role", "alert"); f.prepend(b); }
+    b.textContent = st && c.text ? c.text.slice(0, 500) : "Not sent: the server did not answer.";
   });
 })();
