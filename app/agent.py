@@ -135,6 +135,13 @@ class ToolStart:
 
 
 @dataclass(frozen=True)
+class ToolDispatched:
+    """The call is being sent to its tool: from here on it may have run."""
+
+    call: ToolCall
+
+
+@dataclass(frozen=True)
 class ToolUpdate:
     call: ToolCall
     output: str
@@ -175,7 +182,7 @@ class Notice:
 
 Event = (
     AgentStart | AgentEnd | TurnStart | TurnEnd | MessageStart | MessageUpdate | MessageEnd
-    | ToolStart | ToolUpdate | ToolEnd | ToolDeclined | Usage | Failed | Notice
+    | ToolStart | ToolDispatched | ToolUpdate | ToolEnd | ToolDeclined | Usage | Failed | Notice
 )
 Emit = Callable[[Event], None]
 # Asked before a call runs: None to run it, or the reason it must not (given to the model).
@@ -355,7 +362,17 @@ async def _checked_run(call: ToolCall, tool: Tool, emit: Emit, context: Context 
         return f"Error: the arguments do not fit the tool's parameters: {problem}", False, None
     ctx = context or Context(chat=0, agent=None)
     ctx.progress = lambda text: emit(ToolUpdate(call, text))
+    sent: list[bool] = []
+
+    def dispatched() -> None:  # the call leaves for its tool: from here on it may have run
+        if not sent:
+            sent.append(True)
+            emit(ToolDispatched(call))
+
+    ctx.dispatched = dispatched
     try:
+        if not tool.dispatches:
+            dispatched()
         result = await tool.run(args, ctx)
     except Exception as e:  # a tool's failure is data for the model
         return (f"Error: {e}" if str(e) else f"Error: {type(e).__name__}"), False, None

@@ -1,8 +1,9 @@
-"""`tabletalk serve|migrate`: the command line."""
+"""`tabletalk serve|migrate|backup|restore`: the command line."""
 from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from . import config as configuration
 from . import db as dbm
@@ -70,6 +71,10 @@ def serve(host: str, port: int, workers: int) -> None:
         backlog=BACKLOG,
         backpressure=BACKPRESSURE,
         workers_kill_timeout=5,
+        # A worker that dies (killed, out of memory) is started again; the others go on, and
+        # the runs it held resume once their leases expire. Without this granian stopped the
+        # whole server when one worker died.
+        respawn_failed_workers=True,
         log_access=False,
     ).serve()
 
@@ -82,12 +87,24 @@ def main(argv: list[str] | None = None) -> None:
     s.add_argument("--port", type=int, default=8000)
     s.add_argument("--workers", type=int, default=1)
     sub.add_parser("migrate", help="apply database migrations")
+    b = sub.add_parser("backup", help="copy the database and its files into PATH (while serving)")
+    b.add_argument("path", type=Path, help="a new (or empty) folder")
+    r = sub.add_parser("restore", help="copy the backup at PATH into the (empty) data folder, checked")
+    r.add_argument("path", type=Path, help="a folder made by tabletalk backup")
     args = parser.parse_args(argv)
     if args.command == "serve":
         serve(args.host, args.port, args.workers)
     elif args.command == "migrate":
         applied = migrate(configuration.load())
         print("applied: " + (", ".join(applied) if applied else "nothing (up to date)"))
+    elif args.command in ("backup", "restore"):
+        from . import backup
+
+        try:
+            summary = getattr(backup, args.command)(configuration.load(), args.path)
+        except backup.BackupError as e:
+            raise SystemExit(f"tabletalk {args.command}: {e}") from None
+        print(("backed up " if args.command == "backup" else "restored and checked ") + str(summary))
 
 
 if __name__ == "__main__":

@@ -47,12 +47,13 @@ def write(db: sqlite_utils.Database) -> Iterator[sqlite_utils.Database]:
     db.conn.execute("BEGIN IMMEDIATE")
     try:
         yield db
+        # In the try: a COMMIT that fails (a full disk) may leave the transaction open, and
+        # every later write would become a savepoint of it, never committed.
+        db.conn.execute("COMMIT")
     except BaseException:
         if db.conn.in_transaction:
             db.conn.execute("ROLLBACK")
         raise
-    else:
-        db.conn.execute("COMMIT")
 
 
 def bump(db: sqlite_utils.Database, n: int = 1) -> int:
@@ -459,3 +460,14 @@ def m015_vetted_memories(db: sqlite_utils.Database) -> None:
     # Per agent: whether such a memory waits for the person's approval before it is kept (on
     # by default; the owner of an agent that only reads trusted plugins may turn it off).
     db.execute("ALTER TABLE assistants ADD COLUMN vet_memories INTEGER NOT NULL DEFAULT 1")
+
+
+@migration
+def m019_call_dispatch(db: sqlite_utils.Database) -> None:
+    # A call is marked `dispatched` when it is sent to its tool (not when it starts: an MCP
+    # session is opened first), and `interrupted` when a restart cut it: with `dispatched`
+    # the page and the model are told it may have run. Calls left running by a release that
+    # did not mark dispatch may have been sent: they count as dispatched.
+    db.execute("ALTER TABLE items ADD COLUMN dispatched INTEGER NOT NULL DEFAULT 0 CHECK (dispatched IN (0, 1))")
+    db.execute("ALTER TABLE items ADD COLUMN interrupted INTEGER NOT NULL DEFAULT 0 CHECK (interrupted IN (0, 1))")
+    db.execute("UPDATE items SET dispatched = 1 WHERE kind = 'call' AND state = 'running'")

@@ -61,7 +61,7 @@ def one_line(text: str) -> str:
 
 
 def call_markdown(call: Item) -> str:
-    state = {"failed": " (failed)", "declined": " (declined)", "approval": " (waiting for approval)",
+    state = " (may have run: interrupted by a restart)" if call.interrupted and call.dispatched else {"failed": " (failed)", "declined": " (declined)", "approval": " (waiting for approval)",
              "running": " (running)"}.get(call.state, "")
     text, info = pretty(call.input or "{}")
     parts = [f"**Tool `{call.name}`**{state}", "Input:", fence(text, info)]

@@ -179,7 +179,8 @@ pool = Sessions()  # this process's sessions (every worker is a process of its o
 async def call_tool(p: Plugin, mcp_name: str, args: dict[str, Any], *, chat: int, transport: str,
                     private_ok: bool, limit: float, abort: asyncio.Event,
                     progressed: Callable[[float, float | None, str | None], Any],
-                    sessions: Sessions | None = None) -> types.CallToolResult:
+                    sessions: Sessions | None = None,
+                    dispatched: Callable[[], Any] = lambda: None) -> types.CallToolResult:
     """One tool call in the conversation's session with the plugin. Raises PluginError in
     plain words: stopped by the person, silent for `limit` s, the connection lost ..."""
     from mcp.shared.exceptions import MCPError
@@ -205,6 +206,7 @@ async def call_tool(p: Plugin, mcp_name: str, args: dict[str, Any], *, chat: int
             watcher = asyncio.ensure_future(_cancel_when_set(abort, stop))
             try:
                 with anyio.CancelScope(deadline=anyio.current_time() + limit) as silence:
+                    dispatched()  # the session is open: the call leaves now (it may run from here on)
                     result = await client.call_tool(mcp_name, args, progress_callback=progress)
             except Exception as exc:
                 mcp_error = next((leaf for leaf in leaves(exc) if isinstance(leaf, MCPError)), None)

@@ -169,6 +169,7 @@ def _listing(p: Plugin, found: list[types.Tool], transport: str, *, private_ok: 
             idempotent=bool(hints and (hints.read_only_hint or hints.idempotent_hint)),
             plugin=p.name,
             key=identity(p, mcp_tool.name),
+            dispatches=True,
         ))
     count = len(tools)
     return Listing(tools, f"{count} tool" if count == 1 else f"{count} tools", transport, names)
@@ -274,7 +275,8 @@ async def call(p: Plugin, mcp_name: str, args: dict[str, Any], ctx: Context, *, 
 
     result = await mcp_sessions.call_tool(p, mcp_name, args, chat=ctx.chat, transport=transport,
                                           private_ok=private_ok, limit=timeout, abort=ctx.abort,
-                                          progressed=progressed, sessions=ctx.extra.get("mcp_sessions"))
+                                          progressed=progressed, sessions=ctx.extra.get("mcp_sessions"),
+                                          dispatched=ctx.dispatched)
     if result.is_error:
         text = mcp_content.convert(result, mcp_name).text
         raise PluginError(text or f"{mcp_name} failed without saying why")

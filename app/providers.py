@@ -242,6 +242,7 @@ class Providers:
             request.update(extra)
         tries = len(RETRY_DELAYS) + 1
         completions = client.chat.completions.with_streaming_response
+        problem = ""  # what the last failed try met, for the notice once a try answers
         for attempt in range(tries):
             try:
                 opened = completions.create(**request)
@@ -251,13 +252,15 @@ class Providers:
                 if attempt == tries - 1:
                     raise ModelError(f"{plain_words(e, endpoint)} Gave up after {tries} tries.") from e
                 wait = retry_after(e) or RETRY_DELAYS[attempt]
-                yield Delta(notice=f"{plain_words(e, endpoint)} Trying again in {wait:g} s "
-                                   f"(try {attempt + 2} of {tries}).")
+                problem = plain_words(e, endpoint)
+                yield Delta(notice=f"{problem} Trying again in {wait:g} s (try {attempt + 2} of {tries}).")
                 await asyncio.sleep(wait)
             except Exception as e:
                 raise ModelError(plain_words(e, endpoint)) from e
+        if problem:  # the notice no longer says it is about to try: it says how it went
+            yield Delta(notice=f"{problem} It answered on try {attempt + 1} of {tries}.")
         try:
-            finished = False
+            finished = received = False
             async for line in sse_lines(response.http_response):
                 # The SSE lines are parsed here rather than by the SDK: building its typed
                 # objects for every chunk cost ~20x the JSON parse and bounded how many
@@ -265,6 +268,7 @@ class Providers:
                 if not line.startswith(b"data:"):
                     continue
                 data = line[5:].strip()
+                received = True
                 if data == b"[DONE]":
                     break
                 for delta in deltas(data):
@@ -278,6 +282,8 @@ class Providers:
             raise ModelError(plain_words(e, endpoint)) from e
         finally:
             await opened.__aexit__(None, None, None)
+        if not received:
+            raise ModelError(EMPTY_REPLY)
         if not finished:
             raise ModelError("The connection to the model server was cut before the answer was finished.")
 
@@ -292,6 +298,10 @@ class Providers:
         except Exception as e:
             raise ModelError(plain_words(e, endpoint)) from e
         return (r.choices[0].message.content or "") if r.choices else ""
+
+
+EMPTY_REPLY = ("The model server answered with an empty reply (no answer and no error). "
+               "Try again, or check the model server's log.")
 
 
 def takes_cache_marks(endpoint: Endpoint) -> bool:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import agent as loop
-from . import mcp_sessions, plugins
+from . import mcp_sessions, plugins, space
 from . import db as dbm
 from .config import Config
 from .feed import Feed
@@ -59,9 +59,10 @@ class Run:
     task: asyncio.Task | None = None
     turn: Turn | None = None  # the turn being answered
     gone: bool = False  # its conversation was deleted
+    full: bool = False  # ended because the disk is full
 
 
-class Runner:
+class Runner(space.DiskFull):
     def __init__(self, config: Config, store: Store, feed: Feed, providers: Providers):
         self.config = config
         self.store = store
@@ -76,10 +77,13 @@ class Runner:
         self._tasks: list[asyncio.Task] = []
         self._side: set[asyncio.Task] = set()
         self._flushed = 0.0
+        self.reserve = space.Reserve(config.data)
+        self.full = False  # the disk was found full; no run starts until the reserve is back
 
     # --- the main loop --------------------------------------------------------------
 
     def start(self) -> None:
+        self.reserve.ensure()
         loop_ = asyncio.get_running_loop()
         self._tasks = [
             loop_.create_task(self._scan_forever(), name="runner-scan"),
@@ -106,9 +110,13 @@ class Runner:
             started = time.monotonic()
             full = started >= full_at
             try:
-                self.scan(full)
-            except Exception:
-                log.exception("runner scan failed")
+                if not self.full or self.recovered():
+                    self.scan(full)
+            except Exception as e:
+                if space.is_full(e):
+                    self.disk_full()
+                else:
+                    log.exception("runner scan failed")
             if full:
                 full_at = started + IDLE_SCAN_SECONDS
             waits = [asyncio.ensure_future(self.feed.changed(IDLE_SCAN_SECONDS)), asyncio.ensure_future(self._wake.wait())]
@@ -190,13 +198,20 @@ class Runner:
                 continue
             chats = list(self.runs)
             marks = ",".join("?" * len(chats))
-            with dbm.write(self.store.db) as db:
-                db.conn.execute(
-                    f"UPDATE runs SET expires = ? WHERE owner = ? AND chat IN ({marks})",
-                    [dbm.now() + LEASE_SECONDS, self.owner, *chats],
-                )
-                held = {r[0] for r in db.conn.execute(
-                    f"SELECT chat FROM runs WHERE owner = ? AND chat IN ({marks})", [self.owner, *chats])}
+            try:
+                with dbm.write(self.store.db) as db:
+                    db.conn.execute(
+                        f"UPDATE runs SET expires = ? WHERE owner = ? AND chat IN ({marks})",
+                        [dbm.now() + LEASE_SECONDS, self.owner, *chats],
+                    )
+                    held = {r[0] for r in db.conn.execute(
+                        f"SELECT chat FROM runs WHERE owner = ? AND chat IN ({marks})", [self.owner, *chats])}
+            except Exception as e:
+                if space.is_full(e):
+                    self.disk_full()
+                else:
+                    log.exception("renewing the leases failed")
+                continue
             for chat in chats:
                 run = self.runs.get(chat)
                 if chat not in held and run and run.task and not run.gone:
@@ -225,13 +240,18 @@ class Runner:
         pending, self.pending = self.pending, {}
         t = dbm.now()
         by_columns: dict[tuple[str, ...], list[list[Any]]] = {}
-        with self.store.write() as db:
-            top = dbm.bump(db, len(pending))
-            for rev, (item_id, values) in enumerate(pending.items(), start=top - len(pending) + 1):
-                by_columns.setdefault(tuple(values), []).append([*values.values(), t, rev, item_id])
-            for columns, rows in by_columns.items():
-                sets = "".join(f"{k} = ?, " for k in columns)
-                db.conn.executemany(f"UPDATE items SET {sets}updated = ?, rev = ? WHERE id = ?", rows)
+        try:
+            with self.store.write() as db:
+                top = dbm.bump(db, len(pending))
+                for rev, (item_id, values) in enumerate(pending.items(), start=top - len(pending) + 1):
+                    by_columns.setdefault(tuple(values), []).append([*values.values(), t, rev, item_id])
+                for columns, rows in by_columns.items():
+                    sets = "".join(f"{k} = ?, " for k in columns)
+                    db.conn.executemany(f"UPDATE items SET {sets}updated = ?, rev = ? WHERE id = ?", rows)
+        except Exception as e:
+            if not space.is_full(e):
+                raise
+            self.disk_full()  # what grew since the last tick is lost; what was written stays
 
     def grow(self, item_id: int, **values: Any) -> None:
         self.pending.setdefault(item_id, {}).update(values)
@@ -273,9 +293,16 @@ class Runner:
                     if pending.kind == "retry" and not user.done:
                         self.store.update(user.id, done=True)
         except asyncio.CancelledError:
-            self._cancelled(run)
-        except Exception:
-            log.exception("run of conversation %s failed", run.chat)
+            if run.full:
+                self.ended_full(run)
+            else:
+                self._cancelled(run)
+        except Exception as e:
+            if space.is_full(e):
+                self.disk_full()
+                self.ended_full(run)
+            else:
+                log.exception("run of conversation %s failed", run.chat)
         finally:
             self.flush()
             self.runs.pop(run.chat, None)
@@ -298,6 +325,10 @@ class Runner:
         if self.stopping or run.turn is None or run.gone:
             return  # shutdown: the rows stay pending and the next start resumes them; or no rows left
         run.turn.stopped()
+        self._mark_done(run)
+
+    def _mark_done(self, run: Run) -> None:
+        """The turn's question (or retry) and any stop asked meanwhile are handled."""
         stops = [r[0] for r in self.store.all(
             "SELECT id FROM items WHERE chat = ? AND kind = 'stop' AND done = 0", [run.chat])]
         with self.store.write():

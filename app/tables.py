@@ -48,6 +48,8 @@ class Item:
     thought: float = 0.0    # a reasoning item: seconds the model reasoned (0 until it is over)
     shown: str = ""         # a call's result as the page shows it, when not the output ('' = the output)
     unsent: bool = False    # a call's file is for the person only: not sent to the model
+    dispatched: bool = False  # a call sent to its tool (it may have run from here on)
+    interrupted: bool = False  # a call a restart cut: with `dispatched`, it may have run
     id: int | None = None
     created: float = 0.0
     updated: float = 0.0
@@ -79,6 +81,8 @@ class Item:
         data["done"] = bool(data.get("done"))
         data["steer"] = bool(data.get("steer"))
         data["unsent"] = bool(data.get("unsent"))
+        data["dispatched"] = bool(data.get("dispatched"))
+        data["interrupted"] = bool(data.get("interrupted"))
         # the field names straight from the class: dataclasses.fields() per row was most of
         # the cost of reading a long conversation
         return cls(**{name: data[name] for name in cls.__dataclass_fields__ if name in data})
@@ -277,6 +281,15 @@ def decided(call: Item, decision: str) -> Item:
     if decision not in ("approve", "decline"):
         raise ValueError("the decision is approve or decline")
     return replace(call, state="approved" if decision == "approve" else "declined")
+
+
+def again(call: Item) -> Item:
+    """A call the person runs again (one a restart cut after it was sent): same tool and
+    input, at the end of its turn, approved by that choice."""
+    if call.kind != "call":
+        raise ValueError("only a call can be run again")
+    return Item(kind="call", chat=call.chat, turn=call.turn, name=call.name, input=call.input,
+                model=call.model, state="approved")
 
 
 def assistant(id: int | None = None, name: str = "Assistant", **values: Any) -> Assistant:

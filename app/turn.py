@@ -24,10 +24,15 @@ from .tables import Assistant, Item, item
 from .tools import Context, Tool, memory
 
 DECLINED = "The person declined this call."
+STOPPED = "Stopped by the person before it finished."
+STOPPED_SENT = "Stopped by the person after it was sent to its tool, before a result came back: it may have run."
 
 log = logging.getLogger(__name__)
 
-INTERRUPTED = "Interrupted by a restart before it finished; it was not run again."
+# What a restart leaves of a call, for the page and the model alike. A call not yet sent to
+# its tool (not `dispatched`) is simply run; one that was sent and has no result may have run.
+MAY_HAVE_RUN = ("Interrupted by a restart after it was sent to its tool, before a result came back: "
+                "it may have run. Check before running it again; it was not run again by itself.")
 
 
 def finished(version: list[Item]) -> bool:
@@ -90,11 +95,12 @@ class Turn:
                     continue
                 if it.state == "running":
                     tool = by_name.get(it.name)
-                    if tool is not None and tool.idempotent:
-                        self.store.update(it.id, state="", output="")
+                    if not it.dispatched or (tool is not None and tool.idempotent):
+                        # never reached its tool (or safe to repeat): it runs now
+                        self.store.update(it.id, state="", output="", dispatched=False)
                         to_run.append(it)
                     else:
-                        self.store.update(it.id, state="failed", output=INTERRUPTED, done=True)
+                        self.store.update(it.id, state="failed", output=MAY_HAVE_RUN, interrupted=True, done=True)
                 elif it.state in ("", "approved", "approval"):
                     to_run.append(it)  # not started, or waiting for (or given) the person's decision
         self.written.extend(it.id for it in to_run)  # a stop now ends them too
@@ -278,6 +284,9 @@ class Turn:
                 self.end_step(message, reasoning)
             case loop.ToolStart(call=call):
                 self.store.update(self.calls[call.id], state="running")
+            case loop.ToolDispatched(call=call):
+                self.flush()
+                self.store.update(self.calls[call.id], dispatched=True)  # committed before the call leaves
             case loop.ToolUpdate(call=call, output=output):
                 self.grow(self.calls[call.id], output=output)
             case loop.ToolEnd(call=call, output=output, ok=ok, result=result):
@@ -305,6 +314,9 @@ class Turn:
                     self.store.update(self.notice, text=text)
             case loop.Failed(message=message):
                 self.flush()
+                if self.notice is not None:  # "Trying again in 4 s" is over: the error says what happened
+                    self.store.delete_items([self.notice])
+                    self.notice = None
                 self.add(item("error", self.chat, message, turn=self.user.id, model=self.model,
                               state="failed", done=True))
             case loop.TurnStart():
@@ -345,8 +357,8 @@ class Turn:
         self.written.append(stored.id)
         return stored
 
-    def stopped(self) -> None:
-        """Stop: what was written stays, marked done; a call cut off says so."""
+    def stopped(self, cut: str = STOPPED) -> None:
+        """Stop: what was written stays, marked done; a call cut off says so (`cut`)."""
         self.flush()
         with self.store.write():
             for item_id in self.written:
@@ -355,9 +367,9 @@ class Turn:
                     continue
                 if it.kind == "call":
                     # What it reported while running was progress, not its result: the page and
-                    # the model are told it was stopped, and by whom.
+                    # the model are told it was stopped, by whom, and whether it may have run.
                     why = ("Stopped by the person while waiting for approval." if it.state == "approval"
-                           else "Stopped by the person before it finished.")
+                           else STOPPED_SENT if it.dispatched and cut == STOPPED else cut)
                     self.store.update(item_id, state="failed", output=why, done=True)
                 else:
                     self.store.update(item_id, done=True)

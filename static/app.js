@@ -399,4 +399,14 @@
   document.addEventListener("htmx:after:swap", function () {
     if (stick) window.scrollTo(0, document.body.scrollHeight);
   });
+
+  // --- reliability: a refused message says why in the composer (a full disk, a large file)
+  document.addEventListener("htmx:after:request", function (e) {
+    var f = e.target, c = e.detail && e.detail.ctx, st = c && c.response ? c.response.status : 0;
+    if (!f || f.id !== "composer") return;
+    var b = document.getElementById("composer-error");
+    if (st && st < 400) { if (b) b.remove(); return; }
+    if (!b) { b = document.createElement("p"); b.id = b.className = "composer-error"; b.setAttribute("role", "alert"); f.prepend(b); }
+    b.textContent = st && c.text ? c.text.slice(0, 500) : "Not sent: the server did not answer.";
+  });
 })();

@@ -84,7 +84,7 @@ def test_tool_calls_loop_back_to_the_model_with_their_results():
     assert events.index(end) < next(i for i, e in enumerate(events) if isinstance(e, loop.ToolStart)), \
         "a step's message (with its calls) is complete before any tool runs"
     tool_events = [e for e in events if type(e).__name__.startswith("Tool")]
-    assert [type(e).__name__ for e in tool_events] == ["ToolStart", "ToolUpdate", "ToolEnd"]
+    assert [type(e).__name__ for e in tool_events] == ["ToolStart", "ToolDispatched", "ToolUpdate", "ToolEnd"]
     assert tool_events[-1].ok and tool_events[-1].output == "echo: a"
     second_request = stream.seen[1]
     assert second_request[-2].tool_calls[0].arguments == '{"text": "a"}'

@@ -55,12 +55,14 @@ def test_stop_during_progress_says_it_was_stopped_by_the_person(with_plugin, fak
     assert r.status_code == 204
     call = calls(idle(client, chat))[0]
     assert call.select_one(".state").text == "failed"
-    assert call.select_one("pre.output").text == "Stopped by the person before it finished."
+    assert call.select_one("pre.output").text == ("Stopped by the person after it was sent to its tool, "
+                                                  "before a result came back: it may have run.")
     fake.script([text("Understood.")])
     ask(client, chat, "what happened?")
     idle(client, chat)
     told = [m for m in fake.streamed[-1]["messages"] if m["role"] == "tool"]
-    assert told[-1]["content"] == "Stopped by the person before it finished."
+    assert told[-1]["content"] == ("Stopped by the person after it was sent to its tool, "
+                                   "before a result came back: it may have run.")
 
 
 def finished_call(client, chat):

@@ -9,7 +9,7 @@ from app.agent import Delta
 from app.store import Store
 from app.tables import asked, item
 from app.tools import Result, Tool
-from app.turn import INTERRUPTED, Turn
+from app.turn import MAY_HAVE_RUN, Turn
 from tests.conftest import Served, wait_for
 from tests.fakes.openai_server import rate, text
 
@@ -29,13 +29,14 @@ def test_a_crash_mid_turn_resumes_from_the_last_complete_step(store):
     # every state, then a model step cut off while it streamed.
     store.add(item("text", chat, "On it.", turn=t, done=True))
     done_call = store.add(item("call", chat, turn=t, name="once", input="{}", output="once ran", state="done", done=True))
-    cut = store.add(item("call", chat, turn=t, name="charge_card", input="{}", state="running"))
+    cut = store.add(item("call", chat, turn=t, name="charge_card", input="{}", state="running", dispatched=True))
+    unsent = store.add(item("call", chat, turn=t, name="send_mail", input="{}", state="running"))  # never reached it
     safe = store.add(item("call", chat, turn=t, name="lookup", input="{}", state="running"))
     queued = store.add(item("call", chat, turn=t, name="later", input="{}"))
     waiting = store.add(item("call", chat, turn=t, name="delete_all", input="{}", state="approval"))
     partial = store.add(item("text", chat, "Half a sen", turn=t))
     runs: list[str] = []
-    tools = [counting_tool("once", runs), counting_tool("charge_card", runs),
+    tools = [counting_tool("once", runs), counting_tool("charge_card", runs), counting_tool("send_mail", runs),
              counting_tool("lookup", runs, idempotent=True), counting_tool("later", runs),
              counting_tool("delete_all", runs)]
     requests = []
@@ -61,15 +62,19 @@ def test_a_crash_mid_turn_resumes_from_the_last_complete_step(store):
 
     asyncio.run(main())
 
-    assert sorted(runs) == ["later", "lookup"], "a completed call never runs again; a cut-off one runs only if idempotent"
+    assert sorted(runs) == ["later", "lookup", "send_mail"], \
+        "a completed call never runs again; a cut-off one runs only if it never reached its tool or is idempotent"
     assert store.item(partial.id) is None, "the cut-off step's partial rows are replaced"
     assert store.tombstones_since(0, chat) == [(chat, f"i{partial.id}", None)]
-    assert store.item(cut.id).state == "failed" and store.item(cut.id).output == INTERRUPTED
+    assert store.item(cut.id).state == "failed" and store.item(cut.id).output == MAY_HAVE_RUN
+    assert store.item(cut.id).interrupted and store.item(cut.id).dispatched
+    assert store.item(unsent.id).state == "done" and store.item(unsent.id).dispatched
     assert store.item(safe.id).state == "done" and store.item(queued.id).state == "done"
     assert store.item(waiting.id).state == "declined" and store.item(waiting.id).done
     assert store.item(done_call.id).output == "once ran"
     tool_results = {m.tool_call_id: m.content for m in requests[0] if m.role == "tool"}
-    assert tool_results[f"call_{cut.id}"] == INTERRUPTED, "the model is told the call was interrupted"
+    assert tool_results[f"call_{cut.id}"] == MAY_HAVE_RUN, "the model is told the call may have run"
+    assert tool_results[f"call_{unsent.id}"] == "send_mail ran"
     assert tool_results[f"call_{safe.id}"] == "lookup ran"
     assert tool_results[f"call_{waiting.id}"] == "The person declined this call."
     texts = [i.text for i in store.items(chat) if i.kind == "text"]

@@ -44,6 +44,10 @@ class Context:
     agent: int | None
     abort: asyncio.Event = field(default_factory=asyncio.Event)
     progress: Callable[[str], None] = lambda text: None
+    # Marks the call sent to its tool, durably, before the request leaves (once; later calls
+    # do nothing). A tool with `dispatches` calls it itself; for the others it is called
+    # just before `run`.
+    dispatched: Callable[[], None] = lambda: None
     store: Any = None  # app.store.Store; Any keeps tools importable without the storage layer
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -64,6 +68,7 @@ class Tool:
     @property
     def identity(self) -> str:
         return self.key or self.name
+    dispatches: bool = False  # it calls ctx.dispatched() itself, when its request leaves
 
     def schema(self) -> dict[str, Any]:
         """The tool as the Chat Completions API describes it."""

@@ -19,6 +19,7 @@ from litestar import Litestar, Request, Response
 from litestar.exceptions import HTTPException
 
 from .. import config as configuration
+from .. import space
 from ..accounts import COOKIE, People
 from ..feed import Feed
 from ..worker import running
@@ -75,6 +76,9 @@ def error_page(request: Request, exc: Exception) -> Response:
         # a row this request refers to went meanwhile (a conversation deleted while a message
         # to it was being read, a person removed ...)
         status, detail = 409, "That changed while you were sending this (it may have been deleted). Reload the page."
+    elif space.is_full(exc):
+        log.warning("the disk is full: %s %s could not be saved", request.method, request.url.path)
+        status, detail = 507, space.NOT_SAVED
     elif isinstance(exc, UnicodeDecodeError):
         # a form field that is not UTF-8 text (Litestar decodes multipart fields as it parses them)
         status, detail = 400, "The form could not be read: a field was not text (UTF-8). Nothing was saved."

@@ -9,11 +9,12 @@ from litestar.params import FromPath, FromQuery
 from litestar.exceptions import HTTPException, NotFoundException
 from litestar.response import Redirect
 
+from .. import space
 from ..accounts import COOKIE, People
 from ..files import clean_name
 from ..models import THINKING
 from ..store import Store
-from ..tables import Assistant, Conversation, Person, decided, stopped
+from ..tables import Assistant, Conversation, Item, Person, again, decided, stopped
 from . import live, render
 from .state import State, state
 
@@ -164,6 +165,8 @@ async def message_of(request: Request, s: State) -> Message:
     if model and s.store.choice(model) is None:
         raise HTTPException(status_code=400, detail=f"There is no model “{model}” to choose.")
     uploads = await attachments(request, s.config.upload_max, s.config.upload_count)
+    if uploads and not space.Reserve(s.config.data).held():  # the disk is full: keep its last room for answers
+        raise HTTPException(status_code=507, detail=space.NO_UPLOADS)
     return Message(text, model, thinking, WHEN[when], uploads)
 
 
@@ -307,12 +310,27 @@ async def decide(request: Request, chat: FromPath[str], call: FromPath[str]) -> 
     if it is None or it.chat != convo.id or it.kind != "call":
         raise NotFoundException("No such call.")
     decision = (await form_field(request, "decision", 20)).strip()
+    if decision == "again":
+        return run_again(request, s, convo, it)
     if decision not in ("approve", "decline"):
         raise HTTPException(status_code=400, detail="The decision is approve or decline.")
     if it.state != "approval":
         raise HTTPException(status_code=409, detail="This call is no longer waiting for a decision.")
     s.store.update(it.id, state=decided(it, decision).state)
     return done(request, f"/c/{convo.id}#end")
+
+
+def run_again(request: Request, s: State, convo: Conversation, it: Item) -> Response:
+    """"Run again" on a call a restart cut once it was sent (it may have run): the person
+    checked. A new call with the same input runs at the end of its turn, and the model goes on."""
+    if not (it.interrupted and it.dispatched):
+        raise HTTPException(status_code=409, detail="Only a call a restart cut can be run again.")
+    with s.store.write():
+        if render.chat_state(s.store, convo.id)["running"]:
+            raise HTTPException(status_code=409, detail="Wait until the answer is finished, then run it again.")
+        s.store.add(again(it))
+        s.store.update(it.turn, done=False)  # the turn goes on: the runner picks it up
+    return done(request, f"/c/{convo.id}")
 
 
 @post("/c/{chat:str}/stop")

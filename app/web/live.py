@@ -65,6 +65,8 @@ def state_html(it: Item) -> str:
     if it.kind == "call":
         state = it.state or "waiting"
         label = CALL_LABELS.get(it.state, it.state)
+        if it.interrupted and it.dispatched and it.state == "failed":  # a restart cut it once sent
+            state, label = "unknown", "may have run: check before running it again"
     else:
         state, label = ("done", "") if it.done else ("growing", "")
     if it.kind == "plan":  # the plan card says how far it is: "3 of 5 done"

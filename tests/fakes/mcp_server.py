@@ -20,7 +20,8 @@ part) and two tools whose names a Chat Completions API would reject as they are.
 `NotMCPServer` is a plain web page server, for "this address is not an MCP server".
 
 The server runs its own event loop in a daemon thread, so sync and async tests (with their
-own loops) both reach it. `server.calls` counts tool calls that reached a tool, and
+own loops) both reach it. `server.calls` counts tool calls that reached a tool (`server.echoed`
+the texts `echo` was called with), and
 `server.cancelled` the `slow` calls that were cut off before they finished.
 """
 from __future__ import annotations
@@ -66,6 +67,7 @@ def build(server: "FakeMCPServer") -> MCPServer:
     @mcp.tool(description="Say the text back.")
     def echo(text: str) -> str:
         server.calls += 1
+        server.echoed.append(text)
         return text
 
     @mcp.tool(description="Wait some seconds, reporting progress.")
@@ -201,6 +203,7 @@ class FakeMCPServer(_Served):
         self.transport = transport
         self.calls = 0
         self.cancelled = 0
+        self.echoed: list[str] = []  # every text `echo` was called with, in order (a repeat shows twice)
         self.stored: dict[str, str] = {}
         self.mcp = build(self)
         app = self.mcp.streamable_http_app() if transport == "streamable-http" else self.mcp.sse_app()
