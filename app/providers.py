@@ -18,7 +18,7 @@ import openai
 
 from . import models
 from .agent import Delta, Message, ModelError
-from .asyncnet import PooledTransport
+from .asyncnet import PooledTransport, pace
 from .config import Config
 from .tables import GROUP_LOCAL, GROUP_SERVER, LOCAL, Choice, choice_of, groups
 from .tools import Tool
@@ -258,6 +258,7 @@ class Providers:
                 raise ModelError(plain_words(e, endpoint)) from e
         try:
             finished = False
+            pace(response.http_response)
             async for line in sse_lines(response.http_response):
                 # The SSE lines are parsed here rather than by the SDK: building its typed
                 # objects for every chunk cost ~20x the JSON parse and bounded how many
@@ -277,6 +278,7 @@ class Providers:
         except Exception as e:
             raise ModelError(plain_words(e, endpoint)) from e
         finally:
+            pace(response.http_response, on=False)
             await opened.__aexit__(None, None, None)
         if not finished:
             raise ModelError("The connection to the model server was cut before the answer was finished.")
