@@ -19,15 +19,19 @@ import httpcore2
 import httpx2
 from httpcore2._utils import is_socket_readable
 
-READ_LIMIT = 256 * 1024  # StreamReader's buffer before it pauses the transport
+from .beat import next_beat
 
+READ_LIMIT = 256 * 1024  # StreamReader's buffer before it pauses the transport
 
 class AsyncioStream(httpcore2.AsyncNetworkStream):
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self._reader = reader
         self._writer = writer
+        self.paced = False  # see `pace`
 
     async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        if self.paced and not self._reader._buffer and not self._reader.at_eof():
+            await self._next_beat()
         try:
             async with asyncio.timeout(timeout):
                 return await self._reader.read(max_bytes)
@@ -35,6 +39,20 @@ class AsyncioStream(httpcore2.AsyncNetworkStream):
             raise httpcore2.ReadTimeout(str(e) or "timed out reading") from e
         except OSError as e:
             raise httpcore2.ReadError(str(e)) from e
+
+    async def _next_beat(self) -> None:
+        """Nothing buffered: wait for the next beat, not for the next byte, with the socket
+        out of the loop's selector meanwhile, so what arrives (a token every 5 ms at 200 a
+        second) waits in the kernel and is read in one go, one wake-up a beat."""
+        transport = self._writer.transport
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        transport.pause_reading()
+        try:
+            await asyncio.sleep(next_beat(now) - now)
+        finally:
+            if not transport.is_closing():
+                transport.resume_reading()
 
     async def write(self, buffer: bytes, timeout: float | None = None) -> None:
         if not buffer:
@@ -84,6 +102,19 @@ class AsyncioStream(httpcore2.AsyncNetworkStream):
             sock = self._writer.get_extra_info("socket")
             return sock is not None and is_socket_readable(sock)
         return None
+
+
+def pace(response: httpx2.Response, on: bool = True) -> None:
+    """Read `response`'s body once a beat (on) or as it comes (off: before its connection
+    serves another request). A streamed answer is a chunk per token, and waking its task for
+    each one cost ~100 us a token (the loop, httpcore2's and h11's layers, the agent loop),
+    ten times parsing it: read a beat's worth at once, the task wakes at most 20 times a
+    second (app/beat.py). Nothing shows later for it: the runner writes the growth at once
+    after the beat (Runner.grow). A response over another transport (a proxy) is read as it
+    comes."""
+    stream = response.extensions.get("network_stream")
+    if isinstance(stream, AsyncioStream):
+        stream.paced = on
 
 
 class AsyncioBackend(httpcore2.AsyncNetworkBackend):

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from . import db as dbm
+from .beat import beat_at_or_after
 from .store import Store
 from .tables import Conversation, Item
 
@@ -33,22 +34,6 @@ FOLLOWER_BACKLOG = 256  # messages a slow follower may fall behind before it mus
 Render = Callable[[Store, int, list[Item], Conversation | None, list[str], dict | None], str]
 # (store, changed conversations, deleted dom ids) -> the conversation list's HTML
 RenderList = Callable[[Store, list[Conversation], list[str]], str]
-
-
-async def wait_event(event: asyncio.Event, timeout: float) -> bool:
-    """Wait for `event` at most `timeout` seconds; True if it is set.
-
-    Not asyncio.wait_for: on Python 3.11 it can swallow a cancellation that arrives as the
-    event is set, and a stopped run must never miss its cancellation.
-    """
-    if event.is_set():
-        return True
-    waiter = asyncio.ensure_future(event.wait())
-    try:
-        await asyncio.wait([waiter], timeout=timeout)
-    finally:
-        waiter.cancel()
-    return event.is_set()
 
 
 def encode(rev: int, html: str) -> bytes:
@@ -71,6 +56,11 @@ _LINE_BREAK = re.compile(r"\r\n|\r|\n")
 
 
 KEEPALIVE = b": keep-alive\n\n"
+
+
+def _done(waiter: asyncio.Future) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
 
 
 class Follower:
@@ -127,25 +117,61 @@ class Feed:
         self.followers: dict[int | None, set[Follower]] = defaultdict(set)
         self.sent: dict[int, dict] = {}  # per followed conversation: what followers in step have
         self.closed = False
-        self._poke = asyncio.Event()
-        self._tick = asyncio.Event()
+        self._poked = False  # a commit in this process since the last dispatch
+        self._waiter: asyncio.Future | None = None  # the run loop's rest, cut short by a commit
+        self._tick: asyncio.Future | None = None  # done at the next dispatch (`next_change`)
         self._task: asyncio.Task | None = None
 
     # --- wake-ups -------------------------------------------------------------------
 
     def notify(self) -> None:
         """A row was committed in this process."""
-        self._poke.set()
+        self._poked = True
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(None)
+
+    def next_change(self) -> asyncio.Future:
+        """Done once the feed has seen a change: one future every waiter shares (never cancel
+        it; wait on it with asyncio.wait)."""
+        if self._tick is None:
+            self._tick = asyncio.get_running_loop().create_future()
+        return self._tick
+
+    def _ticked(self) -> None:
+        tick, self._tick = self._tick, None
+        if tick is not None and not tick.done():
+            tick.set_result(None)
 
     async def changed(self, timeout: float) -> None:
-        """Wait until the feed has seen a change (or `timeout` passes)."""
-        await wait_event(self._tick, timeout)
+        """Wait until the feed has seen a change (or `timeout` passes). asyncio.wait, not
+        wait_for: on Python 3.11 wait_for can swallow a cancellation that arrives as it ends,
+        and a stopped run must never miss its cancellation."""
+        await asyncio.wait([self.next_change()], timeout=timeout)
+
+    async def _rest(self, poll_at: float) -> bool:
+        """Until a commit in this process (True) or `poll_at` (False). Polls are on the grid of
+        POLL_SECONDS, the runner's beats among them (app/beat.py), at least POLL_SECONDS after
+        the last look: a dispatch moves the next poll, so while an answer is written every
+        beat the feed wakes only with it. A future and a timer, not a task: this turns 40
+        times a second in every worker."""
+        if self._poked:
+            return True
+        loop = asyncio.get_running_loop()
+        self._waiter = waiter = loop.create_future()
+        timer = loop.call_at(poll_at, _done, waiter)
+        try:
+            await waiter
+        finally:
+            timer.cancel()
+            self._waiter = None
+        return self._poked
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run(), name="feed")
 
     async def _run(self) -> None:
         version = self._data_version()
+        looked = time.monotonic()  # when the rows were last read or polled
         keepalive_at = time.monotonic() + KEEPALIVE_SECONDS
         while not self.closed:
             if time.monotonic() >= keepalive_at:  # one loop for every idle stream, not a timer each
@@ -154,18 +180,20 @@ class Feed:
                     for f in group:
                         if not f.messages:
                             f.push(0, KEEPALIVE)
-            if not await wait_event(self._poke, POLL_SECONDS):
-                seen = self._data_version()
-                if seen == version:
-                    continue
-                version = seen
-            self._poke.clear()
+            poll_at = beat_at_or_after(looked + POLL_SECONDS - 0.001, POLL_SECONDS)
+            poked = await self._rest(poll_at)
+            # Read before the dispatch's snapshot: a commit after it changes the version again.
+            seen = self._data_version()
+            looked = time.monotonic() if poked else poll_at
+            if not poked and seen == version:
+                continue
+            version = seen  # this dispatch covers this process's commits too: no second one
+            self._poked = False
             try:
                 self.dispatch()
             except Exception:  # a bad row must not stop every page following
                 log.exception("feed dispatch failed")
-            tick, self._tick = self._tick, asyncio.Event()
-            tick.set()
+            self._ticked()
 
     def _data_version(self) -> int:
         return self.db.conn.execute("PRAGMA data_version").fetchone()[0]
@@ -202,6 +230,9 @@ class Feed:
         with self.store.snapshot():  # one snapshot: the rev and the rows it covers agree
             top = self.store.rev()
             if top <= self.rev:
+                return
+            if not self.followers:  # nobody to tell: a page opened later catches up from the rows
+                self.rev = top
                 return
             # only the followed conversations' rows: with no page open, a busy worker reads nothing
             followed = [c for c in self.followers if c is not None]
@@ -274,9 +305,8 @@ class Feed:
         for group in self.followers.values():
             for f in group:
                 f.wake()
-        self._poke.set()
-        tick, self._tick = self._tick, asyncio.Event()
-        tick.set()
+        self.notify()
+        self._ticked()
 
     async def aclose(self) -> None:
         self.close()

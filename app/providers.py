@@ -18,7 +18,7 @@ import openai
 
 from . import models
 from .agent import Delta, Message, ModelError
-from .asyncnet import PooledTransport
+from .asyncnet import PooledTransport, pace
 from .config import Config
 from .tables import GROUP_LOCAL, GROUP_SERVER, LOCAL, Choice, choice_of, groups
 from .tools import Tool
@@ -261,6 +261,7 @@ class Providers:
             yield Delta(notice=f"{problem} It answered on try {attempt + 1} of {tries}.")
         try:
             finished = received = False
+            pace(response.http_response)
             async for line in sse_lines(response.http_response):
                 # The SSE lines are parsed here rather than by the SDK: building its typed
                 # objects for every chunk cost ~20x the JSON parse and bounded how many
@@ -281,6 +282,7 @@ class Providers:
         except Exception as e:
             raise ModelError(plain_words(e, endpoint)) from e
         finally:
+            pace(response.http_response, on=False)
             await opened.__aexit__(None, None, None)
         if not received:
             raise ModelError(EMPTY_REPLY)

@@ -21,6 +21,7 @@ from typing import Any
 from . import agent as loop
 from . import mcp_sessions, plugins, space
 from . import db as dbm
+from .beat import BEAT_SECONDS, beat_at_or_after, next_beat
 from .config import Config
 from .feed import Feed
 from .history import takes_images
@@ -35,7 +36,7 @@ log = logging.getLogger(__name__)
 
 LEASE_SECONDS = 10.0
 RENEW_SECONDS = 3.0
-TICK_SECONDS = 0.05
+TICK_SECONDS = BEAT_SECONDS  # growing text is written at most once a beat (model streams are read on it too)
 IDLE_SCAN_SECONDS = 1.0   # a full scan for pending work, at least this often
 SCAN_GAP_SECONDS = 0.1    # the least time between two scans
 FAILED = ("This answer failed on our side and was stopped (the error is in the server's log). "
@@ -72,11 +73,12 @@ class Runner(space.DiskFull):
         self.runs: dict[int, Run] = {}
         self.pending: dict[int, dict[str, Any]] = {}  # item id -> columns to write at the next tick
         self.stopping = False
-        self._wake = asyncio.Event()
+        self._wake: asyncio.Future | None = None  # done: scan again at once (a run ended)
         self._scanned = 0  # the rev the last scan read up to
         self._tasks: list[asyncio.Task] = []
         self._side: set[asyncio.Task] = set()
-        self._flushed = 0.0
+        self._flushed = 0.0  # when growth was last written
+        self._flush_at: asyncio.Handle | None = None  # the write of what is pending, scheduled
         self.reserve = space.Reserve(config.data)
         self.full = False  # the disk was found full; no run starts until the reserve is back
 
@@ -87,7 +89,6 @@ class Runner(space.DiskFull):
         loop_ = asyncio.get_running_loop()
         self._tasks = [
             loop_.create_task(self._scan_forever(), name="runner-scan"),
-            loop_.create_task(self._tick_forever(), name="runner-tick"),
             loop_.create_task(self._renew_forever(), name="runner-renew"),
         ]
 
@@ -101,13 +102,21 @@ class Runner(space.DiskFull):
         for t in [*self._tasks, *self._side]:
             t.cancel()
         await asyncio.gather(*self._tasks, *self._side, return_exceptions=True)
+        if self._flush_at is not None:
+            self._flush_at.cancel()
         self.flush()
         await mcp_sessions.pool.close_all()
 
+    def _wake_up(self) -> None:
+        if self._wake is not None and not self._wake.done():
+            self._wake.set_result(None)
+
     async def _scan_forever(self) -> None:
         full_at = 0.0
+        clock = asyncio.get_running_loop()
         while not self.stopping:
             started = time.monotonic()
+            self._wake = clock.create_future()  # a run that ends from now on asks for a scan
             full = started >= full_at
             try:
                 if not self.full or self.recovered():
@@ -119,15 +128,17 @@ class Runner(space.DiskFull):
                     log.exception("runner scan failed")
             if full:
                 full_at = started + IDLE_SCAN_SECONDS
-            waits = [asyncio.ensure_future(self.feed.changed(IDLE_SCAN_SECONDS)), asyncio.ensure_future(self._wake.wait())]
-            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
-            for w in waits:
-                w.cancel()
-            if not self._wake.is_set():
+            # futures, not tasks: this loop turns ten times a second while answers grow
+            await asyncio.wait([self.feed.next_change(), self._wake], timeout=IDLE_SCAN_SECONDS,
+                               return_when=asyncio.FIRST_COMPLETED)
+            if not self._wake.done():
                 # Every commit wakes the feed, and a busy worker commits 20+ times a second:
-                # look at most every SCAN_GAP (a run that ended asks for the next at once).
-                await asyncio.sleep(max(0.0, SCAN_GAP_SECONDS - (time.monotonic() - started)))
-            self._wake.clear()
+                # look at most every SCAN_GAP (a run that ended asks for the next at once),
+                # on a beat (app/beat.py).
+                now = time.monotonic()
+                gap = beat_at_or_after(started + SCAN_GAP_SECONDS) - now
+                if gap > 0:
+                    await asyncio.sleep(gap)
 
     def scan(self, full: bool = True) -> None:
         """Start a run for each conversation with pending work that no live worker holds.
@@ -223,20 +234,12 @@ class Runner(space.DiskFull):
 
     # --- batched writes of growing text ---------------------------------------------
 
-    async def _tick_forever(self) -> None:
-        while not self.stopping:
-            await asyncio.sleep(TICK_SECONDS)
-            try:
-                self.flush()
-            except Exception:
-                log.exception("runner flush failed")
-
     def flush(self) -> None:
         """Write every run's pending growth in one transaction: one rev range, one prepared
         statement per set of columns (hundreds of answers grow at once)."""
-        self._flushed = time.monotonic()
         if not self.pending:
             return
+        self._flushed = time.monotonic()
         pending, self.pending = self.pending, {}
         t = dbm.now()
         by_columns: dict[tuple[str, ...], list[list[Any]]] = {}
@@ -255,10 +258,29 @@ class Runner(space.DiskFull):
 
     def grow(self, item_id: int, **values: Any) -> None:
         self.pending.setdefault(item_id, {}).update(values)
-        # The tick task can be starved when many streams have data buffered: flush here too
-        # once a tick is due, so a busy worker still writes every ~50 ms.
-        if time.monotonic() - self._flushed >= TICK_SECONDS:
+        now = time.monotonic()
+        if self._flush_at is not None:
+            # A busy loop can hold the scheduled write back when many streams have data
+            # buffered: write here too once a tick is due, so it still writes every ~50 ms.
+            if now - self._flushed >= TICK_SECONDS:
+                self.flush()
+            return
+        # No timer while nothing grows. The first growth in a beat (the streams read what
+        # came at the beat: asyncnet.pace) is written once every stream woken with it has
+        # run, in one transaction; a later one at the next beat.
+        loop = asyncio.get_running_loop()
+        beat = next_beat(now)
+        if self._flushed < beat - BEAT_SECONDS:
+            self._flush_at = loop.call_soon(self._scheduled_flush)
+        else:
+            self._flush_at = loop.call_at(beat, self._scheduled_flush)
+
+    def _scheduled_flush(self) -> None:
+        self._flush_at = None
+        try:
             self.flush()
+        except Exception:
+            log.exception("runner flush failed")
 
     # --- answering ------------------------------------------------------------------
 
@@ -310,7 +332,7 @@ class Runner(space.DiskFull):
                 self.release(run.chat)
             except Exception:
                 log.exception("releasing the lease of %s failed", run.chat)
-            self._wake.set()  # more work may have arrived while this run held the lease
+            self._wake_up()  # more work may have arrived while this run held the lease
 
     def _failed(self, run: Run, user: Item) -> None:
         self.flush()

@@ -29,6 +29,7 @@ import argparse
 import asyncio
 import re
 import signal
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -134,7 +135,7 @@ def marker_answer(words: int) -> str:
 
 
 async def one_answer(served: fb.Served, fake: FakeModelServer, answer: str, followers: int,
-                     chunk_rate: float, delays: bool = False, profile: str = "") -> dict:
+                     chunk_rate: float, delays: bool = False, profile: str = "", gil: bool = False) -> dict:
     web = fb.Web(served.port)
     chat, since, token = web.new_conversation(served.data)
     readers: list[Reader] = []
@@ -156,7 +157,7 @@ async def one_answer(served: fb.Served, fake: FakeModelServer, answer: str, foll
     if profile:  # py-spy (pip install py-spy) on granian's worker, the serve process's grandchild
         worker = next(iter(fb.children(served.worker) or [served.worker]))
         spy = subprocess.Popen(["py-spy", "record", "--pid", str(worker), "--format", "raw", "--nonblocking",
-                                "-o", profile], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                                "--rate", "250", *(["--gil"] if gil else []), "-o", profile], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     await loop.run_in_executor(None, web.ask, chat, "Write the answer", token)
     deadline = t0 + 60 + len(answer) / 4 / chunk_rate * 3
     if followers:
@@ -165,13 +166,17 @@ async def one_answer(served: fb.Served, fake: FakeModelServer, answer: str, foll
                 raise TimeoutError("the followers did not see the answer done")
             await asyncio.sleep(0.02)
     else:
-        while True:  # no page open: ask the store when the answer is done
-            if time.monotonic() > deadline:
-                raise TimeoutError("the answer did not finish")
-            _, _, page = await loop.run_in_executor(None, web.request, "GET", f"/c/{chat}")
-            if 'class="state done"' in page and 'class="item text"' in page:
-                break
-            await asyncio.sleep(0.25)
+        # No page open: this process reads the database (a page's GET would render the
+        # answer in the server and count as its CPU).
+        db = sqlite3.connect(f"file:{served.data / 'tabletalk.db'}?mode=ro", uri=True)
+        try:
+            while not db.execute("SELECT 1 FROM items WHERE chat = ? AND kind = 'text' AND done = 1",
+                                 [chat]).fetchone():
+                if time.monotonic() > deadline:
+                    raise TimeoutError("the answer did not finish")
+                await asyncio.sleep(0.05)
+        finally:
+            db.close()
     cpu = tree_cpu(served.proc.pid) - cpu0
     if spy is not None:
         spy.send_signal(signal.SIGINT)
@@ -214,7 +219,7 @@ async def run(args) -> int:
                 with tempfile.TemporaryDirectory(prefix="answer-cost-") as tmp:
                     served = fb.Served(Path(tmp) / "data", fake.url).start()
                     try:
-                        got = await one_answer(served, fake, answer, n, args.rate, profile=args.profile)
+                        got = await one_answer(served, fake, answer, n, args.rate, profile=args.profile, gil=args.gil)
                     finally:
                         served.stop()
                 if args.dump and "body" in got:
@@ -250,6 +255,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rate", type=float, default=200.0, help="chunks a second")
     p.add_argument("--no-delay", action="store_true", help="skip the delay measurement")
     p.add_argument("--profile", default="", help="py-spy the worker during each answer into this file (raw)")
+    p.add_argument("--gil", action="store_true", help="with --profile: only samples that hold the GIL (CPU in Python)")
     p.add_argument("--dump", help="write the first follower's decoded SSE body (last run) to this file")
     return asyncio.run(run(p.parse_args(argv)))
 

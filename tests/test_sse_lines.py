@@ -46,3 +46,33 @@ def test_the_feeds_messages_read_back_as_they_were_written(html):
     lines = encode(7, html).decode().split("\n")
     assert lines[0] == "id:7" and lines[-2:] == ["", ""]
     assert "\n".join(sse_value(line, "data") for line in lines[1:-2]) == html
+
+
+async def test_a_streamed_answer_is_read_once_a_beat_not_once_a_token(env, fake):
+    """asyncnet.pace: 200 tokens a second arrive in batches, one a beat (50 ms), so the task
+    reading them wakes ~20 times a second, not 200 (each wake-up cost ~100 us). Counted:
+    the groups of deltas that arrive together, against the beats the stream lasted."""
+    import time
+
+    from app.agent import Message
+    from app.beat import BEAT_SECONDS
+    from app.config import load
+    from app.providers import Providers
+    from tests.fakes.openai_server import rate, text
+
+    words = " ".join(f"w{i}" for i in range(300))
+    fake.script([rate(200), text(words)])
+    p = Providers(load())
+    try:
+        arrivals = []
+        started = time.monotonic()
+        async for delta in p.stream("fake-model", [Message("user", "hi")], []):
+            if delta.text:
+                arrivals.append(time.monotonic())
+        lasted = time.monotonic() - started
+    finally:
+        await p.close()
+    assert len(arrivals) == 300
+    groups = 1 + sum(1 for a, b in zip(arrivals, arrivals[1:]) if b - a > 0.002)
+    assert groups <= lasted / BEAT_SECONDS + 3, (groups, lasted)
+    assert groups < len(arrivals) / 4
