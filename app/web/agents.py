@@ -50,7 +50,7 @@ def agent_or_404(s: State, raw: str, request: Request) -> Assistant:
 # What the agent pages say after a save (`?saved=KEY`; only these keys, never the URL's text).
 SAVED = {"settings": "Saved.", "tools": "Saved.", "created": "Agent created: give it instructions and a model.",
          "added": "Plugin added.", "enabled": "Plugin enabled.", "disabled": "Plugin disabled.",
-         "deleted": "Plugin deleted.", "refreshed": "Plugin read again.", "forgotten": "Memory deleted.",
+         "deleted": "Plugin deleted.", "refreshed": "Plugin read again.", "forgotten": "Memory deleted.", "memory": "Saved.",
          "agent-deleted": "Agent deleted."}
 
 
@@ -270,7 +270,7 @@ async def save_memory_settings(request: Request, agent_id: FromPath[str]) -> Res
     agent = agent_or_404(s, agent_id, request)
     vet = await form_field(request, "vet", 10)
     s.store.update_agent(agent.id, vet_memories=int(vet == "1"))
-    return back(request, agent, "memory")
+    return back(request, agent, "memory", "memory")
 
 
 @post("/agents/{agent_id:str}/memories/{memory_id:str}/delete")
