@@ -396,8 +396,10 @@
   window.addEventListener("scroll", function () {
     stick = window.innerHeight + window.scrollY >= document.body.scrollHeight - 80;
   }, { passive: true });
+  // Only a conversation's page follows its end: elsewhere (an agent's page, the account) the
+  // sidebar's live rows are swapped in too, and must not move the page.
   document.addEventListener("htmx:after:swap", function () {
-    if (stick) window.scrollTo(0, document.body.scrollHeight);
+    if (stick && document.getElementById("items")) window.scrollTo(0, document.body.scrollHeight);
   });
 
   // --- reliability: a refused message says why in the composer (a full disk, a large file)

@@ -279,3 +279,24 @@ def test_on_a_phone_the_setup_page_fits_and_on_a_desktop_the_sidebar_is_open(bro
             assert page.evaluate("document.documentElement.scrollWidth") == width
         finally:
             context.close()
+
+
+def test_a_page_other_than_a_conversation_stays_where_it_is_as_the_sidebar_follows(browser, served: Served):
+    """The sidebar's live rows are swapped into every page; only a conversation's page keeps to
+    its end. An agent's page, long enough to scroll, stays at its top."""
+    ids = seeded(served, [n * 60_000 for n in range(1, 40)])
+    context = served.context(browser, viewport={"width": 390, "height": 844})
+    try:
+        page = context.new_page()
+        page.goto("/agents/1")
+        page.locator("html[data-htmx-powered], html.js").first.wait_for(state="attached")
+        time.sleep(0.5)  # the page's stream opens
+        db = dbm.connect(served.data / "tabletalk.db")
+        try:
+            Store(db).set_title(ids[5], "Renamed while the agent page is open")
+        finally:
+            db.conn.close()
+        expect(page.locator(f"#c{ids[5]} a.open")).to_have_text("Renamed while the agent page is open")
+        assert page.evaluate("window.scrollY") == 0
+    finally:
+        context.close()
