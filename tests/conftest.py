@@ -247,6 +247,20 @@ class Served:
         context.add_cookies([{"name": k, "value": v, "url": self.url} for k, v in self.cookies.items()])
         return context
 
+    @contextmanager
+    def watched_page(self, browser, console: bool = True, **kw):
+        """A signed-in page that must raise no error (and, with `console`, log none) before
+        its context closes."""
+        context = self.context(browser, **kw)
+        errors: list[str] = []
+        p = context.new_page()
+        p.on("pageerror", lambda e: errors.append(str(e)))
+        if console:
+            p.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+        yield p
+        context.close()
+        assert errors == [], f"the page {'logged errors' if console else 'raised'}: {errors}"
+
     def start(self) -> "Served":
         self.data.mkdir(parents=True, exist_ok=True)
         out = open(self.log, "ab")

@@ -14,14 +14,8 @@ ANSWER = "The answer grows **live** on the page, word by word, until it is compl
 
 @pytest.fixture
 def page(browser, served: Served):
-    context = served.context(browser)
-    errors: list[str] = []
-    p = context.new_page()
-    p.on("pageerror", lambda e: errors.append(str(e)))
-    p.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-    yield p
-    context.close()
-    assert errors == [], f"the page logged errors: {errors}"
+    with served.watched_page(browser) as p:
+        yield p
 
 
 def test_enter_sends_and_the_answer_streams_in_without_a_reload(page, served, fake):

@@ -24,14 +24,8 @@ RICH = "\n\n".join([
 
 @pytest.fixture
 def page(browser, served: Served):
-    context = served.context(browser, permissions=["clipboard-read", "clipboard-write"])
-    errors: list[str] = []
-    p = context.new_page()
-    p.on("pageerror", lambda e: errors.append(str(e)))
-    p.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-    yield p
-    context.close()
-    assert errors == [], f"the page logged errors: {errors}"
+    with served.watched_page(browser, permissions=["clipboard-read", "clipboard-write"]) as p:
+        yield p
 
 
 def answered(page, words: str = "Show me math") -> None:

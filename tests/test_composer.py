@@ -7,7 +7,7 @@ import pytest
 from playwright.sync_api import expect
 
 from tests.conftest import Served, csrf, wait_for
-from tests.fakes.openai_server import delay, rate, reasoning, stall, text
+from tests.fakes.openai_server import delay, rate, reasoning, text
 from tests.test_files import png
 
 pytestmark = pytest.mark.browser
@@ -15,14 +15,8 @@ pytestmark = pytest.mark.browser
 
 @pytest.fixture
 def page(browser, served: Served):
-    context = served.context(browser)
-    errors: list[str] = []
-    p = context.new_page()
-    p.on("pageerror", lambda e: errors.append(str(e)))
-    p.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-    yield p
-    context.close()
-    assert errors == [], f"the page logged errors: {errors}"
+    with served.watched_page(browser) as p:
+        yield p
 
 
 @pytest.fixture

@@ -43,13 +43,8 @@ def approval_needed(served: Served) -> None:
 
 @pytest.fixture
 def page(browser, served: Served):
-    context = served.context(browser)
-    errors: list[str] = []
-    p = context.new_page()
-    p.on("pageerror", lambda e: errors.append(str(e)))
-    yield p
-    context.close()
-    assert errors == [], f"the page raised: {errors}"
+    with served.watched_page(browser, console=False) as p:
+        yield p
 
 
 def test_new_conversation_send_approve_and_stop_by_keyboard(page, served: Served, fake):
