@@ -253,16 +253,21 @@ def setup_code(data: Path, *, fresh: bool = False) -> str:
     and prints the address that holds it: who may set the app up is who can read what this
     computer printed (or its data folder), not whoever reaches the socket first, however a
     proxy or tunnel in front of it forwards (or does not say it forwards) requests."""
-    path = data / "setup.code"
-    data.mkdir(parents=True, exist_ok=True)
     if fresh:
-        path.unlink(missing_ok=True)
+        (data / "setup.code").unlink(missing_ok=True)
+    return kept_secret(data / "setup.code", 18)
+
+
+def kept_secret(path: Path, size: int) -> str:
+    """A random secret kept in a file of the data folder, readable by its owner only: made by
+    the first process to ask (O_EXCL, so workers starting together agree), read after that."""
+    path.parent.mkdir(parents=True, exist_ok=True)
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     except FileExistsError:
         return path.read_text().strip()
     with os.fdopen(fd, "w") as f:
-        f.write(secrets.token_urlsafe(18))
+        f.write(secrets.token_urlsafe(size))
     return path.read_text().strip()
 
 

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
-import secrets
 import signal
 import sqlite3
 from collections.abc import AsyncIterator
@@ -20,7 +18,7 @@ from litestar.exceptions import HTTPException
 
 from .. import config as configuration
 from .. import space
-from ..accounts import COOKIE, People
+from ..accounts import COOKIE, People, kept_secret
 from ..feed import Feed
 from ..worker import running
 from . import (accounts, agents, branches, chats, compress, conversations, events, files, guard, live, models, render,
@@ -32,15 +30,7 @@ log = logging.getLogger(__name__)
 
 def secret_key(data: Path) -> str:
     """The key that signs CSRF tokens (csrf.py): made once, kept in the data folder, shared by workers."""
-    path = data / "secret.key"
-    data.mkdir(parents=True, exist_ok=True)
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:
-        return path.read_text().strip()
-    with os.fdopen(fd, "w") as f:
-        f.write(secrets.token_urlsafe(48))
-    return path.read_text().strip()
+    return kept_secret(data / "secret.key", 48)
 
 
 def end_streams_on_signal(feed: Feed) -> None:
