@@ -1,7 +1,7 @@
 """Accounts: people, their passwords, their sessions and the sign-in limit.
 
-The rows of `people`, `sessions` and `signins` are read and written here (app/store/ keeps
-everything else). Passwords are hashed with argon2id (argon2-cffi, its default RFC 9106
+The rules are here; the rows of `people`, `sessions` and `signins` are read and written by
+the store (app/store/people.py). Passwords are hashed with argon2id (argon2-cffi, its default RFC 9106
 parameters); a session is a random token in an HttpOnly cookie, stored only as its sha256.
 The first person is the owner: they set the app up (or TABLETALK_PASSWORD did), claim the
 rows made before any account existed, and add and remove the others.
@@ -14,7 +14,6 @@ import ipaddress
 import math
 import os
 import secrets
-import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,6 +23,7 @@ from argon2.exceptions import InvalidHashError, VerificationError, VerifyMismatc
 from . import db as dbm
 from .config import Config
 from .store import Store
+from .store.people import Taken
 from .tables import THEMES, Person, check_name
 
 COOKIE = "tabletalk_session"  # the session cookie's name
@@ -103,56 +103,35 @@ def token_id(token: str) -> str:
     return hashlib.sha256(token.encode("utf-8", "surrogatepass")).hexdigest()
 
 
-def _person(row: sqlite3.Row) -> Person:
-    return Person(name=row["name"], owner=bool(row["owner"]), id=row["id"], theme=row["theme"])
-
-
 @dataclass
 class People:
-    """The accounts of one database."""
+    """The accounts of one database: the rules around the rows (store/people.py keeps them)."""
 
     store: Store
 
-    def _one(self, sql: str, params: list) -> sqlite3.Row | None:
-        return self.store.one(sql, params)
-
     def count(self) -> int:
-        return self._one("SELECT count(*) FROM people", [])[0]
+        return self.store.people_count()
 
     def all(self) -> list[Person]:
-        return [_person(r) for r in self.store.all("SELECT * FROM people ORDER BY owner DESC, name COLLATE NOCASE")]
+        return self.store.people()
 
     def get(self, person_id: int) -> Person | None:
-        row = self._one("SELECT * FROM people WHERE id = ?", [person_id])
-        return _person(row) if row else None
+        return self.store.person(person_id)
 
     def hash_of(self, name: str) -> tuple[Person, str] | None:
-        row = self._one("SELECT * FROM people WHERE name = ?", [name.strip()])
-        return (_person(row), row["hash"]) if row else None
+        return self.store.person_named(name.strip())
 
     def add(self, name: str, hashed: str, *, owner: bool = False) -> Person:
         """A new account. The owner's is the first: it claims the rows made before it (and
         fails with AccountError when someone set the app up meanwhile). Anyone else gets an
         agent of their own to talk to."""
         name = person_name(name)
-        with self.store.write() as db:
-            first = db.conn.execute("SELECT count(*) FROM people").fetchone()[0] == 0
-            if owner and not first:
-                raise AccountError("Tabletalk is already set up: sign in instead.")
-            try:
-                person_id = db.conn.execute(
-                    "INSERT INTO people (name, hash, owner, created) VALUES (?, ?, ?, ?)",
-                    [name, hashed, int(owner), dbm.now()]).lastrowid
-            except sqlite3.IntegrityError:
-                raise AccountError(f"Someone is already called “{name}”.") from None
-            if owner:
-                for table in ("conversations", "assistants", "files", "tombstones"):
-                    db.conn.execute(f"UPDATE {table} SET person = ? WHERE person IS NULL", [person_id])
-            if not db.conn.execute("SELECT 1 FROM assistants WHERE person = ?", [person_id]).fetchone():
-                t = dbm.now()
-                db.conn.execute(
-                    "INSERT INTO assistants (name, instructions, created, updated, rev, person) VALUES (?, ?, ?, ?, ?, ?)",
-                    ["Assistant", dbm.DEFAULT_INSTRUCTIONS, t, t, dbm.bump(db), person_id])
+        try:
+            person_id = self.store.add_person(name, hashed, owner=owner)
+        except Taken as e:
+            if e.owner_exists:
+                raise AccountError("Tabletalk is already set up: sign in instead.") from None
+            raise AccountError(f"Someone is already called “{name}”.") from None
         return Person(name=name, owner=owner, id=person_id)
 
     def remove(self, person_id: int) -> bool:
@@ -160,49 +139,35 @@ class People:
         The owner's account is never removed. Their conversations go as deleting them does:
         with tombstones, so their ids are never given to anyone else's (a page or run of
         theirs still open in another worker must not reach a new conversation)."""
-        with self.store.write() as db:
-            for (chat,) in db.conn.execute("SELECT id FROM conversations WHERE person = ?", [person_id]).fetchall():
-                self.store.delete_conversation(chat)
-            return db.conn.execute("DELETE FROM people WHERE id = ? AND owner = 0", [person_id]).rowcount == 1
+        return self.store.remove_person(person_id)
 
     def set_password(self, person_id: int, hashed: str, keep: str = "") -> None:
         """A new password ends every session of that person but the one named `keep`."""
-        with self.store.write() as db:
-            db.conn.execute("UPDATE people SET hash = ? WHERE id = ?", [hashed, person_id])
-            db.conn.execute("DELETE FROM sessions WHERE person = ? AND id != ?", [person_id, token_id(keep)])
+        self.store.set_password(person_id, hashed, keep=token_id(keep))
 
     def set_theme(self, person_id: int, theme: str) -> None:
         """The theme the person's pages use: "" (the system's), "light" or "dark"."""
         if theme not in THEMES:
             raise AccountError(f"The theme is one of: {', '.join(t or 'system' for t in THEMES)}.")
-        with self.store.write() as db:
-            db.conn.execute("UPDATE people SET theme = ? WHERE id = ?", [theme, person_id])
+        self.store.set_theme(person_id, theme)
 
     # --- sessions ---------------------------------------------------------------------
 
     def start_session(self, person_id: int) -> str:
         """A new session's token, for the cookie (only its hash is stored)."""
         token = secrets.token_urlsafe(32)
-        t = dbm.now()
-        with self.store.write() as db:
-            db.conn.execute("DELETE FROM sessions WHERE expires < ?", [t])
-            db.conn.execute("INSERT INTO sessions (id, person, created, expires) VALUES (?, ?, ?, ?)",
-                            [token_id(token), person_id, t, t + SESSION_SECONDS])
+        self.store.add_session(token_id(token), person_id, SESSION_SECONDS)
         return token
 
     def session(self, token: str | None) -> Person | None:
         """The person signed in with this cookie, if the session is still on."""
         if not token or len(token) > 200:
             return None
-        row = self._one(
-            "SELECT people.* FROM sessions JOIN people ON people.id = sessions.person "
-            "WHERE sessions.id = ? AND sessions.expires > ?", [token_id(token), dbm.now()])
-        return _person(row) if row else None
+        return self.store.session_person(token_id(token))
 
     def end_session(self, token: str | None) -> None:
         if token:
-            with self.store.write() as db:
-                db.conn.execute("DELETE FROM sessions WHERE id = ?", [token_id(token)])
+            self.store.end_session(token_id(token))
 
     # --- the sign-in limit --------------------------------------------------------------
 
@@ -213,25 +178,21 @@ class People:
         this minute. A check that succeeds takes its attempt back (`succeeded`)."""
         t = dbm.now()
         key = name.strip().lower()[:200]
-        with self.store.write() as db:  # one writer at a time, across workers: check and count at once
-            db.conn.execute("DELETE FROM signins WHERE at < ?", [t - PAIR_MEMORY])
-            failed, last = db.conn.execute("SELECT count(*), max(at) FROM signins WHERE name = ? AND address = ?",
-                                           [key, source]).fetchone()
+        with self.store.write():  # one writer at a time, across workers: check and count at once
+            self.store.forget_attempts(t - PAIR_MEMORY)
+            failed, last = self.store.attempts_of_pair(key, source)
             if failed >= PAIR_FREE:
                 wait = min(2.0 ** (failed - PAIR_FREE + 1), PAIR_MAX_DELAY) - (t - last)
                 if wait > 0:
                     raise Throttled(wait)
             if by_address:
-                recent, oldest = db.conn.execute("SELECT count(*), min(at) FROM signins WHERE address = ? AND at > ?",
-                                                 [source, t - SIGNIN_WINDOW]).fetchone()
+                recent, oldest = self.store.attempts_from(source, t - SIGNIN_WINDOW)
                 if recent >= ADDRESS_LIMIT:
                     raise Throttled(SIGNIN_WINDOW - (t - oldest))
-            return db.conn.execute("INSERT INTO signins (at, name, address) VALUES (?, ?, ?)",
-                                   [t, key, source]).lastrowid
+            return self.store.add_attempt(t, key, source)
 
     def succeeded(self, attempt: int) -> None:
-        with self.store.write() as db:
-            db.conn.execute("DELETE FROM signins WHERE id = ?", [attempt])
+        self.store.take_back_attempt(attempt)
 
 
 class Throttled(Exception):

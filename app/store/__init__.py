@@ -1,5 +1,5 @@
-"""Reading and writing rows. The one module that knows ids, revs and SQL (but for the
-accounts' own tables, in accounts.py).
+"""Reading and writing rows. The one package that knows ids, revs and SQL: every statement
+outside the migrations (app/db.py) is a Store method here, one module per family of rows.
 
 Conversations, agents and files belong to a person (`person`); every question a page asks
 for a list is asked for one person, and the web layer checks the owner of every row it is
@@ -16,9 +16,11 @@ from .branches import Branches
 from .chats import ITEM_COLUMNS, TITLE_MAX, TITLE_WORDS, Chats, first_words
 from .context import Context
 from .files import Files
+from .pages import Pages
+from .people import Accounts
 
 
-class Store(Chats, Branches, Agents, Context, Files):
+class Store(Chats, Branches, Agents, Context, Files, Pages, Accounts):
     """Every read and write of rows, by family (one module each); see Base for the common ground."""
 
 

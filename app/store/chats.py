@@ -185,9 +185,8 @@ class Chats(Base):
             if not path.steps:
                 raise ValueError("there is no answer to make again yet")
             return path.steps[-1].turn
-        running = self.one("SELECT id, kind, turn FROM items WHERE chat = ? AND done = 0 AND kind IN ('user','retry') "
-                           "ORDER BY id LIMIT 1", [new.chat])
-        return (running["id"] if running["kind"] == "user" else running["turn"]) if running else 0
+        running = self.answering(new.chat)  # a steering message joins the turn being answered
+        return running[1] if running else 0
 
     def _written_over(self, changed: Item) -> Item:
         with self.write():

@@ -11,28 +11,18 @@ import asyncio
 import hmac
 
 from litestar import Request, Response, get, post
-from litestar.exceptions import HTTPException, NotFoundException
+from litestar.exceptions import HTTPException
 from litestar.params import FromPath, FromQuery
 from litestar.response import Redirect
 
 from ..accounts import (COOKIE, SESSION_SECONDS, AccountError, People, Throttled, hash_password,
                         password_matches, person_name, setup_code, setup_done)
-from ..tables import NAME_MAX, THEMES, Person
+from ..tables import NAME_MAX, THEMES
 from . import csrf, render
-from .chats import form_field, me, parse_id
 from .guard import client_address, device_of, remember_device, secure
-from .models import local_path
-from .state import state
+from .request import form_field, go, local_path, me, owner_only, person_or_404, state
 
 FIELD_MAX = 1_000
-
-
-def owner_only(request: Request) -> Person:
-    """The owner's pages do not exist for anyone else."""
-    person = me(request)
-    if not person.owner:
-        raise NotFoundException("Not found.")
-    return person
 
 
 def signed_in(request: Request, token: str, to: str) -> Response:
@@ -132,10 +122,7 @@ async def sign_out(request: Request) -> Response:
     token = request.state.session
     People(s.store).end_session(token)
     s.feed.drop(session=token)
-    if render.is_htmx(request):
-        response: Response = Response(b"", status_code=204, headers={"HX-Redirect": "/signin"})
-    else:
-        response = Redirect("/signin", status_code=303)
+    response = go(request, "/signin")
     response.delete_cookie(COOKIE, path="/")
     # the pages and files of this person the browser kept go too (a shared computer)
     response.headers["Clear-Site-Data"] = '"cache"'
@@ -197,14 +184,6 @@ async def change_password(request: Request) -> Response:
 # --- the owner's list of people ---------------------------------------------------------
 
 
-def person_or_404(request: Request, raw: str) -> Person:
-    owner_only(request)
-    found = People(state(request).store).get(parse_id(raw))
-    if found is None or found.owner:
-        raise NotFoundException("No such person.")
-    return found
-
-
 PEOPLE_SAVED = {"added": "Added: tell them their name and password.", "removed": "Removed."}
 
 
@@ -234,7 +213,7 @@ async def add_person(request: Request) -> Response:
 async def confirm_remove(request: Request, person_id: FromPath[str]) -> Response:
     found = person_or_404(request, person_id)
     s = state(request)
-    count = s.store.one("SELECT count(*) FROM conversations WHERE person = ?", [found.id])[0]
+    count = s.store.conversations_count(person=found.id)
     return render.page(request, "person_delete.html", person=found, conversations=count)
 
 
@@ -242,7 +221,7 @@ async def confirm_remove(request: Request, person_id: FromPath[str]) -> Response
 async def remove_person(request: Request, person_id: FromPath[str]) -> Response:
     found = person_or_404(request, person_id)
     s = state(request)
-    theirs = [r[0] for r in s.store.all("SELECT id FROM conversations WHERE person = ?", [found.id])]
+    theirs = s.store.conversation_ids(found.id)
     People(s.store).remove(found.id)
     s.feed.drop(person=found.id)
     for chat in theirs:  # as when a conversation is deleted: its run here stops at once

@@ -12,10 +12,10 @@ from .. import plugins as mcp
 from ..tables import Assistant, NAME_MAX, Plugin, check_name, plugin, site_name
 from ..tools import Tool, names, unique
 from ..tools.builtin import builtin_tools
-from . import render
 from ..models import THINKING
-from .chats import SUGGESTIONS_MAX, form_field, me, parse_id, thinking_level
-from .state import State, state
+from ..worker import Worker
+from . import render
+from .request import SUGGESTIONS_MAX, agent_or_404, form_field, go, me, parse_id, state, thinking_level
 
 TABS = ("settings", "tools", "plugins", "memory")
 INSTRUCTIONS_MAX = 50_000
@@ -35,16 +35,8 @@ def listed(p: Plugin) -> tuple[int, str, int]:
     return (p.id, p.address, p.agent)
 
 
-def private_ok(s: State, agent: Assistant) -> bool:
+def private_ok(s: Worker, agent: Assistant) -> bool:
     return mcp.private_ok(s.config.private_plugins, s.store.owner(), agent.person)
-
-
-def agent_or_404(s: State, raw: str, request: Request) -> Assistant:
-    """The signed-in person's agent by id; another person's is as missing as none."""
-    agent = s.store.agent(parse_id(raw))
-    if agent is None or agent.person != me(request).id:
-        raise NotFoundException("No such agent.")
-    return agent
 
 
 # What the agent pages say after a save (`?saved=KEY`; only these keys, never the URL's text).
@@ -58,10 +50,7 @@ DONE = {"enable": "enabled", "disable": "disabled", "delete": "deleted", "refres
 
 
 def back(request: Request, agent: Assistant, tab: str, saved: str) -> Response:
-    url = f"/agents/{agent.id}?tab={tab}&saved={saved}"
-    if render.is_htmx(request):
-        return Response(b"", status_code=204, headers={"HX-Redirect": url})
-    return Redirect(url, status_code=303)
+    return go(request, f"/agents/{agent.id}?tab={tab}&saved={saved}")
 
 
 def name_problem(name: str) -> str:
@@ -75,7 +64,6 @@ def name_problem(name: str) -> str:
 
 @get("/agents")
 async def agents(request: Request) -> Response:
-    s = state(request)
     saved = SAVED.get(request.query_params.get("saved", ""), "")
     return agents_view(request, saved=saved)
 
@@ -96,7 +84,7 @@ async def create_agent(request: Request) -> Response:
     return back(request, agent, "settings", "created")
 
 
-async def offered_tools(s: State, agent: Assistant) -> list[tuple[str, list[Tool], str]]:
+async def offered_tools(s: Worker, agent: Assistant) -> list[tuple[str, list[Tool], str]]:
     """(group title, tools, note) for the Tools tab: built-in, then each enabled plugin."""
     groups: list[tuple[str, list[Tool], str]] = [("Built in", builtin_tools(), "")]
     taken = {t.name for t in groups[0][1]}
@@ -116,11 +104,11 @@ async def offered_tools(s: State, agent: Assistant) -> list[tuple[str, list[Tool
 async def agent_page(request: Request, agent_id: FromPath[str], tab: FromQuery[str] = "settings",
                      saved: FromQuery[str] = "") -> Response:
     s = state(request)
-    agent = agent_or_404(s, agent_id, request)
+    agent = agent_or_404(request, agent_id)
     return await agent_view(request, s, agent, tab if tab in TABS else "settings", saved=SAVED.get(saved, ""))
 
 
-async def agent_view(request: Request, s: State, agent: Assistant, tab: str, status_code: int = 200, saved: str = "",
+async def agent_view(request: Request, s: Worker, agent: Assistant, tab: str, status_code: int = 200, saved: str = "",
                      problem: tuple[str, str] | None = None, typed: dict[str, str] | None = None,
                      plugin_typed: dict[str, str] | None = None) -> Response:
     """An agent's tab; after a refusal, with the message beside its field (`problem`) and the
@@ -147,7 +135,7 @@ async def agent_view(request: Request, s: State, agent: Assistant, tab: str, sta
 @post("/agents/{agent_id:str}")
 async def save_settings(request: Request, agent_id: FromPath[str]) -> Response:
     s = state(request)
-    agent = agent_or_404(s, agent_id, request)
+    agent = agent_or_404(request, agent_id)
     name = (await form_field(request, "name", 10_000)).strip()
     instructions = (await form_field(request, "instructions", INSTRUCTIONS_MAX)).strip()
     model = (await form_field(request, "model", 200)).strip()
@@ -188,7 +176,7 @@ def suggestions(raw: str) -> str:
 @post("/agents/{agent_id:str}/tools")
 async def save_tools(request: Request, agent_id: FromPath[str]) -> Response:
     s = state(request)
-    agent = agent_or_404(s, agent_id, request)
+    agent = agent_or_404(request, agent_id)
     form = await request.form()
     shown = {v for v in form.getall("shown") if isinstance(v, str)} if "shown" in form else set()
     use = {v for v in form.getall("use") if isinstance(v, str)} if "use" in form else set()
@@ -215,7 +203,7 @@ def reserved(name: str) -> bool:
 @post("/agents/{agent_id:str}/plugins")
 async def add_plugin(request: Request, agent_id: FromPath[str]) -> Response:
     s = state(request)
-    agent = agent_or_404(s, agent_id, request)
+    agent = agent_or_404(request, agent_id)
     address = (await form_field(request, "address", ADDRESS_MAX)).strip()
     header = (await form_field(request, "header", HEADER_MAX)).strip()
     secret = (await form_field(request, "secret", SECRET_MAX)).strip()
@@ -243,8 +231,8 @@ async def add_plugin(request: Request, agent_id: FromPath[str]) -> Response:
 @post("/agents/{agent_id:str}/plugins/{plugin_id:str}")
 async def change_plugin(request: Request, agent_id: FromPath[str], plugin_id: FromPath[str]) -> Response:
     s = state(request)
-    agent = agent_or_404(s, agent_id, request)
-    p = s.store.plugin_row(parse_id(plugin_id))
+    agent = agent_or_404(request, agent_id)
+    p = s.store.plugin_row(parse_id(plugin_id, "plugin"))
     if p is None or p.agent != agent.id:
         raise NotFoundException("No such plugin.")
     action = (await form_field(request, "action", 20)).strip()
@@ -267,7 +255,7 @@ async def change_plugin(request: Request, agent_id: FromPath[str], plugin_id: Fr
 @post("/agents/{agent_id:str}/memories")
 async def save_memory_settings(request: Request, agent_id: FromPath[str]) -> Response:
     s = state(request)
-    agent = agent_or_404(s, agent_id, request)
+    agent = agent_or_404(request, agent_id)
     vet = await form_field(request, "vet", 10)
     s.store.update_agent(agent.id, vet_memories=int(vet == "1"))
     return back(request, agent, "memory", "memory")
@@ -276,8 +264,8 @@ async def save_memory_settings(request: Request, agent_id: FromPath[str]) -> Res
 @post("/agents/{agent_id:str}/memories/{memory_id:str}/delete")
 async def delete_memory(request: Request, agent_id: FromPath[str], memory_id: FromPath[str]) -> Response:
     s = state(request)
-    agent = agent_or_404(s, agent_id, request)
-    if not s.store.delete_memory(agent.id, parse_id(memory_id)):
+    agent = agent_or_404(request, agent_id)
+    if not s.store.delete_memory(agent.id, parse_id(memory_id, "memory")):
         raise NotFoundException("No such memory.")
     return back(request, agent, "memory", "forgotten")
 
@@ -285,12 +273,12 @@ async def delete_memory(request: Request, agent_id: FromPath[str], memory_id: Fr
 @get("/agents/{agent_id:str}/delete")
 async def confirm_delete(request: Request, agent_id: FromPath[str]) -> Response:
     s = state(request)
-    agent = agent_or_404(s, agent_id, request)
+    agent = agent_or_404(request, agent_id)
     return delete_view(request, s, agent)
 
 
-def delete_view(request: Request, s: State, agent: Assistant, status_code: int = 200, problem: str = "") -> Response:
-    count = s.store.one("SELECT count(*) FROM conversations WHERE agent = ?", [agent.id])[0]
+def delete_view(request: Request, s: Worker, agent: Assistant, status_code: int = 200, problem: str = "") -> Response:
+    count = s.store.conversations_count(agent=agent.id)
     return render.page(request, "agent_delete.html", status_code=status_code, agent=agent, conversations=count,
                        problem=problem)
 
@@ -298,7 +286,7 @@ def delete_view(request: Request, s: State, agent: Assistant, status_code: int =
 @post("/agents/{agent_id:str}/delete")
 async def delete_agent(request: Request, agent_id: FromPath[str]) -> Response:
     s = state(request)
-    agent = agent_or_404(s, agent_id, request)
+    agent = agent_or_404(request, agent_id)
     if len(s.store.agents(me(request).id)) == 1:
         return delete_view(request, s, agent, 409, "This is your only agent: make another before deleting it.")
     s.store.delete_agent(agent.id)

@@ -23,7 +23,8 @@ from ..feed import Feed
 from ..worker import running
 from . import (accounts, agents, branches, chats, compress, conversations, events, files, guard, live, models, render,
                shortcuts, sidebar, skills)
-from .state import State
+from .headers import secured
+from .request import is_htmx
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +57,7 @@ def end_streams_on_signal(feed: Feed) -> None:
 
 
 async def security_headers(response: Response) -> Response:
-    return render.secured(response)
+    return secured(response)
 
 
 def error_page(request: Request, exc: Exception) -> Response:
@@ -83,11 +84,11 @@ def error_page(request: Request, exc: Exception) -> Response:
         detail = "This form has expired. Go back, reload the page and send it again."
     if status == 404 and str(detail) == "Not Found":  # Litestar's own, for an address no route has
         detail = "There is no page at this address."
-    if render.is_htmx(request) or request.url.path.endswith("/events"):
-        return render.secured(Response(str(detail), status_code=status, media_type="text/plain; charset=utf-8"))
+    if is_htmx(request) or request.url.path.endswith("/events"):
+        return secured(Response(str(detail), status_code=status, media_type="text/plain; charset=utf-8"))
     signed_in(request)
     where, label = way_back(request)
-    return render.secured(render.page(request, "error.html", status_code=status, status=status, detail=detail,
+    return secured(render.page(request, "error.html", status_code=status, status=status, detail=detail,
                                       back=where, back_label=label))
 
 
@@ -124,7 +125,7 @@ def way_back(request: Request) -> tuple[str, str]:
 
 def body_limit(config: configuration.Config) -> int:
     """The largest request body: room for a message's files at their limits (each file is
-    checked in chats.attachments) and the rest of its form."""
+    checked in request.attachments) and the rest of its form."""
     return config.upload_max * config.upload_count + 2_000_000
 
 
@@ -136,7 +137,7 @@ def create_app(config: configuration.Config | None = None) -> Litestar:
     @asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
         async with running(config, render=live.chat_changes, render_list=sidebar.list_changes) as w:
-            app.state.tabletalk = State(config, w.store, w.feed, w.providers, w.runner)
+            app.state.tabletalk = w
             end_streams_on_signal(w.feed)
             yield
 

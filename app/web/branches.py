@@ -15,21 +15,20 @@ from litestar.params import FromPath
 from ..store import Store
 from ..tables import Conversation, Item
 from . import render
-from .chats import MODEL_MAX, TEXT_MAX, conversation_or_404, done, form_field, me, parse_id
-from .state import state
+from .request import TEXT_MAX, conversation_or_404, done, form_field, model_field, parse_id, state
 
 BUSY = "An answer is being written: wait for it to end (or stop it) first."
 
 
 def item_in(store: Store, convo: Conversation, raw: str, kinds: tuple[str, ...]) -> Item:
-    it = store.item(parse_id(raw))
+    it = store.item(parse_id(raw, "message"))
     if it is None or it.chat != convo.id or it.kind not in kinds:
         raise NotFoundException("No such message.")
     return it
 
 
 def idle(store: Store, convo: Conversation) -> None:
-    if render.chat_state(store, convo.id)["running"]:
+    if store.chat_state(convo.id)["running"]:
         raise HTTPException(status_code=409, detail=BUSY)
 
 
@@ -48,7 +47,7 @@ def txt_id(name: str) -> str:
 async def item_text(request: Request, chat: FromPath[str], name: FromPath[str]) -> Response:
     """A message's (or an answer part's) raw text: what Copy puts on the clipboard."""
     s = state(request)
-    convo = conversation_or_404(s.store, chat, me(request))
+    convo = conversation_or_404(request, chat)
     return raw_text(item_in(s.store, convo, txt_id(name), ("user", "text")).text)
 
 
@@ -56,7 +55,7 @@ async def item_text(request: Request, chat: FromPath[str], name: FromPath[str]) 
 async def answer_text(request: Request, chat: FromPath[str], name: FromPath[str]) -> Response:
     """An answer version's Markdown (its text parts, as written), named by its head."""
     s = state(request)
-    convo = conversation_or_404(s.store, chat, me(request))
+    convo = conversation_or_404(request, chat)
     head = item_in(s.store, convo, txt_id(name), ("user", "retry"))
     if not head.starts_turn and head.kind == "user":
         raise NotFoundException("No such answer.")
@@ -68,7 +67,7 @@ async def answer_text(request: Request, chat: FromPath[str], name: FromPath[str]
 async def edit(request: Request, chat: FromPath[str], item: FromPath[str]) -> Response:
     """"Save and send": the edited message becomes a new branch from where the old one stood."""
     s = state(request)
-    convo = conversation_or_404(s.store, chat, me(request))
+    convo = conversation_or_404(request, chat)
     original = item_in(s.store, convo, item, ("user",))
     text = (await form_field(request, "text", TEXT_MAX)).strip()
     if not text:
@@ -77,7 +76,7 @@ async def edit(request: Request, chat: FromPath[str], item: FromPath[str]) -> Re
         raise HTTPException(status_code=400, detail="A message read during an answer cannot be edited.")
     with s.store.write():
         idle(s.store, convo)
-        made = s.store.edit(original, text)
+        s.store.edit(original, text)
     return done(request, f"/c/{convo.id}#end")
 
 
@@ -85,7 +84,7 @@ async def edit(request: Request, chat: FromPath[str], item: FromPath[str]) -> Re
 async def choose_message(request: Request, chat: FromPath[str], item: FromPath[str]) -> Response:
     """The message pager: this version of a message (and what followed it) becomes current."""
     s = state(request)
-    convo = conversation_or_404(s.store, chat, me(request))
+    convo = conversation_or_404(request, chat)
     it = item_in(s.store, convo, item, ("user",))
     if not it.starts_turn:
         raise NotFoundException("No such message.")
@@ -99,7 +98,7 @@ async def choose_message(request: Request, chat: FromPath[str], item: FromPath[s
 async def choose_answer(request: Request, chat: FromPath[str], head: FromPath[str]) -> Response:
     """The answer pager: this version of an answer (and what followed it) becomes current."""
     s = state(request)
-    convo = conversation_or_404(s.store, chat, me(request))
+    convo = conversation_or_404(request, chat)
     it, user = answer_head(s.store, convo, head)
     with s.store.write():
         idle(s.store, convo)
@@ -120,7 +119,7 @@ def answer_head(store: Store, convo: Conversation, raw: str) -> tuple[Item, Item
 async def again_with(request: Request, chat: FromPath[str], head: FromPath[str]) -> Response:
     """The model to make an answer again with (the ▾ beside Again)."""
     s = state(request)
-    convo = conversation_or_404(s.store, chat, me(request))
+    convo = conversation_or_404(request, chat)
     it, user = answer_head(s.store, convo, head)
     return render.page(request, "again.html", convo=convo, user=user, head=it.id, choices=s.store.choices())
 
@@ -129,11 +128,9 @@ async def again_with(request: Request, chat: FromPath[str], head: FromPath[str])
 async def again(request: Request, chat: FromPath[str], head: FromPath[str]) -> Response:
     """"Again" under an answer: a new version of that answer, optionally from another model."""
     s = state(request)
-    convo = conversation_or_404(s.store, chat, me(request))
+    convo = conversation_or_404(request, chat)
     _, user = answer_head(s.store, convo, head)
-    model = (await form_field(request, "model", MODEL_MAX)).strip()
-    if model and s.store.choice(model) is None:
-        raise HTTPException(status_code=400, detail=f"There is no model “{model}” to choose.")
+    model = await model_field(request)
     with s.store.write():
         idle(s.store, convo)
         s.store.again(user, model)

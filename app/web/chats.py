@@ -7,93 +7,19 @@ from dataclasses import dataclass, replace
 from litestar import Request, Response, get, post
 from litestar.params import FromPath, FromQuery
 from litestar.exceptions import HTTPException, NotFoundException
-from litestar.response import Redirect
 
 from .. import space
 from ..accounts import COOKIE, People
-from ..files import clean_name
 from ..models import THINKING
-from ..store import Store
 from ..tables import Assistant, Conversation, Item, Person, again, decided, stopped
+from ..worker import Worker
 from . import live, render
-from .state import State, state
+from .request import (SUGGESTIONS_MAX, TEXT_MAX, an_id, attachments, conversation_or_404, done, form_field, go, me,
+                      model_field, parse_id, state, thinking_level)
 
-TEXT_MAX = 100_000  # characters in one message
-MODEL_MAX = 200
 # The composer's two buttons while a run is going: wait for the run to end (the default, and
 # what Enter sends), or be read by the model at the run's next step.
 WHEN = {"": False, "queue": False, "now": True}
-
-
-def parse_id(raw: str) -> int:
-    """An id from a URL: digits only and within SQLite's integers, else 404 (never 500)."""
-    found = render.an_id(raw)
-    if found is None:
-        raise NotFoundException("No such conversation.")
-    return found
-
-
-def thinking_level(raw: str) -> str:
-    """'' (the agent's level) or one of models.THINKING, else a clear 400."""
-    level = raw.strip()
-    if level and level not in THINKING:
-        raise HTTPException(status_code=400, detail=f"The thinking level is one of {', '.join(THINKING)}.")
-    return level
-
-
-def conversation_or_404(store: Store, raw: str, who: Person) -> Conversation:
-    """`who`'s conversation by the id a person sent; another person's is as missing as none."""
-    convo = store.conversation(parse_id(raw))
-    if convo is None or convo.person != who.id:
-        raise NotFoundException("No such conversation.")
-    return convo
-
-
-def me(request: Request) -> Person:
-    """The person signed in (guard.authenticate made sure there is one)."""
-    return request.state.person
-
-
-def done(request: Request, to: str) -> Response:
-    """htmx gets 204 (the feed brings the change); a plain form gets 303 back to the page."""
-    if render.is_htmx(request):
-        return Response(b"", status_code=204)
-    return Redirect(to, status_code=303)
-
-
-async def form_field(request: Request, name: str, limit: int) -> str:
-    form = await request.form()
-    value = form.get(name, "")
-    if not isinstance(value, str):
-        raise HTTPException(status_code=400, detail=f"“{name}” must be text.")
-    if len(value) > limit:
-        raise HTTPException(status_code=413, detail=f"“{name}” is too long: at most {limit:,} characters.")
-    return value
-
-
-async def attachments(request: Request, most: int, count: int) -> list[tuple[str, bytes]]:
-    """The `file` inputs of a multipart form, read and checked before anything is written:
-    (name as sent, bytes). An input left empty by the browser (no name, no bytes) is skipped."""
-    form = await request.form()
-    out: list[tuple[str, bytes]] = []
-    for value in form.getall("file") if "file" in form else []:
-        if isinstance(value, str):
-            if value:
-                raise HTTPException(status_code=400, detail="“file” must be a file.")
-            continue
-        name = value.filename or ""
-        data = await value.read(most + 1)
-        if not name and not data:
-            continue
-        shown = clean_name(name)
-        if not data:
-            raise HTTPException(status_code=400, detail=f"“{shown}” is empty: there is nothing to send.")
-        if len(data) > most:
-            raise HTTPException(status_code=413, detail=f"“{shown}” is too large: at most {most:,} bytes a file.")
-        out.append((name, data))
-        if len(out) > count:
-            raise HTTPException(status_code=413, detail=f"Too many files: at most {count} a message.")
-    return out
 
 
 # What a new conversation suggests asking when its agent names nothing of its own.
@@ -103,7 +29,6 @@ SUGGESTIONS = (
     "Summarise a web page for me",
     "Give me feedback on something I wrote",
 )
-SUGGESTIONS_MAX = 8
 
 
 def suggestions_of(agent: Assistant | None) -> list[str]:
@@ -111,11 +36,11 @@ def suggestions_of(agent: Assistant | None) -> list[str]:
     return [line for line in lines if line][:SUGGESTIONS_MAX] or list(SUGGESTIONS)
 
 
-def chosen_agent(s: State, who: Person, raw: str | None) -> Assistant | None:
+def chosen_agent(s: Worker, who: Person, raw: str | None) -> Assistant | None:
     """The agent a new conversation is with: `raw` (an id the person picked), else their default."""
     if not (raw or "").strip():
         return s.store.default_agent(who.id)
-    agent_id = render.an_id(raw.strip())
+    agent_id = an_id(raw.strip())
     chosen = s.store.agent(agent_id) if agent_id is not None else None
     if chosen is None or chosen.person != who.id:
         raise HTTPException(status_code=400, detail="There is no such agent to talk to.")
@@ -153,17 +78,15 @@ class Message:
     uploads: list[tuple[str, bytes]]
 
 
-async def message_of(request: Request, s: State) -> Message:
+async def message_of(request: Request, s: Worker) -> Message:
     text = (await form_field(request, "text", TEXT_MAX)).strip()
-    model = (await form_field(request, "model", MODEL_MAX)).strip()
     thinking = thinking_level(await form_field(request, "thinking", 20))
     when = (await form_field(request, "when", 20)).strip()
     if when not in WHEN:
         raise HTTPException(status_code=400, detail="“when” is queue or now.")
     if not text:
         raise HTTPException(status_code=400, detail="Write a message first: it was empty.")
-    if model and s.store.choice(model) is None:
-        raise HTTPException(status_code=400, detail=f"There is no model “{model}” to choose.")
+    model = await model_field(request)
     uploads = await attachments(request, s.config.upload_max, s.config.upload_count)
     if uploads and not space.Reserve(s.config.data).held():  # the disk is full: keep its last room for answers
         raise HTTPException(status_code=507, detail=space.NO_UPLOADS)
@@ -179,10 +102,7 @@ async def new_conversation(request: Request) -> Response:
     who = me(request)
     agent = chosen_agent(s, who, await form_field(request, "agent", 20))
     if not (await form_field(request, "text", TEXT_MAX)).strip():
-        to = f"/?agent={agent.id}" if agent else "/"
-        if render.is_htmx(request):
-            return Response(b"", status_code=204, headers={"HX-Redirect": to})
-        return Redirect(to, status_code=303)
+        return go(request, f"/?agent={agent.id}" if agent else "/")
     message = await message_of(request, s)
     with s.store.write():  # the files, the conversation and its first message, or none of them
         ids = tuple(s.store.add_file(name, data, person=who.id) for name, data in message.uploads)
@@ -190,9 +110,7 @@ async def new_conversation(request: Request) -> Response:
                                               model=message.model, files=ids, thinking=message.thinking)
         if message.model or message.thinking:  # what was picked stays picked
             s.store.set_choice(convo.id, message.model, message.thinking)
-    if render.is_htmx(request):
-        return Response(b"", status_code=204, headers={"HX-Redirect": f"/c/{convo.id}"})
-    return Redirect(f"/c/{convo.id}", status_code=303)
+    return go(request, f"/c/{convo.id}")
 
 
 @get("/c/{chat:str}")
@@ -201,10 +119,10 @@ async def conversation(request: Request, chat: FromPath[str], edit: FromQuery[st
     message opened for editing in place (the way to edit without script)."""
     s = state(request)
     with s.store.snapshot():
-        convo = conversation_or_404(s.store, chat, me(request))
+        convo = conversation_or_404(request, chat)
         rev = s.store.rev()
-        chat_state = render.chat_state(s.store, convo.id)
-        items, _, _ = live.page_items(s.store, convo.id, chat_state, editing=render.an_id(edit))
+        chat_state = s.store.chat_state(convo.id)
+        items, _, _ = live.page_items(s.store, convo.id, chat_state, editing=an_id(edit))
         plan = s.store.plan(convo.id)
         choices = s.store.choices()
     return render.page(
@@ -229,30 +147,25 @@ async def watch(request: Request, chat: FromPath[str]) -> Response:
     page without JavaScript frames, so the page itself (and its composer) is not reloaded."""
     s = state(request)
     with s.store.snapshot():
-        convo = conversation_or_404(s.store, chat, me(request))
-        chat_state = render.chat_state(s.store, convo.id)
+        convo = conversation_or_404(request, chat)
+        chat_state = s.store.chat_state(convo.id)
         items, _, _ = live.page_items(s.store, convo.id, chat_state)
         plan = s.store.plan(convo.id)
-    response = render.page(
-        request, "watch.html", convo=convo, state=chat_state, items=items,
+    return render.page(  # framed by its own conversation's page
+        request, "watch.html", framed=True, convo=convo, state=chat_state, items=items,
         plan=live.items_html([plan] if plan else []))
-    # framed by its own conversation's page only
-    response.headers["Content-Security-Policy"] = render.SECURITY_HEADERS["Content-Security-Policy"].replace(
-        "frame-ancestors 'none'", "frame-ancestors 'self'")
-    response.headers["X-Frame-Options"] = "SAMEORIGIN"
-    return response
 
 
 @post("/c/{chat:str}/ask")
 async def ask(request: Request, chat: FromPath[str]) -> Response:
     s = state(request)
-    convo = conversation_or_404(s.store, chat, me(request))
+    convo = conversation_or_404(request, chat)
     message = await message_of(request, s)
     picked = await new_choice(request, convo, message.model, message.thinking)
     with s.store.write():  # the file rows and the message together, or neither
         ids = tuple(s.store.add_file(name, data, person=convo.person) for name, data in message.uploads)
         # "Now" with nothing running is just a message (the run it was meant for may have ended).
-        steer = message.now and render.chat_state(s.store, convo.id)["running"]
+        steer = message.now and s.store.chat_state(convo.id)["running"]
         s.store.ask(convo.id, message.text, model=message.model, files=ids, thinking=message.thinking, steer=steer)
         if picked is not None:  # what was picked stays picked
             s.store.set_choice(convo.id, *picked)
@@ -272,11 +185,9 @@ async def new_choice(request: Request, convo: Conversation, model: str, thinking
 async def choose(request: Request, chat: FromPath[str]) -> Response:
     """The composer's pickers changed (app.js posts them): the pick sticks without a message."""
     s = state(request)
-    convo = conversation_or_404(s.store, chat, me(request))
-    model = (await form_field(request, "model", MODEL_MAX)).strip()
+    convo = conversation_or_404(request, chat)
     thinking = thinking_level(await form_field(request, "thinking", 20))
-    if model and s.store.choice(model) is None:
-        raise HTTPException(status_code=400, detail=f"There is no model “{model}” to choose.")
+    model = await model_field(request)
     picked = await new_choice(request, convo, model, thinking)
     if picked is not None:
         s.store.set_choice(convo.id, *picked)
@@ -287,15 +198,13 @@ async def choose(request: Request, chat: FromPath[str]) -> Response:
 async def retry(request: Request, chat: FromPath[str]) -> Response:
     """"Again" for the last answer of the current path (each answer has its own: web/branches.py)."""
     s = state(request)
-    convo = conversation_or_404(s.store, chat, me(request))
-    model = (await form_field(request, "model", MODEL_MAX)).strip()
-    if model and s.store.choice(model) is None:
-        raise HTTPException(status_code=400, detail=f"There is no model “{model}” to choose.")
+    convo = conversation_or_404(request, chat)
+    model = await model_field(request)
     with s.store.write():
         path = s.store.path(convo.id)
         if not path.steps:
             raise HTTPException(status_code=400, detail="There is no answer to make again yet.")
-        if render.chat_state(s.store, convo.id)["running"]:
+        if s.store.chat_state(convo.id)["running"]:
             raise HTTPException(status_code=409, detail="An answer is being written: wait for it to end (or stop it) first.")
         s.store.again(path.steps[-1].user, model)
     return done(request, f"/c/{convo.id}#end")
@@ -305,8 +214,8 @@ async def retry(request: Request, chat: FromPath[str]) -> Response:
 async def decide(request: Request, chat: FromPath[str], call: FromPath[str]) -> Response:
     """The person's decision on a call waiting for approval."""
     s = state(request)
-    convo = conversation_or_404(s.store, chat, me(request))
-    it = s.store.item(parse_id(call))
+    convo = conversation_or_404(request, chat)
+    it = s.store.item(parse_id(call, "call"))
     if it is None or it.chat != convo.id or it.kind != "call":
         raise NotFoundException("No such call.")
     decision = (await form_field(request, "decision", 20)).strip()
@@ -320,13 +229,13 @@ async def decide(request: Request, chat: FromPath[str], call: FromPath[str]) -> 
     return done(request, f"/c/{convo.id}#end")
 
 
-def run_again(request: Request, s: State, convo: Conversation, it: Item) -> Response:
+def run_again(request: Request, s: Worker, convo: Conversation, it: Item) -> Response:
     """"Run again" on a call a restart cut once it was sent (it may have run): the person
     checked. A new call with the same input runs at the end of its turn, and the model goes on."""
     if not (it.interrupted and it.dispatched):
         raise HTTPException(status_code=409, detail="Only a call a restart cut can be run again.")
     with s.store.write():
-        if render.chat_state(s.store, convo.id)["running"]:
+        if s.store.chat_state(convo.id)["running"]:
             raise HTTPException(status_code=409, detail="Wait until the answer is finished, then run it again.")
         s.store.add(again(it))
         s.store.update(it.turn, done=False)  # the turn goes on: the runner picks it up
@@ -336,8 +245,8 @@ def run_again(request: Request, s: State, convo: Conversation, it: Item) -> Resp
 @post("/c/{chat:str}/stop")
 async def stop(request: Request, chat: FromPath[str]) -> Response:
     s = state(request)
-    convo = conversation_or_404(s.store, chat, me(request))
-    running = render.chat_state(s.store, convo.id)
+    convo = conversation_or_404(request, chat)
+    running = s.store.chat_state(convo.id)
     if running["running"]:
         s.store.add(replace(stopped(convo.id), turn=running["turn"]))
     return done(request, f"/c/{convo.id}#end")

@@ -5,15 +5,12 @@ import json
 
 from litestar import Request, Response, get, post
 from litestar.params import FromPath, FromQuery
-from litestar.response import Redirect
 
 from .. import db as dbm
 from .. import export, search
-from ..store import Store
-from ..tables import Conversation, Person
+from ..tables import Conversation
 from . import render
-from .chats import conversation_or_404, me
-from .state import state
+from .request import conversation_or_404, go, me, state
 
 
 @get("/search")
@@ -28,9 +25,9 @@ async def search_page(request: Request, q: FromQuery[str | None] = None) -> Resp
 @get("/c/{chat:str}/delete")
 async def confirm_delete(request: Request, chat: FromPath[str]) -> Response:
     s = state(request)
-    convo = conversation_or_404(s.store, chat, me(request))
-    count = s.store.one("SELECT count(*) FROM items WHERE chat = ? AND kind = 'user'", [convo.id])[0]
-    running = render.chat_state(s.store, convo.id)["running"]
+    convo = conversation_or_404(request, chat)
+    count = s.store.messages_count(convo.id)
+    running = s.store.chat_state(convo.id)["running"]
     return render.page(request, "chat_delete.html", convo=convo, messages=count, running=running,
                        current=convo.id)
 
@@ -41,19 +38,18 @@ async def delete(request: Request, chat: FromPath[str]) -> Response:
     anything else can happen on this event loop: its in-flight step must not write into a
     conversation made next (SQLite may give that one the same id)."""
     s = state(request)
-    convo = conversation_or_404(s.store, chat, me(request))
+    convo = conversation_or_404(request, chat)
     s.store.delete_conversation(convo.id)
     run = s.runner.runs.get(convo.id)
     if run is not None and run.task is not None:
         run.task.cancel()
-    if render.is_htmx(request):
-        return Response(b"", status_code=204, headers={"HX-Redirect": "/"})
-    return Redirect("/", status_code=303)
+    return go(request, "/")
 
 
-def rows(store: Store, raw: str, who: Person) -> tuple[Conversation, list]:
+def rows(request: Request, raw: str) -> tuple[Conversation, list]:
+    store = state(request).store
     with store.snapshot():  # the conversation and its items as of one moment
-        convo = conversation_or_404(store, raw, who)
+        convo = conversation_or_404(request, raw)
         return convo, store.items(convo.id)
 
 
@@ -65,7 +61,7 @@ def attachment(body: str, media_type: str, convo: Conversation, ext: str) -> Res
 @get("/c/{chat:str}/export.md")
 async def export_markdown(request: Request, chat: FromPath[str]) -> Response:
     s = state(request)
-    convo, items = rows(s.store, chat, me(request))
+    convo, items = rows(request, chat)
     agent = s.store.agent(convo.agent) if convo.agent else None
     text = export.to_markdown(convo, items, agent.name if agent else "Assistant")
     return attachment(text, "text/markdown; charset=utf-8", convo, "md")
@@ -73,8 +69,7 @@ async def export_markdown(request: Request, chat: FromPath[str]) -> Response:
 
 @get("/c/{chat:str}/export.json")
 async def export_json(request: Request, chat: FromPath[str]) -> Response:
-    s = state(request)
-    convo, items = rows(s.store, chat, me(request))
+    convo, items = rows(request, chat)
     body = json.dumps(export.to_json(convo, items, exported=dbm.now()), ensure_ascii=False, indent=1)
     return attachment(body, "application/json", convo, "json")
 

@@ -19,9 +19,8 @@ from litestar.response import Stream
 from ..accounts import People
 from ..feed import Feed, Follower, encode
 from ..store import Store
-from . import live, render, sidebar
-from .chats import conversation_or_404, me
-from .state import state
+from . import live, sidebar
+from .request import an_id, conversation_or_404, me, state
 
 HEADERS = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
 
@@ -34,7 +33,7 @@ def still(request: Request) -> Callable[[], bool]:
 
 def cursor_of(request: Request, since: str | None) -> int:
     for raw in (request.headers.get("last-event-id"), since):
-        cursor = render.an_id(raw)
+        cursor = an_id(raw)
         if cursor is not None:
             return cursor
     return 0
@@ -72,7 +71,7 @@ def list_catch_up(store: Store, person: int, cursor: int) -> str:
 async def chat_events(request: Request, chat: FromPath[str], since: FromQuery[str | None] = None) -> Stream:
     s = state(request)
     who = me(request)
-    convo = conversation_or_404(s.store, chat, who)
+    convo = conversation_or_404(request, chat)
     # before reading, so nothing committed after is missed; it carries the sidebar's changes too
     follower = s.feed.follow(convo.id, who.id, request.state.session, lists=True)
     cursor = cursor_of(request, since)

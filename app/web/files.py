@@ -6,28 +6,15 @@ inline, everything else downloads; nosniff always, and no SVG or HTML is ever se
 from __future__ import annotations
 
 from litestar import Request, Response, get
-from litestar.exceptions import NotFoundException
 from litestar.params import FromPath
 
 from .. import files as filestore
-from .chats import me
-from .render import an_id
-from .state import state
-
-
-def file_id(raw: str) -> int:
-    found = an_id(raw)
-    if found is None:
-        raise NotFoundException("No such file.")
-    return found
+from .request import file_or_404
 
 
 @get("/files/{file:str}")
 async def serve_file(request: Request, file: FromPath[str]) -> Response:
-    found = state(request).store.file_bytes(file_id(file))
-    if found is None or found[0]["person"] != me(request).id:  # another's is as missing as none
-        raise NotFoundException("No such file.")
-    row, data = found
+    row, data = file_or_404(request, file)
     etag = f'"{row["sha256"]}"'
     # Revalidated on every use (the browser keeps the bytes, the server says whether they are
     # still this person's): a shared browser must not show a file from its cache after the

@@ -20,8 +20,8 @@ from litestar.response import Redirect
 
 from ..accounts import COOKIE, People
 from . import csrf, render
-from .models import local_path
-from .state import state
+from .headers import secured
+from .request import is_htmx, local_path, state
 
 PUBLIC = frozenset({"/setup", "/signin", "/healthz"})
 
@@ -31,7 +31,7 @@ def to_sign_in(request: Request, setup: bool) -> Response:
     if request.method == "GET" and not setup and request.url.path != "/":
         target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
         where += "?next=" + quote(local_path(target), safe="/")
-    if render.is_htmx(request) or request.url.path.endswith("/events"):
+    if is_htmx(request) or request.url.path.endswith("/events"):
         return Response("Sign in first.", status_code=401, media_type="text/plain; charset=utf-8",
                         headers={"HX-Redirect": where})
     return Redirect(where, status_code=303)
@@ -82,7 +82,7 @@ class Authenticate:
         if refused is None and unsafe:
             refused = await forged(request, public)
         if refused is not None:
-            await render.secured(refused).to_asgi_response(app=None, request=request)(scope, receive, send)
+            await secured(refused).to_asgi_response(app=None, request=request)(scope, receive, send)
             return
         # only the public pages make a pre-session (every other page has a session): the send
         # of a live feed, which carries every message to every follower, is left as it is
@@ -118,7 +118,7 @@ async def forged(request: Request, public: bool) -> Response | None:
 
 
 def refusal(request: Request, status: int, detail: str) -> Response:
-    if render.is_htmx(request):
+    if is_htmx(request):
         return Response(detail, status_code=status, media_type="text/plain; charset=utf-8")
     from .app import way_back  # the error page's own way back (app.py imports this module)
 

@@ -17,13 +17,13 @@ from dataclasses import dataclass
 
 from markupsafe import Markup, escape
 
-from .. import branches, markdown
+from .. import markdown
 from ..branches import Path, Step
 from ..markdown import Block
 from ..store import Store
 from ..tables import Conversation, Item
 from ..turn import finished
-from .render import View, answer_key, chat_state, cut_key, fragment, item_dom_id, item_key
+from .render import View, answer_key, cut_key, fragment, item_dom_id, item_key
 
 # The shell's slots are filled by str.replace, so no text in the shell (a call's raw input, a
 # title, a model's words) may ever read as one: each marker holds a random part of this
@@ -104,7 +104,7 @@ def answer_html(chat: int, step: Step, version: list[Item]) -> str:
 def items_html(items: list[Item], view: View = View(), state: dict | None = None) -> Markup:
     """The items (in page order, one path: branches.on_path) as the page shows them, the
     actions under each finished answer of `view.steps`, and the marker where the model's view
-    starts when `state` (render.chat_state) says some turns are left out."""
+    starts when `state` (Store.chat_state) says some turns are left out."""
     elements = [(item_key(it), item_parts(it, view).element) for it in items]
     by_turn: dict[int, list[Item]] = {}
     for it in items:
@@ -223,7 +223,7 @@ def chat_changes(store: Store, chat: int, items: list[Item], convo: Conversation
     if f"c{chat}" in gone:  # the conversation itself was deleted: say so, take the composer away
         return DELETED
     parts_out = [f'<div id="{dom}" hx-swap-oob="delete"></div>' for dom in gone]
-    state = chat_state(store, chat)
+    state = store.chat_state(chat)
     # The path changes only with a user or retry row (an edit, Again, a pager's choice, a
     # message): then it is read again, and when it is not the one followers have with turns
     # added at its end, #items is sent whole (branches are few, and rarely switched).

@@ -1,4 +1,4 @@
-"""Pages: the template environment, whole-page responses, and the state a page shows.
+"""Rendering: the template environment (its filters and helpers), whole pages, fragments.
 
 Items and the feed's fragments are rendered in live.py, with the same templates, so a
 live page and a fresh render of the same rows are the same DOM.
@@ -14,10 +14,9 @@ from typing import Any
 import jinja2
 from litestar import Request, Response
 
-from ..store import Store
 from ..branches import Step
-from ..tables import Item, chips, order
-from . import csrf
+from ..tables import Item, chips
+from . import csrf, headers
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 TEMPLATES = ROOT / "templates"
@@ -95,43 +94,14 @@ env.globals.update(item_key=item_key, cut_key=cut_key, answer_key=answer_key, it
                    chips=chips, human_size=human_size, seconds=seconds)
 
 
-# Scripts only from this server (no inline script anywhere in the templates); nothing from
-# another host; no framing. Inline style attributes stay allowed: Markdown tables align
-# their cells with them.
-SECURITY_HEADERS = {
-    "Content-Security-Policy": (
-        "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data: blob:; "
-        "connect-src 'self'; font-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; "
-        "frame-ancestors 'none'"
-    ),
-    "X-Content-Type-Options": "nosniff",
-    "Referrer-Policy": "same-origin",
-    "X-Frame-Options": "DENY",
-}
-
-
-def secured(response: Response) -> Response:
-    for name, value in SECURITY_HEADERS.items():
-        response.headers.setdefault(name, value)
-    return response
-
-
-def an_id(raw: str | None) -> int | None:
-    """An id a person sent (URL, form, header): digits only and within SQLite's integers, else None."""
-    if raw and raw.isascii() and raw.isdigit() and len(raw) <= 18:
-        return int(raw)
-    return None
-
-
 def csrf_token(request: Request) -> str:
     return csrf.token(request)
 
 
-def is_htmx(request: Request) -> bool:
-    return request.headers.get("hx-request") == "true"
-
-
-def page(request: Request, template: str, /, status_code: int = 200, **context: Any) -> Response:
+def page(request: Request, template: str, /, status_code: int = 200, framed: bool = False,
+         **context: Any) -> Response:
+    """A whole page (with the sidebar, when someone is signed in); `framed`: this site's own
+    pages may frame it (headers.framed_by_this_site)."""
     me = getattr(request.state, "person", None)  # set by guard.authenticate; None signed out
     if me is not None and "side" not in context:  # every signed-in page has the sidebar
         from .sidebar import listing  # (sidebar renders through this module)
@@ -139,14 +109,15 @@ def page(request: Request, template: str, /, status_code: int = 200, **context: 
         context["side"] = listing(request.app.state.tabletalk.store, me.id, context.get("current"))
     context.setdefault("current", None)
     html = env.get_template(template).render(csrf=csrf_token(request), request=request, me=me, **context)
-    return Response(html, media_type="text/html; charset=utf-8", status_code=status_code)
+    response = Response(html, media_type="text/html; charset=utf-8", status_code=status_code)
+    return headers.framed_by_this_site(response) if framed else response
 
 
 def fragment(name: str, **context: Any) -> str:
     return env.get_template(name).render(**context)
 
 
-# --- conversation state shown around the items -------------------------------------------
+# --- what an item's rendering depends on ---------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -157,26 +128,3 @@ class View:
     steps: dict[int, Step] = field(default_factory=dict)  # the current path's turns, by user item id
     files: dict[int, dict[str, Any]] = field(default_factory=dict)  # file rows the items name
     editing: int | None = None                  # the message opened for editing (?edit=, without script)
-
-
-def chat_state(store: Store, chat: int) -> dict[str, Any]:
-    """Whether a run is going and what the page should show for it (derived from rows)."""
-    pending = store.one(
-        "SELECT id, kind, turn FROM items WHERE chat = ? AND done = 0 AND kind IN ('user','retry') "
-        "ORDER BY id LIMIT 1", [chat])
-    turn = (pending["id"] if pending["kind"] == "user" else pending["turn"]) if pending else None
-    waiting = False  # the model has not sent its first token yet, or is still reasoning
-    if pending:
-        last = store.one("SELECT kind, done FROM items WHERE chat = ? AND turn = ? AND id > ? "
-                         "AND kind NOT IN ('user','retry','stop') ORDER BY id DESC LIMIT 1", [chat, turn, pending["id"]])
-        waiting = last is None or (last["kind"] == "reasoning" and not last["done"])
-    context = store.context(chat)
-    asked = store.one("SELECT 1 FROM items WHERE chat = ? AND kind = 'user' LIMIT 1", [chat]) is not None
-    deciding = pending is not None and store.one(
-        "SELECT 1 FROM items WHERE chat = ? AND kind = 'call' AND state = 'approval' LIMIT 1", [chat]) is not None
-    return {"running": pending is not None, "waiting": waiting, "turn": turn, "asked": asked, "deciding": deciding,
-            **{k: context[k] for k in ("used", "window", "cached", "start", "turns_out", "left_out")}}
-
-
-def sort_items(items: list[Item]) -> list[Item]:
-    return sorted(items, key=order)

@@ -16,14 +16,12 @@ from datetime import datetime, timedelta
 from litestar import Request, Response, get, post
 from litestar.exceptions import HTTPException
 from litestar.params import FromPath, FromQuery
-from litestar.response import Redirect
 from markupsafe import Markup
 
 from ..store import TITLE_MAX, Store
 from ..tables import Conversation
 from . import render
-from .chats import conversation_or_404, form_field, me
-from .state import state
+from .request import conversation_or_404, done, form_field, is_htmx, local_path, me, state
 
 PAGE = 50  # rows the sidebar (and each "More") brings
 TOP = 10 ** 15 - 1  # the end of the newest group: later than any time a row can have
@@ -126,8 +124,7 @@ def list_changes(store: Store, convos: list[Conversation], gone: list[str] = ())
 
 def back_to(raw: str) -> str:
     """Where a sidebar form returns: a path of this site, else the home page."""
-    path = raw.strip()
-    return path if path.startswith("/") and not path.startswith("//") and "\\" not in path else "/"
+    return local_path(raw.strip())
 
 
 def came_from(request: Request, fallback: str) -> str:
@@ -138,12 +135,6 @@ def came_from(request: Request, fallback: str) -> str:
     return back_to(parts.path + (f"?{parts.query}" if parts.query else ""))
 
 
-def done(request: Request, back: str) -> Response:
-    if render.is_htmx(request):
-        return Response(b"", status_code=204)  # the list stream brings the change
-    return Redirect(back_to(back), status_code=303)
-
-
 @get("/conversations")
 async def more(request: Request, after: FromQuery[str | None] = None) -> Response:
     """The rows after `after`: for htmx, appended to the sidebar; without script, a page."""
@@ -152,7 +143,7 @@ async def more(request: Request, after: FromQuery[str | None] = None) -> Respons
     if after and start is None:
         raise HTTPException(status_code=400, detail="That “More” link is not one this site made.")
     convos = s.store.conversations(me(request).id, limit=PAGE, after=start)
-    if render.is_htmx(request):
+    if is_htmx(request):
         html = ('<hx-partial hx-target="#conversations" hx-swap="upsert key:data-key sort:desc">'
                 + str(rows_html(convos)) + "</hx-partial>" + str(more_html(convos, oob=True)))
         return Response(html, media_type="text/html; charset=utf-8")
@@ -162,8 +153,7 @@ async def more(request: Request, after: FromQuery[str | None] = None) -> Respons
 
 @get("/c/{chat:str}/rename")
 async def rename_page(request: Request, chat: FromPath[str], back: FromQuery[str | None] = None) -> Response:
-    s = state(request)
-    convo = conversation_or_404(s.store, chat, me(request))
+    convo = conversation_or_404(request, chat)
     return render.page(request, "rename.html", convo=convo, back=back_to(back or f"/c/{convo.id}"),
                        title_max=TITLE_MAX, current=convo.id)
 
@@ -171,25 +161,25 @@ async def rename_page(request: Request, chat: FromPath[str], back: FromQuery[str
 @post("/c/{chat:str}/rename")
 async def rename(request: Request, chat: FromPath[str]) -> Response:
     s = state(request)
-    convo = conversation_or_404(s.store, chat, me(request))
+    convo = conversation_or_404(request, chat)
     title = " ".join((await form_field(request, "title", TITLE_MAX * 4)).split())
     if not title:
         raise HTTPException(status_code=400, detail="A title cannot be empty.")
     if len(title) > TITLE_MAX:
         raise HTTPException(status_code=400, detail=f"A title is at most {TITLE_MAX} characters.")
     s.store.set_title(convo.id, title)
-    return done(request, await form_field(request, "back", 2000) or f"/c/{convo.id}")
+    return done(request, back_to(await form_field(request, "back", 2000) or f"/c/{convo.id}"))
 
 
 @post("/c/{chat:str}/pin")
 async def pin(request: Request, chat: FromPath[str]) -> Response:
     s = state(request)
-    convo = conversation_or_404(s.store, chat, me(request))
+    convo = conversation_or_404(request, chat)
     pinned = (await form_field(request, "pinned", 20)).strip()
     if pinned not in ("0", "1"):
         raise HTTPException(status_code=400, detail="“pinned” is 0 or 1.")
     s.store.pin(convo.id, pinned == "1")
-    return done(request, came_from(request, f"/c/{convo.id}"))
+    return done(request, came_from(request, f"/c/{convo.id}"))  # the list stream brings the change
 
 
 __all__ = ["Group", "group_of", "list_changes", "listing", "row_key", "rows_html"]

@@ -5,9 +5,8 @@ import sqlite3
 
 from litestar import Request, Response, get, post
 from litestar.datastructures import UploadFile
-from litestar.exceptions import HTTPException, NotFoundException
+from litestar.exceptions import HTTPException
 from litestar.params import FromPath, FromQuery
-from litestar.response import Redirect
 from markupsafe import Markup
 
 from .. import markdown
@@ -16,18 +15,9 @@ from ..skills import DESCRIPTION_MAX, FILE_MAX, BadSkill
 from ..store import Store
 from ..tables import NAME_MAX, Skill
 from . import render
-from .chats import form_field, me
-from .state import state
+from .request import form_field, go, me, skill_or_404, state
 
 FIELD_MAX = FILE_MAX  # characters of one form field; the skill's own limits are checked after
-
-
-def skill_or_404(store: Store, raw: str) -> Skill:
-    skill_id = render.an_id(raw)
-    found = store.skill(skill_id) if skill_id is not None else None
-    if found is None:
-        raise NotFoundException("No such skill.")
-    return found
 
 
 class Refused(Exception):
@@ -40,12 +30,6 @@ class Refused(Exception):
 
 # What the skill pages say after a save (`?saved=KEY`; only these keys, never the URL's text).
 SAVED = {"1": "Saved.", "created": "Skill created.", "imported": "Skill imported.", "deleted": "Skill deleted."}
-
-
-def to(request: Request, url: str) -> Response:
-    if render.is_htmx(request):
-        return Response(b"", status_code=204, headers={"HX-Redirect": url})
-    return Redirect(url, status_code=303)
 
 
 def unique(store: Store, new: Skill, own: int | None = None) -> None:
@@ -112,7 +96,7 @@ async def create_skill(request: Request) -> Response:
         added = stored(s.store, checked(typed))
     except Refused as e:
         return skills_view(request, e.status, problem=("new", e.message), typed=typed)
-    return to(request, f"/skills/{added.id}?saved=created")
+    return go(request, f"/skills/{added.id}?saved=created")
 
 
 @post("/skills/import")
@@ -133,12 +117,12 @@ async def import_skill(request: Request) -> Response:
         added = stored(s.store, new)
     except Refused as e:
         return skills_view(request, e.status, problem=("import", f"{upload.filename[:100]}: {e.message}"))
-    return to(request, f"/skills/{added.id}?saved=imported")
+    return go(request, f"/skills/{added.id}?saved=imported")
 
 
 @get("/skills/{skill_id:str}")
 async def skill_page(request: Request, skill_id: FromPath[str], saved: FromQuery[str] = "") -> Response:
-    found = skill_or_404(state(request).store, skill_id)
+    found = skill_or_404(request, skill_id)
     return skill_view(request, found, saved=SAVED.get(saved, ""))
 
 
@@ -154,18 +138,18 @@ def skill_view(request: Request, found: Skill, status_code: int = 200, saved: st
 async def save_skill(request: Request, skill_id: FromPath[str]) -> Response:
     editor(request)
     s = state(request)
-    found = skill_or_404(s.store, skill_id)
+    found = skill_or_404(request, skill_id)
     typed = await typed_skill(request)
     try:
         stored(s.store, checked(typed), own=found.id)
     except Refused as e:
         return skill_view(request, found, e.status, problem=e.message, typed=typed)
-    return to(request, f"/skills/{found.id}?saved=1")
+    return go(request, f"/skills/{found.id}?saved=1")
 
 
 @get("/skills/{skill_id:str}/SKILL.md")
 async def export_skill(request: Request, skill_id: FromPath[str]) -> Response:
-    found = skill_or_404(state(request).store, skill_id)
+    found = skill_or_404(request, skill_id)
     return Response(skillbook.exported(found).encode(), media_type="text/markdown",
                     headers={"Content-Disposition": 'attachment; filename="SKILL.md"'})
 
@@ -173,7 +157,7 @@ async def export_skill(request: Request, skill_id: FromPath[str]) -> Response:
 @get("/skills/{skill_id:str}/delete")
 async def confirm_delete(request: Request, skill_id: FromPath[str]) -> Response:
     editor(request)
-    found = skill_or_404(state(request).store, skill_id)
+    found = skill_or_404(request, skill_id)
     return render.page(request, "skill.html", skill=found, confirm=True, preview="", saved="", problem="",
                        typed={}, **limits())
 
@@ -182,9 +166,9 @@ async def confirm_delete(request: Request, skill_id: FromPath[str]) -> Response:
 async def delete_skill(request: Request, skill_id: FromPath[str]) -> Response:
     editor(request)
     s = state(request)
-    found = skill_or_404(s.store, skill_id)
+    found = skill_or_404(request, skill_id)
     s.store.delete_skill(found.id)
-    return to(request, "/skills?saved=deleted")
+    return go(request, "/skills?saved=deleted")
 
 
 routes = [skills_page, create_skill, import_skill, skill_page, save_skill, export_skill, confirm_delete,

@@ -1,0 +1,131 @@
+"""People, their sessions and the sign-in limiter's attempts: the rows behind app/accounts.py.
+
+The rules (hashing, which names and passwords are allowed, how long a pair waits) are
+accounts.py's; this module only reads and writes their rows. A session is stored by the
+sha256 of its token (`token_id`), never the token itself.
+"""
+from __future__ import annotations
+
+import sqlite3
+
+from .. import db as dbm
+from ..tables import Assistant, Person
+from .base import Base
+
+# Rows made before the owner's account existed (the Python API, an app older than accounts):
+# the owner claims them when they set the app up.
+CLAIMED = ("conversations", "assistants", "files", "tombstones")
+
+
+def person_from_row(row: sqlite3.Row) -> Person:
+    return Person(name=row["name"], owner=bool(row["owner"]), id=row["id"], theme=row["theme"])
+
+
+class Taken(Exception):
+    """Why a new account was not made: `owner_exists` (someone set the app up meanwhile) or
+    the name belongs to someone already."""
+
+    def __init__(self, owner_exists: bool = False):
+        super().__init__("owner exists" if owner_exists else "name taken")
+        self.owner_exists = owner_exists
+
+
+class Accounts(Base):
+    # --- people ---------------------------------------------------------------------------
+
+    def people_count(self) -> int:
+        return self.one("SELECT count(*) FROM people")[0]
+
+    def people(self) -> list[Person]:
+        return [person_from_row(r) for r in self.all("SELECT * FROM people ORDER BY owner DESC, name COLLATE NOCASE")]
+
+    def person(self, person_id: int) -> Person | None:
+        row = self.one("SELECT * FROM people WHERE id = ?", [person_id])
+        return person_from_row(row) if row else None
+
+    def person_named(self, name: str) -> tuple[Person, str] | None:
+        """(the person, their password's hash) by their exact name."""
+        row = self.one("SELECT * FROM people WHERE name = ?", [name])
+        return (person_from_row(row), row["hash"]) if row else None
+
+    def add_person(self, name: str, hashed: str, *, owner: bool = False) -> int:
+        """A new account's id (Taken when it cannot be made). The owner's is the first: it
+        claims the rows made before it. Everyone gets an agent of their own to talk to."""
+        with self.write() as db:
+            if owner and self.people_count():
+                raise Taken(owner_exists=True)
+            try:
+                person_id = db.conn.execute("INSERT INTO people (name, hash, owner, created) VALUES (?, ?, ?, ?)",
+                                            [name, hashed, int(owner), dbm.now()]).lastrowid
+            except sqlite3.IntegrityError:
+                raise Taken() from None
+            if owner:
+                for table in CLAIMED:
+                    db.conn.execute(f"UPDATE {table} SET person = ? WHERE person IS NULL", [person_id])
+            if not self.agents(person_id):
+                self.add_agent(Assistant(name="Assistant", instructions=dbm.DEFAULT_INSTRUCTIONS, person=person_id))
+        return person_id
+
+    def remove_person(self, person_id: int) -> bool:
+        """Someone's account and everything of theirs; never the owner's. Their conversations
+        go as deleting them does (with tombstones, so their ids are never anyone else's)."""
+        with self.write() as db:
+            for chat in self.conversation_ids(person_id):
+                self.delete_conversation(chat)
+            return db.conn.execute("DELETE FROM people WHERE id = ? AND owner = 0", [person_id]).rowcount == 1
+
+    def conversation_ids(self, person: int) -> list[int]:
+        return [r[0] for r in self.all("SELECT id FROM conversations WHERE person = ?", [person])]
+
+    def set_password(self, person_id: int, hashed: str, keep: str = "") -> None:
+        """A new hash; every session of that person ends but the one whose id is `keep`."""
+        with self.write() as db:
+            db.conn.execute("UPDATE people SET hash = ? WHERE id = ?", [hashed, person_id])
+            db.conn.execute("DELETE FROM sessions WHERE person = ? AND id != ?", [person_id, keep])
+
+    def set_theme(self, person_id: int, theme: str) -> None:
+        with self.write() as db:
+            db.conn.execute("UPDATE people SET theme = ? WHERE id = ?", [theme, person_id])
+
+    # --- sessions -------------------------------------------------------------------------
+
+    def add_session(self, session_id: str, person_id: int, seconds: float) -> None:
+        """A session that lasts `seconds`; the expired ones go at the same time."""
+        t = dbm.now()
+        with self.write() as db:
+            db.conn.execute("DELETE FROM sessions WHERE expires < ?", [t])
+            db.conn.execute("INSERT INTO sessions (id, person, created, expires) VALUES (?, ?, ?, ?)",
+                            [session_id, person_id, t, t + seconds])
+
+    def session_person(self, session_id: str) -> Person | None:
+        """Whose session this is, while it lasts."""
+        row = self.one("SELECT people.* FROM sessions JOIN people ON people.id = sessions.person "
+                       "WHERE sessions.id = ? AND sessions.expires > ?", [session_id, dbm.now()])
+        return person_from_row(row) if row else None
+
+    def end_session(self, session_id: str) -> None:
+        with self.write() as db:
+            db.conn.execute("DELETE FROM sessions WHERE id = ?", [session_id])
+
+    # --- the sign-in limiter's attempts ---------------------------------------------------
+
+    def forget_attempts(self, before: float) -> None:
+        with self.write() as db:
+            db.conn.execute("DELETE FROM signins WHERE at < ?", [before])
+
+    def attempts_of_pair(self, name: str, source: str) -> tuple[int, float | None]:
+        """(how many failed checks of the pair are remembered, when the last was)."""
+        return tuple(self.one("SELECT count(*), max(at) FROM signins WHERE name = ? AND address = ?", [name, source]))
+
+    def attempts_from(self, source: str, since: float) -> tuple[int, float | None]:
+        """(how many checks from `source` since then, when the first of them was)."""
+        return tuple(self.one("SELECT count(*), min(at) FROM signins WHERE address = ? AND at > ?", [source, since]))
+
+    def add_attempt(self, at: float, name: str, source: str) -> int:
+        with self.write() as db:
+            return db.conn.execute("INSERT INTO signins (at, name, address) VALUES (?, ?, ?)",
+                                   [at, name, source]).lastrowid
+
+    def take_back_attempt(self, attempt: int) -> None:
+        with self.write() as db:
+            db.conn.execute("DELETE FROM signins WHERE id = ?", [attempt])
