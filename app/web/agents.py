@@ -13,7 +13,7 @@ from ..tables import Assistant, NAME_MAX, Plugin, check_name, plugin, site_name
 from ..tools import Tool, names, unique
 from ..tools.builtin import builtin_tools
 from . import render
-from ..models import THINKING
+from ..providers.thinking import THINKING
 from .chats import SUGGESTIONS_MAX, form_field, me, parse_id, thinking_level
 from .state import State, state
 

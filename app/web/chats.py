@@ -12,7 +12,7 @@ from litestar.response import Redirect
 from .. import space
 from ..accounts import COOKIE, People
 from ..files import clean_name
-from ..models import THINKING
+from ..providers.thinking import THINKING
 from ..store import Store
 from ..tables import Assistant, Conversation, Item, Person, again, decided, stopped
 from . import live, render

@@ -6,7 +6,7 @@ from urllib.parse import quote
 from litestar import Request, Response, get, post
 from litestar.response import Redirect
 
-from ..tables import groups
+from ..providers.ids import groups
 from . import render
 from .state import state
 

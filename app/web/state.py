@@ -7,7 +7,7 @@ from litestar import Request
 
 from ..config import Config
 from ..feed import Feed
-from ..providers import Providers
+from ..providers.client import Providers
 from ..runner import Runner
 from ..store import Store
 
