@@ -12,7 +12,7 @@ and `add_skill` the others) and `serve` answers what waits. `keyed`, `chips`, `c
 The README's "Python" section is a whole conversation.
 
 The app's own helpers keep the shapes its pages need under their own names in app/tables.py
-(`tables.asked(chat, text, ...)`, `tables.choice_of(id, accounts) -> (where, name)`, ...)
+(`tables.asked(chat, text, ...)`, ...), app/providers/ids.py (`choice_of(id, accounts) -> (where, name)`)
 and app/markdown (`markdown.keyed(text, key) -> [Block]`, ids KEY-N); this module is the
 seed's surface over them.
 """
@@ -27,9 +27,11 @@ from typing import Any
 from . import config as configuration
 from . import db as dbm
 from . import markdown, tables
-from .providers import Providers
+from .providers.client import Providers
 from .store import Store
-from .tables import GROUP_LOCAL, GROUP_SERVER, LOCAL, Assistant, Choice, Item, Skill, chips, plugin
+from .providers import ids
+from .providers.ids import GROUP_LOCAL, GROUP_SERVER, LOCAL, Choice
+from .tables import Assistant, Item, Skill, chips, plugin
 from .worker import running
 
 __all__ = [
@@ -107,7 +109,7 @@ def choice_of(id: str, fallback: bool = False) -> Choice:  # noqa: A002 - the se
     used because none was chosen (its note says "the default")."""
     if not id:
         raise ValueError("a model id is required")
-    where, name = tables.choice_of(id, [a.name for a in configuration.load().accounts])
+    where, name = ids.choice_of(id, [a.name for a in configuration.load().accounts])
     group = GROUP_LOCAL if where == LOCAL else where or GROUP_SERVER
     return Choice(id, name, group, note="the default" if fallback else "")
 

@@ -9,7 +9,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from .models import Account, accounts
+from .providers.ids import Account, accounts
 
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 

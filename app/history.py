@@ -18,7 +18,8 @@ from . import branches
 from . import files as filestore
 from . import skills as skillbook
 from .agent import Message, ToolCall
-from .tables import NO_IMAGES, Assistant, Item, Skill, order
+from .providers.ids import NO_IMAGES
+from .tables import Assistant, Item, Skill, order
 from .tools import memory
 from .window import shortened
 

@@ -25,7 +25,7 @@ from .beat import BEAT_SECONDS, beat_at_or_after, next_beat
 from .config import Config
 from .feed import Feed
 from .history import takes_images
-from .providers import Providers
+from .providers.client import Providers
 from .store import Store, first_words
 from .tables import Assistant, Item, item
 from .tools import Tool, allowed, chosen, names, unique

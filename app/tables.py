@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
-from collections.abc import Iterable
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -177,61 +176,6 @@ class Skill:
 
     def __post_init__(self) -> None:
         check_name(self.name)
-
-
-NO_IMAGES = "no-images"  # a Choice tag: its model list says this model reads no images
-GROUP_LOCAL = "This computer"  # Ollama and the server at LOCAL_AI_URL: ids "local:NAME"
-GROUP_SERVER = "Model server"  # the server at AI_URL: bare ids
-LOCAL = "local"
-
-
-@dataclass(frozen=True)
-class Choice:
-    """A model a message can name, grouped by where it runs (a hosted account's group is its name).
-
-    A provider that cannot be reached now is one choice with `up` False whose note says why:
-    the picker shows it, and nothing can pick it.
-    """
-
-    id: str
-    name: str
-    group: str
-    note: str = ""
-    window: int | None = None
-    tags: tuple[str, ...] = field(default=())  # what the server says the model can do: thinking, tools, vision
-    up: bool = True
-
-    @property
-    def place(self) -> tuple[int, str, str]:
-        """Where its group stands: this computer, then the accounts by name, then the model server."""
-        rank = 0 if self.group == GROUP_LOCAL else 2 if self.group == GROUP_SERVER else 1
-        return rank, self.group.casefold(), self.group
-
-
-def choice_of(model_id: str, accounts: Iterable[str] = ()) -> tuple[str, str]:
-    """A model id split into where it runs and the name that server knows: ("local", NAME) for
-    this computer, (ACCOUNT, NAME) for a hosted account, ("", NAME) for the server at AI_URL.
-
-    Only the prefixes "local" and the `accounts` named count: a bare name may hold a colon
-    itself (Ollama's "llama3:8b" at AI_URL).
-    """
-    prefix, colon, name = model_id.partition(":")
-    if colon and name and (prefix == LOCAL or prefix in accounts):
-        return prefix, name
-    return "", model_id
-
-
-def in_use(choices: Iterable[Choice], model_id: str) -> bool:
-    """Whether a message can name `model_id` now: it is listed, and its server answered."""
-    return bool(model_id) and any(c.id == model_id and c.up for c in choices)
-
-
-def groups(choices: Iterable[Choice]) -> list[tuple[str, list[Choice]]]:
-    """Choices by group, in the picker's order (`Choice.place`); each group keeps its servers' order."""
-    out: dict[tuple[int, str, str], list[Choice]] = {}
-    for c in sorted(choices, key=lambda c: c.place):
-        out.setdefault(c.place, []).append(c)
-    return [(place[2], members) for place, members in out.items()]
 
 
 def check_name(name: str) -> str:

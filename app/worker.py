@@ -13,7 +13,7 @@ from . import accounts
 from . import db as dbm
 from .config import Config
 from .feed import Feed, Render, RenderList
-from .providers import Providers
+from .providers.client import Providers
 from .runner import Runner
 from .store import Store
 

@@ -15,7 +15,8 @@ import pytest
 from bs4 import BeautifulSoup
 
 from app import api, markdown
-from app.tables import GROUP_LOCAL, GROUP_SERVER, Assistant, Choice, Chip, Item, Plugin, Skill
+from app.providers.ids import GROUP_LOCAL, GROUP_SERVER, Choice
+from app.tables import Assistant, Chip, Item, Plugin, Skill
 from tests.fakes.openai_server import rate, text, tool_call
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -143,7 +143,7 @@ class EmptyReplies:
 
 
 def test_an_empty_200_is_called_an_empty_reply_not_a_cut_connection(make_client):
-    from app.providers import EMPTY_REPLY
+    from app.providers.errors import EMPTY_REPLY
     from tests.conftest import ask, idle, new_chat
 
     empty = EmptyReplies()

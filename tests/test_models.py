@@ -13,11 +13,11 @@ from collections.abc import Iterator
 
 import pytest
 
-from app import models
+from app.providers import catalog, ids, thinking
 from app.agent import Message, ModelError
 from app.config import load
-from app.providers import Providers
-from app.tables import GROUP_LOCAL, GROUP_SERVER, Choice, choice_of, groups, in_use
+from app.providers.client import Providers
+from app.providers.ids import GROUP_LOCAL, GROUP_SERVER, Choice, choice_of, groups, in_use
 from tests.conftest import app_client, csrf, free_port, new_chat, soup, start_chat, wait_for
 from tests.fakes.ollama_server import FakeOllama, OllamaModel, ollama_model
 from tests.fakes.openai_server import FakeModelServer, text
@@ -71,14 +71,14 @@ def test_groups_are_this_computer_then_accounts_by_name_then_the_model_server():
 
 
 def test_accounts_are_name_url_key_entries():
-    got = models.accounts(" openrouter=https://openrouter.ai/api/v1/|sk-or-1 ;\nopenai=https://api.openai.com/v1|sk-2|gpt-4o, gpt-4o-mini;local-vllm=http://127.0.0.1:8000/v1")
+    got = ids.accounts(" openrouter=https://openrouter.ai/api/v1/|sk-or-1 ;\nopenai=https://api.openai.com/v1|sk-2|gpt-4o, gpt-4o-mini;local-vllm=http://127.0.0.1:8000/v1")
     assert [(a.name, a.url, a.key, a.models) for a in got] == [
         ("openrouter", "https://openrouter.ai/api/v1", "sk-or-1", ()),
         ("openai", "https://api.openai.com/v1", "sk-2", ("gpt-4o", "gpt-4o-mini")),
         ("local-vllm", "http://127.0.0.1:8000/v1", "", ()),
     ]
     assert "sk-or-1" not in repr(got)  # a key never reaches a log line through repr
-    assert models.accounts("") == ()
+    assert ids.accounts("") == ()
 
 
 @pytest.mark.parametrize("bad, says", [
@@ -96,31 +96,31 @@ def test_a_wrong_account_is_refused_at_start_without_showing_its_key(monkeypatch
 
 
 def test_ollama_host_is_read_as_ollama_reads_it():
-    assert models.ollama_base("http://127.0.0.1:11434") == "http://127.0.0.1:11434"
-    assert models.ollama_base("127.0.0.1") == "http://127.0.0.1:11434"
-    assert models.ollama_base("0.0.0.0:9999") == "http://127.0.0.1:9999"
-    assert models.ollama_base("https://gpu.example/") == "https://gpu.example"
-    assert models.ollama_base("[::1]:8080") == "http://[::1]:8080"
+    assert catalog.ollama_base("http://127.0.0.1:11434") == "http://127.0.0.1:11434"
+    assert catalog.ollama_base("127.0.0.1") == "http://127.0.0.1:11434"
+    assert catalog.ollama_base("0.0.0.0:9999") == "http://127.0.0.1:9999"
+    assert catalog.ollama_base("https://gpu.example/") == "https://gpu.example"
+    assert catalog.ollama_base("[::1]:8080") == "http://[::1]:8080"
 
 
 # --- windows from metadata ----------------------------------------------------------------
 
 
 def test_ollama_window_is_num_ctx_when_set_else_the_models_context_length():
-    assert models.ollama_window({"parameters": "num_ctx                        16384\nstop \"x\"",
+    assert catalog.ollama_window({"parameters": "num_ctx                        16384\nstop \"x\"",
                                  "model_info": {"general.architecture": "qwen3", "qwen3.context_length": 40960}}) == 16384
-    assert models.ollama_window({"parameters": "stop \"x\"",
+    assert catalog.ollama_window({"parameters": "stop \"x\"",
                                  "model_info": {"general.architecture": "qwen3", "qwen3.context_length": 40960}}) == 40960
-    assert models.ollama_window({"model_info": {"gemma3.context_length": 131072}}) == 131072
-    assert models.ollama_window({}) is None
+    assert catalog.ollama_window({"model_info": {"gemma3.context_length": 131072}}) == 131072
+    assert catalog.ollama_window({}) is None
 
 
 def test_openai_style_windows_under_their_usual_names():
-    assert models.window_in({"id": "a", "context_length": 200000}) == 200000
-    assert models.window_in({"id": "a", "max_model_len": 32768}) == 32768
-    assert models.window_in({"id": "a", "top_provider": {"context_length": 65536}}) == 65536
-    assert models.window_in({"id": "a", "context_length": "lots"}) is None
-    assert models.window_in({"id": "a"}) is None
+    assert catalog.window_in({"id": "a", "context_length": 200000}) == 200000
+    assert catalog.window_in({"id": "a", "max_model_len": 32768}) == 32768
+    assert catalog.window_in({"id": "a", "top_provider": {"context_length": 65536}}) == 65536
+    assert catalog.window_in({"id": "a", "context_length": "lots"}) is None
+    assert catalog.window_in({"id": "a"}) is None
 
 
 # --- thinking levels ----------------------------------------------------------------------
@@ -136,16 +136,16 @@ def test_openai_style_windows_under_their_usual_names():
     ("xhigh", {"reasoning_effort": "xhigh"}, {"reasoning_effort": "high"}),
 ])
 def test_thinking_levels_as_each_server_takes_them(level, openai_style, ollama_thinks):
-    assert models.thinking_fields("openai", level, None) == openai_style
-    assert models.thinking_fields("ollama", level, True) == ollama_thinks
+    assert thinking.thinking_fields("openai", level, None) == openai_style
+    assert thinking.thinking_fields("ollama", level, True) == ollama_thinks
     # Ollama refuses any effort for a model that cannot think, and older ones say nothing
-    assert models.thinking_fields("ollama", level, False) == {}
-    assert models.thinking_fields("ollama", level, None) == {}
+    assert thinking.thinking_fields("ollama", level, False) == {}
+    assert thinking.thinking_fields("ollama", level, None) == {}
 
 
 def test_an_unknown_thinking_level_is_a_bug():
     with pytest.raises(ValueError):
-        models.thinking_fields("openai", "extreme", None)
+        thinking.thinking_fields("openai", "extreme", None)
 
 
 # --- against real servers -----------------------------------------------------------------
@@ -495,6 +495,6 @@ def test_images_reach_only_models_whose_list_does_not_say_they_read_none(app, ol
     ({"supported_parameters": "tools", "architecture": None}, ()),
 ])
 def test_what_an_openai_style_list_says_a_model_can_do(entry, tags):
-    from app.models import tags_in
+    from app.providers.catalog import tags_in
 
     assert tags_in(entry) == tags

@@ -4,7 +4,7 @@ import gzip
 import httpx2
 import pytest
 
-from app.providers import sse_lines
+from app.providers.wire import sse_lines
 
 
 class Chunks(httpx2.AsyncByteStream):
@@ -57,7 +57,7 @@ async def test_a_streamed_answer_is_read_once_a_beat_not_once_a_token(env, fake)
     from app.agent import Message
     from app.beat import BEAT_SECONDS
     from app.config import load
-    from app.providers import Providers
+    from app.providers.client import Providers
     from tests.fakes.openai_server import rate, text
 
     words = " ".join(f"w{i}" for i in range(300))

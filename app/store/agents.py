@@ -4,7 +4,8 @@ from __future__ import annotations
 from typing import Any
 
 from .. import db as dbm
-from ..tables import Assistant, Choice, Plugin, Skill
+from ..providers.ids import Choice
+from ..tables import Assistant, Plugin, Skill
 from .base import Base
 
 

@@ -12,7 +12,7 @@ from .. import plugins as mcp
 from ..tables import Assistant, NAME_MAX, Plugin, check_name, plugin, site_name
 from ..tools import Tool, names, unique
 from ..tools.builtin import builtin_tools
-from ..models import THINKING
+from ..providers.thinking import THINKING
 from ..worker import Worker
 from . import render
 from .request import SUGGESTIONS_MAX, agent_or_404, form_field, go, me, parse_id, state, thinking_level

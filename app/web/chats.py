@@ -10,7 +10,7 @@ from litestar.exceptions import HTTPException, NotFoundException
 
 from .. import space
 from ..accounts import COOKIE, People
-from ..models import THINKING
+from ..providers.thinking import THINKING
 from ..tables import Assistant, Conversation, Item, Person, again, decided, stopped
 from ..worker import Worker
 from . import live, render

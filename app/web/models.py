@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from litestar import Request, Response, get, post
 
-from ..tables import groups
+from ..providers.ids import groups
 from .request import go, local_path, state
 
 

@@ -15,7 +15,7 @@ from litestar.exceptions import HTTPException, NotFoundException
 from litestar.response import Redirect
 
 from ..files import clean_name
-from ..models import THINKING
+from ..providers.thinking import THINKING
 from ..tables import Assistant, Conversation, Person, Skill
 from ..worker import Worker
 

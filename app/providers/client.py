@@ -1,14 +1,13 @@
-"""Models: where each model id is answered, the list of choices, the streaming client.
+"""The model clients: where each model id is answered, the list of choices, the streaming client.
 
 "local:NAME" is answered by Ollama (OLLAMA_HOST, through its OpenAI-compatible /v1) or by
 the server at LOCAL_AI_URL, whichever listed NAME; "ACCOUNT:NAME" by a hosted account from
-AI_ACCOUNTS; a bare NAME by the server at AI_URL (see models.py). Every failure leaves this
+AI_ACCOUNTS; a bare NAME by the server at AI_URL (see ids.py). Every failure leaves this
 module as a `ModelError` whose message a person can read.
 """
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -16,12 +15,15 @@ from typing import Any
 import httpx2
 import openai
 
-from . import models
-from .agent import Delta, Message, ModelError
-from .asyncnet import PooledTransport, pace
-from .config import Config
-from .tables import GROUP_LOCAL, GROUP_SERVER, LOCAL, Choice, choice_of, groups
-from .tools import Tool
+from ..agent import Delta, Message, ModelError
+from ..asyncnet import PooledTransport, pace
+from ..config import Config
+from ..tools import Tool
+from . import catalog
+from .errors import EMPTY_REPLY, plain_words
+from .ids import GROUP_LOCAL, GROUP_SERVER, LOCAL, Account, Choice, choice_of, groups
+from .thinking import THINKING, thinking_fields
+from .wire import FINISHED, cache_marked, deltas, sse_lines, takes_cache_marks
 
 OLLAMA, LOCAL_SERVER = "ollama", "local"  # the two servers a "local:" id can live on
 RETRY_DELAYS = (1.0, 2.0, 4.0)  # seconds before the 2nd, 3rd and 4th try of a busy or failing server
@@ -60,7 +62,7 @@ class Providers:
     def __init__(self, config: Config):
         self.config = config
         self.accounts = {a.name: a for a in config.accounts}
-        self.ollama = models.ollama_base(config.ollama_host) if config.ollama_host else ""
+        self.ollama = catalog.ollama_base(config.ollama_host) if config.ollama_host else ""
         # What the last listing learned: which server has each local name, and which of
         # Ollama's models can think (it refuses a thinking level for the others). Per process;
         # every worker lists at start, and a local name missing here is looked up again
@@ -131,7 +133,7 @@ class Providers:
     # --- the model list -------------------------------------------------------------
 
     async def choices(self) -> list[Choice]:
-        """Every model reachable now, in the picker's order (`tables.groups`). A provider that
+        """Every model reachable now, in the picker's order (`ids.groups`). A provider that
         is down is one row that says so, and never keeps the others from being listed."""
         c = self.config
         listings = await asyncio.gather(
@@ -161,21 +163,21 @@ class Providers:
         try:
             found = await read
         except Exception as e:  # whatever one server does, the others are still listed
-            models.log_odd(e, down.name)
-            return [models.down(down.id, down.name, down.group, e)]
+            catalog.log_odd(e, down.name)
+            return [catalog.down(down.id, down.name, down.group, e)]
         return found
 
     async def _list_ollama(self) -> list[Choice]:
         if not self.ollama:
             return []
         try:
-            found = await models.ollama_catalog(self._http, self.ollama)
+            found = await catalog.ollama_catalog(self._http, self.ollama)
         except Exception as e:
             self._ollama_answered = False
             self._local[OLLAMA] = set()
-            models.log_odd(e, self.ollama)
+            catalog.log_odd(e, self.ollama)
             # Not running at the address nobody set: most likely no Ollama here, not news.
-            return [models.down("!ollama", f"Ollama at {models.where(self.ollama)}", GROUP_LOCAL, e)] \
+            return [catalog.down("!ollama", f"Ollama at {catalog.where(self.ollama)}", GROUP_LOCAL, e)] \
                 if self.config.ollama_set else []
         self._ollama_answered = True
         self._local[OLLAMA] = {choice.name for choice in found}
@@ -186,27 +188,27 @@ class Providers:
         url = self.config.local_ai_url
         if not url:
             return []
-        found = await self._listed(models.openai_catalog(self._http, url, "", GROUP_LOCAL, f"{LOCAL}:"),
-                                   Choice("!local", f"Server at {models.where(url)}", GROUP_LOCAL))
+        found = await self._listed(catalog.openai_catalog(self._http, url, "", GROUP_LOCAL, f"{LOCAL}:"),
+                                   Choice("!local", f"Server at {catalog.where(url)}", GROUP_LOCAL))
         self._local[LOCAL_SERVER] = {choice.name for choice in found if choice.up}
         return found
 
-    async def _list_account(self, account: models.Account) -> list[Choice]:
+    async def _list_account(self, account: Account) -> list[Choice]:
         return await self._listed(
-            models.openai_catalog(self._http, account.url, account.key, account.name, f"{account.name}:", account.models),
-            Choice(f"!account:{account.name}", models.where(account.url), account.name))
+            catalog.openai_catalog(self._http, account.url, account.key, account.name, f"{account.name}:", account.models),
+            Choice(f"!account:{account.name}", catalog.where(account.url), account.name))
 
     async def _list_server(self) -> list[Choice]:
         if not self.config.ai_url:
             return []
         return await self._listed(
-            models.openai_catalog(self._http, self.config.ai_url, self.config.ai_key, GROUP_SERVER),
-            Choice("!server", f"AI_URL ({models.where(self.config.ai_url)})", GROUP_SERVER))
+            catalog.openai_catalog(self._http, self.config.ai_url, self.config.ai_key, GROUP_SERVER),
+            Choice("!server", f"AI_URL ({catalog.where(self.config.ai_url)})", GROUP_SERVER))
 
     # --- streaming ------------------------------------------------------------------
 
     def stream_fn(self, model: str, extra: dict[str, Any] | None = None, thinking: str | None = None):
-        """The agent loop's model boundary for `model`, thinking at `thinking` (models.THINKING;
+        """The agent loop's model boundary for `model`, thinking at `thinking` (THINKING;
         None: as the server likes)."""
 
         def stream(messages: list[Message], tools: list[Tool]) -> AsyncIterator[Delta]:
@@ -218,9 +220,9 @@ class Providers:
         """The request fields that ask the model at `endpoint` to think at `level`."""
         thinks = endpoint.model in self._thinkers if endpoint.style == "ollama" else None
         try:
-            return models.thinking_fields(endpoint.style, level, thinks)
+            return thinking_fields(endpoint.style, level, thinks)
         except ValueError:
-            raise ModelError(f"“{level}” is not a thinking level; choose one of {', '.join(models.THINKING)}.") from None
+            raise ModelError(f"“{level}” is not a thinking level; choose one of {', '.join(THINKING)}.") from None
 
     async def stream(
         self, model: str, messages: list[Message], tools: list[Tool], extra: dict[str, Any] | None = None,
@@ -300,149 +302,3 @@ class Providers:
         except Exception as e:
             raise ModelError(plain_words(e, endpoint)) from e
         return (r.choices[0].message.content or "") if r.choices else ""
-
-
-EMPTY_REPLY = ("The model server answered with an empty reply (no answer and no error). "
-               "Try again, or check the model server's log.")
-
-
-def takes_cache_marks(endpoint: Endpoint) -> bool:
-    """Whether the server at `endpoint` reads Anthropic-style `cache_control` marks on content
-    parts: Claude models behind an OpenAI-compatible proxy (OpenRouter, LiteLLM) do, and
-    cache only what is marked. Other servers cache prefixes by themselves (OpenAI, DeepSeek,
-    vLLM, llama.cpp) or not at all, and some refuse fields they do not know; Ollama is never
-    asked. See docs/context.md."""
-    name = endpoint.model.lower()
-    return endpoint.style != "ollama" and ("claude" in name or name.startswith("anthropic/"))
-
-
-CACHE_MARK = {"type": "ephemeral"}
-
-
-def cache_marked(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Two cache breakpoints: the end of the system prompt (the same for every request of an
-    agent) and the end of the request (the next request starts with all of it, and the
-    server finds the longest cached prefix up to its breakpoints)."""
-    marked = [dict(m) for m in messages]
-    places = {0} if marked and marked[0]["role"] == "system" else set()
-    last = next((i for i in range(len(marked) - 1, -1, -1) if marked[i].get("content")), None)
-    if last is not None:
-        places.add(last)
-    for i in places:
-        content = marked[i]["content"]
-        parts = [{"type": "text", "text": content}] if isinstance(content, str) else [dict(p) for p in content]
-        text_parts = [j for j, p in enumerate(parts) if p.get("type") == "text"]
-        if text_parts:
-            parts[text_parts[-1]] = parts[text_parts[-1]] | {"cache_control": CACHE_MARK}
-            marked[i]["content"] = parts
-    return marked
-
-
-FINISHED = Delta()  # marks a chunk that carried a finish_reason
-
-
-async def sse_lines(http: httpx2.Response) -> AsyncIterator[bytes]:
-    """A streamed response's lines, as bytes. Unencoded (as event streams are sent), straight
-    from the socket's chunks: httpx's text and line decoders cost ~10% of a busy worker,
-    one pass per token; json.loads reads the bytes as they are."""
-    if http.headers.get("content-encoding", "identity").lower() not in ("", "identity"):
-        async for text in http.aiter_lines():
-            yield text.encode()
-        return
-    rest = b""
-    async for chunk in http.aiter_raw():
-        lines = (rest + chunk).split(b"\n")
-        rest = lines.pop()
-        for line in lines:
-            yield line.rstrip(b"\r")
-    if rest:
-        yield rest.rstrip(b"\r")
-
-
-def deltas(data: str | bytes) -> list[Delta]:
-    """One Chat Completions stream chunk (its JSON text) as our deltas."""
-    try:
-        chunk = json.loads(data)
-    except ValueError:
-        raise ModelError("The model server sent a reply that could not be read.") from None
-    if not isinstance(chunk, dict):
-        raise ModelError("The model server sent a reply that could not be read.")
-    if "error" in chunk:
-        err = chunk["error"]
-        says = err.get("message") if isinstance(err, dict) else str(err)
-        raise ModelError(f"The model server failed part way: “{str(says)[:300]}”")
-    out: list[Delta] = []
-    u = chunk.get("usage")
-    if isinstance(u, dict):
-        details = u.get("prompt_tokens_details") or {}
-        out.append(Delta(usage={
-            "prompt": int(u.get("prompt_tokens") or 0),
-            "completion": int(u.get("completion_tokens") or 0),
-            "cached": int((details.get("cached_tokens") if isinstance(details, dict) else 0) or 0),
-        }))
-    for choice in chunk.get("choices") or ():
-        if not isinstance(choice, dict):
-            continue
-        delta = choice.get("delta") or {}
-        reasoning = delta.get("reasoning_content") or delta.get("reasoning")
-        if isinstance(reasoning, str) and reasoning:
-            out.append(Delta(reasoning=reasoning))
-        content = delta.get("content")
-        if isinstance(content, str) and content:
-            out.append(Delta(text=content))
-        for call in delta.get("tool_calls") or ():
-            if not isinstance(call, dict):
-                continue
-            fn = call.get("function") or {}
-            out.append(Delta(
-                call_index=int(call.get("index") or 0),
-                call_id=call.get("id") or "",
-                call_name=fn.get("name") or "",
-                call_arguments=fn.get("arguments") or "",
-            ))
-        if choice.get("finish_reason"):
-            out.append(FINISHED)
-    return out
-
-
-def _server_says(e: openai.APIStatusError) -> str:
-    body = e.body
-    if isinstance(body, dict):
-        err = body.get("error", body)
-        if isinstance(err, dict) and isinstance(err.get("message"), str):
-            return err["message"][:300]
-    return ""
-
-
-def plain_words(e: Exception, endpoint: Endpoint) -> str:
-    """What went wrong, for the person reading the conversation (never a traceback)."""
-    says = _server_says(e) if isinstance(e, openai.APIStatusError) else ""
-    tail = f" The server said: “{says}”" if says else ""
-    if isinstance(e, openai.APITimeoutError):
-        return "The model server stopped sending anything and the request was given up."
-    if isinstance(e, openai.APIConnectionError):
-        cause = e.__cause__ or e.__context__
-        if isinstance(cause, (httpx2.RemoteProtocolError, httpx2.ReadError)):
-            return "The connection to the model server was cut before the answer was finished."
-        return f"Could not reach the model server at {endpoint.base_url}. Is it running?"
-    if isinstance(e, openai.AuthenticationError):
-        return f"The model server refused the key (401). Check {endpoint.key_setting}.{tail}"
-    if isinstance(e, openai.PermissionDeniedError):
-        return f"The model server does not allow this request (403).{tail}"
-    if isinstance(e, openai.NotFoundError):
-        return f"The model server does not know the model “{endpoint.model}”.{tail}"
-    if isinstance(e, openai.RateLimitError):
-        return f"The model server is busy or over its limit (429); try again in a moment.{tail}"
-    if isinstance(e, openai.APIStatusError):
-        if e.status_code >= 500:
-            return f"The model server failed ({e.status_code}); try again in a moment.{tail}"
-        return f"The model server turned the request down ({e.status_code}).{tail}"
-    if isinstance(e, (json.JSONDecodeError, openai.APIResponseValidationError, ValueError)):
-        return "The model server sent a reply that could not be read."
-    if isinstance(e, (httpx2.RemoteProtocolError, httpx2.ReadError)):
-        return "The connection to the model server was cut before the answer was finished."
-    if isinstance(e, httpx2.TimeoutException):
-        return "The model server stopped sending anything and the request was given up."
-    if isinstance(e, openai.APIError):
-        return f"The model server answered with an error: {e.message[:300]}"
-    return f"Something went wrong talking to the model server ({type(e).__name__})."

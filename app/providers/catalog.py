@@ -1,104 +1,24 @@
-"""Where models are: hosted accounts, the catalogs of model servers, thinking levels.
+"""The catalogs of model servers: what each lists, read over HTTP and turned into `Choice` rows.
 
-A model id names where the model runs (`tables.choice_of` splits it):
-
-    local:NAME       this computer: Ollama at OLLAMA_HOST, or the OpenAI-compatible server at
-                     LOCAL_AI_URL (Ollama's name wins when both list one)
-    ACCOUNT:NAME     a hosted account from AI_ACCOUNTS, e.g. openrouter:meta-llama/llama-3-8b
-    NAME             the OpenAI-compatible server at AI_URL
-
-Every catalog here is read over HTTP and turned into `Choice` rows; a server that does not
-answer raises `Unreachable`, whose message becomes the note on its group. Nothing here
-streams: that is providers.py.
+A server that does not answer raises `Unreachable`, whose message becomes the note on its
+group. Nothing here streams: that is client.py.
 """
 from __future__ import annotations
 
 import asyncio
 import logging
-import re
-from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
 import httpx2
 
-from .tables import GROUP_LOCAL, LOCAL, NO_IMAGES, Choice
+from .ids import GROUP_LOCAL, LOCAL, NO_IMAGES, Choice
 
 LIST_TIMEOUT = 5.0  # seconds for one catalog request: a page waits on the slowest server at refresh
 SHOW_AT_ONCE = 8  # Ollama /api/show requests in flight while one catalog is read
 OLLAMA_PORT = 11434
 
 log = logging.getLogger(__name__)
-
-# --- hosted accounts --------------------------------------------------------------------
-
-ACCOUNT_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,39}")
-RESERVED = {LOCAL}
-
-
-@dataclass(frozen=True)
-class Account:
-    """A hosted OpenAI-compatible service with a key; its models are offered as "NAME:MODEL"."""
-
-    name: str
-    url: str
-    key: str = field(default="", repr=False)  # never in a log line
-    models: tuple[str, ...] = ()  # offer only these (a long catalog, e.g. OpenRouter's); () = all it lists
-
-
-def accounts(text: str) -> tuple[Account, ...]:
-    """AI_ACCOUNTS: `name=URL|key|model,model` entries split by ";" or new lines; the key and
-    the model list may be left out. Raises ValueError saying what is wrong (never echoing a key)."""
-    out: list[Account] = []
-    for n, entry in enumerate(re.split(r"[;\n]", text), start=1):
-        entry = entry.strip()
-        if not entry:
-            continue
-        name, eq, rest = entry.partition("=")
-        name = name.strip()
-        if not eq or not ACCOUNT_NAME.fullmatch(name):
-            raise ValueError(f"entry {n} must start with a name (a-z, 0-9, - or _) and “=”, as in "
-                             "openrouter=https://openrouter.ai/api/v1|KEY")
-        if name in RESERVED:
-            raise ValueError(f"“{name}” is taken by models on this computer; name the account otherwise")
-        if any(a.name == name for a in out):
-            raise ValueError(f"the account “{name}” is named twice")
-        url, _, rest = rest.partition("|")
-        key, _, models = rest.partition("|")
-        url = url.strip().rstrip("/")
-        parts = urlsplit(url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError(f"the account “{name}” needs an http(s) URL, as in https://openrouter.ai/api/v1")
-        out.append(Account(name, url, key.strip(), tuple(m.strip() for m in models.split(",") if m.strip())))
-    return tuple(out)
-
-
-# --- thinking ---------------------------------------------------------------------------
-
-THINKING = ("off", "minimal", "low", "medium", "high", "xhigh")
-# Ollama's OpenAI endpoint takes high, medium, low or none (none turns thinking off) and
-# refuses anything else; a model that cannot think refuses any level but none.
-OLLAMA_EFFORT = {"off": "none", "minimal": "low", "low": "low", "medium": "medium", "high": "high", "xhigh": "high"}
-
-
-def thinking_fields(style: str, level: str | None, thinks: bool | None) -> dict[str, Any]:
-    """The request fields for a thinking level. `style` is "ollama" or "openai"; `thinks` is
-    whether the server said the model can think (None: it did not say).
-
-    OpenAI-style servers (OpenAI, OpenRouter, vLLM ...) get `reasoning_effort` as named; "off"
-    sends nothing, since "none" is refused by models that predate it. Ollama gets its own
-    effort, "none" for off, and only for a model it lists as thinking.
-    """
-    if not level:
-        return {}
-    if level not in THINKING:
-        raise ValueError(f"unknown thinking level {level!r}")
-    if style == "ollama":
-        return {"reasoning_effort": OLLAMA_EFFORT[level]} if thinks else {}
-    return {} if level == "off" else {"reasoning_effort": level}
-
-
-# --- catalogs ---------------------------------------------------------------------------
 
 
 class Unreachable(Exception):
@@ -255,4 +175,3 @@ async def ollama_catalog(http: httpx2.AsyncClient, base: str) -> list[Choice]:
             tags += (NO_IMAGES,)  # Ollama says what it can do, and reading images is not among it
         out.append(Choice(id=f"{LOCAL}:{name}", name=name, group=GROUP_LOCAL, window=ollama_window(info), tags=tags))
     return out
-

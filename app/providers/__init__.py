@@ -1,0 +1,12 @@
+"""Models and the servers that answer them: the one home for model ids, catalogs and clients.
+
+    ids.py       model ids ("local:NAME", "ACCOUNT:NAME", "NAME"), `Choice` rows, AI_ACCOUNTS
+    catalog.py   what each server lists (OpenAI-style /models, Ollama's /api/tags and /api/show)
+    thinking.py  thinking levels and the request fields for them
+    client.py    `Providers`: where an id is answered, the model list, the streaming client
+    wire.py      the Chat Completions stream's lines and chunks as our deltas; cache marks
+    errors.py    what went wrong, in words a person reads
+
+Import from the module that holds a name (`from app.providers.client import Providers`):
+this file imports nothing, so the row types can be read without the client's dependencies.
+"""

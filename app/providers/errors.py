@@ -1,0 +1,57 @@
+"""What went wrong with a model server, in words a person reads (never a traceback)."""
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING
+
+import httpx2
+import openai
+
+if TYPE_CHECKING:
+    from .client import Endpoint
+
+EMPTY_REPLY = ("The model server answered with an empty reply (no answer and no error). "
+               "Try again, or check the model server's log.")
+
+
+def _server_says(e: openai.APIStatusError) -> str:
+    body = e.body
+    if isinstance(body, dict):
+        err = body.get("error", body)
+        if isinstance(err, dict) and isinstance(err.get("message"), str):
+            return err["message"][:300]
+    return ""
+
+
+def plain_words(e: Exception, endpoint: Endpoint) -> str:
+    """What went wrong, for the person reading the conversation (never a traceback)."""
+    says = _server_says(e) if isinstance(e, openai.APIStatusError) else ""
+    tail = f" The server said: “{says}”" if says else ""
+    if isinstance(e, openai.APITimeoutError):
+        return "The model server stopped sending anything and the request was given up."
+    if isinstance(e, openai.APIConnectionError):
+        cause = e.__cause__ or e.__context__
+        if isinstance(cause, (httpx2.RemoteProtocolError, httpx2.ReadError)):
+            return "The connection to the model server was cut before the answer was finished."
+        return f"Could not reach the model server at {endpoint.base_url}. Is it running?"
+    if isinstance(e, openai.AuthenticationError):
+        return f"The model server refused the key (401). Check {endpoint.key_setting}.{tail}"
+    if isinstance(e, openai.PermissionDeniedError):
+        return f"The model server does not allow this request (403).{tail}"
+    if isinstance(e, openai.NotFoundError):
+        return f"The model server does not know the model “{endpoint.model}”.{tail}"
+    if isinstance(e, openai.RateLimitError):
+        return f"The model server is busy or over its limit (429); try again in a moment.{tail}"
+    if isinstance(e, openai.APIStatusError):
+        if e.status_code >= 500:
+            return f"The model server failed ({e.status_code}); try again in a moment.{tail}"
+        return f"The model server turned the request down ({e.status_code}).{tail}"
+    if isinstance(e, (json.JSONDecodeError, openai.APIResponseValidationError, ValueError)):
+        return "The model server sent a reply that could not be read."
+    if isinstance(e, (httpx2.RemoteProtocolError, httpx2.ReadError)):
+        return "The connection to the model server was cut before the answer was finished."
+    if isinstance(e, httpx2.TimeoutException):
+        return "The model server stopped sending anything and the request was given up."
+    if isinstance(e, openai.APIError):
+        return f"The model server answered with an error: {e.message[:300]}"
+    return f"Something went wrong talking to the model server ({type(e).__name__})."

@@ -1,0 +1,114 @@
+"""Model ids and the rows that name models: where an id is answered, the picker's choices.
+
+A model id names where the model runs (`choice_of` splits it):
+
+    local:NAME       this computer: Ollama at OLLAMA_HOST, or the OpenAI-compatible server at
+                     LOCAL_AI_URL (Ollama's name wins when both list one)
+    ACCOUNT:NAME     a hosted account from AI_ACCOUNTS, e.g. openrouter:meta-llama/llama-3-8b
+    NAME             the OpenAI-compatible server at AI_URL
+
+Nothing here reads the network: catalog.py lists, client.py streams.
+"""
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from urllib.parse import urlsplit
+
+NO_IMAGES = "no-images"  # a Choice tag: its model list says this model reads no images
+GROUP_LOCAL = "This computer"  # Ollama and the server at LOCAL_AI_URL: ids "local:NAME"
+GROUP_SERVER = "Model server"  # the server at AI_URL: bare ids
+LOCAL = "local"
+
+
+@dataclass(frozen=True)
+class Choice:
+    """A model a message can name, grouped by where it runs (a hosted account's group is its name).
+
+    A provider that cannot be reached now is one choice with `up` False whose note says why:
+    the picker shows it, and nothing can pick it.
+    """
+
+    id: str
+    name: str
+    group: str
+    note: str = ""
+    window: int | None = None
+    tags: tuple[str, ...] = field(default=())  # what the server says the model can do: thinking, tools, vision
+    up: bool = True
+
+    @property
+    def place(self) -> tuple[int, str, str]:
+        """Where its group stands: this computer, then the accounts by name, then the model server."""
+        rank = 0 if self.group == GROUP_LOCAL else 2 if self.group == GROUP_SERVER else 1
+        return rank, self.group.casefold(), self.group
+
+
+def choice_of(model_id: str, accounts: Iterable[str] = ()) -> tuple[str, str]:
+    """A model id split into where it runs and the name that server knows: ("local", NAME) for
+    this computer, (ACCOUNT, NAME) for a hosted account, ("", NAME) for the server at AI_URL.
+
+    Only the prefixes "local" and the `accounts` named count: a bare name may hold a colon
+    itself (Ollama's "llama3:8b" at AI_URL).
+    """
+    prefix, colon, name = model_id.partition(":")
+    if colon and name and (prefix == LOCAL or prefix in accounts):
+        return prefix, name
+    return "", model_id
+
+
+def in_use(choices: Iterable[Choice], model_id: str) -> bool:
+    """Whether a message can name `model_id` now: it is listed, and its server answered."""
+    return bool(model_id) and any(c.id == model_id and c.up for c in choices)
+
+
+def groups(choices: Iterable[Choice]) -> list[tuple[str, list[Choice]]]:
+    """Choices by group, in the picker's order (`Choice.place`); each group keeps its servers' order."""
+    out: dict[tuple[int, str, str], list[Choice]] = {}
+    for c in sorted(choices, key=lambda c: c.place):
+        out.setdefault(c.place, []).append(c)
+    return [(place[2], members) for place, members in out.items()]
+
+
+# --- hosted accounts --------------------------------------------------------------------
+
+ACCOUNT_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,39}")
+RESERVED = {LOCAL}
+
+
+@dataclass(frozen=True)
+class Account:
+    """A hosted OpenAI-compatible service with a key; its models are offered as "NAME:MODEL"."""
+
+    name: str
+    url: str
+    key: str = field(default="", repr=False)  # never in a log line
+    models: tuple[str, ...] = ()  # offer only these (a long catalog, e.g. OpenRouter's); () = all it lists
+
+
+def accounts(text: str) -> tuple[Account, ...]:
+    """AI_ACCOUNTS: `name=URL|key|model,model` entries split by ";" or new lines; the key and
+    the model list may be left out. Raises ValueError saying what is wrong (never echoing a key)."""
+    out: list[Account] = []
+    for n, entry in enumerate(re.split(r"[;\n]", text), start=1):
+        entry = entry.strip()
+        if not entry:
+            continue
+        name, eq, rest = entry.partition("=")
+        name = name.strip()
+        if not eq or not ACCOUNT_NAME.fullmatch(name):
+            raise ValueError(f"entry {n} must start with a name (a-z, 0-9, - or _) and “=”, as in "
+                             "openrouter=https://openrouter.ai/api/v1|KEY")
+        if name in RESERVED:
+            raise ValueError(f"“{name}” is taken by models on this computer; name the account otherwise")
+        if any(a.name == name for a in out):
+            raise ValueError(f"the account “{name}” is named twice")
+        url, _, rest = rest.partition("|")
+        key, _, models = rest.partition("|")
+        url = url.strip().rstrip("/")
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"the account “{name}” needs an http(s) URL, as in https://openrouter.ai/api/v1")
+        out.append(Account(name, url, key.strip(), tuple(m.strip() for m in models.split(",") if m.strip())))
+    return tuple(out)
