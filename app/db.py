@@ -471,3 +471,35 @@ def m019_call_dispatch(db: sqlite_utils.Database) -> None:
     db.execute("ALTER TABLE items ADD COLUMN dispatched INTEGER NOT NULL DEFAULT 0 CHECK (dispatched IN (0, 1))")
     db.execute("ALTER TABLE items ADD COLUMN interrupted INTEGER NOT NULL DEFAULT 0 CHECK (interrupted IN (0, 1))")
     db.execute("UPDATE items SET dispatched = 1 WHERE kind = 'call' AND state = 'running'")
+
+
+@migration
+def m022_plugin_page_sessions_stdio(db: sqlite_utils.Database) -> None:
+    # A plugin's page shows what was read with its status: `transport` (streamable-http, sse
+    # or stdio), `status_at` (when the status was read), `listed` (its tools as of then, JSON
+    # [{"name", "description"}], so a plugin that went down is shown with the tools it had and
+    # a call to one of them is told why it fails) and `offers` (the server's capabilities,
+    # JSON: whether it has prompts, resources).
+    db.execute("ALTER TABLE plugins ADD COLUMN transport TEXT NOT NULL DEFAULT ''")
+    db.execute("ALTER TABLE plugins ADD COLUMN status_at REAL")
+    db.execute("ALTER TABLE plugins ADD COLUMN listed TEXT NOT NULL DEFAULT ''")
+    db.execute("ALTER TABLE plugins ADD COLUMN offers TEXT NOT NULL DEFAULT ''")
+    # A plugin is an address (http) or, when the owner allows it, a command run on this
+    # machine (stdio): the program, its arguments (JSON list) and environment (JSON object).
+    db.execute("ALTER TABLE plugins ADD COLUMN kind TEXT NOT NULL DEFAULT 'http' CHECK (kind IN ('http', 'stdio'))")
+    db.execute("ALTER TABLE plugins ADD COLUMN command TEXT NOT NULL DEFAULT ''")
+    db.execute("ALTER TABLE plugins ADD COLUMN args TEXT NOT NULL DEFAULT '[]'")
+    db.execute("ALTER TABLE plugins ADD COLUMN env TEXT NOT NULL DEFAULT '{}'")
+    # The MCP session a conversation has with a plugin (Streamable HTTP's Mcp-Session-Id and
+    # the server's answer to `initialize`), so another worker, or this one after a restart,
+    # goes on in the same session. `fingerprint` is a hash of what reaching the plugin takes
+    # (address, header, secret, transport): a changed secret is another session.
+    db.execute(
+        """CREATE TABLE mcp_sessions (
+            chat INTEGER NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+            plugin INTEGER NOT NULL REFERENCES plugins(id) ON DELETE CASCADE,
+            fingerprint TEXT NOT NULL,
+            session_id TEXT NOT NULL CHECK (length(session_id) BETWEEN 1 AND 1000),
+            initialized TEXT NOT NULL,
+            used REAL NOT NULL,
+            PRIMARY KEY (chat, plugin))""")

@@ -13,6 +13,7 @@ and no status or exception text contains it.
 """
 from __future__ import annotations
 
+import logging
 import re
 from typing import Any
 from collections.abc import Iterable
@@ -24,7 +25,9 @@ import httpx2
 from app import netguard
 from app.tables import Plugin
 
-STREAMABLE, SSE = "streamable-http", "sse"
+log = logging.getLogger(__name__)
+
+STREAMABLE, SSE, STDIO = "streamable-http", "sse", "stdio"
 MAX_BYTES = 16 * 1024 * 1024  # one response (or one event) from a plugin; more is refused, not buffered
 CONNECT_TIMEOUT = 10.0
 # How long an open session's event stream may stay silent: sessions live long, and a call's
@@ -61,9 +64,15 @@ class Attempt:
     def __init__(self) -> None:
         self.statuses: list[tuple[str, int]] = []
         self.errors: list[BaseException] = []  # what the transport met outside any request
+        self.session_id = ""  # the Mcp-Session-Id the server gave (Streamable HTTP)
+        self.stderr = ""  # the end of a stdio plugin's standard error, once it stopped
 
     async def record(self, response: httpx2.Response) -> None:
         self.statuses.append((response.request.method, response.status_code))
+        if (given := response.headers.get("mcp-session-id")) and response.status_code < 400:
+            self.session_id = given
+        if isinstance(response.stream, httpx2.AsyncByteStream):  # a body read that fails is noted here:
+            response.stream = _Noted(response.stream, self)  # the transports swallow some of those
 
     async def incoming(self, message: object) -> None:
         """The client's message handler: a transport's failure (a response over the size
@@ -95,12 +104,147 @@ class Attempt:
         return any(m == "POST" and s in (400, 404) for m, s in self.statuses)
 
 
+class _Noted(httpx2.AsyncByteStream):
+    def __init__(self, stream: httpx2.AsyncByteStream, attempt: Attempt):
+        self._stream, self._attempt = stream, attempt
+
+    async def __aiter__(self):
+        try:
+            async for chunk in self._stream:
+                yield chunk
+        except Exception as exc:
+            self._attempt.errors.append(exc)
+            raise
+
+    async def aclose(self) -> None:
+        await self._stream.aclose()
+
+
+class Link:
+    """An initialized MCP session on a plugin: the mcp package's ClientSession, with what it
+    takes to go on in it from another process (`session_id`, `initialized`)."""
+
+    def __init__(self, session: Any, watched: _Watched, attempt: Attempt, end: Any = None):
+        self.session = session
+        self._watched = watched
+        self._end = end
+        self.session_id = attempt.session_id or ""  # Streamable HTTP's Mcp-Session-Id ('' for none)
+        result = session.initialize_result
+        self.initialized = result.model_dump_json(by_alias=True, exclude_none=True) if result else ""
+
+    @property
+    def ended(self) -> bool:
+        """Whether the server's side is gone (an SSE stream ended, a stdio server exited)."""
+        return self._watched.ended
+
+    @property
+    def server_capabilities(self) -> Any:
+        return self.session.server_capabilities
+
+    async def list_tools(self, cursor: str | None = None) -> Any:
+        import mcp_types as types
+        return await self.session.list_tools(params=types.PaginatedRequestParams(cursor=cursor))
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], progress_callback: Any = None) -> Any:
+        return await self.session.call_tool(name, arguments, progress_callback=progress_callback)
+
+    async def list_prompts(self, cursor: str | None = None) -> Any:
+        import mcp_types as types
+        return await self.session.list_prompts(params=types.PaginatedRequestParams(cursor=cursor))
+
+    async def get_prompt(self, name: str, arguments: dict[str, str]) -> Any:
+        return await self.session.get_prompt(name, arguments)
+
+    async def list_resources(self, cursor: str | None = None) -> Any:
+        import mcp_types as types
+        return await self.session.list_resources(params=types.PaginatedRequestParams(cursor=cursor))
+
+    async def read_resource(self, uri: str) -> Any:
+        return await self.session.read_resource(uri)
+
+    async def end(self) -> None:
+        """End the session on the server (Streamable HTTP's DELETE): when it is closed for
+        good, not when this process stops (another may go on in it)."""
+        if self._end is not None:
+            await self._end()
+
+
+class _Watched:
+    """A transport's read stream that notes when it ended (the server's side is gone), which
+    the mcp package's session does not tell, and the transport's failures as they pass (the
+    session hands those to its message handler later, in a task of its own)."""
+
+    def __init__(self, stream: Any, attempt: Attempt):
+        self.stream = stream
+        self.attempt = attempt
+        self.ended = False
+
+    def _seen(self, item: Any) -> Any:
+        if isinstance(item, BaseException):
+            self.attempt.errors.append(item)
+        return item
+
+    async def __aenter__(self) -> _Watched:
+        await self.stream.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc: Any) -> Any:
+        self.ended = True
+        return await self.stream.__aexit__(*exc)
+
+    def __aiter__(self) -> _Watched:
+        return self
+
+    async def __anext__(self) -> Any:
+        try:
+            return self._seen(await self.stream.__anext__())
+        except BaseException:
+            self.ended = True
+            raise
+
+    async def receive(self) -> Any:
+        try:
+            return self._seen(await self.stream.receive())
+        except BaseException:
+            self.ended = True
+            raise
+
+    async def aclose(self) -> None:
+        self.ended = True
+        await self.stream.aclose()
+
+    def close(self) -> None:
+        self.ended = True
+        self.stream.close()
+
+    @property
+    def last_context(self) -> Any:  # the sender's contextvars, which the dispatcher reads when there
+        return getattr(self.stream, "last_context", None)
+
+
+def _session_class() -> type:
+    from mcp.client.session import ClientSession
+
+    class Session(ClientSession):
+        async def validate_tool_result(self, name: str, result: Any) -> None:
+            """Not done: the check of structured output against the tool's output schema runs
+            the plugin's patterns on `re`, on the event loop, against text the same plugin sent
+            (a backtracking pattern stalled the worker). The result is read as text
+            (structured content only as JSON text), so it has nothing to check for us."""
+
+    return Session
+
+
 @asynccontextmanager
 async def connect(p: Plugin, transport: str, *, private_ok: bool, attempt: Attempt,
-                  timeout: float = CONNECT_TIMEOUT, read_timeout: float = STREAM_SILENCE, **callbacks):
-    """An initialized `mcp.Client` on the plugin, over `transport`, through the guard.
-    `callbacks` go to the Client (logging_callback, message_handler ...)."""
-    from mcp import Client
+                  timeout: float = CONNECT_TIMEOUT, read_timeout: float = STREAM_SILENCE,
+                  resume: tuple[str, str] | None = None, **callbacks):
+    """An initialized `Link` on the plugin, over `transport`, through the guard (a stdio
+    plugin is its command, started here and stopped on leaving). `resume` is a Streamable HTTP
+    session to go on in (its id and the server's `initialize` answer, JSON), without a new
+    handshake; a server that no longer knows it answers 404 (`attempt.session_refused`).
+    `callbacks` go to the session (elicitation_callback, sampling_callback ...): the
+    capabilities `initialize` declares are exactly those it has callbacks for."""
     from mcp.client.sse import sse_client
     from mcp.client.streamable_http import streamable_http_client
 
@@ -113,25 +257,54 @@ async def connect(p: Plugin, transport: str, *, private_ok: bool, attempt: Attem
         return netguard.guarded_client(allow_private=private_ok, headers=headers, auth=auth,
                                        timeout=timeout or CONNECT_TIMEOUT, max_bytes=MAX_BYTES, event_hooks=hooks)
 
-    if transport == SSE:
-        stream = sse_client(p.address, headers=sent, timeout=timeout, sse_read_timeout=read_timeout,
-                            httpx_client_factory=factory)
-        async with Client(stream, cache=None, message_handler=attempt.incoming, **callbacks) as client:
-            client.session.validate_tool_result = _unchecked
-            yield client
+    @asynccontextmanager
+    async def linked(streams: tuple[Any, Any], end: Any = None):
+        read, write = streams
+        watched = _Watched(read, attempt)
+        options = dict(callbacks)
+        async with _session_class()(watched, write, **options) as s:
+            if resume is not None and transport == STREAMABLE:
+                import mcp_types as types
+                s.adopt(types.InitializeResult.model_validate_json(resume[1]))
+                attempt.session_id = resume[0]
+            else:
+                await s.initialize()
+            yield Link(s, watched, attempt, end)
+
+    if transport == STDIO:
+        from app import mcp_stdio
+        async with mcp_stdio.streams(p, attempt) as streams, linked(streams) as link:
+            yield link
         return
+    if transport == SSE:
+        async with sse_client(p.address, headers=sent, timeout=timeout, sse_read_timeout=read_timeout,
+                              httpx_client_factory=factory) as streams, linked(streams) as link:
+            yield link
+        return
+    if resume is not None:
+        sent = {**sent, "mcp-session-id": resume[0]}
     async with factory(sent, httpx2.Timeout(timeout, read=read_timeout)) as http:
-        stream = streamable_http_client(p.address, http_client=http, max_sse_event_size=MAX_BYTES)
-        async with Client(stream, cache=None, message_handler=attempt.incoming, **callbacks) as client:
-            client.session.validate_tool_result = _unchecked
-            yield client
+        made: list[Link] = []
+
+        async def end() -> None:
+            if made and made[0].session_id:
+                await _delete(http, p.address, made[0])
+
+        async with streamable_http_client(p.address, http_client=http, max_sse_event_size=MAX_BYTES,
+                                          terminate_on_close=False) as streams, linked(streams, end) as link:
+            made.append(link)
+            yield link
 
 
-async def _unchecked(name: str, result: Any) -> None:
-    """In place of the session's check of structured output against the tool's output
-    schema: that check runs the plugin's patterns on `re`, on the event loop, against text
-    the same plugin sent (a backtracking pattern stalled the worker). The result is read as
-    text (structured content only as JSON text), so it has nothing to check for us."""
+async def _delete(http: httpx2.AsyncClient, address: str, link: Link) -> None:
+    """The DELETE that ends a Streamable HTTP session (a server that does not allow it answers 405)."""
+    sent = {"mcp-session-id": link.session_id}
+    if version := link.session.protocol_version:
+        sent["mcp-protocol-version"] = version
+    try:
+        await http.delete(address, headers=sent)
+    except Exception as exc:  # ending is a courtesy: the server's own timeout ends it too
+        log.info("ending the session at %s failed (%s)", address, type(exc).__name__)
 
 
 def private_ok(lifted: bool, owner: int | None, agent_person: int | None) -> bool:
@@ -151,7 +324,16 @@ def leaves(exc: BaseException) -> Iterable[BaseException]:
 def why(exc: BaseException, attempt: Attempt, p: Plugin) -> str:
     """Why a connection failed, in the plain words of a plugin's status. The mcp transports
     raise from task groups, so the telling exception is a leaf of an ExceptionGroup."""
+    from app.mcp_stdio import StdioError
+
     found = [*leaves(exc), *(leaf for e in attempt.errors for leaf in leaves(e))]
+    if p.kind == "stdio":
+        if started := next((leaf for leaf in found if isinstance(leaf, StdioError)), None):
+            return str(started)
+        if any(isinstance(leaf, TimeoutError) for leaf in found):
+            return "timed out"
+        said = f": {attempt.stderr}" if attempt.stderr else ""
+        return f"the command ended without answering as an MCP server{said}"
     for leaf in found:
         if isinstance(leaf, netguard.Refused) and "larger than" in str(leaf):
             return (f"{p.name}’s answer was larger than {MAX_BYTES // (1024 * 1024)} MB, the most Tabletalk "

@@ -14,10 +14,13 @@ the same session, across the steps of a run and across runs. A session is:
 A session is held by a task of its own (the mcp client's task groups must be entered and
 left in one task); calls run in the caller's task and reach it through the client.
 
-Sessions live in this process's memory, keyed by conversation and by the plugin's address,
-header and a hash of its secret: a changed secret opens a new one. Another worker answering
-the same conversation later opens its own; a server that keeps a session id for a client
-that does not come back ends it by its own timeout.
+Sessions are held open in this process's memory, keyed by conversation and by the plugin's
+address, header and a hash of its secret: a changed secret opens a new one. A Streamable
+HTTP session's id (Mcp-Session-Id) and the server's answer to `initialize` are also kept in
+a row (`mcp_sessions`), so another worker answering the same conversation, or this one
+after a restart, goes on in the same session without a new handshake; a server that no
+longer knows it answers 404 and a new session is opened (and kept) in its place. SSE and
+stdio sessions are their connection: they cannot be taken over.
 
 Time: a call may go `limit` seconds without a word from the server (its answer or a
 progress notification); each progress notification gives it `limit` seconds again, so a
@@ -35,12 +38,11 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from app.mcp_link import CONNECT_TIMEOUT, Attempt, PluginError, connect, leaves, why
+from app.mcp_link import CONNECT_TIMEOUT, STREAMABLE, Attempt, Link, PluginError, connect, leaves, why
 from app.tables import Plugin
 
 if TYPE_CHECKING:
     import mcp_types as types
-    from mcp import Client
 
 log = logging.getLogger(__name__)
 
@@ -55,25 +57,32 @@ class Session:
     transport: str
     loop: asyncio.AbstractEventLoop
     attempt: Attempt = field(default_factory=Attempt)
-    client: Client | None = None
+    client: Link | None = None
     task: asyncio.Task | None = None
     closing: asyncio.Event = field(default_factory=asyncio.Event)
     used: float = field(default_factory=time.monotonic)
     failure: BaseException | None = None
+    resumed: bool = False  # taken over from the row, not opened here
+    store: Any = None  # where the session's row is kept (None: nowhere)
+    end: bool = False  # when closed: ended on the server too (DELETE), not only let go here
 
     @property
     def alive(self) -> bool:
         """Held open, and its stream not closed (an SSE stream ends when the server restarts,
-        while the client object lives on)."""
+        a stdio server may exit, while the session object lives on)."""
         if self.client is None or self.task is None or self.task.done():
             return False
-        dispatcher = getattr(self.client.session, "_dispatcher", None)
-        return not getattr(dispatcher, "_closed", False)
+        return not self.client.ended
 
 
 def _key(p: Plugin, chat: int, transport: str) -> tuple:
-    secret = hashlib.sha256(p.secret.encode()).hexdigest()
-    return chat, p.id, p.address, p.header, secret, transport
+    return chat, p.id, fingerprint(p, transport)
+
+
+def fingerprint(p: Plugin, transport: str) -> str:
+    """What reaching the plugin takes, hashed (a changed secret is another session)."""
+    whole = "\0".join([p.address, p.header, p.secret, transport, p.command, *p.args, *(f"{k}={v}" for k, v in p.env)])
+    return hashlib.sha256(whole.encode()).hexdigest()
 
 
 class Sessions:
@@ -84,9 +93,11 @@ class Sessions:
         self.open: dict[tuple, Session] = {}
         self._locks: dict[tuple, asyncio.Lock] = {}
         self.opened = 0
+        self.resumed = 0  # sessions taken over from a row
 
-    async def session(self, p: Plugin, chat: int, transport: str, *, private_ok: bool) -> Session:
-        """The conversation's live session with the plugin, opened when there is none."""
+    async def session(self, p: Plugin, chat: int, transport: str, *, private_ok: bool, store: Any = None) -> Session:
+        """The conversation's live session with the plugin: the one held here, else the one
+        kept in the row (Streamable HTTP), else a new one (kept in the row)."""
         await self.sweep()
         key = _key(p, chat, transport)
         lock = self._locks.setdefault(key, asyncio.Lock())
@@ -97,14 +108,23 @@ class Sessions:
                 return current
             if current is not None:
                 await self._close(current)
-            fresh = await self._open(key, p, chat, transport, private_ok)
+            kept = None
+            if store is not None and transport == STREAMABLE and p.id is not None:
+                kept = store.mcp_session(chat, p.id, key[2])
+            fresh = await self._open(key, p, chat, transport, private_ok, kept)
+            if kept is None and store is not None and p.id is not None and fresh.client is not None:
+                sid = fresh.client.session_id
+                if sid and len(sid) <= 1000 and sid.isascii() and sid.isprintable():
+                    store.keep_mcp_session(chat, p.id, key[2], sid, fresh.client.initialized)
+            fresh.store = store
             self.open[key] = fresh
             return fresh
 
-    async def _open(self, key: tuple, p: Plugin, chat: int, transport: str, private_ok: bool) -> Session:
-        s = Session(key, chat, p, transport, asyncio.get_running_loop())
+    async def _open(self, key: tuple, p: Plugin, chat: int, transport: str, private_ok: bool,
+                    kept: tuple[str, str] | None = None) -> Session:
+        s = Session(key, chat, p, transport, asyncio.get_running_loop(), resumed=kept is not None)
         ready: asyncio.Future = s.loop.create_future()
-        s.task = s.loop.create_task(self._hold(s, private_ok, ready), name=f"mcp-{p.name}-{chat}")
+        s.task = s.loop.create_task(self._hold(s, private_ok, ready, kept), name=f"mcp-{p.name}-{chat}")
         try:
             await asyncio.wait_for(asyncio.shield(ready), CONNECT_TIMEOUT)
         except BaseException as exc:
@@ -116,15 +136,22 @@ class Sessions:
                 raise
             reason = why(exc, s.attempt, p)
             raise PluginError(f"{p.name}: {reason}" if reason in _BARE else reason) from None
-        self.opened += 1
+        if kept is None:
+            self.opened += 1
+        else:
+            self.resumed += 1
         return s
 
-    async def _hold(self, s: Session, private_ok: bool, ready: asyncio.Future) -> None:
+    async def _hold(self, s: Session, private_ok: bool, ready: asyncio.Future, kept: tuple[str, str] | None) -> None:
         try:
-            async with connect(s.plugin, s.transport, private_ok=private_ok, attempt=s.attempt) as client:
+            async with connect(s.plugin, s.transport, private_ok=private_ok, attempt=s.attempt,
+                               resume=kept) as client:
                 s.client = client
                 ready.set_result(None)
                 await s.closing.wait()
+                if s.end:
+                    with anyio.move_on_after(5):
+                        await client.end()
         except BaseException as exc:  # the connection ended: the next call opens a new one
             if not ready.done():
                 ready.set_exception(exc)
@@ -135,27 +162,38 @@ class Sessions:
         finally:
             s.client = None
 
-    async def _close(self, s: Session) -> None:
+    async def _close(self, s: Session, *, end: bool = False) -> None:
+        """Let the session go here; with `end`, end it on the server too and forget its row."""
         if self.open.get(s.key) is s:
             del self.open[s.key]
+        if end and s.store is not None and s.plugin.id is not None:
+            try:
+                s.store.forget_mcp_session(s.chat, s.plugin.id, s.client.session_id if s.client else None)
+            except Exception:  # the conversation's rows may be gone with it
+                log.info("forgetting the session of conversation %s failed", s.chat)
         if s.task is None or s.task.done() or s.loop is not asyncio.get_running_loop():
             return  # ended already, or of an event loop that is gone (tests)
+        s.end = end
         s.closing.set()
         try:
-            await asyncio.wait_for(asyncio.shield(s.task), 5)
+            await asyncio.wait_for(asyncio.shield(s.task), 10)
         except (TimeoutError, asyncio.TimeoutError):
             s.task.cancel()
         except Exception:
             pass
 
-    async def drop(self, s: Session) -> None:
+    async def drop(self, s: Session, *, refused: bool = False) -> None:
+        """Let a broken session go; `refused`: the server no longer knows it, so its row goes too."""
+        if refused and s.store is not None and s.plugin.id is not None:
+            s.store.forget_mcp_session(s.chat, s.plugin.id)
         await self._close(s)
 
     async def close_chat(self, chat: int) -> None:
         for s in [s for s in self.open.values() if s.chat == chat]:
-            await self._close(s)
+            await self._close(s, end=True)
 
     async def close_all(self) -> None:
+        """Let every session go (the process stops): kept rows stay, for whoever goes on."""
         for s in list(self.open.values()):
             await self._close(s)
 
@@ -163,12 +201,25 @@ class Sessions:
         """Close sessions idle too long, and those whose conversation is gone (`alive` tells
         which of some conversation ids still exist)."""
         now = time.monotonic()
-        stale = [s for s in self.open.values() if now - s.used > self.idle or (s.task and s.task.done())]
+        idle = [s for s in self.open.values() if now - s.used > self.idle]
+        broken = [s for s in self.open.values() if s.task and s.task.done() and s not in idle]
+        gone: list[Session] = []
         if alive is not None and self.open:
             kept = set(alive({s.chat for s in self.open.values()}))
-            stale += [s for s in self.open.values() if s.chat not in kept and s not in stale]
-        for s in stale:
+            gone = [s for s in self.open.values() if s.chat not in kept and s not in idle and s not in broken]
+        for s in broken:
             await self._close(s)
+        for s in [*idle, *gone]:  # ended on the server too, unless another worker used it since
+            await self._close(s, end=s in gone or not self._used_elsewhere(s))
+
+    def _used_elsewhere(self, s: Session) -> bool:
+        if s.store is None or s.plugin.id is None:
+            return False
+        try:
+            used = s.store.mcp_session_used(s.chat, s.plugin.id)
+        except Exception:
+            return False
+        return used is not None and time.time() - used < self.idle
 
 
 _BARE = ("unreachable", "timed out", "not an MCP server", "the connection was lost")
@@ -179,7 +230,7 @@ pool = Sessions()  # this process's sessions (every worker is a process of its o
 async def call_tool(p: Plugin, mcp_name: str, args: dict[str, Any], *, chat: int, transport: str,
                     private_ok: bool, limit: float, abort: asyncio.Event,
                     progressed: Callable[[float, float | None, str | None], Any],
-                    sessions: Sessions | None = None,
+                    sessions: Sessions | None = None, store: Any = None,
                     dispatched: Callable[[], Any] = lambda: None) -> types.CallToolResult:
     """One tool call in the conversation's session with the plugin. Raises PluginError in
     plain words: stopped by the person, silent for `limit` s, the connection lost ..."""
@@ -190,7 +241,7 @@ async def call_tool(p: Plugin, mcp_name: str, args: dict[str, Any], *, chat: int
     for second in (False, True):
         if abort.is_set():
             raise PluginError("Stopped by the person before the call was made.")
-        s = await sessions.session(p, chat, transport, private_ok=private_ok)
+        s = await sessions.session(p, chat, transport, private_ok=private_ok, store=store)
         s.attempt.clear()
         client = s.client
         assert client is not None
@@ -213,7 +264,7 @@ async def call_tool(p: Plugin, mcp_name: str, args: dict[str, Any], *, chat: int
                 if mcp_error is not None and mcp_error.code != CONNECTION_CLOSED:
                     if s.attempt.session_refused and not second:
                         log.info("plugin %s: the server no longer knows the session; opening a new one", p.name)
-                        await sessions.drop(s)
+                        await sessions.drop(s, refused=True)
                         continue
                     if not s.attempt.failed_http:
                         raise PluginError(mcp_error.message or f"{mcp_name} was refused") from None
@@ -228,6 +279,11 @@ async def call_tool(p: Plugin, mcp_name: str, args: dict[str, Any], *, chat: int
             finally:
                 watcher.cancel()
         s.used = time.monotonic()
+        if s.store is not None and s.client is not None and s.client.session_id:
+            try:
+                s.store.touch_mcp_session(chat, p.id, s.client.session_id)
+            except Exception:  # a conversation deleted meanwhile
+                log.info("keeping the session of conversation %s in use failed", chat)
         if stop.cancelled_caught:
             raise PluginError("Stopped by the person while the plugin was working.")
         if silence.cancelled_caught:

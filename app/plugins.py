@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from mcp import Client
 
 from app import mcp_content, mcp_sessions
-from app.mcp_link import SSE, STREAMABLE, Attempt, PluginError, bad_address, connect, private_ok, why
+from app.mcp_link import SSE, STDIO, STREAMABLE, Attempt, PluginError, bad_address, connect, private_ok, why
 from app.tables import Plugin
 from app.tools import NAME_LIMIT, Context, Result, Tool
 
@@ -48,8 +48,10 @@ class Listing:
 
     tools: list[Tool]
     status: str
-    transport: str = ""  # STREAMABLE or SSE when the listing worked
+    transport: str = ""  # STREAMABLE, SSE or STDIO when the listing worked
     names: dict[str, str] = field(default_factory=dict)  # our tool name -> the MCP tool's name
+    offers: tuple[str, ...] = ()  # "prompts", "resources": what else the server has
+    hidden: tuple[str, ...] = ()  # tools not offered, and why ("x: runs only as a task")
 
     @property
     def ok(self) -> bool:
@@ -96,9 +98,10 @@ def identity(p: Plugin, mcp_name: str) -> str:
 
 
 async def list_tools(p: Plugin, *, private_ok: bool, timeout: float = 10,
-                     call_timeout: float = CALL_TIMEOUT) -> Listing:
+                     call_timeout: float = CALL_TIMEOUT, stdio_ok: bool = False) -> Listing:
     """The plugin's tools (see _list_tools), remembered for `refresh` (see DOWN_SECONDS)."""
-    listing = await _list_tools(p, private_ok=private_ok, timeout=timeout, call_timeout=call_timeout)
+    listing = await _list_tools(p, private_ok=private_ok, timeout=timeout, call_timeout=call_timeout,
+                                stdio_ok=stdio_ok)
     key = _identity(p, private_ok)
     if listing.ok:
         _last[key] = listing
@@ -109,30 +112,38 @@ async def list_tools(p: Plugin, *, private_ok: bool, timeout: float = 10,
 
 
 async def _list_tools(p: Plugin, *, private_ok: bool, timeout: float = 10,
-                      call_timeout: float = CALL_TIMEOUT) -> Listing:
+                      call_timeout: float = CALL_TIMEOUT, stdio_ok: bool = False) -> Listing:
     """The plugin's tools as our Tools (`{p.name}_{tool}`), and its status: "3 tools", or
     why not ("refused: ...", "unreachable", "401: the server refused the secret",
     "timed out", "not an MCP server"). Never raises for the plugin's failures.
     `call_timeout` is how long each listed tool's call may take."""
-    if bad := bad_address(p.address):
+    if p.kind == "stdio":
+        if not stdio_ok:
+            return Listing([], STDIO_OFF)
+    elif bad := bad_address(p.address):
         return Listing([], bad)
     status = "not an MCP server"
     deadline = anyio.current_time() + timeout  # one budget for both transports
-    for transport in (STREAMABLE, SSE):
+    for transport in (STDIO,) if p.kind == "stdio" else (STREAMABLE, SSE):
         attempt = Attempt()
         try:
             with anyio.fail_after(max(0.0, deadline - anyio.current_time())):
                 async with connect(p, transport, private_ok=private_ok, attempt=attempt,
                                    timeout=timeout, read_timeout=timeout) as client:
                     found = await _all_tools(client)
+                    caps = client.server_capabilities
         except Exception as exc:
             status = why(exc, attempt, p)
             log.info("plugin %s over %s: %s (%s)", p.name, transport, status, type(exc).__name__)
             if transport == STREAMABLE and status == "not an MCP server" and attempt.sse_only:
                 continue
             return Listing([], status)
-        return _listing(p, found, transport, private_ok=private_ok, call_timeout=call_timeout)
+        offers = tuple(o for o in ("prompts", "resources") if getattr(caps, o, None) is not None)
+        return _listing(p, found, transport, private_ok=private_ok, call_timeout=call_timeout, offers=offers)
     return Listing([], status)
+
+
+STDIO_OFF = "refused: commands run on this machine are off (TABLETALK_STDIO_PLUGINS), or this agent is not the owner's"
 
 
 async def _all_tools(client: Client) -> list[types.Tool]:
@@ -148,12 +159,14 @@ async def _all_tools(client: Client) -> list[types.Tool]:
 
 
 def _listing(p: Plugin, found: list[types.Tool], transport: str, *, private_ok: bool,
-             call_timeout: float) -> Listing:
+             call_timeout: float, offers: tuple[str, ...] = ()) -> Listing:
     tools: list[Tool] = []
     names: dict[str, str] = {}
+    hidden: list[str] = []
     for mcp_tool in found:
         if mcp_tool.execution is not None and mcp_tool.execution.task_support == "required":
-            continue  # callable only as a task, which Tabletalk does not run: it would always fail
+            hidden.append(f"{mcp_tool.name}: runs only as an MCP task, which Tabletalk does not run")
+            continue  # a plain call would always fail
         name = tool_name(p.name, mcp_tool.name, names)
         names[name] = mcp_tool.name
         hints = mcp_tool.annotations
@@ -172,7 +185,8 @@ def _listing(p: Plugin, found: list[types.Tool], transport: str, *, private_ok: 
             dispatches=True,
         ))
     count = len(tools)
-    return Listing(tools, f"{count} tool" if count == 1 else f"{count} tools", transport, names)
+    return Listing(tools, f"{count} tool" if count == 1 else f"{count} tools", transport, names, offers,
+                   tuple(hidden))
 
 
 # A plugin that timed out or could not be reached is not asked again for DOWN_SECONDS: each
@@ -189,7 +203,8 @@ _pending: dict[tuple, asyncio.Future] = {}  # listings under way, shared by the 
 
 
 def _identity(p: Plugin, private_ok: bool) -> tuple:
-    return p.id, p.name, p.address, p.header, hashlib.sha256(p.secret.encode()).hexdigest(), private_ok
+    return (p.id, p.name, p.address, p.header, hashlib.sha256(p.secret.encode()).hexdigest(), private_ok,
+            p.kind, p.command, p.args, p.env)
 
 
 def _stale(last: Listing | None, why: str) -> Listing:
@@ -198,7 +213,7 @@ def _stale(last: Listing | None, why: str) -> Listing:
         return Listing([], f"{why} ({when})")
     count = len(last.tools)
     return Listing(last.tools, f"{why} ({when}); its {count} tool{'s' if count != 1 else ''} as listed before",
-                   last.transport, last.names)
+                   last.transport, last.names, last.offers, last.hidden)
 
 
 def defaults_optional(schema: Any) -> Any:
@@ -221,7 +236,7 @@ def defaults_optional(schema: Any) -> Any:
 
 
 async def refresh(plugins: Iterable[Plugin], *, private_ok: bool, timeout: float = 10,
-                  call_timeout: float = CALL_TIMEOUT) -> dict[int | None, Listing]:
+                  call_timeout: float = CALL_TIMEOUT, stdio_ok: bool = False) -> dict[int | None, Listing]:
     """Every enabled plugin's listing, by plugin id, read concurrently (see DOWN_SECONDS)."""
     enabled = [p for p in plugins if p.enabled]
 
@@ -234,7 +249,7 @@ async def refresh(plugins: Iterable[Plugin], *, private_ok: bool, timeout: float
         task = _pending.get(key)
         if task is None or task.done():
             task = _pending[key] = asyncio.ensure_future(
-                list_tools(p, private_ok=private_ok, timeout=timeout, call_timeout=call_timeout))
+                list_tools(p, private_ok=private_ok, timeout=timeout, call_timeout=call_timeout, stdio_ok=stdio_ok))
             task.add_done_callback(lambda t: _pending.pop(key, None) if _pending.get(key) is t else None)
         if last is not None or down is not None:  # known, or known to have been down
             done, _ = await asyncio.wait({task}, timeout=WAIT_KNOWN)
@@ -275,7 +290,7 @@ async def call(p: Plugin, mcp_name: str, args: dict[str, Any], ctx: Context, *, 
 
     result = await mcp_sessions.call_tool(p, mcp_name, args, chat=ctx.chat, transport=transport,
                                           private_ok=private_ok, limit=timeout, abort=ctx.abort,
-                                          progressed=progressed, sessions=ctx.extra.get("mcp_sessions"),
+                                          progressed=progressed, sessions=ctx.extra.get("mcp_sessions"), store=ctx.store,
                                           dispatched=ctx.dispatched)
     if result.is_error:
         text = mcp_content.convert(result, mcp_name).text

@@ -162,9 +162,22 @@ class Plugin:
     enabled: bool = True
     status: str = ""
     id: int | None = None
+    transport: str = ""  # what the last listing went over: streamable-http, sse or stdio
+    status_at: float | None = None  # when `status` was read (seconds since the epoch)
+    listed: tuple[tuple[str, str], ...] = ()  # (MCP tool name, description) as of `status`
+    offers: tuple[str, ...] = ()  # the server's capabilities that matter here: prompts, resources
+    kind: str = "http"  # "http" (an address) or "stdio" (a command run on this machine)
+    command: str = ""  # stdio: the program, run without a shell
+    args: tuple[str, ...] = ()  # stdio: its arguments
+    env: tuple[tuple[str, str], ...] = ()  # stdio: its environment (nothing else is passed)
 
     def __post_init__(self) -> None:
         check_name(self.name)
+
+    @property
+    def where(self) -> str:
+        """What the page shows for where the plugin is: its address, or the command it runs."""
+        return self.address if self.kind == "http" else " ".join([self.command, *self.args])
 
 
 @dataclass(frozen=True)

@@ -11,16 +11,17 @@ through the feed's poll.
 """
 from __future__ import annotations
 
-from .agents import Agents, plugin_from_row
+from .agents import Agents
 from .branches import Branches
 from .chats import ITEM_COLUMNS, TITLE_MAX, TITLE_WORDS, Chats, first_words
 from .context import Context
 from .files import Files
 from .pages import Pages
 from .people import Accounts
+from .plugins import Plugins, plugin_from_row
 
 
-class Store(Chats, Branches, Agents, Context, Files, Pages, Accounts):
+class Store(Chats, Branches, Agents, Plugins, Context, Files, Pages, Accounts):
     """Every read and write of rows, by family (one module each); see Base for the common ground."""
 
 

@@ -1,18 +1,12 @@
-"""Models, agents (with their memories and plugins) and the shared skills."""
+"""Models, agents (with their memories) and the shared skills; plugins are in plugins.py."""
 from __future__ import annotations
 
 from typing import Any
 
 from .. import db as dbm
 from ..providers.ids import Choice
-from ..tables import Assistant, Plugin, Skill
+from ..tables import Assistant, Skill
 from .base import Base
-
-
-def plugin_from_row(row: Any) -> Plugin:
-    data = dict(row)
-    return Plugin(agent=data["agent"], name=data["name"], address=data["address"], header=data["header"],
-                  secret=data["secret"], enabled=bool(data["enabled"]), status=data["status"], id=data["id"])
 
 
 class Agents(Base):
@@ -87,34 +81,6 @@ class Agents(Base):
     def update_agent(self, agent_id: int, **values: Any) -> None:
         self._update("assistants", agent_id, {"name", "instructions", "model", "tools", "approve", "thinking",
                                               "suggestions", "vet_memories"}, values)
-
-    # --- plugins --------------------------------------------------------------------
-
-    def plugins(self, agent: int, enabled_only: bool = False) -> list[Plugin]:
-        sql = "SELECT * FROM plugins WHERE agent = ?" + (" AND enabled = 1" if enabled_only else "") + " ORDER BY id"
-        return [plugin_from_row(r) for r in self.all(sql, [agent])]
-
-    def plugin_row(self, plugin_id: int) -> Plugin | None:
-        row = self.one("SELECT * FROM plugins WHERE id = ?", [plugin_id])
-        return plugin_from_row(row) if row else None
-
-    def add_plugin(self, p: Plugin) -> Plugin:
-        t = dbm.now()
-        with self.write() as db:
-            cur = db.conn.execute(
-                "INSERT INTO plugins (agent, name, address, header, secret, enabled, status, created, updated, rev) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                [p.agent, p.name, p.address, p.header, p.secret, int(p.enabled), p.status, t, t, dbm.bump(db)])
-        return self.plugin_row(cur.lastrowid)
-
-    def update_plugin(self, plugin_id: int, **values: Any) -> None:
-        if "enabled" in values:
-            values["enabled"] = int(values["enabled"])
-        self._update("plugins", plugin_id, {"name", "address", "header", "secret", "enabled", "status"}, values)
-
-    def delete_plugin(self, plugin_id: int) -> None:
-        with self.write() as db:
-            db.conn.execute("DELETE FROM plugins WHERE id = ?", [plugin_id])
 
     def default_agent(self, person: int | None = None) -> Assistant | None:
         """A person's first agent; with no person, the owner's (or, before any account, the

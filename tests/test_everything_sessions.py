@@ -1,0 +1,103 @@
+"""The MCP session a conversation has with a plugin is kept in a row, so another worker or a
+restarted one goes on in it (server-everything over Streamable HTTP; its logging toggle lives
+in the session: a call in the same session stops what the last one started)."""
+from __future__ import annotations
+
+import asyncio
+import re
+
+import httpx
+import pytest
+
+from app.mcp_sessions import Sessions
+from app.plugins import list_tools
+from app.tables import Assistant, plugin
+from app.tools import Context
+from tests.fakes.everything import Everything
+
+
+@pytest.fixture(scope="module")
+def everything():
+    with Everything("streamableHttp") as server:
+        yield server
+
+
+def setup(store, server):
+    agent = store.add_agent(Assistant(name="a", instructions=""))
+    p = store.add_plugin(plugin(agent.id, server.url, name="ev"))
+    chat = store.new_conversation(agent.id)
+    return p, chat.id
+
+
+async def toggle_of(p):
+    listing = await list_tools(p, private_ok=True)
+    assert listing.ok, listing.status
+    return {t.name: t for t in listing.tools}["ev_toggle-simulated-logging"]
+
+
+def session_of(text: str) -> str:
+    return re.search(r"session (\S+)", text)[1]
+
+
+async def test_another_worker_goes_on_in_the_same_session(store, everything):
+    p, chat = setup(store, everything)
+    toggle = await toggle_of(p)
+    one, two = Sessions(), Sessions()  # two workers (or one, before and after a restart)
+    try:
+        first = (await toggle.run({}, Context(chat=chat, agent=p.agent, store=store, extra={"mcp_sessions": one}))).text
+        assert first.startswith("Started simulated")
+        await one.close_all()  # the worker stopped: the session is let go, not ended
+        second = (await toggle.run({}, Context(chat=chat, agent=p.agent, store=store,
+                                               extra={"mcp_sessions": two}))).text
+        assert second.startswith("Stopped simulated"), second
+        assert session_of(second) == session_of(first)
+        assert (one.opened, two.opened, two.resumed) == (1, 0, 1), "no second handshake"
+    finally:
+        await one.close_all()
+        await two.close_all()
+
+
+async def test_a_session_the_server_forgot_is_opened_again_transparently(store, everything):
+    p, chat = setup(store, everything)
+    toggle = await toggle_of(p)
+    one, two = Sessions(), Sessions()
+    try:
+        first = (await toggle.run({}, Context(chat=chat, agent=p.agent, store=store, extra={"mcp_sessions": one}))).text
+        await one.close_all()
+        await asyncio.to_thread(everything.restart)  # the server forgot every session
+        again = (await toggle.run({}, Context(chat=chat, agent=p.agent, store=store,
+                                              extra={"mcp_sessions": two}))).text
+        assert again.startswith("Started simulated"), again
+        assert session_of(again) != session_of(first)
+        assert (two.resumed, two.opened) == (1, 1), "tried the kept one, then opened a new one"
+        kept = store.mcp_session(chat, p.id, next(iter(two.open))[2])
+        assert kept is not None and kept[0] == session_of(again), "the new session is the one kept"
+    finally:
+        await one.close_all()
+        await two.close_all()
+
+
+async def test_a_deleted_conversation_ends_its_session(store, everything):
+    p, chat = setup(store, everything)
+    toggle = await toggle_of(p)
+    sessions = Sessions()
+    try:
+        first = (await toggle.run({}, Context(chat=chat, agent=p.agent, store=store,
+                                              extra={"mcp_sessions": sessions}))).text
+        key = next(iter(sessions.open))
+        assert store.mcp_session(chat, p.id, key[2]) is not None
+
+        def asked() -> int:  # a request in that session, as another client would make it
+            return httpx.post(everything.url, headers={"mcp-session-id": session_of(first),
+                                                       "accept": "application/json, text/event-stream",
+                                                       "mcp-protocol-version": "2025-11-25"},
+                              json={"jsonrpc": "2.0", "id": 1, "method": "ping"}).status_code
+
+        assert asked() == 200
+        store.delete_conversation(chat)
+        await sessions.sweep(store.existing)
+        assert not sessions.open
+        assert store.mcp_session(chat, p.id, key[2]) is None
+        assert asked() in (400, 404), "the server was sent the DELETE: it knows the session no more"
+    finally:
+        await sessions.close_all()
