@@ -278,8 +278,8 @@ class Turn:
                 self.items[kind] = new.id
                 if kind == "text" and "reasoning" in self.items:
                     self.thought(done=True)  # the answer began: the reasoning is over
-            case loop.MessageUpdate(kind=kind, text=text):
-                self.grow(self.items[kind], text=text)
+            case loop.MessageUpdate(kind=kind, so_far=so_far):
+                self.grow(self.items[kind], text=so_far)  # joined when written (agent.SoFar)
             case loop.MessageEnd(message=message, reasoning=reasoning):
                 self.end_step(message, reasoning)
             case loop.ToolStart(call=call):

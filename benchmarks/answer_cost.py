@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import re
 import signal
 import sqlite3
@@ -46,7 +47,8 @@ import brotli  # noqa: E402
 
 import feed as fb  # noqa: E402  (benchmarks/feed.py: the served app, a raw follower, pages)
 from _shared import HOST, Table, pct  # noqa: E402
-from tests.fakes.openai_server import FakeModelServer, rate, text  # noqa: E402
+from runs import RecordingServer  # noqa: E402  (the fake, noting each stream's chunk times)
+from tests.fakes.openai_server import rate, text  # noqa: E402
 
 FIXTURE = ROOT / "tests" / "fixtures" / "long_answer.md"
 DONE = re.compile(rb'id="(i\d+)-s" class="state done"')
@@ -134,7 +136,7 @@ def marker_answer(words: int) -> str:
     return "".join(out)
 
 
-async def one_answer(served: fb.Served, fake: FakeModelServer, answer: str, followers: int,
+async def one_answer(served: fb.Served, fake: RecordingServer, answer: str, followers: int,
                      chunk_rate: float, delays: bool = False, profile: str = "", gil: bool = False) -> dict:
     web = fb.Web(served.port)
     chat, since, token = web.new_conversation(served.data)
@@ -157,7 +159,7 @@ async def one_answer(served: fb.Served, fake: FakeModelServer, answer: str, foll
     if profile:  # py-spy (pip install py-spy) on granian's worker, the serve process's grandchild
         worker = next(iter(fb.children(served.worker) or [served.worker]))
         spy = subprocess.Popen(["py-spy", "record", "--pid", str(worker), "--format", "raw", "--nonblocking",
-                                "--rate", "250", *(["--gil"] if gil else []), "-o", profile], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                                "--rate", os.environ.get("SPY_RATE", "250"), *(["--gil"] if gil else []), "-o", profile], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     await loop.run_in_executor(None, web.ask, chat, "Write the answer", token)
     deadline = t0 + 60 + len(answer) / 4 / chunk_rate * 3
     if followers:
@@ -189,36 +191,85 @@ async def one_answer(served: fb.Served, fake: FakeModelServer, answer: str, foll
         out["coding"] = r.headers.get(b"content-encoding", b"identity").decode()
         out["body"] = bytes(r.plain[plain0:])
     if delays and readers:
-        sent = list(fake.sent_at)[1:]  # the first chunk is the empty role delta
-        words = answer.split()
-        r, plain0 = readers[0], marks[0][0]
-        got = []
-        for k, word in enumerate(words[: len(sent)]):
-            at = r.plain.find(word.encode(), plain0)
-            if at < 0:
-                continue
-            arrival = next(t for t, size in r.arrived if size > at)
-            got.append((arrival - sent[k]) * 1000)
-        out["delays"] = got
+        out["delays"] = delays_of(readers[0], marks[0][0], answer, list(fake.sent_at))
     for r in readers:
         r.close()
     return out
+
+
+def delays_of(r: Reader, plain0: int, answer: str, times: list[float]) -> list[float]:
+    """ms from each chunk's write (`times`, the fake's) to the follower message showing its word."""
+    sent = times[1:]  # the first chunk is the empty role delta
+    got = []
+    for k, word in enumerate(answer.split()[: len(sent)]):
+        at = r.plain.find(word.encode(), plain0)
+        if at < 0:
+            continue
+        arrival = next(t for t, size in r.arrived if size > at)
+        got.append((arrival - sent[k]) * 1000)
+    return got
+
+
+async def many_answers(served: fb.Served, fake: RecordingServer, answers: int, words: int,
+                       chunk_rate: float) -> dict:
+    """`answers` conversations answered at once, each with one follower: the server's CPU
+    and every chunk's delay to its conversation's follower (marker words, as --no-delay's)."""
+    web = fb.Web(served.port)
+    loop = asyncio.get_running_loop()
+    chats = [web.new_conversation(served.data) for _ in range(answers)]
+    readers: dict[int, Reader] = {}
+    for chat, since, _ in chats:
+        _, r = await loop.create_connection(lambda: Reader(f"/c/{chat}/events?since={since}", served.port),
+                                            HOST, served.port)
+        await asyncio.wait_for(asyncio.shield(r.ready), 15)
+        readers[chat] = r
+    await asyncio.sleep(0.3)
+    marks = {chat: len(r.plain) for chat, r in readers.items()}
+    answer = marker_answer(words)
+    fake.reset()
+    fake.streams.clear()
+    fake.script(*[[rate(chunk_rate), text(answer)] for _ in range(answers)])
+    fake.plain_default = [text("A title")]
+    cpu0 = tree_cpu(served.proc.pid)
+    t0 = time.monotonic()
+
+    def ask_all() -> None:  # one after the other, as people would (a few ms each)
+        for chat, _, token in chats:
+            web.ask(chat, f"bench-{chat} Write the answer", token)
+
+    await loop.run_in_executor(None, ask_all)
+    deadline = t0 + 120 + words / chunk_rate * 3
+    while not all(r.done(marks[chat]) for chat, r in readers.items()):
+        if time.monotonic() > deadline:
+            raise TimeoutError("the followers did not see every answer done")
+        await asyncio.sleep(0.05)
+    cpu = tree_cpu(served.proc.pid) - cpu0
+    seconds = time.monotonic() - t0
+    delays: list[float] = []
+    for chat, r in readers.items():
+        streams = fake.streams.get(chat) or []
+        if streams:
+            delays += delays_of(r, marks[chat], answer, streams[0][1])
+        r.close()
+    return {"cpu": cpu, "seconds": seconds, "delays": delays}
 
 
 async def run(args) -> int:
     fb.raise_nofile()
     table = Table(echo=True)
     base = FIXTURE.read_text()
-    fake = FakeModelServer(models={fb.MODEL: 32768}).start()
+    fake = RecordingServer(models={fb.MODEL: 32768}).start()
     print(f"load average at start: {fb.loadavg()}", file=sys.stderr)
     try:
         for size in args.sizes:
             answer = "\n\n".join([base] * size)
-            label = f"{len(answer):,} B Markdown (x{size})"
+            label = f"{len(answer):,} B Markdown (x{size}){', warm' if args.warm else ''}"
             for n in args.followers:
                 with tempfile.TemporaryDirectory(prefix="answer-cost-") as tmp:
                     served = fb.Served(Path(tmp) / "data", fake.url).start()
                     try:
+                        if args.warm:  # a first answer, not counted: what a process does once
+                            await one_answer(served, fake, answer, n, args.rate)
                         got = await one_answer(served, fake, answer, n, args.rate, profile=args.profile, gil=args.gil)
                     finally:
                         served.stop()
@@ -240,6 +291,18 @@ async def run(args) -> int:
             d = got["delays"]
             table.add("chunk -> follower p50 / p99 ms (1 answer, 1 follower)",
                       f"{pct(d, 50):.0f} / {pct(d, 99):.0f} ({len(d)} chunks)", "<= 55 / <= 90")
+        if args.answers:
+            with tempfile.TemporaryDirectory(prefix="answer-cost-") as tmp:
+                served = fb.Served(Path(tmp) / "data", fake.url).start()
+                try:
+                    got = await many_answers(served, fake, args.answers, args.words, args.rate)
+                finally:
+                    served.stop()
+            d = got["delays"]
+            table.add(f"{args.answers} answers at once, 1 follower each: server CPU s",
+                      f"{got['cpu']:.2f} ({got['seconds']:.1f} s)", "")
+            table.add(f"{args.answers} answers at once: chunk -> follower p50 / p99 ms",
+                      f"{pct(d, 50):.0f} / {pct(d, 99):.0f} ({len(d)} chunks)", "p99 <= 250 (50 answers)")
     finally:
         fake.stop()
     print(f"load average at end: {fb.loadavg()}", file=sys.stderr)
@@ -254,6 +317,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--followers", type=ints, default=[0, 1, 10], help="follower counts (0,1,10,100)")
     p.add_argument("--rate", type=float, default=200.0, help="chunks a second")
     p.add_argument("--no-delay", action="store_true", help="skip the delay measurement")
+    p.add_argument("--warm", action="store_true",
+                   help="answer once (not counted) before each measured answer in the same server")
+    p.add_argument("--answers", type=int, default=0,
+                   help="also N answers at once, one follower each (CPU, delay p50/p99)")
+    p.add_argument("--words", type=int, default=2000, help="with --answers: marker words per answer")
     p.add_argument("--profile", default="", help="py-spy the worker during each answer into this file (raw)")
     p.add_argument("--gil", action="store_true", help="with --profile: only samples that hold the GIL (CPU in Python)")
     p.add_argument("--dump", help="write the first follower's decoded SSE body (last run) to this file")

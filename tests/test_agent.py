@@ -153,6 +153,22 @@ def test_cancellation_propagates_so_a_run_can_be_stopped():
     assert kinds(events)[-1] == "MessageUpdate:text"
 
 
+def test_a_growing_answer_is_kept_as_pieces_and_joined_when_read():
+    """Each update says the text as it was then, without copying the text at each chunk:
+    the pieces are joined when read (the runner binds the latest one in SQL)."""
+    import sqlite3
+    pieces = loop.Pieces()
+    updates = [pieces.add(w) for w in ("a", "bc", "d")]
+    assert pieces._pieces == ["a", "bc", "d"]  # nothing joined yet
+    assert [str(u) for u in updates] == ["a", "abc", "abcd"]
+    assert pieces._pieces == ["abcd"]  # joined once, kept joined
+    later = pieces.add("e")
+    db = sqlite3.connect(":memory:")
+    db.execute("CREATE TABLE t (text TEXT)")
+    db.executemany("INSERT INTO t VALUES (?)", [[later], [updates[1]]])
+    assert [r[0] for r in db.execute("SELECT text FROM t")] == ["abcde", "abc"]
+
+
 def test_messages_become_the_chat_completions_shape():
     m = Message("assistant", "", tool_calls=(loop.ToolCall("c1", "echo", '{"text": "a"}'),))
     assert m.to_api() == {"role": "assistant", "content": None, "tool_calls": [
