@@ -186,7 +186,7 @@ class Chats(Base):
                 raise ValueError("there is no answer to make again yet")
             return path.steps[-1].turn
         running = self.answering(new.chat)  # a steering message joins the turn being answered
-        return running[1] if running else 0
+        return running.turn if running else 0
 
     def _written_over(self, changed: Item) -> Item:
         with self.write():

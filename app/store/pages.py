@@ -4,28 +4,27 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..tables import Item
 from .base import Base
 
 
 class Pages(Base):
-    def answering(self, chat: int) -> tuple[int, int] | None:
-        """(the pending message or retry, the turn it answers) of the run going in `chat`, else
-        None. Pending: a `user` or `retry` item not done yet, the oldest first (the runner
-        answers them in order; a `stop` is a request, not work)."""
-        row = self.one("SELECT id, kind, turn FROM items WHERE chat = ? AND done = 0 AND kind IN ('user','retry') "
+    def answering(self, chat: int) -> Item | None:
+        """The user or retry item whose answer is written now (or waits to be), if any; its
+        `turn` is the turn answered (a user item's turn is its own id). Pending: not done yet,
+        the oldest first (the runner answers them in order; a `stop` is a request, not work)."""
+        row = self.one("SELECT * FROM items WHERE chat = ? AND done = 0 AND kind IN ('user','retry') "
                        "ORDER BY id LIMIT 1", [chat])
-        if row is None:
-            return None
-        return row["id"], row["id"] if row["kind"] == "user" else row["turn"]
+        return Item.from_row(row) if row else None
 
     def chat_state(self, chat: int) -> dict[str, Any]:
         """Whether a run is going and what the page should show for it (derived from rows)."""
         pending = self.answering(chat)
-        turn = pending[1] if pending else None
+        turn = pending.turn if pending else None
         waiting = False  # the model has not sent its first token yet, or is still reasoning
         if pending:
             last = self.one("SELECT kind, done FROM items WHERE chat = ? AND turn = ? AND id > ? "
-                            "AND kind NOT IN ('user','retry','stop') ORDER BY id DESC LIMIT 1", [chat, turn, pending[0]])
+                            "AND kind NOT IN ('user','retry','stop') ORDER BY id DESC LIMIT 1", [chat, turn, pending.id])
             waiting = last is None or (last["kind"] == "reasoning" and not last["done"])
         context = self.context(chat)
         asked = self.one("SELECT 1 FROM items WHERE chat = ? AND kind = 'user' LIMIT 1", [chat]) is not None

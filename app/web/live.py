@@ -23,7 +23,7 @@ from ..markdown import Block
 from ..store import Store
 from ..tables import Conversation, Item
 from ..turn import finished
-from .render import View, answer_key, cut_key, fragment, item_dom_id, item_key
+from .render import View, answer_key, cut_key, fragment, item_dom_id, item_key, removal
 
 # The shell's slots are filled by str.replace, so no text in the shell (a call's raw input, a
 # title, a model's words) may ever read as one: each marker holds a random part of this
@@ -132,8 +132,7 @@ def placed(dom: str, html: str) -> str:
     """An element of #items whose place may have changed: removed, then upserted where its key
     sorts (an upsert replaces an element already on the page where it stands). htmx runs the
     out-of-band delete before the partial, and the pair is harmless to replay."""
-    removed = f'<div id="{dom}" hx-swap-oob="delete"></div>'
-    return removed + (f'<hx-partial hx-target="#items" hx-swap="upsert key:data-key">{html}</hx-partial>' if html else "")
+    return removal(dom) + (f'<hx-partial hx-target="#items" hx-swap="upsert key:data-key">{html}</hx-partial>' if html else "")
 
 
 def oob(html: str) -> str:
@@ -163,7 +162,7 @@ def item_changes(it: Item, parts: Parts, sent: Sent | None) -> tuple[str | None,
     if new:
         pieces.append(f'<hx-partial hx-target="#{item_dom_id(it)}-b" hx-swap="upsert">'
                       + "".join(b.html for b in new) + "</hx-partial>")
-    pieces.extend(f'<div id="{dom}" hx-swap-oob="delete"></div>' for dom in gone)
+    pieces.extend(removal(dom) for dom in gone)
     return None, pieces
 
 
@@ -202,7 +201,7 @@ def answers_changed(store: Store, chat: int, path: Path, items: list[Item], sent
             if html:
                 rows.append(html)
             elif before:  # (a row goes only when its answer goes on: a message read after it)
-                out.append(f'<div id="a{turn}" hx-swap-oob="delete"></div>')
+                out.append(removal(f"a{turn}"))
         if sent is not None:
             sent[f"a{turn}"] = html
     return rows
@@ -210,7 +209,7 @@ def answers_changed(store: Store, chat: int, path: Path, items: list[Item], sent
 
 DELETED = ('<div id="status" class="status deleted" data-running="0" data-asked="0" hx-swap-oob="true">'
            '<p role="alert">This conversation was deleted. <a href="/">Back to your conversations</a></p></div>'
-           '<div id="composer" hx-swap-oob="delete"></div>')
+           + removal("composer"))
 
 
 def chat_changes(store: Store, chat: int, items: list[Item], convo: Conversation | None,
@@ -222,7 +221,7 @@ def chat_changes(store: Store, chat: int, items: list[Item], convo: Conversation
     """
     if f"c{chat}" in gone:  # the conversation itself was deleted: say so, take the composer away
         return DELETED
-    parts_out = [f'<div id="{dom}" hx-swap-oob="delete"></div>' for dom in gone]
+    parts_out = [removal(dom) for dom in gone]
     state = store.chat_state(chat)
     # The path changes only with a user or retry row (an edit, Again, a pager's choice, a
     # message): then it is read again, and when it is not the one followers have with turns

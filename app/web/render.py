@@ -117,6 +117,12 @@ def fragment(name: str, **context: Any) -> str:
     return env.get_template(name).render(**context)
 
 
+def removal(dom: str) -> str:
+    """What takes the element with id `dom` off a page: an out-of-band delete (ids are ours:
+    letters and digits, no quoting needed)."""
+    return f'<div id="{dom}" hx-swap-oob="delete"></div>'
+
+
 # --- what an item's rendering depends on ---------------------------------------------------
 
 

@@ -113,11 +113,11 @@ def listing(store: Store, person: int, current: int | None = None) -> dict:
 def list_changes(store: Store, convos: list[Conversation], gone: list[str] = ()) -> str:
     """One feed message for the sidebar: changed rows taken out and upserted where they now
     sort (with their group's heading), deleted ones removed."""
-    removed = "".join(f'<div id="{dom}" hx-swap-oob="delete"></div>' for dom in gone)
+    removed = "".join(render.removal(dom) for dom in gone)
     if not convos:
         return removed
     ordered = sorted(convos, key=row_key, reverse=True)
-    moved = "".join(f'<div id="c{c.id}" hx-swap-oob="delete"></div>' for c in ordered)
+    moved = "".join(render.removal(f"c{c.id}") for c in ordered)
     return (removed + moved + '<hx-partial hx-target="#conversations" hx-swap="upsert key:data-key sort:desc">'
             + str(rows_html(ordered)) + "</hx-partial>")
 
