@@ -316,7 +316,7 @@ def m008_accounts(db: sqlite_utils.Database) -> None:
     # People and who owns what. Conversations, agents and files belong to a person (plugins
     # and memories through their agent); skills are shared. Rows made before the first
     # account have no person: the owner claims them when the account is set up
-    # (accounts.add_person). A removed person's rows go with them.
+    # (Store.add_person, in app/store/people.py). A removed person's rows go with them.
     db.execute(
         """CREATE TABLE people (
             id INTEGER PRIMARY KEY AUTOINCREMENT,  -- never reused: a removed person's id is theirs
