@@ -77,6 +77,15 @@ class ModelError(Exception):
     """The model could not answer; the message is in plain words for the person."""
 
 
+class Again(ModelError):
+    """A failure the request can be made again after, built anew (`prepare` is asked again):
+    the model boundary learned what the server cannot take. Each `cause` once per step; the
+    message is a notice for the person, not a failure."""
+
+    cause: str = ""
+    failure: str = ""  # what the person reads when it cannot be made again ('' = the message)
+
+
 class StreamFn(Protocol):
     def __call__(self, messages: list[Message], tools: list[Tool]) -> AsyncIterator[Delta]: ...
 
@@ -213,6 +222,7 @@ class Usage:
     prompt: int
     completion: int
     cached: int = 0
+    counted: bool = False  # not the server's usage: its tokenizer's count of the words sent
 
 
 @dataclass(frozen=True)
@@ -295,13 +305,17 @@ async def run(
     for _ in range(max_steps):
         added.extend(steered)
         emit(TurnStart())
-        try:
-            request = prepare([*history, *added]) if prepare else [*history, *added]
-        except ModelError as e:
-            emit(Failed(str(e)))
-            emit(TurnEnd(None))
-            break
-        reply = await model_step(request, tools, stream, emit)
+        tried: set[str] = set()  # what this step was made again for (Again)
+        while True:
+            try:
+                request = prepare([*history, *added]) if prepare else [*history, *added]
+            except ModelError as e:
+                emit(Failed(str(e)))
+                reply = None
+                break
+            reply = await model_step(request, tools, stream, emit, tried)
+            if reply is not AGAIN:
+                break
         if reply is None:
             emit(TurnEnd(None))
             break
@@ -327,8 +341,13 @@ async def run(
     return added
 
 
-async def model_step(messages: list[Message], tools: list[Tool], stream: StreamFn, emit: Emit) -> Message | None:
-    """One request to the model, streamed into events. None when the model failed."""
+AGAIN = Message("assistant")  # model_step's answer when the request is to be made again
+
+
+async def model_step(messages: list[Message], tools: list[Tool], stream: StreamFn, emit: Emit,
+                     tried: set[str] | None = None) -> Message | None:
+    """One request to the model, streamed into events. None when the model failed; AGAIN
+    when it failed on something learned before anything arrived (`Again`, each cause once)."""
     parts = _Parts()
     started: set[str] = set()
 
@@ -352,11 +371,17 @@ async def model_step(messages: list[Message], tools: list[Tool], stream: StreamF
                 call["name"] += delta.call_name
                 call["arguments"] += delta.call_arguments
             if delta.usage:
-                emit(Usage(delta.usage.get("prompt", 0), delta.usage.get("completion", 0), delta.usage.get("cached", 0)))
+                emit(Usage(delta.usage.get("prompt", 0), delta.usage.get("completion", 0), delta.usage.get("cached", 0),
+                           bool(delta.usage.get("counted"))))
     except ModelError as e:
+        if (isinstance(e, Again) and tried is not None and e.cause not in tried
+                and not started and not parts.calls):
+            tried.add(e.cause)
+            emit(Notice(str(e)))
+            return AGAIN
         if started:
             emit(MessageEnd(Message("assistant", parts.text.text()), parts.reasoning.text(), complete=False))
-        emit(Failed(str(e)))
+        emit(Failed((e.failure if isinstance(e, Again) else "") or str(e)))
         return None
     calls = tuple(
         ToolCall(id=c["id"] or f"call_{i}", name=c["name"], arguments=c["arguments"] or "{}")

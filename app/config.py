@@ -27,6 +27,8 @@ SETTINGS: dict[str, tuple[str, str]] = {
     "TABLETALK_CONTEXT_WINDOW": ("8192", "Context window assumed when a model server does not report one."),
     "TABLETALK_CONTEXT_SHARE": ("0.75", "Share of the model's context window a request may fill; past it the "
                                         "oldest turns are left out of what is sent (they stay on the page)."),
+    "TABLETALK_MAX_TOKENS": ("2048", "Most tokens one answer step may be (max_tokens, sent to model servers on this "
+                                     "computer and at AI_URL), and never more than the window leaves after the request."),
     "TABLETALK_MODEL_TIMEOUT": ("60", "Seconds without a byte from the model before a request is given up."),
     "TABLETALK_PLUGIN_TIMEOUT": ("600", "Seconds a plugin's tool call may go without a word from its server; "
                                         "each progress report starts the count again."),
@@ -64,6 +66,7 @@ class Config:
     owner_password: str = ""
     owner_name: str = "owner"
     trusted_proxies: tuple[IPNetwork, ...] = ()
+    max_tokens: int = 2048
 
     @property
     def database(self) -> Path:
@@ -107,6 +110,7 @@ def load() -> Config:
         owner_password=os.environ.get("TABLETALK_PASSWORD", ""),
         owner_name=_get("TABLETALK_OWNER") or "owner",
         trusted_proxies=_networks("TABLETALK_TRUSTED_PROXIES"),
+        max_tokens=int(_number("TABLETALK_MAX_TOKENS", int)),
     )
 
 

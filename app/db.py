@@ -503,3 +503,22 @@ def m022_plugin_page_sessions_stdio(db: sqlite_utils.Database) -> None:
             initialized TEXT NOT NULL,
             used REAL NOT NULL,
             PRIMARY KEY (chat, plugin))""")
+
+
+@migration
+def m020_model_limits(db: sqlite_utils.Database) -> None:
+    # What a model server showed it cannot take, learned from its failures (app/providers/
+    # limits.py), per model id: the window its error named (NULL: none learned), and whether
+    # it takes image parts, tools and a reasoning field (1 until one was refused). Read
+    # before each turn, so every worker builds its requests by what any of them learned.
+    db.execute(
+        """CREATE TABLE model_limits (
+            model TEXT PRIMARY KEY,
+            window INTEGER CHECK (window IS NULL OR window > 0),
+            images INTEGER NOT NULL DEFAULT 1 CHECK (images IN (0, 1)),
+            tools INTEGER NOT NULL DEFAULT 1 CHECK (tools IN (0, 1)),
+            reasoning INTEGER NOT NULL DEFAULT 1 CHECK (reasoning IN (0, 1)),
+            updated REAL NOT NULL
+        )""")
+    # The meter's count is the app's own estimate (the server reported no usage): 1.
+    db.execute("ALTER TABLE contexts ADD COLUMN estimated INTEGER NOT NULL DEFAULT 0 CHECK (estimated IN (0, 1))")

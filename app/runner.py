@@ -377,7 +377,8 @@ class Runner(space.DiskFull):
         turn = run.turn = Turn(self.store, self.grow, self.flush, run.chat, user, agent, model, retry=retry,
                                tools=tools, approve=approve,
                                changed=self.feed.changed, window=self.window_of(model),
-                               share=self.config.context_share, images=self.images_for(model))
+                               share=self.config.context_share, images=self.images_for(model),
+                               limits=lambda: (self.window_of(model), self.images_for(model)))
         self.store.update(user.id)  # it is answered now, no longer queued: pages re-render it
         if not self.providers.configured:
             turn.emit(loop.Failed("No model server is set up: start Ollama, or start Tabletalk with AI_URL "
@@ -445,11 +446,12 @@ class Runner(space.DiskFull):
     def images_for(self, model: str) -> bool:
         """Whether `model` is sent attached images: unless its model list says it reads none."""
         choice = self.store.choice(model)
-        return takes_images(choice.tags if choice else ())
+        return takes_images(choice.tags if choice else ()) and self.store.limits(model).images
 
     def window_of(self, model: str) -> int:
+        """The window a server's error taught (providers/limits.py), else the listed one, else the setting."""
         row = self.store.one("SELECT window FROM choices WHERE id = ?", [model])
-        return (row[0] if row and row[0] else None) or self.config.context_window
+        return self.store.limits(model).window or (row[0] if row and row[0] else None) or self.config.context_window
 
     async def refresh_choices(self) -> None:
         """The model list, read at start and on demand (POST /models/refresh): every provider's

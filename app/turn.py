@@ -65,8 +65,11 @@ class Turn:
     window: int = 0          # the model's context window in tokens (0: unknown, nothing is cut)
     images: bool = True      # whether the model is sent attached images (history.takes_images)
     share: float = 0.75      # of it a request may fill (TABLETALK_CONTEXT_SHARE)
+    # (window, images) as learned now (a server's error may teach them mid-turn: limits.py)
+    limits: Callable[[], tuple[int, bool]] | None = None
     raw: int = 0             # the last request's raw token count, for calibration by its usage
     estimate: int = 0        # ... and its calibrated estimate, kept with the usage
+    measured: bool = True    # the last request's usage arrived (or none was made)
     _prompt: tuple[list[str], list] | None = field(default=None, init=False, repr=False)  # (memories, skills)
 
     # --- resuming -------------------------------------------------------------------
@@ -131,6 +134,9 @@ class Turn:
         from step to step and run to run. Cut to the model's window (window.py). Only the
         path that leads to this message is sent (branches.Tree.lineage): after an edit, the
         old branch is not in it."""
+        if self.limits is not None:
+            self.window, self.images = self.limits()
+        self.measured = False  # no usage for this request yet
         context = self.store.context(self.chat)
         path = self.store.tree(self.chat).lineage(self.user.id)
         # another model's window chooses afresh; so does a view that starts on another branch
@@ -229,15 +235,23 @@ class Turn:
         self.store.read_steers([it.id for it in unread], self.user.id)
         return [user_message(it, self.attachment, self.images) for it in unread]
 
-    def usage(self, prompt: int, completion: int, cached: int) -> None:
-        """The server's count for the last request: shown in the meter, and it teaches the
-        model's ratio of server tokens to our raw count."""
+    def usage(self, prompt: int, completion: int, cached: int, counted: bool = False) -> None:
+        """The server's count for the last request (or its tokenizer's, `counted`): shown in
+        the meter, and it teaches the model's ratio of server tokens to our raw count."""
+        self.measured = True
         ratio, samples = self.store.calibration(self.model)
         ratio, samples = window.learn(ratio, samples, self.raw, prompt)
         with self.store.write():
             self.store.set_context(self.chat, used=prompt + completion, window=self.window, cached=cached,
-                                   estimate=self.estimate)
+                                   estimate=self.estimate, estimated=int(counted))
             self.store.set_calibration(self.model, ratio, samples)
+
+    def estimated(self, reply: loop.Message) -> None:
+        """A step whose server reported no usage: the meter shows our own estimate, marked so."""
+        ratio, _ = self.store.calibration(self.model)
+        used = self.estimate + window.calibrated(window.raw_tokens(reply), ratio)
+        self.store.set_context(self.chat, used=used, window=self.window, cached=0, estimate=self.estimate,
+                               estimated=1)
 
     # --- running --------------------------------------------------------------------
 
@@ -282,6 +296,8 @@ class Turn:
                 self.grow(self.items[kind], text=so_far)  # joined when written (agent.SoFar)
             case loop.MessageEnd(message=message, reasoning=reasoning):
                 self.end_step(message, reasoning)
+                if not self.measured and self.window:
+                    self.estimated(message)
             case loop.ToolStart(call=call):
                 self.store.update(self.calls[call.id], state="running")
             case loop.ToolDispatched(call=call):
@@ -303,8 +319,8 @@ class Turn:
                                   done=True, **extra)
             case loop.ToolDeclined(call=call, reason=reason):
                 self.store.update(self.calls.pop(call.id), output=reason, done=True)
-            case loop.Usage(prompt=prompt, completion=completion, cached=cached):
-                self.usage(prompt, completion, cached)
+            case loop.Usage(prompt=prompt, completion=completion, cached=cached, counted=counted):
+                self.usage(prompt, completion, cached, counted)
             case loop.Notice(text=text):
                 self.flush()
                 if self.notice is None:

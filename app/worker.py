@@ -38,6 +38,7 @@ async def running(config: Config, render: Render | None = None,
     store = Store(db, notify=feed.notify)
     providers = Providers(config)
     runner = Runner(config, store, feed, providers)
+    providers.keep(store, runner.window_of)  # what servers teach is kept in rows (providers/limits.py)
     accounts.set_up_from_settings(store, config)
     worker = Worker(config, store, feed, providers, runner)
     feed.start()

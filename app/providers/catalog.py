@@ -13,6 +13,7 @@ from urllib.parse import urlsplit
 import httpx2
 
 from .ids import GROUP_LOCAL, LOCAL, NO_IMAGES, Choice
+from .servers import Server, probe
 
 LIST_TIMEOUT = 5.0  # seconds for one catalog request: a page waits on the slowest server at refresh
 SHOW_AT_ONCE = 8  # Ollama /api/show requests in flight while one catalog is read
@@ -110,17 +111,22 @@ def tags_in(entry: dict[str, Any]) -> tuple[str, ...]:
 
 
 async def openai_catalog(http: httpx2.AsyncClient, url: str, key: str, group: str, prefix: str = "",
-                         only: tuple[str, ...] = ()) -> list[Choice]:
+                         only: tuple[str, ...] = (), servers: dict[str, Server] | None = None) -> list[Choice]:
     """The models an OpenAI-compatible server lists at GET {url}/models, ids "{prefix}NAME".
-    With `only`, those models in that order (their window taken from the list when it has them)."""
+    With `only`, those models in that order (their window taken from the list when it has them).
+    With `servers`, the server is also asked what it says about itself (servers.probe), kept
+    there under `url`, and the window it runs each model with wins over the list's."""
     headers = {"Authorization": f"Bearer {key}"} if key else {}
     body = _json(await http.get(f"{url}/models", headers=headers, timeout=LIST_TIMEOUT))
     data = body.get("data") if isinstance(body, dict) else None
     if not isinstance(data, list):
         raise Unreachable("unreachable: its model list could not be read")
     listed = {m["id"]: m for m in data if isinstance(m, dict) and isinstance(m.get("id"), str) and m["id"]}
+    said = Server()
+    if servers is not None:
+        said = servers[url] = await probe(http, url, list(listed.values()), key)
     names = only or tuple(listed)
-    return [Choice(id=f"{prefix}{n}", name=n, group=group, window=window_in(listed.get(n, {})),
+    return [Choice(id=f"{prefix}{n}", name=n, group=group, window=said.windows.get(n) or window_in(listed.get(n, {})),
                    tags=tags_in(listed.get(n, {})))
             for n in names]
 
@@ -163,7 +169,18 @@ async def ollama_catalog(http: httpx2.AsyncClient, base: str) -> list[Choice]:
                 return {}  # listed without its details: the model still answers
         return found if isinstance(found, dict) else {}
 
-    shows = await asyncio.gather(*(show(n) for n in names))
+    async def running() -> dict[str, int]:
+        """The window each loaded model runs with now (/api/ps context_length): what Ollama
+        uses when no num_ctx is set is its own default, not the model's length."""
+        try:
+            found = _json(await http.get(f"{base}/api/ps", timeout=LIST_TIMEOUT))
+        except (httpx2.HTTPError, Unreachable):
+            return {}
+        loaded = found.get("models") if isinstance(found, dict) else None
+        return {m.get("model") or m.get("name"): n for m in loaded if isinstance(m, dict)
+                and (n := _positive(m.get("context_length")))} if isinstance(loaded, list) else {}
+
+    *shows, loaded = await asyncio.gather(*(show(n) for n in names), running())
     out = []
     for name, info in zip(names, shows):
         abilities = info.get("capabilities")
@@ -173,5 +190,6 @@ async def ollama_catalog(http: httpx2.AsyncClient, base: str) -> list[Choice]:
         tags = tuple(t for t in ("thinking", "tools", "vision") if t in abilities)
         if abilities and "vision" not in abilities:
             tags += (NO_IMAGES,)  # Ollama says what it can do, and reading images is not among it
-        out.append(Choice(id=f"{LOCAL}:{name}", name=name, group=GROUP_LOCAL, window=ollama_window(info), tags=tags))
+        out.append(Choice(id=f"{LOCAL}:{name}", name=name, group=GROUP_LOCAL,
+                          window=loaded.get(name) or ollama_window(info), tags=tags))
     return out

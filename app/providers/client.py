@@ -8,45 +8,25 @@ module as a `ModelError` whose message a person can read.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import httpx2
 import openai
 
+from .. import window
 from ..agent import Delta, Message, ModelError
-from ..asyncnet import PooledTransport, pace
+from ..asyncnet import PooledTransport
 from ..config import Config
 from ..tools import Tool
-from . import catalog
-from .errors import EMPTY_REPLY, plain_words
+from . import asking, catalog
 from .ids import GROUP_LOCAL, GROUP_SERVER, LOCAL, Account, Choice, choice_of, groups
+from .limits import Limits
+from .servers import Gate, Server
 from .thinking import THINKING, thinking_fields
-from .wire import FINISHED, cache_marked, deltas, sse_lines, takes_cache_marks
 
 OLLAMA, LOCAL_SERVER = "ollama", "local"  # the two servers a "local:" id can live on
-RETRY_DELAYS = (1.0, 2.0, 4.0)  # seconds before the 2nd, 3rd and 4th try of a busy or failing server
-RETRY_AFTER_MAX = 30.0
-TRANSIENT = (openai.RateLimitError, openai.InternalServerError)
-
-
-def retry_after(e: Exception) -> float | None:
-    """The wait a server asked for (Retry-After, or retry-after-ms), capped."""
-    response = getattr(e, "response", None)
-    if response is None:
-        return None
-    headers = response.headers
-    try:
-        if "retry-after-ms" in headers:
-            return min(float(headers["retry-after-ms"]) / 1000, RETRY_AFTER_MAX)
-        if "retry-after" in headers:
-            return min(float(headers["retry-after"]), RETRY_AFTER_MAX)
-    except ValueError:
-        return None
-    return None
-
-
 @dataclass(frozen=True)
 class Endpoint:
     base_url: str
@@ -71,6 +51,21 @@ class Providers:
         self._thinkers: set[str] = set()
         self._ollama_answered = False
         self._clients: dict[tuple[str, str], openai.AsyncOpenAI] = {}
+        # What servers said about themselves at the last listing (servers.probe), by base URL,
+        # the gates of those that serve a set number of requests at once, and their listings
+        # (kept while one is busy: llama-cpp-python ends a running answer for any request).
+        self._servers: dict[str, Server] = {}
+        self._gates: dict[str, Gate] = {}
+        self._listings: dict[str, list[Choice]] = {}
+        # What models were found not to take (limits.py); the worker keeps it in rows
+        # (`remember`, `recall`) and tells the window and calibration it uses (`window_of`,
+        # `ratio_of`), and learns a server's count of a refused request (`on_count`).
+        self._limits: dict[str, Limits] = {}
+        self.remember: Callable[[str, Limits], None] | None = None
+        self.recall: Callable[[str], Limits] | None = None
+        self.window_of: Callable[[str], int] | None = None
+        self.ratio_of: Callable[[str], float] | None = None
+        self.on_count: Callable[[str, int, int], None] | None = None
         # on asyncio's streams, not anyio's: see asyncnet (a read per token, hundreds at once)
         self._http = httpx2.AsyncClient(
             transport=PooledTransport(limits=httpx2.Limits(max_connections=2000, max_keepalive_connections=1000)),
@@ -126,6 +121,10 @@ class Providers:
                 http_client=self._http,
             )
         return self._clients[key]
+
+    @property
+    def http(self) -> httpx2.AsyncClient:
+        return self._http
 
     async def close(self) -> None:
         await self._http.aclose()
@@ -184,12 +183,27 @@ class Providers:
         self._thinkers = {choice.name for choice in found if "thinking" in choice.tags}
         return found
 
+    async def _list_probed(self, url: str, key: str, group: str, prefix: str, down: Choice) -> list[Choice]:
+        """A server set up by hand: listed, and asked what it says about itself. One busy
+        with all the requests it serves at once keeps its last listing: asking it now could
+        end an answer it is giving (llama-cpp-python ends the running request for any other)."""
+        gate = self._gates.get(url)
+        if gate is not None and gate.busy and url in self._listings:
+            return self._listings[url]
+        found = await self._listed(catalog.openai_catalog(self._http, url, key, group, prefix, servers=self._servers), down)
+        if all(c.up for c in found):
+            self._listings[url] = found
+        else:
+            self._servers.pop(url, None)
+            self._listings.pop(url, None)
+        return found
+
     async def _list_local_server(self) -> list[Choice]:
         url = self.config.local_ai_url
         if not url:
             return []
-        found = await self._listed(catalog.openai_catalog(self._http, url, "", GROUP_LOCAL, f"{LOCAL}:"),
-                                   Choice("!local", f"Server at {catalog.where(url)}", GROUP_LOCAL))
+        found = await self._list_probed(url, "", GROUP_LOCAL, f"{LOCAL}:",
+                                        Choice("!local", f"Server at {catalog.where(url)}", GROUP_LOCAL))
         self._local[LOCAL_SERVER] = {choice.name for choice in found if choice.up}
         return found
 
@@ -201,9 +215,8 @@ class Providers:
     async def _list_server(self) -> list[Choice]:
         if not self.config.ai_url:
             return []
-        return await self._listed(
-            catalog.openai_catalog(self._http, self.config.ai_url, self.config.ai_key, GROUP_SERVER),
-            Choice("!server", f"AI_URL ({catalog.where(self.config.ai_url)})", GROUP_SERVER))
+        return await self._list_probed(self.config.ai_url, self.config.ai_key, GROUP_SERVER, "",
+                                       Choice("!server", f"AI_URL ({catalog.where(self.config.ai_url)})", GROUP_SERVER))
 
     # --- streaming ------------------------------------------------------------------
 
@@ -224,81 +237,53 @@ class Providers:
         except ValueError:
             raise ModelError(f"“{level}” is not a thinking level; choose one of {', '.join(THINKING)}.") from None
 
-    async def stream(
-        self, model: str, messages: list[Message], tools: list[Tool], extra: dict[str, Any] | None = None,
-        thinking: str | None = None,
-    ) -> AsyncIterator[Delta]:
-        endpoint = await self.locate(model)
-        client = self.client(endpoint)
-        request: dict[str, Any] = {
-            "model": endpoint.model,
-            "messages": cache_marked([m.to_api() for m in messages]) if takes_cache_marks(endpoint)
-            else [m.to_api() for m in messages],
-            "stream": True,
-            "stream_options": {"include_usage": True},
-        }
-        if tools:
-            request["tools"] = [t.schema() for t in tools]
-        request.update(self.thinking(endpoint, thinking))
-        if extra:
-            request.update(extra)
-        tries = len(RETRY_DELAYS) + 1
-        completions = client.chat.completions.with_streaming_response
-        problem = ""  # what the last failed try met, for the notice once a try answers
-        for attempt in range(tries):
-            try:
-                opened = completions.create(**request)
-                response = await opened.__aenter__()
-                break
-            except TRANSIENT as e:
-                if attempt == tries - 1:
-                    raise ModelError(f"{plain_words(e, endpoint)} Gave up after {tries} tries.") from e
-                wait = retry_after(e) or RETRY_DELAYS[attempt]
-                problem = plain_words(e, endpoint)
-                yield Delta(notice=f"{problem} Trying again in {wait:g} s (try {attempt + 2} of {tries}).")
-                await asyncio.sleep(wait)
-            except Exception as e:
-                raise ModelError(plain_words(e, endpoint)) from e
-        if problem:  # the notice no longer says it is about to try: it says how it went
-            yield Delta(notice=f"{problem} It answered on try {attempt + 1} of {tries}.")
-        try:
-            finished = received = False
-            pace(response.http_response)
-            async for line in sse_lines(response.http_response):
-                # The SSE lines are parsed here rather than by the SDK: building its typed
-                # objects for every chunk cost ~20x the JSON parse and bounded how many
-                # answers one worker could stream at once.
-                if not line.startswith(b"data:"):
-                    continue
-                data = line[5:].strip()
-                received = True
-                if data == b"[DONE]":
-                    break
-                for delta in deltas(data):
-                    if delta is FINISHED:
-                        finished = True
-                    else:
-                        yield delta
-        except ModelError:
-            raise
-        except Exception as e:
-            raise ModelError(plain_words(e, endpoint)) from e
-        finally:
-            pace(response.http_response, on=False)
-            await opened.__aexit__(None, None, None)
-        if not received:
-            raise ModelError(EMPTY_REPLY)
-        if not finished:
-            raise ModelError("The connection to the model server was cut before the answer was finished.")
+    def stream(self, model: str, messages: list[Message], tools: list[Tool], extra: dict[str, Any] | None = None,
+               thinking: str | None = None) -> AsyncIterator[Delta]:
+        return asking.stream(self, model, messages, tools, extra, thinking)
 
     async def complete(self, model: str, messages: list[Message], max_tokens: int = 40) -> str:
         """A short non-streamed request (titles), without thinking where the server can turn it off."""
-        endpoint = await self.locate(model)
-        try:
-            r = await self.client(endpoint).chat.completions.create(
-                model=endpoint.model, messages=[m.to_api() for m in messages], max_tokens=max_tokens, stream=False,
-                extra_body=self.thinking(endpoint, "off") or None,
-            )
-        except Exception as e:
-            raise ModelError(plain_words(e, endpoint)) from e
-        return (r.choices[0].message.content or "") if r.choices else ""
+        return await asking.complete(self, model, messages, max_tokens)
+
+    # --- what servers said and what they taught ---------------------------------------
+
+    def is_local(self, model: str) -> bool:
+        """Whether `model` is answered by a server set up by hand (this computer's, AI_URL's),
+        which is sent max_tokens; a hosted account bounds its answers itself."""
+        kind, _ = choice_of(model, self.accounts)
+        return kind in ("", LOCAL)
+
+    def server(self, endpoint: Endpoint) -> Server:
+        return self._servers.get(endpoint.base_url) or Server()
+
+    def gate(self, endpoint: Endpoint) -> Gate | None:
+        """The gate of a server that serves a set number of requests at once (None: it queues itself)."""
+        slots = self.server(endpoint).slots
+        if not slots:
+            return None
+        gate = self._gates.get(endpoint.base_url)
+        if gate is None or gate.slots != slots:
+            gate = self._gates[endpoint.base_url] = Gate(slots)
+        return gate
+
+    def keep(self, store: Any, window_of: Callable[[str], int]) -> None:
+        """Keep what is learned in `store`'s rows (app/store: limits, calibrations), and size
+        answers by `window_of` (the window a turn is cut to)."""
+        self.remember, self.recall, self.window_of = store.set_limits, store.limits, window_of
+        self.ratio_of = lambda model: store.calibration(model)[0]
+
+        def on_count(model: str, raw: int, counted: int) -> None:
+            store.set_calibration(model, *window.learn(*store.calibration(model), raw, counted))
+
+        self.on_count = on_count
+
+    def limits_of(self, model: str) -> Limits:
+        """What `model` was found to take: the stored word (any worker's), else this one's."""
+        if self.recall is not None:
+            return self.recall(model)
+        return self._limits.get(model) or Limits()
+
+    def learn(self, model: str, limits: Limits) -> None:
+        self._limits[model] = limits
+        if self.remember is not None:
+            self.remember(model, limits)

@@ -10,22 +10,27 @@ import openai
 if TYPE_CHECKING:
     from .client import Endpoint
 
+ENDED_EARLY = ("The model server ended the answer early: it stopped sending without saying the answer was "
+               "finished (a server that answers one request at a time may end one when another arrives). "
+               "What was written is kept; press Again for a whole answer.")
 EMPTY_REPLY = ("The model server answered with an empty reply (no answer and no error). "
                "Try again, or check the model server's log.")
 
 
-def _server_says(e: openai.APIStatusError) -> str:
+def server_says(e: openai.APIStatusError) -> str:
     body = e.body
     if isinstance(body, dict):
         err = body.get("error", body)
         if isinstance(err, dict) and isinstance(err.get("message"), str):
-            return err["message"][:300]
+            # llama.cpp's server gives the window and the request's size as fields of their own
+            sizes = ", ".join(f"{k}: {err[k]}" for k in ("n_prompt_tokens", "n_ctx") if isinstance(err.get(k), int))
+            return err["message"][:300] + (f" ({sizes})" if sizes else "")
     return ""
 
 
 def plain_words(e: Exception, endpoint: Endpoint) -> str:
     """What went wrong, for the person reading the conversation (never a traceback)."""
-    says = _server_says(e) if isinstance(e, openai.APIStatusError) else ""
+    says = server_says(e) if isinstance(e, openai.APIStatusError) else ""
     tail = f" The server said: “{says}”" if says else ""
     if isinstance(e, openai.APITimeoutError):
         return "The model server stopped sending anything and the request was given up."

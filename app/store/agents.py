@@ -5,6 +5,7 @@ from typing import Any
 
 from .. import db as dbm
 from ..providers.ids import Choice
+from ..providers.limits import Limits
 from ..tables import Assistant, Skill
 from .base import Base
 
@@ -33,6 +34,20 @@ class Agents(Base):
             db.conn.executemany(
                 'INSERT OR REPLACE INTO choices (id, name, "group", note, window, tags, up) VALUES (?, ?, ?, ?, ?, ?, ?)',
                 [[c.id, c.name, c.group, c.note, c.window, ",".join(c.tags), int(c.up)] for c in choices])
+
+    def limits(self, model: str) -> Limits:
+        """What `model`'s server was found not to take (the defaults until one refused)."""
+        r = self.one("SELECT * FROM model_limits WHERE model = ?", [model])
+        return Limits(window=r["window"], images=bool(r["images"]), tools=bool(r["tools"]),
+                      reasoning=bool(r["reasoning"])) if r else Limits()
+
+    def set_limits(self, model: str, limits: Limits) -> None:
+        with self.write() as db:
+            db.conn.execute(
+                """INSERT INTO model_limits (model, window, images, tools, reasoning, updated) VALUES (?, ?, ?, ?, ?, ?)
+                   ON CONFLICT (model) DO UPDATE SET window = excluded.window, images = excluded.images,
+                   tools = excluded.tools, reasoning = excluded.reasoning, updated = excluded.updated""",
+                [model, limits.window, int(limits.images), int(limits.tools), int(limits.reasoning), dbm.now()])
 
     # --- agents ---------------------------------------------------------------------
 

@@ -21,13 +21,13 @@ class Context(Base):
         row = self.one("SELECT * FROM contexts WHERE id = ?", [chat])
         if row is None:
             return {"used": 0, "window": 0, "start": 0, "trim": 0, "turns_out": 0, "left_out": 0, "estimate": 0,
-                    "cached": 0}
+                    "cached": 0, "estimated": 0}
         return {k: row[k] for k in row.keys() if k not in ("id", "rev")}
 
     def set_context(self, chat: int, **values: int) -> None:
         """Change some columns of the conversation's `contexts` row (made when missing); the
         status fragment shows it, so it takes a rev."""
-        allowed = {"used", "window", "start", "trim", "turns_out", "left_out", "estimate", "cached"}
+        allowed = {"used", "window", "start", "trim", "turns_out", "left_out", "estimate", "cached", "estimated"}
         if bad := set(values) - allowed:
             raise ValueError(f"not contexts columns: {sorted(bad)}")
         with self.write() as db:

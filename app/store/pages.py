@@ -31,7 +31,7 @@ class Pages(Base):
         deciding = pending is not None and self.one(
             "SELECT 1 FROM items WHERE chat = ? AND kind = 'call' AND state = 'approval' LIMIT 1", [chat]) is not None
         return {"running": pending is not None, "waiting": waiting, "turn": turn, "asked": asked, "deciding": deciding,
-                **{k: context[k] for k in ("used", "window", "cached", "start", "turns_out", "left_out")}}
+                **{k: context[k] for k in ("used", "window", "cached", "start", "turns_out", "left_out", "estimated")}}
 
     def messages_count(self, chat: int) -> int:
         """The person's messages in a conversation (its versions and steering ones included)."""

@@ -1,0 +1,277 @@
+"""One request to a model, streamed or short, and what its failures teach.
+
+`stream` builds the request by what the model was found to take (limits.py), waits its turn
+at a server that serves one request at a time (servers.Gate), reads the stream into deltas
+(wire.py), and turns every way it can fail into either a `Retry` (something was learned: the
+agent loop makes the request again, built anew) or a `ModelError` in plain words:
+
+- a stream that brings nothing at all (llama-cpp-python answers 200 and then nothing when a
+  request overflows its window or its chat template fails on image parts) is asked why: the
+  same request, not streamed, for one token, whose error says what the stream could not;
+- an answer that ends without a finish reason (llama-cpp-python ends a running request when
+  another arrives) is made again once when nothing of it was written, else said to be cut;
+- an answer without usage is counted by the server's tokenizer where it has one.
+"""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import time
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any
+
+import openai
+
+from .. import window
+from ..asyncnet import pace
+from ..agent import Delta, Message, ModelError
+from ..tools import Tool
+from . import limits as learn
+from .errors import EMPTY_REPLY, ENDED_EARLY, plain_words, server_says
+from .servers import Server, count_tokens
+from .wire import FINISHED, cache_marked, deltas, sse_lines, takes_cache_marks
+
+if TYPE_CHECKING:
+    from .client import Endpoint, Providers
+
+RETRY_DELAYS = (1.0, 2.0, 4.0)  # seconds before the 2nd, 3rd and 4th try of a busy or failing server
+RETRY_AFTER_MAX = 30.0
+TRANSIENT = (openai.RateLimitError, openai.InternalServerError)
+EARLY_PAUSE = 0.5  # seconds before an answer ended early is asked for again
+MIN_ANSWER = 256  # tokens an answer step may always be, whatever the estimate of the request says
+WAITING = "Waiting for the model server: it answers one request at a time, and another is running."
+
+
+def retry_after(e: Exception) -> float | None:
+    """The wait a server asked for (Retry-After, or retry-after-ms), capped."""
+    response = getattr(e, "response", None)
+    if response is None:
+        return None
+    headers = response.headers
+    try:
+        if "retry-after-ms" in headers:
+            return min(float(headers["retry-after-ms"]) / 1000, RETRY_AFTER_MAX)
+        if "retry-after" in headers:
+            return min(float(headers["retry-after"]), RETRY_AFTER_MAX)
+    except ValueError:
+        return None
+    return None
+
+
+def has_images(messages: list[dict[str, Any]]) -> bool:
+    return any(isinstance(m.get("content"), list) and any(p.get("type") == "image_url" for p in m["content"])
+               for m in messages)
+
+
+def text_of(messages: list[Message]) -> str:
+    """A request's words, for a tokenizer to count."""
+    out = []
+    for m in messages:
+        if isinstance(m.content, str):
+            out.append(m.content)
+        else:
+            out.extend(p.get("text", "") for p in m.content if p.get("type") == "text")
+        out.extend(f"{c.name} {c.arguments}" for c in m.tool_calls)
+    return "\n".join(out)
+
+
+def build(providers: Providers, endpoint: Endpoint, model: str, messages: list[Message], tools: list[Tool],
+          thinking: str | None, local: bool) -> dict[str, Any]:
+    """The request's fields, by what the model was found to take."""
+    found = providers.limits_of(model)
+    sent = [m.to_api() for m in messages]
+    request: dict[str, Any] = {
+        "model": endpoint.model,
+        "messages": cache_marked(sent) if takes_cache_marks(endpoint) else sent,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+    if tools and found.tools:
+        request["tools"] = [t.schema() for t in tools]
+    if found.reasoning:
+        request.update(providers.thinking(endpoint, thinking))
+    if local:
+        request["max_tokens"] = answer_room(providers, model, messages, tools)
+    return request
+
+
+def answer_room(providers: Providers, model: str, messages: list[Message], tools: list[Tool]) -> int:
+    """max_tokens: the setting, and never more than the window leaves after this request
+    (vLLM and others refuse a request whose max_tokens does not fit)."""
+    cap = providers.config.max_tokens
+    size = providers.window_of(model) if providers.window_of else 0
+    if size:
+        ratio = providers.ratio_of(model) if providers.ratio_of else 1.0
+        used = window.calibrated(window.request_tokens(messages, tools), ratio)
+        cap = min(cap, max(MIN_ANSWER, size - used - size // 20))
+    return cap
+
+
+def failure(providers: Providers, e: Exception, endpoint: Endpoint, model: str, request: dict[str, Any],
+            messages: list[Message], tools: list[Tool]) -> ModelError:
+    """What a failed request means: a `Retry` when it taught something, else plain words."""
+    status = e.status_code if isinstance(e, openai.APIStatusError) else None
+    says = server_says(e) if isinstance(e, openai.APIStatusError) else ""
+    if status is None or not says:
+        return ModelError(plain_words(e, endpoint))
+    found = providers.limits_of(model)
+    size = learn.overflow(says)
+    if size is not False:
+        counted = learn.prompt_tokens(says)
+        if counted and providers.on_count:
+            providers.on_count(model, window.request_tokens(messages, tools), counted)
+        if isinstance(size, int):
+            providers.learn(model, found.learned(window=size))
+            return learn.Retry(learn.window_notice(size), found, "window", failure=learn.too_long(size, says))
+        return ModelError(learn.too_long(None, says))
+    what = learn.refused(says, status, images=has_images(request["messages"]), tools="tools" in request,
+                         reasoning="reasoning_effort" in request)
+    if what:
+        providers.learn(model, found.learned(**{what: False}))
+        return learn.Retry(learn.NOTICES[what], found, what, failure=plain_words(e, endpoint))
+    return ModelError(plain_words(e, endpoint))
+
+
+async def diagnosis(providers: Providers, client: openai.AsyncOpenAI, endpoint: Endpoint, model: str,
+                    request: dict[str, Any], messages: list[Message], tools: list[Tool]) -> ModelError:
+    """Why a stream brought nothing: the same request, not streamed, for one token. Its error
+    says what the stream could not; when it answers, the stream was empty for no reason given."""
+    asked = {k: v for k, v in request.items() if k not in ("stream", "stream_options")}
+    asked |= {"stream": False, "max_tokens": 1}
+    try:
+        await client.chat.completions.create(**asked)
+    except Exception as e:
+        found = failure(providers, e, endpoint, model, request, messages, tools)
+        if type(found) is ModelError and isinstance(e, openai.APIConnectionError):
+            return ModelError(EMPTY_REPLY)
+        return found
+    return ModelError(EMPTY_REPLY)
+
+
+async def stream(providers: Providers, model: str, messages: list[Message], tools: list[Tool],
+                 extra: dict[str, Any] | None = None, thinking: str | None = None) -> AsyncIterator[Delta]:
+    endpoint = await providers.locate(model)
+    client = providers.client(endpoint)
+    request = build(providers, endpoint, model, messages, tools, thinking, providers.is_local(model))
+    if extra:
+        request.update(extra)
+    server = providers.server(endpoint)
+    gate = providers.gate(endpoint)
+    waited = gate is not None and gate.full
+    if waited:
+        yield Delta(notice=WAITING)
+    began = time.monotonic()
+    async with gate.answer() if gate is not None else contextlib.nullcontext():
+        if waited:
+            yield Delta(notice=f"Waited {time.monotonic() - began:.0f} s for the model server, "
+                               f"which answers one request at a time.")
+        for again in (False, True):
+            ended_early = False
+            async for delta in _one(providers, client, endpoint, model, request, messages, tools, server):
+                if delta is ENDED:
+                    ended_early = True
+                else:
+                    yield delta
+            if not ended_early:
+                return
+            if again:
+                raise ModelError(ENDED_EARLY)
+            await asyncio.sleep(EARLY_PAUSE)
+
+
+ENDED = Delta()  # _one's word that the answer ended early with nothing of it written
+
+
+async def _one(providers: Providers, client: openai.AsyncOpenAI, endpoint: Endpoint, model: str,
+               request: dict[str, Any], messages: list[Message], tools: list[Tool],
+               server: Server) -> AsyncIterator[Delta]:
+    """One try of the streamed request: its deltas, then ENDED when it ended with no finish
+    reason before anything was written (the caller asks again once)."""
+    tries = len(RETRY_DELAYS) + 1
+    completions = client.chat.completions.with_streaming_response
+    problem = ""  # what the last failed try met, for the notice once a try answers
+    for attempt in range(tries):
+        try:
+            opened = completions.create(**request)
+            response = await opened.__aenter__()
+            break
+        except TRANSIENT as e:
+            if not isinstance(e, openai.RateLimitError) and \
+                    isinstance(taught := failure(providers, e, endpoint, model, request, messages, tools), learn.Retry):
+                raise taught from e
+            if attempt == tries - 1:
+                raise ModelError(f"{plain_words(e, endpoint)} Gave up after {tries} tries.") from e
+            wait = retry_after(e) or RETRY_DELAYS[attempt]
+            problem = plain_words(e, endpoint)
+            yield Delta(notice=f"{problem} Trying again in {wait:g} s (try {attempt + 2} of {tries}).")
+            await asyncio.sleep(wait)
+        except Exception as e:
+            raise failure(providers, e, endpoint, model, request, messages, tools) from e
+    if problem:  # the notice no longer says it is about to try: it says how it went
+        yield Delta(notice=f"{problem} It answered on try {attempt + 1} of {tries}.")
+    finished = received = wrote = counted = False
+    answer: list[str] = []
+    cut: Exception | None = None
+    try:
+        pace(response.http_response)
+        async for line in sse_lines(response.http_response):
+            # The SSE lines are parsed here rather than by the SDK: building its typed
+            # objects for every chunk cost ~20x the JSON parse and bounded how many
+            # answers one worker could stream at once.
+            if not line.startswith(b"data:"):
+                continue
+            data = line[5:].strip()
+            received = True
+            if data == b"[DONE]":
+                break
+            for delta in deltas(data):
+                if delta is FINISHED:
+                    finished = True
+                    continue
+                if delta.usage:
+                    counted = True
+                if delta.text or delta.reasoning or delta.call_index is not None:
+                    wrote = True
+                    answer.append(delta.text or delta.reasoning or delta.call_arguments)
+                yield delta
+    except ModelError:
+        raise
+    except Exception as e:
+        cut = e
+    finally:
+        pace(response.http_response, on=False)
+        await opened.__aexit__(None, None, None)
+    if not received:
+        raise await diagnosis(providers, client, endpoint, model, request, messages, tools)
+    if cut is not None:
+        raise ModelError(plain_words(cut, endpoint)) from cut
+    if not finished:
+        if not wrote:
+            yield ENDED
+            return
+        raise ModelError(ENDED_EARLY)
+    if not counted and server.tokenize:
+        sent = text_of(messages) + "".join(json.dumps(t, separators=(",", ":")) for t in request.get("tools", ()))
+        prompt = await count_tokens(providers.http, server, endpoint.model, sent)
+        if prompt:
+            completion = await count_tokens(providers.http, server, endpoint.model, "".join(answer)) or 0
+            yield Delta(usage={"prompt": prompt + window.MESSAGE_TOKENS * len(messages), "completion": completion,
+                               "cached": 0, "counted": 1})
+
+
+async def complete(providers: Providers, model: str, messages: list[Message], max_tokens: int = 40) -> str:
+    """A short non-streamed request (titles), without thinking where the server can turn it
+    off, after every answer waiting at a server that serves one request at a time."""
+    endpoint = await providers.locate(model)
+    gate = providers.gate(endpoint)
+    found = providers.limits_of(model)
+    async with gate.side() if gate is not None else contextlib.nullcontext():
+        try:
+            r = await providers.client(endpoint).chat.completions.create(
+                model=endpoint.model, messages=[m.to_api() for m in messages], max_tokens=max_tokens, stream=False,
+                extra_body=(providers.thinking(endpoint, "off") if found.reasoning else None) or None,
+            )
+        except Exception as e:
+            raise ModelError(plain_words(e, endpoint)) from e
+    return (r.choices[0].message.content or "") if r.choices else ""
