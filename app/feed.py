@@ -20,6 +20,7 @@ from pathlib import Path
 from . import db as dbm
 from .beat import beat_at_or_after
 from .store import Store
+from .localmodel import Builtin
 from .tables import Conversation, Item
 
 log = logging.getLogger(__name__)
@@ -34,6 +35,8 @@ FOLLOWER_BACKLOG = 256  # messages a slow follower may fall behind before it mus
 Render = Callable[[Store, int, list[Item], Conversation | None, list[str], dict | None], str]
 # (store, changed conversations, deleted dom ids) -> the conversation list's HTML
 RenderList = Callable[[Store, list[Conversation], list[str]], str]
+# (store, the built-in model's changed row, whose page) -> its fragment (app/localmodel)
+RenderBuiltin = Callable[[Store, Builtin, int | None], str]
 
 
 def encode(rev: int, html: str) -> bytes:
@@ -108,11 +111,13 @@ class Follower:
 
 
 class Feed:
-    def __init__(self, path: Path | str, render: Render | None = None, render_list: RenderList | None = None):
+    def __init__(self, path: Path | str, render: Render | None = None, render_list: RenderList | None = None,
+                 render_builtin: RenderBuiltin | None = None):
         self.db = dbm.connect(path)
         self.store = Store(self.db)
         self.render = render
         self.render_list = render_list
+        self.render_builtin = render_builtin
         self.rev = dbm.current_rev(self.db)
         self.followers: dict[int | None, set[Follower]] = defaultdict(set)
         self.sent: dict[int, dict] = {}  # per followed conversation: what followers in step have
@@ -240,6 +245,7 @@ class Feed:
             convos = self.store.conversations_since(self.rev, upto=top)
             # the context meter and the marker where the model's view starts
             contexts = self.store.contexts_since(self.rev, top, followed)
+            builtin = self.store.builtin_since(self.rev, top) if self.render_builtin else None
             gone: dict[int, list[str]] = defaultdict(list)
             # tombstones of the lists (chat NULL): deleted conversations, and whose they were
             listed_gone: list[tuple[str, int | None]] = []
@@ -285,6 +291,14 @@ class Feed:
                     for f in group:
                         if (chat is None or (f.lists and f not in told)) and lists.get(f.person):
                             f.push(top, message("", lists[f.person]))
+            if builtin is not None and self.render_builtin:
+                # the built-in model's install and server: on every open page, its own message
+                by_person: dict[int | None, str] = {}
+                for group in self.followers.values():
+                    for f in group:
+                        if f.person not in by_person:
+                            by_person[f.person] = self.render_builtin(self.store, builtin, f.person)
+                        f.push(top, message(by_person[f.person]))
 
     def _lists(self, convos: list[Conversation], listed_gone: list[tuple[str, int | None]]) -> dict[int | None, str]:
         """The list changes of each person with a page following their list."""

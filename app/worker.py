@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from . import accounts
 from . import db as dbm
 from .config import Config
-from .feed import Feed, Render, RenderList
+from .feed import Feed, Render, RenderBuiltin, RenderList
 from .providers.client import Providers
 from .runner import Runner
 from .store import Store
@@ -31,10 +31,11 @@ class Worker:
 
 @asynccontextmanager
 async def running(config: Config, render: Render | None = None,
-                  render_list: RenderList | None = None) -> AsyncIterator[Worker]:
+                  render_list: RenderList | None = None,
+                  render_builtin: RenderBuiltin | None = None) -> AsyncIterator[Worker]:
     db = dbm.connect(config.database)
     dbm.migrate(db)
-    feed = Feed(config.database, render=render, render_list=render_list)
+    feed = Feed(config.database, render=render, render_list=render_list, render_builtin=render_builtin)
     store = Store(db, notify=feed.notify)
     providers = Providers(config)
     runner = Runner(config, store, feed, providers)

@@ -15,7 +15,7 @@ from typing import Any
 import httpx2
 import openai
 
-from .. import window
+from .. import localmodel, window
 from ..agent import Delta, Message, ModelError
 from ..asyncnet import PooledTransport
 from ..config import Config
@@ -26,7 +26,7 @@ from .limits import Limits
 from .servers import Gate, Server
 from .thinking import THINKING, thinking_fields
 
-OLLAMA, LOCAL_SERVER = "ollama", "local"  # the two servers a "local:" id can live on
+OLLAMA, LOCAL_SERVER, BUILTIN = "ollama", "local", "builtin"  # the servers a "local:" id can live on
 @dataclass(frozen=True)
 class Endpoint:
     base_url: str
@@ -47,7 +47,7 @@ class Providers:
         # Ollama's models can think (it refuses a thinking level for the others). Per process;
         # every worker lists at start, and a local name missing here is looked up again
         # before it is used (`locate`).
-        self._local: dict[str, set[str]] = {OLLAMA: set(), LOCAL_SERVER: set()}
+        self._local: dict[str, set[str]] = {OLLAMA: set(), LOCAL_SERVER: set(), BUILTIN: set()}
         self._thinkers: set[str] = set()
         self._ollama_answered = False
         self._clients: dict[tuple[str, str], openai.AsyncOpenAI] = {}
@@ -79,11 +79,16 @@ class Providers:
     def configured(self) -> bool:
         """Some model server is set up (an Ollama at the default address counts once it answered)."""
         c = self.config
-        return bool(c.ai_url or c.accounts or c.local_ai_url or (self.ollama and c.ollama_set) or self._ollama_answered)
+        return bool(c.ai_url or c.accounts or c.local_ai_url or (self.ollama and c.ollama_set) or self._ollama_answered
+                    or localmodel.installed(c.data))
 
     def endpoint(self, model: str) -> Endpoint:
         """Where `model` (an id) is answered, from what the last listing learned."""
         kind, name = choice_of(model, self.accounts)
+        if kind == LOCAL and name in self._local[BUILTIN] - self._local[OLLAMA] - self._local[LOCAL_SERVER]:
+            if not (url := localmodel.url_of(self.config.data)):  # between a death and its restart
+                raise ModelError("The built-in model is starting again; try again in a moment.")
+            return Endpoint(url, "", name, key_setting="the built-in model (Tabletalk sends it no key)")
         if kind == LOCAL:
             # Ollama's when it listed the name (it wins a name both list) or is the only one.
             elsewhere = name not in self._local[OLLAMA] and (name in self._local[LOCAL_SERVER] or not self.ollama)
@@ -105,7 +110,10 @@ class Providers:
         """`endpoint`, after listing this computer's servers when both could have a local name
         this process has not seen listed (a refresh in another worker, a model pulled since)."""
         kind, name = choice_of(model, self.accounts)
-        known = name in self._local[OLLAMA] or name in self._local[LOCAL_SERVER]
+        known = name in self._local[OLLAMA] or name in self._local[LOCAL_SERVER] or name in self._local[BUILTIN]
+        if kind == LOCAL and not known and localmodel.installed(self.config.data):
+            await self._list_builtin()  # started since this worker listed
+            known = name in self._local[BUILTIN]
         if kind == LOCAL and not known and self.ollama and self.config.local_ai_url:
             await asyncio.gather(self._list_ollama(), self._list_local_server())
         return self.endpoint(model)
@@ -138,6 +146,7 @@ class Providers:
         listings = await asyncio.gather(
             self._list_ollama(),
             self._list_local_server(),
+            self._list_builtin(),
             *(self._list_account(a) for a in c.accounts),
             self._list_server(),
         )
@@ -205,6 +214,13 @@ class Providers:
         found = await self._list_probed(url, "", GROUP_LOCAL, f"{LOCAL}:",
                                         Choice("!local", f"Server at {catalog.where(url)}", GROUP_LOCAL))
         self._local[LOCAL_SERVER] = {choice.name for choice in found if choice.up}
+        return found
+
+    async def _list_builtin(self) -> list[Choice]:
+        from ..localmodel.listing import listing
+
+        found = await listing(self._http, self.config.data)
+        self._local[BUILTIN] = {choice.name for choice in found if choice.up}
         return found
 
     async def _list_account(self, account: Account) -> list[Choice]:

@@ -18,10 +18,11 @@ from .context import Context
 from .files import Files
 from .pages import Pages
 from .people import Accounts
+from .localmodel import LocalModel
 from .plugins import Plugins, plugin_from_row
 
 
-class Store(Chats, Branches, Agents, Plugins, Context, Files, Pages, Accounts):
+class Store(Chats, Branches, Agents, Plugins, Context, Files, Pages, Accounts, LocalModel):
     """Every read and write of rows, by family (one module each); see Base for the common ground."""
 
 

@@ -21,8 +21,8 @@ from .. import space
 from ..accounts import COOKIE, People, kept_secret
 from ..feed import Feed
 from ..worker import running
-from . import (accounts, agents, branches, chats, compress, conversations, events, files, guard, live, models, render,
-               shortcuts, sidebar, skills)
+from . import (accounts, agents, branches, chats, compress, conversations, events, files, guard, live, localmodel,
+               models, render, shortcuts, sidebar, skills)
 from .headers import secured
 from .request import is_htmx
 
@@ -136,7 +136,8 @@ def create_app(config: configuration.Config | None = None) -> Litestar:
 
     @asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
-        async with running(config, render=live.chat_changes, render_list=sidebar.list_changes) as w:
+        async with running(config, render=live.chat_changes, render_list=sidebar.list_changes,
+                           render_builtin=localmodel.builtin_changes) as w:
             app.state.tabletalk = w
             end_streams_on_signal(w.feed)
             yield
@@ -149,6 +150,7 @@ def create_app(config: configuration.Config | None = None) -> Litestar:
             *conversations.routes,
             *agents.routes,
             *models.routes,
+            *localmodel.routes,
             *skills.routes,
             *events.routes,
             *sidebar.routes,

