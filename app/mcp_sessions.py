@@ -131,11 +131,11 @@ class Sessions:
             s.task.cancel()
             await asyncio.gather(s.task, return_exceptions=True)
             if isinstance(exc, TimeoutError | asyncio.TimeoutError):
-                raise PluginError(f"{p.name}: timed out") from None
+                raise PluginError(f"The plugin {p.name} timed out.") from None
             if isinstance(exc, asyncio.CancelledError):
                 raise
             reason = why(exc, s.attempt, p)
-            raise PluginError(f"{p.name}: {reason}" if reason in _BARE else reason) from None
+            raise PluginError(f"The plugin {p.name} {_BARE[reason]}." if reason in _BARE else reason) from None
         if kept is None:
             self.opened += 1
         else:
@@ -222,7 +222,8 @@ class Sessions:
         return used is not None and time.time() - used < self.idle
 
 
-_BARE = ("unreachable", "timed out", "not an MCP server", "the connection was lost")
+_BARE = {"unreachable": "is unreachable", "timed out": "timed out", "not an MCP server": "is not an MCP server",
+         "the connection was lost": "lost the connection"}  # a status, as the model is told it
 
 pool = Sessions()  # this process's sessions (every worker is a process of its own)
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import json
 import logging
 import re
 import time
@@ -29,10 +30,10 @@ if TYPE_CHECKING:
     import mcp_types as types
     from mcp import Client
 
-from app import mcp_content, mcp_sessions
+from app import mcp_content, mcp_sessions, mcp_stdio
 from app.mcp_link import SSE, STDIO, STREAMABLE, Attempt, PluginError, bad_address, connect, private_ok, why
 from app.tables import Plugin
-from app.tools import NAME_LIMIT, Context, Result, Tool
+from app.tools import NAME_LIMIT, Context, Result, Tool, unique
 
 __all__ = ["Listing", "PluginError", "call", "list_tools", "masked", "private_ok", "refresh", "tool_name"]
 
@@ -52,6 +53,7 @@ class Listing:
     names: dict[str, str] = field(default_factory=dict)  # our tool name -> the MCP tool's name
     offers: tuple[str, ...] = ()  # "prompts", "resources": what else the server has
     hidden: tuple[str, ...] = ()  # tools not offered, and why ("x: runs only as a task")
+    found: tuple[dict[str, Any], ...] = ()  # the MCP tool definitions as listed (kept in the row)
 
     @property
     def ok(self) -> bool:
@@ -163,6 +165,8 @@ def _listing(p: Plugin, found: list[types.Tool], transport: str, *, private_ok: 
     tools: list[Tool] = []
     names: dict[str, str] = {}
     hidden: list[str] = []
+    kept = tuple({k: v for k, v in t.model_dump(mode="json", by_alias=True, exclude_none=True).items()
+                  if k in _KEPT} for t in found)
     for mcp_tool in found:
         if mcp_tool.execution is not None and mcp_tool.execution.task_support == "required":
             hidden.append(f"{mcp_tool.name}: runs only as an MCP task, which Tabletalk does not run")
@@ -186,7 +190,49 @@ def _listing(p: Plugin, found: list[types.Tool], transport: str, *, private_ok: 
         ))
     count = len(tools)
     return Listing(tools, f"{count} tool" if count == 1 else f"{count} tools", transport, names, offers,
-                   tuple(hidden))
+                   tuple(hidden), kept)
+
+
+_KEPT = ("name", "title", "description", "inputSchema", "annotations", "execution")  # of a listed tool, in the row
+
+
+def status_ok(status: str) -> bool:
+    """Whether a plugin's status is a listing that worked ("3 tools")."""
+    return re.fullmatch(r"\d+ tools?", status) is not None
+
+
+def kept_listing(p: Plugin, *, private_ok: bool, call_timeout: float = CALL_TIMEOUT) -> Listing | None:
+    """The plugin's tools as its row keeps them from its last listing that worked (None when
+    it has none): what a run offers while the plugin is down and this process never listed it."""
+    import mcp_types as types
+
+    try:
+        found = [types.Tool.model_validate(t) for t in json.loads(p.listed)] if p.listed else []
+    except (ValueError, TypeError):
+        return None
+    if not found or not p.transport:
+        return None
+    return _listing(p, found, p.transport, private_ok=private_ok, call_timeout=call_timeout, offers=p.offers)
+
+
+def record(store: Any, p: Plugin, listing: Listing) -> None:
+    """What a listing says, into the plugin's row when it says something new (or the time it
+    was read is a minute old): status, transport, the tools as listed, what else it offers."""
+    changes: dict[str, Any] = {}
+    if listing.status != p.status:
+        changes["status"] = listing.status
+    if listing.ok and listing.found:
+        listed = json.dumps(list(listing.found), separators=(",", ":"))
+        if listed != p.listed:
+            changes["listed"] = listed
+        if listing.transport != p.transport:
+            changes["transport"] = listing.transport
+        if listing.offers != p.offers:
+            changes["offers"] = listing.offers
+    elif status_ok(listing.status) and not listing.tools and p.listed:  # it lists no tools now
+        changes["listed"] = ""
+    if changes or p.status_at is None or time.time() - p.status_at > 60:
+        store.update_plugin(p.id, status_at=time.time(), **changes)
 
 
 # A plugin that timed out or could not be reached is not asked again for DOWN_SECONDS: each
@@ -242,7 +288,7 @@ async def refresh(plugins: Iterable[Plugin], *, private_ok: bool, timeout: float
 
     async def one(p: Plugin) -> Listing:
         key = _identity(p, private_ok)
-        last = _last.get(key)
+        last = _last.get(key) or kept_listing(p, private_ok=private_ok, call_timeout=call_timeout)
         down = _down.get(key)
         if down and down[0] > time.monotonic():
             return _stale(last, down[1])
@@ -260,6 +306,25 @@ async def refresh(plugins: Iterable[Plugin], *, private_ok: bool, timeout: float
 
     listings = await asyncio.gather(*(one(p) for p in enabled))
     return {p.id: listing for p, listing in zip(enabled, listings)}
+
+
+async def agent_tools(store: Any, config: Any, agent: Any, taken: set[str]) -> list[Tool]:
+    """The tools of the agent's enabled plugins for a run, listed afresh (see refresh), named
+    apart from `taken` (the oldest plugin keeps a name); each listing goes into its row."""
+    enabled = store.plugins(agent.id, enabled_only=True)
+    if not enabled:
+        return []
+    owner = store.owner()
+    listings = await refresh(enabled, private_ok=private_ok(config.private_plugins, owner, agent.person),
+                             call_timeout=config.plugin_timeout,
+                             stdio_ok=mcp_stdio.allowed(config.stdio_plugins, owner, agent.person))
+    found: list[Tool] = []
+    for p in enabled:
+        listing = listings.get(p.id)
+        if listing is not None:
+            record(store, p, listing)
+            found.extend(unique(listing.tools, taken))
+    return found
 
 
 # --------------------------------------------------------------------------

@@ -28,7 +28,7 @@ from .history import takes_images
 from .providers.client import Providers
 from .store import Store, first_words
 from .tables import Assistant, Item, item
-from .tools import Tool, allowed, chosen, names, unique
+from .tools import Tool, allowed, chosen, names
 from .tools.builtin import builtin_tools
 from .turn import Turn
 
@@ -423,18 +423,7 @@ class Runner(space.DiskFull):
         found = builtin_tools()
         taken = {t.name for t in found}
         if agent is not None and agent.id is not None:
-            enabled = self.store.plugins(agent.id, enabled_only=True)
-            if enabled:
-                listings = await plugins.refresh(enabled, private_ok=plugins.private_ok(
-                    self.config.private_plugins, self.store.owner(), agent.person),
-                    call_timeout=self.config.plugin_timeout)
-                for p in enabled:
-                    listing = listings.get(p.id)
-                    if listing is None:
-                        continue
-                    if listing.status != p.status:
-                        self.store.update_plugin(p.id, status=listing.status)
-                    found.extend(unique(listing.tools, taken))  # the oldest plugin keeps a name
+            found.extend(await plugins.agent_tools(self.store, self.config, agent, taken))
         return allowed(found, agent.tools if agent else "")
 
     async def default_model(self) -> str:

@@ -164,7 +164,7 @@ class Plugin:
     id: int | None = None
     transport: str = ""  # what the last listing went over: streamable-http, sse or stdio
     status_at: float | None = None  # when `status` was read (seconds since the epoch)
-    listed: tuple[tuple[str, str], ...] = ()  # (MCP tool name, description) as of `status`
+    listed: str = ""  # its tools as of `status`: JSON, the MCP tool definitions (app/plugins.py)
     offers: tuple[str, ...] = ()  # the server's capabilities that matter here: prompts, resources
     kind: str = "http"  # "http" (an address) or "stdio" (a command run on this machine)
     command: str = ""  # stdio: the program, run without a shell

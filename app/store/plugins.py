@@ -17,7 +17,7 @@ def plugin_from_row(row: Any) -> Plugin:
     return Plugin(agent=data["agent"], name=data["name"], address=data["address"], header=data["header"],
                   secret=data["secret"], enabled=bool(data["enabled"]), status=data["status"], id=data["id"],
                   transport=data.get("transport") or "", status_at=data.get("status_at"),
-                  listed=tuple((str(t[0]), str(t[1])) for t in _json(data.get("listed"), [])),
+                  listed=data.get("listed") or "",
                   offers=tuple(str(o) for o in _json(data.get("offers"), [])),
                   kind=data.get("kind") or "http", command=data.get("command") or "",
                   args=tuple(str(a) for a in _json(data.get("args"), [])),
@@ -37,8 +37,6 @@ def _columns(values: dict[str, Any]) -> dict[str, Any]:
     out = dict(values)
     if "enabled" in out:
         out["enabled"] = int(out["enabled"])
-    if "listed" in out:
-        out["listed"] = json.dumps([list(t) for t in out["listed"]])
     if "offers" in out:
         out["offers"] = json.dumps(list(out["offers"]))
     if "args" in out:
@@ -101,6 +99,10 @@ class Plugins(Base):
         """When the kept session was last used (by any worker), or None when none is kept."""
         row = self.one("SELECT used FROM mcp_sessions WHERE chat = ? AND plugin = ?", [chat, plugin])
         return row[0] if row else None
+
+    def forget_mcp_sessions(self, plugin: int) -> None:
+        with self.write() as db:
+            db.conn.execute("DELETE FROM mcp_sessions WHERE plugin = ?", [plugin])
 
     def forget_mcp_session(self, chat: int, plugin: int, session_id: str | None = None) -> None:
         """Forget the kept session (only if it is still `session_id`, when given)."""

@@ -85,8 +85,11 @@ def names(csv: str) -> set[str]:
 def chosen(tool: Tool, keys: set[str]) -> bool:
     """Whether a setting's keys name this tool: by its identity, or by the name settings were
     saved under before tools had identities (a plugin's tool renamed for a clash has a name
-    of its own, so an old name never reaches another tool)."""
-    return tool.identity in keys or tool.name in keys
+    of its own, so an old name never reaches another tool), or as every tool of its plugin."""
+    if tool.identity in keys or tool.name in keys:
+        return True
+    plugin, dot, _ = tool.identity.partition(".")  # "plugin7.*": every tool of plugin 7, later ones too
+    return bool(dot) and f"{plugin}.*" in keys
 
 
 def allowed(tools: list[Tool], use: str) -> list[Tool]:

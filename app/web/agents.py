@@ -1,7 +1,6 @@
-"""Agents: the list, and each agent's settings, tools, plugins and memory tabs."""
+"""Agents: the list, and each agent's settings, tools, plugins and memory tabs (the plugins
+tab's forms are in plugins.py)."""
 from __future__ import annotations
-
-from dataclasses import replace
 
 from litestar import Request, Response, get, post
 from litestar.exceptions import HTTPException, NotFoundException
@@ -9,44 +8,25 @@ from litestar.params import FromPath, FromQuery
 from litestar.response import Redirect
 
 from .. import plugins as mcp
-from ..tables import Assistant, NAME_MAX, Plugin, check_name, plugin, site_name
-from ..tools import Tool, names, unique
+from ..tables import Assistant, NAME_MAX, check_name
+from ..tools import Tool, chosen, names, unique
 from ..tools.builtin import builtin_tools
 from ..providers.thinking import THINKING
 from ..worker import Worker
-from . import render
+from . import plugins as plugin_pages, render
 from .request import SUGGESTIONS_MAX, agent_or_404, form_field, go, me, parse_id, state, thinking_level
 
 TABS = ("settings", "tools", "plugins", "memory")
 INSTRUCTIONS_MAX = 50_000
-ADDRESS_MAX = 2_000
-SECRET_MAX = 4_000
-HEADER_MAX = 100
 SUGGESTION_MAX = 200  # characters of one suggestion
 
-# Plugin tool listings last seen in this worker, so the Tools tab need not reach every
-# plugin on each visit; refreshed at each run's start (runner) and by the Refresh button.
-_listings: dict[tuple[int, str, int], mcp.Listing] = {}
-
-
-def listed(p: Plugin) -> tuple[int, str, int]:
-    """A listing's key: the plugin's id with its address and agent, so a listing is never
-    shown for another plugin that came to have the same id."""
-    return (p.id, p.address, p.agent)
-
-
-def private_ok(s: Worker, agent: Assistant) -> bool:
-    return mcp.private_ok(s.config.private_plugins, s.store.owner(), agent.person)
 
 
 # What the agent pages say after a save (`?saved=KEY`; only these keys, never the URL's text).
 SAVED = {"settings": "Saved.", "tools": "Saved.", "created": "Agent created: give it instructions and a model.",
-         "added": "Plugin added.", "enabled": "Plugin enabled.", "disabled": "Plugin disabled.",
+         "added": "Plugin added.", "edited": "Plugin saved.", "enabled": "Plugin enabled.", "disabled": "Plugin disabled.",
          "deleted": "Plugin deleted.", "refreshed": "Plugin read again.", "forgotten": "Memory deleted.", "memory": "Saved.",
          "agent-deleted": "Agent deleted."}
-
-
-DONE = {"enable": "enabled", "disable": "disabled", "delete": "deleted", "refresh": "refreshed"}  # plugin actions
 
 
 def back(request: Request, agent: Assistant, tab: str, saved: str) -> Response:
@@ -89,14 +69,12 @@ async def offered_tools(s: Worker, agent: Assistant) -> list[tuple[str, list[Too
     groups: list[tuple[str, list[Tool], str]] = [("Built in", builtin_tools(), "")]
     taken = {t.name for t in groups[0][1]}
     for p in s.store.plugins(agent.id, enabled_only=True):
-        listing = _listings.get(listed(p))
-        if listing is None:
-            listing = await mcp.list_tools(p, private_ok=private_ok(s, agent), timeout=5)
-            _listings[listed(p)] = listing
-            if listing.status != p.status:
-                s.store.update_plugin(p.id, status=listing.status)
+        listing = await plugin_pages.listing_of(s, agent, p)
         # the names the model is given (runner.tools_for): a clash renames the later tool
-        groups.append((f"Plugin {p.name}", unique(listing.tools, taken), "" if listing.ok else listing.status))
+        note = "" if mcp.status_ok(listing.status) else (
+            f"{listing.status}: these are its tools as listed before" if listing.tools and "as listed before"
+            not in listing.status else listing.status)
+        groups.append((f"Plugin {p.name}", unique(listing.tools, taken), note))
     return groups
 
 
@@ -110,23 +88,26 @@ async def agent_page(request: Request, agent_id: FromPath[str], tab: FromQuery[s
 
 async def agent_view(request: Request, s: Worker, agent: Assistant, tab: str, status_code: int = 200, saved: str = "",
                      problem: tuple[str, str] | None = None, typed: dict[str, str] | None = None,
-                     plugin_typed: dict[str, str] | None = None) -> Response:
+                     plugin_typed: dict[str, str] | None = None, editing: int | None = None) -> Response:
     """An agent's tab; after a refusal, with the message beside its field (`problem`) and the
     form as the person typed it (`typed`: the settings, `plugin_typed`: the plugin form)."""
     fields = ("name", "instructions", "model", "thinking", "suggestions")
     context = {"agent": agent, "tab": tab, "tabs": TABS, "name_max": NAME_MAX, "thinking_levels": THINKING,
                "suggestions_max": SUGGESTIONS_MAX, "saved": saved, "problem": problem,
                "typed": typed or {k: getattr(agent, k) for k in fields},
-               "plugin_typed": plugin_typed or {"address": "", "header": ""}}
+               "plugin_typed": plugin_typed or {}, "editing": editing}
     if tab == "settings":
         context["choices"] = s.store.choices()
     elif tab == "tools":
         context["groups"] = await offered_tools(s, agent)
         context["use"] = names(agent.tools)
+        context["chosen"] = chosen
         context["approve"] = names(agent.approve)
     elif tab == "plugins":
-        context["plugins"] = s.store.plugins(agent.id)
+        context["plugins"] = [(p, plugin_pages.shown(p)) for p in s.store.plugins(agent.id)]
         context["masked"] = mcp.masked
+        context["stdio_ok"] = plugin_pages.stdio_ok(s, agent)
+        context["name_max"] = plugin_pages.PLUGIN_NAME_MAX
     elif tab == "memory":
         context["memories"] = s.store.memories(agent.id)
     return render.page(request, "agent.html", status_code=status_code, **context)
@@ -186,70 +167,26 @@ async def save_tools(request: Request, agent_id: FromPath[str]) -> Response:
     # Every offered tool checked means "every tool", plugins' later tools included. Tools not
     # on the page now (a plugin that is down) keep the choice made before. Choices are kept by
     # identity; one saved under a shown tool's name (before identities) is replaced by it.
+    # A plugin whose every tool is ticked is kept as "every tool of it" (plugin7.*): the tools
+    # it lists later are ticked too.
     use &= shown
-    old_names = {t.name for _, tools, _ in await offered_tools(s, agent) for t in tools if t.identity in shown}
-    tools = "" if use == shown else ",".join(sorted(use | (names(agent.tools) - shown - old_names)))
+    groups = await offered_tools(s, agent)
+    old_names = {t.name for _, tools, _ in groups for t in tools if t.identity in shown}
+    kept, every, on_page = set(use), set(), set()
+    for _, tools, _ in groups:
+        plugin = {t.identity.split(".", 1)[0] for t in tools if t.identity.startswith("plugin") and "." in t.identity}
+        if len(plugin) != 1:
+            continue
+        on_page |= {f"{plugin.pop()}.*"}
+        mine = {t.identity for t in tools if t.identity in shown}
+        if mine and mine <= use:
+            kept -= mine
+            every.add(f"{next(iter(mine)).split('.', 1)[0]}.*")
+    before = names(agent.tools) - shown - old_names - on_page
+    tools = "" if use == shown else ",".join(sorted(kept | every | before))
     approved = (approve & shown) | (names(agent.approve) - shown - old_names)
     s.store.update_agent(agent.id, tools=tools, approve=",".join(sorted(approved)))
     return back(request, agent, "tools", "tools")
-
-
-def reserved(name: str) -> bool:
-    """A plugin name whose tools would read as a built-in's (a plugin `fetch` with a tool
-    `page` is `fetch_page`): such a plugin is named `fetch_2` instead."""
-    return any(t.name == name or t.name.startswith(name + "_") for t in builtin_tools())
-
-
-@post("/agents/{agent_id:str}/plugins")
-async def add_plugin(request: Request, agent_id: FromPath[str]) -> Response:
-    s = state(request)
-    agent = agent_or_404(request, agent_id)
-    address = (await form_field(request, "address", ADDRESS_MAX)).strip()
-    header = (await form_field(request, "header", HEADER_MAX)).strip()
-    secret = (await form_field(request, "secret", SECRET_MAX)).strip()
-    typed = {"address": address, "header": header}  # the secret is never sent back into a page
-    if not address.startswith(("http://", "https://")):
-        return await agent_view(request, s, agent, "plugins", 400, plugin_typed=typed,
-                                problem=("address", "A plugin's address is an http:// or https:// URL."))
-    if header and not all(c.isalnum() or c in "-_" for c in header):
-        return await agent_view(request, s, agent, "plugins", 400, plugin_typed=typed,
-                                problem=("header", "A header name has letters, digits, - and _ only."))
-    if secret and not header:
-        header = "Authorization"
-    name = site_name(address)
-    taken = {p.name for p in s.store.plugins(agent.id)}
-    base, n = name, 2
-    while name in taken or reserved(name):
-        name, n = f"{base}_{n}"[:NAME_MAX], n + 1
-    added = s.store.add_plugin(plugin(agent.id, address, header=header, secret=secret, name=name))
-    listing = await mcp.list_tools(added, private_ok=private_ok(s, agent), timeout=5)
-    _listings[listed(added)] = listing
-    s.store.update_plugin(added.id, status=listing.status)
-    return back(request, agent, "plugins", "added")
-
-
-@post("/agents/{agent_id:str}/plugins/{plugin_id:str}")
-async def change_plugin(request: Request, agent_id: FromPath[str], plugin_id: FromPath[str]) -> Response:
-    s = state(request)
-    agent = agent_or_404(request, agent_id)
-    p = s.store.plugin_row(parse_id(plugin_id, "plugin"))
-    if p is None or p.agent != agent.id:
-        raise NotFoundException("No such plugin.")
-    action = (await form_field(request, "action", 20)).strip()
-    if action == "enable":
-        s.store.update_plugin(p.id, enabled=True)
-    elif action == "disable":
-        s.store.update_plugin(p.id, enabled=False)
-    elif action == "delete":
-        s.store.delete_plugin(p.id)
-        _listings.pop(listed(p), None)
-    elif action == "refresh":
-        listing = await mcp.list_tools(replace(p, enabled=True), private_ok=private_ok(s, agent), timeout=5)
-        _listings[listed(p)] = listing
-        s.store.update_plugin(p.id, status=listing.status)
-    else:
-        raise HTTPException(status_code=400, detail="The action is enable, disable, delete or refresh.")
-    return back(request, agent, "plugins", DONE[action])
 
 
 @post("/agents/{agent_id:str}/memories")
@@ -290,11 +227,9 @@ async def delete_agent(request: Request, agent_id: FromPath[str]) -> Response:
     if len(s.store.agents(me(request).id)) == 1:
         return delete_view(request, s, agent, 409, "This is your only agent: make another before deleting it.")
     s.store.delete_agent(agent.id)
-    for key in list(_listings):
-        if s.store.plugin_row(key[0]) is None:
-            _listings.pop(key, None)
+    plugin_pages.forget_listings(s)
     return Redirect("/agents?saved=agent-deleted", status_code=303)
 
 
-routes = [agents, create_agent, agent_page, save_settings, save_tools, add_plugin, change_plugin,
+routes = [agents, create_agent, agent_page, save_settings, save_tools, *plugin_pages.routes,
           save_memory_settings, delete_memory, confirm_delete, delete_agent]

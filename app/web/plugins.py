@@ -1,0 +1,325 @@
+"""An agent's plugins tab: adding a plugin (an address, or a command when the owner allows
+it), editing one (name, address, header, secret; a command's program, arguments and
+environment), and the Refresh / Enable / Disable / Delete buttons.
+
+What is shown for each plugin (app/plugins.py keeps it in the row at every listing): its
+transport, its status and when it was read, and its tools as of that status.
+"""
+from __future__ import annotations
+
+import json
+import re
+import time
+from dataclasses import replace
+from typing import Any
+
+from litestar import Request, Response, post
+from litestar.exceptions import HTTPException, NotFoundException
+from litestar.params import FromPath
+
+from .. import mcp_stdio, plugins as mcp
+from ..tables import Assistant, Plugin, site_name
+from ..tools import names
+from ..tools.builtin import builtin_tools
+from ..worker import Worker
+from .request import agent_or_404, form_field, parse_id, state
+
+PLUGIN_NAME_MAX = 40  # a plugin's name begins each of its tools' names (64 characters at most)
+ADDRESS_MAX = 2_000
+SECRET_MAX = 4_000
+HEADER_MAX = 100
+COMMAND_MAX = 1_000
+ARG_MAX = 4_000
+READ_MAX = 100_000  # what a field may carry before it is called too long beside the field (not a 413)
+TRANSPORTS = {mcp.STREAMABLE: "Streamable HTTP", mcp.SSE: "SSE", mcp.STDIO: "stdio (a command on this machine)"}
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")
+_ENV = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+# Plugin tool listings last seen in this worker, so the Tools tab need not reach every
+# plugin on each visit; refreshed at each run's start (runner) and by the Refresh button.
+_listings: dict[tuple, mcp.Listing] = {}
+
+
+def listed(p: Plugin) -> tuple:
+    """A listing's key: what reaching the plugin takes, with its id and agent, so a listing is
+    never shown for another plugin that came to have the same id, nor after an edit."""
+    return (p.id, p.agent, p.name, p.kind, p.address, p.header, p.secret, p.command, p.args, p.env)
+
+
+def forget_listings(s: Worker) -> None:
+    for key in list(_listings):
+        if s.store.plugin_row(key[0]) is None:
+            _listings.pop(key, None)
+
+
+def private_ok(s: Worker, agent: Assistant) -> bool:
+    return mcp.private_ok(s.config.private_plugins, s.store.owner(), agent.person)
+
+
+def stdio_ok(s: Worker, agent: Assistant) -> bool:
+    return mcp_stdio.allowed(s.config.stdio_plugins, s.store.owner(), agent.person)
+
+
+async def read(s: Worker, agent: Assistant, p: Plugin) -> mcp.Listing:
+    """List the plugin's tools now, and keep what it said (the row, this worker's cache)."""
+    listing = await mcp.list_tools(replace(p, enabled=True), private_ok=private_ok(s, agent), timeout=5,
+                                   stdio_ok=stdio_ok(s, agent))
+    _listings[listed(p)] = listing
+    mcp.record(s.store, p, listing)
+    return listing
+
+
+async def listing_of(s: Worker, agent: Assistant, p: Plugin) -> mcp.Listing:
+    """The plugin's tools for the Tools tab: as last seen here, else as its row keeps them
+    (with its status), else read now."""
+    seen = _listings.get(listed(p))
+    if seen is not None and seen.ok:
+        return seen
+    kept = mcp.kept_listing(p, private_ok=private_ok(s, agent))
+    if kept is not None:  # marked with the status that says it is down (Tools tab: "as listed before")
+        return replace(kept, status=seen.status if seen is not None else p.status)
+    if seen is not None:
+        return seen
+    if p.status and not mcp.status_ok(p.status):
+        return mcp.Listing([], p.status)
+    return await read(s, agent, p)
+
+
+def shown(p: Plugin) -> dict[str, Any]:
+    """What the plugins tab shows of a plugin beside its name."""
+    try:
+        tools = [t for t in json.loads(p.listed) if isinstance(t, dict)] if p.listed else []
+    except ValueError:
+        tools = []
+    hidden = {t.get("name") for t in tools if (t.get("execution") or {}).get("taskSupport") == "required"}
+    when = time.strftime("%H:%M", time.localtime(p.status_at)) if p.status_at else ""
+    day = time.strftime("%Y-%m-%d", time.localtime(p.status_at)) if p.status_at else ""
+    if day and day != time.strftime("%Y-%m-%d"):
+        when = f"{day} {when}"
+    return {"transport": TRANSPORTS.get(p.transport, ""), "read": when, "ok": mcp.status_ok(p.status),
+            "tools": [{"name": t.get("name", ""), "description": (t.get("description") or t.get("title") or ""),
+                       "task": t.get("name") in hidden} for t in tools],
+            "env": "\n".join(f"{k}={v}" for k, v in p.env), "args": "\n".join(p.args)}
+
+
+# --------------------------------------------------------------------------
+# Checking what the form sent
+# --------------------------------------------------------------------------
+
+
+class Refused(Exception):
+    """A field the form must show again with a message beside it: (field, message)."""
+
+    def __init__(self, field: str, message: str):
+        super().__init__(message)
+        self.field, self.message = field, message
+
+
+async def field(request: Request, name: str, most: int, what: str) -> str:
+    value = (await form_field(request, name, READ_MAX)).strip()
+    if len(value) > most:
+        raise Refused(name, f"{what} is too long: at most {most:,} characters (this one has {len(value):,}).")
+    return value
+
+
+def reserved(name: str) -> bool:
+    """A plugin name whose tools would read as a built-in's (a plugin `fetch` with a tool
+    `page` is `fetch_page`): such a plugin is named `fetch_2` instead."""
+    return any(t.name == name or t.name.startswith(name + "_") for t in builtin_tools())
+
+
+def check_name(s: Worker, agent: Assistant, name: str, this: int | None = None) -> str:
+    if len(name) > PLUGIN_NAME_MAX:
+        raise Refused("name", f"A plugin's name is at most {PLUGIN_NAME_MAX} characters: it begins each of its "
+                              f"tools' names.")
+    if not _NAME.fullmatch(name):
+        raise Refused("name", "A plugin's name has letters, digits, - and _ only, and begins with a letter or a "
+                              "digit: it begins each of its tools' names.")
+    if reserved(name):
+        raise Refused("name", f"“{name}” would make its tools read as built-in ones: choose another name.")
+    if any(p.name.lower() == name.lower() and p.id != this for p in s.store.plugins(agent.id)):
+        raise Refused("name", f"This agent has a plugin named “{name}” already.")
+    return name
+
+
+def free_name(s: Worker, agent: Assistant, base: str) -> str:
+    """The name a new plugin gets when none is given: after its site, made unique."""
+    base = re.sub(r"[^A-Za-z0-9_-]+", "_", base).strip("_-")[:PLUGIN_NAME_MAX] or "plugin"
+    taken = {p.name.lower() for p in s.store.plugins(agent.id)}
+    name, n = base, 2
+    while name.lower() in taken or reserved(name):
+        name, n = f"{base[:PLUGIN_NAME_MAX - 4]}_{n}", n + 1
+    return name
+
+
+def check_address(address: str) -> str:
+    if not address:
+        raise Refused("address", "A plugin's address is an http:// or https:// URL.")
+    if any(c.isspace() or ord(c) < 0x20 or ord(c) == 0x7F for c in address):
+        raise Refused("address", "An address has no spaces or control characters.")
+    if problem := mcp.bad_address(address):
+        raise Refused("address", "A plugin's address is an http:// or https:// URL with a host name."
+                      if "http" in problem else "That address is not a valid URL.")
+    return address
+
+
+def check_header(header: str) -> str:
+    if header and not all(c.isascii() and (c.isalnum() or c in "-_") for c in header):
+        raise Refused("header", "A header name has letters, digits, - and _ only.")
+    return header
+
+
+def check_secret(secret: str) -> str:
+    if secret and (not secret.isascii() or any(ord(c) < 0x20 or ord(c) == 0x7F for c in secret)):
+        raise Refused("secret", "A secret is sent as a header: plain ASCII characters only, no line breaks.")
+    return secret
+
+
+def check_command(command: str, args_text: str, env_text: str) -> tuple[str, tuple[str, ...], tuple[tuple[str, str], ...]]:
+    if not command:
+        raise Refused("command", "A command plugin needs the program to run (e.g. /usr/bin/node).")
+    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in command):
+        raise Refused("command", "The program's name has no control characters.")
+    args = tuple(a for a in (line.strip() for line in args_text.splitlines()) if a)
+    if len(args) > mcp_stdio.ARGS_MAX:
+        raise Refused("args", f"At most {mcp_stdio.ARGS_MAX} arguments, one a line.")
+    if any("\0" in a for a in args):
+        raise Refused("args", "An argument has no NUL characters.")
+    env: list[tuple[str, str]] = []
+    for line in env_text.splitlines():
+        if not line.strip():
+            continue
+        key, eq, value = line.strip().partition("=")
+        if not eq or not _ENV.fullmatch(key):
+            raise Refused("env", f"Each line is NAME=value, the name of letters, digits and _: not “{line.strip()[:40]}”.")
+        if "\0" in value:
+            raise Refused("env", "A value has no NUL characters.")
+        env.append((key, value))
+    if len(env) > mcp_stdio.ENV_MAX:
+        raise Refused("env", f"At most {mcp_stdio.ENV_MAX} variables.")
+    return command, args, tuple(env)
+
+
+# --------------------------------------------------------------------------
+# Routes
+# --------------------------------------------------------------------------
+
+
+async def refused(request: Request, s: Worker, agent: Assistant, e: Refused, typed: dict[str, str],
+                  editing: int | None = None) -> Response:
+    from .agents import agent_view
+    return await agent_view(request, s, agent, "plugins", 400, problem=(e.field, e.message), plugin_typed=typed,
+                            editing=editing)
+
+
+@post("/agents/{agent_id:str}/plugins")
+async def add_plugin(request: Request, agent_id: FromPath[str]) -> Response:
+    from .agents import back
+    s = state(request)
+    agent = agent_or_404(request, agent_id)
+    kind = (await form_field(request, "kind", 10)).strip() or "http"
+    typed = {k: (await form_field(request, k, READ_MAX)).strip()[:ARG_MAX * 4]
+             for k in ("name", "address", "header", "command", "args", "env")} | {"kind": kind}
+    try:
+        name = await field(request, "name", PLUGIN_NAME_MAX * 4, "A plugin's name")
+        if kind == "stdio":
+            if not stdio_ok(s, agent):
+                raise Refused("command", "Commands run on this machine are off: the owner may turn them on "
+                                         "(TABLETALK_STDIO_PLUGINS=1), for the owner's agents only.")
+            command, args, env = check_command(await field(request, "command", COMMAND_MAX, "The program"),
+                                               await field(request, "args", ARG_MAX * 10, "The arguments"),
+                                               await field(request, "env", ARG_MAX * 10, "The environment"))
+            name = check_name(s, agent, name) if name else free_name(s, agent, command.rsplit("/", 1)[-1])
+            made = Plugin(agent=agent.id, name=name, address="", kind="stdio", command=command, args=args, env=env)
+        elif kind == "http":
+            address = check_address(await field(request, "address", ADDRESS_MAX, "An address"))
+            header = check_header(await field(request, "header", HEADER_MAX, "A header name"))
+            secret = check_secret(await field(request, "secret", SECRET_MAX, "A secret"))
+            if secret and not header:
+                header = "Authorization"
+            name = check_name(s, agent, name) if name else free_name(s, agent, site_name(address))
+            made = Plugin(agent=agent.id, name=name, address=address, header=header, secret=secret)
+        else:
+            raise HTTPException(status_code=400, detail="A plugin is an address (http) or a command (stdio).")
+    except Refused as e:
+        return await refused(request, s, agent, e, typed)
+    added = s.store.add_plugin(made)
+    if agent.tools.strip():  # some tools were unticked: the new plugin's tools are ticked all the same
+        s.store.update_agent(agent.id, tools=",".join(sorted(names(agent.tools) | {every(added)})))
+    await read(s, agent, added)
+    return back(request, agent, "plugins", "added")
+
+
+def every(p: Plugin) -> str:
+    """The agent's setting for every tool of the plugin, those it lists later included."""
+    return f"plugin{p.id}.*"
+
+
+DONE = {"enable": "enabled", "disable": "disabled", "delete": "deleted", "refresh": "refreshed", "save": "edited"}
+
+
+@post("/agents/{agent_id:str}/plugins/{plugin_id:str}")
+async def change_plugin(request: Request, agent_id: FromPath[str], plugin_id: FromPath[str]) -> Response:
+    from .agents import back
+    s = state(request)
+    agent = agent_or_404(request, agent_id)
+    p = s.store.plugin_row(parse_id(plugin_id, "plugin"))
+    if p is None or p.agent != agent.id:
+        raise NotFoundException("No such plugin.")
+    action = (await form_field(request, "action", 20)).strip()
+    if action == "enable":
+        s.store.update_plugin(p.id, enabled=True)
+    elif action == "disable":
+        s.store.update_plugin(p.id, enabled=False)
+    elif action == "delete":
+        s.store.delete_plugin(p.id)
+        _listings.pop(listed(p), None)
+        s.store.update_agent(agent.id, tools=",".join(sorted(names(agent.tools) - {every(p)})))
+    elif action == "refresh":
+        await read(s, agent, p)
+    elif action == "save":
+        return await save(request, s, agent, p)
+    else:
+        raise HTTPException(status_code=400, detail="The action is save, enable, disable, delete or refresh.")
+    return back(request, agent, "plugins", DONE[action])
+
+
+async def save(request: Request, s: Worker, agent: Assistant, p: Plugin) -> Response:
+    """The edit form: the name, and how the plugin is reached. A secret left blank is kept
+    (the page never shows it); `forget` removes it."""
+    from .agents import back
+    typed = {k: (await form_field(request, k, READ_MAX)).strip()[:ARG_MAX * 4]
+             for k in ("name", "address", "header", "command", "args", "env")}
+    try:
+        name = check_name(s, agent, await field(request, "name", PLUGIN_NAME_MAX * 4, "A plugin's name"), this=p.id)
+        if p.kind == "stdio":
+            if not stdio_ok(s, agent):
+                raise Refused("command", "Commands run on this machine are off (TABLETALK_STDIO_PLUGINS).")
+            command, args, env = check_command(await field(request, "command", COMMAND_MAX, "The program"),
+                                               await field(request, "args", ARG_MAX * 10, "The arguments"),
+                                               await field(request, "env", ARG_MAX * 10, "The environment"))
+            changes: dict[str, Any] = {"name": name, "command": command, "args": args, "env": env}
+        else:
+            address = check_address(await field(request, "address", ADDRESS_MAX, "An address"))
+            header = check_header(await field(request, "header", HEADER_MAX, "A header name"))
+            secret = check_secret(await field(request, "secret", SECRET_MAX, "A secret")) or p.secret
+            if (await form_field(request, "forget", 5)) == "1":
+                secret = ""
+            if secret and not header:
+                header = "Authorization"
+            changes = {"name": name, "address": address, "header": header, "secret": secret}
+    except Refused as e:
+        return await refused(request, s, agent, e, typed, editing=p.id)
+    changed = {k: v for k, v in changes.items() if getattr(p, k) != v}
+    if changed:
+        s.store.update_plugin(p.id, **changed)
+        _listings.pop(listed(p), None)
+        if set(changed) - {"name"}:  # reached another way: its kept sessions are of the old way
+            s.store.forget_mcp_sessions(p.id)
+        fresh = s.store.plugin_row(p.id)
+        if fresh is not None and fresh.enabled:
+            await read(s, agent, fresh)
+    return back(request, agent, "plugins", DONE["save"])
+
+
+routes = [add_plugin, change_plugin]
