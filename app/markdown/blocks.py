@@ -29,6 +29,13 @@ class Block:
 
 _GROWN: dict[tuple[str, str, int], tuple[Block, ...]] = {}  # (source, key, grid) -> blocks
 _GROWN_MAX = 64
+# Per key, the blocks of its last growing render. The blocks before its last few are final
+# (incremental._Head keeps their inner HTML, the same string objects render after render):
+# their Blocks are kept too, so a render makes only its changed blocks, and comparing the
+# rest with what a page has (diff.block_changes) is a pointer check, not a copy and a
+# compare of the whole answer's HTML at every flush.
+_WRAPPED: dict[str, tuple[list[str], list[Block]]] = {}  # key -> (inner HTML, blocks)
+_WRAPPED_MAX = 256
 
 
 def render(text: str, growing: bool = False) -> str:
@@ -38,6 +45,24 @@ def render(text: str, growing: bool = False) -> str:
     env: dict[str, Any] = {}
     tokens = _growing_tokens(_growing_source(text or ""), env)
     return _md.renderer.render(tokens, _md.options, env)
+
+
+def _block(key: str, safe_key: str, n: int, inner: str) -> Block:
+    return Block(f"{key}-{n}", f'<div class="{BLOCK_CLASS}" id="{safe_key}-{n}">{inner}</div>')
+
+
+def _wrapped(parts: list[str], key: str, safe_key: str) -> list[Block]:
+    """`parts` as Blocks, reusing the key's last ones up to the first whose inner HTML is
+    not the same string."""
+    inners, blocks = _WRAPPED.pop(key, None) or ([], [])
+    same, limit = 0, min(len(inners), len(parts))
+    while same < limit and inners[same] is parts[same]:
+        same += 1
+    blocks = blocks[:same] + [_block(key, safe_key, n, parts[n]) for n in range(same, len(parts))]
+    if len(_WRAPPED) >= _WRAPPED_MAX:
+        _WRAPPED.pop(next(iter(_WRAPPED)))
+    _WRAPPED[key] = (parts, blocks)  # (re)inserted last: the dict's order is its age
+    return list(blocks)
 
 
 def keyed(text: str, key: str, growing: bool = False) -> list[Block]:
@@ -67,10 +92,10 @@ def keyed(text: str, key: str, growing: bool = False) -> list[Block]:
         for start, end in _top_level(tokens):
             inner = renderer.render(tokens[start:end], options, env)
             parts.append(inner[:-1] if inner.endswith("\n") else inner)
-    blocks = [
-        Block(f"{key}-{n}", f'<div class="{BLOCK_CLASS}" id="{safe_key}-{n}">{inner}</div>')
-        for n, inner in enumerate(parts)
-    ]
+    if growing:
+        blocks = _wrapped(parts, key, safe_key)
+    else:
+        blocks = [_block(key, safe_key, n, inner) for n, inner in enumerate(parts)]
     if growing:
         if len(_GROWN) >= _GROWN_MAX:
             _GROWN.pop(next(iter(_GROWN)))

@@ -12,8 +12,10 @@ elements only, and a fresh render must be the same DOM as a live one.
 """
 from __future__ import annotations
 
+import functools
 import secrets
 from dataclasses import dataclass
+from typing import Any
 
 from markupsafe import Markup, escape
 
@@ -212,6 +214,21 @@ DELETED = ('<div id="status" class="status deleted" data-running="0" data-asked=
            + removal("composer"))
 
 
+def state_fragment(name: str, state: dict[str, Any], **context: Any) -> str:
+    """A fragment that is a function of the conversation's state alone (_status.html,
+    _cut.html): rendered once per distinct state, not at every message of an answer (each
+    message compares them with what followers have)."""
+    try:
+        return _state_fragment(name, tuple(sorted(state.items())), tuple(sorted(context.items())))
+    except TypeError:  # a value that cannot be a key
+        return fragment(name, state=state, **context)
+
+
+@functools.lru_cache(maxsize=512)
+def _state_fragment(name: str, state: tuple, context: tuple) -> str:
+    return fragment(name, state=dict(state), **dict(context))
+
+
 def chat_changes(store: Store, chat: int, items: list[Item], convo: Conversation | None,
                  gone: list[str] = (), sent: dict[int | str, Sent | str] | None = None) -> str:
     """One feed message for a conversation.
@@ -246,7 +263,7 @@ def chat_changes(store: Store, chat: int, items: list[Item], convo: Conversation
                 if not it.done or it.kind == "call":
                     parts = item_parts(it, view)
                     sent[it.id] = Sent(parts.shell, parts.state, {b.id: b.html for b in parts.blocks})
-            sent["cut"] = fragment("_cut.html", state=state)
+            sent["cut"] = state_fragment("_cut.html", state)
         items = []
     items = [it for it in items if it.kind != "plan" and path.holds(it)]  # other branches' rows wait
     if items or pinned:
@@ -272,7 +289,7 @@ def chat_changes(store: Store, chat: int, items: list[Item], convo: Conversation
         if plans:  # the plan is pinned above the composer, not in the log
             parts_out.append('<hx-partial hx-target="#plan" hx-swap="upsert">' + "".join(plans) + "</hx-partial>")
         parts_out.extend(pieces)
-    cut = fragment("_cut.html", state=state)
+    cut = state_fragment("_cut.html", state)
     if sent is None or sent.get("cut", "") != cut:  # where the model's view starts moved (rarely)
         parts_out.append(placed("cut", cut))
     if sent is not None:
@@ -282,7 +299,7 @@ def chat_changes(store: Store, chat: int, items: list[Item], convo: Conversation
         if ended and ended != state["turn"]:
             parts_out.append(fragment("_announce.html", text=announcement(store.last_of_turn(chat, ended)), oob=True))
         sent["turn"] = state["turn"]
-    status = fragment("_status.html", chat=chat, state=state, oob=True)
+    status = state_fragment("_status.html", state, chat=chat, oob=True)
     if sent is None or sent.get("status") != status:  # most messages leave it as it was
         parts_out.append(status)
     if sent is not None:
