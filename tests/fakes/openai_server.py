@@ -65,6 +65,7 @@ __all__ = [
     "drop",
     "malformed",
     "finish",
+    "empty",
 ]
 
 
@@ -263,6 +264,19 @@ def finish(reason: str | None = "stop") -> Step:
     return _Finish(reason)
 
 
+@dataclass(frozen=True)
+class _Empty(Step):
+    pass
+
+
+def empty() -> Step:
+    """Answer 200 with event-stream headers and then end the body with nothing in it: what
+    llama-cpp-python's server does when a streamed request fails inside it (a prompt over its
+    window, a chat template that cannot take image parts). Not streamed, it is a plain 200 of
+    an empty answer; script an `error` for the not-streamed ask instead."""
+    return _Empty()
+
+
 def _normalize(turn: Any) -> list[Step]:
     if isinstance(turn, str):
         return [text(turn)]
@@ -316,8 +330,20 @@ class FakeModelServer:
         port: int = 0,
         host: str = "127.0.0.1",
         require_key: str | None = None,
+        kind: str = "",
+        slots: int = 1,
     ) -> None:
         self.models: dict[str, int] = dict(models if models is not None else {"fake-model": 8192})
+        # Which real server's own endpoints and list shape to serve (see _kind_dispatch):
+        # "" (OpenAI/vLLM-like list), "llama.cpp", "llama-cpp-python" or "lmstudio".
+        if kind not in ("", "llama.cpp", "llama-cpp-python", "lmstudio"):
+            raise ValueError(f"unknown server kind {kind!r}")
+        self.kind = kind
+        self.slots = slots  # llama.cpp's total_slots
+        self.probes: list[str] = []  # the paths of every request beyond chat and the model list
+        self.active = self.most_active = 0
+        # llama-cpp-python ignores stream_options.include_usage: no usage chunk ever
+        self.sends_usage = kind != "llama-cpp-python"
         self.host = host
         self.port = port
         self.require_key = require_key
@@ -509,6 +535,8 @@ class FakeModelServer:
                 except ValueError:
                     self._record(req)
             return self._send_error(writer, error(401), req.keep_alive)
+        if self.kind and (answered := self._kind_dispatch(req, path, writer)) is not None:
+            return answered
         if req.method == "GET" and path == "/v1/models":
             data = [self._model_json(m, n) for m, n in self.models.items()]
             return self._send_json(writer, 200, {"object": "list", "data": data}, req.keep_alive)
@@ -533,9 +561,14 @@ class FakeModelServer:
             if steps is None:
                 msg = f"The model '{body.get('model')}' does not exist or you do not have access to it."
                 return self._send_error(writer, error(404, msg, code="model_not_found"), req.keep_alive)
-            if body.get("stream"):
-                return await self._stream_turn(body, steps, req, reader, writer)
-            return await self._complete_turn(body, steps, req, writer)
+            self.active += 1  # chat requests being answered at once (most_active: the most seen)
+            self.most_active = max(self.most_active, self.active)
+            try:
+                if body.get("stream"):
+                    return await self._stream_turn(body, steps, req, reader, writer)
+                return await self._complete_turn(body, steps, req, writer)
+            finally:
+                self.active -= 1
         return self._send_error(writer, error(404, f"Unknown path {req.method} {req.path}", code="unknown_url"), req.keep_alive)
 
     def _record(self, req: _Request, body: Any = None) -> None:
@@ -564,6 +597,50 @@ class FakeModelServer:
         if callable(turn):
             turn = turn(body)
         return _normalize(turn)
+
+    # ---- other servers' own endpoints (kind) --------------------------------
+    # Shapes as each project documents and serves them: llama.cpp's server (tools/server
+    # README: /props, /slots, /tokenize, /v1/models with `meta`), llama-cpp-python 0.3.x
+    # (llama_cpp/server/app.py: /v1/models owned_by "me", /extras/tokenize/count), LM Studio
+    # (REST API v0: /api/v0/models with loaded_context_length).
+
+    def _kind_dispatch(self, req: _Request, path: str, writer) -> bool | None:
+        get, post = req.method == "GET", req.method == "POST"
+        if get and path == "/v1/models":
+            return self._send_json(writer, 200, {"object": "list", "data": [
+                self._kind_model(m, n) for m, n in self.models.items()]}, req.keep_alive)
+        if path in ("/v1/chat/completions",):
+            return None
+        self.probes.append(path)
+        ctx = next(iter(self.models.values()), 0)
+        if self.kind == "llama.cpp" and get and path == "/props":
+            return self._send_json(writer, 200, {"default_generation_settings": {"n_ctx": ctx, "params": {}},
+                                                 "total_slots": self.slots, "model_path": "model.gguf",
+                                                 "modalities": {"vision": False, "audio": False}}, req.keep_alive)
+        if self.kind == "llama.cpp" and get and path == "/slots":
+            return self._send_json(writer, 200, [{"id": i, "n_ctx": ctx, "is_processing": False}
+                                                 for i in range(self.slots)], req.keep_alive)
+        if self.kind == "llama.cpp" and post and path == "/tokenize":
+            said = json.loads(req.body or b"{}").get("content", "")
+            return self._send_json(writer, 200, {"tokens": list(range(len(_WORDS.findall(said))))}, req.keep_alive)
+        if self.kind == "llama-cpp-python" and post and path == "/extras/tokenize/count":
+            said = json.loads(req.body or b"{}").get("input", "")
+            return self._send_json(writer, 200, {"count": len(_WORDS.findall(said))}, req.keep_alive)
+        if self.kind == "lmstudio" and get and path == "/api/v0/models":
+            return self._send_json(writer, 200, {"object": "list", "data": [
+                {"id": m, "object": "model", "type": "llm", "publisher": "lmstudio-community", "arch": "llama",
+                 "compatibility_type": "gguf", "quantization": "Q4_K_M", "state": "loaded",
+                 "max_context_length": n * 4, "loaded_context_length": n} for m, n in self.models.items()]},
+                req.keep_alive)
+        return None
+
+    def _kind_model(self, name: str, ctx: int) -> dict:
+        if self.kind == "llama.cpp":
+            return {"id": name, "object": "model", "created": 0, "owned_by": "llamacpp",
+                    "meta": {"vocab_type": 2, "n_vocab": 49152, "n_ctx_train": ctx * 4, "n_embd": 576}}
+        if self.kind == "llama-cpp-python":
+            return {"id": name, "object": "model", "owned_by": "me", "permissions": []}
+        return {"id": name, "object": "model", "owned_by": "organization_owner"}
 
     @staticmethod
     def _model_json(name: str, ctx: int) -> dict:
@@ -667,7 +744,7 @@ class FakeModelServer:
             json.dumps(model),
         )
         st = _Stream(reader, writer, req.keep_alive, f'data: {head}"choices":[{{"index":0,"delta":'.encode())
-        st.include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+        st.include_usage = bool((body.get("stream_options") or {}).get("include_usage")) and self.sends_usage
         finish_reason: str | None = "stop"
         explicit_finish = False
         usage_step: _Usage | None = None
@@ -724,6 +801,11 @@ class FakeModelServer:
                     if st.started:
                         await writer.drain()
                     return False  # the handler closes the socket without a last chunk
+                case _Empty():
+                    writer.write(self._head(200, [("Content-Type", "text/event-stream; charset=utf-8"),
+                                                  ("Transfer-Encoding", "chunked")], req.keep_alive))
+                    st.started = True
+                    return await self._end_chunked(st)
                 case _Malformed():
                     await self._start(st)
                     await self._write(st, b"data: {not json\n\n")
