@@ -25,7 +25,7 @@ from .beat import BEAT_SECONDS, beat_at_or_after, next_beat
 from .config import Config
 from .feed import Feed
 from .history import takes_images
-from .providers.client import Providers
+from .providers.client import Providers, no_model
 from .store import Store, first_words
 from .tables import Assistant, Item, item
 from .tools import Tool, allowed, chosen, names
@@ -90,6 +90,7 @@ class Runner(space.DiskFull):
         self._tasks = [
             loop_.create_task(self._scan_forever(), name="runner-scan"),
             loop_.create_task(self._renew_forever(), name="runner-renew"),
+            loop_.create_task(self.providers.relist_forever(self.store), name="runner-relist"),
         ]
 
     async def stop(self) -> None:
@@ -384,7 +385,7 @@ class Runner(space.DiskFull):
             turn.emit(loop.Failed("No model server is set up: start Ollama, or start Tabletalk with AI_URL "
                                   "(an OpenAI-compatible server) or AI_ACCOUNTS set (see the README)."))
         elif not model:
-            turn.emit(loop.Failed("No model is available: the model server lists none and AI_MODEL is not set."))
+            turn.emit(loop.Failed(no_model(self.store.choices())))
         else:
             thinking = pick(user.thinking, convo.thinking if convo else "", agent.thinking if agent else "")
             await turn.run(self.providers.stream_fn(model, thinking=thinking or None))

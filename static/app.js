@@ -411,4 +411,15 @@
     if (!b) { b = document.createElement("p"); b.id = b.className = "composer-error"; b.setAttribute("role", "alert"); f.prepend(b); }
     b.textContent = st && c.text ? c.text.slice(0, 500) : "Not sent: the server did not answer.";
   });
+
+  // --- local-server: the tab's title follows the conversation's as the live feed renames it
+  // (the feed sends #title with every update; a title the model gave arrives that way).
+  var heading = document.getElementById("title");
+  if (heading && heading.parentNode) {
+    var suffix = " · Tabletalk", follow = function () {
+      var h = document.getElementById("title"), want = h && h.textContent.trim() + suffix;
+      if (want && document.title !== want) document.title = want;
+    };
+    new MutationObserver(follow).observe(heading.parentNode, { childList: true });  // #title is swapped whole
+  }
 })();

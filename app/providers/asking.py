@@ -21,6 +21,7 @@ import time
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
+import httpx2
 import openai
 
 from .. import window
@@ -242,7 +243,8 @@ async def _one(providers: Providers, client: openai.AsyncOpenAI, endpoint: Endpo
     finally:
         pace(response.http_response, on=False)
         await opened.__aexit__(None, None, None)
-    if not received:
+    if not received and not isinstance(cut, httpx2.TimeoutException):
+        # ended with nothing in it (or cut before anything came): not a wait that ran out
         raise await diagnosis(providers, client, endpoint, model, request, messages, tools)
     if cut is not None:
         raise ModelError(plain_words(cut, endpoint)) from cut

@@ -8,6 +8,7 @@ module as a `ModelError` whose message a person can read.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,6 +28,21 @@ from .servers import Gate, Server
 from .thinking import THINKING, thinking_fields
 
 OLLAMA, LOCAL_SERVER, BUILTIN = "ollama", "local", "builtin"  # the servers a "local:" id can live on
+RELIST_SECONDS = 5.0  # how often the servers are listed again while one of them is down
+
+log = logging.getLogger(__name__)
+
+
+def no_model(choices: list[Choice]) -> str:
+    """Why no model could be chosen, in plain words: a server that is down says so."""
+    down = [c for c in choices if not c.up]
+    if down:
+        said = "; ".join(f"{c.name}: {c.note}" for c in down)
+        return (f"No model is available: {said}. Start the model server (the list is read again by itself "
+                f"while one is down), or set AI_MODEL.")
+    return "No model is available: the model server lists none and AI_MODEL is not set."
+
+
 @dataclass(frozen=True)
 class Endpoint:
     base_url: str
@@ -292,6 +308,19 @@ class Providers:
             store.set_calibration(model, *window.learn(*store.calibration(model), raw, counted))
 
         self.on_count = on_count
+
+    async def relist_forever(self, store: Any, every: float = RELIST_SECONDS) -> None:
+        """While a listed server is down, list them all again every few seconds: one that
+        comes up later than Tabletalk shows in the pickers without a restart."""
+        while True:
+            await asyncio.sleep(every)
+            try:
+                if any(not c.up for c in store.choices()):
+                    found = await self.choices()
+                    if found != store.choices():
+                        store.replace_choices(found)
+            except Exception:
+                log.exception("listing the model servers again failed")
 
     def limits_of(self, model: str) -> Limits:
         """What `model` was found to take: the stored word (any worker's), else this one's."""

@@ -4,16 +4,32 @@ from __future__ import annotations
 from litestar import Request, Response, get, post
 
 from ..providers.ids import groups
-from .request import go, local_path, state
+from . import render
+from .request import go, is_htmx, local_path, state
 
 
 @post("/models/refresh")
 async def refresh(request: Request) -> Response:
-    """Ask every model server for its models again (a server started or a model pulled since)."""
+    """Ask every model server for its models again (a server started or a model pulled since).
+    From the composer's Refresh with script: its picker anew; else the page loads again."""
     s = state(request)
     await s.runner.refresh_choices()
-    # The pickers are not followed live: the page loads again to show the new list.
-    return go(request, local_path((await request.form()).get("next")))
+    form = await request.form()
+    if is_htmx(request) and request.headers.get("hx-target") == "model-picker":
+        return picked(s.store.choices(), form.get("model"), form.get("next"))
+    return go(request, local_path(form.get("next")))
+
+
+def picked(choices: list, model: object, here: object) -> Response:
+    html = render.fragment("_picker.html", choices=choices, model=model if isinstance(model, str) else "",
+                           here=local_path(here))
+    return Response(html, media_type="text/html; charset=utf-8", status_code=200)
+
+
+@get("/models/picker")
+async def picker(request: Request) -> Response:
+    """The composer's model picker as the list stands now (it asks for itself while a server is down)."""
+    return picked(state(request).store.choices(), request.query_params.get("model"), request.query_params.get("next"))
 
 
 @get("/models")
@@ -27,4 +43,4 @@ async def listing(request: Request) -> dict:
     ]}
 
 
-routes = [refresh, listing]
+routes = [refresh, picker, listing]

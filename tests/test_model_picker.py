@@ -1,0 +1,42 @@
+"""The composer's model picker while a listed server is down: it says so, offers Refresh, and
+shows the server's models by itself once it comes up (the runner lists again while one is
+down; the picker asks for itself)."""
+from __future__ import annotations
+
+from tests.conftest import app_client, csrf, free_port, new_chat, soup, wait_for
+from tests.fakes.openai_server import FakeModelServer, text
+
+
+def test_a_server_that_comes_up_after_tabletalk_shows_in_the_picker_by_itself(monkeypatch, data):
+    port = free_port()
+    monkeypatch.setenv("TABLETALK_DATA", str(data))
+    monkeypatch.setenv("AI_URL", f"http://127.0.0.1:{port}/v1")
+    monkeypatch.setenv("AI_MODEL", "")
+    monkeypatch.delenv("OLLAMA_HOST", raising=False)  # no Ollama at its default address: not listed
+    with app_client(data) as client:
+        chat = new_chat(client)
+        page = soup(client.get(chat))
+        picker = page.select_one("#composer #model-picker")
+        assert picker.select_one("option[disabled]").text.startswith("AI_URL")
+        refresh = picker.select_one("button.refresh-models")
+        assert refresh["formaction"] == "/models/refresh" and refresh["value"] == chat
+        poll = picker.select_one("[hx-get^='/models/picker']")
+        assert poll["hx-trigger"] == "every 5s"
+        with FakeModelServer(models={"late-model": 4096}, port=port) as late:
+            late.plain_default = [text("Title")]
+            # no request from the page: the runner lists again while a server is down
+            wait_for(lambda: "late-model" in client.get("/models/picker").text, timeout=30, every=0.5)
+            fresh = soup(client.get(f"/models/picker?model=late-model&next={chat}"))
+            assert fresh.select_one("option[selected]")["value"] == "late-model"
+            assert fresh.select_one("button.refresh-models") is None and fresh.select_one("[hx-trigger]") is None
+
+
+def test_refresh_answers_a_script_with_the_picker_and_a_plain_form_with_the_page(client, fake):
+    chat = new_chat(client)
+    token = csrf(client, chat)
+    plain = client.post("/models/refresh", data={"_csrf_token": token, "next": chat}, follow_redirects=False)
+    assert plain.status_code == 303 and plain.headers["location"] == chat
+    scripted = client.post("/models/refresh", data={"_csrf_token": token, "next": chat, "model": "other-model"},
+                           headers={"HX-Request": "true", "HX-Target": "model-picker"})
+    assert scripted.status_code == 200
+    assert soup(scripted).select_one("#model-picker option[selected]")["value"] == "other-model"
