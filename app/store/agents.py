@@ -20,7 +20,7 @@ class Agents(Base):
 
     def choices(self) -> list[Choice]:
         """The models listed at the last refresh, in the picker's order, with the providers that were down."""
-        return [self._choice(r) for r in self.all("SELECT * FROM choices ORDER BY rowid")]
+        return [self._choice(r) for r in self.all("SELECT * FROM choices ORDER BY place")]
 
     def choice(self, model: str) -> Choice | None:
         """The model a message may name as `model`: listed, and its server answered."""
@@ -28,12 +28,15 @@ class Agents(Base):
         return self._choice(r) if r else None
 
     def replace_choices(self, choices: list[Choice]) -> None:
-        """The whole list at once (rowid keeps its order): readers see the old list or the new."""
+        """The whole list at once (`place` keeps its order; a model listed twice is where and as
+        it was last listed): readers see the old list or the new."""
         with self.write() as db:
             db.conn.execute("DELETE FROM choices")
             db.conn.executemany(
-                'INSERT OR REPLACE INTO choices (id, name, "group", note, window, tags, up) VALUES (?, ?, ?, ?, ?, ?, ?)',
-                [[c.id, c.name, c.group, c.note, c.window, ",".join(c.tags), int(c.up)] for c in choices])
+                'INSERT INTO choices (id, name, "group", note, "window", tags, up, place) VALUES (?, ?, ?, ?, ?, ?, ?, ?) '
+                'ON CONFLICT (id) DO UPDATE SET name = excluded.name, "group" = excluded."group", note = excluded.note, '
+                '"window" = excluded."window", tags = excluded.tags, up = excluded.up, place = excluded.place',
+                [[c.id, c.name, c.group, c.note, c.window, ",".join(c.tags), int(c.up), n] for n, c in enumerate(choices)])
 
     def limits(self, model: str) -> Limits:
         """What `model`'s server was found not to take (the defaults until one refused)."""
@@ -44,8 +47,8 @@ class Agents(Base):
     def set_limits(self, model: str, limits: Limits) -> None:
         with self.write() as db:
             db.conn.execute(
-                """INSERT INTO model_limits (model, window, images, tools, reasoning, updated) VALUES (?, ?, ?, ?, ?, ?)
-                   ON CONFLICT (model) DO UPDATE SET window = excluded.window, images = excluded.images,
+                """INSERT INTO model_limits (model, "window", images, tools, reasoning, updated) VALUES (?, ?, ?, ?, ?, ?)
+                   ON CONFLICT (model) DO UPDATE SET "window" = excluded."window", images = excluded.images,
                    tools = excluded.tools, reasoning = excluded.reasoning, updated = excluded.updated""",
                 [model, limits.window, int(limits.images), int(limits.tools), int(limits.reasoning), dbm.now()])
 
@@ -56,16 +59,18 @@ class Agents(Base):
         return Assistant.from_row(row) if row else None
 
     def agents(self, person: int | None) -> list[Assistant]:
-        return [Assistant.from_row(r) for r in self.all("SELECT * FROM assistants WHERE person IS ? ORDER BY id", [person])]
+        whose, params = self._is("person", person)
+        return [Assistant.from_row(r) for r in self.all(f"SELECT * FROM assistants WHERE {whose} ORDER BY id", params)]
 
     def add_agent(self, a: Assistant) -> Assistant:
         t = dbm.now()
         with self.write() as db:
             cur = db.conn.execute(
                 "INSERT INTO assistants (name, instructions, model, tools, approve, created, updated, rev, person) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
                 [a.name, a.instructions, a.model, a.tools, a.approve, t, t, dbm.bump(db), a.person])
-        return self.agent(cur.lastrowid)
+            agent_id = cur.fetchone()[0]
+        return self.agent(agent_id)
 
     def delete_agent(self, agent_id: int) -> None:
         """Its conversations stay readable (their agent becomes none); its plugins and memories go."""
@@ -79,8 +84,8 @@ class Agents(Base):
         with self.write() as db:
             return db.conn.execute(  # the conversation only while it exists (it may be gone meanwhile)
                 "INSERT INTO memories (agent, text, created, outside, chat) "
-                "VALUES (?, ?, ?, ?, (SELECT id FROM conversations WHERE id = ?))",
-                [agent, text, dbm.now(), int(outside), chat]).lastrowid
+                "VALUES (?, ?, ?, ?, (SELECT id FROM conversations WHERE id = ?)) RETURNING id",
+                [agent, text, dbm.now(), int(outside), chat]).fetchone()[0]
 
     def outside_output(self, chat: int, inside: tuple[str, ...]) -> bool:
         """Whether a tool brought this conversation text from outside: a call, other than
@@ -129,9 +134,10 @@ class Agents(Base):
         t = dbm.now()
         with self.write() as db:
             cur = db.conn.execute(
-                "INSERT INTO skills (name, description, body, created, updated) VALUES (?, ?, ?, ?, ?)",
+                "INSERT INTO skills (name, description, body, created, updated) VALUES (?, ?, ?, ?, ?) RETURNING id",
                 [s.name, s.description, s.body, t, t])
-        return self.skill(cur.lastrowid)
+            skill_id = cur.fetchone()[0]
+        return self.skill(skill_id)
 
     def update_skill(self, skill_id: int, s: Skill) -> None:
         """Raises sqlite3.IntegrityError when the new name is another skill's."""

@@ -26,6 +26,10 @@ class Base:
     @contextmanager
     def snapshot(self) -> Iterator[None]:
         """Several reads that must agree (a page and the rev it was rendered at)."""
+        if dbm.postgres(self.db):
+            with self.db.snapshot():
+                yield
+            return
         if self.db.conn.in_transaction:
             yield
             return
@@ -43,6 +47,12 @@ class Base:
 
     def rev(self) -> int:
         return dbm.current_rev(self.db)
+
+    @staticmethod
+    def _is(column: str, value: Any) -> tuple[str, list[Any]]:
+        """`column IS value` as both engines read it and index it (PostgreSQL's IS takes no
+        parameter): `IS NULL` for None, else `= ?`."""
+        return (f"{column} IS NULL", []) if value is None else (f"{column} = ?", [value])
 
     def one(self, sql: str, params: Any = ()) -> Any:
         return self.db.conn.execute(sql, params).fetchone()

@@ -1,4 +1,4 @@
-"""Conversations and their items: what pages show and the feed sends; deleting and searching."""
+"""Conversations and their items: what pages show and the feed sends; deleting (searching: search.py)."""
 from __future__ import annotations
 
 from dataclasses import fields, replace
@@ -42,7 +42,8 @@ class Chats(Base):
                       after: tuple[int, int, int] | None = None) -> list[Conversation]:
         """`person`'s conversations as the sidebar lists them: pinned first, then the latest
         message first; `after` (pinned, active, id) of a row: the ones listed below it."""
-        sql, params = "SELECT * FROM conversations WHERE person IS ?", [person]
+        whose, params = self._is("person", person)
+        sql = f"SELECT * FROM conversations WHERE {whose}"
         if after is not None:
             sql, params = sql + " AND (pinned, active, id) < (?, ?, ?)", [*params, *after]
         rows = self.all(sql + " ORDER BY pinned DESC, active DESC, id DESC LIMIT ?", [*params, limit])
@@ -59,10 +60,11 @@ class Chats(Base):
             rev = dbm.bump(db)
             # Ids are never reused: a deleted conversation's old links, open tabs or a run still
             # finishing elsewhere must not reach a new one (its tombstone keeps its id).
-            next_id = db.conn.execute(
-                """SELECT max(coalesce((SELECT max(id) FROM conversations), 0),
-                              coalesce((SELECT max(CAST(substr(dom, 2) AS INTEGER)) FROM tombstones
-                                        WHERE chat IS NULL AND dom LIKE 'c%'), 0)) + 1""").fetchone()[0]
+            last = db.conn.execute(
+                """SELECT (SELECT max(id) FROM conversations),
+                          (SELECT max(CAST(substr(dom, 2) AS INTEGER)) FROM tombstones
+                           WHERE chat IS NULL AND dom LIKE 'c%')""").fetchone()
+            next_id = max(last[0] or 0, last[1] or 0) + 1
             db.conn.execute(
                 "INSERT INTO conversations (id, agent, title, created, updated, rev, person, active) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
@@ -164,7 +166,8 @@ class Chats(Base):
             values.pop("id")
             cols = ", ".join(values)
             marks = ", ".join("?" for _ in values)
-            item_id = db.conn.execute(f"INSERT INTO items ({cols}) VALUES ({marks})", list(values.values())).lastrowid
+            item_id = db.conn.execute(f"INSERT INTO items ({cols}) VALUES ({marks}) RETURNING id",
+                                      list(values.values())).fetchone()[0]
             if new.kind == "user":
                 # its own turn, and current at its fork: the newest wins (app/branches.py)
                 db.conn.execute("UPDATE items SET turn = ?, chosen = ? WHERE id = ?", [item_id, rev, item_id])
@@ -247,7 +250,7 @@ class Chats(Base):
         also names the conversation."""
         return self.add(asked(chat, text, model=model, files=files, thinking=thinking, steer=steer))
 
-    # --- deleting and searching conversations ---------------------------------------
+    # --- deleting conversations -----------------------------------------------------
 
     def delete_conversation(self, chat: int) -> bool:
         """Delete a conversation; its items, lease and context go with it (foreign keys), its
@@ -266,36 +269,3 @@ class Chats(Base):
             db.conn.executemany("INSERT INTO tombstones (chat, dom, rev, person) VALUES (?, ?, ?, ?)",
                                 [[None, f"c{chat}", rev, row[0]], [chat, f"c{chat}", rev, row[0]]])
         return True
-
-    def search(self, terms: list[str], marks: tuple[str, str], person: int | None,
-               limit: int = 50) -> list[dict[str, Any]]:
-        """`person`'s conversations holding every term (FTS5 strings, already safe) in their title or in
-        any message or answer, newest first. Each comes with its title highlighted where it
-        matched and a snippet of its best matching item, `marks` around the hits."""
-        if not terms:
-            return []
-        with self.snapshot():  # the matches, their titles and snippets as of one moment
-            every = " INTERSECT ".join("SELECT chat FROM search WHERE search MATCH ?" for _ in terms)
-            found = self.all(f"SELECT c.id, c.title, c.active, a.name AS agent FROM conversations c "
-                             f"LEFT JOIN assistants a ON a.id = c.agent WHERE c.person IS ? AND c.id IN ({every}) "
-                             "ORDER BY c.active DESC, c.id DESC LIMIT ?", [person, *terms, limit])
-            if not found:
-                return []
-            anyterm = " OR ".join(terms)
-            places = ",".join("?" * len(found))
-            best = {r["chat"]: r["item"] for r in self.all(
-                f"""SELECT chat, item FROM (
-                        SELECT chat, rowid AS item, row_number() OVER (PARTITION BY chat ORDER BY rank) AS n
-                        FROM search WHERE search MATCH ? AND rowid > 0 AND chat IN ({places}))
-                    WHERE n = 1""", [anyterm, *(r["id"] for r in found)])}
-            hits = []
-            for r in found:
-                title = self.one("SELECT highlight(search, 1, ?, ?) FROM search WHERE search MATCH ? AND rowid = ?",
-                                 [*marks, anyterm, -r["id"]])
-                item = best.get(r["id"])
-                snippet = self.one("SELECT snippet(search, 2, ?, ?, '…', 16) FROM search WHERE search MATCH ? "
-                                   "AND rowid = ?", [*marks, anyterm, item]) if item else None
-                hits.append({"chat": r["id"], "title": r["title"], "title_marked": title[0] if title else None,
-                             "item": item, "snippet": snippet[0] if snippet else "",
-                             "active": r["active"], "agent": r["agent"] or ""})
-        return hits

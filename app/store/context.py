@@ -32,9 +32,9 @@ class Context(Base):
             raise ValueError(f"not contexts columns: {sorted(bad)}")
         with self.write() as db:
             values = values | {"rev": dbm.bump(db)}
-            cols = ", ".join(values)
+            cols = ", ".join(f'"{k}"' for k in values)  # quoted: `window` is a keyword to PostgreSQL
             marks = ", ".join("?" for _ in values)
-            sets = ", ".join(f"{k} = excluded.{k}" for k in values)
+            sets = ", ".join(f'"{k}" = excluded."{k}"' for k in values)
             db.conn.execute(f"INSERT INTO contexts (id, {cols}) VALUES (?, {marks}) ON CONFLICT (id) DO UPDATE SET {sets}",
                             [chat, *values.values()])
 

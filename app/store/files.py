@@ -14,7 +14,12 @@ class Files(Base):
     # --- files (bytes on disk by content hash beside the database, rows here) -------------
 
     def files_root(self) -> Path:
-        """data/files: beside the database (Config.files), wherever this store was opened."""
+        """data/files: beside the database (Config.files), wherever this store was opened; on
+        PostgreSQL the data folder's (until the bytes move into rows)."""
+        if dbm.postgres(self.db):
+            if self.db.files is None:
+                raise RuntimeError("this PostgreSQL store was opened without a files folder")
+            return self.db.files
         main = next((r[2] for r in self.all("PRAGMA database_list") if r[1] == "main"), "")
         return Path(main).parent / "files"
 
@@ -26,8 +31,8 @@ class Files(Base):
         with self.write() as db:
             person = self.owner() if person is None else person
             file_id = db.conn.execute(
-                "INSERT INTO files (name, type, size, sha256, created, person) VALUES (?, ?, ?, ?, ?, ?)",
-                [filestore.clean_name(name), filestore.sniff(data), len(data), sha, dbm.now(), person]).lastrowid
+                "INSERT INTO files (name, type, size, sha256, created, person) VALUES (?, ?, ?, ?, ?, ?) RETURNING id",
+                [filestore.clean_name(name), filestore.sniff(data), len(data), sha, dbm.now(), person]).fetchone()[0]
             if not filestore.path_of(root, sha).exists():
                 filestore.save(root, data)  # the same bytes were let go (forget_files) meanwhile
             return file_id

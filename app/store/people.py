@@ -55,8 +55,8 @@ class Accounts(Base):
             if owner and self.people_count():
                 raise Taken(owner_exists=True)
             try:
-                person_id = db.conn.execute("INSERT INTO people (name, hash, owner, created) VALUES (?, ?, ?, ?)",
-                                            [name, hashed, int(owner), dbm.now()]).lastrowid
+                person_id = db.conn.execute("INSERT INTO people (name, hash, owner, created) VALUES (?, ?, ?, ?) "
+                                            "RETURNING id", [name, hashed, int(owner), dbm.now()]).fetchone()[0]
             except sqlite3.IntegrityError:
                 raise Taken() from None
             if owner:
@@ -123,8 +123,8 @@ class Accounts(Base):
 
     def add_attempt(self, at: float, name: str, source: str) -> int:
         with self.write() as db:
-            return db.conn.execute("INSERT INTO signins (at, name, address) VALUES (?, ?, ?)",
-                                   [at, name, source]).lastrowid
+            return db.conn.execute("INSERT INTO signins (at, name, address) VALUES (?, ?, ?) RETURNING id",
+                                   [at, name, source]).fetchone()[0]
 
     def take_back_attempt(self, attempt: int) -> None:
         with self.write() as db:

@@ -62,9 +62,9 @@ class Plugins(Base):
                            "command": p.command, "args": p.args, "env": p.env})
         with self.write() as db:
             values |= {"created": t, "updated": t, "rev": dbm.bump(db)}
-            cur = db.conn.execute(f"INSERT INTO plugins ({', '.join(values)}) VALUES ({', '.join('?' * len(values))})",
-                                  list(values.values()))
-        return self.plugin_row(cur.lastrowid)
+            plugin_id = db.conn.execute(f"INSERT INTO plugins ({', '.join(values)}) VALUES ({', '.join('?' * len(values))}) "
+                                        "RETURNING id", list(values.values())).fetchone()[0]
+        return self.plugin_row(plugin_id)
 
     def update_plugin(self, plugin_id: int, **values: Any) -> None:
         self._update("plugins", plugin_id, PLUGIN_COLUMNS, _columns(values))
@@ -85,9 +85,11 @@ class Plugins(Base):
     def keep_mcp_session(self, chat: int, plugin: int, fingerprint: str, session_id: str, initialized: str) -> None:
         with self.write() as db:
             db.conn.execute(  # the conversation or plugin may be gone meanwhile: then nothing is kept
-                "INSERT OR REPLACE INTO mcp_sessions (chat, plugin, fingerprint, session_id, initialized, used) "
+                "INSERT INTO mcp_sessions (chat, plugin, fingerprint, session_id, initialized, used) "
                 "SELECT ?, ?, ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM conversations WHERE id = ?) "
-                "AND EXISTS (SELECT 1 FROM plugins WHERE id = ?)",
+                "AND EXISTS (SELECT 1 FROM plugins WHERE id = ?) "
+                "ON CONFLICT (chat, plugin) DO UPDATE SET fingerprint = excluded.fingerprint, "
+                "session_id = excluded.session_id, initialized = excluded.initialized, used = excluded.used",
                 [chat, plugin, fingerprint, session_id, initialized, dbm.now(), chat, plugin])
 
     def touch_mcp_session(self, chat: int, plugin: int, session_id: str) -> None:

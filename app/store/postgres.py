@@ -1,0 +1,170 @@
+"""PostgreSQL under the store: a connection that takes the store's SQL as SQLite does.
+
+The store writes its statements once where the two dialects agree (most of them: RETURNING,
+ON CONFLICT upserts, window functions, row values), with `?` placeholders and rows read by
+position or by name. `Connection` is the seam: it turns `?` into psycopg's `%s` (and a
+literal `%` into `%%`), gives rows that behave like sqlite3.Row, binds Python's bool as an
+integer (the schema keeps SQLite's 0/1 columns), and raises a constraint's failure as
+`IntegrityError`, a sqlite3.IntegrityError, the one the store's callers already catch.
+Where the dialects differ the store asks `dbm.postgres(db)` and says each (search, PRAGMAs).
+
+Writes are serialized as SQLite's BEGIN IMMEDIATE serializes them: each write transaction
+first takes one transaction-level advisory lock (`WRITE_LOCK`), so a store method's reads and
+writes inside `write` see no other writer, and revs are taken and committed in order (see
+docs/postgres.md for why a follower then never skips a row). `snapshot` is a REPEATABLE READ
+transaction: several reads that agree.
+"""
+from __future__ import annotations
+
+import functools
+import sqlite3
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import psycopg
+from psycopg import pq
+from psycopg.adapt import Dumper
+
+WRITE_LOCK = 0x7461626C  # "tabl": the advisory lock every write transaction holds until it ends
+
+
+class IntegrityError(sqlite3.IntegrityError):
+    """A constraint refused a write on PostgreSQL (psycopg's error is the __cause__)."""
+
+
+class _BoolAsInt(Dumper):
+    """Python's True/False as 1/0: the columns are integers with CHECK (x IN (0, 1)), as in SQLite."""
+
+    oid = psycopg.adapters.types["int8"].oid
+
+    def dump(self, obj: bool) -> bytes:
+        return b"1" if obj else b"0"
+
+
+@functools.lru_cache(maxsize=2048)
+def translate(sql: str) -> str:
+    """`?` placeholders as `%s`, and `%` as `%%`, outside quoted strings and names."""
+    out, quote = [], ""
+    for ch in sql:
+        if quote:
+            if ch == quote:
+                quote = ""
+        elif ch in "'\"":
+            quote = ch
+        elif ch == "?":
+            out.append("%s")
+            continue
+        if ch == "%":
+            out.append("%%")
+            continue
+        out.append(ch)
+    return "".join(out)
+
+
+class Row(tuple):
+    """A row as sqlite3.Row reads: by position, by column name, keys(), dict(row)."""
+
+    _names: tuple[str, ...] = ()
+    _index: dict[str, int] = {}
+
+    def __getitem__(self, key: Any) -> Any:
+        if isinstance(key, str):
+            try:
+                key = self._index[key]
+            except KeyError:
+                raise IndexError(f"No item with that key: {key}") from None
+        return tuple.__getitem__(self, key)
+
+    def keys(self) -> list[str]:
+        return list(self._names)
+
+
+@functools.lru_cache(maxsize=512)
+def _row_class(names: tuple[str, ...]) -> type[Row]:
+    return type("Row", (Row,), {"_names": names, "_index": {n: i for i, n in enumerate(names)}})
+
+
+def _rows(cursor: psycopg.Cursor) -> Any:
+    if cursor.description is None:
+        return tuple
+    return _row_class(tuple(c.name for c in cursor.description))
+
+
+class Connection:
+    """The part of sqlite3.Connection the store uses, over one psycopg connection."""
+
+    def __init__(self, conn: psycopg.Connection):
+        self.raw = conn
+
+    @property
+    def in_transaction(self) -> bool:
+        return self.raw.info.transaction_status != pq.TransactionStatus.IDLE
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> psycopg.Cursor:
+        try:
+            return self.raw.execute(translate(sql), tuple(params))
+        except psycopg.IntegrityError as e:
+            raise IntegrityError(str(e)) from e
+
+    def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> psycopg.Cursor:
+        cur = self.raw.cursor()
+        try:
+            cur.executemany(translate(sql), [tuple(r) for r in rows])
+        except psycopg.IntegrityError as e:
+            raise IntegrityError(str(e)) from e
+        return cur
+
+    def close(self) -> None:
+        self.raw.close()
+
+
+class Database:
+    """What the store and the migrations use of sqlite_utils.Database, on PostgreSQL."""
+
+    dialect = "postgresql"
+
+    def __init__(self, url: str, files: Path | None = None):
+        raw = psycopg.connect(url, autocommit=True, row_factory=_rows)
+        raw.adapters.register_dumper(bool, _BoolAsInt)
+        self.url = url
+        self.conn = Connection(raw)
+        self.files = files  # where file bytes are kept (the data folder's files/), until they move into rows
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> psycopg.Cursor:
+        return self.conn.execute(sql, params)
+
+    def table_names(self) -> list[str]:
+        return [r[0] for r in self.conn.execute(
+            "SELECT tablename FROM pg_tables WHERE schemaname = current_schema() ORDER BY tablename")]
+
+    @contextmanager
+    def write(self) -> Iterator[Database]:
+        """One write transaction holding the write lock; nested calls become savepoints."""
+        if self.conn.in_transaction:
+            with self.conn.raw.transaction():
+                yield self
+            return
+        with self.conn.raw.transaction():
+            self.conn.raw.execute("SELECT pg_advisory_xact_lock(%s)", [WRITE_LOCK])
+            yield self
+
+    @contextmanager
+    def snapshot(self) -> Iterator[None]:
+        """Reads that see one moment (a page and the rev it was rendered at)."""
+        if self.conn.in_transaction:
+            yield
+            return
+        self.conn.raw.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        try:
+            yield
+        finally:
+            self.conn.raw.execute("COMMIT")
+
+
+def connect(url: str, files: Path | None = None) -> Database:
+    return Database(url, files)
+
+
+__all__ = ["Connection", "Database", "IntegrityError", "connect", "translate"]

@@ -1,0 +1,96 @@
+"""A throwaway PostgreSQL cluster for the tests that run the store on PostgreSQL.
+
+Started once per test session, only when a test asks for it: initdb in a temporary folder,
+the server on a port of its own on 127.0.0.1 with its unix socket in that folder, never a
+server that may already be running. Each test gets a fresh database (`database`). The
+binaries are Debian's (`make postgres` installs them); initdb refuses to run as root, so as
+root the cluster runs as Debian's unprivileged `postgres` user, via runuser.
+
+Durability is off (fsync, synchronous_commit): a test cluster is thrown away, and the
+machine is a loaded 2-core one.
+"""
+from __future__ import annotations
+
+import glob
+import itertools
+import os
+import pwd
+import shutil
+import socket
+import subprocess
+import tempfile
+from pathlib import Path
+
+USER = "tabletalk"  # the cluster's superuser, the one the tests connect as
+
+
+def binaries() -> Path | None:
+    """The newest installed PostgreSQL's bin folder (TABLETALK_PG_BIN overrides)."""
+    if os.environ.get("TABLETALK_PG_BIN"):
+        return Path(os.environ["TABLETALK_PG_BIN"])
+    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"), key=lambda p: int(Path(p).parts[-3]))
+    if found:
+        return Path(found[-1]).parent
+    initdb = shutil.which("initdb")
+    return Path(initdb).parent if initdb else None
+
+
+def _port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Cluster:
+    def __init__(self) -> None:
+        bin_dir = binaries()
+        if bin_dir is None:
+            raise RuntimeError("PostgreSQL's server binaries are missing: run `make postgres`")
+        self.bin = bin_dir
+        self.folder = Path(tempfile.mkdtemp(prefix="tabletalk-pg-"))
+        self.data = self.folder / "data"
+        self.port = _port()
+        self.as_user: list[str] = []
+        if os.geteuid() == 0:
+            user = pwd.getpwnam("postgres")  # Debian's package makes this unprivileged user
+            os.chown(self.folder, user.pw_uid, user.pw_gid)
+            self.as_user = ["runuser", "-u", "postgres", "--"]
+        self.names = itertools.count(1)
+
+    def _run(self, *args: str) -> None:
+        done = subprocess.run([*self.as_user, *args], capture_output=True, text=True)
+        if done.returncode:
+            raise RuntimeError(f"{args[0]} failed ({done.returncode}): {done.stdout}{done.stderr}")
+
+    def start(self) -> "Cluster":
+        self._run(str(self.bin / "initdb"), "-D", str(self.data), "-U", USER, "--auth=trust", "-E", "UTF8",
+                  "--locale=C.UTF-8", "--no-sync")
+        options = (f"-h 127.0.0.1 -p {self.port} -k {self.folder} -c fsync=off -c synchronous_commit=off "
+                   "-c full_page_writes=off -c max_connections=200")
+        self._run(str(self.bin / "pg_ctl"), "-D", str(self.data), "-l", str(self.folder / "server.log"), "-w",
+                  "-t", "60", "-o", options, "start")
+        return self
+
+    def stop(self) -> None:
+        try:
+            self._run(str(self.bin / "pg_ctl"), "-D", str(self.data), "-m", "immediate", "-w", "stop")
+        finally:
+            shutil.rmtree(self.folder, ignore_errors=True)
+
+    def url(self, database: str = "postgres") -> str:
+        return f"postgresql://{USER}@127.0.0.1:{self.port}/{database}"
+
+    def _admin(self, sql: str) -> None:
+        import psycopg
+
+        with psycopg.connect(self.url(), autocommit=True) as conn:
+            conn.execute(sql)
+
+    def database(self) -> str:
+        """A new empty database's URL."""
+        name = f"t{next(self.names)}"
+        self._admin(f"CREATE DATABASE {name}")
+        return self.url(name)
+
+    def drop(self, url: str) -> None:
+        self._admin(f"DROP DATABASE IF EXISTS {url.rsplit('/', 1)[1]} WITH (FORCE)")
