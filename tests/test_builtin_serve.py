@@ -104,7 +104,7 @@ def test_chosen_on_the_page_it_installs_live_answers_restarts_and_stops_with_the
         pid = server_pid(data)
     finally:
         s.stop()
-    wait_for(lambda: gone(pid), timeout=15)  # stopped with the app
+    wait_for(lambda: gone(pid), timeout=15)  # stopped with the app (stop() waited for the supervisor)
     assert row(data)["serving"] == "stopped" and not localmodel.Paths(data).address.exists()
     log = localmodel.Paths(data).server_log.read_text()
     assert log.count("== start") == 2
@@ -137,7 +137,7 @@ def test_without_javascript_it_installs_by_reload_and_a_killed_app_leaves_no_ser
         os.kill(s.proc.pid, signal.SIGKILL)
         s.proc.wait()
         wait_for(lambda: gone(pid), timeout=20)
-        assert row(data)["serving"] == "stopped"
+        wait_for(lambda: row(data)["serving"] == "stopped", timeout=20)  # the supervisor's last word
 
         # and the next start starts it again, installed
         s2 = Served(data, builtin_env, account=False)
