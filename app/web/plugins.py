@@ -224,8 +224,8 @@ async def add_plugin(request: Request, agent_id: FromPath[str]) -> Response:
         name = await field(request, "name", PLUGIN_NAME_MAX * 4, "A plugin's name")
         if kind == "stdio":
             if not stdio_ok(s, agent):
-                raise Refused("command", "Commands run on this machine are off: the owner may turn them on "
-                                         "(TABLETALK_STDIO_PLUGINS=1), for the owner's agents only.")
+                raise Refused("stdio", "Commands run on this machine are off: the owner may turn them on "
+                                       "(TABLETALK_STDIO_PLUGINS=1), for the owner's agents only.")
             command, args, env = check_command(await field(request, "command", COMMAND_MAX, "The program"),
                                                await field(request, "args", ARG_MAX * 10, "The arguments"),
                                                await field(request, "env", ARG_MAX * 10, "The environment"))
@@ -294,7 +294,8 @@ async def save(request: Request, s: Worker, agent: Assistant, p: Plugin) -> Resp
         name = check_name(s, agent, await field(request, "name", PLUGIN_NAME_MAX * 4, "A plugin's name"), this=p.id)
         if p.kind == "stdio":
             if not stdio_ok(s, agent):
-                raise Refused("command", "Commands run on this machine are off (TABLETALK_STDIO_PLUGINS).")
+                raise Refused("stdio", "Commands run on this machine are off: the owner may turn them on "
+                                       "(TABLETALK_STDIO_PLUGINS=1), for the owner's agents only.")
             command, args, env = check_command(await field(request, "command", COMMAND_MAX, "The program"),
                                                await field(request, "args", ARG_MAX * 10, "The arguments"),
                                                await field(request, "env", ARG_MAX * 10, "The environment"))

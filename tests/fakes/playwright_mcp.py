@@ -1,0 +1,111 @@
+"""Playwright MCP (npm `@playwright/mcp`, installed by `make npm-tools` into .cache/npm) on a
+free loopback port, driving Debian's Chromium headless, and a page of ours on loopback for it
+to open. Not a fake: the package itself, run by Debian's node.
+
+    with PlaywrightMCP(tmp_path) as server, LoopbackPage("<h1>Hi</h1>") as page:
+        ...point a plugin at server.url ("/mcp", Streamable HTTP) or server.sse_url ("/sse")...
+"""
+from __future__ import annotations
+
+import http.server
+import os
+import shutil
+import socket
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+from tests.fakes.everything import ROOT, free_port
+
+PACKAGE = ROOT / ".cache/npm/node_modules/@playwright/mcp/cli.js"
+CHROMIUM = "/usr/bin/chromium"
+
+
+def installed() -> bool:
+    return PACKAGE.exists() and bool(shutil.which("node")) and Path(CHROMIUM).exists()
+
+
+class PlaywrightMCP:
+    def __init__(self, folder: Path):
+        self.folder = folder
+        self.port = free_port()
+        self.process: subprocess.Popen | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/mcp"
+
+    @property
+    def sse_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/sse"
+
+    def start(self) -> "PlaywrightMCP":
+        if not installed():
+            raise RuntimeError("@playwright/mcp is not installed: run `make npm-tools` (and `make browser`)")
+        self.folder.mkdir(parents=True, exist_ok=True)
+        command = [shutil.which("node"), str(PACKAGE), "--headless", "--no-sandbox", "--isolated",
+                   "--browser", "chromium", "--executable-path", CHROMIUM,
+                   "--host", "127.0.0.1", "--port", str(self.port), "--allowed-hosts", f"127.0.0.1:{self.port}",
+                   "--output-dir", str(self.folder)]
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(self.folder)}
+        self.process = subprocess.Popen(command, env=env, cwd=self.folder, stdout=subprocess.DEVNULL,
+                                        stderr=subprocess.PIPE)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"Playwright MCP exited: {self.process.stderr.read().decode()[-2000:]}")
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
+                return self
+            except OSError:
+                time.sleep(0.05)
+        self.stop()
+        raise RuntimeError("Playwright MCP did not start listening within 30 s")
+
+    def stop(self) -> None:
+        if self.process and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(5)
+        if self.process and self.process.stderr:
+            self.process.stderr.close()
+        self.process = None
+
+    def __enter__(self) -> "PlaywrightMCP":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+class LoopbackPage:
+    """One HTML page served on 127.0.0.1 (every path answers it)."""
+
+    def __init__(self, html: str):
+        body = html.encode()
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):
+                self.send_response(200)
+                self.send_header("content-type", "text/html; charset=utf-8")
+                self.send_header("content-length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_port}/"
+
+    def __enter__(self) -> "LoopbackPage":
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.server.shutdown()
+        self.server.server_close()

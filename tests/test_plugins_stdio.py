@@ -1,0 +1,179 @@
+"""Plugins that are a command run on this machine (stdio MCP servers): only the owner's
+agents, only with TABLETALK_STDIO_PLUGINS=1; one process per conversation session, started
+on the first call and stopped when the session closes. Tried with an mcp-package server of
+ours and with server-everything's stdio mode (the installed npm package, run by node)."""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+from app.mcp_sessions import Sessions
+from app.plugins import PluginError, list_tools
+from app.tables import Plugin
+from app.tools import Context
+from tests.conftest import csrf, soup
+from tests.fakes.everything import LOOPBACK, PACKAGE
+
+FAKE = Path(__file__).resolve().parent / "fakes" / "stdio_server.py"
+
+
+def command(*args: str, name: str = "fake", env: tuple = ()) -> Plugin:
+    return Plugin(agent=1, name=name, address="", kind="stdio", command=sys.executable, args=(str(FAKE), *args),
+                  env=env, id=hash(name) % 10_000)
+
+
+async def tools_of(p: Plugin) -> dict:
+    listing = await list_tools(p, private_ok=False, stdio_ok=True)
+    assert listing.ok, listing.status
+    assert listing.transport == "stdio"
+    return {t.name: t for t in listing.tools}
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a zombie (exited, not yet reaped) is not running
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+    except OSError:
+        return False
+
+
+async def test_a_command_runs_once_per_conversation_session_and_stops_when_closed():
+    tools, sessions = await tools_of(command(env=(("GREETING", "hello"),))), Sessions()
+    try:
+        who = (await tools["fake_whoami"].run({}, Context(chat=1, agent=1, extra={"mcp_sessions": sessions}))).text
+        assert "GREETING=hello" in who and "SECRET_HOME=True" in who, who
+        pid = int(re.search(r"pid (\d+)", who)[1])
+        counted = [(await tools["fake_count"].run({}, Context(chat=1, agent=1, extra={"mcp_sessions": sessions}))).text
+                   for _ in range(2)]
+        assert counted == ["1", "2"], "the same process from call to call"
+        other = (await tools["fake_count"].run({}, Context(chat=2, agent=1, extra={"mcp_sessions": sessions}))).text
+        assert other == "1", "another conversation has a process of its own"
+        assert alive(pid)
+        await sessions.close_chat(1)
+        assert not alive(pid), "the conversation's session closed: its process is stopped"
+        sessions.idle = 0
+        await sessions.sweep()
+        assert not sessions.open, "idle sessions close, and their processes stop"
+    finally:
+        await sessions.close_all()
+
+
+async def test_a_command_that_cannot_start_says_why():
+    failed = await list_tools(command("fail_start", name="bad"), private_ok=False, stdio_ok=True)
+    assert failed.status == "the command ended without answering as an MCP server: cannot start: the fake was told to fail"
+    missing = Plugin(agent=1, name="none", address="", kind="stdio", command="/nonexistent/program", id=3)
+    assert (await list_tools(missing, private_ok=False, stdio_ok=True)).status == \
+        "could not start program: No such file or directory"
+
+
+async def test_commands_do_not_run_unless_allowed(tmp_path):
+    marker = tmp_path / "ran"
+    p = Plugin(agent=1, name="touch", address="", kind="stdio", command="/usr/bin/touch", args=(str(marker),), id=4)
+    listing = await list_tools(p, private_ok=True, stdio_ok=False)
+    assert listing.status.startswith("refused: commands run on this machine are off")
+    assert not marker.exists(), "nothing was run"
+
+
+@pytest.mark.skipif(not PACKAGE.exists() or not shutil.which("node"), reason="make npm-tools installs server-everything")
+async def test_server_everything_over_stdio_keeps_its_session_state():
+    p = Plugin(agent=1, name="ev", address="", kind="stdio", command=shutil.which("node"),
+               args=("--import", LOOPBACK.as_uri(), str(PACKAGE), "stdio"), id=9)
+    tools, sessions = await tools_of(p), Sessions()
+    assert {"ev_echo", "ev_get-sum", "ev_toggle-simulated-logging"} <= set(tools)
+    try:
+        ctx = Context(chat=1, agent=1, extra={"mcp_sessions": sessions})
+        assert (await tools["ev_echo"].run({"message": "über stdio"}, ctx)).text == "Echo: über stdio"
+        first = (await tools["ev_toggle-simulated-logging"].run({}, ctx)).text
+        second = (await tools["ev_toggle-simulated-logging"].run({}, ctx)).text
+        assert first.startswith("Started simulated") and second.startswith("Stopped simulated"), (first, second)
+        assert sessions.opened == 1
+    finally:
+        await sessions.close_all()
+
+
+# --- the page -----------------------------------------------------------------------
+
+
+def agent_url(client) -> str:
+    return soup(client.get("/agents")).select_one(".agent-list a")["href"]
+
+
+def test_the_owner_adds_a_command_when_the_setting_allows_it(make_client):
+    with make_client(TABLETALK_STDIO_PLUGINS="1") as client:
+        url = agent_url(client)
+        page = soup(client.get(url + "?tab=plugins"))
+        assert "Add a command run on this machine" in page.text
+        r = client.post(url + "/plugins", data={"_csrf_token": csrf(client, url), "kind": "stdio", "name": "local",
+                                                "command": sys.executable, "args": f"{FAKE}\n",
+                                                "env": "GREETING=hi there\n"})
+        assert r.status_code == 200 and "Plugin added." in r.text
+        item = soup(client.get(url + "?tab=plugins")).select_one("li.plugin")
+        assert item.select_one("strong").text == "local"
+        assert item.select_one("span.muted").text == f"{sys.executable} {FAKE}"
+        assert "over stdio (a command on this machine)" in item.text and "2 tools" in item.text
+        assert item.select_one('textarea[name="env"]').text == "GREETING=hi there"
+        tools = [c.text for c in soup(client.get(url + "?tab=tools")).select("table.tools code")]
+        assert "local_whoami" in tools
+
+
+@pytest.mark.parametrize("fields,says", [
+    ({"command": ""}, "needs the program to run"),
+    ({"command": sys.executable, "env": "not a pair"}, "Each line is NAME=value"),
+    ({"command": sys.executable, "env": "1X=y"}, "Each line is NAME=value"),
+])
+def test_bad_command_fields_are_refused_beside_them(make_client, fields, says):
+    with make_client(TABLETALK_STDIO_PLUGINS="1") as client:
+        url = agent_url(client)
+        r = client.post(url + "/plugins", data={"_csrf_token": csrf(client, url), "kind": "stdio", **fields})
+        assert r.status_code == 400 and says in soup(r).select_one(".problem").text
+        assert soup(client.get(url + "?tab=plugins")).select("li.plugin") == []
+
+
+def test_without_the_setting_no_command_can_be_added(client, tmp_path):
+    url = agent_url(client)
+    assert "Add a command run on this machine" not in client.get(url + "?tab=plugins").text
+    marker = tmp_path / "ran"
+    r = client.post(url + "/plugins", data={"_csrf_token": csrf(client, url), "kind": "stdio",
+                                            "command": "/usr/bin/touch", "args": str(marker)})
+    assert r.status_code == 400 and "Commands run on this machine are off" in r.text
+    assert not marker.exists() and soup(client.get(url + "?tab=plugins")).select("li.plugin") == []
+
+
+def test_a_command_plugins_tool_is_used_in_a_run(make_client, fake):
+    from tests.conftest import start_chat, wait_for
+    from tests.fakes.openai_server import tool_call
+
+    with make_client(TABLETALK_STDIO_PLUGINS="1") as client:
+        url = agent_url(client)
+        token = csrf(client, url)
+        client.post(url + "/plugins", data={"_csrf_token": token, "kind": "stdio", "name": "local",
+                                            "command": sys.executable, "args": str(FAKE), "env": "GREETING=hi"})
+        fake.script([tool_call("local_whoami", {})], "It said hi.")
+        chat = start_chat(client, "who are you", token=token)
+        page = wait_for(lambda: (p := soup(client.get(chat))).select_one('#status[data-running="0"]') and
+                        p.select_one("article.call") and p)
+        call = page.select_one("article.call")
+        assert call.select_one(".state").text == "done"
+        assert "GREETING=hi" in call.select_one("pre.output").text
+
+
+def test_another_persons_agent_cannot_run_a_command(make_client, data, tmp_path):
+    from tests.conftest import COOKIE, signed_in
+
+    with make_client(TABLETALK_STDIO_PLUGINS="1") as client:
+        client.cookies.set(COOKIE, signed_in(data, "Bea", owner=False))
+        url = agent_url(client)
+        assert "Add a command run on this machine" not in client.get(url + "?tab=plugins").text
+        marker = tmp_path / "ran"
+        r = client.post(url + "/plugins", data={"_csrf_token": csrf(client, url), "kind": "stdio",
+                                                "command": "/usr/bin/touch", "args": str(marker)})
+        assert r.status_code == 400 and "Commands run on this machine are off" in soup(r).select_one(".problem").text
+        assert not marker.exists()
