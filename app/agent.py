@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from .tools import Context, Result, Tool
+from .tools import Result, Tool, ToolContext
 from .tools.arguments import ARGUMENTS_MAX, Unusable, check
 
 # The same call failing with the same words this many times in one run ends the run: the
@@ -243,10 +243,12 @@ Emit = Callable[[Event], None]
 # Asked before a call runs: None to run it, or the reason it must not (given to the model).
 # May wait (for the person's approval); a stop cancels the wait.
 Gate = Callable[[ToolCall], Awaitable[str | None]]
-# The messages the next model step is sent, given the loop's own (history and what the run
-# added): where a caller cuts a long history to the model's window (pi-agent-core's
-# transformContext). Raises ModelError when nothing fits; the run then fails in plain words.
-Prepare = Callable[[list[Message]], list[Message]]
+# The messages the next model step is sent, when the caller keeps the conversation (a
+# runner builds each request from its rows, cut to the model's window: pi-agent-core's
+# transformContext); without it the loop sends its own list, the history and what the run
+# added. One or the other, never both. Raises ModelError when nothing fits; the run then
+# fails in plain words.
+Prepare = Callable[[], list[Message]]
 # Messages the person sent while the run was going, to give the model at the next step
 # boundary (pi-agent-core's steering messages); [] when there are none.
 Steering = Callable[[], list[Message]]
@@ -286,29 +288,34 @@ async def run(
     tools: list[Tool],
     stream: StreamFn,
     emit: Emit,
-    context: Context | None = None,
+    context: ToolContext | None = None,
     max_steps: int = MAX_STEPS,
     gate: Gate | None = None,
     prepare: Prepare | None = None,
     steering: Steering | None = None,
-) -> list[Message]:
-    """Run the agent from `history` until the model answers without calling a tool and
-    nobody sent it anything meanwhile.
+) -> None:
+    """Run the agent from `history` (or `prepare`'s requests) until the model answers without
+    calling a tool and nobody sent it anything meanwhile. What the run added (steering
+    messages, assistant replies, tool results) comes with `AgentEnd`.
 
-    Returns the messages the run added (steering messages, assistant replies, tool results).
-    """
+    A run is stopped by cancelling it; or, to let a running tool end itself first (a plugin's
+    server is told, a fetch closes its connection), by setting `context.abort`, which the
+    tools watch: the loop then ends after that tool, making no other call or step."""
     emit(AgentStart())
     added: list[Message] = []
     by_name = {t.name: t for t in tools}
     repeats = _Repeats()
+    stopped = context.abort.is_set if context is not None else lambda: False
     steered = steering() if steering else []  # sent while the run waited to begin
     for _ in range(max_steps):
+        if stopped():
+            break
         added.extend(steered)
         emit(TurnStart())
         tried: set[str] = set()  # what this step was made again for (Again)
         while True:
             try:
-                request = prepare([*history, *added]) if prepare else [*history, *added]
+                request = prepare() if prepare else [*history, *added]
             except ModelError as e:
                 emit(Failed(str(e)))
                 reply = None
@@ -322,9 +329,13 @@ async def run(
         added.append(reply)
         results = []
         for call in reply.tool_calls:
+            if stopped():
+                break
             results.append(await run_tool(call, by_name, repeats.noted(emit), context, gate))
         added.extend(results)
         emit(TurnEnd(reply, tuple(results)))
+        if stopped():
+            break
         if repeats.stuck:
             emit(Failed(f"The agent stopped: its call to {repeats.stuck[:80]} failed the same way "
                         f"{SAME_FAILURE_LIMIT} times."))
@@ -338,7 +349,6 @@ async def run(
     else:
         emit(Failed(f"The agent stopped after {max_steps} steps without finishing."))
     emit(AgentEnd(tuple(added)))
-    return added
 
 
 AGAIN = Message("assistant")  # model_step's answer when the request is to be made again
@@ -392,7 +402,7 @@ async def model_step(messages: list[Message], tools: list[Tool], stream: StreamF
     return reply
 
 
-async def run_tool(call: ToolCall, tools: dict[str, Tool], emit: Emit, context: Context | None,
+async def run_tool(call: ToolCall, tools: dict[str, Tool], emit: Emit, context: ToolContext | None,
                    gate: Gate | None = None) -> Message:
     """Run one call; every failure becomes a failed result the model reads."""
     if gate is not None:
@@ -411,7 +421,7 @@ async def run_tool(call: ToolCall, tools: dict[str, Tool], emit: Emit, context: 
     return Message("tool", output, tool_call_id=call.id)
 
 
-async def _checked_run(call: ToolCall, tool: Tool, emit: Emit, context: Context | None) -> tuple[str, bool, Result | None]:
+async def _checked_run(call: ToolCall, tool: Tool, emit: Emit, context: ToolContext | None) -> tuple[str, bool, Result | None]:
     """Parse and check the arguments, then run the tool; (output, ok, result). Nothing the
     model or the tool's schema sends raises out of here."""
     if len(call.arguments or "") > ARGUMENTS_MAX:
@@ -429,7 +439,7 @@ async def _checked_run(call: ToolCall, tool: Tool, emit: Emit, context: Context 
         return f"Error: the tool's parameters cannot be used, so the call was not made: {e}.", False, None
     if problem:
         return f"Error: the arguments do not fit the tool's parameters: {problem}", False, None
-    ctx = context or Context(chat=0, agent=None)
+    ctx = context or ToolContext(chat=0, agent=None)
     ctx.progress = lambda text: emit(ToolUpdate(call, text))
     sent: list[bool] = []
 

@@ -181,15 +181,7 @@ def shapes(db: Any = None) -> dict[str, list[dict[str, Any]]]:
     try:
         if own:
             dbm.migrate(db)
-        out = {}
-        for table in sorted(db.table_names()):
-            if table.startswith(("search", "sqlite_")):
-                continue  # the FTS index's own tables
-            out[table] = [
-                {"name": r[1], "type": r[2], "notnull": bool(r[3]), "default": r[4], "pk": bool(r[5])}
-                for r in db.conn.execute(f'PRAGMA table_info("{table}")')
-            ]
-        return out
+        return Store(db).shapes()
     finally:
         if own:
             db.conn.close()

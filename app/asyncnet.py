@@ -110,7 +110,7 @@ def pace(response: httpx2.Response, on: bool = True) -> None:
     each one cost ~100 us a token (the loop, httpcore2's and h11's layers, the agent loop),
     ten times parsing it: read a beat's worth at once, the task wakes at most 20 times a
     second (app/beat.py). Nothing shows later for it: the runner writes the growth at once
-    after the beat (Runner.grow). A response over another transport (a proxy) is read as it
+    after the beat (run/writes.py). A response over another transport (a proxy) is read as it
     comes."""
     stream = response.extensions.get("network_stream")
     if isinstance(stream, AsyncioStream):

@@ -162,6 +162,27 @@ def on_path(items: Iterable[Item], path: Path | None = None) -> list[Item]:
     return sorted((it for it in items if path.holds(it) and it.kind != "retry"), key=order)
 
 
+def turn_heads(turn: int, items: Iterable[Item]) -> list[int]:
+    """The heads of turn `turn` among its items: the user item, then its retries, oldest first."""
+    return [turn, *sorted(it.id for it in items if it.kind == "retry" and it.turn == turn)]
+
+
+def answered(turn: int, items: Iterable[Item]) -> list[Item]:
+    """The version of turn `turn` being answered, from the turn's items: its newest (Again is
+    refused while an answer is written, so a new version is always the one being written)."""
+    items = list(items)
+    return versions(turn_heads(turn, items), items)[-1]
+
+
+def finished(version: list[Item]) -> bool:
+    """Whether this answer version already ended (a crash may come between its end and `done`)."""
+    settled = [it for it in version if not (it.kind == "error" and it.state != "failed")]
+    if not settled:
+        return False
+    last = settled[-1]
+    return (last.kind == "text" and last.done) or (last.kind == "error") or last.kind == "stop"
+
+
 def versions(heads: tuple[int, ...] | list[int], items: Iterable[Item]) -> list[list[Item]]:
     """A turn's items (its user item and retry items left out) by answer version, in page order."""
     out: dict[int, list[Item]] = {h: [] for h in heads}

@@ -201,7 +201,7 @@ class Feed:
             self._ticked()
 
     def _data_version(self) -> int:
-        return self.db.conn.execute("PRAGMA data_version").fetchone()[0]
+        return self.store.data_version()
 
     # --- following ------------------------------------------------------------------
 

@@ -3,7 +3,7 @@
 The person's messages, answers as written (a stopped answer as far as it got), tool calls
 with their results. Reasoning and errors are left out: they were for the person. Only one
 path of a conversation with edits and versions is sent (app/branches.py: the runner sends
-the lineage of the message it answers, `to_messages` the current path). A message sent "now" during
+the lineage of the message it answers). A message sent "now" during
 a run stands where the model read it (`tables.order`). For a long conversation window.py
 chooses where the model's view starts and which long outputs go shortened; the messages
 come in `segments` (a turn, or a later step or message within one) so it can.
@@ -14,7 +14,6 @@ import base64
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from . import branches
 from . import files as filestore
 from . import skills as skillbook
 from .agent import Message, ToolCall
@@ -30,16 +29,20 @@ def call_id(item: Item) -> str:
 
 
 PLAN_HEADING = "## The plan so far"
+DECLINED = "The person declined this call."  # what the model is told of a call the person declined
 
 
-def system_prompt(agent: Assistant | None, skills: Sequence[Skill] = (), memories: Sequence[str] = (),
-                  plan: str = "") -> str:
-    """The agent's instructions, then the skills it can load, then what it remembers; and the
-    plan, when the call that set it is no longer in the model's view."""
-    parts = [(agent.instructions if agent else "").strip(),
-             skillbook.prompt_section(skills), memory.prompt_section(memories),
-             f"{PLAN_HEADING}\n\n{plan.strip()}" if plan.strip() else ""]
+def system_prompt(agent: Assistant | None, skills: Sequence[Skill] = (), memories: Sequence[str] = ()) -> str:
+    """The agent's instructions, then the skills it can load, then what it remembers."""
+    parts = [(agent.instructions if agent else "").strip(), skillbook.prompt_section(skills),
+             memory.prompt_section(memories)]
     return "\n\n".join(p for p in parts if p)
+
+
+def with_plan(prompt: str, plan: str) -> str:
+    """The system prompt with the plan at its end: sent when the call that set the plan is no
+    longer in the model's view."""
+    return "\n\n".join(p for p in (prompt, f"{PLAN_HEADING}\n\n{plan.strip()}" if plan.strip() else "") if p)
 
 
 # A file by id: (its row: name, type, size...; its bytes), or None when it is gone.
@@ -170,21 +173,9 @@ def segments(items: list[Item], *, attachments: Attachments | None = None, image
     return out
 
 
-def to_messages(agent: Assistant | None, items: list[Item], *, skills: Sequence[Skill] = (),
-                memories: Sequence[str] = (), attachments: Attachments | None = None,
-                images: bool = True, plan: str = "") -> list[Message]:
-    """The request's messages for a conversation whose log is `items` (its current path is
-    sent: branches.on_path), the system prompt
-    listing `skills`, the agent's `memories` (texts, oldest first) and `plan` when given.
-    `attachments` reads a user item's files (store.file_bytes); `images` as in segments."""
-    prompt = system_prompt(agent, skills, memories, plan)
-    head = [Message("system", prompt)] if prompt else []
-    return head + [m for s in segments(branches.on_path(items), attachments=attachments, images=images) for m in s.messages]
-
-
 def _unfinished(call: Item) -> str:
     if call.state == "declined":
-        return "The person declined this call."
+        return DECLINED
     if call.state in ("approval", "approved"):
         return "This call is waiting for the person's approval."
     return "This call did not finish."

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 from app import mcp_content, mcp_sessions, mcp_stdio
 from app.mcp_link import SSE, STDIO, STREAMABLE, Attempt, PluginError, bad_address, connect, private_ok, why
 from app.tables import Plugin
-from app.tools import NAME_LIMIT, Context, Result, Tool, unique
+from app.tools import NAME_LIMIT, Result, Tool, ToolContext, unique
 
 __all__ = ["Listing", "PluginError", "call", "list_tools", "masked", "private_ok", "refresh", "tool_name"]
 
@@ -333,13 +333,13 @@ async def agent_tools(store: Any, config: Any, agent: Any, taken: set[str]) -> l
 
 
 def _runner(p: Plugin, mcp_name: str, transport: str, *, private_ok: bool, timeout: float):
-    async def run(args: dict[str, Any], ctx: Context) -> Result:
+    async def run(args: dict[str, Any], ctx: ToolContext) -> Result:
         return await call(p, mcp_name, args, ctx, transport=transport, private_ok=private_ok, timeout=timeout)
 
     return run
 
 
-async def call(p: Plugin, mcp_name: str, args: dict[str, Any], ctx: Context, *, transport: str = STREAMABLE,
+async def call(p: Plugin, mcp_name: str, args: dict[str, Any], ctx: ToolContext, *, transport: str = STREAMABLE,
                private_ok: bool, timeout: float = CALL_TIMEOUT) -> Result:
     """Call one MCP tool in the conversation's session with the plugin. Raises PluginError
     with the server's text for an error result, and with a plain reason for a server silent
@@ -355,7 +355,7 @@ async def call(p: Plugin, mcp_name: str, args: dict[str, Any], ctx: Context, *, 
 
     result = await mcp_sessions.call_tool(p, mcp_name, args, chat=ctx.chat, transport=transport,
                                           private_ok=private_ok, limit=timeout, abort=ctx.abort,
-                                          progressed=progressed, sessions=ctx.extra.get("mcp_sessions"), store=ctx.store,
+                                          progressed=progressed, sessions=ctx.sessions, store=ctx.store,
                                           dispatched=ctx.dispatched)
     if result.is_error:
         text = mcp_content.convert(result, mcp_name).text

@@ -101,12 +101,12 @@ class Reserve:
 
 
 class DiskFull:
-    """A part of the runner (app/runner.py): its runs end in words when the disk is full, and no
-    run starts until the reserve is back. Uses the runner's `runs`, `pending`, `store`,
+    """A part of the runner (app/run/runner.py): its runs end in words when the disk is full, and no
+    run starts until the reserve is back. Uses the runner's `runs`, `writes`, `store`,
     `reserve`, `full` and `_mark_done`."""
 
     runs: dict[int, Any]
-    pending: dict[int, dict[str, Any]]
+    writes: Any  # app.run.writes.Writes
     store: Any
     reserve: Reserve
     full: bool
@@ -116,7 +116,7 @@ class DiskFull:
         if not self.full:
             self.full = True
             self.reserve.release()
-        self.pending.clear()
+        self.writes.clear()
         for run in self.runs.values():
             if run.task and not run.task.done() and not run.full:
                 run.full = True
@@ -132,7 +132,7 @@ class DiskFull:
         """The rows of a run the full disk cut: what was written stays, marked done, and an error
         item says why. If even that cannot be written, the rows stay pending and the run is
         answered again (from its last complete step) once the disk has room."""
-        self.pending.clear()
+        self.writes.clear()
         try:
             with self.store.write():
                 if run.turn is not None:

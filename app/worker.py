@@ -14,7 +14,8 @@ from . import db as dbm
 from .config import Config
 from .feed import Feed, Render, RenderBuiltin, RenderList
 from .providers.client import Providers
-from .runner import Runner
+from .run.runner import Runner
+from .run.setup import refresh_choices
 from .store import Store
 
 log = logging.getLogger(__name__)
@@ -39,13 +40,13 @@ async def running(config: Config, render: Render | None = None,
     store = Store(db, notify=feed.notify)
     providers = Providers(config)
     runner = Runner(config, store, feed, providers)
-    providers.keep(store, runner.window_of)  # what servers teach is kept in rows (providers/limits.py)
+    providers.keep(store, runner.setup.window_of)  # what servers teach is kept in rows (providers/limits.py)
     accounts.set_up_from_settings(store, config)
     worker = Worker(config, store, feed, providers, runner)
     feed.start()
     try:
         try:
-            await runner.refresh_choices()
+            await refresh_choices(store, providers)
         except Exception:  # a model server that cannot be read must not stop the worker
             log.exception("reading the model list failed")
         runner.start()

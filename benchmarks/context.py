@@ -41,7 +41,8 @@ from app import window  # noqa: E402
 from app.providers.client import Providers  # noqa: E402
 from app.store import Store  # noqa: E402
 from app.tools.builtin import builtin_tools  # noqa: E402
-from app.turn import Turn  # noqa: E402
+from app.run.turn import Turn  # noqa: E402
+from app.run.writes import Writes  # noqa: E402
 from tests.fakes.openai_server import FakeModelServer, text, tool_call, usage  # noqa: E402
 
 MODEL = "bench-model"
@@ -106,12 +107,12 @@ async def estimate_error(turns: int, size: int) -> list[tuple[str, str]]:
         estimates: list[tuple[int, int]] = []  # (calibrated estimate, raw) per request, in order
         for n in range(1, turns + 1):
             user = store.ask(chat, question(n))
-            turn = Turn(store, lambda item_id, **v: store.update(item_id, **v), lambda: None, chat, user, agent,
-                        MODEL, tools=builtin_tools(), window=size, share=config.context_share)
+            turn = Turn(store, Writes(store), chat, user, agent, MODEL, tools=builtin_tools(), window=size,
+                        share=config.context_share)
             prepare = turn.prepare
 
-            def recorded(sofar, prepare=prepare, turn=turn):
-                messages = prepare(sofar)
+            def recorded(prepare=prepare, turn=turn):
+                messages = prepare()
                 estimates.append((turn.estimate, turn.raw))
                 return messages
 
@@ -187,16 +188,16 @@ def build_time(items: int) -> list[tuple[str, str]]:
         times_first, times_next = [], []
         for _ in range(5):
             store.db.conn.execute("DELETE FROM contexts")
-            turn = Turn(store, lambda *a, **k: None, lambda: None, chat, user, store.default_agent(), MODEL,
+            turn = Turn(store, Writes(store), chat, user, store.default_agent(), MODEL,
                         tools=builtin_tools(), window=size, share=0.75)
             t = time.perf_counter()
-            messages = turn.prepare([])
+            messages = turn.prepare()
             times_first.append(time.perf_counter() - t)
             for _ in range(4):
-                turn = Turn(store, lambda *a, **k: None, lambda: None, chat, user, store.default_agent(), MODEL,
+                turn = Turn(store, Writes(store), chat, user, store.default_agent(), MODEL,
                             tools=builtin_tools(), window=size, share=0.75)
                 t = time.perf_counter()
-                turn.prepare([])
+                turn.prepare()
                 times_next.append(time.perf_counter() - t)
         sent = window.request_tokens(messages)
         out.append((f"{label}: first request (view chosen)", f"{statistics.median(times_first) * 1000:.1f} ms median, "

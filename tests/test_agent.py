@@ -42,8 +42,8 @@ def call(name, args, index=0, id="c1"):
 
 def run(history, tools, stream):
     events = []
-    added = asyncio.run(loop.run(history, tools, stream, events.append))
-    return events, added
+    asyncio.run(loop.run(history, tools, stream, events.append))
+    return events, list(events[-1].messages)  # what the run added comes with AgentEnd
 
 
 def kinds(events):
@@ -204,7 +204,8 @@ def test_steering_messages_go_in_at_the_step_boundary_after_the_calls():
         return inbox.pop(0)
 
     events = []
-    added = asyncio.run(loop.run([Message("user", "go")], [echo_tool()], stream, events.append, steering=steering))
+    asyncio.run(loop.run([Message("user", "go")], [echo_tool()], stream, events.append, steering=steering))
+    added = events[-1].messages
     assert [(m.role, m.content) for m in stream.seen[1]][-3:] == [("assistant", ""), ("tool", "echo: a"), ("user", "b")]
     assert len(stream.seen) == 2, "the model finished after reading it: nothing else was sent meanwhile"
     assert added[-1] == Message("assistant", "Done.")
@@ -218,7 +219,7 @@ def test_a_message_sent_as_the_model_finishes_brings_one_more_step():
 
 
 def test_a_request_that_cannot_be_prepared_fails_in_plain_words():
-    def prepare(messages):
+    def prepare():
         raise ModelError("Your message is too long.")
 
     stream = scripted()

@@ -11,7 +11,7 @@ from app.agent import Delta, Message
 from app.store import Store
 from app.tables import asked, plugin
 from app.tools import Result, Tool
-from app.turn import MAY_HAVE_RUN
+from app.run.turn import MAY_HAVE_RUN
 from tests.conftest import Served, csrf, soup, wait_for
 from tests.fakes.mcp_server import FakeMCPServer
 from tests.fakes.openai_server import text, tool_call

@@ -10,7 +10,7 @@ import pytest
 from app.mcp_sessions import Sessions
 from app.plugins import PluginError, list_tools
 from app.tables import plugin
-from app.tools import Context
+from app.tools import ToolContext
 from tests.fakes.everything import Everything
 
 TRANSPORTS = {"streamableHttp": "streamable-http", "sse": "sse"}
@@ -29,8 +29,8 @@ async def tools_of(server: Everything, **kw):
     return {t.name: t for t in listing.tools}
 
 
-def context(sessions: Sessions, chat: int = 1, **kw) -> Context:
-    return Context(chat=chat, agent=1, extra={"mcp_sessions": sessions}, **kw)
+def context(sessions: Sessions, chat: int = 1, **kw) -> ToolContext:
+    return ToolContext(chat=chat, agent=1, sessions=sessions, **kw)
 
 
 async def test_lists_its_tools(everything):

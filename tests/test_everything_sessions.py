@@ -12,7 +12,7 @@ import pytest
 from app.mcp_sessions import Sessions
 from app.plugins import list_tools
 from app.tables import Assistant, plugin
-from app.tools import Context
+from app.tools import ToolContext
 from tests.fakes.everything import Everything
 
 
@@ -44,11 +44,11 @@ async def test_another_worker_goes_on_in_the_same_session(store, everything):
     toggle = await toggle_of(p)
     one, two = Sessions(), Sessions()  # two workers (or one, before and after a restart)
     try:
-        first = (await toggle.run({}, Context(chat=chat, agent=p.agent, store=store, extra={"mcp_sessions": one}))).text
+        first = (await toggle.run({}, ToolContext(chat=chat, agent=p.agent, store=store, sessions=one))).text
         assert first.startswith("Started simulated")
         await one.close_all()  # the worker stopped: the session is let go, not ended
-        second = (await toggle.run({}, Context(chat=chat, agent=p.agent, store=store,
-                                               extra={"mcp_sessions": two}))).text
+        second = (await toggle.run({}, ToolContext(chat=chat, agent=p.agent, store=store,
+                                               sessions=two))).text
         assert second.startswith("Stopped simulated"), second
         assert session_of(second) == session_of(first)
         assert (one.opened, two.opened, two.resumed) == (1, 0, 1), "no second handshake"
@@ -62,11 +62,11 @@ async def test_a_session_the_server_forgot_is_opened_again_transparently(store, 
     toggle = await toggle_of(p)
     one, two = Sessions(), Sessions()
     try:
-        first = (await toggle.run({}, Context(chat=chat, agent=p.agent, store=store, extra={"mcp_sessions": one}))).text
+        first = (await toggle.run({}, ToolContext(chat=chat, agent=p.agent, store=store, sessions=one))).text
         await one.close_all()
         await asyncio.to_thread(everything.restart)  # the server forgot every session
-        again = (await toggle.run({}, Context(chat=chat, agent=p.agent, store=store,
-                                              extra={"mcp_sessions": two}))).text
+        again = (await toggle.run({}, ToolContext(chat=chat, agent=p.agent, store=store,
+                                              sessions=two))).text
         assert again.startswith("Started simulated"), again
         assert session_of(again) != session_of(first)
         assert (two.resumed, two.opened) == (1, 1), "tried the kept one, then opened a new one"
@@ -82,8 +82,8 @@ async def test_a_deleted_conversation_ends_its_session(store, everything):
     toggle = await toggle_of(p)
     sessions = Sessions()
     try:
-        first = (await toggle.run({}, Context(chat=chat, agent=p.agent, store=store,
-                                              extra={"mcp_sessions": sessions}))).text
+        first = (await toggle.run({}, ToolContext(chat=chat, agent=p.agent, store=store,
+                                              sessions=sessions))).text
         key = next(iter(sessions.open))
         assert store.mcp_session(chat, p.id, key[2]) is not None
 

@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from app.netguard import Guard, Refused
-from app.tools import Context, Source
+from app.tools import Source, ToolContext
 from app.tools.fetch_page import PageError, fetch_page_tool
 from tests.fakes.redirect_server import LoopbackServer
 
@@ -130,10 +130,16 @@ def other():
         yield s
 
 
+class Context(ToolContext):
+    """A tool's context that keeps what the tool reported as its progress."""
+
+    reported: list[str]
+
+
 def context() -> Context:
     ctx = Context(chat=1, agent=None)
-    ctx.extra["progress"] = []
-    ctx.progress = ctx.extra["progress"].append
+    ctx.reported = []
+    ctx.progress = ctx.reported.append
     return ctx
 
 
@@ -182,7 +188,7 @@ async def test_an_article_is_its_main_text_and_the_title_is_the_source(server):
     for boilerplate in ["BUY CHEAP WATCHES", "Sign in to your account", "Celebrity gossip", "win a cruise",
                         "All rights reserved", "Cookie settings", "Most read"]:
         assert boilerplate not in text
-    assert ctx.extra["progress"][0] == "fetching public.test…"
+    assert ctx.reported[0] == "fetching public.test…"
 
 
 async def test_plain_text_and_json_pass_through(server):

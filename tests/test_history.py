@@ -1,7 +1,16 @@
 """Items to model messages: the one place a conversation's log becomes a request."""
+from app import branches
 from app.agent import Message, ToolCall
-from app.history import to_messages
+from app.history import segments, system_prompt
 from app.tables import assistant, item
+
+
+def to_messages(agent, items):
+    """The request's messages for a conversation whose log is `items`: the system prompt,
+    then the current path (branches.on_path) as the model is sent it."""
+    prompt = system_prompt(agent)
+    head = [Message("system", prompt)] if prompt else []
+    return head + [m for s in segments(branches.on_path(items)) for m in s.messages]
 
 
 def it(kind, id, turn, text="", **kw):

@@ -2,7 +2,7 @@
 
 from app import db as dbm
 from app.store import Store
-from app.tools import Context
+from app.tools import ToolContext
 from app.tools.memory import PROMPT_CHARS, PROMPT_COUNT, prompt_section, recalled, remember
 from tests.conftest import csrf, soup, start_chat, wait_for
 from tests.fakes.openai_server import tool_call
@@ -95,13 +95,13 @@ def test_remember_needs_an_agent(tmp_path):
     dbm.migrate(db)
     store = Store(db)
     try:
-        asyncio.run(remember.run({"text": "x"}, Context(chat=1, agent=None, store=store)))
+        asyncio.run(remember.run({"text": "x"}, ToolContext(chat=1, agent=None, store=store)))
     except RuntimeError as e:
         assert "no agent" in str(e)
     else:
         raise AssertionError("remember without an agent must fail")
     agent = store.default_agent().id
-    result = asyncio.run(remember.run({"text": " x "}, Context(chat=1, agent=agent, store=store)))
+    result = asyncio.run(remember.run({"text": " x "}, ToolContext(chat=1, agent=agent, store=store)))
     assert result.text.startswith("Remembered") and [m["text"] for m in store.memories(agent)] == ["x"]
 
 

@@ -11,7 +11,7 @@ import pytest
 
 from app.plugins import NAME_LIMIT, PluginError, call, list_tools, masked, refresh, tool_name
 from app.tables import Plugin, plugin
-from app.tools import Context
+from app.tools import ToolContext
 from tests.fakes.mcp_server import LONG_NAME, FakeMCPServer, NotMCPServer, free_port
 
 VALID_NAME = re.compile(r"[a-zA-Z0-9_-]{1,64}")
@@ -46,8 +46,8 @@ async def tools_of(server: FakeMCPServer, **kw):
     return {t.name: t for t in listing.tools}
 
 
-def context(**kw) -> Context:
-    return Context(chat=1, agent=1, **kw)
+def context(**kw) -> ToolContext:
+    return ToolContext(chat=1, agent=1, **kw)
 
 
 # --- listing ---------------------------------------------------------------------------

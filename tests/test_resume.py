@@ -6,10 +6,11 @@ import pytest
 
 from app import db as dbm
 from app.agent import Delta
+from app.run.turn import MAY_HAVE_RUN, Turn
+from app.run.writes import Writes
 from app.store import Store
 from app.tables import asked, item
 from app.tools import Result, Tool
-from app.turn import MAY_HAVE_RUN, Turn
 from tests.conftest import Served, wait_for
 from tests.fakes.openai_server import rate, text
 
@@ -48,7 +49,7 @@ def test_a_crash_mid_turn_resumes_from_the_last_complete_step(store):
     async def changed(timeout):
         await asyncio.sleep(0.01)
 
-    turn = Turn(store, lambda *a, **k: None, lambda: None, chat, user, store.default_agent(), "m", tools=tools,
+    turn = Turn(store, Writes(store), chat, user, store.default_agent(), "m", tools=tools,
                 changed=changed)
 
     async def main():
@@ -91,7 +92,7 @@ def test_a_turn_that_had_ended_is_not_answered_again(store):
         calls.append(messages)
         yield Delta(text="again?")
 
-    asyncio.run(Turn(store, lambda *a, **k: None, lambda: None, chat, user, None, "m").run(stream))
+    asyncio.run(Turn(store, Writes(store), chat, user, None, "m").run(stream))
     assert calls == [] and [i.text for i in store.items(chat) if i.kind == "text"] == ["Hello!"]
 
 

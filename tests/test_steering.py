@@ -5,8 +5,9 @@ import json
 import pytest
 
 from app.tables import asked, item
-from app.turn import Turn
 from app.agent import Delta
+from app.run.turn import Turn
+from app.run.writes import Writes
 from tests.conftest import ask, csrf, idle, new_chat, rows, soup, wait_for
 from tests.fakes.mcp_server import FakeMCPServer
 from tests.fakes.openai_server import text, tool_call
@@ -85,7 +86,7 @@ def test_sent_now_survives_a_restart_and_is_read_at_the_first_step_boundary(stor
         requests.append(messages)
         yield Delta(text="Norway only: found it.")
 
-    turn = Turn(store, lambda *a, **k: None, lambda: None, chat, user, store.default_agent(), "m",
+    turn = Turn(store, Writes(store), chat, user, store.default_agent(), "m",
                 tools=[Tool("lookup", "", {"type": "object"}, lookup, idempotent=True)])
     import asyncio
     asyncio.run(turn.run(stream))
@@ -112,7 +113,7 @@ def test_a_message_read_after_the_final_step_is_answered_after_a_restart(store):
         yield Delta(text="The Tay.")
 
     import asyncio
-    asyncio.run(Turn(store, lambda *a, **k: None, lambda: None, chat, user, store.default_agent(), "m").run(stream))
+    asyncio.run(Turn(store, Writes(store), chat, user, store.default_agent(), "m").run(stream))
     assert [m.content for m in requests[0][1:]] == ["Name a river", "The Danube.", "In Scotland"]
 
 

@@ -20,10 +20,11 @@ from .pages import Pages
 from .people import Accounts
 from .localmodel import LocalModel
 from .plugins import Plugins, plugin_from_row
+from .runs import Runs
 from .search import Search
 
 
-class Store(Chats, Search, Branches, Agents, Plugins, Context, Files, Pages, Accounts, LocalModel):
+class Store(Chats, Search, Branches, Agents, Plugins, Context, Files, Pages, Accounts, LocalModel, Runs):
     """Every read and write of rows, by family (one module each); see Base for the common ground."""
 
 

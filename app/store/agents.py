@@ -27,6 +27,11 @@ class Agents(Base):
         r = self.one("SELECT * FROM choices WHERE id = ? AND up = 1", [model])
         return self._choice(r) if r else None
 
+    def model_window(self, model: str) -> int:
+        """The model's context window as its list gave it (0: not listed, or not said)."""
+        r = self.one("SELECT window FROM choices WHERE id = ?", [model])
+        return (r[0] if r else 0) or 0
+
     def replace_choices(self, choices: list[Choice]) -> None:
         """The whole list at once (`place` keeps its order; a model listed twice is where and as
         it was last listed): readers see the old list or the new."""

@@ -54,6 +54,24 @@ class Base:
         parameter): `IS NULL` for None, else `= ?`."""
         return (f"{column} IS NULL", []) if value is None else (f"{column} = ?", [value])
 
+    def data_version(self) -> int:
+        """A number that changes when another connection (another process) commits: the
+        feed's cheap poll for others' writes."""
+        return self.one("PRAGMA data_version")[0]
+
+    def shapes(self) -> dict[str, list[dict[str, Any]]]:
+        """Every table's columns (name, type, not null, default, primary key), the search
+        index's own tables left out."""
+        out = {}
+        for table in sorted(self.db.table_names()):
+            if table.startswith(("search", "sqlite_")):
+                continue
+            out[table] = [
+                {"name": r[1], "type": r[2], "notnull": bool(r[3]), "default": r[4], "pk": bool(r[5])}
+                for r in self.all(f'PRAGMA table_info("{table}")')
+            ]
+        return out
+
     def one(self, sql: str, params: Any = ()) -> Any:
         return self.db.conn.execute(sql, params).fetchone()
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from .. import db as dbm
-from ..branches import Path, Tree, versions
+from ..branches import Path, Tree, turn_heads, versions
 from ..tables import Item, asked, order, retried
 from .base import Base
 
@@ -47,7 +47,7 @@ class Branches(Base):
         """The items of the answer version `head` starts (a turn's user item or a retry), in page order."""
         turn = head.turn or head.id
         rows = [Item.from_row(r) for r in self.all("SELECT * FROM items WHERE chat = ? AND turn = ?", [head.chat, turn])]
-        heads = [turn, *sorted(it.id for it in rows if it.kind == "retry")]
+        heads = turn_heads(turn, rows)
         return versions(heads, rows)[heads.index(head.id)] if head.id in heads else []
 
     def head(self, chat: int) -> int:

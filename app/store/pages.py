@@ -4,19 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..tables import Item
 from .base import Base
 
 
 class Pages(Base):
-    def answering(self, chat: int) -> Item | None:
-        """The user or retry item whose answer is written now (or waits to be), if any; its
-        `turn` is the turn answered (a user item's turn is its own id). Pending: not done yet,
-        the oldest first (the runner answers them in order; a `stop` is a request, not work)."""
-        row = self.one("SELECT * FROM items WHERE chat = ? AND done = 0 AND kind IN ('user','retry') "
-                       "ORDER BY id LIMIT 1", [chat])
-        return Item.from_row(row) if row else None
-
     def chat_state(self, chat: int) -> dict[str, Any]:
         """Whether a run is going and what the page should show for it (derived from rows)."""
         pending = self.answering(chat)

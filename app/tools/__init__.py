@@ -33,7 +33,7 @@ class Result:
 
 
 @dataclass
-class Context:
+class ToolContext:
     """What a running tool may know and use.
 
     `store` is the plumbing for tools that keep something in the conversation or the agent
@@ -49,7 +49,9 @@ class Context:
     # just before `run`.
     dispatched: Callable[[], None] = lambda: None
     store: Any = None  # app.store.Store; Any keeps tools importable without the storage layer
-    extra: dict[str, Any] = field(default_factory=dict)
+    # The plugin sessions a plugin's call is made in (app.mcp_sessions.Sessions; None: this
+    # process's pool, mcp_sessions.pool).
+    sessions: Any = None
 
 
 @dataclass(frozen=True)
@@ -57,7 +59,7 @@ class Tool:
     name: str
     description: str
     parameters: dict[str, Any]
-    run: Callable[[dict[str, Any], Context], Awaitable[Result]]
+    run: Callable[[dict[str, Any], ToolContext], Awaitable[Result]]
     idempotent: bool = False
     plugin: str = ""  # the plugin's name for a plugin's tool ("" for a built-in one)
     # What the agent's settings (may use, waits for approval) are keyed by: a plugin's tool is

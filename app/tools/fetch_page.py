@@ -28,7 +28,7 @@ from urllib.parse import urlsplit
 import httpx2
 
 from .. import netguard
-from . import Context, Result, Source, Tool
+from . import Result, Source, Tool, ToolContext
 
 __all__ = ["PageError", "fetch_page_tool"]
 
@@ -92,7 +92,7 @@ def fetch_page_tool(
         except (httpx2.HTTPError, httpx2.InvalidURL, httpx2.StreamError) as exc:
             raise PageError(f"could not fetch {shown}: {str(exc) or type(exc).__name__}") from None
 
-    async def run(args: dict[str, Any], ctx: Context) -> Result:
+    async def run(args: dict[str, Any], ctx: ToolContext) -> Result:
         url = _checked_url(args)
         host = urlsplit(url).hostname
         if ctx.abort.is_set():

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from . import Context, Result, Tool
+from . import Result, Tool, ToolContext
 
 TEXT_MAX = 2_000
 # The built-in tools that bring nothing from outside: they read and write this app's rows.
@@ -35,7 +35,7 @@ def same(a: str, b: str) -> bool:
     return " ".join(a.split()).casefold() == " ".join(b.split()).casefold()
 
 
-async def _run(args: dict[str, Any], ctx: Context) -> Result:
+async def _run(args: dict[str, Any], ctx: ToolContext) -> Result:
     text = str(args.get("text", "")).strip()
     if not text:
         raise ValueError("there is nothing to remember: the text is empty")

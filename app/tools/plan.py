@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..markdown import task_counts
-from . import Context, Result, Tool
+from . import Result, Tool, ToolContext
 
 PLAN_MAX = 20_000
 
@@ -16,7 +16,7 @@ DESCRIPTION = (
 )
 
 
-async def _run(args: dict[str, Any], ctx: Context) -> Result:
+async def _run(args: dict[str, Any], ctx: ToolContext) -> Result:
     plan = str(args.get("plan", "")).strip()
     if not plan:
         raise ValueError("the plan is empty; send the whole checklist")

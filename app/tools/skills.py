@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Any
 
 from .. import skills
-from . import Context, Result, Tool
+from . import Result, Tool, ToolContext
 
 DESCRIPTION = (
     "Read a skill: instructions for a particular kind of task. The system prompt lists the skills "
@@ -13,7 +13,7 @@ DESCRIPTION = (
 )
 
 
-async def _run(args: dict[str, Any], ctx: Context) -> Result:
+async def _run(args: dict[str, Any], ctx: ToolContext) -> Result:
     if ctx.store is None:
         raise RuntimeError("this tool needs the app's storage to read skills from")
     name = str(args.get("name", ""))

@@ -20,11 +20,10 @@ from typing import Any
 from markupsafe import Markup, escape
 
 from .. import markdown
-from ..branches import Path, Step
+from ..branches import Path, Step, finished
 from ..markdown import Block
 from ..store import Store
 from ..tables import Conversation, Item
-from ..turn import finished
 from .render import View, answer_key, cut_key, fragment, item_dom_id, item_key, removal
 
 # The shell's slots are filled by str.replace, so no text in the shell (a call's raw input, a

@@ -4,6 +4,7 @@ from __future__ import annotations
 from litestar import Request, Response, get, post
 
 from ..providers.ids import groups
+from ..run.setup import refresh_choices
 from . import render
 from .request import go, is_htmx, local_path, state
 
@@ -13,7 +14,7 @@ async def refresh(request: Request) -> Response:
     """Ask every model server for its models again (a server started or a model pulled since).
     From the composer's Refresh with script: its picker anew; else the page loads again."""
     s = state(request)
-    await s.runner.refresh_choices()
+    await refresh_choices(s.store, s.providers)
     form = await request.form()
     if is_htmx(request) and request.headers.get("hx-target") == "model-picker":
         return picked(s.store.choices(), form.get("model"), form.get("next"))

@@ -14,16 +14,16 @@ import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 
-from . import agent as loop
-from . import branches
-from . import db as dbm
-from . import window
-from .history import segments, system_prompt, user_message
-from .store import Store
-from .tables import Assistant, Item, item
-from .tools import Context, Tool, memory
+from .. import agent as loop
+from .. import branches, mcp_sessions
+from .. import db as dbm
+from .. import window
+from ..history import DECLINED, call_id, segments, system_prompt, user_message, with_plan
+from ..store import Store
+from ..tables import Assistant, Item, item
+from ..tools import Tool, ToolContext, memory
+from .writes import Writes
 
-DECLINED = "The person declined this call."
 STOPPED = "Stopped by the person before it finished."
 STOPPED_SENT = "Stopped by the person after it was sent to its tool, before a result came back: it may have run."
 
@@ -35,20 +35,10 @@ MAY_HAVE_RUN = ("Interrupted by a restart after it was sent to its tool, before 
                 "it may have run. Check before running it again; it was not run again by itself.")
 
 
-def finished(version: list[Item]) -> bool:
-    """Whether this answer already ended (a crash may come between its end and `done`)."""
-    settled = [it for it in version if not (it.kind == "error" and it.state != "failed")]
-    if not settled:
-        return False
-    last = settled[-1]
-    return (last.kind == "text" and last.done) or (last.kind == "error") or last.kind == "stop"
-
-
 @dataclass
 class Turn:
     store: Store
-    grow: Callable[..., None]   # buffer a growing column for the next tick
-    flush: Callable[[], None]   # write everything buffered now
+    writes: Writes              # the runner's write buffer: growing columns, written once a beat
     chat: int
     user: Item
     agent: Assistant | None
@@ -67,19 +57,18 @@ class Turn:
     share: float = 0.75      # of it a request may fill (TABLETALK_CONTEXT_SHARE)
     # (window, images) as learned now (a server's error may teach them mid-turn: limits.py)
     limits: Callable[[], tuple[int, bool]] | None = None
+    thinking: str = ""       # the thinking level asked for ('' the server's own)
     raw: int = 0             # the last request's raw token count, for calibration by its usage
     estimate: int = 0        # ... and its calibrated estimate, kept with the usage
     measured: bool = True    # the last request's usage arrived (or none was made)
-    _prompt: tuple[list[str], list] | None = field(default=None, init=False, repr=False)  # (memories, skills)
+    _prompt: str | None = field(default=None, init=False, repr=False)  # instructions(), once per run
 
     # --- resuming -------------------------------------------------------------------
 
     def current_version(self) -> list[Item]:
         # In page order, not id order: a message sent "now" that the model read after the
         # step that finished the answer comes last, so the answer is not finished yet.
-        turn_items = self.store.turn_items(self.chat, self.user.id, self.user.id)
-        heads = [self.user.id, *sorted(it.id for it in turn_items if it.kind == "retry")]
-        return branches.versions(heads, turn_items)[-1]  # the newest: the one being answered
+        return branches.answered(self.user.id, self.store.turn_items(self.chat, self.user.id, self.user.id))
 
     def resume(self) -> list[Item]:
         """Make the rows of a cut-off run consistent; returns calls that still have to run."""
@@ -116,19 +105,20 @@ class Turn:
         # Every step rebuilds the request: read each attached file once per run.
         return functools.cache(self.store.file_bytes)
 
-    def prompt_parts(self) -> tuple[list[str], list]:
-        """The memories and skills of the system prompt, read once per run, so the start of
-        the request stays the same for every step (a memory written now shows next run)."""
+    def instructions(self) -> str:
+        """The system prompt but for the plan: the agent's instructions, the skills it can load
+        and what it remembers. Built once per run, so the start of the request stays the same
+        for every step (a memory written now shows next run)."""
         if self._prompt is None:
             # Skills are offered only to an agent that may load them; memories are read every run.
             skills = self.store.skills() if any(t.name == "load_skill" for t in self.tools) else []
             memories = [m["text"] for m in self.store.memories(self.agent.id)] if self.agent and self.agent.id else []
-            self._prompt = (memories, skills)
+            self._prompt = system_prompt(self.agent, skills, memories)
         return self._prompt
 
-    def prepare(self, _sofar: list[loop.Message]) -> list[loop.Message]:
-        """The next model step's messages, built from the rows, not from the loop's own list:
-        by the time a step begins, every earlier step and tool result is a row, and from rows
+    def prepare(self) -> list[loop.Message]:
+        """The next model step's messages, built from the rows (the loop keeps no list of its
+        own: agent.Prepare): by the time a step begins, every earlier step and tool result is a row, and from rows
         the calls carry the ids they keep in every later request (`call_{item}`) and a message
         sent "now" stands where the model read it, so the request's start is the same bytes
         from step to step and run to run. Cut to the model's window (window.py). Only the
@@ -149,11 +139,11 @@ class Turn:
             full = window.request_tokens(p.messages)
             blocks.append(window.Block(p.turn, p.starts, full,
                                        full if p.short is p.messages else window.request_tokens(p.short)))
-        memories, skills = self.prompt_parts()
+        instructions = self.instructions()
         plan = self.store.plan(self.chat)
         # Counted whether or not it is sent: an estimate a little high is safe.
-        fixed = window.request_tokens([loop.Message("system", system_prompt(self.agent, skills, memories,
-                                                                            plan.text if plan else ""))], self.tools)
+        fixed = window.request_tokens([loop.Message("system", with_plan(instructions, plan.text if plan else ""))],
+                                      self.tools)
         ratio, _ = self.store.calibration(self.model)
         if self.window:
             budget = int(self.window * self.share)
@@ -167,7 +157,7 @@ class Turn:
             cut = current
         # The plan rides in the system prompt only once the call that set it is out of view.
         seen_plan = any(it.kind == "call" and it.name == "update_plan" and it.turn >= cut.start for it in items)
-        prompt = system_prompt(self.agent, skills, memories, plan.text if plan and not seen_plan else "")
+        prompt = with_plan(instructions, plan.text if plan and not seen_plan else "")
         messages = [loop.Message("system", prompt)] if prompt else []
         for i, (b, p) in enumerate(zip(blocks, parts)):
             if cut.shows(b):
@@ -256,13 +246,14 @@ class Turn:
     # --- running --------------------------------------------------------------------
 
     async def run(self, stream: loop.StreamFn) -> None:
-        if finished(self.current_version()):
+        if branches.finished(self.current_version()):
             return
         pending_calls = self.resume()
-        context = Context(chat=self.chat, agent=self.agent.id if self.agent else None, store=self.store)
+        context = ToolContext(chat=self.chat, agent=self.agent.id if self.agent else None, store=self.store,
+                              sessions=mcp_sessions.pool)
         by_name = {t.name: t for t in self.tools}
         for call_item in pending_calls:
-            call = loop.ToolCall(f"call_{call_item.id}", call_item.name, call_item.input or "{}")
+            call = loop.ToolCall(call_id(call_item), call_item.name, call_item.input or "{}")
             self.calls[call.id] = call_item.id
             await loop.run_tool(call, by_name, self.emit, context, self.gate)
         # The loop is given no history: `prepare` builds each request from the rows.
@@ -293,7 +284,7 @@ class Turn:
                 if kind == "text" and "reasoning" in self.items:
                     self.thought(done=True)  # the answer began: the reasoning is over
             case loop.MessageUpdate(kind=kind, so_far=so_far):
-                self.grow(self.items[kind], text=so_far)  # joined when written (agent.SoFar)
+                self.writes.grow(self.items[kind], text=so_far)  # joined when written (agent.SoFar)
             case loop.MessageEnd(message=message, reasoning=reasoning):
                 self.end_step(message, reasoning)
                 if not self.measured and self.window:
@@ -301,12 +292,12 @@ class Turn:
             case loop.ToolStart(call=call):
                 self.store.update(self.calls[call.id], state="running")
             case loop.ToolDispatched(call=call):
-                self.flush()
+                self.writes.flush()
                 self.store.update(self.calls[call.id], dispatched=True)  # committed before the call leaves
             case loop.ToolUpdate(call=call, output=output):
-                self.grow(self.calls[call.id], output=output)
+                self.writes.grow(self.calls[call.id], output=output)
             case loop.ToolEnd(call=call, output=output, ok=ok, result=result):
-                self.flush()
+                self.writes.flush()
                 extra = {}
                 if result is not None and result.sources:
                     extra["sources"] = json.dumps([{"url": s.url, "title": s.title} for s in result.sources])
@@ -322,14 +313,14 @@ class Turn:
             case loop.Usage(prompt=prompt, completion=completion, cached=cached, counted=counted):
                 self.usage(prompt, completion, cached, counted)
             case loop.Notice(text=text):
-                self.flush()
+                self.writes.flush()
                 if self.notice is None:
                     self.notice = self.add(item("error", self.chat, text, turn=self.user.id,
                                                 model=self.model, done=True)).id
                 else:
                     self.store.update(self.notice, text=text)
             case loop.Failed(message=message):
-                self.flush()
+                self.writes.flush()
                 if self.notice is not None:  # "Trying again in 4 s" is over: the error says what happened
                     self.store.delete_items([self.notice])
                     self.notice = None
@@ -340,7 +331,7 @@ class Turn:
 
     def end_step(self, message: loop.Message, reasoning: str) -> None:
         """A model step is over: write its text, reasoning and calls in one transaction."""
-        self.flush()
+        self.writes.flush()
         with self.store.write():
             if "reasoning" in self.items:
                 self.thought()
@@ -365,7 +356,7 @@ class Turn:
         it = self.store.item(self.items["reasoning"])
         if it is None or it.thought:
             return
-        self.flush()
+        self.writes.flush()
         self.store.update(it.id, thought=max(dbm.now() - it.created, 0.001), **({"done": True} if done else {}))
 
     def add(self, new: Item) -> Item:
@@ -375,7 +366,7 @@ class Turn:
 
     def stopped(self, cut: str = STOPPED) -> None:
         """Stop: what was written stays, marked done; a call cut off says so (`cut`)."""
-        self.flush()
+        self.writes.flush()
         with self.store.write():
             for item_id in self.written:
                 it = self.store.item(item_id)

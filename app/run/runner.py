@@ -1,0 +1,280 @@
+"""The background runner that answers what people write: scheduling and leases.
+
+Started with every worker (app/worker.py). Work is found from rows, never from memory
+(store/runs.py: a `user` item not done, a `retry` or `stop` not handled). A conversation
+is answered by one worker at a time, the one holding its lease in `runs`; the lease is
+renewed while it works and taken over once it expires. Within a conversation the pending
+items are handled one at a time, in order: each by a Turn (turn.py) that setup.py makes,
+which turns the agent loop's events into rows through the runner's one write buffer
+(writes.py). After a conversation's first answer titles.py names it.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import secrets
+import socket
+import time
+from dataclasses import dataclass
+
+from .. import agent as loop
+from .. import mcp_sessions, space
+from ..beat import beat_at_or_after
+from ..config import Config
+from ..feed import Feed
+from ..providers.client import Providers
+from ..store import Store
+from ..tables import Item, item
+from .setup import Setup
+from .titles import name_conversation
+from .turn import Turn
+from .writes import Writes
+
+log = logging.getLogger(__name__)
+
+LEASE_SECONDS = 10.0
+RENEW_SECONDS = 3.0
+IDLE_SCAN_SECONDS = 1.0   # a full scan for pending work, at least this often
+SCAN_GAP_SECONDS = 0.1    # the least time between two scans
+FAILED = ("This answer failed on our side and was stopped (the error is in the server's log). "
+          "Send the message again to retry.")
+
+
+@dataclass
+class Run:
+    """One conversation being answered by this worker."""
+
+    chat: int
+    task: asyncio.Task | None = None
+    turn: Turn | None = None  # the turn being answered
+    gone: bool = False  # its conversation was deleted
+    full: bool = False  # ended because the disk is full
+
+
+class Runner(space.DiskFull):
+    def __init__(self, config: Config, store: Store, feed: Feed, providers: Providers):
+        self.config = config
+        self.store = store
+        self.feed = feed
+        self.providers = providers
+        self.owner = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
+        self.runs: dict[int, Run] = {}
+        self.writes = Writes(store, full=self.disk_full)  # every turn's growing text, written once a beat
+        self.setup = Setup(config, store, providers)
+        self.stopping = False
+        self._wake: asyncio.Future | None = None  # done: scan again at once (a run ended)
+        self._scanned = 0  # the rev the last scan read up to
+        self._tasks: list[asyncio.Task] = []
+        self._side: set[asyncio.Task] = set()
+        self.reserve = space.Reserve(config.data)
+        self.full = False  # the disk was found full; no run starts until the reserve is back
+
+    # --- the main loop --------------------------------------------------------------
+
+    def start(self) -> None:
+        self.reserve.ensure()
+        loop_ = asyncio.get_running_loop()
+        self._tasks = [
+            loop_.create_task(self._scan_forever(), name="runner-scan"),
+            loop_.create_task(self._renew_forever(), name="runner-renew"),
+            loop_.create_task(self.providers.relist_forever(self.store), name="runner-relist"),
+        ]
+
+    async def stop(self) -> None:
+        """Shutdown: leave every run as rows, release the leases so another process resumes them."""
+        self.stopping = True
+        for run in list(self.runs.values()):
+            if run.task:
+                run.task.cancel()
+        await asyncio.gather(*(r.task for r in self.runs.values() if r.task), return_exceptions=True)
+        for t in [*self._tasks, *self._side]:
+            t.cancel()
+        await asyncio.gather(*self._tasks, *self._side, return_exceptions=True)
+        self.writes.close()
+        await mcp_sessions.pool.close_all()
+
+    def _wake_up(self) -> None:
+        if self._wake is not None and not self._wake.done():
+            self._wake.set_result(None)
+
+    async def _scan_forever(self) -> None:
+        full_at = 0.0
+        clock = asyncio.get_running_loop()
+        while not self.stopping:
+            started = time.monotonic()
+            self._wake = clock.create_future()  # a run that ends from now on asks for a scan
+            full = started >= full_at
+            try:
+                if not self.full or self.recovered():
+                    self.scan(full)
+            except Exception as e:
+                if space.is_full(e):
+                    self.disk_full()
+                else:
+                    log.exception("runner scan failed")
+            if full:
+                full_at = started + IDLE_SCAN_SECONDS
+            # futures, not tasks: this loop turns ten times a second while answers grow
+            await asyncio.wait([self.feed.next_change(), self._wake], timeout=IDLE_SCAN_SECONDS,
+                               return_when=asyncio.FIRST_COMPLETED)
+            if not self._wake.done():
+                # Every commit wakes the feed, and a busy worker commits 20+ times a second:
+                # look at most every SCAN_GAP (a run that ended asks for the next at once),
+                # on a beat (app/beat.py).
+                now = time.monotonic()
+                gap = beat_at_or_after(started + SCAN_GAP_SECONDS) - now
+                if gap > 0:
+                    await asyncio.sleep(gap)
+
+    def scan(self, full: bool = True) -> None:
+        """Start a run for each conversation with pending work that no live worker holds.
+
+        A full scan reads every pending row (once a second, and at start: a lease that
+        expired in another worker is found this way); in between, only rows changed since
+        the last scan are read (a busy worker's hundreds of running conversations are not
+        read again on every commit)."""
+        top = self.store.rev()  # before reading: what commits later is seen by the next scan
+        since = 0 if full else self._scanned
+        # A run whose conversation was deleted (in any worker) ends quietly.
+        if self.runs:
+            gone = set(self.runs) - self.store.existing(set(self.runs)) if full else self.store.deleted_since(since)
+            for chat in gone:
+                run = self.runs.get(chat)
+                if run is not None and run.task and not run.task.done():
+                    run.gone = True
+                    run.task.cancel()
+        pending = self.store.pending_since(since)
+        self._scanned = top
+        for chat, kind in pending:
+            run = self.runs.get(chat)
+            if run is not None:
+                if kind == "stop" and run.task and not run.task.done():
+                    run.task.cancel()  # the run ends where it is; what was written stays
+                continue
+            if self.lease(chat):
+                run = self.runs[chat] = Run(chat)
+                run.task = asyncio.get_running_loop().create_task(self._answer(run), name=f"run-{chat}")
+
+    # --- leases ---------------------------------------------------------------------
+
+    def lease(self, chat: int) -> bool:
+        return self.store.lease(chat, self.owner, LEASE_SECONDS)
+
+    def release(self, chat: int) -> None:
+        self.store.release(chat, self.owner)
+
+    async def _renew_forever(self) -> None:
+        while not self.stopping:
+            await asyncio.sleep(RENEW_SECONDS)
+            try:  # plugin sessions of deleted conversations, and idle ones, are closed
+                await mcp_sessions.pool.sweep(self.store.existing)
+            except Exception:
+                log.exception("closing plugin sessions failed")
+            if not self.runs:
+                continue
+            chats = list(self.runs)
+            try:
+                held = self.store.renew(self.owner, chats, LEASE_SECONDS)
+            except Exception as e:
+                if space.is_full(e):
+                    self.disk_full()
+                else:
+                    log.exception("renewing the leases failed")
+                continue
+            for chat in chats:
+                run = self.runs.get(chat)
+                if chat not in held and run and run.task and not run.gone:
+                    if self.store.conversation(chat) is None:
+                        run.gone = True  # deleted: its lease went with it
+                    else:
+                        log.warning("lost the lease on conversation %s; another worker answers it", chat)
+                    run.task.cancel()
+
+    # --- answering ------------------------------------------------------------------
+
+    async def _answer(self, run: Run) -> None:
+        try:
+            while not self.stopping:
+                pending = self.store.next_pending(run.chat)
+                if pending is None:
+                    break
+                if pending.kind == "stop":
+                    self.store.update(pending.id, done=True)  # nothing is running: nothing to stop
+                    continue
+                user = pending if pending.kind == "user" else self.store.item(pending.turn)
+                if user is None or user.kind != "user":
+                    self.store.update(pending.id, done=True)  # a retry of nothing
+                    continue
+                run.turn = None
+                try:
+                    await self._turn(run, user, retry=pending if pending.kind == "retry" else None)
+                except Exception:
+                    # A bug, not the model's or a tool's failure (those are rows already): the
+                    # turn ends with an error item instead of being taken up again, and again.
+                    log.exception("the turn of item %s in conversation %s failed", user.id, run.chat)
+                    self._failed(run, user)
+                if pending.kind == "user":
+                    self.side(name_conversation(self.store, self.providers, run.chat, user, run.turn.model))
+                with self.store.write():
+                    self.store.update(pending.id, done=True)
+                    if pending.kind == "retry" and not user.done:
+                        self.store.update(user.id, done=True)
+        except asyncio.CancelledError:
+            if run.full:
+                self.ended_full(run)
+            else:
+                self._cancelled(run)
+        except Exception as e:
+            if space.is_full(e):
+                self.disk_full()
+                self.ended_full(run)
+            else:
+                log.exception("run of conversation %s failed", run.chat)
+        finally:
+            self.writes.flush()
+            self.runs.pop(run.chat, None)
+            try:
+                self.release(run.chat)
+            except Exception:
+                log.exception("releasing the lease of %s failed", run.chat)
+            self._wake_up()  # more work may have arrived while this run held the lease
+
+    def _failed(self, run: Run, user: Item) -> None:
+        self.writes.flush()
+        if run.turn is not None:
+            run.turn.stopped()
+        self.store.add(item("error", run.chat, FAILED, turn=user.id, state="failed", done=True,
+                            model=run.turn.model if run.turn else ""))
+
+    def _cancelled(self, run: Run) -> None:
+        """A stop (or a lost lease, or shutdown): keep what was written and mark it done."""
+        self.writes.flush()
+        if self.stopping or run.turn is None or run.gone:
+            return  # shutdown: the rows stay pending and the next start resumes them; or no rows left
+        run.turn.stopped()
+        self._mark_done(run)
+
+    def _mark_done(self, run: Run) -> None:
+        """The turn's question (or retry) and any stop asked meanwhile are handled."""
+        stops = self.store.unhandled_stops(run.chat)
+        with self.store.write():
+            for item_id in [run.turn.user.id, *stops]:
+                self.store.update(item_id, done=True)
+            if run.turn.retry is not None:
+                self.store.update(run.turn.retry.id, done=True)
+
+    async def _turn(self, run: Run, user: Item, retry: Item | None) -> None:
+        turn = run.turn = await self.setup.turn(run.chat, user, retry, self.writes, changed=self.feed.changed)
+        self.store.update(user.id)  # it is answered now, no longer queued: pages re-render it
+        if why := self.setup.unready(turn.model):
+            turn.emit(loop.Failed(why))
+        else:
+            await turn.run(self.providers.stream_fn(turn.model, thinking=turn.thinking or None))
+        self.writes.flush()
+
+    def side(self, work) -> None:
+        """Work beside a run (naming a conversation): never holds the run up, ends at shutdown."""
+        task = asyncio.get_running_loop().create_task(work)
+        self._side.add(task)
+        task.add_done_callback(self._side.discard)

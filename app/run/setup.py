@@ -1,0 +1,94 @@
+"""Turn setup: what a turn is answered with, from the rows and the settings.
+
+The agent (the conversation's, else its person's first), the model and thinking level
+(Again's, the conversation's pick, the message's, the agent's, else the default), the
+tools (built-ins, then the agent's enabled plugins, listed afresh), which of them wait for
+approval, the model's window and whether it reads images. Needs no runner: a `Setup` and a
+`Writes` make a Turn anywhere (tests/test_setup.py).
+"""
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from .. import plugins
+from ..config import Config
+from ..history import takes_images
+from ..providers.client import Providers, no_model
+from ..store import Store
+from ..tables import Assistant, Item
+from ..tools import Tool, allowed, chosen, names
+from ..tools.builtin import builtin_tools
+from .turn import Turn
+from .writes import Writes
+
+NO_SERVER = ("No model server is set up: start Ollama, or start Tabletalk with AI_URL "
+             "(an OpenAI-compatible server) or AI_ACCOUNTS set (see the README).")
+
+
+async def refresh_choices(store: Store, providers: Providers) -> None:
+    """The model list, read at start and on demand (POST /models/refresh): every provider's
+    models; one that is down is a row saying so and keeps none of its old models."""
+    store.replace_choices(await providers.choices())
+
+
+def pick(retry: Item | None, asked: str, sticky: str, default: str) -> str:
+    """Again without a model, and a message without one, take the conversation's pick (what
+    its composer shows now, `sticky`), then the message's (`asked`), then the agent's."""
+    return ((sticky or asked) if retry else (asked or sticky)) or default
+
+
+@dataclass
+class Setup:
+    config: Config
+    store: Store
+    providers: Providers
+
+    async def turn(self, chat: int, user: Item, retry: Item | None, writes: Writes,
+                   changed: Callable[[float], Awaitable[None]] | None = None) -> Turn:
+        """The Turn that answers `user` (again, for `retry`) in conversation `chat`."""
+        convo = self.store.conversation(chat)
+        agent = self.store.agent(convo.agent) if convo and convo.agent else None
+        agent = agent or self.store.default_agent(convo.person if convo else None)  # never another person's
+        model = (retry.model if retry else "") or pick(retry, user.model, convo.model if convo else "",
+                                                       agent.model if agent else "")
+        model = model or await self.default_model()
+        thinking = pick(retry, user.thinking, convo.thinking if convo else "", agent.thinking if agent else "")
+        tools = await self.tools_for(agent)
+        # by identity: a tool that only shows a name approval was set for does not get it
+        approve = {t.name for t in tools if agent and chosen(t, names(agent.approve))}
+        return Turn(self.store, writes, chat, user, agent, model, retry=retry, tools=tools, approve=approve,
+                    changed=changed, window=self.window_of(model), share=self.config.context_share,
+                    images=self.images_for(model), thinking=thinking,
+                    limits=lambda: (self.window_of(model), self.images_for(model)))
+
+    def unready(self, model: str) -> str:
+        """Why a turn with `model` cannot be sent to any model, in plain words ('' when it can)."""
+        if not self.providers.configured:
+            return NO_SERVER
+        return "" if model else no_model(self.store.choices())
+
+    async def tools_for(self, agent: Assistant | None) -> list[Tool]:
+        """The tools this agent may use now: built-in ones, then its enabled plugins' (listed
+        afresh at each run, which also refreshes each plugin's status)."""
+        found = builtin_tools()
+        taken = {t.name for t in found}
+        if agent is not None and agent.id is not None:
+            found.extend(await plugins.agent_tools(self.store, self.config, agent, taken))
+        return allowed(found, agent.tools if agent else "")
+
+    async def default_model(self) -> str:
+        """AI_MODEL; else the first model the server at AI_URL lists, else this computer's, else an account's."""
+        if self.config.ai_model:
+            return self.config.ai_model
+        return self.providers.preferred(self.store.choices()) or self.providers.preferred(await self.providers.choices())
+
+    def images_for(self, model: str) -> bool:
+        """Whether `model` is sent attached images: unless its model list says it reads none."""
+        choice = self.store.choice(model)
+        return takes_images(choice.tags if choice else ()) and self.store.limits(model).images
+
+    def window_of(self, model: str) -> int:
+        """The window a server's error taught (providers/limits.py), else the listed one, else
+        TABLETALK_CONTEXT_WINDOW."""
+        return self.store.limits(model).window or self.store.model_window(model) or self.config.context_window

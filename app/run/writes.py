@@ -1,0 +1,84 @@
+"""The write buffer: growing text reaches its row at most once a beat (~50 ms), in one
+transaction for every run at once.
+
+One `Writes` per runner, shared by every Turn it runs: a turn buffers what grows (`grow`)
+and writes what is pending (`flush`) before anything that must follow it in the rows (a
+step's end, a tool's dispatch, a stop).
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from .. import space
+from ..beat import BEAT_SECONDS, next_beat
+
+log = logging.getLogger(__name__)
+
+TICK_SECONDS = BEAT_SECONDS  # growing text is written at most once a beat (model streams are read on it too)
+
+
+class Writes:
+    def __init__(self, store: Any, full: Callable[[], None] | None = None):
+        self.store = store
+        # A write failed for want of space: what grew since the last tick is lost (what was
+        # written stays), and `full` ends the runs in words (Runner.disk_full). Without it
+        # the error is raised.
+        self.full = full
+        self.pending: dict[int, dict[str, Any]] = {}  # item id -> columns to write at the next tick
+        self._flushed = 0.0  # when growth was last written
+        self._flush_at: asyncio.Handle | None = None  # the write of what is pending, scheduled
+
+    def grow(self, item_id: int, **values: Any) -> None:
+        """Buffer columns of an item (`text`, `output`) for the next tick."""
+        self.pending.setdefault(item_id, {}).update(values)
+        now = time.monotonic()
+        if self._flush_at is not None:
+            # A busy loop can hold the scheduled write back when many streams have data
+            # buffered: write here too once a tick is due, so it still writes every ~50 ms.
+            if now - self._flushed >= TICK_SECONDS:
+                self.flush()
+            return
+        # No timer while nothing grows. The first growth in a beat (the streams read what
+        # came at the beat: asyncnet.pace) is written once every stream woken with it has
+        # run, in one transaction; a later one at the next beat.
+        loop = asyncio.get_running_loop()
+        beat = next_beat(now)
+        if self._flushed < beat - BEAT_SECONDS:
+            self._flush_at = loop.call_soon(self._scheduled)
+        else:
+            self._flush_at = loop.call_at(beat, self._scheduled)
+
+    def flush(self) -> None:
+        """Write everything buffered now, every run's at once."""
+        if not self.pending:
+            return
+        self._flushed = time.monotonic()
+        pending, self.pending = self.pending, {}
+        try:
+            self.store.grow_items(pending)
+        except Exception as e:
+            if not space.is_full(e) or self.full is None:
+                raise
+            self.full()
+
+    def clear(self) -> None:
+        """Forget what is buffered (the disk is full: it could not be written)."""
+        self.pending.clear()
+
+    def close(self) -> None:
+        """Shutdown: no write is scheduled any more; what is buffered is written now."""
+        if self._flush_at is not None:
+            self._flush_at.cancel()
+            self._flush_at = None
+        self.flush()
+
+    def _scheduled(self) -> None:
+        self._flush_at = None
+        try:
+            self.flush()
+        except Exception:
+            log.exception("writing growing text failed")

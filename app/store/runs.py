@@ -1,0 +1,119 @@
+"""What the runner reads and writes: pending work, leases, growing text in batches.
+
+Work is rows: a `user` item not done, a `retry` or `stop` not handled (PENDING, the one
+place that predicate is written; the partial index `items_pending` of migration m001
+covers it). A conversation is answered by the worker holding its lease in `runs`.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from .. import db as dbm
+from ..tables import Item
+from .base import Base
+
+# Work waiting for the runner. The same words as the partial index's, so SQLite uses it.
+PENDING = "done = 0 AND kind IN ('user','retry','stop')"
+# ... of it, what starts (or makes again) an answer: the head being answered, while it is.
+ANSWERING = f"{PENDING} AND kind != 'stop'"
+# What grows while a step streams: an answer's or a reasoning's text, a call's progress.
+GROWING = {"text", "output"}
+
+
+class Runs(Base):
+    # --- pending work ---------------------------------------------------------------
+
+    def pending_since(self, rev: int) -> list[tuple[int, str]]:
+        """(chat, kind) of the pending items changed after `rev` (0: every one), oldest first."""
+        return [(r["chat"], r["kind"]) for r in self.all(
+            f"SELECT chat, kind FROM items WHERE {PENDING} AND rev > ? ORDER BY id", [rev])]
+
+    def next_pending(self, chat: int) -> Item | None:
+        """The conversation's oldest pending item: what its run handles next."""
+        row = self.one(f"SELECT * FROM items WHERE chat = ? AND {PENDING} ORDER BY id LIMIT 1", [chat])
+        return Item.from_row(row) if row else None
+
+    def answering(self, chat: int) -> Item | None:
+        """The user or retry item whose answer is written now (or waits to be), if any; its
+        `turn` is the turn answered (a user item's turn is its own id)."""
+        row = self.one(f"SELECT * FROM items WHERE chat = ? AND {ANSWERING} ORDER BY id LIMIT 1", [chat])
+        return Item.from_row(row) if row else None
+
+    def unhandled_stops(self, chat: int) -> list[int]:
+        return [r[0] for r in self.all(f"SELECT id FROM items WHERE chat = ? AND {PENDING} AND kind = 'stop'",
+                                       [chat])]
+
+    def deleted_since(self, rev: int) -> set[int]:
+        """Conversations deleted after `rev` (their tombstone for a page open on them)."""
+        return {r[0] for r in self.all(
+            "SELECT chat FROM tombstones WHERE rev > ? AND chat IS NOT NULL AND dom = 'c' || chat", [rev])}
+
+    # --- leases -----------------------------------------------------------------------
+
+    def lease(self, chat: int, owner: str, seconds: float) -> bool:
+        """Take (or keep) the lease on a conversation for `seconds`, unless a live lease of
+        another owner holds it; False too when the conversation is gone."""
+        t = dbm.now()
+        with self.write() as db:
+            if db.conn.execute("SELECT 1 FROM conversations WHERE id = ?", [chat]).fetchone() is None:
+                return False  # deleted as the scan read it
+            cur = db.conn.execute(
+                """INSERT INTO runs (chat, owner, expires) VALUES (?, ?, ?)
+                   ON CONFLICT (chat) DO UPDATE SET owner = excluded.owner, expires = excluded.expires
+                   WHERE runs.expires < ? OR runs.owner = excluded.owner""",
+                [chat, owner, t + seconds, t],
+            )
+            return cur.rowcount == 1
+
+    def release(self, chat: int, owner: str) -> None:
+        with self.write() as db:
+            db.conn.execute("DELETE FROM runs WHERE chat = ? AND owner = ?", [chat, owner])
+
+    def renew(self, owner: str, chats: list[int], seconds: float) -> set[int]:
+        """Extend `owner`'s leases on `chats` by `seconds`; returns the ones it still holds."""
+        if not chats:
+            return set()
+        marks = ",".join("?" * len(chats))
+        with self.write() as db:
+            db.conn.execute(f"UPDATE runs SET expires = ? WHERE owner = ? AND chat IN ({marks})",
+                            [dbm.now() + seconds, owner, *chats])
+            return {r[0] for r in db.conn.execute(f"SELECT chat FROM runs WHERE owner = ? AND chat IN ({marks})",
+                                                  [owner, *chats])}
+
+    def void_leases(self) -> None:
+        """Every lease goes (a start that owns the data folder: the runs of a process that
+        died resume at once)."""
+        with self.write() as db:
+            db.conn.execute("DELETE FROM runs")
+
+    # --- growing text ---------------------------------------------------------------
+
+    def grow_items(self, changes: dict[int, dict[str, Any]]) -> None:
+        """Write columns of many items in one transaction: one rev range, one prepared
+        statement per set of columns (hundreds of answers grow at once)."""
+        if not changes:
+            return
+        t = dbm.now()
+        by_columns: dict[tuple[str, ...], list[list[Any]]] = {}
+        with self.write() as db:
+            top = dbm.bump(db, len(changes))
+            for rev, (item_id, values) in enumerate(changes.items(), start=top - len(changes) + 1):
+                by_columns.setdefault(tuple(values), []).append([*values.values(), t, rev, item_id])
+            for columns, rows in by_columns.items():
+                bad = set(columns) - GROWING
+                if bad:
+                    raise ValueError(f"not growing columns: {sorted(bad)}")
+                sets = "".join(f"{k} = ?, " for k in columns)
+                db.conn.executemany(f"UPDATE items SET {sets}updated = ?, rev = ? WHERE id = ?", rows)
+
+    # --- what a title is made from ------------------------------------------------------
+
+    def first_message(self, chat: int) -> int | None:
+        """The id of the conversation's first message."""
+        return self.one("SELECT min(id) FROM items WHERE chat = ? AND kind = 'user'", [chat])[0]
+
+    def answer_text(self, turn: int) -> str:
+        """Every text the turn's answers wrote, in order."""
+        return "".join(r[0] for r in self.all("SELECT text FROM items WHERE turn = ? AND kind = 'text' ORDER BY id",
+                                              [turn]))
+
