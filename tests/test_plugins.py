@@ -248,7 +248,9 @@ async def test_abort_cancels_a_slow_call_promptly(server):
     started = time.monotonic()
     with pytest.raises(PluginError, match="Stopped by the person"):
         await tools["fake_slow"].run({"seconds": 20}, ctx)
-    assert time.monotonic() - started < 1.5
+    # Cut off, not run to its end: a bound far from both the ~0.3 s it takes and the call's
+    # 20 s, so a loaded machine cannot fail it (1.5 s once did) and a call left running would.
+    assert time.monotonic() - started < 10
     for _ in range(100):  # the server hears of it too
         if server.cancelled > cancelled_before:
             break

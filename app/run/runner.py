@@ -28,7 +28,7 @@ from ..store import Store
 from ..tables import Item, item
 from .setup import Setup
 from .titles import name_conversation
-from .turn import Turn
+from .turn import Stopped, Turn
 from .writes import Writes
 
 log = logging.getLogger(__name__)
@@ -37,6 +37,7 @@ LEASE_SECONDS = 10.0
 RENEW_SECONDS = 3.0
 IDLE_SCAN_SECONDS = 1.0   # a full scan for pending work, at least this often
 SCAN_GAP_SECONDS = 0.1    # the least time between two scans
+STOP_GRACE_SECONDS = 5.0  # a running tool told of a stop has this long to end itself
 FAILED = ("This answer failed on our side and was stopped (the error is in the server's log). "
           "Send the message again to retry.")
 
@@ -49,6 +50,7 @@ class Run:
     task: asyncio.Task | None = None
     turn: Turn | None = None  # the turn being answered
     gone: bool = False  # its conversation was deleted
+    halting: bool = False  # the person stopped it: its tools are being told
     full: bool = False  # ended because the disk is full
 
 
@@ -149,12 +151,31 @@ class Runner(space.DiskFull):
         for chat, kind in pending:
             run = self.runs.get(chat)
             if run is not None:
-                if kind == "stop" and run.task and not run.task.done():
-                    run.task.cancel()  # the run ends where it is; what was written stays
+                if kind == "stop":
+                    self.halt(run)
                 continue
             if self.lease(chat):
                 run = self.runs[chat] = Run(chat)
                 run.task = asyncio.get_running_loop().create_task(self._answer(run), name=f"run-{chat}")
+
+    def halt(self, run: Run) -> None:
+        """The person stopped the run: the run ends where it is, what was written stays. A tool
+        running now is told first (Turn.halt) and may end itself, up to STOP_GRACE_SECONDS;
+        a model stream, a wait for approval or setup is cancelled at once."""
+        if run.halting or run.task is None or run.task.done():
+            return
+        run.halting = True
+        if run.turn is None or run.turn.idle.is_set():
+            run.task.cancel()
+        else:
+            self.side(self._halted(run, run.turn, run.task))
+
+    async def _halted(self, run: Run, turn: Turn, task: asyncio.Task) -> None:
+        try:
+            await turn.halt(STOP_GRACE_SECONDS)
+        finally:
+            if not task.done():
+                task.cancel()  # the tool did not end itself in time, or the run is past it already
 
     # --- leases ---------------------------------------------------------------------
 
@@ -209,6 +230,8 @@ class Runner(space.DiskFull):
                 run.turn = None
                 try:
                     await self._turn(run, user, retry=pending if pending.kind == "retry" else None)
+                except Stopped:
+                    raise
                 except Exception:
                     # A bug, not the model's or a tool's failure (those are rows already): the
                     # turn ends with an error item instead of being taken up again, and again.
@@ -220,7 +243,7 @@ class Runner(space.DiskFull):
                     self.store.update(pending.id, done=True)
                     if pending.kind == "retry" and not user.done:
                         self.store.update(user.id, done=True)
-        except asyncio.CancelledError:
+        except (asyncio.CancelledError, Stopped):
             if run.full:
                 self.ended_full(run)
             else:

@@ -8,6 +8,7 @@ rows say exactly which steps are complete.
 """
 from __future__ import annotations
 
+import asyncio
 import functools
 import json
 import logging
@@ -33,6 +34,11 @@ log = logging.getLogger(__name__)
 # its tool (not `dispatched`) is simply run; one that was sent and has no result may have run.
 MAY_HAVE_RUN = ("Interrupted by a restart after it was sent to its tool, before a result came back: "
                 "it may have run. Check before running it again; it was not run again by itself.")
+
+
+class Stopped(Exception):
+    """The person stopped the turn and its running tool ended itself (ToolContext.abort): the
+    turn ends as a cancelled one does."""
 
 
 @dataclass
@@ -62,6 +68,12 @@ class Turn:
     estimate: int = 0        # ... and its calibrated estimate, kept with the usage
     measured: bool = True    # the last request's usage arrived (or none was made)
     _prompt: str | None = field(default=None, init=False, repr=False)  # instructions(), once per run
+    context: ToolContext | None = field(default=None, init=False, repr=False)  # the tools', while it runs
+    # set while no tool is running: a stop waits on it for the running tool to end itself
+    idle: asyncio.Event = field(default_factory=asyncio.Event, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.idle.set()
 
     # --- resuming -------------------------------------------------------------------
 
@@ -249,16 +261,31 @@ class Turn:
         if branches.finished(self.current_version()):
             return
         pending_calls = self.resume()
-        context = ToolContext(chat=self.chat, agent=self.agent.id if self.agent else None, store=self.store,
-                              sessions=mcp_sessions.pool)
+        context = self.context = ToolContext(chat=self.chat, agent=self.agent.id if self.agent else None,
+                                             store=self.store, sessions=mcp_sessions.pool)
         by_name = {t.name: t for t in self.tools}
         for call_item in pending_calls:
+            if context.abort.is_set():
+                break
             call = loop.ToolCall(call_id(call_item), call_item.name, call_item.input or "{}")
             self.calls[call.id] = call_item.id
             await loop.run_tool(call, by_name, self.emit, context, self.gate)
-        # The loop is given no history: `prepare` builds each request from the rows.
-        await loop.run([], self.tools, stream, self.emit, context, gate=self.gate, prepare=self.prepare,
-                       steering=self.steering)
+        if not context.abort.is_set():
+            # The loop is given no history: `prepare` builds each request from the rows.
+            await loop.run([], self.tools, stream, self.emit, context, gate=self.gate, prepare=self.prepare,
+                           steering=self.steering)
+        if context.abort.is_set():
+            raise Stopped
+
+    async def halt(self, grace: float) -> None:
+        """Stop, as the tools hear it: the running tool is told (`ToolContext.abort`: a page
+        fetch closes its connection, a plugin's call is cancelled and its server told) and
+        given `grace` s to end itself; the loop makes no other call or step."""
+        if self.context is None:
+            return
+        self.context.abort.set()
+        if not self.idle.is_set():
+            await asyncio.wait([asyncio.ensure_future(self.idle.wait())], timeout=grace)
 
     async def gate(self, call: loop.ToolCall) -> str | None:
         """A call to a tool in `approve` waits here for the person's decision (rows, so it
@@ -290,13 +317,19 @@ class Turn:
                 if not self.measured and self.window:
                     self.estimated(message)
             case loop.ToolStart(call=call):
+                self.idle.clear()
                 self.store.update(self.calls[call.id], state="running")
             case loop.ToolDispatched(call=call):
                 self.writes.flush()
                 self.store.update(self.calls[call.id], dispatched=True)  # committed before the call leaves
-            case loop.ToolUpdate(call=call, output=output):
+            case loop.ToolUpdate(call=call, output=output) if not self.aborted:
+                # (after a stop, progress a server still sends would write over the stop's words)
                 self.writes.grow(self.calls[call.id], output=output)
+            case loop.ToolEnd(ok=False) if self.aborted:
+                # it ended itself for a stop: the stop's words say so (`stopped`: whether it may have run)
+                self.idle.set()
             case loop.ToolEnd(call=call, output=output, ok=ok, result=result):
+                self.idle.set()
                 self.writes.flush()
                 extra = {}
                 if result is not None and result.sources:
@@ -309,6 +342,7 @@ class Turn:
                 self.store.update(self.calls.pop(call.id), output=output, state="done" if ok else "failed",
                                   done=True, **extra)
             case loop.ToolDeclined(call=call, reason=reason):
+                self.idle.set()
                 self.store.update(self.calls.pop(call.id), output=reason, done=True)
             case loop.Usage(prompt=prompt, completion=completion, cached=cached, counted=counted):
                 self.usage(prompt, completion, cached, counted)
@@ -328,6 +362,10 @@ class Turn:
                               state="failed", done=True))
             case loop.TurnStart():
                 self.notice = None
+
+    @property
+    def aborted(self) -> bool:
+        return self.context is not None and self.context.abort.is_set()
 
     def end_step(self, message: loop.Message, reasoning: str) -> None:
         """A model step is over: write its text, reasoning and calls in one transaction."""
@@ -366,6 +404,8 @@ class Turn:
 
     def stopped(self, cut: str = STOPPED) -> None:
         """Stop: what was written stays, marked done; a call cut off says so (`cut`)."""
+        if self.context is not None:
+            self.context.abort.set()  # a tool still running hears it, and its progress is no longer written
         self.writes.flush()
         with self.store.write():
             for item_id in self.written:
