@@ -37,15 +37,15 @@ def serve(host: str, port: int, workers: int) -> None:
     config = configuration.load()
     migrate(config)
     db = dbm.connect(config.database)
-    with dbm.write(db):
-        # This server owns the data folder: leases left by a process that died are void,
-        # so the conversations they held resume at once instead of after expiry.
-        db.conn.execute("DELETE FROM runs")
+    store = Store(db)
+    # This server owns the data folder: leases left by a process that died are void, so the
+    # conversations they held resume at once instead of after expiry.
+    store.void_leases()
     try:
-        set_up_from_settings(Store(db), config)  # once, before the workers start
+        set_up_from_settings(store, config)  # once, before the workers start
     except AccountError as e:
         raise SystemExit(f"TABLETALK_PASSWORD: {e}") from None
-    nobody = People(Store(db)).count() == 0
+    nobody = People(store).count() == 0
     db.conn.close()
     if nobody and not loopback(host):
         raise SystemExit(NO_ACCOUNT.format(host=host, port=port))

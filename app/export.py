@@ -18,7 +18,7 @@ from typing import Any
 from urllib.parse import quote
 
 from .branches import on_path
-from .tables import Conversation, Item, order
+from .tables import Conversation, Item, order, sources_of
 
 FORMAT = "tabletalk.conversation"
 FORMAT_VERSION = 1
@@ -48,14 +48,6 @@ def pretty(arguments: str) -> tuple[str, str]:
         return arguments, ""
 
 
-def sources_of(call: Item) -> list[dict[str, str]]:
-    try:
-        found = json.loads(call.sources) if call.sources else []
-    except ValueError:
-        return []
-    return [s for s in found if isinstance(s, dict) and isinstance(s.get("url"), str)] if isinstance(found, list) else []
-
-
 def one_line(text: str) -> str:
     return " ".join(text.split())
 
@@ -67,7 +59,7 @@ def call_markdown(call: Item) -> str:
     parts = [f"**Tool `{call.name}`**{state}", "Input:", fence(text, info)]
     if call.output:
         parts += ["Output:", fence(call.output)]
-    sources = sources_of(call)
+    sources = sources_of(call.sources)
     if sources:
         parts.append("Sources:\n" + "\n".join(
             f"- <{s['url']}>" + (f" {one_line(s['title'])}" if s.get("title") else "") for s in sources))

@@ -8,6 +8,7 @@ from __future__ import annotations
 import ipaddress
 import json
 from dataclasses import asdict, dataclass, fields, replace
+from collections.abc import Iterable
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -298,13 +299,25 @@ class Chip:
 CHIPS_MAX = 6
 
 
+def sources_text(sources: Iterable[Any]) -> str:
+    """A call's sources (tools.Source) as its row keeps them (`Item.sources`): JSON
+    [{"url", "title"}]."""
+    return json.dumps([{"url": s.url, "title": s.title} for s in sources])
+
+
+def sources_of(text: str) -> list[dict[str, str]]:
+    """A call's sources from its row: [{"url", "title"}]; [] for none, or for what is not that."""
+    try:
+        found = json.loads(text) if text else []
+    except ValueError:
+        return []
+    return [s for s in found if isinstance(s, dict) and isinstance(s.get("url"), str)] if isinstance(found, list) else []
+
+
 def chips(sources: str | list[dict[str, str]]) -> list[Chip]:
     """Sources as chips: one per site (its first page), six at most, http(s) only."""
     if isinstance(sources, str):
-        try:
-            sources = json.loads(sources) if sources else []
-        except ValueError:
-            return []
+        sources = sources_of(sources)
     out: list[Chip] = []
     seen: set[str] = set()
     for s in sources if isinstance(sources, list) else []:

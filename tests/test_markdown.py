@@ -14,12 +14,24 @@ from app.markdown import (
     Block,
     Changes,
     append_at,
-    append_selector,
-    appended,
     block_changes,
     keyed,
     render,
 )
+
+
+def appended(old_html: str, new_html: str) -> str | None:
+    """The HTML inserted into `old_html` to give `new_html` (markdown.append_at), or None
+    when the block changed otherwise (or not at all)."""
+    found = append_at(old_html, new_html)
+    return None if found is None else found[1]
+
+
+def append_selector(block_id: str, depth: int) -> str:
+    """The element an append at `depth` goes into, as the page's `grow` extension finds it:
+    `[id="k-3"]>:last-child>:last-child` (an attribute selector, so any id is valid)."""
+    quoted = block_id.replace("\\", "\\\\").replace('"', '\\"')
+    return f'[id="{quoted}"]' + ">:last-child" * depth
 
 # A realistic answer (~1,200 tokens): headings, lists (nested, tasks), fences in several
 # languages, a table, a blockquote, an hr, linkify, and a reference defined at the end.

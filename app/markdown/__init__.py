@@ -31,13 +31,10 @@ Public API
 ``block_changes(sent, blocks) -> Changes``  (a NamedTuple: changed, new, gone)
     What to send to a page that holds ``sent`` (id -> html) of this item: blocks whose
     html changed, blocks not sent yet, and sent ids that no longer exist.
-``appended(old_html, new_html) -> str | None``
+``append_at(old_html, new_html) -> tuple[int, str] | None``
     The append path: when ``new_html`` is ``old_html`` with balanced HTML inserted just
-    before one of the closing tags that end it, the inserted part, else None.
-``append_at(old_html, new_html) -> tuple[int, str] | None`` and
-``append_selector(block_id, depth) -> str``
-    The same, plus where it goes: ``depth`` 0 is the block element, 1 its last element
-    child, ...; the selector is ``[id="k-3"]>:last-child>...`` for a ``beforeend`` swap.
+    before one of the closing tags that end it, (depth, the inserted part), else None;
+    ``depth`` 0 is the block element, 1 its last element child, ...
 
 Growing text (``growing=True``; the details are at the top of ``growing.py``):
 
@@ -115,8 +112,7 @@ One concern per module; each imports only from those listed above it.
 ``growing``  the growing render: reveal grid, edge stabilisation, no close skipped.
 ``incremental``  what a key's last growing render found final, kept; the cadence.
 ``blocks``   ``render``, ``keyed`` and ``Block`` (uses ``engine`` and ``growing``).
-``diff``     ``block_changes``, ``Changes``, ``append_at``, ``appended``,
-             ``append_selector`` (compares rendered HTML only).
+``diff``     ``block_changes``, ``Changes``, ``append_at`` (compares rendered HTML only).
 
 This package re-exports the public API below, and defines ``REVEAL_STEP``, which
 ``growing`` and ``blocks`` read from here at call time (so setting
@@ -127,7 +123,7 @@ from __future__ import annotations
 
 # _GROWN and _growing_source: benchmarks/markdown_stream.py reaches into them
 from .blocks import _GROWN, BLOCK_CLASS, Block, keyed, render
-from .diff import Changes, append_at, append_selector, appended, block_changes
+from .diff import Changes, append_at, block_changes
 from .engine import CODE_CLASS, task_counts
 from .mathml import ATTRIBUTES as MATHML_ATTRIBUTES
 from .mathml import ELEMENTS as MATHML_ELEMENTS
@@ -140,9 +136,7 @@ __all__ = [
     "render",
     "keyed",
     "block_changes",
-    "appended",
     "append_at",
-    "append_selector",
     "CODE_CLASS",
     "task_counts",
     "MATH_MAX",

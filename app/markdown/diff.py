@@ -2,9 +2,9 @@
 
 Why a module of its own: it compares HTML already rendered (``Block``s) and knows
 nothing of Markdown. ``block_changes`` says which blocks changed, are new or are gone;
-``append_at`` / ``appended`` / ``append_selector`` tell when a changed block is its old
-HTML with balanced HTML inserted before one of its closing tags, so the feed can send
-only that (a ``beforeend`` swap into the element the selector names).
+``append_at`` tells when a changed block is its old HTML with balanced HTML inserted
+before one of its closing tags, and at which depth, so the feed can send only that (the
+page's `grow` extension appends it to the element that many last children down).
 """
 
 from __future__ import annotations
@@ -84,7 +84,7 @@ def append_at(old_html: str, new_html: str) -> tuple[int, str] | None:
     `depth` says into which element it goes: 0 = the block element itself, 1 = its last
     element child, 2 = that one's last element child ... (the element closed by the
     first closing tag after the insertion point is always a last child). The deepest
-    fitting point is chosen. See `append_selector`.
+    fitting point is chosen.
     """
     grown = len(new_html) - len(old_html)
     if grown <= 0:
@@ -99,17 +99,3 @@ def append_at(old_html: str, new_html: str) -> tuple[int, str] | None:
             if _balanced(inserted):
                 return len(starts) - 1 - number, inserted
     return None
-
-
-def appended(old_html: str, new_html: str) -> str | None:
-    """The HTML inserted into `old_html` to give `new_html` (see `append_at`), or None
-    when the block changed otherwise (or not at all)."""
-    found = append_at(old_html, new_html)
-    return None if found is None else found[1]
-
-
-def append_selector(block_id: str, depth: int) -> str:
-    """CSS selector of the element an append at `depth` goes into, e.g.
-    `[id="k-3"]>:last-child>:last-child` (an attribute selector, so any id is valid)."""
-    quoted = block_id.replace("\\", "\\\\").replace('"', '\\"')
-    return f'[id="{quoted}"]' + ">:last-child" * depth

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import json
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
@@ -21,7 +20,7 @@ from .. import db as dbm
 from .. import window
 from ..history import DECLINED, call_id, segments, system_prompt, user_message, with_plan
 from ..store import Store
-from ..tables import Assistant, Item, item
+from ..tables import Assistant, Item, item, sources_text
 from ..tools import Tool, ToolContext, memory
 from .writes import Writes
 
@@ -333,7 +332,7 @@ class Turn:
                 self.writes.flush()
                 extra = {}
                 if result is not None and result.sources:
-                    extra["sources"] = json.dumps([{"url": s.url, "title": s.title} for s in result.sources])
+                    extra["sources"] = sources_text(result.sources)
                 if result is not None and result.file is not None:
                     extra["file"] = result.file
                     extra["unsent"] = int(result.unsent)

@@ -130,10 +130,6 @@ class Agents(Base):
         row = self.one("SELECT * FROM skills WHERE id = ?", [skill_id])
         return self._skill(row) if row else None
 
-    def skill_by_name(self, name: str) -> Skill | None:
-        row = self.one("SELECT * FROM skills WHERE name = ?", [name])
-        return self._skill(row) if row else None
-
     def add_skill(self, s: Skill) -> Skill:
         """Raises sqlite3.IntegrityError when the name is taken."""
         t = dbm.now()

@@ -100,13 +100,6 @@ class Chats(Base):
             db.conn.execute("UPDATE conversations SET model = ?, thinking = ?, rev = ? WHERE id = ?",
                             [model, thinking, dbm.bump(db), chat])
 
-    def touch(self, chat: int) -> None:
-        """Mark a conversation as just used (it moves to the top of the list)."""
-        with self.write() as db:
-            db.conn.execute(
-                "UPDATE conversations SET updated = ?, rev = ? WHERE id = ?", [dbm.now(), dbm.bump(db), chat]
-            )
-
     # --- items ----------------------------------------------------------------------
 
     def item(self, item_id: int) -> Item | None:
