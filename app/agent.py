@@ -1,10 +1,11 @@
 """The agent loop: model step -> tool calls -> results -> model step, until the model stops.
 
-Pure: it knows nothing of SQLite or HTTP. It takes the history, the tools, a stream
-function (the model boundary) and an `emit` sink, and reports what happens as events in
-three nested lifecycles: agent start/end, turn start/end, and message / tool start,
-update, end. A model's or a tool's failure is data (a `Failed` event, a failed tool
-result), never an exception out of the loop; cancellation is how a run is stopped.
+Pure: it knows nothing of SQLite or HTTP. It takes the history (or a `prepare` that builds
+each request), the tools, a stream function (the model boundary) and an `emit` sink, and
+reports what happens as events in three nested lifecycles: agent start/end, step
+start/end (one model call and the tool calls it made), and message / tool start, update,
+end. A model's or a tool's failure is data (a `Failed` event, a failed tool result), never
+an exception out of the loop; a run is stopped by cancelling it, or by its tools' abort.
 """
 from __future__ import annotations
 
@@ -104,12 +105,12 @@ class AgentEnd:
 
 
 @dataclass(frozen=True)
-class TurnStart:
+class StepStart:
     pass
 
 
 @dataclass(frozen=True)
-class TurnEnd:
+class StepEnd:
     message: Message | None
     results: tuple[Message, ...] = ()
 
@@ -236,7 +237,7 @@ class Notice:
 
 
 Event = (
-    AgentStart | AgentEnd | TurnStart | TurnEnd | MessageStart | MessageUpdate | MessageEnd
+    AgentStart | AgentEnd | StepStart | StepEnd | MessageStart | MessageUpdate | MessageEnd
     | ToolStart | ToolDispatched | ToolUpdate | ToolEnd | ToolDeclined | Usage | Failed | Notice
 )
 Emit = Callable[[Event], None]
@@ -311,7 +312,7 @@ async def run(
         if stopped():
             break
         added.extend(steered)
-        emit(TurnStart())
+        emit(StepStart())
         tried: set[str] = set()  # what this step was made again for (Again)
         while True:
             try:
@@ -324,7 +325,7 @@ async def run(
             if reply is not AGAIN:
                 break
         if reply is None:
-            emit(TurnEnd(None))
+            emit(StepEnd(None))
             break
         added.append(reply)
         results = []
@@ -333,7 +334,7 @@ async def run(
                 break
             results.append(await run_tool(call, by_name, repeats.noted(emit), context, gate))
         added.extend(results)
-        emit(TurnEnd(reply, tuple(results)))
+        emit(StepEnd(reply, tuple(results)))
         if stopped():
             break
         if repeats.stuck:

@@ -61,11 +61,11 @@ def test_a_plain_answer_is_one_turn_of_nested_lifecycles():
                        Delta(usage={"prompt": 10, "completion": 2})])
     events, added = run([Message("user", "hi")], [], stream)
     assert kinds(events) == [
-        "AgentStart", "TurnStart",
+        "AgentStart", "StepStart",
         "MessageStart:reasoning", "MessageUpdate:reasoning",
         "MessageStart:text", "MessageUpdate:text", "MessageUpdate:text",
         "Usage", "MessageEnd",
-        "TurnEnd", "AgentEnd",
+        "StepEnd", "AgentEnd",
     ]
     assert events[6].text == "Hello" and events[6].delta == "lo"
     assert events[8].message == Message("assistant", "Hello") and events[8].reasoning == "hm"
@@ -78,7 +78,7 @@ def test_tool_calls_loop_back_to_the_model_with_their_results():
         [Delta(text="It said a.")],
     )
     events, added = run([Message("user", "echo a")], [echo_tool()], stream)
-    assert [type(e).__name__ for e in events].count("TurnStart") == 2
+    assert [type(e).__name__ for e in events].count("StepStart") == 2
     end = next(e for e in events if isinstance(e, loop.MessageEnd))
     assert end.message.tool_calls == (loop.ToolCall("c1", "echo", '{"text": "a"}'),)
     assert events.index(end) < next(i for i, e in enumerate(events) if isinstance(e, loop.ToolStart)), \
@@ -114,7 +114,7 @@ def test_failures_are_data_the_model_sees():
 def test_a_model_error_ends_the_run_as_an_event_not_an_exception():
     stream = scripted([Delta(text="Partial"), ModelError("The model server failed (500).")])
     events, added = run([Message("user", "hi")], [], stream)
-    assert kinds(events)[-4:] == ["MessageEnd", "Failed", "TurnEnd", "AgentEnd"]
+    assert kinds(events)[-4:] == ["MessageEnd", "Failed", "StepEnd", "AgentEnd"]
     assert events[-4].message.content == "Partial" and events[-4].complete is False
     assert events[-3].message == "The model server failed (500)."
     assert added == []
@@ -122,7 +122,7 @@ def test_a_model_error_ends_the_run_as_an_event_not_an_exception():
 
 def test_a_model_error_before_any_output():
     events, _ = run([Message("user", "hi")], [], scripted(ModelError("Could not reach the model server.")))
-    assert kinds(events) == ["AgentStart", "TurnStart", "Failed", "TurnEnd", "AgentEnd"]
+    assert kinds(events) == ["AgentStart", "StepStart", "Failed", "StepEnd", "AgentEnd"]
 
 
 def test_a_run_that_never_stops_calling_tools_is_cut_off():

@@ -359,7 +359,7 @@ class Turn:
                     self.notice = None
                 self.add(item("error", self.chat, message, turn=self.user.id, model=self.model,
                               state="failed", done=True))
-            case loop.TurnStart():
+            case loop.StepStart():
                 self.notice = None
 
     @property
