@@ -118,7 +118,7 @@ class Feed:
         self.render = render
         self.render_list = render_list
         self.render_builtin = render_builtin
-        self.rev = dbm.current_rev(self.db)
+        self.rev = self.store.rev()
         self.followers: dict[int | None, set[Follower]] = defaultdict(set)
         self.sent: dict[int, dict] = {}  # per followed conversation: what followers in step have
         self.closed = False

@@ -1,27 +1,26 @@
 """One turn: answering one `user` item (or making its answer again), as rows.
 
 The runner decides *which* turn runs and where; this module runs it: it resumes what a
-crash cut off, builds the request from the rows, drives the agent loop and turns each
-event into rows. Completed steps are never repeated: a model step is written whole (its
+crash cut off, drives the agent loop with requests built from the rows (request.py) and
+turns each event into rows. Completed steps are never repeated: a model step is written whole (its
 text, reasoning and tool calls in one transaction) when it ends, so after a restart the
 rows say exactly which steps are complete.
 """
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from .. import agent as loop
 from .. import branches, mcp_sessions
 from .. import db as dbm
-from .. import window
-from ..history import DECLINED, call_id, segments, system_prompt, user_message, with_plan
+from ..history import DECLINED, call_id
 from ..store import Store
 from ..tables import Assistant, Item, item, sources_text
 from ..tools import Tool, ToolContext, memory
+from .request import Requests
 from .writes import Writes
 
 STOPPED = "Stopped by the person before it finished."
@@ -41,7 +40,7 @@ class Stopped(Exception):
 
 
 @dataclass
-class Turn:
+class Turn(Requests):
     store: Store
     writes: Writes              # the runner's write buffer: growing columns, written once a beat
     chat: int
@@ -108,151 +107,6 @@ class Turn:
                     to_run.append(it)  # not started, or waiting for (or given) the person's decision
         self.written.extend(it.id for it in to_run)  # a stop now ends them too
         return to_run
-
-    # --- the request --------------------------------------------------------------------
-
-    @functools.cached_property
-    def attachment(self) -> Callable[[int], tuple | None]:
-        # Every step rebuilds the request: read each attached file once per run.
-        return functools.cache(self.store.file_bytes)
-
-    def instructions(self) -> str:
-        """The system prompt but for the plan: the agent's instructions, the skills it can load
-        and what it remembers. Built once per run, so the start of the request stays the same
-        for every step (a memory written now shows next run)."""
-        if self._prompt is None:
-            # Skills are offered only to an agent that may load them; memories are read every run.
-            skills = self.store.skills() if any(t.name == "load_skill" for t in self.tools) else []
-            memories = [m["text"] for m in self.store.memories(self.agent.id)] if self.agent and self.agent.id else []
-            self._prompt = system_prompt(self.agent, skills, memories)
-        return self._prompt
-
-    def prepare(self) -> list[loop.Message]:
-        """The next model step's messages, built from the rows (the loop keeps no list of its
-        own: agent.Prepare): by the time a step begins, every earlier step and tool result is a row, and from rows
-        the calls carry the ids they keep in every later request (`call_{item}`) and a message
-        sent "now" stands where the model read it, so the request's start is the same bytes
-        from step to step and run to run. Cut to the model's window (window.py). Only the
-        path that leads to this message is sent (branches.Tree.lineage): after an edit, the
-        old branch is not in it."""
-        if self.limits is not None:
-            self.window, self.images = self.limits()
-        self.measured = False  # no usage for this request yet
-        context = self.store.context(self.chat)
-        path = self.store.tree(self.chat).lineage(self.user.id)
-        # another model's window chooses afresh; so does a view that starts on another branch
-        kept = context["window"] in (0, self.window) and (not context["start"] or context["start"] in path.heads)
-        current = window.Cut(context["start"], context["trim"]) if kept else window.Cut()
-        items = self.store.lineage_items(self.chat, path, current.start)
-        parts = segments(items, attachments=self.attachment, images=self.images)
-        blocks = []
-        for p in parts:
-            full = window.request_tokens(p.messages)
-            blocks.append(window.Block(p.turn, p.starts, full,
-                                       full if p.short is p.messages else window.request_tokens(p.short)))
-        instructions = self.instructions()
-        plan = self.store.plan(self.chat)
-        # Counted whether or not it is sent: an estimate a little high is safe.
-        fixed = window.request_tokens([loop.Message("system", with_plan(instructions, plan.text if plan else ""))],
-                                      self.tools)
-        ratio, _ = self.store.calibration(self.model)
-        if self.window:
-            budget = int(self.window * self.share)
-            try:
-                cut = window.choose(blocks, fixed, current, budget, ratio)
-            except window.TooLong as e:
-                cut = self.fit_outputs(parts, blocks, fixed, current, budget, ratio)
-                if cut is None:
-                    raise loop.ModelError(self.too_long(e.tokens, blocks, ratio)) from None
-        else:
-            cut = current
-        # The plan rides in the system prompt only once the call that set it is out of view.
-        seen_plan = any(it.kind == "call" and it.name == "update_plan" and it.turn >= cut.start for it in items)
-        prompt = with_plan(instructions, plan.text if plan and not seen_plan else "")
-        messages = [loop.Message("system", prompt)] if prompt else []
-        for i, (b, p) in enumerate(zip(blocks, parts)):
-            if cut.shows(b):
-                messages.extend(p.short if cut.shortens(i, b) else p.messages)
-        self.raw = window.request_tokens(messages, self.tools)
-        self.estimate = window.calibrated(self.raw, ratio)
-        if (cut.start, cut.trim, self.window) != (context["start"], context["trim"], context["window"]):
-            # a write only when the view moved (rarely): the estimate goes with the usage
-            hidden = [b for b in blocks if not cut.shows(b)]
-            before = context if kept else {"turns_out": 0, "left_out": 0}
-            self.store.set_context(self.chat, start=cut.start, trim=cut.trim, window=self.window,
-                                   turns_out=before["turns_out"] + sum(1 for b in hidden if b.starts),
-                                   left_out=before["left_out"] + window.calibrated(sum(b.full for b in hidden), ratio))
-        return messages
-
-    def fit_outputs(self, parts: list, blocks: list[window.Block], fixed: int, current: window.Cut,
-                    budget: int, ratio: float) -> window.Cut | None:
-        """The latest step's tool outputs are too long for any request: send them with their
-        middle left out (window.fitted), as long as will fit, so the run goes on; the rows
-        keep them whole. None when even that does not fit. Changes `parts` and `blocks`."""
-        last, block = parts[-1], blocks[-1]
-        outputs = [len(m.content) for m in last.messages if m.role == "tool" and isinstance(m.content, str)]
-        cap = max(outputs, default=0) // 2
-        while cap >= window.KEPT_OUTPUT:
-            messages = tuple(
-                replace(m, content=window.fitted(m.content, cap)) if m.role == "tool" and isinstance(m.content, str)
-                else m for m in last.messages)
-            parts[-1] = replace(last, messages=messages, short=messages)
-            tokens = window.request_tokens(messages)
-            blocks[-1] = replace(block, full=tokens, short=tokens)
-            try:
-                return window.choose(blocks, fixed, current, budget, ratio)
-            except window.TooLong:
-                cap //= 2
-        parts[-1], blocks[-1] = last, block
-        return None
-
-    def too_long(self, tokens: int, blocks: list[window.Block], ratio: float = 1.0) -> str:
-        """Why nothing was sent, in plain words: the tools, when they take most of it."""
-        budget = int(self.window * self.share)
-        tools = window.calibrated(window.tools_tokens(self.tools), ratio)
-        if tools * 2 >= tokens:
-            groups: dict[str, list[Tool]] = {}
-            for t in self.tools:
-                groups.setdefault(t.plugin, []).append(t)
-            shares = sorted(((window.calibrated(window.tools_tokens(ts), ratio), name, len(ts))
-                             for name, ts in groups.items()), reverse=True)
-            listed = "; ".join(f"{name + '’s' if name else 'the built-in'} {n} tool{'s' if n != 1 else ''}, "
-                               f"about {size:,}" for size, name, n in shares)
-            return (f"The tools this agent offers take about {tools:,} tokens, and {self.model} takes {budget:,} "
-                    f"for a request (of its {self.window:,}): {listed}. Nothing was sent. Untick the tools you "
-                    f"do not need on the agent’s Tools tab, or choose a model with a larger window.")
-        what = ("Your message is too long" if sum(1 for b in blocks if b.turn == self.user.id) == 1
-                else "This answer has grown too long")
-        return (f"{what} for the model’s context window: it needs about {tokens:,} tokens, and "
-                f"{self.model} takes {budget:,} for a request (of its {self.window:,}). Nothing was sent. "
-                f"Shorten or split the message, or choose a model with a larger window.")
-
-    def steering(self) -> list[loop.Message]:
-        """What the person sent "now" since this turn began: the model reads it at this step
-        boundary, so it joins this turn, after the turn's last item, for good (rows)."""
-        unread = self.store.unread_steers(self.chat, self.user.id)
-        if not unread:
-            return []
-        self.store.read_steers([it.id for it in unread], self.user.id)
-        return [user_message(it, self.attachment, self.images) for it in unread]
-
-    def usage(self, prompt: int, completion: int, cached: int, counted: bool = False) -> None:
-        """The server's count for the last request (or its tokenizer's, `counted`): shown in
-        the meter, and it teaches the model's ratio of server tokens to our raw count."""
-        self.measured = True
-        ratio, samples = self.store.calibration(self.model)
-        ratio, samples = window.learn(ratio, samples, self.raw, prompt)
-        with self.store.write():
-            self.store.set_context(self.chat, used=prompt + completion, window=self.window, cached=cached,
-                                   estimate=self.estimate, estimated=int(counted))
-            self.store.set_calibration(self.model, ratio, samples)
-
-    def estimated(self, reply: loop.Message) -> None:
-        """A step whose server reported no usage: the meter shows our own estimate, marked so."""
-        ratio, _ = self.store.calibration(self.model)
-        used = self.estimate + window.calibrated(window.raw_tokens(reply), ratio)
-        self.store.set_context(self.chat, used=used, window=self.window, cached=0, estimate=self.estimate,
-                               estimated=1)
 
     # --- running --------------------------------------------------------------------
 
