@@ -14,7 +14,7 @@ NOTE = "built-in, tiny: for trying Tabletalk"
 DOWN = Choice("!builtin", "The built-in model", GROUP_LOCAL, up=False)
 
 
-async def listing(http: httpx2.AsyncClient, data: Path) -> list[Choice]:
+async def listing(http: httpx2.AsyncClient, data: Path, servers: dict | None = None) -> list[Choice]:
     """Its row in the picker: nothing when it is not installed, one that says so while its
     server is not up (starting, restarting), else the model, text only, with its window."""
     if not installed(data):
@@ -23,7 +23,8 @@ async def listing(http: httpx2.AsyncClient, data: Path) -> list[Choice]:
     if not url:
         return [replace(DOWN, note="starting")]
     try:
-        found = await openai_catalog(http, url, "", GROUP_LOCAL, f"{LOCAL}:")
+        # `servers`: what it says about itself is kept (one request at a time: providers/servers.py)
+        found = await openai_catalog(http, url, "", GROUP_LOCAL, f"{LOCAL}:", servers=servers)
     except httpx2.HTTPError:
         return [replace(DOWN, note="starting")]
     # started with a window of WINDOW; SmolLM2 reads no images (its chat template fails on them)

@@ -235,7 +235,14 @@ class Providers:
     async def _list_builtin(self) -> list[Choice]:
         from ..localmodel.listing import listing
 
-        found = await listing(self._http, self.config.data)
+        url = localmodel.url_of(self.config.data)
+        gate = self._gates.get(url) if url else None
+        if gate is not None and gate.busy and url in self._listings:
+            found = self._listings[url]  # busy answering: asking it now would end that answer
+        else:
+            found = await listing(self._http, self.config.data, servers=self._servers)
+            if url and found and all(c.up for c in found):
+                self._listings[url] = found
         self._local[BUILTIN] = {choice.name for choice in found if choice.up}
         return found
 
