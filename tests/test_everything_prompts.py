@@ -55,10 +55,8 @@ def test_a_prompt_with_arguments_is_sent_as_the_message(chat_with_plugin, fake):
         follow_redirects=False)
     assert r.status_code == 303 and r.headers["location"] == chat + "#end"
     shown = idle(client, chat)
-    mine = [a.select_one(".md, .text, p") for a in shown.select("article.user")]
     assert "What's weather in Paris, IDF?" in shown.select("article.user")[-1].get_text(" ", strip=True)
     assert fake.streamed[-1]["messages"][-1]["content"] == "What's weather in Paris, IDF?"
-    assert mine
 
 
 def test_a_required_argument_left_empty_is_said_beside_the_form(chat_with_plugin):
