@@ -3,7 +3,7 @@
 A prompt (MCP `prompts/get`) is a message the server writes from arguments the person fills
 in: its text is sent as the person's message. A resource (`resources/read`) is content the
 server holds: it is attached to a message as a file. Both are read over a short connection
-of their own (like the tool listing), for plugins whose `initialize` said they have them.
+of their own (like the tool listing), from plugins whose `initialize` says they have them.
 """
 from __future__ import annotations
 
@@ -104,7 +104,8 @@ async def offers(plugins: list[Plugin], *, private_ok: bool, stdio_ok: bool) -> 
             return found
 
         async def read(link: Any) -> None:
-            if "prompts" in p.offers:
+            caps = link.server_capabilities
+            if getattr(caps, "prompts", None) is not None:
                 cursor = None
                 for _ in range(MAX_PAGES):
                     page = await link.list_prompts(cursor)
@@ -113,7 +114,7 @@ async def offers(plugins: list[Plugin], *, private_ok: bool, stdio_ok: bool) -> 
                         for x in page.prompts]
                     if not (cursor := page.next_cursor):
                         break
-            if "resources" in p.offers:
+            if getattr(caps, "resources", None) is not None:
                 cursor = None
                 for _ in range(MAX_PAGES):
                     page = await link.list_resources(cursor)
@@ -129,7 +130,8 @@ async def offers(plugins: list[Plugin], *, private_ok: bool, stdio_ok: bool) -> 
             found.problem = str(e)
         return found
 
-    wanted = [p for p in plugins if p.enabled and ("prompts" in p.offers or "resources" in p.offers)]
+    # those whose last listing said they have neither are not asked (one never listed is)
+    wanted = [p for p in plugins if p.enabled and (not p.transport or "prompts" in p.offers or "resources" in p.offers)]
     return list(await asyncio.gather(*(one(p) for p in wanted)))
 
 
