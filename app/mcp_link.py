@@ -235,6 +235,24 @@ def _session_class() -> type:
     return Session
 
 
+# The client capabilities every connection declares, as the callbacks that answer them
+# (`sampling_callback`, `elicitation_callback`, `list_roots_callback`: the mcp package
+# declares a capability exactly when its callback is given). The same for the tool listing
+# and for a conversation's session: a server lists tools by what its client declared
+# (server-everything hides its sampling, elicitation and roots tools from a client that
+# declares none), so a listing that declared less would hide tools the session can run.
+# A session's own callbacks (`connect(**callbacks)`, which know its conversation) replace
+# these defaults, which answer where no conversation is (the listing). Roots are not
+# declared: Tabletalk shares no folders with a plugin.
+DECLARED: dict[str, Any] = {}
+
+
+def declared() -> set[str]:
+    """The capabilities `initialize` declares: sampling, elicitation, roots (those given)."""
+    names = {"sampling_callback": "sampling", "elicitation_callback": "elicitation", "list_roots_callback": "roots"}
+    return {names[k] for k in DECLARED if k in names}
+
+
 @asynccontextmanager
 async def connect(p: Plugin, transport: str, *, private_ok: bool, attempt: Attempt,
                   timeout: float = CONNECT_TIMEOUT, read_timeout: float = STREAM_SILENCE,
@@ -261,7 +279,7 @@ async def connect(p: Plugin, transport: str, *, private_ok: bool, attempt: Attem
     async def linked(streams: tuple[Any, Any], end: Any = None):
         read, write = streams
         watched = _Watched(read, attempt)
-        options = dict(callbacks)
+        options = {**DECLARED, **callbacks}
         async with _session_class()(watched, write, **options) as s:
             if resume is not None and transport == STREAMABLE:
                 import mcp_types as types

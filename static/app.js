@@ -422,4 +422,57 @@
     };
     new MutationObserver(follow).observe(heading.parentNode, { childList: true });  // #title is swapped whole
   }
+
+  // --- prompts (mcp-a): "/" at the start of the composer shows the agent's prompts, the skills
+  // and the resources over it (the page /c/N/prompts, its list alone); typing on filters them,
+  // Enter opens the first one's form, Escape closes. Their forms post as they do on the page.
+  (function () {
+    var link = document.querySelector("#composer .prompts-link"), box = composerBox();
+    if (!link || !box) return;
+    var pop = null;
+    function close() { if (pop) { pop.remove(); pop = null; } }
+    function shown() {
+      return pop ? Array.prototype.filter.call(pop.querySelectorAll("details.prompt"), function (d) { return !d.hidden; }) : [];
+    }
+    function filter() {
+      if (!pop) return;
+      var word = box.value.replace(/^\//, "").trim().toLowerCase();
+      pop.querySelectorAll("details.prompt").forEach(function (d) {
+        var name = (d.querySelector("summary code") || {}).textContent || "";
+        d.hidden = !!word && name.toLowerCase().indexOf(word) < 0;
+      });
+    }
+    function open() {
+      if (pop) { filter(); return; }
+      pop = document.createElement("div");
+      pop.className = "prompt-popover";
+      pop.setAttribute("role", "dialog");
+      pop.setAttribute("aria-label", "Prompts, skills and resources");
+      pop.textContent = "Loading prompts…";
+      document.getElementById("composer").before(pop);
+      var mine = pop;
+      fetch(link.getAttribute("data-prompts"), { credentials: "same-origin" }).then(function (r) {
+        return r.ok ? r.text() : Promise.reject(r.status);
+      }).then(function (html) {
+        if (pop !== mine) return;
+        pop.innerHTML = html;
+        filter();
+      }, function () { if (pop === mine) pop.textContent = "The prompts could not be read: open the page instead."; });
+    }
+    box.addEventListener("input", function () {
+      if (box.value.charAt(0) === "/" && box.value.indexOf("\n") < 0) open(); else close();
+    });
+    document.addEventListener("keydown", function (e) {
+      if (!pop || e.target !== box) return;
+      if (e.key === "Escape") { e.preventDefault(); e.stopImmediatePropagation(); close(); }
+      else if (e.key === "Enter" && !e.shiftKey && shown().length) {
+        e.preventDefault(); e.stopImmediatePropagation();
+        var first = shown()[0];
+        first.open = true;
+        var field = first.querySelector("input:not([type=hidden]), textarea, button");
+        if (field) field.focus();
+      }
+    }, true);
+    link.addEventListener("click", function (e) { e.preventDefault(); if (pop) close(); else { open(); } });
+  })();
 })();

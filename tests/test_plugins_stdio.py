@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from app.mcp_sessions import Sessions
-from app.plugins import PluginError, list_tools
+from app.plugins import list_tools
 from app.tables import Plugin
 from app.tools import Context
 from tests.conftest import csrf, soup

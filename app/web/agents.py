@@ -104,7 +104,7 @@ async def agent_view(request: Request, s: Worker, agent: Assistant, tab: str, st
         context["chosen"] = chosen
         context["approve"] = names(agent.approve)
     elif tab == "plugins":
-        context["plugins"] = [(p, plugin_pages.shown(p)) for p in s.store.plugins(agent.id)]
+        context["plugins"] = await plugin_pages.rows(s, agent)
         context["masked"] = mcp.masked
         context["stdio_ok"] = plugin_pages.stdio_ok(s, agent)
         context["name_max"] = plugin_pages.PLUGIN_NAME_MAX

@@ -22,7 +22,7 @@ from ..accounts import COOKIE, People, kept_secret
 from ..feed import Feed
 from ..worker import running
 from . import (accounts, agents, branches, chats, compress, conversations, events, files, guard, live, localmodel,
-               models, render, shortcuts, sidebar, skills)
+               models, prompts, render, shortcuts, sidebar, skills)
 from .headers import secured
 from .request import is_htmx
 
@@ -149,6 +149,7 @@ def create_app(config: configuration.Config | None = None) -> Litestar:
             *branches.routes,
             *conversations.routes,
             *agents.routes,
+            *prompts.routes,
             *models.routes,
             *localmodel.routes,
             *skills.routes,

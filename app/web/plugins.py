@@ -7,6 +7,7 @@ transport, its status and when it was read, and its tools as of that status.
 """
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import time
@@ -83,6 +84,16 @@ async def listing_of(s: Worker, agent: Assistant, p: Plugin) -> mcp.Listing:
     if p.status and not mcp.status_ok(p.status):
         return mcp.Listing([], p.status)
     return await read(s, agent, p)
+
+
+async def rows(s: Worker, agent: Assistant) -> list[tuple[Plugin, dict[str, Any]]]:
+    """The agent's plugins as the tab shows them; an enabled one never read is read first."""
+    found = s.store.plugins(agent.id)
+    unread = [p for p in found if p.enabled and not p.status]
+    if unread:
+        await asyncio.gather(*(read(s, agent, p) for p in unread))
+        found = s.store.plugins(agent.id)
+    return [(p, shown(p)) for p in found]
 
 
 def shown(p: Plugin) -> dict[str, Any]:

@@ -1,0 +1,49 @@
+"""What `initialize` declares, seen from server-everything (npm), which lists its sampling,
+elicitation and roots tools only to a client that declares those capabilities."""
+from __future__ import annotations
+
+import pytest
+
+from app import mcp_link
+from app.mcp_sessions import Sessions
+from app.plugins import list_tools
+from app.tables import plugin
+from app.tools import Context
+from tests.fakes.everything import Everything
+
+BY_CAPABILITY = {"sampling": {"trigger-sampling-request"}, "roots": {"get-roots-list"},
+                 "elicitation": {"trigger-elicitation-request", "trigger-url-elicitation"}}
+
+
+@pytest.fixture(scope="module", params=["streamableHttp", "sse"])
+def everything(request):
+    with Everything(request.param) as server:
+        yield server
+
+
+async def test_the_tools_listed_follow_exactly_the_capabilities_declared(everything):
+    declared = mcp_link.declared()
+    assert "roots" not in declared, "Tabletalk shares no folders with a plugin"
+    listing = await list_tools(plugin(1, everything.url, name="ev"), private_ok=True)
+    listed = {t.name.removeprefix("ev_") for t in listing.tools}
+    for capability, tools in BY_CAPABILITY.items():
+        if capability in declared:
+            assert tools <= listed, (capability, sorted(listed))
+        else:
+            assert not tools & listed, f"{capability} is not declared, so the server hides {tools & listed}"
+    assert {"echo", "get-sum", "toggle-simulated-logging"} <= listed
+
+
+async def test_a_conversations_session_sees_the_tools_the_listing_showed(everything):
+    """The listing's connection and a conversation's session declare the same, so no tool
+    the agent is offered is hidden from the session that calls it, nor the other way."""
+    listing = await list_tools(plugin(1, everything.url, name="ev"), private_ok=True)
+    sessions = Sessions()
+    try:
+        await listing.tools[0].run({"message": "x"} if listing.tools[0].name == "ev_echo" else {},
+                                   Context(chat=1, agent=1, extra={"mcp_sessions": sessions}))
+        held = next(iter(sessions.open.values()))
+        seen = {t.name for t in (await held.client.list_tools()).tools}
+        assert seen == set(listing.names.values()) | {"simulate-research-query"}
+    finally:
+        await sessions.close_all()

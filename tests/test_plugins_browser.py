@@ -1,0 +1,90 @@
+"""The plugins tab and the composer's "/" in Debian's Chromium, with the real
+server-everything (npm) as the plugin: what a person sees, with script on."""
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import Served
+from tests.fakes.everything import Everything
+
+pytestmark = pytest.mark.browser
+
+SHOTS = "/work/notes/shots"
+
+
+@pytest.fixture
+def served_with_plugin(data, env):
+    with Everything("streamableHttp") as everything:
+        served = Served(data, {**env, "CHAT_PRIVATE_PLUGINS": "1"}).start()
+        from app import db as dbm
+        from app.store import Store
+        from app.tables import plugin
+
+        db = dbm.connect(data / "tabletalk.db")
+        try:
+            store = Store(db)
+            agent = store.default_agent(store.owner())
+            store.add_plugin(plugin(agent.id, everything.url, name="everything"))
+            served.agent = agent.id
+        finally:
+            db.conn.close()
+        yield served
+        served.stop()
+
+
+def shots(page, name: str) -> None:
+    for width, height, size in ((1280, 800, "desk"), (390, 844, "phone")):
+        page.set_viewport_size({"width": width, "height": height})
+        for scheme in ("light", "dark"):
+            page.emulate_media(color_scheme=scheme)
+            page.screenshot(path=f"{SHOTS}/mcp-a-{name}-{size}-{scheme}.png")
+    page.set_viewport_size({"width": 1280, "height": 800})
+
+
+def test_slash_lists_prompts_and_a_prompt_is_sent_from_its_form(browser, served_with_plugin, fake):
+    served = served_with_plugin
+    fake.script("It is mild in Paris.")
+    with served.watched_page(browser, viewport={"width": 1280, "height": 800}) as page:
+        page.goto(served.empty_chat())
+        box = page.locator("#composer textarea")
+        box.click()
+        page.keyboard.type("/")
+        popover = page.locator(".prompt-popover")
+        popover.locator("summary code", has_text="/args-prompt").wait_for(timeout=15_000)
+        names = popover.locator("details.prompt:not([hidden]) summary code").all_text_contents()
+        assert {"/simple-prompt", "/args-prompt", "/resource-prompt"} <= set(names), names
+        assert popover.locator("form.resources input[name=resource]").count() >= 2, "resources to attach"
+        shots(page, "slash")
+        page.keyboard.type("args")
+        assert popover.locator("details.prompt:not([hidden]) summary code").all_text_contents() == ["/args-prompt"]
+        page.keyboard.press("Enter")
+        city = popover.locator('input[name="arg.city"]')
+        assert city.evaluate("el => el === document.activeElement"), "Enter opens its form at the first field"
+        city.fill("Paris")
+        popover.locator('input[name="arg.state"]').fill("IDF")
+        shots(page, "slash-form")
+        popover.locator("details.prompt[open] button[type=submit]").click()
+        page.locator("article.user", has_text="What's weather in Paris, IDF?").wait_for(timeout=15_000)
+        page.locator("article.text", has_text="It is mild in Paris.").wait_for(timeout=15_000)
+        assert page.locator(".prompt-popover").count() == 0
+        box = page.locator("#composer textarea")
+        box.click()
+        page.keyboard.type("/")
+        page.locator(".prompt-popover").wait_for()
+        page.keyboard.press("Escape")
+        assert page.locator(".prompt-popover").count() == 0, "Escape closes it"
+
+
+def test_the_plugins_tab_as_it_looks(browser, served_with_plugin):
+    served = served_with_plugin
+    with served.watched_page(browser, viewport={"width": 1280, "height": 800}) as page:
+        page.goto(f"/agents/{served.agent}?tab=plugins")
+        page.locator("li.plugin details.plugin-tools summary").click()
+        text = page.locator("li.plugin").inner_text()
+        assert "over Streamable HTTP" in text and "(read " in text
+        assert "not offered: it runs only as an MCP task" in text
+        page.evaluate("window.scrollTo(0, 0)")
+        shots(page, "plugins-tab")
+        page.locator("li.plugin details.plugin-edit summary").click()
+        page.locator("li.plugin details.plugin-edit summary").scroll_into_view_if_needed()
+        shots(page, "plugins-edit")
