@@ -113,3 +113,24 @@ def test_rows_read_by_position_and_name_alike(store):
     with pytest.raises(IndexError):
         row["nope"]
     assert store.one("SELECT count(*) FROM items WHERE text LIKE 'x%' AND ? = 1", [1])[0] == 0
+
+
+def test_database_url_selects_postgresql(pg_url, tmp_path, monkeypatch):
+    from app import api, cli
+    from app import config as configuration
+    from app.store import pg_schema
+
+    monkeypatch.setenv("TABLETALK_DATA", str(tmp_path / "data"))
+    monkeypatch.setenv("DATABASE_URL", pg_url)
+    config = configuration.load()
+    assert config.database == pg_url
+    assert cli.migrate(config) == [fn.__name__ for fn in pg_schema.MIGRATIONS]  # PostgreSQL's, not SQLite's
+    store = api.open()
+    assert dbm.postgres(store.db) and store.default_agent() is not None
+    file_id = store.add_file("a.txt", b"bytes")  # the bytes in TABLETALK_DATA's files/
+    assert store.file_bytes(file_id)[1] == b"bytes" and any((tmp_path / "data" / "files").rglob("*"))
+    store.db.conn.close()
+    assert not (tmp_path / "data" / "tabletalk.db").exists()
+    monkeypatch.setenv("DATABASE_URL", "mysql://x")
+    with pytest.raises(SystemExit, match="must name a PostgreSQL database"):
+        configuration.load()

@@ -68,7 +68,7 @@ def test_agents_memories_and_skills(store):
     with pytest.raises(sqlite3.IntegrityError):
         store.add_skill(Skill(name="beta"))
     assert [s.name for s in store.skills()] == ["Alpha", "beta"]
-    assert store.skill_by_name("beta").id == b.id and store.delete_skill(b.id)
+    assert store.skill(b.id).name == "beta" and store.delete_skill(b.id)
     store.delete_agent(agent.id)
     assert store.conversation(chat).agent is None
 
