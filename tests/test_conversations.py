@@ -27,14 +27,7 @@ HOSTILE = ['"', '""', "'", "AND", "OR", "NOT", "a AND", "AND OR NOT", "*", "**",
            "<script>", "   ", ""]
 
 
-# --- the store, in memory ------------------------------------------------------------------
-
-
-@pytest.fixture
-def store():
-    db = dbm.connect(":memory:")
-    dbm.migrate(db)
-    return Store(db)
+# --- the store, on each engine (conftest's `store`) -----------------------------------------
 
 
 def answer(store, chat, user, words, done=True):

@@ -5,6 +5,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import db as dbm
+from .. import config as configuration
 from .. import files as filestore
 from ..tables import Item
 from .base import Base
@@ -17,9 +18,7 @@ class Files(Base):
         """data/files: beside the database (Config.files), wherever this store was opened; on
         PostgreSQL the data folder's (until the bytes move into rows)."""
         if dbm.postgres(self.db):
-            if self.db.files is None:
-                raise RuntimeError("this PostgreSQL store was opened without a files folder")
-            return self.db.files
+            return self.db.files or configuration.load().files
         main = next((r[2] for r in self.all("PRAGMA database_list") if r[1] == "main"), "")
         return Path(main).parent / "files"
 

@@ -202,6 +202,12 @@ SEARCH = [
     "CREATE TEXT SEARCH CONFIGURATION tabletalk (COPY = simple)",
     "ALTER TEXT SEARCH CONFIGURATION tabletalk ALTER MAPPING FOR word, hword, hword_part, asciiword, "
     "asciihword, hword_asciipart, numword, numhword, hword_numpart WITH unaccent, simple",
+    # ASCII punctuation as spaces before PostgreSQL's parser reads a text, so that it splits
+    # words as FTS5's unicode61 does (no tags, addresses, hosts or decimals of its own: in
+    # '<b>bold</b>', 'example.org' or '3.14' each word is a word).
+    """CREATE FUNCTION search_words(t text) RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+        SELECT translate(t, '!"#$%&''()*+,-./:;<=>?@[\\]^_`{|}~', '                                ')
+    $$""",
     """CREATE TABLE search (
         id BIGINT PRIMARY KEY,     -- the item's id, or -chat for a conversation's title
         chat BIGINT NOT NULL,
@@ -216,7 +222,8 @@ SEARCH = [
             DELETE FROM search WHERE id = OLD.id;
         END IF;
         IF TG_OP IN ('INSERT', 'UPDATE') AND (NEW.kind = 'user' OR (NEW.kind = 'text' AND NEW.done = 1)) THEN
-            INSERT INTO search (id, chat, text, doc) VALUES (NEW.id, NEW.chat, NEW.text, to_tsvector('tabletalk', NEW.text));
+            INSERT INTO search (id, chat, text, doc) VALUES (NEW.id, NEW.chat, NEW.text,
+                to_tsvector('tabletalk', search_words(NEW.text)));
         END IF;
         RETURN NULL;
     END $$""",
@@ -233,7 +240,8 @@ SEARCH = [
             DELETE FROM search WHERE id = -OLD.id;
         END IF;
         IF TG_OP IN ('INSERT', 'UPDATE') THEN
-            INSERT INTO search (id, chat, title, doc) VALUES (-NEW.id, NEW.id, NEW.title, to_tsvector('tabletalk', NEW.title));
+            INSERT INTO search (id, chat, title, doc) VALUES (-NEW.id, NEW.id, NEW.title,
+                to_tsvector('tabletalk', search_words(NEW.title)));
         END IF;
         RETURN NULL;
     END $$""",

@@ -92,6 +92,12 @@ def _rows(cursor: psycopg.Cursor) -> Any:
     return _row_class(tuple(c.name for c in cursor.description))
 
 
+def _values(params: Sequence[Any]) -> tuple[Any, ...]:
+    """The parameters as psycopg binds them: an object that adapts itself for sqlite3
+    (`__conform__`, e.g. a growing answer's pieces) is given as what it adapts to."""
+    return tuple(p.__conform__(sqlite3.PrepareProtocol) if hasattr(type(p), "__conform__") else p for p in params)
+
+
 class Connection:
     """The part of sqlite3.Connection the store uses, over one psycopg connection."""
 
@@ -104,14 +110,14 @@ class Connection:
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> psycopg.Cursor:
         try:
-            return self.raw.execute(translate(sql), tuple(params))
+            return self.raw.execute(translate(sql), _values(params))
         except psycopg.IntegrityError as e:
             raise IntegrityError(str(e)) from e
 
     def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> psycopg.Cursor:
         cur = self.raw.cursor()
         try:
-            cur.executemany(translate(sql), [tuple(r) for r in rows])
+            cur.executemany(translate(sql), [_values(r) for r in rows])
         except psycopg.IntegrityError as e:
             raise IntegrityError(str(e)) from e
         return cur

@@ -1,0 +1,136 @@
+"""What each engine must do alike under the store (conftest's `store` runs each test on
+SQLite and on PostgreSQL): words found as FTS5 finds them, revs that commit in order while
+several connections write, the write lock, rows read alike."""
+import threading
+
+import pytest
+
+from app import db as dbm
+from app import search
+from app.store import Store
+from app.tables import item
+
+
+def found(store, query):
+    return [h.chat for h in search.find(store, query, store.owner())]
+
+
+def test_words_are_found_as_fts5_finds_them(store):
+    chat = store.new_conversation(1, "Un café à Paris").id
+    store.ask(chat, "see example.org/path, 3.14 and <b>bold</b> e-mail don't snake_case")
+    other = store.new_conversation(1, "something else").id
+    store.ask(other, "nothing to see")
+    for query in ("cafe", "CAFÉ", "paris", "exam*", "example org", "org", "14", "bold", "mail", "don", "snake",
+                  "case", "e-mail", "3.14", '"example.org"', "caf*"):
+        assert found(store, query) == [chat], query
+    assert found(store, "caf") == [] and found(store, "bold paris") == [chat] and found(store, "bold nothing") == []
+    [hit] = search.find(store, "cafe bold", store.owner())
+    assert str(hit.title) == "Un <mark>café</mark> à Paris"
+    assert "<mark>bold</mark>" in str(hit.snippet)
+
+
+def test_a_long_message_is_cut_around_its_hits(store):
+    chat = store.new_conversation(1, "t").id
+    words = [f"w{i}" for i in range(100)]
+    words[50] = "needle"
+    store.ask(chat, " ".join(words))
+    [hit] = search.find(store, "needle", store.owner())
+    text = str(hit.snippet)
+    assert "<mark>needle</mark>" in text and text.startswith("…") and text.endswith("…")
+    assert "w10 " not in text and "w90" not in text
+
+
+def _target(store, tmp_path):
+    return store.db.url if dbm.postgres(store.db) else tmp_path / "t.db"
+
+
+def test_revs_commit_in_order_so_a_follower_never_skips_a_row(store, tmp_path):
+    """Three connections write at once while a follower reads as the feed does (the rows
+    after its cursor up to the rev it read first, then that rev as its cursor): it must see
+    every row. Revs taken out of commit order would let it step over one still committing."""
+    chat = store.new_conversation(None).id
+    target, per_writer, seen, done = _target(store, tmp_path), 60, set(), threading.Event()
+
+    def write(n):
+        db = dbm.connect(target)
+        writer = Store(db)
+        for i in range(per_writer):
+            writer.add(item("text", chat, f"{n}-{i}", done=True))
+        db.conn.close()
+
+    def follow():
+        db = dbm.connect(target)
+        follower, cursor = Store(db), store.rev()
+        while True:
+            last = done.is_set()
+            upto = follower.rev()
+            seen.update(it.text for it in follower.items_since(cursor, chat=chat, upto=upto))
+            cursor = upto
+            if last:
+                break
+        db.conn.close()
+
+    reader = threading.Thread(target=follow)
+    reader.start()
+    writers = [threading.Thread(target=write, args=(n,)) for n in range(3)]
+    for t in writers:
+        t.start()
+    for t in writers:
+        t.join()
+    done.set()
+    reader.join()
+    assert seen == {f"{n}-{i}" for n in range(3) for i in range(per_writer)}
+    revs = [it.rev for it in store.items(chat)]
+    assert revs == sorted(revs) and len(set(revs)) == len(revs)  # ids and revs in one order
+
+
+def test_a_write_waits_for_the_one_in_progress(store, tmp_path):
+    """One writer at a time on both engines: a read-then-write inside `write` sees no other
+    writer between its read and its write."""
+    other = Store(dbm.connect(_target(store, tmp_path)))
+    inside, order = threading.Event(), []
+
+    def second():
+        inside.wait()
+        with other.write():
+            order.append("second")
+
+    t = threading.Thread(target=second)
+    t.start()
+    with store.write():
+        inside.set()
+        t.join(0.5)  # it cannot get in while this write is open
+        order.append("first")
+    t.join()
+    other.db.conn.close()
+    assert order == ["first", "second"]
+
+
+def test_rows_read_by_position_and_name_alike(store):
+    chat = store.new_conversation(None, "t").id
+    row = store.one("SELECT id, title FROM conversations WHERE id = ?", [chat])
+    assert (row[0], row["title"], row.keys(), dict(row)) == (chat, "t", ["id", "title"], {"id": chat, "title": "t"})
+    with pytest.raises(IndexError):
+        row["nope"]
+    assert store.one("SELECT count(*) FROM items WHERE text LIKE 'x%' AND ? = 1", [1])[0] == 0
+
+
+def test_database_url_selects_postgresql(pg_url, tmp_path, monkeypatch):
+    from app import api, cli
+    from app import config as configuration
+    from app.store import pg_schema
+
+    monkeypatch.setenv("TABLETALK_DATA", str(tmp_path / "data"))
+    monkeypatch.setenv("DATABASE_URL", pg_url)
+    config = configuration.load()
+    assert config.database == pg_url
+    assert cli.migrate(config) == [fn.__name__ for fn in pg_schema.MIGRATIONS]  # PostgreSQL's, not SQLite's
+    store = api.open()
+    assert dbm.postgres(store.db) and store.default_agent() is not None
+    file_id = store.add_file("a.txt", b"bytes")  # the bytes in TABLETALK_DATA's files/
+    assert store.file_bytes(file_id)[1] == b"bytes" and any((tmp_path / "data" / "files").rglob("*"))
+    store.db.conn.close()
+    assert not (tmp_path / "data" / "tabletalk.db").exists()
+    monkeypatch.setenv("DATABASE_URL", "mysql://x")
+    with pytest.raises(SystemExit, match="must name a PostgreSQL database"):
+        configuration.load()

@@ -1,0 +1,119 @@
+"""Every family of rows through the store, on both engines (conftest's `store`): people,
+sessions and the sign-in limiter, models and their limits, agents, memories and skills,
+plugins and their MCP sessions, files, contexts and calibrations, the built-in model's row,
+deleting a conversation with its tombstones."""
+import sqlite3
+
+import pytest
+
+from app.providers.ids import Choice
+from app.providers.limits import Limits
+from app.store.people import Taken
+from app.tables import Assistant, Plugin, Skill, item
+
+
+def test_people_sessions_and_the_limiter(store):
+    owner = store.add_person("Ada", "hash-a", owner=True)
+    with pytest.raises(Taken):
+        store.add_person("ada", "other")  # names are unique without case
+    bob = store.add_person("Bob", "hash-b")
+    assert [p.name for p in store.people()] == ["Ada", "Bob"] and store.people_count() == 2
+    assert store.person_named("Ada")[1] == "hash-a" and store.default_agent(bob).person == bob
+    store.add_session("s1", bob, 60)
+    store.add_session("s2", bob, 60)
+    assert store.session_person("s1").name == "Bob"
+    store.set_password(bob, "hash-c", keep="s2")
+    assert store.session_person("s1") is None and store.session_person("s2").id == bob
+    store.end_session("s2")
+    assert store.session_person("s2") is None
+    first = store.add_attempt(100.0, "Ada", "10.0.0.1")
+    store.add_attempt(101.0, "Ada", "10.0.0.1")
+    assert store.attempts_of_pair("Ada", "10.0.0.1") == (2, 101.0)
+    assert store.attempts_from("10.0.0.1", 99.0) == (2, 100.0)
+    store.take_back_attempt(first)
+    store.forget_attempts(200.0)
+    assert store.attempts_of_pair("Ada", "10.0.0.1") == (0, None)
+    store.set_theme(owner, "dark")
+    assert store.person(owner).theme == "dark" and store.person(owner).owner
+    assert store.remove_person(bob) and not store.remove_person(owner)
+
+
+def test_models_in_order_and_their_limits(store):
+    store.replace_choices([Choice(id="b", name="B", group="g", window=100, tags=("tools",)),
+                           Choice(id="a", name="A", group="g", up=False),
+                           Choice(id="c", name="C", group="h")])
+    assert [c.id for c in store.choices()] == ["b", "a", "c"]
+    assert store.choice("a") is None and store.choice("b").window == 100 and store.choice("b").tags == ("tools",)
+    store.replace_choices([Choice(id="c", name="C", group="h"), Choice(id="b", name="B2", group="g")])
+    assert [(c.id, c.name) for c in store.choices()] == [("c", "C"), ("b", "B2")]
+    assert store.limits("m") == Limits()
+    store.set_limits("m", Limits(window=4096, tools=False))
+    store.set_limits("m", Limits(window=2048, tools=False))
+    assert store.limits("m") == Limits(window=2048, tools=False)
+
+
+def test_agents_memories_and_skills(store):
+    agent = store.add_agent(Assistant(name="Helper", instructions="be kind"))
+    store.update_agent(agent.id, name="Helper 2", vet_memories=False)
+    assert store.agent(agent.id).name == "Helper 2" and store.agent(agent.id).vet_memories is False
+    chat = store.new_conversation(agent.id).id
+    memory = store.add_memory(agent.id, "likes tea", outside=True, chat=chat)
+    assert [(m["text"], m["outside"], m["chat"]) for m in store.memories(agent.id)] == [("likes tea", 1, chat)]
+    assert store.delete_memory(agent.id, memory) and store.memories(agent.id) == []
+    assert not store.outside_output(chat, ("remember",))
+    store.add(item("call", chat, name="fetch_page", output="text", turn=0, done=True))
+    assert store.outside_output(chat, ("remember",))
+    b = store.add_skill(Skill(name="beta", body="b"))
+    store.add_skill(Skill(name="Alpha", body="a"))
+    with pytest.raises(sqlite3.IntegrityError):
+        store.add_skill(Skill(name="beta"))
+    assert [s.name for s in store.skills()] == ["Alpha", "beta"]
+    assert store.skill(b.id).name == "beta" and store.delete_skill(b.id)
+    store.delete_agent(agent.id)
+    assert store.conversation(chat).agent is None
+
+
+def test_plugins_and_their_mcp_sessions(store):
+    agent = store.default_agent().id
+    plugin = store.add_plugin(Plugin(agent=agent, name="p", address="http://x", args=("a",), env=(("K", "v"),)))
+    assert (plugin.args, plugin.env, plugin.enabled) == (("a",), (("K", "v"),), True)
+    store.update_plugin(plugin.id, enabled=False, listed='[["t", "a tool"]]')
+    assert store.plugins(agent, enabled_only=True) == [] and store.plugin_row(plugin.id).listed == '[["t", "a tool"]]'
+    chat = store.new_conversation(agent).id
+    store.keep_mcp_session(chat, plugin.id, "f1", "sid-1", "{}")
+    store.keep_mcp_session(chat, plugin.id, "f1", "sid-2", "{}")  # the newest is kept
+    assert store.mcp_session(chat, plugin.id, "f1") == ("sid-2", "{}") and store.mcp_session(chat, plugin.id, "f2") is None
+    store.keep_mcp_session(999, plugin.id, "f1", "sid-3", "{}")  # no such conversation: nothing kept
+    assert store.mcp_session_used(999, plugin.id) is None
+    store.forget_mcp_session(chat, plugin.id, "sid-1")
+    assert store.mcp_session_used(chat, plugin.id) is not None
+    store.forget_mcp_session(chat, plugin.id)
+    assert store.mcp_session(chat, plugin.id, "f1") is None
+    store.delete_plugin(plugin.id)
+    assert store.plugins(agent) == []
+
+
+def test_files_contexts_calibrations_and_deleting(store):
+    chat = store.new_conversation(None).id
+    file_id = store.add_file("notes.txt", b"hello")
+    user = store.ask(chat, "see the file", files=(file_id,))
+    assert store.file_bytes(file_id)[1] == b"hello" and list(store.files_of([user])) == [file_id]
+    store.set_context(chat, used=10, window=100)
+    store.set_context(chat, used=20)
+    assert (store.context(chat)["used"], store.context(chat)["window"]) == (20, 100)
+    assert store.contexts_since(0, store.rev(), [chat]) == [chat]
+    assert store.calibration("m") == (1.0, 0)
+    store.set_calibration("m", 1.25, 3)
+    assert store.calibration("m") == (1.25, 3)
+    rev = store.rev()
+    assert store.delete_conversation(chat) and not store.delete_conversation(chat)
+    assert store.file(file_id) is None and store.items(chat) == []
+    assert {(c, dom) for c, dom, _ in store.tombstones_since(rev)} == {(None, f"c{chat}"), (chat, f"c{chat}")}
+    assert store.new_conversation(None).id == chat + 1  # a deleted conversation's id is never given again
+
+
+def test_the_builtin_models_row(store):
+    assert store.builtin().state == "" and store.want_builtin() and not store.want_builtin()
+    rev = store.rev()
+    store.set_builtin(state="installing", percent=40)
+    assert store.builtin_since(rev, store.rev()).percent == 40
