@@ -142,10 +142,7 @@ class Runner(space.DiskFull):
         if self.runs:
             gone = set(self.runs) - self.store.existing(set(self.runs)) if full else self.store.deleted_since(since)
             for chat in gone:
-                run = self.runs.get(chat)
-                if run is not None and run.task and not run.task.done():
-                    run.gone = True
-                    run.task.cancel()
+                self.drop(chat)
         pending = self.store.pending_since(since)
         self._scanned = top
         for chat, kind in pending:
@@ -157,6 +154,16 @@ class Runner(space.DiskFull):
             if self.lease(chat):
                 run = self.runs[chat] = Run(chat)
                 run.task = asyncio.get_running_loop().create_task(self._answer(run), name=f"run-{chat}")
+
+    def drop(self, chat: int) -> None:
+        """The conversation was deleted: its run in this worker, if any, ends at once and
+        quietly (no rows are left to mark), before anything else happens on this event loop,
+        so its in-flight step cannot write into a conversation made next (SQLite may give it
+        the same id). The pages that delete call it; other workers' scans see the tombstone."""
+        run = self.runs.get(chat)
+        if run is not None and run.task is not None and not run.task.done():
+            run.gone = True
+            run.task.cancel()
 
     def halt(self, run: Run) -> None:
         """The person stopped the run: the run ends where it is, what was written stays. A tool

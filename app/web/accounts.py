@@ -225,9 +225,7 @@ async def remove_person(request: Request, person_id: FromPath[str]) -> Response:
     People(s.store).remove(found.id)
     s.feed.drop(person=found.id)
     for chat in theirs:  # as when a conversation is deleted: its run here stops at once
-        run = s.runner.runs.get(chat)
-        if run is not None and run.task is not None:
-            run.task.cancel()
+        s.runner.drop(chat)
     return Redirect("/people?saved=removed", status_code=303)
 
 

@@ -40,9 +40,7 @@ async def delete(request: Request, chat: FromPath[str]) -> Response:
     s = state(request)
     convo = conversation_or_404(request, chat)
     s.store.delete_conversation(convo.id)
-    run = s.runner.runs.get(convo.id)
-    if run is not None and run.task is not None:
-        run.task.cancel()
+    s.runner.drop(convo.id)
     return go(request, "/")
 
 
