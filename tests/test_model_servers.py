@@ -253,3 +253,16 @@ def test_a_small_model_title_is_six_words_at_most_or_the_first_words_stay(server
     asyncio.run(api.serve(until=named))
     asked = [r for r in server.requests if not r.get("stream")]
     assert len(asked) == 1 and server.most_active == 1, "the title was asked after the answer, alone"
+
+
+async def test_ollama_says_the_window_a_loaded_model_runs_with():
+    """/api/ps: what Ollama runs a model with (its default when no num_ctx is set), not the
+    model's own length."""
+    from app.providers.catalog import ollama_catalog
+    from tests.fakes.ollama_server import FakeOllama, ollama_model
+
+    models = {"loaded:1b": ollama_model(131072, loaded=4096), "idle:1b": ollama_model(131072, num_ctx=16384)}
+    with FakeOllama(models) as ollama:
+        async with httpx2.AsyncClient() as http:
+            listed = {c.name: c.window for c in await ollama_catalog(http, ollama.address)}
+    assert listed == {"loaded:1b": 4096, "idle:1b": 16384}
