@@ -36,6 +36,7 @@ def test_enter_sends_and_the_answer_streams_in_without_a_reload(page, served, fa
     assert page.evaluate("window.__sameDocument") is True, "no reload happened"
     # the title starts as the first words, then the model's name for it arrives live
     expect(page.locator("#title")).to_have_text("A fitting title")
+    expect(page).to_have_title("A fitting title · Tabletalk")  # the tab's title follows it live
     # the live DOM is what a fresh render of the same rows gives
     live = items_of(page)
     page.reload()

@@ -36,7 +36,27 @@ def test_refresh_answers_a_script_with_the_picker_and_a_plain_form_with_the_page
     token = csrf(client, chat)
     plain = client.post("/models/refresh", data={"_csrf_token": token, "next": chat}, follow_redirects=False)
     assert plain.status_code == 303 and plain.headers["location"] == chat
-    scripted = client.post("/models/refresh", data={"_csrf_token": token, "next": chat, "model": "other-model"},
-                           headers={"HX-Request": "true", "HX-Target": "model-picker"})
+    scripted = client.post("/models/refresh?picker=1", data={"_csrf_token": token, "next": chat, "model": "other-model"},
+                           headers={"HX-Request": "true"})
     assert scripted.status_code == 200
     assert soup(scripted).select_one("#model-picker option[selected]")["value"] == "other-model"
+
+
+def test_in_the_browser_refresh_replaces_the_picker_and_sends_no_message(browser, data, env, monkeypatch):
+    from tests.conftest import Served
+
+    monkeypatch.delenv("OLLAMA_HOST", raising=False)
+    served = Served(data, {**env, "AI_URL": f"http://127.0.0.1:{free_port()}/v1"}).start()
+    try:
+        chat = served.empty_chat()
+        with served.watched_page(browser) as page:
+            page.goto(chat)
+            page.fill("#text", "typed, not sent")
+            with page.expect_response(lambda r: "/models/refresh" in r.url) as refreshed:
+                page.click("button.refresh-models")
+            assert refreshed.value.status == 200
+            page.wait_for_selector("#model-picker button.refresh-models")  # still down: still offered
+            assert page.input_value("#text") == "typed, not sent", "the page stayed, with what was typed"
+            assert page.locator("#items .item").count() == 0, "no message was sent"
+    finally:
+        served.stop()

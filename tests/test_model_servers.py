@@ -229,3 +229,40 @@ def test_the_words_of_an_overflow_name_the_window():
                           images=False, tools=True, reasoning=True) == "reasoning"
     assert limits.refused("boom", 500, images=True, tools=True, reasoning=True) == "images"
     assert limits.refused("boom", 500, images=False, tools=True, reasoning=True) == ""
+
+
+@pytest.mark.parametrize("suggested, title", [
+    ("## Otters at play.", "Otters at play"),
+    ("Otters sleep holding hands so that they do not drift apart while they rest on the water", "Why do otters hold hands?"),
+    ("SECTION 1", "Why do otters hold hands?"),
+])
+def test_a_small_model_title_is_six_words_at_most_or_the_first_words_stay(server, opened, suggested, title):
+    server.plain_default = [text(suggested)]
+    chat = opened.new_conversation(opened.default_agent().id).id
+    server.script("Otters hold hands while they sleep.")
+    opened.add(api.asked("Why do otters hold hands?", chat))
+    began, settled = time.monotonic(), []
+
+    def named():
+        assert time.monotonic() - began < 30, "named in time"
+        asked = [r for r in server.requests if not r.get("stream")]
+        if asked and server.active == 0:
+            settled.append(time.monotonic())  # the title's answer was sent: give it time to be written
+        return settled and time.monotonic() - settled[0] > 1.0 and opened.conversation(chat).title == title
+
+    asyncio.run(api.serve(until=named))
+    asked = [r for r in server.requests if not r.get("stream")]
+    assert len(asked) == 1 and server.most_active == 1, "the title was asked after the answer, alone"
+
+
+async def test_ollama_says_the_window_a_loaded_model_runs_with():
+    """/api/ps: what Ollama runs a model with (its default when no num_ctx is set), not the
+    model's own length."""
+    from app.providers.catalog import ollama_catalog
+    from tests.fakes.ollama_server import FakeOllama, ollama_model
+
+    models = {"loaded:1b": ollama_model(131072, loaded=4096), "idle:1b": ollama_model(131072, num_ctx=16384)}
+    with FakeOllama(models) as ollama:
+        async with httpx2.AsyncClient() as http:
+            listed = {c.name: c.window for c in await ollama_catalog(http, ollama.address)}
+    assert listed == {"loaded:1b": 4096, "idle:1b": 16384}

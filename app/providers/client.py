@@ -218,6 +218,9 @@ class Providers:
         found = await self._listed(catalog.openai_catalog(self._http, url, key, group, prefix, servers=self._servers), down)
         if all(c.up for c in found):
             self._listings[url] = found
+        elif url in self._listings and self.server_at(url).slots and "in time" in found[0].note:
+            # one request at a time, and busy with another worker's: it lists when that ends
+            return self._listings[url]
         else:
             self._servers.pop(url, None)
             self._listings.pop(url, None)
@@ -293,7 +296,10 @@ class Providers:
         return kind in ("", LOCAL)
 
     def server(self, endpoint: Endpoint) -> Server:
-        return self._servers.get(endpoint.base_url) or Server()
+        return self.server_at(endpoint.base_url)
+
+    def server_at(self, url: str) -> Server:
+        return self._servers.get(url) or Server()
 
     def gate(self, endpoint: Endpoint) -> Gate | None:
         """The gate of a server that serves a set number of requests at once (None: it queues itself)."""

@@ -1,7 +1,8 @@
 """What a model's answer to "name this conversation" becomes: a title of at most six words,
 cut on a word boundary, or nothing (the conversation keeps its first words) when the answer
 is not a title at all. Small models answer with a whole sentence, a heading ("SECTION 1") or
-a reply to the conversation itself; none of those is a name for it."""
+a reply to the conversation itself; none of those is a name for it. (Whether a title fits
+the conversation is not judged: a good one need share no word with it.)"""
 from __future__ import annotations
 
 import re
@@ -15,13 +16,9 @@ _NOT_TITLES = re.compile(
     r"|^(?:sure|certainly|of course|here is|here's|i am|i'm|i can|as an ai|hello|hi)\b", re.I)
 
 
-def _stems(text: str) -> set[str]:
-    return {w.casefold()[:5] for w in _WORD.findall(text)}
-
-
-def title_from(raw: str, asked: str, answered: str = "") -> str:
-    """The title `raw` (the model's answer) gives a conversation that began with `asked` and
-    was answered `answered`; '' when `raw` is not a title (keep the first words)."""
+def title_from(raw: str) -> str:
+    """The title `raw` (the model's answer) gives a conversation; '' when it is not a title
+    (the conversation keeps its first words)."""
     line = next((ln for ln in raw.strip().splitlines() if ln.strip()), "")
     line = re.sub(r"^\s*(?:#+\s*|[-*]\s+|\d+[.)]\s+)", "", line)
     line = line.strip().strip("#*_`\"'“”‘’«» ").strip()
@@ -30,8 +27,6 @@ def title_from(raw: str, asked: str, answered: str = "") -> str:
     words = line.split()
     if not words or len(words) > SENTENCE_WORDS or not _WORD.search(line) or _NOT_TITLES.search(line):
         return ""
-    if not _stems(line) & (_stems(asked) | _stems(answered)):
-        return ""  # about nothing the conversation says: not its name
     kept: list[str] = []
     for word in words[:TITLE_WORDS]:
         if len(" ".join([*kept, word])) > TITLE_CHARS:

@@ -1,21 +1,17 @@
 """A conversation's title: its first words at once (Store.add), then, after the first
-answer, a short request to the model names it; on any failure the first words stay."""
+answer, a short request to the model names it (after every answer waiting at a server that
+answers one request at a time); on any failure, or an answer that is no title
+(providers/titles.py), the first words stay."""
 from __future__ import annotations
 
 from .. import agent as loop
 from ..providers.client import Providers
+from ..providers.titles import title_from
 from ..store import Store, first_words
 from ..tables import Item
 
 TITLE_PROMPT = ("Name this conversation in at most six words, in the language it is written in. "
                 "Answer with the name only: no quotes, no full stop.")
-
-
-def clean_title(raw: str) -> str:
-    """A model's suggested title, made fit for the list: one line, no quotes or Markdown."""
-    line = next((ln for ln in raw.strip().splitlines() if ln.strip()), "")
-    line = line.strip().strip("#*_`\"'“”‘’ ").removeprefix("Title:").strip().rstrip(".").strip()
-    return line[:80]
 
 
 async def name_conversation(store: Store, providers: Providers, chat: int, user: Item, model: str) -> None:
@@ -34,6 +30,6 @@ async def name_conversation(store: Store, providers: Providers, chat: int, user:
         ], max_tokens=30)
     except loop.ModelError:
         return
-    title = clean_title(title)
+    title = title_from(title)  # at most six words, or none: a sentence or a heading is no title
     if title and (now := store.conversation(chat)) is not None and now.title == convo.title:
         store.set_title(chat, title)

@@ -16,7 +16,7 @@ async def refresh(request: Request) -> Response:
     s = state(request)
     await refresh_choices(s.store, s.providers)
     form = await request.form()
-    if is_htmx(request) and request.headers.get("hx-target") == "model-picker":
+    if is_htmx(request) and request.query_params.get("picker"):  # the composer's Refresh, with script
         return picked(s.store.choices(), form.get("model"), form.get("next"))
     return go(request, local_path(form.get("next")))
 

@@ -1,6 +1,8 @@
 """A real HTTP server that speaks as much of Ollama as Tabletalk uses.
 
     GET  /api/tags             the catalog: {"models": [{"name", "model", "details", ...}]}
+    GET  /api/ps               the loaded models: {"models": [{"name", "model", "context_length", ...}]}
+                               (those whose `loaded` is set: the window Ollama runs them with)
     POST /api/show             one model: model_info (with `{arch}.context_length`),
                                parameters (a text with `num_ctx N` when the Modelfile sets it),
                                capabilities (completion, tools, thinking, vision, embedding)
@@ -30,6 +32,7 @@ class OllamaModel:
     architecture: str = "llama"
     show_fails: bool = False            # /api/show answers 500 for it
     extra_info: dict = field(default_factory=dict)
+    loaded: int | None = None           # loaded now (/api/ps), with this context_length
 
 
 def ollama_model(context_length: int | None = 8192, num_ctx: int | None = None, thinking: bool = False,
@@ -79,6 +82,12 @@ class FakeOllama(FakeModelServer):
                 models = [{"name": n, "model": n, "modified_at": "2025-01-01T00:00:00Z", "size": 4_700_000_000,
                            "digest": "0" * 64, "details": {"format": "gguf", "family": m.architecture}}
                           for n, m in self.catalog.items()]
+                return self._send_json(writer, 200, {"models": models}, req.keep_alive)
+            if req.method == "GET" and path == "/api/ps":
+                models = [{"name": n, "model": n, "size": 4_700_000_000, "digest": "0" * 64,
+                           "details": {"format": "gguf", "family": m.architecture},
+                           "expires_at": "2026-12-01T00:05:00Z", "size_vram": 0, "context_length": m.loaded}
+                          for n, m in self.catalog.items() if m.loaded]
                 return self._send_json(writer, 200, {"models": models}, req.keep_alive)
             if req.method == "POST" and path == "/api/show":
                 name = body.get("model") or body.get("name")
