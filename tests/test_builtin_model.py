@@ -132,6 +132,7 @@ def test_the_build_shows_as_a_person_reads_it():
     assert readable("[35/193] : && /usr/bin/g++ -fPIC -O3 -shared -Wl,-soname,libggml.so.0 -o bin/libggml.so.0.25.3 "
                     "a.o b.o") == "[35/193] linking libggml.so.0.25.3"
     assert readable("  Collecting numpy>=1.20.0 ") == "Collecting numpy>=1.20.0"
+    assert readable("Progress 21757952 of 92871040") == "21.8 of 92.9 MB"
 
 
 def test_a_step_that_fails_says_which_and_why(tmp_path):

@@ -67,8 +67,11 @@ _OUTPUT = re.compile(r"\s-o\s+(\S+)")
 
 
 def readable(line: str) -> str:
-    """A line of the build as a person reads it: a compiler's or linker's whole command line
-    (pip -v shows them) becomes "[12/193] compiling ggml.c"."""
+    """A line of the build or the download as a person reads it: a compiler's or linker's
+    whole command line (pip -v shows them) becomes "[12/193] compiling ggml.c", pip's
+    "Progress 21757952 of 92871040" "21.8 of 92.9 MB"."""
+    if progress := _PROGRESS.match(line.encode()):
+        return f"{int(progress[1]) / 1e6:.1f} of {int(progress[2]) / 1e6:.1f} MB"
     step = _STEP.match(line)
     at = step[0].strip() + " " if step else ""
     if source := _SOURCE.search(line):
