@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from app import localmodel
-from app.localmodel.install import Installer, InstallError, Progress, llama_wheel, percent_in
+from app.localmodel.install import Installer, InstallError, Progress, llama_wheel, percent_in, readable
 from tests.conftest import COOKIE, ROOT, app_client, csrf, signed_in, soup
 
 NO_SERVER = {"AI_URL": "", "OLLAMA_HOST": "", "LOCAL_AI_URL": "", "AI_ACCOUNTS": ""}
@@ -126,6 +126,15 @@ def test_progress_is_read_from_the_build_and_from_pip():
     assert percent_in(b"[0/0] nothing") is None
 
 
+def test_the_build_shows_as_a_person_reads_it():
+    assert readable("  [34/193] /usr/bin/c++ -DGGML_BUILD -O3 -o src/CMakeFiles/llama.dir/llama.cpp.o "
+                    "-c /tmp/pip-wheel-x/vendor/llama.cpp/src/llama.cpp") == "[34/193] compiling llama.cpp"
+    assert readable("[35/193] : && /usr/bin/g++ -fPIC -O3 -shared -Wl,-soname,libggml.so.0 -o bin/libggml.so.0.25.3 "
+                    "a.o b.o") == "[35/193] linking libggml.so.0.25.3"
+    assert readable("  Collecting numpy>=1.20.0 ") == "Collecting numpy>=1.20.0"
+    assert readable("Progress 21757952 of 92871040") == "21.8 of 92.9 MB"
+
+
 def test_a_step_that_fails_says_which_and_why(tmp_path):
     paths = localmodel.Paths(tmp_path)
     seen: list[Progress] = []
@@ -167,3 +176,32 @@ def test_the_address_of_a_server_that_is_gone_is_not_used(tmp_path: Path):
 
     paths.address.write_text(f'{{"url": "http://127.0.0.1:1/v1", "pid": {os.getpid()}}}')
     assert localmodel.url_of(tmp_path) == "http://127.0.0.1:1/v1"
+
+
+def test_once_installed_it_counts_as_a_server_and_is_sent_no_tools(bare, monkeypatch):
+    """A 135M model cannot use tools, and their definitions would fill most of its 2048-token
+    window and its first token's time: the built-in model is sent none."""
+    import os
+
+    from app import config as configuration
+    from app.providers.client import BUILTIN, Providers
+
+    paths = localmodel.Paths(bare)
+    gguf = paths.venv / "lib/python3.11/site-packages" / localmodel.GGUF
+    gguf.parent.mkdir(parents=True)
+    gguf.write_bytes(b"")
+    paths.python.parent.mkdir(parents=True)
+    paths.python.write_text("")
+    providers = Providers(configuration.load())
+    assert not providers.configured  # files without the stamp: an install that did not finish
+    paths.stamp.write_text("")
+    assert providers.configured
+    paths.address.write_text(f'{{"url": "http://127.0.0.1:9/v1", "pid": {os.getpid()}}}')
+    providers._local[BUILTIN] = {localmodel.NAME}
+    endpoint = providers.endpoint(f"local:{localmodel.NAME}")
+    assert endpoint.base_url == "http://127.0.0.1:9/v1" and endpoint.tools is False
+    paths.address.unlink()
+    from app.agent import ModelError
+
+    with pytest.raises(ModelError, match="starting again"):
+        providers.endpoint(f"local:{localmodel.NAME}")

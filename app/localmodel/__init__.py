@@ -131,6 +131,7 @@ def url_of(data: Path) -> str:
 
 
 def alive(pid: int) -> bool:
+    """Whether process `pid` runs (a zombie, dead but not yet reaped, does not)."""
     if pid <= 0:
         return False
     try:
@@ -139,7 +140,11 @@ def alive(pid: int) -> bool:
         return False
     except PermissionError:
         return True
-    return True
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True  # no /proc: the signal's word
+    return stat[stat.rfind(")") + 2:][:1] not in ("Z", "X")
 
 
 def installed(data: Path) -> bool:

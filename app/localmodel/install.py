@@ -61,6 +61,26 @@ def percent_in(line: bytes) -> int | None:
     return None
 
 
+_STEP = re.compile(r"^\s*\[\s*\d+(?:%|/\d+)\]")
+_SOURCE = re.compile(r"\s-c\s+(\S+)")
+_OUTPUT = re.compile(r"\s-o\s+(\S+)")
+
+
+def readable(line: str) -> str:
+    """A line of the build or the download as a person reads it: a compiler's or linker's
+    whole command line (pip -v shows them) becomes "[12/193] compiling ggml.c", pip's
+    "Progress 21757952 of 92871040" "21.8 of 92.9 MB"."""
+    if progress := _PROGRESS.match(line.encode()):
+        return f"{int(progress[1]) / 1e6:.1f} of {int(progress[2]) / 1e6:.1f} MB"
+    step = _STEP.match(line)
+    at = step[0].strip() + " " if step else ""
+    if source := _SOURCE.search(line):
+        return f"{at}compiling {source[1].rsplit('/', 1)[-1]}"
+    if step and (output := _OUTPUT.search(line)):
+        return f"{at}linking {output[1].rsplit('/', 1)[-1]}"
+    return line.strip()
+
+
 def llama_wheel(*folders: Path | None) -> Path | None:
     """A llama-cpp-python wheel of this version in one of `folders` (built here before, or given)."""
     for folder in folders:
@@ -193,7 +213,7 @@ class Installer:
                 tail.append(line)
             if time.monotonic() - reported >= 0.5:  # a row write a half second at most
                 reported = time.monotonic()
-                self.report(Progress(self._at.step, self._at.steps, self._at.what, percent, line[-200:]))
+                self.report(Progress(self._at.step, self._at.steps, self._at.what, percent, readable(line)[:200]))
         code = proc.wait()
         self._proc = None
         self._log.flush()

@@ -7,10 +7,12 @@ workers and ended with it: granian forks workers from serve's process at any tim
 is started again), and a fork must not copy a thread that may hold a lock. It reads the
 `builtin_model` row twice a second and writes what it does there, so every page follows.
 The model server listens on loopback only, on a free port (the last one when it is free);
-where is written to model/server.json for the workers' model clients (`url_of`). It runs in
-a session of its own (a Ctrl-C in the terminal reaches Tabletalk, which stops it); the kernel
-ends the supervisor when serve dies without stopping it, and the model server when the
-supervisor does (PR_SET_PDEATHSIG), so a kill -9 leaves nothing running.
+where is written to model/server.json for the workers' model clients (`url_of`). The model
+server runs in a session of its own (a Ctrl-C in the terminal reaches Tabletalk, which stops
+it). The supervisor is not serve's child (it forks once more at start): serve's children
+are granian's workers alone. It watches serve's pid and stops when serve is gone, however
+serve ended; the kernel ends the model server when the supervisor dies (PR_SET_PDEATHSIG),
+so a kill -9 of either leaves nothing running.
 """
 from __future__ import annotations
 
@@ -48,7 +50,7 @@ PR_SET_PDEATHSIG = 1
 
 def die_with_parent() -> None:  # runs in the child, between fork and exec
     try:
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     except OSError:
         pass  # not Linux: the supervisor still stops it at a clean exit
 
@@ -80,8 +82,9 @@ def server_argv(paths: Paths, port: int) -> list[str]:
 
 
 class Supervisor:
-    def __init__(self, config: Config, wheels: Path | None = None):
+    def __init__(self, config: Config, wheels: Path | None = None, serve: int = 0):
         self.config = config
+        self.serve = serve  # the `tabletalk serve` it works for: gone, it stops (however serve ended)
         self.paths = Paths(config.data)
         self.wheels = wheels
         self._stopping = threading.Event()
@@ -112,6 +115,8 @@ class Supervisor:
                 store.set_builtin(state="failed", error=f"The built-in model's files are gone from {self.paths.root}. "
                                   "Choose it again to install it.", serving="")
             while not self._stopping.is_set():
+                if self.serve and not alive(self.serve):
+                    break  # serve was killed outright
                 try:
                     self._look(store)
                 except Exception:  # a bug here must not end the supervision
@@ -251,29 +256,47 @@ def refresh_choices(config: Config, store: Store) -> None:
         log.exception("reading the model list after the built-in model started failed")
 
 
-def start(config: Config) -> subprocess.Popen:
-    """The supervisor's process, for `tabletalk serve` (which ends it with `stop`)."""
-    return subprocess.Popen([sys.executable, "-m", "app.localmodel.supervise"], stdin=subprocess.DEVNULL,
-                            env={**os.environ, "TABLETALK_DATA": str(config.data)}, preexec_fn=die_with_parent)
-
-
-def stop(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
+def start(config: Config) -> int:
+    """The supervisor's process, for `tabletalk serve`; its pid (`stop` ends it). Not a child
+    of serve: serve's children are granian's workers alone (what tools that watch them count)."""
+    proc = subprocess.Popen([sys.executable, "-m", "app.localmodel.supervise", str(os.getpid())],
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            env={**os.environ, "TABLETALK_DATA": str(config.data)})
+    assert proc.stdout is not None
+    line = proc.stdout.readline()  # the supervisor's pid, from the process it forked
+    proc.stdout.close()
+    proc.wait()
     try:
-        proc.wait(STOP_SECONDS + 15)  # it ends the model server first (STOP_SECONDS at most)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
+        return int(line)
+    except ValueError:
+        raise RuntimeError("the built-in model's supervisor did not start") from None
+
+
+def stop(pid: int) -> None:
+    """End the supervisor: it stops the model server first (STOP_SECONDS at most)."""
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + STOP_SECONDS + 15
+    while alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if alive(pid):
+        os.kill(pid, signal.SIGKILL)
 
 
 def main() -> None:
+    serve = int(sys.argv[1])
+    if os.fork():  # the first process ends: this one is not a child of serve
+        os._exit(0)
+    print(os.getpid(), flush=True)
+    os.dup2(2, 1)  # serve reads one line; what it logs goes where serve's log goes
     from .. import config as configuration
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s built-in model: %(message)s")
     logging.getLogger("httpx2").setLevel(logging.WARNING)  # a line per health check otherwise
     config = configuration.load()
-    keeper = Supervisor(config, config.model_wheels)
+    keeper = Supervisor(config, config.model_wheels, serve=serve)
     signal.signal(signal.SIGTERM, keeper.stop)
     signal.signal(signal.SIGINT, keeper.stop)
     keeper.run()

@@ -88,7 +88,7 @@ def build(providers: Providers, endpoint: Endpoint, model: str, messages: list[M
         "stream": True,
         "stream_options": {"include_usage": True},
     }
-    if tools and found.tools:
+    if tools and found.tools and endpoint.tools:  # the built-in model is sent none (docs/local-model.md)
         request["tools"] = [t.schema() for t in tools]
     if found.reasoning:
         request.update(providers.thinking(endpoint, thinking))

@@ -50,6 +50,7 @@ class Endpoint:
     model: str  # the name the server knows
     style: str = "openai"  # "ollama": Ollama's /v1, whose thinking field differs
     key_setting: str = "AI_KEY"  # where a refused key is set, for the person's error
+    tools: bool = True  # False: the model is sent no tools (the built-in model: see docs/local-model.md)
 
 
 class Providers:
@@ -104,7 +105,7 @@ class Providers:
         if kind == LOCAL and name in self._local[BUILTIN] - self._local[OLLAMA] - self._local[LOCAL_SERVER]:
             if not (url := localmodel.url_of(self.config.data)):  # between a death and its restart
                 raise ModelError("The built-in model is starting again; try again in a moment.")
-            return Endpoint(url, "", name, key_setting="the built-in model (Tabletalk sends it no key)")
+            return Endpoint(url, "", name, key_setting="the built-in model (Tabletalk sends it no key)", tools=False)
         if kind == LOCAL:
             # Ollama's when it listed the name (it wins a name both list) or is the only one.
             elsewhere = name not in self._local[OLLAMA] and (name in self._local[LOCAL_SERVER] or not self.ollama)
