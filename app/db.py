@@ -79,7 +79,10 @@ def write(db: sqlite_utils.Database) -> Iterator[sqlite_utils.Database]:
 def bump(db: sqlite_utils.Database, n: int = 1) -> int:
     """Take the next rev (or the next `n`, returning the last); call inside `write` so the rev
     and the row it marks commit together."""
-    return db.conn.execute("UPDATE revs SET rev = rev + ? WHERE id = 1 RETURNING rev", [n]).fetchone()[0]
+    rev = db.conn.execute("UPDATE revs SET rev = rev + ? WHERE id = 1 RETURNING rev", [n]).fetchone()[0]
+    if postgres(db):
+        db.bumped = rev  # told to other processes when the write commits (store/postgres.py)
+    return rev
 
 
 def current_rev(db: sqlite_utils.Database) -> int:

@@ -40,6 +40,12 @@ def password_hash() -> str:
     return hash_password(PASSWORD)
 
 
+def database(data: Path) -> Path | str:
+    """The database the app of a test keeps its rows in: DATABASE_URL's when the test runs
+    on PostgreSQL (`on_both_engines`), else the data folder's SQLite file."""
+    return os.environ.get("DATABASE_URL") or data / "tabletalk.db"
+
+
 def signed_in(data: Path, name: str = OWNER, owner: bool = True) -> str:
     """A session token for `name` (their account made first when it does not exist yet) in
     the data folder's database, as signing in with PASSWORD would give."""
@@ -48,7 +54,7 @@ def signed_in(data: Path, name: str = OWNER, owner: bool = True) -> str:
     from app.store import Store
 
     data.mkdir(parents=True, exist_ok=True)
-    db = dbm.connect(data / "tabletalk.db")
+    db = dbm.connect(database(data))
     try:
         dbm.migrate(db)
         people = People(Store(db))
@@ -106,6 +112,20 @@ def store(request, tmp_path: Path, engine: str):
     db.conn.close()
 
 
+ENGINES = ["sqlite", "postgresql"]
+
+
+def on_both_engines(request, env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """`env` for an app on the engine of the test's param: a module runs its app tests on
+    both by overriding `env` with `@pytest.fixture(params=ENGINES)` and this."""
+    if request.param == "postgresql":
+        url = request.getfixturevalue("pg_url")
+        monkeypatch.setenv("DATABASE_URL", url)
+        return env | {"DATABASE_URL": url}
+    monkeypatch.delenv("DATABASE_URL", raising=False)
+    return env
+
+
 @pytest.fixture
 def data(tmp_path: Path) -> Path:
     return tmp_path / "data"
@@ -117,6 +137,7 @@ def env(monkeypatch: pytest.MonkeyPatch, data: Path, fake: FakeModelServer) -> d
     values = {"TABLETALK_DATA": str(data), "AI_URL": fake.url, "AI_KEY": "", "AI_MODEL": ""}
     for k, v in values.items():
         monkeypatch.setenv(k, v)
+    monkeypatch.delenv("DATABASE_URL", raising=False)  # SQLite, unless the test asks for both engines
     return values
 
 
@@ -197,6 +218,14 @@ def idle(client, chat: str):
 
 def rows(data: Path, sql: str = "SELECT id, kind, text, state, done, turn, model FROM items ORDER BY id") -> list[dict]:
     """The database's rows for `sql`, as dicts."""
+    if os.environ.get("DATABASE_URL"):
+        from app import db as dbm
+
+        pg = dbm.connect(os.environ["DATABASE_URL"])
+        try:
+            return [dict(r) for r in pg.execute(sql)]
+        finally:
+            pg.conn.close()
     db = sqlite3.connect(data / "tabletalk.db")
     db.row_factory = sqlite3.Row
     try:
@@ -261,7 +290,7 @@ class Served:
         from app import db as dbm
         from app.store import Store
 
-        db = dbm.connect(self.data / "tabletalk.db")
+        db = dbm.connect(database(self.data))
         try:
             store = Store(db)
             agent = store.default_agent(store.owner())

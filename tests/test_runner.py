@@ -3,8 +3,14 @@ import time
 
 import pytest
 
-from tests.conftest import ask, csrf, free_port, idle, new_chat, rows, soup, wait_for
+from tests.conftest import ENGINES, ask, csrf, free_port, idle, new_chat, on_both_engines, rows, soup, wait_for
 from tests.fakes.openai_server import delay, drop, error, malformed, rate, stall, text, usage
+
+
+@pytest.fixture(params=ENGINES)
+def env(request, env, monkeypatch):
+    """Each test of the runner on SQLite and on PostgreSQL (DATABASE_URL)."""
+    return on_both_engines(request, env, monkeypatch)
 
 
 def then_it_goes_on(client, chat, fake):

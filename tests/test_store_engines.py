@@ -1,7 +1,9 @@
 """What each engine must do alike under the store (conftest's `store` runs each test on
 SQLite and on PostgreSQL): words found as FTS5 finds them, revs that commit in order while
 several connections write, the write lock, rows read alike."""
+import sqlite3
 import threading
+import time
 
 import pytest
 
@@ -49,26 +51,33 @@ def test_revs_commit_in_order_so_a_follower_never_skips_a_row(store, tmp_path):
     after its cursor up to the rev it read first, then that rev as its cursor): it must see
     every row. Revs taken out of commit order would let it step over one still committing."""
     chat = store.new_conversation(None).id
-    target, per_writer, seen, done = _target(store, tmp_path), 60, set(), threading.Event()
+    target, per_writer, seen, done, errors = _target(store, tmp_path), 60, set(), threading.Event(), []
+    start = store.rev()  # before any writer starts
 
     def write(n):
-        db = dbm.connect(target)
-        writer = Store(db)
-        for i in range(per_writer):
-            writer.add(item("text", chat, f"{n}-{i}", done=True))
-        db.conn.close()
+        try:
+            db = dbm.connect(target)
+            writer = Store(db)
+            for i in range(per_writer):
+                writer.add(item("text", chat, f"{n}-{i}", done=True))
+            db.conn.close()
+        except Exception as e:  # told below: a thread's exception would only be printed
+            errors.append(e)
 
     def follow():
-        db = dbm.connect(target)
-        follower, cursor = Store(db), store.rev()
-        while True:
-            last = done.is_set()
-            upto = follower.rev()
-            seen.update(it.text for it in follower.items_since(cursor, chat=chat, upto=upto))
-            cursor = upto
-            if last:
-                break
-        db.conn.close()
+        try:
+            db = dbm.connect(target)
+            follower, cursor = Store(db), start
+            while True:
+                last = done.is_set()
+                upto = follower.rev()
+                seen.update(it.text for it in follower.items_since(cursor, chat=chat, upto=upto))
+                cursor = upto
+                if last:
+                    break
+            db.conn.close()
+        except Exception as e:
+            errors.append(e)
 
     reader = threading.Thread(target=follow)
     reader.start()
@@ -79,6 +88,7 @@ def test_revs_commit_in_order_so_a_follower_never_skips_a_row(store, tmp_path):
         t.join()
     done.set()
     reader.join()
+    assert errors == []
     assert seen == {f"{n}-{i}" for n in range(3) for i in range(per_writer)}
     revs = [it.rev for it in store.items(chat)]
     assert revs == sorted(revs) and len(set(revs)) == len(revs)  # ids and revs in one order
@@ -134,3 +144,35 @@ def test_database_url_selects_postgresql(pg_url, tmp_path, monkeypatch):
     monkeypatch.setenv("DATABASE_URL", "mysql://x")
     with pytest.raises(SystemExit, match="must name a PostgreSQL database"):
         configuration.load()
+
+
+def test_a_listener_hears_of_every_committed_rev(pg_url, monkeypatch):
+    """PostgreSQL: a write in another connection is heard of by NOTIFY when it commits (no
+    catch-up read in between), a rolled-back one never; the catch-up read finds a rev that
+    came with no notification."""
+    from app.store import postgres as pg
+
+    monkeypatch.setattr(pg, "CATCH_UP_SECONDS", 3600.0)
+    listening, writing = dbm.connect(pg_url), dbm.connect(pg_url)
+    dbm.migrate(writing)
+    listener, writer = Store(listening), Store(writing)
+    try:
+        start = listening.version()
+        chat = writer.new_conversation(None).id
+        with pytest.raises(sqlite3.IntegrityError):
+            with writer.write() as db:
+                dbm.bump(db)
+                db.conn.execute("INSERT INTO items (chat, kind, created, updated) VALUES (?, 'nope', 0, 0)", [chat])
+        written = writer.add(item("text", chat, "hi", done=True)).rev
+        for _ in range(500):  # up to 5 s on a loaded machine; a notification takes milliseconds
+            if listening.version() >= written:
+                break
+            time.sleep(0.01)
+        assert listening.version() == written == writer.rev() > start
+        writing.conn.execute("UPDATE revs SET rev = rev + 5")  # no write of the store's: no notification
+        assert listening.version() == written
+        monkeypatch.setattr(pg, "CATCH_UP_SECONDS", 0.0)
+        assert listening.version() == written + 5
+    finally:
+        listening.conn.close()
+        writing.conn.close()

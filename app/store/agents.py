@@ -29,7 +29,7 @@ class Agents(Base):
 
     def model_window(self, model: str) -> int:
         """The model's context window as its list gave it (0: not listed, or not said)."""
-        r = self.one("SELECT window FROM choices WHERE id = ?", [model])
+        r = self.one('SELECT "window" FROM choices WHERE id = ?', [model])
         return (r[0] if r else 0) or 0
 
     def replace_choices(self, choices: list[Choice]) -> None:

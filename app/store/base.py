@@ -56,7 +56,10 @@ class Base:
 
     def data_version(self) -> int:
         """A number that changes when another connection (another process) commits: the
-        feed's cheap poll for others' writes."""
+        feed's cheap poll for others' writes. On PostgreSQL: the highest rev heard of, by
+        NOTIFY or a catch-up read (store/postgres.py), from any machine."""
+        if dbm.postgres(self.db):
+            return self.db.version()
         return self.one("PRAGMA data_version")[0]
 
     def shapes(self) -> dict[str, list[dict[str, Any]]]:

@@ -13,11 +13,18 @@ first takes one transaction-level advisory lock (`WRITE_LOCK`), so a store metho
 writes inside `write` see no other writer, and revs are taken and committed in order (see
 docs/postgres.md for why a follower then never skips a row). `snapshot` is a REPEATABLE READ
 transaction: several reads that agree.
+
+Across processes and machines a write that took a rev NOTIFYs `CHANNEL` with it (delivered
+when it commits, never for a rollback), and `version()` is what a follower polls: the
+highest rev heard of, read off the connection's socket without a round trip, plus a read of
+the rev itself every CATCH_UP_SECONDS, so a lost notification or a reconnect costs at most
+that delay, never a row (the feed then reads every row after its own cursor).
 """
 from __future__ import annotations
 
 import functools
 import sqlite3
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -28,6 +35,8 @@ from psycopg import pq
 from psycopg.adapt import Dumper
 
 WRITE_LOCK = 0x7461626C  # "tabl": the advisory lock every write transaction holds until it ends
+CHANNEL = "tabletalk_revs"  # a committed write that took a rev says so here, the rev as payload
+CATCH_UP_SECONDS = 1.0  # how often a listener reads the rev itself, whatever it heard
 
 
 class IntegrityError(sqlite3.IntegrityError):
@@ -137,6 +146,10 @@ class Database:
         self.url = url
         self.conn = Connection(raw)
         self.files = files  # where file bytes are kept (the data folder's files/), until they move into rows
+        self.bumped = 0  # the last rev the open write took (dbm.bump), told to listeners at its commit
+        self.heard = 0  # the highest rev this connection heard of (version)
+        self._listening = False
+        self._caught_up = 0.0
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> psycopg.Cursor:
         return self.conn.execute(sql, params)
@@ -154,7 +167,34 @@ class Database:
             return
         with self.conn.raw.transaction():
             self.conn.raw.execute("SELECT pg_advisory_xact_lock(%s)", [WRITE_LOCK])
-            yield self
+            self.bumped = 0
+            try:
+                yield self
+                if self.bumped:  # sent at COMMIT, so a listener hears only of what it can read
+                    self.conn.raw.execute("SELECT pg_notify(%s, %s)", [CHANNEL, str(self.bumped)])
+            finally:
+                self.bumped = 0
+
+    def version(self) -> int:
+        """A number that grows when a write (of any process, on any machine) that took a rev
+        commits: the highest rev heard of. The first call starts listening."""
+        raw = self.conn.raw
+        if not self._listening:
+            raw.add_notify_handler(self._hear)
+            raw.execute(f"LISTEN {CHANNEL}")
+            self._listening = True
+        if not self.conn.in_transaction:
+            raw.pgconn.consume_input()  # what arrived on the socket; never waits
+            while (n := raw.pgconn.notifies()) is not None:
+                raw.pgconn.notify_handler(n)
+        if time.monotonic() - self._caught_up >= CATCH_UP_SECONDS:
+            self._caught_up = time.monotonic()
+            self.heard = max(self.heard, raw.execute("SELECT rev FROM revs WHERE id = 1").fetchone()[0])
+        return self.heard
+
+    def _hear(self, notify: psycopg.Notify) -> None:
+        if notify.channel == CHANNEL and notify.payload.isdigit():
+            self.heard = max(self.heard, int(notify.payload))
 
     @contextmanager
     def snapshot(self) -> Iterator[None]:
