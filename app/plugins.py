@@ -243,6 +243,7 @@ def record(store: Any, p: Plugin, listing: Listing) -> None:
 # after the first. In this process's memory.
 DOWN_SECONDS = 60.0
 WAIT_KNOWN = 1.0
+WAIT_KNOWN_STDIO = 5.0  # a command is started for each listing: a second is too short for node or python
 _last: dict[tuple, Listing] = {}  # the last listing that worked, by plugin identity
 _down: dict[tuple, tuple[float, str]] = {}  # until when a plugin is not asked, and why
 _pending: dict[tuple, asyncio.Future] = {}  # listings under way, shared by the runs that wait
@@ -298,7 +299,7 @@ async def refresh(plugins: Iterable[Plugin], *, private_ok: bool, timeout: float
                 list_tools(p, private_ok=private_ok, timeout=timeout, call_timeout=call_timeout, stdio_ok=stdio_ok))
             task.add_done_callback(lambda t: _pending.pop(key, None) if _pending.get(key) is t else None)
         if last is not None or down is not None:  # known, or known to have been down
-            done, _ = await asyncio.wait({task}, timeout=WAIT_KNOWN)
+            done, _ = await asyncio.wait({task}, timeout=WAIT_KNOWN_STDIO if p.kind == "stdio" else WAIT_KNOWN)
             if task not in done:
                 return _stale(last, "slow to answer" if last is not None else down[1])
         fresh = await asyncio.shield(task)

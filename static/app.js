@@ -456,6 +456,8 @@
       }).then(function (html) {
         if (pop !== mine) return;
         pop.innerHTML = html;
+        var attachButton = pop.querySelector("form.resources button[type=submit]");
+        if (attachButton) attachButton.textContent = "Attach to the message";
         filter();
       }, function () { if (pop === mine) pop.textContent = "The prompts could not be read: open the page instead."; });
     }
@@ -474,5 +476,48 @@
       }
     }, true);
     link.addEventListener("click", function (e) { e.preventDefault(); if (pop) close(); else { open(); } });
+    // Resources ticked in the list are attached to the message being written (chips beside
+    // the files; the composer sends them as `resource` fields, read into files when it is sent).
+    var composer = document.getElementById("composer");
+    function chips() {
+      var list = composer.querySelector("ul.picked-resources");
+      if (!list) {
+        list = document.createElement("ul");
+        list.className = "picked-resources";
+        list.setAttribute("aria-label", "Resources to attach");
+        composer.querySelector(".box").prepend(list);
+      }
+      return list;
+    }
+    function attach(value, label) {
+      if (composer.querySelector('input[name=resource][value="' + CSS.escape(value) + '"]')) return;
+      var field = document.createElement("input");
+      field.type = "hidden"; field.name = "resource"; field.value = value;
+      composer.append(field);
+      var chip = document.createElement("li"), name = document.createElement("span"), x = document.createElement("button");
+      name.textContent = label;
+      x.type = "button"; x.textContent = "×"; x.setAttribute("aria-label", "Do not attach " + label);
+      x.addEventListener("click", function () { field.remove(); chip.remove(); box.focus(); });
+      chip.append(name, x);
+      chips().append(chip);
+    }
+    document.addEventListener("submit", function (e) {
+      var form = e.target;
+      if (!pop || !pop.contains(form) || !form.classList.contains("resources")) return;
+      e.preventDefault();
+      form.querySelectorAll("input[name=resource]:checked").forEach(function (c) {
+        attach(c.value, c.getAttribute("data-name") || c.value);
+      });
+      if (box.value.charAt(0) === "/") box.value = "";
+      close();
+      box.focus();
+    }, true);
+    document.addEventListener("htmx:after:request", function (e) {
+      var c = e.detail && e.detail.ctx, st = c && c.response ? c.response.status : 0;
+      if (e.target !== composer || !st || st >= 400) return;
+      composer.querySelectorAll("input[name=resource]").forEach(function (f) { f.remove(); });
+      var list = composer.querySelector("ul.picked-resources");
+      if (list) list.remove();
+    });
   })();
 })();

@@ -111,3 +111,22 @@ def test_a_skill_is_sent_as_a_message_naming_it(chat_with_plugin, fake):
     assert r.status_code == 303
     assert "Use the skill “haiku”." in idle(client, chat).select("article.user")[-1].get_text(" ", strip=True)
     assert client.post(chat + "/skills", data={"_csrf_token": csrf(client, chat), "skill": "nope"}).status_code == 400
+
+
+def test_the_composer_sends_resources_it_was_given_as_files(chat_with_plugin, fake):
+    """What the "/" list puts into the composer with script: `resource` fields beside the
+    message, read into files when the message is sent."""
+    client, chat = chat_with_plugin
+    page = soup(client.get(chat + "/prompts"))
+    chosen = next(i["value"] for i in page.select('form.resources input[name="resource"]')
+                  if i["value"].endswith("features.md"))
+    fake.script("Noted.")
+    r = client.post(chat + "/ask", data={"_csrf_token": csrf(client, chat), "text": "Look at this", "when": "queue",
+                                         "resource": chosen}, follow_redirects=False)
+    assert r.status_code == 303
+    message = idle(client, chat).select("article.user")[-1]
+    assert "Look at this" in message.get_text(" ", strip=True)
+    assert any("features.md" in a.get_text() for a in message.select("a[href^='/files/']"))
+    r = client.post(chat + "/ask", data={"_csrf_token": csrf(client, chat), "text": "And this", "when": "queue",
+                                         "resource": chosen.split(" ")[0] + " demo://resource/nothing/here"})
+    assert r.status_code == 502 and "Not sent:" in r.text

@@ -75,6 +75,29 @@ def test_slash_lists_prompts_and_a_prompt_is_sent_from_its_form(browser, served_
         assert page.locator(".prompt-popover").count() == 0, "Escape closes it"
 
 
+def test_a_resource_picked_with_slash_is_attached_to_the_message(browser, served_with_plugin, fake):
+    served = served_with_plugin
+    fake.script("I read it.")
+    with served.watched_page(browser, viewport={"width": 1280, "height": 800}) as page:
+        page.goto(served.empty_chat())
+        page.locator("#composer textarea").click()
+        page.keyboard.type("/")
+        popover = page.locator(".prompt-popover")
+        popover.locator("input[name=resource][data-name='features.md']").check(timeout=15_000)
+        popover.locator("form.resources button[type=submit]").click()
+        chip = page.locator("#composer ul.picked-resources li", has_text="features.md")
+        chip.wait_for()
+        assert page.locator("#composer textarea").input_value() == "", "the / is gone"
+        page.locator("#composer textarea").fill("What does this say?")
+        shots(page, "resource-chip")
+        page.locator("#composer textarea").press("Enter")
+        message = page.locator("article.user", has_text="What does this say?")
+        message.wait_for(timeout=15_000)
+        assert message.locator("a[href^='/files/']", has_text="features.md").count() == 1
+        page.locator("article.text", has_text="I read it.").wait_for(timeout=15_000)
+        assert page.locator("#composer ul.picked-resources").count() == 0, "sent: the chips are gone"
+
+
 def test_the_plugins_tab_as_it_looks(browser, served_with_plugin):
     served = served_with_plugin
     with served.watched_page(browser, viewport={"width": 1280, "height": 800}) as page:

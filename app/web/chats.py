@@ -13,7 +13,7 @@ from ..accounts import COOKIE, People
 from ..providers.thinking import THINKING
 from ..tables import Assistant, Conversation, Item, Person, again, decided, stopped
 from ..worker import Worker
-from . import live, render
+from . import live, prompts, render
 from .request import (SUGGESTIONS_MAX, TEXT_MAX, an_id, attachments, conversation_or_404, done, form_field, go, me,
                       model_field, parse_id, state, thinking_level)
 
@@ -164,8 +164,9 @@ async def ask(request: Request, chat: FromPath[str]) -> Response:
     convo = conversation_or_404(request, chat)
     message = await message_of(request, s)
     picked = await new_choice(request, convo, message.model, message.thinking)
+    resources = await prompts.attached_resources(request, convo)  # a plugin's, picked with "/" (mcp-a)
     with s.store.write():  # the file rows and the message together, or neither
-        ids = tuple(s.store.add_file(name, data, person=convo.person) for name, data in message.uploads)
+        ids = tuple(s.store.add_file(name, data, person=convo.person) for name, data in message.uploads + resources)
         # "Now" with nothing running is just a message (the run it was meant for may have ended).
         steer = message.now and s.store.chat_state(convo.id)["running"]
         s.store.ask(convo.id, message.text, model=message.model, files=ids, thinking=message.thinking, steer=steer)

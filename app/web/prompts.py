@@ -111,35 +111,57 @@ async def send_skill(request: Request, chat: FromPath[str]) -> Response:
     return _send(request, convo, f"Use the skill “{name}”." + (f"\n\n{more}" if more else ""), [])
 
 
-@post("/c/{chat:str}/resources")
-async def send_resources(request: Request, chat: FromPath[str]) -> Response:
-    """The ticked resources, each read and stored as a file, attached to the message."""
-    convo = conversation_or_404(request, chat)
+async def _chosen(request: Request) -> list[str]:
     form = await request.form()
     chosen = [v for v in form.getall("resource") if isinstance(v, str)] if "resource" in form else []
-    text = (await form_field(request, "text", TEXT_MAX)).strip()
-    if not chosen:
-        return view(request, convo, await _offers(request, convo), status_code=400,
-                    problem=("resources", "Tick at least one resource to attach."), typed={"text": text})
     if len(chosen) > CHOSEN_MAX or any(len(v) > 4_000 for v in chosen):
         raise HTTPException(status_code=400, detail=f"At most {CHOSEN_MAX} resources a message.")
+    return chosen
+
+
+async def _read(request: Request, convo: Conversation, chosen: list[str]) -> list[tuple[str, bytes]]:
+    """The chosen resources ("PLUGIN_ID URI") read as files; ValueError says why not."""
     files: list[tuple[str, bytes]] = []
-    names: list[str] = []
     for value in chosen:
         plugin_id, _, uri = value.partition(" ")
         p, private_ok = _plugin(request, convo, plugin_id)
         try:
-            found = await mcp_prompts.resource_files(p, uri, private_ok=private_ok)
+            files += await mcp_prompts.resource_files(p, uri, private_ok=private_ok)
         except mcp_prompts.PluginError as e:
-            return view(request, convo, await _offers(request, convo), status_code=502,
-                        problem=("resources", str(e)), typed={"text": text})
-        files += found
-        names += [n for n, _ in found]
+            raise ValueError(str(e)) from None
     limit = state(request).config.upload_max
     if big := next((n for n, data in files if len(data) > limit), None):
-        return view(request, convo, await _offers(request, convo), status_code=413,
-                    problem=("resources", f"{big} is larger than a file may be ({limit:,} bytes)."), typed={"text": text})
-    return _send(request, convo, text or "Attached: " + ", ".join(names), files)
+        raise ValueError(f"{big} is larger than a file may be ({limit:,} bytes).")
+    return files
+
+
+async def attached_resources(request: Request, convo: Conversation) -> list[tuple[str, bytes]]:
+    """The resources the composer attached (`resource` fields, put there by the "/" list with
+    script), read as files to store with the message; a clear 4xx/502 when one cannot be."""
+    chosen = await _chosen(request)
+    if not chosen:
+        return []
+    try:
+        return await _read(request, convo, chosen)
+    except ValueError as e:
+        raise HTTPException(status_code=502, detail=f"Not sent: {e}") from None
+
+
+@post("/c/{chat:str}/resources")
+async def send_resources(request: Request, chat: FromPath[str]) -> Response:
+    """The ticked resources, each read and stored as a file, attached to the message."""
+    convo = conversation_or_404(request, chat)
+    chosen = await _chosen(request)
+    text = (await form_field(request, "text", TEXT_MAX)).strip()
+    if not chosen:
+        return view(request, convo, await _offers(request, convo), status_code=400,
+                    problem=("resources", "Tick at least one resource to attach."), typed={"text": text})
+    try:
+        files = await _read(request, convo, chosen)
+    except ValueError as e:
+        return view(request, convo, await _offers(request, convo), status_code=502, problem=("resources", str(e)),
+                    typed={"text": text})
+    return _send(request, convo, text or "Attached: " + ", ".join(n for n, _ in files), files)
 
 
 routes = [prompts_page, send_prompt, send_skill, send_resources]
