@@ -248,7 +248,9 @@ async def test_a_huge_page_is_cut_and_says_so(server):
     assert "[truncated at 5000 characters]" in result.text
     assert "larger than 2000000 bytes" in result.text
     assert len(result.text) < 5_000 + 300
-    assert time.monotonic() - started < 10
+    # Only a guard against a stall: that the page was cut at 2 MB is said above. Reading 2 MB
+    # of HTML takes ~3 s, and over 10 s on a loaded 2-core machine (it failed so, twice).
+    assert time.monotonic() - started < 60
 
 
 async def test_long_plain_text_is_cut_at_max_chars(server):

@@ -98,7 +98,8 @@ class Runs(Base):
         with self.write() as db:
             top = dbm.bump(db, len(changes))
             for rev, (item_id, values) in enumerate(changes.items(), start=top - len(changes) + 1):
-                by_columns.setdefault(tuple(values), []).append([*values.values(), t, rev, item_id])
+                # str(): a growing text (agent.SoFar) is joined here, once per write, on either engine
+                by_columns.setdefault(tuple(values), []).append([*map(str, values.values()), t, rev, item_id])
             for columns, rows in by_columns.items():
                 bad = set(columns) - GROWING
                 if bad:

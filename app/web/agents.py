@@ -70,7 +70,7 @@ async def offered_tools(s: Worker, agent: Assistant) -> list[tuple[str, list[Too
     taken = {t.name for t in groups[0][1]}
     for p in s.store.plugins(agent.id, enabled_only=True):
         listing = await plugin_pages.listing_of(s, agent, p)
-        # the names the model is given (runner.tools_for): a clash renames the later tool
+        # the names the model is given (run/setup.py: Setup.tools_for): a clash renames the later tool
         note = "" if mcp.status_ok(listing.status) else (
             f"{listing.status}: these are its tools as listed before" if listing.tools and "as listed before"
             not in listing.status else listing.status)

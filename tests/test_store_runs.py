@@ -1,0 +1,73 @@
+"""The runner's statements (app/store/runs.py) on both engines: pending work, leases, growth."""
+import pytest
+
+from app.agent import Pieces
+from app.tables import item, retried, stopped
+
+
+def test_pending_work_is_what_the_runner_and_the_page_find(store):
+    chat = store.new_conversation(store.default_agent().id).id
+    other = store.new_conversation(store.default_agent().id).id
+    before = store.rev()
+    assert store.pending_since(0) == [] and store.next_pending(chat) is None and store.answering(chat) is None
+    first = store.ask(chat, "One")
+    store.ask(other, "Elsewhere")
+    second = store.ask(chat, "Two")
+    assert store.pending_since(before) == [(chat, "user"), (other, "user"), (chat, "user")]
+    assert store.pending_since(store.rev()) == [], "only what changed after the rev"
+    assert store.next_pending(chat).id == first.id
+    assert store.answering(chat).id == first.id and store.answering(chat).turn == first.id
+    stop = store.add(stopped(chat))
+    assert store.unhandled_stops(chat) == [stop.id]
+    assert store.next_pending(chat).id == first.id, "oldest first"
+    store.update(first.id, done=True)
+    assert store.answering(chat).id == second.id, "a stop is a request, not an answer being written"
+    store.update(second.id, done=True)
+    again = store.add(retried(chat))
+    assert store.answering(chat).id == again.id and store.answering(chat).turn == second.id
+    store.update(stop.id, done=True)
+    assert store.unhandled_stops(chat) == []
+    mark = store.rev()
+    store.delete_conversation(other)
+    assert store.deleted_since(mark) == {other}
+    assert store.deleted_since(store.rev()) == set()
+
+
+def test_a_lease_is_one_owners_until_it_expires(store):
+    chat = store.new_conversation(store.default_agent().id).id
+    assert store.lease(chat, "a", 10)
+    assert store.lease(chat, "a", 10), "its owner keeps it"
+    assert not store.lease(chat, "b", 10), "a live lease of another owner holds"
+    assert store.renew("a", [chat], 10) == {chat} and store.renew("b", [chat], 10) == set()
+    store.release(chat, "b")  # not b's: nothing happens
+    assert not store.lease(chat, "b", 10)
+    store.release(chat, "a")
+    assert store.lease(chat, "b", -1) and store.lease(chat, "a", 10), "released, then expired: taken over"
+    store.void_leases()
+    assert store.lease(chat, "b", 10)
+    store.delete_conversation(chat)
+    assert not store.lease(chat, "b", 10), "a conversation that is gone is not leased"
+    assert store.renew("b", [chat], 10) == set()
+
+
+def test_growth_of_many_items_is_written_in_one_rev_range(store):
+    chat = store.new_conversation(store.default_agent().id).id
+    user = store.ask(chat, "Write")
+    text = store.add(item("text", chat, turn=user.id))
+    call = store.add(item("call", chat, turn=user.id, name="t", input="{}"))
+    pieces = Pieces()
+    pieces.add("Hello, ")
+    grown = pieces.add("world")  # a growing text is written as it was at its latest update
+    top = store.rev()
+    store.grow_items({text.id: {"text": grown}, call.id: {"output": "step 1 of 2"}})
+    assert store.item(text.id).text == "Hello, world" and store.item(call.id).output == "step 1 of 2"
+    assert sorted([store.item(text.id).rev, store.item(call.id).rev]) == [top + 1, top + 2]
+    assert store.rev() == top + 2
+    assert store.first_message(chat) == user.id and store.answer_text(user.id) == "Hello, world"
+
+
+def test_only_growing_columns_are_written_in_a_batch(store):
+    chat = store.new_conversation(store.default_agent().id).id
+    user = store.ask(chat, "Write")
+    with pytest.raises(ValueError, match="not growing columns"):
+        store.grow_items({user.id: {"done": 1}})
