@@ -154,7 +154,7 @@ async def stream(providers: Providers, model: str, messages: list[Message], tool
                  extra: dict[str, Any] | None = None, thinking: str | None = None) -> AsyncIterator[Delta]:
     endpoint = await providers.locate(model)
     client = providers.client(endpoint)
-    request = build(providers, endpoint, model, messages, tools, thinking, providers.is_local(model))
+    request = build(providers, endpoint, model, messages, tools, thinking, providers.bounded(model, endpoint))
     if extra:
         request.update(extra)
     server = providers.server(endpoint)

@@ -290,11 +290,12 @@ class Providers:
 
     # --- what servers said and what they taught ---------------------------------------
 
-    def is_local(self, model: str) -> bool:
-        """Whether `model` is answered by a server set up by hand (this computer's, AI_URL's),
-        which is sent max_tokens; a hosted account bounds its answers itself."""
+    def bounded(self, model: str, endpoint: Endpoint) -> bool:
+        """Whether requests for `model` carry max_tokens: on this computer, and at AI_URL when
+        it is a server we recognise (llama.cpp, llama-cpp-python, vLLM, LM Studio). Hosted
+        services bound answers themselves, and some of their models refuse max_tokens."""
         kind, _ = choice_of(model, self.accounts)
-        return kind in ("", LOCAL)
+        return kind == LOCAL or (kind == "" and bool(self.server(endpoint).kind))
 
     def server(self, endpoint: Endpoint) -> Server:
         return self.server_at(endpoint.base_url)
