@@ -32,7 +32,8 @@ SETTINGS: dict[str, tuple[str, str]] = {
     "TABLETALK_CONTEXT_SHARE": ("0.75", "Share of the model's context window a request may fill; past it the "
                                         "oldest turns are left out of what is sent (they stay on the page)."),
     "TABLETALK_MAX_TOKENS": ("2048", "Most tokens one answer step may be (max_tokens, sent to model servers on this "
-                                     "computer and at AI_URL), and never more than the window leaves after the request."),
+                                     "computer, and at AI_URL when it is llama.cpp, llama-cpp-python, vLLM or LM "
+                                     "Studio), and never more than the window leaves after the request."),
     "TABLETALK_MODEL_TIMEOUT": ("60", "Seconds without a byte from the model before a request is given up."),
     "TABLETALK_PLUGIN_TIMEOUT": ("600", "Seconds a plugin's tool call may go without a word from its server; "
                                         "each progress report starts the count again."),

@@ -140,13 +140,16 @@ async def diagnosis(providers: Providers, client: openai.AsyncOpenAI, endpoint: 
     says what the stream could not; when it answers, the stream was empty for no reason given."""
     asked = {k: v for k, v in request.items() if k not in ("stream", "stream_options")}
     asked |= {"stream": False, "max_tokens": 1}
-    try:
-        await client.chat.completions.create(**asked)
-    except Exception as e:
-        found = failure(providers, e, endpoint, model, request, messages, tools)
-        if type(found) is ModelError and isinstance(e, openai.APIConnectionError):
-            return ModelError(EMPTY_REPLY)
-        return found
+    for again in (False, True):
+        try:
+            await client.chat.completions.create(**asked)
+        except openai.APIConnectionError:
+            if again:  # the connection the stream left was closed under it: once more, anew
+                return ModelError(EMPTY_REPLY)
+        except Exception as e:
+            return failure(providers, e, endpoint, model, request, messages, tools)
+        else:
+            break
     return ModelError(EMPTY_REPLY)
 
 
@@ -154,7 +157,7 @@ async def stream(providers: Providers, model: str, messages: list[Message], tool
                  extra: dict[str, Any] | None = None, thinking: str | None = None) -> AsyncIterator[Delta]:
     endpoint = await providers.locate(model)
     client = providers.client(endpoint)
-    request = build(providers, endpoint, model, messages, tools, thinking, providers.is_local(model))
+    request = build(providers, endpoint, model, messages, tools, thinking, providers.bounded(model, endpoint))
     if extra:
         request.update(extra)
     server = providers.server(endpoint)

@@ -16,6 +16,9 @@ from .ids import GROUP_LOCAL, LOCAL, NO_IMAGES, Choice
 from .servers import Server, probe
 
 LIST_TIMEOUT = 5.0  # seconds for one catalog request: a page waits on the slowest server at refresh
+# ... and for a turn that needs the list to choose its model: a server that answers one request
+# at a time lists only once the one it is busy with ends (another process's, say)
+PATIENT_TIMEOUT = 60.0
 SHOW_AT_ONCE = 8  # Ollama /api/show requests in flight while one catalog is read
 OLLAMA_PORT = 11434
 
@@ -111,13 +114,14 @@ def tags_in(entry: dict[str, Any]) -> tuple[str, ...]:
 
 
 async def openai_catalog(http: httpx2.AsyncClient, url: str, key: str, group: str, prefix: str = "",
-                         only: tuple[str, ...] = (), servers: dict[str, Server] | None = None) -> list[Choice]:
+                         only: tuple[str, ...] = (), servers: dict[str, Server] | None = None,
+                         timeout: float = LIST_TIMEOUT) -> list[Choice]:
     """The models an OpenAI-compatible server lists at GET {url}/models, ids "{prefix}NAME".
     With `only`, those models in that order (their window taken from the list when it has them).
     With `servers`, the server is also asked what it says about itself (servers.probe), kept
     there under `url`, and the window it runs each model with wins over the list's."""
     headers = {"Authorization": f"Bearer {key}"} if key else {}
-    body = _json(await http.get(f"{url}/models", headers=headers, timeout=LIST_TIMEOUT))
+    body = _json(await http.get(f"{url}/models", headers=headers, timeout=timeout))
     data = body.get("data") if isinstance(body, dict) else None
     if not isinstance(data, list):
         raise Unreachable("unreachable: its model list could not be read")

@@ -156,16 +156,19 @@ class Providers:
 
     # --- the model list -------------------------------------------------------------
 
-    async def choices(self) -> list[Choice]:
+    async def choices(self, patient: bool = False) -> list[Choice]:
         """Every model reachable now, in the picker's order (`ids.groups`). A provider that
-        is down is one row that says so, and never keeps the others from being listed."""
+        is down is one row that says so, and never keeps the others from being listed.
+        `patient`: a turn waits for a slow list (a server busy with one request lists when
+        that ends); a page does not."""
+        wait = catalog.PATIENT_TIMEOUT if patient else catalog.LIST_TIMEOUT
         c = self.config
         listings = await asyncio.gather(
             self._list_ollama(),
-            self._list_local_server(),
+            self._list_local_server(wait),
             self._list_builtin(),
             *(self._list_account(a) for a in c.accounts),
-            self._list_server(),
+            self._list_server(wait),
         )
         out: list[Choice] = []
         seen: set[str] = set()
@@ -209,14 +212,16 @@ class Providers:
         self._thinkers = {choice.name for choice in found if "thinking" in choice.tags}
         return found
 
-    async def _list_probed(self, url: str, key: str, group: str, prefix: str, down: Choice) -> list[Choice]:
+    async def _list_probed(self, url: str, key: str, group: str, prefix: str, down: Choice,
+                           wait: float = catalog.LIST_TIMEOUT) -> list[Choice]:
         """A server set up by hand: listed, and asked what it says about itself. One busy
         with all the requests it serves at once keeps its last listing: asking it now could
         end an answer it is giving (llama-cpp-python ends the running request for any other)."""
         gate = self._gates.get(url)
         if gate is not None and gate.busy and url in self._listings:
             return self._listings[url]
-        found = await self._listed(catalog.openai_catalog(self._http, url, key, group, prefix, servers=self._servers), down)
+        found = await self._listed(catalog.openai_catalog(self._http, url, key, group, prefix, servers=self._servers,
+                                                           timeout=wait), down)
         if all(c.up for c in found):
             self._listings[url] = found
         elif url in self._listings and self.server_at(url).slots and "in time" in found[0].note:
@@ -227,12 +232,12 @@ class Providers:
             self._listings.pop(url, None)
         return found
 
-    async def _list_local_server(self) -> list[Choice]:
+    async def _list_local_server(self, wait: float = catalog.LIST_TIMEOUT) -> list[Choice]:
         url = self.config.local_ai_url
         if not url:
             return []
         found = await self._list_probed(url, "", GROUP_LOCAL, f"{LOCAL}:",
-                                        Choice("!local", f"Server at {catalog.where(url)}", GROUP_LOCAL))
+                                        Choice("!local", f"Server at {catalog.where(url)}", GROUP_LOCAL), wait)
         self._local[LOCAL_SERVER] = {choice.name for choice in found if choice.up}
         return found
 
@@ -255,11 +260,12 @@ class Providers:
             catalog.openai_catalog(self._http, account.url, account.key, account.name, f"{account.name}:", account.models),
             Choice(f"!account:{account.name}", catalog.where(account.url), account.name))
 
-    async def _list_server(self) -> list[Choice]:
+    async def _list_server(self, wait: float = catalog.LIST_TIMEOUT) -> list[Choice]:
         if not self.config.ai_url:
             return []
         return await self._list_probed(self.config.ai_url, self.config.ai_key, GROUP_SERVER, "",
-                                       Choice("!server", f"AI_URL ({catalog.where(self.config.ai_url)})", GROUP_SERVER))
+                                       Choice("!server", f"AI_URL ({catalog.where(self.config.ai_url)})", GROUP_SERVER),
+                                       wait)
 
     # --- streaming ------------------------------------------------------------------
 
@@ -290,11 +296,12 @@ class Providers:
 
     # --- what servers said and what they taught ---------------------------------------
 
-    def is_local(self, model: str) -> bool:
-        """Whether `model` is answered by a server set up by hand (this computer's, AI_URL's),
-        which is sent max_tokens; a hosted account bounds its answers itself."""
+    def bounded(self, model: str, endpoint: Endpoint) -> bool:
+        """Whether requests for `model` carry max_tokens: on this computer, and at AI_URL when
+        it is a server we recognise (llama.cpp, llama-cpp-python, vLLM, LM Studio). Hosted
+        services bound answers themselves, and some of their models refuse max_tokens."""
         kind, _ = choice_of(model, self.accounts)
-        return kind in ("", LOCAL)
+        return kind == LOCAL or (kind == "" and bool(self.server(endpoint).kind))
 
     def server(self, endpoint: Endpoint) -> Server:
         return self.server_at(endpoint.base_url)
