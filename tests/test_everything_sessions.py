@@ -101,3 +101,42 @@ async def test_a_deleted_conversation_ends_its_session(store, everything):
         assert asked() in (400, 404), "the server was sent the DELETE: it knows the session no more"
     finally:
         await sessions.close_all()
+
+
+def test_a_restarted_tabletalk_goes_on_in_the_servers_session(data, env, fake):
+    """`tabletalk serve` stopped and started again between two messages: the second call is
+    made in the session the first one opened (the toggle stops what the first started)."""
+    import re as regex
+
+    from tests.conftest import Served, soup, start_chat, wait_for
+    from tests.fakes.openai_server import tool_call
+
+    def finished(client, chat: str, calls: int):
+        return wait_for(lambda: len((p := soup(client.get(chat))).select("article.call pre.output")) == calls and
+                        p.select_one('#status[data-running="0"]') and p, timeout=30)
+
+    with Everything("streamableHttp") as everything:
+        settings = {**env, "CHAT_PRIVATE_PLUGINS": "1"}
+        first = Served(data, settings).start()
+        try:
+            client = first.client(timeout=10, follow_redirects=True)
+            token = regex.search(r'name="_csrf_token" value="([^"]+)"', client.get("/").text).group(1)
+            agent = soup(client.get("/agents")).select_one(".agent-list a")["href"]
+            client.post(agent + "/plugins", data={"_csrf_token": token, "name": "ev", "address": everything.url})
+            fake.script([tool_call("ev_toggle-simulated-logging", {})], "On.")
+            chat = start_chat(client, "logging on", token=token)
+            on = finished(client, chat, 1).select("article.call pre.output")[0].text
+            assert on.startswith("Started simulated")
+        finally:
+            first.stop()
+        second = Served(data, settings).start()
+        try:
+            client = second.client(timeout=10, follow_redirects=True)
+            token = regex.search(r'name="_csrf_token" value="([^"]+)"', client.get("/").text).group(1)
+            fake.script([tool_call("ev_toggle-simulated-logging", {})], "Off.")
+            client.post(chat + "/ask", data={"_csrf_token": token, "text": "and off", "when": "queue"})
+            off = finished(client, chat, 2).select("article.call pre.output")[1].text
+            assert off.startswith("Stopped simulated"), off
+            assert session_of(off) == session_of(on)
+        finally:
+            second.stop()

@@ -111,3 +111,24 @@ def test_the_plugins_tab_as_it_looks(browser, served_with_plugin):
         page.locator("li.plugin details.plugin-edit summary").click()
         page.locator("li.plugin details.plugin-edit summary").scroll_into_view_if_needed()
         shots(page, "plugins-edit")
+
+
+def test_without_script_a_bad_name_is_said_beside_the_field_and_a_rename_works(browser, served_with_plugin):
+    served = served_with_plugin
+    # console=False: the refusal is a 400 page, which Chromium logs as a failed load
+    with served.watched_page(browser, console=False, viewport={"width": 1280, "height": 800},
+                             java_script_enabled=False) as page:
+        page.goto(f"/agents/{served.agent}?tab=plugins")
+        edit = page.locator("li.plugin details.plugin-edit")
+        edit.locator("summary").click()
+        edit.locator('input[name="name"]').fill("<b>two words</b>")
+        edit.locator('button[value="save"]').click()
+        note = page.locator("li.plugin details.plugin-edit[open] #problem-name")
+        assert "letters, digits, - and _ only" in note.inner_text()
+        assert page.locator("li.plugin strong").inner_text() == "everything", "nothing changed"
+        note.scroll_into_view_if_needed()
+        page.screenshot(path=f"{SHOTS}/mcp-a-plugins-refused-nojs-desk-light.png")
+        page.locator('li.plugin details.plugin-edit input[name="name"]').fill("ev")
+        page.locator('li.plugin details.plugin-edit button[value="save"]').click()
+        assert page.locator(".saved").inner_text().strip() == "Plugin saved."
+        assert page.locator("li.plugin strong").inner_text() == "ev"

@@ -106,7 +106,7 @@ async def send_skill(request: Request, chat: FromPath[str]) -> Response:
     convo = conversation_or_404(request, chat)
     name = (await form_field(request, "skill", 200)).strip()
     more = (await form_field(request, "text", TEXT_MAX)).strip()
-    if state(request).store.skill_by_name(name) is None:
+    if not any(sk.name == name for sk in state(request).store.skills()):
         raise HTTPException(status_code=400, detail=f"There is no skill “{name[:80]}”.")
     return _send(request, convo, f"Use the skill “{name}”." + (f"\n\n{more}" if more else ""), [])
 
