@@ -123,7 +123,7 @@ def on_both_engines(request, env: dict[str, str], monkeypatch: pytest.MonkeyPatc
         monkeypatch.setenv("DATABASE_URL", url)
         return env | {"DATABASE_URL": url}
     monkeypatch.delenv("DATABASE_URL", raising=False)
-    return env
+    return {k: v for k, v in env.items() if k != "DATABASE_URL"}
 
 
 @pytest.fixture
@@ -132,12 +132,17 @@ def data(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def env(monkeypatch: pytest.MonkeyPatch, data: Path, fake: FakeModelServer) -> dict[str, str]:
-    """The app's settings for a test: its own data folder, the fake model server."""
+def env(request, monkeypatch: pytest.MonkeyPatch, data: Path, fake: FakeModelServer) -> dict[str, str]:
+    """The app's settings for a test: its own data folder, the fake model server; SQLite,
+    unless the test asks for both engines (on_both_engines) or TABLETALK_TEST_POSTGRES=1
+    runs every app test on PostgreSQL."""
     values = {"TABLETALK_DATA": str(data), "AI_URL": fake.url, "AI_KEY": "", "AI_MODEL": ""}
+    if os.environ.get("TABLETALK_TEST_POSTGRES") == "1":
+        values["DATABASE_URL"] = request.getfixturevalue("pg_url")
+    else:
+        monkeypatch.delenv("DATABASE_URL", raising=False)
     for k, v in values.items():
         monkeypatch.setenv(k, v)
-    monkeypatch.delenv("DATABASE_URL", raising=False)  # SQLite, unless the test asks for both engines
     return values
 
 

@@ -6,14 +6,20 @@ import pytest
 from app import db as dbm
 from app.store import Store
 from app.tables import asked
-from tests.conftest import Served, csrf, soup, start_chat, wait_for
+from tests.conftest import ENGINES, Served, csrf, database, on_both_engines, soup, start_chat, wait_for
 from tests.fakes.openai_server import text, tool_call
+
+
+@pytest.fixture(params=ENGINES)
+def env(request, env, monkeypatch):
+    """Each test here on SQLite and on PostgreSQL (DATABASE_URL)."""
+    return on_both_engines(request, env, monkeypatch)
 
 PLAN = "- [x] read the question\n- [ ] answer it"
 
 
 def agent_waits_for(data, tools="update_plan"):
-    db = dbm.connect(data / "tabletalk.db")
+    db = dbm.connect(database(data))
     store = Store(db)
     store.update_agent(store.default_agent().id, approve=tools)
     db.conn.close()
@@ -94,7 +100,7 @@ def test_a_wait_survives_a_restart(data, env, fake):
     first = Served(data, env).start()
     agent_waits_for(data)
     fake.script([tool_call("update_plan", {"plan": PLAN})], "Done after the restart.")
-    db = dbm.connect(data / "tabletalk.db")
+    db = dbm.connect(database(data))
     store = Store(db)
     chat = store.new_conversation(store.default_agent().id).id
     store.add(asked(chat, "plan"))

@@ -12,9 +12,15 @@ from app.store import Store
 from app.tables import asked, plugin
 from app.tools import Result, Tool
 from app.run.turn import MAY_HAVE_RUN
-from tests.conftest import Served, csrf, soup, wait_for
+from tests.conftest import ENGINES, Served, csrf, database, on_both_engines, soup, wait_for
 from tests.fakes.mcp_server import FakeMCPServer
 from tests.fakes.openai_server import text, tool_call
+
+
+@pytest.fixture(params=ENGINES)
+def env(request, env, monkeypatch):
+    """Each test here on SQLite and on PostgreSQL (DATABASE_URL)."""
+    return on_both_engines(request, env, monkeypatch)
 
 
 def events_of(tool: Tool) -> list[str]:
@@ -63,7 +69,7 @@ def test_a_call_cut_after_it_was_sent_may_have_run_and_the_person_may_run_it_aga
                     [text("I cannot tell whether it ran.")],
                     [text("It ran again and waited.")])
         first = Served(data, env).start()
-        db = dbm.connect(data / "tabletalk.db")
+        db = dbm.connect(database(data))
         store = Store(db)
         agent = store.default_agent(store.owner())
         store.add_plugin(plugin(agent.id, mcp.url))

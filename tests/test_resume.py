@@ -11,8 +11,14 @@ from app.run.writes import Writes
 from app.store import Store
 from app.tables import asked, item
 from app.tools import Result, Tool
-from tests.conftest import Served, wait_for
+from tests.conftest import ENGINES, Served, database, on_both_engines, wait_for
 from tests.fakes.openai_server import rate, text
+
+
+@pytest.fixture(params=ENGINES)
+def env(request, env, monkeypatch):
+    """Each test here on SQLite and on PostgreSQL (DATABASE_URL)."""
+    return on_both_engines(request, env, monkeypatch)
 
 
 def counting_tool(name, runs, idempotent=False):
@@ -105,7 +111,7 @@ ANSWER = " ".join(f"w{i}" for i in range(120))
 def test_kill_9_mid_answer_and_the_conversation_goes_on_after_a_restart(data, env, fake):
     fake.script([rate(40), text(ANSWER)], [rate(200), text(ANSWER)])
     first = Served(data, env).start()
-    db = dbm.connect(data / "tabletalk.db")
+    db = dbm.connect(database(data))
     store = Store(db)
     chat = store.new_conversation(store.default_agent().id).id
     store.add(asked(chat, "Say the words"))
@@ -137,7 +143,7 @@ def test_kill_9_mid_answer_and_the_conversation_goes_on_after_a_restart(data, en
 def test_two_workers_answer_every_message_exactly_once(data, env, fake):
     fake.default = [rate(100), text("An answer of a few words.")]
     served = Served(data, env, workers=2).start()
-    db = dbm.connect(data / "tabletalk.db")
+    db = dbm.connect(database(data))
     store = Store(db)
     try:
         chats = [store.new_conversation(None).id for _ in range(8)]
@@ -163,7 +169,7 @@ def test_a_page_served_by_one_worker_follows_a_run_in_the_other(data, env, fake)
 
     fake.default = [rate(10), text("Slow words for the other worker to follow along.")]
     served = Served(data, env, workers=2).start()
-    db = dbm.connect(data / "tabletalk.db")
+    db = dbm.connect(database(data))
     store = Store(db)
     try:
         chat = store.new_conversation(None).id

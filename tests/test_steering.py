@@ -8,9 +8,15 @@ from app.tables import asked, item
 from app.agent import Delta
 from app.run.turn import Turn
 from app.run.writes import Writes
-from tests.conftest import ask, csrf, idle, new_chat, rows, soup, wait_for
+from tests.conftest import ENGINES, ask, csrf, idle, new_chat, on_both_engines, rows, soup, wait_for
 from tests.fakes.mcp_server import FakeMCPServer
 from tests.fakes.openai_server import text, tool_call
+
+
+@pytest.fixture(params=ENGINES)
+def env(request, env, monkeypatch):
+    """Each test here on SQLite and on PostgreSQL (DATABASE_URL)."""
+    return on_both_engines(request, env, monkeypatch)
 
 SLOW = "127_0_0_1_slow"  # the fake MCP server's `slow(seconds)`, as the plugin offers it
 

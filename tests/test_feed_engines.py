@@ -1,0 +1,64 @@
+"""The change feed and the leases across connections (processes, machines), on both
+engines (conftest's `store`): a follower hears another connection's write through the
+feed's own poll (PostgreSQL: NOTIFY, no catch-up read needed), and two runners racing for a
+conversation's lease get it one at a time, the second once the first's expires."""
+import asyncio
+import threading
+
+from app import db as dbm
+from app.feed import Feed
+from app.store import Store
+from app.store import postgres as pg
+from app.web import live
+
+
+def database_of(store):
+    if dbm.postgres(store.db):
+        return store.db.url
+    return next(r[2] for r in store.all("PRAGMA database_list") if r[1] == "main")
+
+
+async def test_a_follower_hears_a_write_of_another_connection(store, monkeypatch):
+    monkeypatch.setattr(pg, "CATCH_UP_SECONDS", 3600.0)  # on PostgreSQL only NOTIFY can tell it
+    chat = store.new_conversation(None).id
+    feed = Feed(database_of(store), render=live.chat_changes)
+    feed.start()
+    try:
+        follower = feed.follow(chat)
+        follower.fresh = False
+        await asyncio.sleep(0.1)  # the feed has read its version (and listens)
+        store.ask(chat, "written elsewhere")  # another connection: its commit wakes nobody here
+        for _ in range(100):
+            rev, data = await asyncio.wait_for(follower.next(), 10) or (0, b"")
+            if b"written elsewhere" in data:
+                break
+        assert b"written elsewhere" in data and rev == store.rev()
+    finally:
+        await feed.aclose()
+
+
+def test_two_runners_race_for_a_lease_and_one_wins(store):
+    chat = store.new_conversation(None).id
+    other = Store(dbm.connect(database_of(store)))
+    try:
+        results: list[tuple[str, bool]] = []
+        ready = threading.Barrier(2)
+
+        def take(s, owner):
+            ready.wait()
+            results.append((owner, s.lease(chat, owner, 30)))
+
+        threads = [threading.Thread(target=take, args=(s, o)) for s, o in ((store, "a"), (other, "b"))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        winners = [o for o, won in results if won]
+        assert len(winners) == 1
+        winner, loser = (store, other) if winners == ["a"] else (other, store)
+        assert winner.lease(chat, winners[0], 30), "the holder keeps it"
+        assert not loser.lease(chat, "ab".replace(winners[0], ""), 30), "a live lease is not taken"
+        winner.lease(chat, winners[0], -1)  # expired
+        assert loser.lease(chat, "ab".replace(winners[0], ""), 30), "an expired one is"
+    finally:
+        other.db.conn.close()
