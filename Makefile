@@ -87,7 +87,7 @@ $(LLAMA_STAMP): | $(STAMP)
 test: setup browser postgres npm-tools llama
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
-bench: setup
+bench: setup llama
 	@for b in benchmarks/[!_]*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
 
 clean:

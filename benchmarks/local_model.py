@@ -12,8 +12,8 @@ Instruct Q4_1, portable build), and each of N rounds measures, one after the oth
    First token: from the POST until the first stream message that carries the answer's
    text (so it includes Tabletalk's request set-up, the model's prompt processing, the
    runner's 50 ms writes, the feed and the 40-character reveal grid). Tokens/s: the answer's
-   tokens (the server's own tokenizer, /extras/tokenize) over the time from that message
-   to the one that marks the answer done.
+   tokens after those that first message showed (the server's own tokenizer,
+   /extras/tokenize) over the time from that message to the one that marks the answer done.
 2. Directly: the very request Tabletalk sent (recorded by a pass-through proxy in front of
    the model server: the workers are pointed at it through the address file the supervisor
    writes, model/server.json) sent again straight to the server. First token: until the
@@ -25,7 +25,8 @@ the two; each side's tokens/s is its own tokens over its own time. Before each m
 the server is left idle (Tabletalk's title request after a first answer runs to its end) and
 sent a small unrelated request (it keeps the last prompt's state, which would make the
 second of two identical requests look quicker). LOCAL_MODEL_DEBUG=1 prints what the page's
-stream received, with times. Prints a table of medians and exits.
+stream received, with times. Prints a table of medians (and each run's first tokens: on a busy machine they vary more
+than Tabletalk's part in them) and the load average, and exits.
 """
 from __future__ import annotations
 
@@ -215,7 +216,11 @@ def through_tabletalk(s: Served, data: Path, server: str, prompt: str, proxy: Pr
     if not shows or not ends:
         raise SystemExit(f"the stream did not show the answer {dom} ({len(messages)} messages)")
     n = tokens_of(server, text)
-    return shows[0] - t0, (n - 1) / (ends[0] - shows[0]) if ends[0] > shows[0] else float("nan"), n
+    # the rate from the first text shown: the tokens it showed at once are not counted
+    first_shown = next(m for t, m in messages if t == shows[0])
+    at_once = tokens_of(server, re.sub(r"<[^>]+>|^data:|^id:\d+", "", first_shown.split(f'{dom}-', 1)[1], flags=re.M))
+    after = n - at_once
+    return shows[0] - t0, after / (ends[0] - shows[0]) if ends[0] > shows[0] and after > 0 else float("nan"), n
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -270,6 +275,8 @@ def main(argv: list[str] | None = None) -> int:
             tokens = statistics.median(r[2] for r in results[side])
             table.add(f"first token, {label} (median of {args.runs})", f"{first * 1000:.0f} ms")
             table.add(f"tokens/s, {label}", f"{rate:.1f} (answers of ~{tokens:.0f} tokens)")
+        table.add("first token each run, directly / through Tabletalk", ", ".join(
+            f"{d[0] * 1000:.0f}/{tt[0] * 1000:.0f}" for tt, d in zip(results["tabletalk"], results["direct"])) + " ms")
         overhead = [tt[0] - d[0] for tt, d in zip(results["tabletalk"], results["direct"])]
         table.add("first token: Tabletalk adds (median)", f"{statistics.median(overhead) * 1000:.0f} ms")
         ratio = statistics.median(results["tabletalk"][i][1] / results["direct"][i][1] for i in range(args.runs))
@@ -278,6 +285,7 @@ def main(argv: list[str] | None = None) -> int:
         usage = httpx.post(f"{server}/v1/chat/completions", json={**sent, "stream": False, "max_tokens": 1},
                            timeout=300).json()["usage"]
         table.add("prompt tokens of Tabletalk's request", f"{usage['prompt_tokens']} ({len(sent.get('tools') or [])} tools)")
+        table.add("load average (1 min) at the end", f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     finally:
         s.stop()
     table.print()
