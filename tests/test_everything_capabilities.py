@@ -8,7 +8,7 @@ from app import mcp_link
 from app.mcp_sessions import Sessions
 from app.plugins import list_tools
 from app.tables import plugin
-from app.tools import Context
+from app.tools import ToolContext
 from tests.fakes.everything import Everything
 
 BY_CAPABILITY = {"sampling": {"trigger-sampling-request"}, "roots": {"get-roots-list"},
@@ -42,7 +42,7 @@ async def test_a_conversations_session_sees_the_tools_the_listing_showed(everyth
     sessions = Sessions()
     try:
         await listing.tools[0].run({"message": "x"} if listing.tools[0].name == "ev_echo" else {},
-                                   Context(chat=1, agent=1, extra={"mcp_sessions": sessions}))
+                                   ToolContext(chat=1, agent=1, sessions=sessions))
         held = next(iter(sessions.open.values()))
         seen = {t.name for t in (await held.client.list_tools()).tools}
         assert seen == set(listing.names.values()) | {"simulate-research-query"}

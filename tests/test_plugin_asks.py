@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from app import mcp_asks
-from app.turn import MAY_HAVE_RUN
+from app.run.turn import MAY_HAVE_RUN
 from tests.conftest import Served, csrf, idle, soup, start_chat, wait_for
 from tests.fakes.asking_server import AskingMCPServer
 from tests.fakes.openai_server import text, tool_call

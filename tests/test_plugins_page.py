@@ -196,7 +196,7 @@ async def test_a_plugin_down_after_a_restart_offers_its_kept_tools_and_says_why(
     from app import plugins
     from app.config import Config
     from app.tables import Assistant, plugin
-    from app.tools import Context
+    from app.tools import ToolContext
     from pathlib import Path
 
     agent = store.add_agent(Assistant(name="a", instructions=""))
@@ -214,5 +214,5 @@ async def test_a_plugin_down_after_a_restart_offers_its_kept_tools_and_says_why(
     assert store.plugin_row(p.id).status.startswith("unreachable (")
     assert "as listed before" in store.plugin_row(p.id).status
     with pytest.raises(plugins.PluginError) as failed:
-        await tools["ev_add"].run({"a": 1, "b": 2}, Context(chat=1, agent=agent.id))
+        await tools["ev_add"].run({"a": 1, "b": 2}, ToolContext(chat=1, agent=agent.id))
     assert str(failed.value) == "The plugin ev is unreachable."

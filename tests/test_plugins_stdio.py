@@ -15,7 +15,7 @@ import pytest
 from app.mcp_sessions import Sessions
 from app.plugins import list_tools
 from app.tables import Plugin
-from app.tools import Context
+from app.tools import ToolContext
 from tests.conftest import csrf, soup
 from tests.fakes.everything import LOOPBACK, PACKAGE
 
@@ -48,13 +48,13 @@ def alive(pid: int) -> bool:
 async def test_a_command_runs_once_per_conversation_session_and_stops_when_closed():
     tools, sessions = await tools_of(command(env=(("GREETING", "hello"),))), Sessions()
     try:
-        who = (await tools["fake_whoami"].run({}, Context(chat=1, agent=1, extra={"mcp_sessions": sessions}))).text
+        who = (await tools["fake_whoami"].run({}, ToolContext(chat=1, agent=1, sessions=sessions))).text
         assert "GREETING=hello" in who and "SECRET_HOME=True" in who, who
         pid = int(re.search(r"pid (\d+)", who)[1])
-        counted = [(await tools["fake_count"].run({}, Context(chat=1, agent=1, extra={"mcp_sessions": sessions}))).text
+        counted = [(await tools["fake_count"].run({}, ToolContext(chat=1, agent=1, sessions=sessions))).text
                    for _ in range(2)]
         assert counted == ["1", "2"], "the same process from call to call"
-        other = (await tools["fake_count"].run({}, Context(chat=2, agent=1, extra={"mcp_sessions": sessions}))).text
+        other = (await tools["fake_count"].run({}, ToolContext(chat=2, agent=1, sessions=sessions))).text
         assert other == "1", "another conversation has a process of its own"
         assert alive(pid)
         await sessions.close_chat(1)
@@ -89,7 +89,7 @@ async def test_server_everything_over_stdio_keeps_its_session_state():
     tools, sessions = await tools_of(p), Sessions()
     assert {"ev_echo", "ev_get-sum", "ev_toggle-simulated-logging"} <= set(tools)
     try:
-        ctx = Context(chat=1, agent=1, extra={"mcp_sessions": sessions})
+        ctx = ToolContext(chat=1, agent=1, sessions=sessions)
         assert (await tools["ev_echo"].run({"message": "über stdio"}, ctx)).text == "Echo: über stdio"
         first = (await tools["ev_toggle-simulated-logging"].run({}, ctx)).text
         second = (await tools["ev_toggle-simulated-logging"].run({}, ctx)).text

@@ -4,9 +4,9 @@ from dataclasses import replace
 from pathlib import Path
 
 from app.config import Config
-from app.providers.client import Providers
+from app.providers.client import Providers, no_model
 from app.providers.ids import Choice
-from app.run.setup import NO_MODEL, NO_SERVER, Setup
+from app.run.setup import NO_SERVER, Setup
 from app.run.writes import Writes
 
 
@@ -67,5 +67,5 @@ def test_tools_approval_window_and_images_come_from_the_agent_and_the_model_list
 def test_why_a_turn_cannot_be_sent_is_said_in_plain_words(store):
     assert setup_of(store).unready("m") == NO_SERVER
     served = setup_of(store, ai_url="http://127.0.0.1:9/v1")
-    assert served.unready("") == NO_MODEL
+    assert served.unready("") == no_model(store.choices())
     assert served.unready("m") == ""
