@@ -588,3 +588,39 @@ def m027_choice_places(db: sqlite_utils.Database) -> None:
     # PostgreSQL has not): `place` is a model's position in the list as last refreshed.
     db.execute("ALTER TABLE choices ADD COLUMN place INTEGER NOT NULL DEFAULT 0")
     db.execute("UPDATE choices SET place = rowid")
+
+
+@migration
+def m023_plugin_requests(db: sqlite_utils.Database) -> None:
+    # A plugin's request to the person during a call is an item of its own: `ask` (an MCP
+    # elicitation: a form) and `sample` (MCP sampling: the model's words, once approved), in
+    # the states of app/mcp_asks.py. The CHECKs on kind and state are widened in place, the way
+    # SQLite documents for loosening a constraint (a new schema text, no copy of the table):
+    # every existing row satisfies the wider check.
+    sql = db.execute("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'items'").fetchone()[0]
+    kinds = "kind IN ('user','text','reasoning','call','plan','error','retry','stop')"
+    states = "('','running','done','failed','approval','approved','declined')"
+    if kinds not in sql or states not in sql:
+        raise RuntimeError("the items table's checks are not the ones m023 widens")
+    sql = sql.replace(kinds, "kind IN ('user','text','reasoning','call','plan','error','retry','stop','ask','sample')")
+    sql = sql.replace(states, "('','running','done','failed','approval','approved','declined',"
+                              "'waiting','accepted','cancelled','lost','stopped','withdrawn')")
+    version = db.execute("PRAGMA schema_version").fetchone()[0]
+    db.execute("PRAGMA writable_schema = ON")
+    try:
+        db.execute("UPDATE sqlite_master SET sql = ? WHERE type = 'table' AND name = 'items'", [sql])
+        db.execute(f"PRAGMA schema_version = {int(version) + 1}")
+    finally:
+        db.execute("PRAGMA writable_schema = OFF")
+    # A plugin connected with OAuth (the MCP authorization flow, app/mcp_oauth.py): the client
+    # Tabletalk registered with its authorization server, the tokens it was given, and a flow
+    # under way (the state and PKCE verifier between the redirect out and the one back).
+    db.execute(
+        """CREATE TABLE plugin_auth (
+            plugin INTEGER PRIMARY KEY REFERENCES plugins(id) ON DELETE CASCADE,
+            client TEXT NOT NULL DEFAULT '',   -- the registered client's information, JSON
+            tokens TEXT NOT NULL DEFAULT '',   -- the access and refresh tokens, JSON
+            pending TEXT NOT NULL DEFAULT '',  -- a flow under way, JSON
+            flow TEXT NOT NULL DEFAULT '',     -- its OAuth `state`, by which the callback finds it
+            updated REAL NOT NULL)"""
+    )

@@ -16,13 +16,13 @@ from __future__ import annotations
 import logging
 import re
 from typing import Any
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from contextlib import asynccontextmanager
 from urllib.parse import urlsplit
 
 import httpx2
 
-from app import netguard
+from app import mcp_asks, netguard
 from app.tables import Plugin
 
 log = logging.getLogger(__name__)
@@ -66,9 +66,12 @@ class Attempt:
         self.errors: list[BaseException] = []  # what the transport met outside any request
         self.session_id = ""  # the Mcp-Session-Id the server gave (Streamable HTTP)
         self.stderr = ""  # the end of a stdio plugin's standard error, once it stopped
+        self.oauth = False  # a 401 came with a Bearer challenge: the server signs people in (app/mcp_oauth.py)
 
     async def record(self, response: httpx2.Response) -> None:
         self.statuses.append((response.request.method, response.status_code))
+        if response.status_code == 401 and response.headers.get("www-authenticate", "").lower().startswith("bearer"):
+            self.oauth = True
         if (given := response.headers.get("mcp-session-id")) and response.status_code < 400:
             self.session_id = given
         if isinstance(response.stream, httpx2.AsyncByteStream):  # a body read that fails is noted here:
@@ -232,6 +235,10 @@ def _session_class() -> type:
             (a backtracking pattern stalled the worker). The result is read as text
             (structured content only as JSON text), so it has nothing to check for us."""
 
+        def _build_capabilities(self, version: str) -> Any:  # elicitation in form mode only
+            from app import mcp_asks
+            return mcp_asks.declared(super()._build_capabilities(version))
+
     return Session
 
 
@@ -244,7 +251,7 @@ def _session_class() -> type:
 # A session's own callbacks (`connect(**callbacks)`, which know its conversation) replace
 # these defaults, which answer where no conversation is (the listing). Roots are not
 # declared: Tabletalk shares no folders with a plugin.
-DECLARED: dict[str, Any] = {}
+DECLARED: dict[str, Any] = mcp_asks.callbacks(lambda: None)  # elicitation (form mode) and sampling (app/mcp_asks.py)
 
 
 def declared() -> set[str]:
@@ -256,30 +263,38 @@ def declared() -> set[str]:
 @asynccontextmanager
 async def connect(p: Plugin, transport: str, *, private_ok: bool, attempt: Attempt,
                   timeout: float = CONNECT_TIMEOUT, read_timeout: float = STREAM_SILENCE,
-                  resume: tuple[str, str] | None = None, **callbacks):
+                  resume: tuple[str, str] | None = None, asker: Callable[[], Any] = lambda: None,
+                  auth: httpx2.Auth | None = None, **callbacks):
     """An initialized `Link` on the plugin, over `transport`, through the guard (a stdio
     plugin is its command, started here and stopped on leaving). `resume` is a Streamable HTTP
     session to go on in (its id and the server's `initialize` answer, JSON), without a new
     handshake; a server that no longer knows it answers 404 (`attempt.session_refused`).
     `callbacks` go to the session (elicitation_callback, sampling_callback ...): the
-    capabilities `initialize` declares are exactly those it has callbacks for."""
+    capabilities `initialize` declares are exactly those it has callbacks for. The server's
+    elicitation and sampling requests go to `asker()` (app/mcp_asks.py; None: refused).
+    `auth` signs the requests (an OAuth flow under way); else a plugin connected with OAuth
+    sends its stored tokens (app/mcp_oauth.py)."""
     from mcp.client.sse import sse_client
     from mcp.client.streamable_http import streamable_http_client
 
     sent = headers(p)
+    if auth is None and p.kind != "stdio":
+        from app import mcp_oauth
+        auth = mcp_oauth.auth_for(p)
+    signed = auth
     hooks = {"response": [attempt.record]}
 
     def factory(headers: dict[str, str] | None = None, timeout: httpx2.Timeout | None = None,
                 auth: httpx2.Auth | None = None) -> httpx2.AsyncClient:
         # sse_client builds its own client through this factory: the guard applies to it too.
-        return netguard.guarded_client(allow_private=private_ok, headers=headers, auth=auth,
+        return netguard.guarded_client(allow_private=private_ok, headers=headers, auth=auth or signed,
                                        timeout=timeout or CONNECT_TIMEOUT, max_bytes=MAX_BYTES, event_hooks=hooks)
 
     @asynccontextmanager
     async def linked(streams: tuple[Any, Any], end: Any = None):
         read, write = streams
         watched = _Watched(read, attempt)
-        options = {**DECLARED, **callbacks}
+        options = {**DECLARED, **mcp_asks.callbacks(asker), **callbacks}
         async with _session_class()(watched, write, **options) as s:
             if resume is not None and transport == STREAMABLE:
                 import mcp_types as types
@@ -353,6 +368,8 @@ def why(exc: BaseException, attempt: Attempt, p: Plugin) -> str:
         said = f": {attempt.stderr}" if attempt.stderr else ""
         return f"the command ended without answering as an MCP server{said}"
     for leaf in found:
+        if type(leaf).__name__ == "NeedsSignIn":  # app/mcp_oauth.py: the stored tokens stopped working
+            return "401: connect with OAuth again"
         if isinstance(leaf, netguard.Refused) and "larger than" in str(leaf):
             return (f"{p.name}’s answer was larger than {MAX_BYTES // (1024 * 1024)} MB, the most Tabletalk "
                     f"takes from a plugin, so it was not read")
@@ -360,6 +377,8 @@ def why(exc: BaseException, attempt: Attempt, p: Plugin) -> str:
             return str(leaf)
     if status := attempt.auth_status:
         sent = p.secret.strip() and p.header.strip()
+        if status == 401 and attempt.oauth and not sent:
+            return "401: the server asks you to sign in: connect with OAuth"
         return f"{status}: the server refused the secret" if sent else f"{status}: the server asks for a secret"
     if any(isinstance(leaf, httpx2.ConnectError | httpx2.ConnectTimeout | ConnectionRefusedError) for leaf in found):
         return "unreachable"

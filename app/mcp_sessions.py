@@ -31,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
+import math
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -65,6 +66,7 @@ class Session:
     resumed: bool = False  # taken over from the row, not opened here
     store: Any = None  # where the session's row is kept (None: nowhere)
     end: bool = False  # when closed: ended on the server too (DELETE), not only let go here
+    asker: Any = None  # the run of the call in flight, for the server's requests (app/mcp_asks.py)
 
     @property
     def alive(self) -> bool:
@@ -145,7 +147,7 @@ class Sessions:
     async def _hold(self, s: Session, private_ok: bool, ready: asyncio.Future, kept: tuple[str, str] | None) -> None:
         try:
             async with connect(s.plugin, s.transport, private_ok=private_ok, attempt=s.attempt,
-                               resume=kept) as client:
+                               resume=kept, asker=lambda: s.asker) as client:
                 s.client = client
                 ready.set_result(None)
                 await s.closing.wait()
@@ -232,9 +234,10 @@ async def call_tool(p: Plugin, mcp_name: str, args: dict[str, Any], *, chat: int
                     private_ok: bool, limit: float, abort: asyncio.Event,
                     progressed: Callable[[float, float | None, str | None], Any],
                     sessions: Sessions | None = None, store: Any = None,
-                    dispatched: Callable[[], Any] = lambda: None) -> types.CallToolResult:
+                    dispatched: Callable[[], Any] = lambda: None, asker: Any = None) -> types.CallToolResult:
     """One tool call in the conversation's session with the plugin. Raises PluginError in
-    plain words: stopped by the person, silent for `limit` s, the connection lost ..."""
+    plain words: stopped by the person, silent for `limit` s, the connection lost ...
+    The server's elicitation and sampling requests during the call go to `asker`."""
     from mcp.shared.exceptions import MCPError
     from mcp_types import CONNECTION_CLOSED
 
@@ -256,8 +259,12 @@ async def call_tool(p: Plugin, mcp_name: str, args: dict[str, Any], *, chat: int
 
         with anyio.CancelScope() as stop:
             watcher = asyncio.ensure_future(_cancel_when_set(abort, stop))
+            s.asker = asker
             try:
                 with anyio.CancelScope(deadline=anyio.current_time() + limit) as silence:
+                    if asker is not None:  # a server waiting for the person's answer is not silent
+                        asker.waiting = lambda on: setattr(silence, "deadline", math.inf if on
+                                                           else anyio.current_time() + limit)
                     dispatched()  # the session is open: the call leaves now (it may run from here on)
                     result = await client.call_tool(mcp_name, args, progress_callback=progress)
             except Exception as exc:
@@ -279,6 +286,7 @@ async def call_tool(p: Plugin, mcp_name: str, args: dict[str, Any], *, chat: int
                 raise PluginError(reason) from None
             finally:
                 watcher.cancel()
+                s.asker = None
         s.used = time.monotonic()
         if s.store is not None and s.client is not None and s.client.session_id:
             try:

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     import mcp_types as types
     from mcp import Client
 
-from app import mcp_content, mcp_sessions, mcp_stdio
+from app import mcp_asks, mcp_content, mcp_sessions, mcp_stdio
 from app.mcp_link import SSE, STDIO, STREAMABLE, Attempt, PluginError, bad_address, connect, private_ok, why
 from app.tables import Plugin
 from app.tools import NAME_LIMIT, Result, Tool, ToolContext, unique
@@ -354,10 +354,20 @@ async def call(p: Plugin, mcp_name: str, args: dict[str, Any], ctx: ToolContext,
         except Exception:  # a broken progress sink must not fail the call
             log.exception("progress of %s_%s", p.name, mcp_name)
 
-    result = await mcp_sessions.call_tool(p, mcp_name, args, chat=ctx.chat, transport=transport,
-                                          private_ok=private_ok, limit=timeout, abort=ctx.abort,
-                                          progressed=progressed, sessions=ctx.sessions, store=ctx.store,
-                                          dispatched=ctx.dispatched)
+    asker = mcp_asks.Asker.of(ctx, p.name)
+    try:
+        result = await mcp_sessions.call_tool(p, mcp_name, args, chat=ctx.chat, transport=transport,
+                                              private_ok=private_ok, limit=timeout, abort=ctx.abort,
+                                              progressed=progressed, sessions=ctx.sessions, store=ctx.store,
+                                              dispatched=ctx.dispatched, asker=asker)
+    except asyncio.CancelledError:
+        raise  # a Stop or a shutdown: the turn ends its requests (mcp_asks.ended)
+    except BaseException:
+        if asker is not None:
+            asker.call_ended()
+        raise
+    if asker is not None:
+        asker.call_ended()
     if result.is_error:
         text = mcp_content.convert(result, mcp_name).text
         raise PluginError(text or f"{mcp_name} failed without saying why")

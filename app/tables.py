@@ -12,8 +12,12 @@ from collections.abc import Iterable
 from typing import Any
 from urllib.parse import urlsplit
 
-KINDS = ("user", "text", "reasoning", "call", "plan", "error", "retry", "stop")
+KINDS = ("user", "text", "reasoning", "call", "plan", "error", "retry", "stop", "ask", "sample")
 CALL_STATES = ("running", "done", "failed", "approval", "approved", "declined")
+# A plugin's question to the person during a call (`ask`: an MCP elicitation) and its request
+# for the model's words (`sample`: MCP sampling) also wait, are answered, or end unanswered
+# (docs/plugins.md, app/mcp_asks.py).
+ASK_STATES = ("waiting", "accepted", "cancelled", "lost", "stopped", "withdrawn")
 NAME_MAX = 80
 
 
@@ -58,7 +62,7 @@ class Item:
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
             raise ValueError(f"unknown item kind {self.kind!r}")
-        if self.state and self.state not in CALL_STATES:
+        if self.state and self.state not in CALL_STATES and self.state not in ASK_STATES:
             raise ValueError(f"unknown call state {self.state!r}")
         if len(self.name) > NAME_MAX:
             raise ValueError(f"a name is at most {NAME_MAX} characters")

@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
-from . import accounts
+from . import accounts, mcp_oauth
 from . import db as dbm
 from .config import Config
 from .feed import Feed, Render, RenderBuiltin, RenderList
@@ -38,6 +38,7 @@ async def running(config: Config, render: Render | None = None,
     dbm.migrate(db)
     feed = Feed(config.database, render=render, render_list=render_list, render_builtin=render_builtin)
     store = Store(db, notify=feed.notify)
+    mcp_oauth.attach(store)  # plugins connected with OAuth read and refresh their tokens here
     providers = Providers(config)
     runner = Runner(config, store, feed, providers)
     providers.keep(store, runner.setup.window_of)  # what servers teach is kept in rows (providers/limits.py)

@@ -61,6 +61,8 @@ PAGES: list[Page] = [
     Page("conversation answering, its no-JS frame", "/c/{running}/watch",
          known_without_js=("meta-refresh",), only_without_js=True),
     Page("conversation answer versions", "/c/{done}", shows=".answer-actions .pager"),
+    Page("conversation, a plugin asks", "/c/{asking}", shows="article.ask .ask-form input, article.sample .decide"),
+    Page("a plugin's question on its own page", "/c/{asking}/asks/{ask}", shows="form[id^=ask-] ~ article.ask"),
     Page("conversation editing a message", "/c/{done}?edit={done_turn}", shows="div.edit textarea"),
     Page("delete conversation", "/c/{done}/delete"),
     Page("agents", "/agents"),
@@ -166,12 +168,44 @@ class World:
             store.update_plugin(store.plugins(agent)[-1].id, enabled=False)
             skill = store.skills()[0].id
             guest = next(p.id for p in People(store).all() if p.name == "someone")
+            asking, ask = _plugin_asks(store)
             done_turn = store.one("SELECT min(id) FROM items WHERE chat = ? AND kind = 'user'", [done])[0]
         finally:
             db.conn.close()
         self.ids = {"done": done, "done_turn": done_turn, "waiting": waiting, "running": running,
-                    "agent": agent, "skill": skill, "guest": guest}
+                    "agent": agent, "skill": skill, "guest": guest, "asking": asking, "ask": ask}
         return self
+
+
+ASKED = {"type": "object", "required": ["name"], "properties": {
+    "name": {"type": "string", "title": "Your name", "description": "As it should be printed"},
+    "email": {"type": "string", "format": "email", "title": "Email"},
+    "count": {"type": "integer", "minimum": 1, "maximum": 10, "default": 2, "title": "Tickets"},
+    "member": {"type": "boolean", "title": "I am a member"},
+    "seat": {"type": "string", "title": "Seat", "oneOf": [{"const": "a", "title": "Aisle"}, {"const": "w", "title": "Window"}]},
+    "meals": {"type": "array", "title": "Meals", "items": {"enum": ["lunch", "dinner"]}, "maxItems": 2},
+}}
+
+
+def _plugin_asks(store) -> tuple[int, int]:
+    """A conversation in which a plugin's question (elicitation) waits for the person beside a
+    sampling request waiting for approval and one answered (rows as app/mcp_asks.py writes them)."""
+    import json
+
+    from app.tables import item
+
+    chat = store.new_conversation(store.default_agent(store.owner()).id, person=store.owner()).id
+    user = store.add(item("user", chat, "Book the tickets", done=True))
+    call = store.add(item("call", chat, turn=user.id, name="tickets_book", input="{}", state="running", dispatched=True))
+    asked = store.add(item("ask", chat, "A few details for the booking:", turn=user.id, name="tickets", state="waiting",
+                           input=json.dumps({"call": call.id, "schema": ASKED})))
+    request = {"call": call.id, "system": "You write short confirmations.", "max_tokens": 50,
+               "messages": [{"role": "user", "text": "Confirm two tickets for Friday."}]}
+    store.add(item("sample", chat, turn=user.id, name="tickets", model="fake-model", state="done", done=True,
+                   input=json.dumps(request), output="Two tickets for Friday are confirmed."))
+    store.add(item("sample", chat, turn=user.id, name="tickets", model="fake-model", state="approval",
+                   input=json.dumps(request)))
+    return chat, asked.id
 
 
 @contextmanager

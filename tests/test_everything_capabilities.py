@@ -12,7 +12,7 @@ from app.tools import ToolContext
 from tests.fakes.everything import Everything
 
 BY_CAPABILITY = {"sampling": {"trigger-sampling-request"}, "roots": {"get-roots-list"},
-                 "elicitation": {"trigger-elicitation-request", "trigger-url-elicitation"}}
+                 "elicitation": {"trigger-elicitation-request"}}  # form mode; URL mode is never declared
 
 
 @pytest.fixture(scope="module", params=["streamableHttp", "sse"])
@@ -32,6 +32,7 @@ async def test_the_tools_listed_follow_exactly_the_capabilities_declared(everyth
         else:
             assert not tools & listed, f"{capability} is not declared, so the server hides {tools & listed}"
     assert {"echo", "get-sum", "toggle-simulated-logging"} <= listed
+    assert "trigger-url-elicitation" not in listed, "elicitation is declared in form mode only"
 
 
 async def test_a_conversations_session_sees_the_tools_the_listing_showed(everything):

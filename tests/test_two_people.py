@@ -61,6 +61,9 @@ def two(client, fake, data):
     call = db.conn.execute("SELECT id FROM items WHERE chat = ? AND kind = 'call'", [chat_id]).fetchone()[0]
     user_item = db.conn.execute("SELECT id FROM items WHERE chat = ? AND kind = 'user'", [chat_id]).fetchone()[0]
     file_id = db.conn.execute("SELECT id FROM files WHERE person = ?", [a]).fetchone()[0]
+    from app.tables import item  # a plugin's question to A, waiting (app/mcp_asks.py)
+    asked = store.add(item("ask", chat_id, f"{SECRET_WORD}?", turn=user_item, name="a_plugin", state="waiting",
+                           input='{"schema": {"type": "object", "properties": {"x": {"type": "string"}}}}'))
     other = store.add_agent(store.default_agent(a).__class__(name="A's researcher", instructions=SECRET_WORD, person=a))
     p = store.add_plugin(plugin(other.id, "http://127.0.0.1:9/mcp", name="a_plugin"))
     memory = store.add_memory(other.id, f"A likes {SECRET_WORD}")
@@ -71,7 +74,7 @@ def two(client, fake, data):
     db.conn.close()
     return {"a": a, "b": b, "b_token": b_token, "chat": chat_id, "call": call, "item": user_item, "file": file_id,
             "agent": other.id, "a_default_agent": agent.id, "plugin": p.id, "memory": memory,
-            "b_agent": b_agent.id, "b_chat": b_chat, "person": a}
+            "b_agent": b_agent.id, "b_chat": b_chat, "person": a, "ask": asked.id}
 
 
 # Field values B sends with each POST: what a page of A's would have sent, so a missing check
@@ -97,9 +100,9 @@ def fill(template: str, ids: dict) -> list[str]:
     another (a call in a conversation, a plugin or memory of an agent), A's row under B's own."""
     a = {"chat": ids["chat"], "call": ids["call"], "agent_id": ids["agent"], "plugin_id": ids["plugin"],
          "memory_id": ids["memory"], "file": ids["file"], "person_id": ids["person"],
-         "item": ids["item"], "head": ids["item"], "name": f"{ids['item']}.txt"}
+         "item": ids["item"], "head": ids["item"], "name": f"{ids['item']}.txt", "ask": ids["ask"]}
     paths = [re.sub(r"\{(\w+):\w+\}", lambda m: str(a[m.group(1)]), template)]
-    if re.search(r"\{(call|plugin_id|memory_id|item|head|name):", template):
+    if re.search(r"\{(call|plugin_id|memory_id|item|head|name|ask):", template):
         mixed = dict(a, chat=ids["b_chat"], agent_id=ids["b_agent"])
         paths.append(re.sub(r"\{(\w+):\w+\}", lambda m: str(mixed[m.group(1)]), template))
     return paths

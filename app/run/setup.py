@@ -8,6 +8,8 @@ approval, the model's window and whether it reads images. Needs no runner: a `Se
 """
 from __future__ import annotations
 
+import functools
+
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
@@ -60,7 +62,8 @@ class Setup:
         return Turn(self.store, writes, chat, user, agent, model, retry=retry, tools=tools, approve=approve,
                     changed=changed, window=self.window_of(model), share=self.config.context_share,
                     images=self.images_for(model), thinking=thinking,
-                    limits=lambda: (self.window_of(model), self.images_for(model)))
+                    limits=lambda: (self.window_of(model), self.images_for(model)),
+                    complete=functools.partial(self.providers.complete, model))  # plugins' sampling
 
     def unready(self, model: str) -> str:
         """Why a turn with `model` cannot be sent to any model, in plain words ('' when it can)."""

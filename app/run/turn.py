@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from .. import agent as loop
-from .. import branches, mcp_sessions
+from .. import branches, mcp_asks, mcp_sessions
 from .. import db as dbm
 from ..history import DECLINED, call_id
 from ..store import Store
@@ -65,6 +65,8 @@ class Turn(Requests):
     raw: int = 0             # the last request's raw token count, for calibration by its usage
     estimate: int = 0        # ... and its calibrated estimate, kept with the usage
     measured: bool = True    # the last request's usage arrived (or none was made)
+    # The agent's model for a plugin's sampling request: (messages, max_tokens) -> its text.
+    complete: Callable[[list, int], Awaitable[str]] | None = None
     _prompt: str | None = field(default=None, init=False, repr=False)  # instructions(), once per run
     context: ToolContext | None = field(default=None, init=False, repr=False)  # the tools', while it runs
     # set while no tool is running: a stop waits on it for the running tool to end itself
@@ -89,6 +91,7 @@ class Turn(Requests):
                     if before.kind == "reasoning" and before.done and it.kind == "text" and not it.done]
         if partial:
             self.store.delete_items(partial)  # the cut-off step runs again from the last complete one
+        mcp_asks.ended(self.store, self.chat, self.user.id, "lost")  # a plugin's request died with its connection
         by_name = {t.name: t for t in self.tools}
         to_run = []
         with self.store.write():
@@ -115,7 +118,8 @@ class Turn(Requests):
             return
         pending_calls = self.resume()
         context = self.context = ToolContext(chat=self.chat, agent=self.agent.id if self.agent else None,
-                                             store=self.store, sessions=mcp_sessions.pool)
+                                             store=self.store, sessions=mcp_sessions.pool,
+                                             asking=mcp_asks.Run(self.changed, self.complete, self.model))
         by_name = {t.name: t for t in self.tools}
         for call_item in pending_calls:
             if context.abort.is_set():
@@ -260,6 +264,7 @@ class Turn(Requests):
         if self.context is not None:
             self.context.abort.set()  # a tool still running hears it, and its progress is no longer written
         self.writes.flush()
+        mcp_asks.ended(self.store, self.chat, self.user.id, "stopped")
         with self.store.write():
             for item_id in self.written:
                 it = self.store.item(item_id)

@@ -12,6 +12,8 @@ through the feed's poll.
 from __future__ import annotations
 
 from .agents import Agents
+from .asks import Asks
+from .plugin_auth import PluginAuth
 from .branches import Branches
 from .chats import ITEM_COLUMNS, TITLE_MAX, TITLE_WORDS, Chats, first_words
 from .context import Context
@@ -24,7 +26,8 @@ from .runs import Runs
 from .search import Search
 
 
-class Store(Chats, Search, Branches, Agents, Plugins, Context, Files, Pages, Accounts, LocalModel, Runs):
+class Store(Chats, Search, Branches, Agents, Plugins, Context, Files, Pages, Accounts, LocalModel, Runs, Asks,
+            PluginAuth):
     """Every read and write of rows, by family (one module each); see Base for the common ground."""
 
 

@@ -19,8 +19,7 @@ class Pages(Base):
             waiting = last is None or (last["kind"] == "reasoning" and not last["done"])
         context = self.context(chat)
         asked = self.one("SELECT 1 FROM items WHERE chat = ? AND kind = 'user' LIMIT 1", [chat]) is not None
-        deciding = pending is not None and self.one(
-            "SELECT 1 FROM items WHERE chat = ? AND kind = 'call' AND state = 'approval' LIMIT 1", [chat]) is not None
+        deciding = pending is not None and self.awaits_person(chat)  # an approval, a plugin's question (asks.py)
         return {"running": pending is not None, "waiting": waiting, "turn": turn, "asked": asked, "deciding": deciding,
                 **{k: context[k] for k in ("used", "window", "cached", "start", "turns_out", "left_out", "estimated")}}
 

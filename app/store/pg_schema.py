@@ -317,3 +317,21 @@ def m021_builtin_model(db) -> None:
 @migration
 def m027_choice_places(db) -> None:
     db.execute("ALTER TABLE choices ADD COLUMN place BIGINT NOT NULL DEFAULT 0")
+
+
+@migration
+def m023_plugin_requests(db) -> None:
+    db.execute("ALTER TABLE items DROP CONSTRAINT items_kind_check")
+    db.execute("ALTER TABLE items ADD CONSTRAINT items_kind_check CHECK (kind IN "
+               "('user','text','reasoning','call','plan','error','retry','stop','ask','sample'))")
+    db.execute("ALTER TABLE items DROP CONSTRAINT items_state_check")
+    db.execute("ALTER TABLE items ADD CONSTRAINT items_state_check CHECK (state IN "
+               "('','running','done','failed','approval','approved','declined',"
+               "'waiting','accepted','cancelled','lost','stopped','withdrawn'))")
+    db.execute(f"""CREATE TABLE plugin_auth (
+        plugin BIGINT PRIMARY KEY REFERENCES plugins(id) ON DELETE CASCADE,
+        client TEXT NOT NULL DEFAULT '',
+        tokens TEXT NOT NULL DEFAULT '',
+        pending TEXT NOT NULL DEFAULT '',
+        flow TEXT NOT NULL DEFAULT '',
+        updated {REAL} NOT NULL)""")

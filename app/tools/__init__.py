@@ -52,6 +52,9 @@ class ToolContext:
     # The plugin sessions a plugin's call is made in (app.mcp_sessions.Sessions; None: this
     # process's pool, mcp_sessions.pool).
     sessions: Any = None
+    # What a plugin's request to the person during the call needs of the run: its wake-ups and
+    # its model (app.mcp_asks.Run; None: such requests are refused).
+    asking: Any = None
 
 
 @dataclass(frozen=True)

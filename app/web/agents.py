@@ -26,7 +26,8 @@ SUGGESTION_MAX = 200  # characters of one suggestion
 SAVED = {"settings": "Saved.", "tools": "Saved.", "created": "Agent created: give it instructions and a model.",
          "added": "Plugin added.", "edited": "Plugin saved.", "enabled": "Plugin enabled.", "disabled": "Plugin disabled.",
          "deleted": "Plugin deleted.", "refreshed": "Plugin read again.", "forgotten": "Memory deleted.", "memory": "Saved.",
-         "agent-deleted": "Agent deleted."}
+         "agent-deleted": "Agent deleted.", "connected": "Connected with OAuth.",
+         "disconnected": "Disconnected: its OAuth tokens are forgotten."}
 
 
 def back(request: Request, agent: Assistant, tab: str, saved: str) -> Response:
@@ -105,6 +106,7 @@ async def agent_view(request: Request, s: Worker, agent: Assistant, tab: str, st
         context["approve"] = names(agent.approve)
     elif tab == "plugins":
         context["plugins"] = await plugin_pages.rows(s, agent)
+        context["oauth"] = s.store.plugins_with_auth([row[0].id for row in context["plugins"]])  # web/oauth.py
         context["masked"] = mcp.masked
         context["stdio_ok"] = plugin_pages.stdio_ok(s, agent)
         context["name_max"] = plugin_pages.PLUGIN_NAME_MAX

@@ -21,8 +21,8 @@ from .. import space
 from ..accounts import COOKIE, People, kept_secret
 from ..feed import Feed
 from ..worker import running
-from . import (accounts, agents, branches, chats, compress, conversations, events, files, guard, live, localmodel,
-               models, prompts, render, shortcuts, sidebar, skills)
+from . import (accounts, agents, asks, branches, chats, compress, conversations, events, files, guard, live, localmodel,
+               models, oauth, prompts, render, shortcuts, sidebar, skills)
 from .headers import secured
 from .request import is_htmx
 
@@ -146,6 +146,8 @@ def create_app(config: configuration.Config | None = None) -> Litestar:
         route_handlers=[
             *accounts.routes,
             *chats.routes,
+            *asks.routes,
+            *oauth.routes,
             *branches.routes,
             *conversations.routes,
             *agents.routes,

@@ -17,6 +17,7 @@ from litestar import Request, Response
 from ..branches import Step
 from ..tables import Item, chips
 from . import csrf, headers
+from .ask_view import ask_view
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 TEMPLATES = ROOT / "templates"
@@ -91,7 +92,7 @@ def seconds(t: float) -> str:
 env.filters.update(isotime=isotime, shorttime=shorttime)
 env.globals.update(item_key=item_key, cut_key=cut_key, answer_key=answer_key, item_dom_id=item_dom_id,
                    pretty_json=pretty_json,
-                   chips=chips, human_size=human_size, seconds=seconds)
+                   chips=chips, human_size=human_size, seconds=seconds, ask_view=ask_view)
 
 
 def csrf_token(request: Request) -> str:

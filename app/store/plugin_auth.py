@@ -1,0 +1,46 @@
+"""A plugin connected with OAuth (app/mcp_oauth.py): its registered client, its tokens and a
+flow under way, one row per plugin (m023)."""
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from .. import db as dbm
+from .base import Base
+
+AUTH_COLUMNS = ("client", "tokens", "pending", "flow")
+
+
+class PluginAuth(Base):
+    def plugin_auth(self, plugin: int) -> dict[str, Any] | None:
+        row = self.one("SELECT * FROM plugin_auth WHERE plugin = ?", [plugin])
+        return dict(row) if row else None
+
+    def set_plugin_auth(self, plugin: int, **values: str) -> None:
+        """Write some of the row's columns (the row is made when there is none)."""
+        bad = set(values) - set(AUTH_COLUMNS)
+        if bad:
+            raise ValueError(f"not plugin_auth columns: {sorted(bad)}")
+        with self.write() as db:
+            db.conn.execute("INSERT INTO plugin_auth (plugin, updated) VALUES (?, ?) ON CONFLICT (plugin) DO NOTHING",
+                            [plugin, dbm.now()])
+            sets = ", ".join(f"{k} = ?" for k in values)
+            db.conn.execute(f"UPDATE plugin_auth SET {sets}, updated = ? WHERE plugin = ?",
+                            [*values.values(), dbm.now(), plugin])
+
+    def forget_plugin_auth(self, plugin: int) -> None:
+        with self.write() as db:
+            db.conn.execute("DELETE FROM plugin_auth WHERE plugin = ?", [plugin])
+
+    def auth_flow(self, state: str) -> tuple[int, dict[str, Any]] | None:
+        """The plugin whose flow under way has this `state`, and the flow."""
+        row = self.one("SELECT plugin, pending FROM plugin_auth WHERE flow = ? AND flow != ''", [state])
+        return (row["plugin"], json.loads(row["pending"])) if row else None
+
+    def plugins_with_auth(self, plugins: list[int]) -> set[int]:
+        """Which of these plugins are connected with OAuth (hold tokens)."""
+        if not plugins:
+            return set()
+        marks = ",".join("?" * len(plugins))
+        return {r[0] for r in self.all(f"SELECT plugin FROM plugin_auth WHERE plugin IN ({marks}) "
+                                       "AND tokens != ''", plugins)}
