@@ -266,3 +266,21 @@ async def test_ollama_says_the_window_a_loaded_model_runs_with():
         async with httpx2.AsyncClient() as http:
             listed = {c.name: c.window for c in await ollama_catalog(http, ollama.address)}
     assert listed == {"loaded:1b": 4096, "idle:1b": 16384}
+
+
+def test_a_model_listed_by_its_file_path_is_named_by_the_file_and_still_answered(tmp_path, monkeypatch):
+    path = "/opt/models/SmolLM2-135M-Instruct.Q4_1.gguf"
+    with FakeModelServer(models={path: 0}, kind="llama-cpp-python") as s:
+        s.plain_default = [text("Title")]
+        monkeypatch.setenv("LOCAL_AI_URL", s.url)
+        monkeypatch.setenv("AI_URL", "")
+        monkeypatch.setenv("AI_MODEL", "")
+        monkeypatch.delenv("OLLAMA_HOST", raising=False)
+        monkeypatch.setenv("TABLETALK_DATA", str(tmp_path / "data"))
+        store = api.open(tmp_path / "data")
+        chat = store.new_conversation(store.default_agent().id).id
+        store.add(api.asked("Hello", chat))
+        answer(store, chat)
+        assert [(c.id, c.name) for c in store.choices()] == [(f"local:{path}", "SmolLM2-135M-Instruct.Q4_1")]
+        assert s.streamed[0]["model"] == path and kinds(store, chat)[-1] == ("text", "")
+        store.db.conn.close()

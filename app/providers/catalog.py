@@ -130,9 +130,17 @@ async def openai_catalog(http: httpx2.AsyncClient, url: str, key: str, group: st
     if servers is not None:
         said = servers[url] = await probe(http, url, list(listed.values()), key)
     names = only or tuple(listed)
-    return [Choice(id=f"{prefix}{n}", name=n, group=group, window=said.windows.get(n) or window_in(listed.get(n, {})),
+    return [Choice(id=f"{prefix}{n}", name=shown_name(n), group=group, window=said.windows.get(n) or window_in(listed.get(n, {})),
                    tags=tags_in(listed.get(n, {})))
             for n in names]
+
+
+def shown_name(name: str) -> str:
+    """What the picker calls a model: llama-cpp-python lists a model by its file's path
+    (".../SmolLM2-135M-Instruct.Q4_1.gguf"), which says the file's name with a path around it."""
+    if name.lower().endswith(".gguf") and "/" in name:
+        return name.rsplit("/", 1)[-1][:-5]
+    return name
 
 
 def ollama_window(show: dict[str, Any]) -> int | None:

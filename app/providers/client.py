@@ -238,7 +238,7 @@ class Providers:
             return []
         found = await self._list_probed(url, "", GROUP_LOCAL, f"{LOCAL}:",
                                         Choice("!local", f"Server at {catalog.where(url)}", GROUP_LOCAL), wait)
-        self._local[LOCAL_SERVER] = {choice.name for choice in found if choice.up}
+        self._local[LOCAL_SERVER] = {choice.id.partition(":")[2] for choice in found if choice.up}  # the server's names
         return found
 
     async def _list_builtin(self) -> list[Choice]:
@@ -252,7 +252,7 @@ class Providers:
             found = await listing(self._http, self.config.data, servers=self._servers)
             if url and found and all(c.up for c in found):
                 self._listings[url] = found
-        self._local[BUILTIN] = {choice.name for choice in found if choice.up}
+        self._local[BUILTIN] = {choice.id.partition(":")[2] for choice in found if choice.up}
         return found
 
     async def _list_account(self, account: Account) -> list[Choice]:

@@ -32,4 +32,8 @@ def title_from(raw: str) -> str:
         if len(" ".join([*kept, word])) > TITLE_CHARS:
             break
         kept.append(word)
+    if len(kept) < len(words):  # cut: end at the last clause in it, not in the middle of the next
+        ends = [i for i, w in enumerate(kept[:-1]) if i >= 1 and w[-1] in ",;:–—"]
+        if ends:
+            kept = kept[:ends[-1] + 1]
     return " ".join(kept).rstrip(",;:-–—")
