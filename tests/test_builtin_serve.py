@@ -151,3 +151,37 @@ def test_without_javascript_it_installs_by_reload_and_a_killed_app_leaves_no_ser
             s2.stop()
     finally:
         s.stop()
+
+
+def test_the_offer_its_progress_and_its_failure_pass_axe(browser, data):
+    """Each state of the built-in model's part of the page, light and dark, has no axe-core
+    violation (the page walk of test_axe.py runs with a model server, so it never shows it)."""
+    from app import db as dbm
+    from app.store import Store
+    from tests.test_axe import AXE, describe
+
+    if not AXE.exists():
+        pytest.fail("axe-core is missing: `make npm-tools` installs it, as `make test` does")
+    env = {"TABLETALK_DATA": str(data), "AI_URL": "", "OLLAMA_HOST": "", "LOCAL_AI_URL": "", "AI_ACCOUNTS": ""}
+    s = Served(data, env).start()
+    states = {
+        "offer": {},
+        "progress": {"state": "installing", "pid": os.getpid(), "step": 2, "steps": 5, "percent": 37,
+                     "what": "Building llama.cpp for this computer", "line": "[72/193] compiling ggml-cpu.c"},
+        "failed": {"state": "failed", "pid": 0, "error": "Building llama.cpp failed: no compiler"},
+    }
+    try:
+        for name, values in states.items():
+            if values:
+                db = dbm.connect(data / "tabletalk.db")
+                Store(db).set_builtin(**values)
+                db.conn.close()
+            for scheme in ("light", "dark"):
+                with s.watched_page(browser, color_scheme=scheme) as page:
+                    page.goto("/")
+                    expect(page.locator("#builtin")).to_be_visible()
+                    page.evaluate(AXE.read_text())
+                    result = page.evaluate("() => axe.run(document, {resultTypes: ['violations']})")
+                    assert not result["violations"], f"{name} {scheme}: {describe(result['violations'])}"
+    finally:
+        s.stop()
