@@ -185,3 +185,33 @@ def test_the_offer_its_progress_and_its_failure_pass_axe(browser, data):
                     assert not result["violations"], f"{name} {scheme}: {describe(result['violations'])}"
     finally:
         s.stop()
+
+
+def test_tabletalk_model_install_prints_each_step_and_a_running_serve_would_start_it(data, builtin_env):
+    import subprocess
+    import sys
+
+    from app import db as dbm
+    from app.store import Store
+
+    def install() -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "app.cli", "model", "install"], cwd=ROOT,
+                              env={**os.environ, **builtin_env}, capture_output=True, text=True, timeout=INSTALL_SECONDS)
+
+    db = dbm.connect(data / "tabletalk.db")
+    dbm.migrate(db)
+    Store(db).set_builtin(state="installing", pid=os.getpid())  # another install is on its way
+    db.conn.close()
+    refused = install()
+    assert refused.returncode != 0 and f"being installed already (process {os.getpid()})" in refused.stderr
+    assert row(data)["state"] == "installing"
+
+    db = dbm.connect(data / "tabletalk.db")
+    Store(db).set_builtin(state="", pid=0)
+    db.conn.close()
+    done = install()
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert [ln.split("]")[0] for ln in lines if ln.startswith("[")] == ["[1/4", "[2/4", "[3/4", "[4/4"]
+    assert "Trying the model once" in done.stdout and f"local:{localmodel.NAME}" in lines[-1]
+    assert row(data)["state"] == "ready" and localmodel.installed(data)
