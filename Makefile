@@ -72,6 +72,9 @@ llama: $(LLAMA_STAMP)
 $(LLAMA_STAMP): | $(STAMP)
 	mkdir -p $(WHEELS)
 	@ls $(WHEELS)/llama_cpp_python-$(LLAMA_VERSION)-*.whl >/dev/null 2>&1 || { \
+	  command -v c++ >/dev/null 2>&1 || { \
+	    echo "installing Debian's C and C++ compiler to build llama.cpp"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq build-essential >/dev/null; }; \
 	  echo "building llama.cpp portably, once (about 11 minutes on 2 cores)"; \
 	  CMAKE_ARGS="-DGGML_NATIVE=OFF" FORCE_CMAKE=1 $(PIP) wheel --quiet --no-cache-dir --no-deps \
 	    -w $(WHEELS) llama-cpp-python==$(LLAMA_VERSION); }

@@ -151,3 +151,67 @@ def test_without_javascript_it_installs_by_reload_and_a_killed_app_leaves_no_ser
             s2.stop()
     finally:
         s.stop()
+
+
+def test_the_offer_its_progress_and_its_failure_pass_axe(browser, data):
+    """Each state of the built-in model's part of the page, light and dark, has no axe-core
+    violation (the page walk of test_axe.py runs with a model server, so it never shows it)."""
+    from app import db as dbm
+    from app.store import Store
+    from tests.test_axe import AXE, describe
+
+    if not AXE.exists():
+        pytest.fail("axe-core is missing: `make npm-tools` installs it, as `make test` does")
+    env = {"TABLETALK_DATA": str(data), "AI_URL": "", "OLLAMA_HOST": "", "LOCAL_AI_URL": "", "AI_ACCOUNTS": ""}
+    s = Served(data, env).start()
+    states = {
+        "offer": {},
+        "progress": {"state": "installing", "pid": os.getpid(), "step": 2, "steps": 5, "percent": 37,
+                     "what": "Building llama.cpp for this computer", "line": "[72/193] compiling ggml-cpu.c"},
+        "failed": {"state": "failed", "pid": 0, "error": "Building llama.cpp failed: no compiler"},
+    }
+    try:
+        for name, values in states.items():
+            if values:
+                db = dbm.connect(data / "tabletalk.db")
+                Store(db).set_builtin(**values)
+                db.conn.close()
+            for scheme in ("light", "dark"):
+                with s.watched_page(browser, color_scheme=scheme) as page:
+                    page.goto("/")
+                    expect(page.locator("#builtin")).to_be_visible()
+                    page.evaluate(AXE.read_text())
+                    result = page.evaluate("() => axe.run(document, {resultTypes: ['violations']})")
+                    assert not result["violations"], f"{name} {scheme}: {describe(result['violations'])}"
+    finally:
+        s.stop()
+
+
+def test_tabletalk_model_install_prints_each_step_and_a_running_serve_would_start_it(data, builtin_env):
+    import subprocess
+    import sys
+
+    from app import db as dbm
+    from app.store import Store
+
+    def install() -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "app.cli", "model", "install"], cwd=ROOT,
+                              env={**os.environ, **builtin_env}, capture_output=True, text=True, timeout=INSTALL_SECONDS)
+
+    db = dbm.connect(data / "tabletalk.db")
+    dbm.migrate(db)
+    Store(db).set_builtin(state="installing", pid=os.getpid())  # another install is on its way
+    db.conn.close()
+    refused = install()
+    assert refused.returncode != 0 and f"being installed already (process {os.getpid()})" in refused.stderr
+    assert row(data)["state"] == "installing"
+
+    db = dbm.connect(data / "tabletalk.db")
+    Store(db).set_builtin(state="", pid=0)
+    db.conn.close()
+    done = install()
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert [ln.split("]")[0] for ln in lines if ln.startswith("[")] == ["[1/4", "[2/4", "[3/4", "[4/4"]
+    assert "Trying the model once" in done.stdout and f"local:{localmodel.NAME}" in lines[-1]
+    assert row(data)["state"] == "ready" and localmodel.installed(data)
