@@ -66,11 +66,12 @@ class Attempt:
         self.errors: list[BaseException] = []  # what the transport met outside any request
         self.session_id = ""  # the Mcp-Session-Id the server gave (Streamable HTTP)
         self.stderr = ""  # the end of a stdio plugin's standard error, once it stopped
-        self.oauth = False  # a 401 came with a Bearer challenge: the server signs people in (app/mcp_oauth.py)
+        self.oauth = False  # a 401 named the server's OAuth metadata: it signs people in (app/mcp_oauth.py)
 
     async def record(self, response: httpx2.Response) -> None:
         self.statuses.append((response.request.method, response.status_code))
-        if response.status_code == 401 and response.headers.get("www-authenticate", "").lower().startswith("bearer"):
+        challenge = response.headers.get("www-authenticate", "").lower() if response.status_code == 401 else ""
+        if challenge.startswith("bearer") and "resource_metadata=" in challenge:  # RFC 9728: it names its OAuth metadata
             self.oauth = True
         if (given := response.headers.get("mcp-session-id")) and response.status_code < 400:
             self.session_id = given

@@ -65,4 +65,5 @@ async def running(config: Config, render: Render | None = None,
         await runner.stop()
         await feed.aclose()
         await providers.close()
+        mcp_oauth.attach(None)
         db.conn.close()
