@@ -10,6 +10,7 @@ httpcore2's, as its own backends do, so httpx2 and the openai SDK see what they 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import socket
 import ssl
 from collections.abc import Iterable
@@ -19,15 +20,17 @@ import httpcore2
 import httpx2
 from httpcore2._utils import is_socket_readable
 
-from .beat import next_beat
+from .beat import PHASE_SECONDS, PHASES, next_beat
 
 READ_LIMIT = 256 * 1024  # StreamReader's buffer before it pauses the transport
+_PHASE = itertools.count()  # connections made: each takes the next phase of the beat
 
 class AsyncioStream(httpcore2.AsyncNetworkStream):
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self._reader = reader
         self._writer = writer
         self.paced = False  # see `pace`
+        self.phase = next(_PHASE) % PHASES * PHASE_SECONDS  # where on the beat it is read (beat.PHASES)
 
     async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
         if self.paced and not self._reader._buffer and not self._reader.at_eof():
@@ -49,7 +52,7 @@ class AsyncioStream(httpcore2.AsyncNetworkStream):
         now = loop.time()
         transport.pause_reading()
         try:
-            await asyncio.sleep(next_beat(now) - now)
+            await asyncio.sleep(next_beat(now - self.phase) + self.phase - now)
         finally:
             if not transport.is_closing():
                 transport.resume_reading()

@@ -5,7 +5,8 @@ epoll wait returning, the switch back in, a turn of the loop), more than most ti
 own work: a feed poll every 25 ms and a write tick every 50 ms cost ~7 ms a second idle,
 and a streamed answer woke its task for every token. So what runs often runs on the
 beats of this grid (of the loop's clock, `time.monotonic`): model streams are read at
-each beat (asyncnet.pace), the runner writes what they grew right after, the feed polls
+each beat (asyncnet.pace; half of them half a beat later, see PHASES), the runner writes
+what they grew right after, the feed polls
 for other processes' commits on half-beats and the runner's scans start on beats; due
 together, they share one wake-up.
 """
@@ -14,6 +15,15 @@ from __future__ import annotations
 import math
 
 BEAT_SECONDS = 0.05
+# Model streams read on one of two phases of the beat (asyncnet.AsyncioStream: every other
+# connection half a beat later), and the runner writes after each phase's reads. On one
+# phase, a hundred streams were read, parsed and written in one burst every 50 ms, and a
+# token that came just after a beat waited for the whole burst of the next:
+# benchmarks/runs.py at 100 x 20 tok/s, chunk -> committed p50 59-68 -> 36-40 ms, p99
+# 100-202 -> 93-140 ms, for ~10% more CPU a token (the second wake-up a beat falls on the
+# feed's own 25 ms polls). One answer streams on one phase: its cost is the same.
+PHASES = 2
+PHASE_SECONDS = BEAT_SECONDS / PHASES
 
 
 def next_beat(now: float, every: float = BEAT_SECONDS) -> float:

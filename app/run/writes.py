@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .. import space
-from ..beat import BEAT_SECONDS, next_beat
+from ..beat import BEAT_SECONDS, PHASE_SECONDS, next_beat
 
 log = logging.getLogger(__name__)
 
@@ -44,10 +44,10 @@ class Writes:
             return
         # No timer while nothing grows. The first growth in a beat (the streams read what
         # came at the beat: asyncnet.pace) is written once every stream woken with it has
-        # run, in one transaction; a later one at the next beat.
+        # run, in one transaction; a later one at the next phase (beat.PHASES).
         loop = asyncio.get_running_loop()
-        beat = next_beat(now)
-        if self._flushed < beat - BEAT_SECONDS:
+        beat = next_beat(now, PHASE_SECONDS)
+        if self._flushed < beat - PHASE_SECONDS:
             self._flush_at = loop.call_soon(self._scheduled)
         else:
             self._flush_at = loop.call_at(beat, self._scheduled)
