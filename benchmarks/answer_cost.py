@@ -124,6 +124,24 @@ def tree_cpu(pid: int) -> float:
     return total
 
 
+def threads_cpu(pid: int) -> dict[str, float]:
+    """CPU seconds of each thread of the serve process's tree, by (pid, thread name, tid)."""
+    out, todo = {}, [pid]
+    tick = os.sysconf("SC_CLK_TCK")
+    while todo:
+        p = todo.pop()
+        try:
+            for tid in os.listdir(f"/proc/{p}/task"):
+                stat = Path(f"/proc/{p}/task/{tid}/stat").read_text()
+                name = stat[stat.index("(") + 1: stat.rindex(")")]
+                fields = stat[stat.rindex(")") + 2:].split()
+                out[f"{p}/{name}/{tid}"] = (int(fields[11]) + int(fields[12])) / tick
+        except OSError:
+            continue
+        todo.extend(fb.children(p))
+    return out
+
+
 def marker_answer(words: int) -> str:
     out, line = [], []
     for n in range(1, words + 1):
@@ -153,6 +171,7 @@ async def one_answer(served: fb.Served, fake: RecordingServer, answer: str, foll
     fake.record_times = True
     fake.script([rate(chunk_rate), text(answer)])
     fake.plain_default = [text("A title")]
+    threads0 = threads_cpu(served.proc.pid) if os.environ.get("THREADS_CPU") else {}
     cpu0 = tree_cpu(served.proc.pid)
     t0 = time.monotonic()
     spy = None
@@ -180,6 +199,10 @@ async def one_answer(served: fb.Served, fake: RecordingServer, answer: str, foll
         finally:
             db.close()
     cpu = tree_cpu(served.proc.pid) - cpu0
+    if os.environ.get("THREADS_CPU"):
+        after = threads_cpu(served.proc.pid)
+        for key in sorted(after, key=lambda k: -(after[k] - threads0.get(k, 0)))[:8]:
+            print(f"  thread {key}: {after[key] - threads0.get(key, 0):.3f} s", file=sys.stderr)
     if spy is not None:
         spy.send_signal(signal.SIGINT)
         spy.wait(30)
