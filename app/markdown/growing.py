@@ -70,9 +70,15 @@ from .scan import _INF, _closers, _scan
 # line. The changed text goes through the same safe renderer: cutting text or adding
 # `*`, `_`, `~` or "`" cannot produce raw HTML or a link that the text does not have.
 
-_LOOKBACK = 16  # grid points replayed to find the previous render's edge
+# Grid points replayed to find the previous render's edge. It also sets how much is parsed
+# again at each render (the region: the blocks holding the last _LOOKBACK grid steps),
+# the largest part of a followed answer's CPU. 8 (320 characters) sends the same bytes as
+# 16 did for the long answer of the tests (benchmarks/markdown_stream.py, seeds 1-3, steps
+# 4/10/40: the same appends and re-sent blocks) for a third less parsed; a replay that
+# starts too late can only cost a block re-sent once, never a wrong render.
+_LOOKBACK = 8
 # a region longer than this (one huge open block, rendered on a coarse cadence anyway:
-# see _cadence) is not replayed: its ~17 scans would cost more than a re-sent block
+# see _cadence) is not replayed: its ~9 scans would cost more than a re-sent block
 _REPLAY_MAX = 20_000
 _RAW = "raw"  # an end that keeps its trailing newline (inside a fence)
 
