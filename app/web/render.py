@@ -29,6 +29,9 @@ env = jinja2.Environment(
     trim_blocks=True,
     lstrip_blocks=True,
     undefined=jinja2.StrictUndefined,
+    # templates change with the code, not while it serves: no stat of the file at every
+    # render (the live feed renders a fragment per message of every followed answer)
+    auto_reload=False,
 )
 
 
