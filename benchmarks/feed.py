@@ -202,6 +202,13 @@ Granian(target="app.web.app:create_app", factory=True, interface=Interfaces.ASGI
 """
 
 
+def _cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
+
+
 class Served:
     """`tabletalk serve --workers 1` in a process group of its own (as tests/conftest.py).
 
@@ -247,8 +254,9 @@ class Served:
 
     @property
     def worker(self) -> int:
-        """Granian's worker: the child of the serve process."""
-        kids = children(self.proc.pid)
+        """Granian's worker: the child of the serve process (not the built-in model's
+        supervisor, app.localmodel.supervise, which is one too)."""
+        kids = [k for k in children(self.proc.pid) if b"app.localmodel" not in _cmdline(k)]
         if len(kids) != 1:
             raise RuntimeError(f"expected one worker under {self.proc.pid}, found {kids}")
         return kids[0]
