@@ -246,6 +246,8 @@ async def call_tool(p: Plugin, mcp_name: str, args: dict[str, Any], *, chat: int
         if abort.is_set():
             raise PluginError("Stopped by the person before the call was made.")
         s = await sessions.session(p, chat, transport, private_ok=private_ok, store=store)
+        if abort.is_set():  # stopped while the session was being opened: the call is not sent
+            raise PluginError("Stopped by the person before the call was made.")
         s.attempt.clear()
         client = s.client
         assert client is not None
