@@ -13,13 +13,13 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.conftest import COOKIE, OWNER, PASSWORD, ROOT, Served, csrf, free_port, new_chat, signed_in, soup, start_chat
+from tests.conftest import database, COOKIE, OWNER, PASSWORD, ROOT, Served, csrf, free_port, new_chat, signed_in, soup, start_chat
 
 
 def db_rows(data: Path, sql: str, params=()):
     from app import db as dbm
 
-    db = dbm.connect(data / "tabletalk.db")
+    db = dbm.connect(database(data))
     try:
         return [tuple(r) for r in db.conn.execute(sql, params).fetchall()]
     finally:
@@ -89,7 +89,7 @@ def test_setting_up_the_owner_signs_them_in_and_claims_what_was_there(fresh, dat
     from app import db as dbm
     from app.store import Store
 
-    db = dbm.connect(data / "tabletalk.db")
+    db = dbm.connect(database(data))
     before = Store(db).new_conversation(None, "made before any account").id
     db.conn.close()
     page = soup(fresh.get("/setup"))
@@ -177,7 +177,7 @@ def test_wrong_passwords_wait_longer_and_longer_per_name_and_address(owner, data
     from app import db as dbm
 
     def earlier(seconds: float) -> None:
-        db = dbm.connect(data / "tabletalk.db")
+        db = dbm.connect(database(data))
         with dbm.write(db):
             db.conn.execute("UPDATE signins SET at = at - ?", [seconds])
         db.conn.close()
@@ -361,7 +361,7 @@ def test_a_session_ended_elsewhere_ends_its_streams_by_the_next_keep_alive(serve
     threading.Thread(target=follow, daemon=True).start()
     time.sleep(0.5)
     from app import db as dbm
-    db = dbm.connect(served.data / "tabletalk.db")
+    db = dbm.connect(database(served.data))
     with dbm.write(db):  # as a sign-out served by another worker does
         db.conn.execute("DELETE FROM sessions WHERE id = ?", [token_id(served.cookies[COOKIE])])
     db.conn.close()

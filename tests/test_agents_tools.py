@@ -1,7 +1,7 @@
 """The agent page's tools and plugins tabs, and plugin tools used in a run."""
 import pytest
 
-from tests.conftest import csrf, soup, start_chat, wait_for
+from tests.conftest import database, csrf, soup, start_chat, wait_for
 from tests.fakes.mcp_server import FakeMCPServer
 from tests.fakes.openai_server import tool_call
 
@@ -28,7 +28,7 @@ def test_tools_are_stored_as_the_seed_says(client, data):
     shown = ["fetch_page", "update_plan"]
     client.post(url + "/tools", data={"_csrf_token": token, "shown": shown, "use": ["update_plan"],
                                       "approve": ["update_plan"]})
-    db = dbm.connect(data / "tabletalk.db")
+    db = dbm.connect(database(data))
     row = db.conn.execute("SELECT tools, approve FROM assistants").fetchone()
     assert (row["tools"], row["approve"]) == ("update_plan", "update_plan")
     client.post(url + "/tools", data={"_csrf_token": token, "shown": shown, "use": shown})
@@ -159,7 +159,7 @@ def test_private_plugins_are_lifted_for_the_owners_agents_only(make_client, fake
         url = agent_url(client)
         client.post(url + "/plugins", data={"_csrf_token": csrf(client, url), "address": mcp.url})
         from app import db as dbm
-        db = dbm.connect(data / "tabletalk.db")
+        db = dbm.connect(database(data))
         [(status,)] = db.conn.execute("SELECT status FROM plugins").fetchall()
         db.conn.close()
         assert "refused" in status, status

@@ -8,7 +8,7 @@ import pytest
 from bs4 import BeautifulSoup
 
 from app import files as filestore
-from tests.conftest import csrf, new_chat, start_chat, wait_for
+from tests.conftest import database, csrf, new_chat, start_chat, wait_for
 from tests.fakes.openai_server import text
 
 
@@ -288,7 +288,7 @@ def test_a_deleted_conversations_files_go_and_bytes_another_names_stay(client, d
     first, second = conversation_with(b"shared bytes"), conversation_with(b"shared bytes")
     only = conversation_with(b"bytes of the first alone")
     stored = lambda: sorted(p.name for p in (data / "files").rglob("*") if p.is_file())  # noqa: E731
-    db = dbm.connect(data / "tabletalk.db")
+    db = dbm.connect(database(data))
     rows = lambda: db.conn.execute("SELECT count(*) FROM files").fetchone()[0]  # noqa: E731
     assert rows() == 3 and len(stored()) == 2
     client.post(first + "/delete", data={"_csrf_token": csrf(client)})

@@ -4,14 +4,14 @@ from app import db as dbm
 from app.store import Store
 from app.tools import ToolContext
 from app.tools.memory import PROMPT_CHARS, PROMPT_COUNT, prompt_section, recalled, remember
-from tests.conftest import csrf, soup, start_chat, wait_for
+from tests.conftest import database, csrf, soup, start_chat, wait_for
 from tests.fakes.openai_server import tool_call
 
 FACT = "The person's name is Ada and she prefers metric units."
 
 
 def store_of(data) -> Store:
-    return Store(dbm.connect(data / "tabletalk.db"))
+    return Store(dbm.connect(database(data)))
 
 
 def memories(data) -> list[tuple[int, str]]:

@@ -176,3 +176,35 @@ def test_a_listener_hears_of_every_committed_rev(pg_url, monkeypatch):
     finally:
         listening.conn.close()
         writing.conn.close()
+
+
+def test_a_dropped_connection_is_opened_again(pg_url, monkeypatch):
+    """PostgreSQL restarted or a proxy cut the connection: the next read goes on on a new
+    one, a write after it too, and a listener listens again and catches up."""
+    from app.store import postgres as pg
+
+    monkeypatch.setattr(pg, "CATCH_UP_SECONDS", 3600.0)
+    listening, writing, admin = dbm.connect(pg_url), dbm.connect(pg_url), dbm.connect(pg_url)
+    dbm.migrate(writing)
+    writer, reader = Store(writing), Store(listening)
+    try:
+        chat = writer.new_conversation(None).id
+        listening.version()
+        for db in (listening, writing):
+            admin.execute("SELECT pg_terminate_backend(?)", [db.conn.raw.info.backend_pid])
+        assert writer.rev() == reader.rev()  # a read, sent again on a new connection
+        written = writer.add(item("text", chat, "after", done=True)).rev
+        for _ in range(500):
+            if listening.version() >= written:
+                break
+            time.sleep(0.01)
+        assert listening.version() == written and listening.conn.opened == 2
+        later = writer.add(item("text", chat, "later", done=True)).rev  # heard by NOTIFY on the new one
+        for _ in range(500):
+            if listening.version() >= later:
+                break
+            time.sleep(0.01)
+        assert listening.version() == later
+    finally:
+        for db in (listening, writing, admin):
+            db.conn.close()

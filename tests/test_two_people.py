@@ -17,7 +17,7 @@ import pytest
 from app import db as dbm
 from app.store import Store
 from app.tables import plugin
-from tests.conftest import COOKIE, Served, csrf, signed_in, soup, start_chat, wait_for
+from tests.conftest import database, COOKIE, Served, csrf, signed_in, soup, start_chat, wait_for
 from tests.fakes.openai_server import text, tool_call
 
 SECRET_WORD = "zanzibarquux"  # A's words: B must never see them anywhere
@@ -25,7 +25,7 @@ SECRET_WORD = "zanzibarquux"  # A's words: B must never see them anywhere
 
 def a_snapshot(data: Path, a: int) -> dict[str, list]:
     """Everything of A's, to compare before and after B's attempts."""
-    db = dbm.connect(data / "tabletalk.db")
+    db = dbm.connect(database(data))
     try:
         q = lambda sql: [tuple(r) for r in db.conn.execute(sql, [a]).fetchall()]  # noqa: E731
         return {
@@ -47,7 +47,7 @@ def two(client, fake, data):
     """A (the owner, signed in on `client`) with a conversation, an answer, a call waiting for
     approval, a second agent with a plugin and a memory, and an uploaded file; B with a
     conversation of their own. Returns the ids."""
-    db = dbm.connect(data / "tabletalk.db")
+    db = dbm.connect(database(data))
     store = Store(db)
     a = store.owner()
     agent = store.default_agent(a)
@@ -161,7 +161,7 @@ def test_b_cannot_start_a_conversation_with_as_agent(client, two, data):
     client.cookies.set(COOKIE, two["b_token"])
     r = client.post("/c", data={"_csrf_token": csrf(client), "agent": str(two["agent"])}, follow_redirects=False)
     assert r.status_code == 400 and "no such agent" in r.text
-    db = dbm.connect(data / "tabletalk.db")
+    db = dbm.connect(database(data))
     assert db.conn.execute("SELECT count(*) FROM conversations WHERE agent = ? AND person = ?",
                            [two["agent"], two["b"]]).fetchone()[0] == 0
     db.conn.close()
@@ -170,7 +170,7 @@ def test_b_cannot_start_a_conversation_with_as_agent(client, two, data):
 def test_a_run_of_bs_whose_agent_is_gone_never_borrows_as_agent(client, two, fake, data):
     """With its agent deleted a conversation is answered by its person's first agent, never by
     another person's (whose instructions and memories are theirs)."""
-    db = dbm.connect(data / "tabletalk.db")
+    db = dbm.connect(database(data))
     store = Store(db)
     b_agent = store.add_agent(store.default_agent(two["b"]).__class__(name="B2", instructions="B2 speaks", person=two["b"]))
     chat = store.new_conversation(b_agent.id, person=two["b"]).id

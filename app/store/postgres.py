@@ -107,23 +107,57 @@ def _values(params: Sequence[Any]) -> tuple[Any, ...]:
     return tuple(p.__conform__(sqlite3.PrepareProtocol) if hasattr(type(p), "__conform__") else p for p in params)
 
 
-class Connection:
-    """The part of sqlite3.Connection the store uses, over one psycopg connection."""
+BUSY = (pq.TransactionStatus.INTRANS, pq.TransactionStatus.INERROR, pq.TransactionStatus.ACTIVE)
 
-    def __init__(self, conn: psycopg.Connection):
-        self.raw = conn
+
+def _open(url: str) -> psycopg.Connection:
+    raw = psycopg.connect(url, autocommit=True, row_factory=_rows)
+    raw.adapters.register_dumper(bool, _BoolAsInt)
+    return raw
+
+
+class Connection:
+    """The part of sqlite3.Connection the store uses, over one psycopg connection.
+
+    A connection the server dropped (a restart, a failover, an idle timeout) is opened
+    again at the next statement outside a transaction; a read that found it dropped is
+    sent once more on the new one. A write is never sent again (it may have committed):
+    its transaction fails, as any failed write does, and the next one finds a new
+    connection."""
+
+    def __init__(self, url: str):
+        self.url = url
+        self.raw = _open(url)
+        self.opened = 1  # how many times: a listener listens again after a new one
+        self.depth = 0  # open transactions of ours (Database.write, snapshot): never reopened under one
+        self._closed = False
 
     @property
     def in_transaction(self) -> bool:
-        return self.raw.info.transaction_status != pq.TransactionStatus.IDLE
+        return self.depth > 0 or self.raw.info.transaction_status in BUSY
+
+    def ready(self) -> None:
+        """A live connection, unless a transaction of ours is open on the one that broke."""
+        if (self.raw.broken or self.raw.closed) and not self._closed and self.depth == 0:
+            self.raw.close()
+            self.raw = _open(self.url)
+            self.opened += 1
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> psycopg.Cursor:
+        self.ready()
+        outside = not self.in_transaction
         try:
             return self.raw.execute(translate(sql), _values(params))
         except psycopg.IntegrityError as e:
             raise IntegrityError(str(e)) from e
+        except psycopg.OperationalError:
+            if not (outside and self.raw.broken and sql.lstrip()[:6].upper() == "SELECT"):
+                raise
+            self.ready()
+            return self.raw.execute(translate(sql), _values(params))
 
     def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> psycopg.Cursor:
+        self.ready()
         cur = self.raw.cursor()
         try:
             cur.executemany(translate(sql), [_values(r) for r in rows])
@@ -132,6 +166,7 @@ class Connection:
         return cur
 
     def close(self) -> None:
+        self._closed = True
         self.raw.close()
 
 
@@ -141,14 +176,12 @@ class Database:
     dialect = "postgresql"
 
     def __init__(self, url: str, files: Path | None = None):
-        raw = psycopg.connect(url, autocommit=True, row_factory=_rows)
-        raw.adapters.register_dumper(bool, _BoolAsInt)
         self.url = url
-        self.conn = Connection(raw)
+        self.conn = Connection(url)
         self.files = files  # where file bytes are kept (the data folder's files/), until they move into rows
         self.bumped = 0  # the last rev the open write took (dbm.bump), told to listeners at its commit
         self.heard = 0  # the highest rev this connection heard of (version)
-        self._listening = False
+        self._listening = 0  # the connection (Connection.opened) that listens
         self._caught_up = 0.0
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> psycopg.Cursor:
@@ -165,31 +198,40 @@ class Database:
             with self.conn.raw.transaction():
                 yield self
             return
-        with self.conn.raw.transaction():
-            self.conn.raw.execute("SELECT pg_advisory_xact_lock(%s)", [WRITE_LOCK])
-            self.bumped = 0
-            try:
+        self.conn.ready()
+        self.conn.depth += 1
+        try:
+            with self.conn.raw.transaction():
+                self.conn.raw.execute("SELECT pg_advisory_xact_lock(%s)", [WRITE_LOCK])
+                self.bumped = 0
                 yield self
                 if self.bumped:  # sent at COMMIT, so a listener hears only of what it can read
                     self.conn.raw.execute("SELECT pg_notify(%s, %s)", [CHANNEL, str(self.bumped)])
-            finally:
-                self.bumped = 0
+        finally:
+            self.bumped = 0
+            self.conn.depth -= 1
 
     def version(self) -> int:
         """A number that grows when a write (of any process, on any machine) that took a rev
-        commits: the highest rev heard of. The first call starts listening."""
-        raw = self.conn.raw
-        if not self._listening:
-            raw.add_notify_handler(self._hear)
-            raw.execute(f"LISTEN {CHANNEL}")
-            self._listening = True
-        if not self.conn.in_transaction:
-            raw.pgconn.consume_input()  # what arrived on the socket; never waits
-            while (n := raw.pgconn.notifies()) is not None:
-                raw.pgconn.notify_handler(n)
-        if time.monotonic() - self._caught_up >= CATCH_UP_SECONDS:
-            self._caught_up = time.monotonic()
-            self.heard = max(self.heard, raw.execute("SELECT rev FROM revs WHERE id = 1").fetchone()[0])
+        commits: the highest rev heard of. The first call starts listening, and so does the
+        first after the connection was opened again (a catch-up read covers the gap)."""
+        try:
+            self.conn.ready()
+            raw = self.conn.raw
+            if self._listening != self.conn.opened:
+                raw.add_notify_handler(self._hear)
+                raw.execute(f"LISTEN {CHANNEL}")
+                self._listening, self._caught_up = self.conn.opened, 0.0
+            if not self.conn.in_transaction:
+                raw.pgconn.consume_input()  # what arrived on the socket; never waits
+                while (n := raw.pgconn.notifies()) is not None:
+                    raw.pgconn.notify_handler(n)
+            if time.monotonic() - self._caught_up >= CATCH_UP_SECONDS:
+                self._caught_up = time.monotonic()
+                self.heard = max(self.heard, raw.execute("SELECT rev FROM revs WHERE id = 1").fetchone()[0])
+        except psycopg.OperationalError:  # dropped: opened again at the next poll, then caught up
+            if not self.conn.raw.closed:
+                self.conn.raw.close()  # however libpq saw it fail: gone, so `ready` opens a new one
         return self.heard
 
     def _hear(self, notify: psycopg.Notify) -> None:
@@ -202,11 +244,15 @@ class Database:
         if self.conn.in_transaction:
             yield
             return
+        self.conn.ready()
         self.conn.raw.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        self.conn.depth += 1
         try:
             yield
         finally:
-            self.conn.raw.execute("COMMIT")
+            self.conn.depth -= 1
+            if not self.conn.raw.broken:
+                self.conn.raw.execute("COMMIT")
 
 
 def connect(url: str, files: Path | None = None) -> Database:
