@@ -118,9 +118,14 @@ def auth_for(p: Plugin) -> Any:
     tokens, refreshed as they expire; never a new flow."""
     if _store is None or p.id is None or p.kind == "stdio":
         return None
-    row = _store.plugin_auth(p.id)
-    if not row or not row["tokens"]:
+    try:
+        row = _store.plugin_auth(p.id)
+        same = _store.plugin_row(p.id)
+    except Exception:  # the store of a worker that stopped (its database closed)
+        log.info("plugin %s: no store to read its OAuth tokens from", p.name)
         return None
+    if not row or not row["tokens"] or same is None or same.address != p.address:
+        return None  # (a plugin of another database with the same id has no tokens here)
     client = json.loads(row["client"]) if row["client"] else {}
     redirect = (client.get("redirect_uris") or ["http://127.0.0.1" + CALLBACK_PATH])[0]
 
