@@ -41,10 +41,10 @@ def test_the_form_is_filled_in_and_accepted(site, fake, browser, js):
         page.goto(chat)
         if not js:  # without script the page shows what it had: it is loaded again once the question is there
             with site.client() as c:
-                wait_for(lambda: soup(c.get(chat)).select_one("article.ask"), timeout=20)
+                wait_for(lambda: soup(c.get(chat)).select_one("article.ask"), timeout=40)
             page.reload()
         form = page.locator("article.ask")
-        form.locator("input[type=text]").first.wait_for(timeout=20000)
+        form.locator("input[type=text]").first.wait_for(timeout=40000)
         assert page.locator("iframe.watch-frame").count() == 0
         form.get_by_label("String (required)").fill("Ada Lovelace")
         form.get_by_label("Boolean").check()
@@ -55,11 +55,11 @@ def test_the_form_is_filled_in_and_accepted(site, fake, browser, js):
         if not js:  # back on the conversation, the answer being written shows in its frame; once it is done:
             assert re.search(re.escape(chat) + r"#i\d+$", page.url), page.url
             with site.client() as c:
-                wait_for(lambda: soup(c.get(chat)).select_one('#status[data-running="0"]'), timeout=20)
+                wait_for(lambda: soup(c.get(chat)).select_one('#status[data-running="0"]'), timeout=40)
             page.reload()
-        page.locator("article.ask .state", has_text="answered").wait_for(timeout=20000)
+        page.locator("article.ask .state", has_text="answered").wait_for(timeout=40000)
         output = page.locator("article.call pre.output")
-        output.filter(has_text="User provided the requested information").wait_for(state="attached", timeout=20000)
+        output.filter(has_text="User provided the requested information").wait_for(state="attached", timeout=40000)
         said = output.text_content()
         assert "- Name: Ada Lovelace" in said and "- Agreed to terms: true" in said and '"fish-2"' in said
         answered = page.locator("article.ask dl.ask-answer").inner_text()
@@ -73,8 +73,8 @@ def test_a_sampling_request_is_approved_with_one_click(site, fake, browser):
     with site.watched_page(browser) as page:
         page.goto(chat)
         page.get_by_role("button", name="Approve 127_0_0_1’s request").click()
-        page.locator("article.sample .sample-answer .body", has_text="Sampled words.").wait_for(timeout=20000)
-        page.locator("article.call pre.output", has_text='"text": "Sampled words."').wait_for(state="attached", timeout=20000)
+        page.locator("article.sample .sample-answer .body", has_text="Sampled words.").wait_for(timeout=40000)
+        page.locator("article.call pre.output", has_text='"text": "Sampled words."').wait_for(state="attached", timeout=40000)
         assert page.url.endswith(chat), "approved in place: the page was not left"
 
 
@@ -85,11 +85,11 @@ def test_without_script_the_question_shows_in_the_answers_frame_and_is_answered_
     with site.watched_page(browser, java_script_enabled=False) as page:
         page.goto(chat)
         frame = page.frame_locator("iframe.watch-frame")
-        frame.get_by_label("String (required)").fill("Grace Hopper", timeout=20000)
+        frame.get_by_label("String (required)").fill("Grace Hopper", timeout=40000)
         assert frame.locator("meta[http-equiv=refresh]").count() == 0, "a frame with a form in it stays put"
         frame.get_by_role("button", name="Accept and send to 127_0_0_1").click()
         page.wait_for_url(re.compile(re.escape(chat) + r"#i\d+$"))
         with site.client() as c:
-            wait_for(lambda: soup(c.get(chat)).select_one('#status[data-running="0"]'), timeout=20)
+            wait_for(lambda: soup(c.get(chat)).select_one('#status[data-running="0"]'), timeout=40)
         page.reload()
         assert "- Name: Grace Hopper" in page.locator("article.call pre.output").text_content()
