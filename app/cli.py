@@ -38,9 +38,11 @@ def serve(host: str, port: int, workers: int) -> None:
     migrate(config)
     db = dbm.connect(config.database)
     store = Store(db)
-    # This server owns the data folder: leases left by a process that died are void, so the
-    # conversations they held resume at once instead of after expiry.
-    store.void_leases()
+    # On SQLite this server owns the data folder: leases left by a process that died are
+    # void, so the conversations they held resume at once instead of after expiry. On
+    # PostgreSQL other servers may hold live ones: they expire (LEASE_SECONDS) instead.
+    if not dbm.postgres(db):
+        store.void_leases()
     try:
         set_up_from_settings(store, config)  # once, before the workers start
     except AccountError as e:
