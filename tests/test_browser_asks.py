@@ -10,7 +10,7 @@ import pytest
 
 from tests.conftest import Served, soup, wait_for
 from tests.fakes.everything import Everything
-from tests.fakes.openai_server import text, tool_call
+from tests.fakes.openai_server import delay, text, tool_call
 
 pytestmark = pytest.mark.browser
 
@@ -81,9 +81,14 @@ def test_a_sampling_request_is_approved_with_one_click(site, fake, browser):
 def test_without_script_the_question_shows_in_the_answers_frame_and_is_answered_there(site, fake, browser):
     """The page a person opened before the question came: its self-refreshing frame shows the
     question (and stops refreshing); Accept there leads the whole page on."""
-    chat = started(site, fake, "127_0_0_1_trigger-elicitation-request", {})
+    # the model takes a while to call the tool, so the page is open (with its frame) first
+    fake.script([delay(3), tool_call("127_0_0_1_trigger-elicitation-request", {})], "Done with the plugin.")
+    with site.client() as c:
+        token = re.search(r'name="_csrf_token" value="([^"]+)"', c.get("/").text).group(1)
+        chat = c.post("/c", data={"_csrf_token": token, "text": "go"}).headers["location"]
     with site.watched_page(browser, java_script_enabled=False) as page:
         page.goto(chat)
+        assert page.locator("iframe.watch-frame").count() == 1
         frame = page.frame_locator("iframe.watch-frame")
         frame.get_by_label("String (required)").fill("Grace Hopper", timeout=40000)
         assert frame.locator("meta[http-equiv=refresh]").count() == 0, "a frame with a form in it stays put"
