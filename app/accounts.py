@@ -20,7 +20,7 @@ from pathlib import Path
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError, VerifyMismatchError
 
-from . import db as dbm
+from .store import db as dbm
 from .config import Config
 from .store import Store
 from .store.people import Taken

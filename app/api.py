@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from . import config as configuration
-from . import db as dbm
+from .store import db as dbm
 from . import markdown, tables
 from .providers.client import Providers
 from .store import Store

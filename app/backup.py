@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import db as dbm
+from .store import db as dbm
 from . import files as filestore
 from .config import Config
 from .store import backup as sql

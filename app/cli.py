@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 from . import config as configuration
-from . import db as dbm
+from .store import db as dbm
 
 BACKLOG = 4096             # connections waiting to be accepted
 BACKPRESSURE = 20_000      # concurrent requests per worker: open pages (SSE) included

@@ -17,7 +17,7 @@ from collections import defaultdict, deque
 from collections.abc import Callable
 from pathlib import Path
 
-from . import db as dbm
+from .store import db as dbm
 from .beat import beat_at_or_after
 from .store import Store
 from .localmodel import Builtin

@@ -10,7 +10,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
 from . import accounts, mcp_oauth
-from . import db as dbm
+from .store import db as dbm
 from .config import Config
 from .feed import Feed, Render, RenderBuiltin, RenderList
 from .providers.client import Providers

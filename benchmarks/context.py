@@ -36,7 +36,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from app import config as configuration  # noqa: E402
-from app import db as dbm  # noqa: E402
+from app.store import db as dbm  # noqa: E402
 from app import window  # noqa: E402
 from app.providers.client import Providers  # noqa: E402
 from app.store import Store  # noqa: E402

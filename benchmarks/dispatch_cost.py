@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from app import db as dbm  # noqa: E402
+from app.store import db as dbm  # noqa: E402
 from app.feed import Feed  # noqa: E402
 from app.markdown import growing  # noqa: E402
 from app.store import Store  # noqa: E402

@@ -17,7 +17,7 @@ must be cheap), reading `GET /c/{chat}/events` exactly as htmx would.
    the text item's state span turns `class="state done"`, against the length of that
    item's final `<article id="iN" ...>...</article>` as the conversation page renders it.
 2. Commit -> follower delay with 1, 100 and 1,000 followers of one conversation. This
-   process writes rows into the server's SQLite database (app.db / app.store.Store, as
+   process writes rows into the server's SQLite database (app.store.db / app.store.Store, as
    another process would): a text item whose text grows by ` t=<ns>` every ~50 ms (random
    30-70 ms, so writes fall at random points of the server's 50 ms poll), the commit time
    taken with time.monotonic() right after the commit; each follower notes
@@ -55,7 +55,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from app import db as dbm  # noqa: E402
+from app.store import db as dbm  # noqa: E402
 from app.store import Store  # noqa: E402
 from app.tables import item  # noqa: E402
 from tests.fakes.openai_server import FakeModelServer, rate, text  # noqa: E402

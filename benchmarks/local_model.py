@@ -48,7 +48,7 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from app import db as dbm  # noqa: E402
+from app.store import db as dbm  # noqa: E402
 from app import localmodel  # noqa: E402
 from app.localmodel.install import Installer, llama_wheel  # noqa: E402
 from app.store import Store  # noqa: E402

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import httpx
 
-from app import db as dbm
+from app.store import db as dbm
 from app.store import Store
 from app.tables import asked, assistant, plugin
 from tests.conftest import Served

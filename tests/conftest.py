@@ -49,7 +49,7 @@ def database(data: Path) -> Path | str:
 def signed_in(data: Path, name: str = OWNER, owner: bool = True) -> str:
     """A session token for `name` (their account made first when it does not exist yet) in
     the data folder's database, as signing in with PASSWORD would give."""
-    from app import db as dbm
+    from app.store import db as dbm
     from app.accounts import People
     from app.store import Store
 
@@ -100,7 +100,7 @@ def engine(request) -> str:
 def store(request, tmp_path: Path, engine: str):
     """A migrated database of its own, opened through the Store, without the app: SQLite's
     file, or a fresh database on the test session's PostgreSQL cluster."""
-    from app import db as dbm
+    from app.store import db as dbm
     from app.store import Store
 
     if engine == "postgresql":
@@ -224,7 +224,7 @@ def idle(client, chat: str):
 def rows(data: Path, sql: str = "SELECT id, kind, text, state, done, turn, model FROM items ORDER BY id") -> list[dict]:
     """The database's rows for `sql`, as dicts."""
     if os.environ.get("DATABASE_URL"):
-        from app import db as dbm
+        from app.store import db as dbm
 
         pg = dbm.connect(os.environ["DATABASE_URL"])
         try:
@@ -292,7 +292,7 @@ class Served:
     def empty_chat(self) -> str:
         """An empty conversation of the owner's to test in, written straight into the database
         (the pages never make one); its path."""
-        from app import db as dbm
+        from app.store import db as dbm
         from app.store import Store
 
         db = dbm.connect(database(self.data))

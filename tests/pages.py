@@ -106,7 +106,7 @@ class World:
         return self.cookies.get(page.who, {})
 
     def build(self, fake: FakeModelServer) -> "World":
-        from app import db as dbm
+        from app.store import db as dbm
         from app.accounts import People
         from app.store import Store
 

@@ -17,7 +17,7 @@ from tests.conftest import database, COOKIE, OWNER, PASSWORD, ROOT, Served, csrf
 
 
 def db_rows(data: Path, sql: str, params=()):
-    from app import db as dbm
+    from app.store import db as dbm
 
     db = dbm.connect(database(data))
     try:
@@ -86,7 +86,7 @@ def test_with_no_account_every_page_leads_to_setup(fresh):
 
 
 def test_setting_up_the_owner_signs_them_in_and_claims_what_was_there(fresh, data):
-    from app import db as dbm
+    from app.store import db as dbm
     from app.store import Store
 
     db = dbm.connect(database(data))
@@ -174,7 +174,7 @@ def test_a_wrong_password_or_name_is_refused_without_saying_which(owner):
 
 
 def test_wrong_passwords_wait_longer_and_longer_per_name_and_address(owner, data):
-    from app import db as dbm
+    from app.store import db as dbm
 
     def earlier(seconds: float) -> None:
         db = dbm.connect(database(data))
@@ -360,7 +360,7 @@ def test_a_session_ended_elsewhere_ends_its_streams_by_the_next_keep_alive(serve
 
     threading.Thread(target=follow, daemon=True).start()
     time.sleep(0.5)
-    from app import db as dbm
+    from app.store import db as dbm
     db = dbm.connect(database(served.data))
     with dbm.write(db):  # as a sign-out served by another worker does
         db.conn.execute("DELETE FROM sessions WHERE id = ?", [token_id(served.cookies[COOKIE])])

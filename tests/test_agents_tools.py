@@ -22,7 +22,7 @@ def test_the_tools_tab_lists_builtin_tools_with_two_checkboxes(client):
 
 
 def test_tools_are_stored_as_the_seed_says(client, data):
-    from app import db as dbm
+    from app.store import db as dbm
     url = agent_url(client)
     token = csrf(client, url)
     shown = ["fetch_page", "update_plan"]
@@ -158,7 +158,7 @@ def test_private_plugins_are_lifted_for_the_owners_agents_only(make_client, fake
         client.cookies.set(COOKIE, signed_in(data, "Bea", owner=False))
         url = agent_url(client)
         client.post(url + "/plugins", data={"_csrf_token": csrf(client, url), "address": mcp.url})
-        from app import db as dbm
+        from app.store import db as dbm
         db = dbm.connect(database(data))
         [(status,)] = db.conn.execute("SELECT status FROM plugins").fetchall()
         db.conn.close()

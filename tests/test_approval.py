@@ -3,7 +3,7 @@ import signal
 
 import pytest
 
-from app import db as dbm
+from app.store import db as dbm
 from app.store import Store
 from app.tables import asked
 from tests.conftest import ENGINES, Served, csrf, database, on_both_engines, soup, start_chat, wait_for

@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from app import backup
-from app import db as dbm
+from app.store import db as dbm
 from app import files as filestore
 from app.config import load
 from app.store import Store

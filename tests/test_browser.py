@@ -203,7 +203,7 @@ def test_the_conversation_list_follows_live(browser, served, fake):
 
 
 def test_a_call_is_approved_from_the_page_and_the_plan_appears_pinned(page, served, fake):
-    from app import db as dbm
+    from app.store import db as dbm
     from app.store import Store
     from tests.fakes.openai_server import tool_call
 
@@ -228,7 +228,7 @@ def test_a_call_is_approved_from_the_page_and_the_plan_appears_pinned(page, serv
 
 
 def test_without_javascript_a_call_is_approved_with_the_plain_form(browser, served, fake):
-    from app import db as dbm
+    from app.store import db as dbm
     from app.store import Store
     from tests.fakes.openai_server import tool_call
 
@@ -255,7 +255,7 @@ def test_without_javascript_a_call_is_approved_with_the_plain_form(browser, serv
 
 
 def test_send_now_during_a_run_is_read_at_the_next_step_and_moves_to_where_it_was_read(page, served, fake):
-    from app import db as dbm
+    from app.store import db as dbm
     from app.store import Store
     from tests.fakes.openai_server import tool_call
 

@@ -17,7 +17,7 @@ SHOTS = "/work/notes/shots"
 def served_with_plugin(data, env):
     with Everything("streamableHttp") as everything:
         served = Served(data, {**env, "CHAT_PRIVATE_PLUGINS": "1"}).start()
-        from app import db as dbm
+        from app.store import db as dbm
         from app.store import Store
         from app.tables import plugin
 

@@ -9,7 +9,7 @@ import time
 import pytest
 from playwright.sync_api import expect
 
-from app import db as dbm
+from app.store import db as dbm
 from app.store import Store
 from app.tables import skill
 from tests.conftest import Served, csrf, start_chat, wait_for

@@ -156,7 +156,7 @@ def test_without_javascript_it_installs_by_reload_and_a_killed_app_leaves_no_ser
 def test_the_offer_its_progress_and_its_failure_pass_axe(browser, data):
     """Each state of the built-in model's part of the page, light and dark, has no axe-core
     violation (the page walk of test_axe.py runs with a model server, so it never shows it)."""
-    from app import db as dbm
+    from app.store import db as dbm
     from app.store import Store
     from tests.test_axe import AXE, describe
 
@@ -191,7 +191,7 @@ def test_tabletalk_model_install_prints_each_step_and_a_running_serve_would_star
     import subprocess
     import sys
 
-    from app import db as dbm
+    from app.store import db as dbm
     from app.store import Store
 
     def install() -> subprocess.CompletedProcess:

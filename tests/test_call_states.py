@@ -6,7 +6,7 @@ import signal
 import pytest
 
 from app import agent as loop
-from app import db as dbm
+from app.store import db as dbm
 from app.agent import Delta, Message
 from app.store import Store
 from app.tables import asked, plugin

@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from app import db as dbm
+from app.store import db as dbm
 from app.run.turn import MAY_HAVE_RUN
 from tests.chaos import Chaos
 from tests.conftest import Served, signed_in, soup, wait_for

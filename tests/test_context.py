@@ -7,7 +7,7 @@ import sqlite3
 import pytest
 from bs4 import BeautifulSoup
 
-from app import db as dbm
+from app.store import db as dbm
 from app.feed import Feed
 from app.store import Store
 from app.web import live

@@ -11,7 +11,7 @@ import httpx
 import pytest
 from bs4 import BeautifulSoup
 
-from app import db as dbm
+from app.store import db as dbm
 from app import export, search
 from app.feed import Feed, encode
 from app.store import Store

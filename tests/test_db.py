@@ -3,7 +3,7 @@ import sqlite3
 
 import pytest
 
-from app import db as dbm
+from app.store import db as dbm
 from app.store import Store, first_words
 from app.tables import asked, item
 

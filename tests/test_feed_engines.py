@@ -5,7 +5,7 @@ conversation's lease get it one at a time, the second once the first's expires."
 import asyncio
 import threading
 
-from app import db as dbm
+from app.store import db as dbm
 from app.feed import Feed
 from app.store import Store
 from app.store import postgres as pg

@@ -279,7 +279,7 @@ def test_attachments_show_as_chips_with_name_and_size_and_images_as_thumbnails(c
 def test_a_deleted_conversations_files_go_and_bytes_another_names_stay(client, data):
     """Deleting a conversation deletes its attachments' rows, and their bytes once no other
     row names the same content."""
-    from app import db as dbm
+    from app.store import db as dbm
 
     def conversation_with(content: bytes) -> str:
         chat = start_chat(client, "keep this", files={"file": ("notes.txt", content, "text/plain")})

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from app import db as dbm
+from app.store import db as dbm
 from app.store import Store
 from tests.conftest import app_client, csrf, new_chat, signed_in, wait_for
 from tests.fakes.openai_server import text

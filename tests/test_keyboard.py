@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import expect
 
-from app import db as dbm
+from app.store import db as dbm
 from app.store import Store
 from tests.conftest import Served
 from tests.fakes.openai_server import rate, text, tool_call

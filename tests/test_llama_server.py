@@ -21,7 +21,7 @@ import httpx
 import pytest
 
 from app import api
-from app import db as dbm
+from app.store import db as dbm
 from app.store import Store
 from tests.conftest import ROOT, Served, free_port, wait_for
 

@@ -1,6 +1,6 @@
 """Memory: `remember` keeps a text for the agent, later runs of that agent read it back."""
 
-from app import db as dbm
+from app.store import db as dbm
 from app.store import Store
 from app.tools import ToolContext
 from app.tools.memory import PROMPT_CHARS, PROMPT_COUNT, prompt_section, recalled, remember

@@ -2,7 +2,7 @@
 with the same columns in the same order, the same NOT NULLs, defaults and primary keys, so a
 SQLite migration without its PostgreSQL twin fails here."""
 from app import api
-from app import db as dbm
+from app.store import db as dbm
 from app.store import pg_schema
 
 TYPES = {"INTEGER": "bigint", "REAL": "double precision", "TEXT": "text"}

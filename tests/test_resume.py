@@ -4,7 +4,7 @@ import signal
 
 import pytest
 
-from app import db as dbm
+from app.store import db as dbm
 from app.agent import Delta
 from app.run.turn import MAY_HAVE_RUN, Turn
 from app.run.writes import Writes

@@ -193,7 +193,7 @@ def test_plain_keeps_text_and_code_and_drops_markdown_syntax():
 
 
 def test_a_conversation_pages_one_stream_carries_its_persons_list_too(tmp_path, client):
-    from app import db as dbm
+    from app.store import db as dbm
     from app.feed import Feed
     from app.store import Store
     from app.web import live, sidebar

@@ -1,7 +1,7 @@
 """Skills: the pages, SKILL.md import and export, and what agents are told and can load."""
 import pytest
 
-from app import db as dbm
+from app.store import db as dbm
 from app.skills import BadSkill, FILE_MAX, exported, parsed
 from app.tables import Skill
 from tests.conftest import csrf, soup, start_chat, wait_for

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from app import db as dbm
+from app.store import db as dbm
 from app import search
 from app.store import Store
 from app.tables import item

@@ -14,7 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from app import db as dbm
+from app.store import db as dbm
 from app.store import Store
 from app.tables import plugin
 from tests.conftest import database, COOKIE, Served, csrf, signed_in, soup, start_chat, wait_for

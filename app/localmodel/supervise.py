@@ -31,7 +31,7 @@ from pathlib import Path
 
 import httpx2
 
-from .. import db as dbm
+from ..store import db as dbm
 from ..config import Config
 from ..store import Store
 from . import NAME, WINDOW, Builtin, Paths, alive

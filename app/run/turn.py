@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from .. import agent as loop
 from .. import branches, mcp_asks, mcp_sessions
-from .. import db as dbm
+from ..store import db as dbm
 from ..history import DECLINED, call_id
 from ..store import Store
 from ..tables import Assistant, Item, item, sources_text

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import db as dbm
+from . import db as dbm
 from ..providers.ids import Choice
 from ..providers.limits import Limits
 from ..tables import Assistant, Skill

@@ -7,7 +7,7 @@ from typing import Any
 
 import sqlite_utils
 
-from .. import db as dbm
+from . import db as dbm
 
 
 class Base:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from .. import db as dbm
+from . import db as dbm
 from ..branches import Path, Tree, turn_heads, versions
 from ..tables import Item, asked, order, retried
 from .base import Base

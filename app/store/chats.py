@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import fields, replace
 from typing import Any
 
-from .. import db as dbm
+from . import db as dbm
 from ..tables import Conversation, Item, asked, file_ids
 from .base import Base
 

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 
-from .. import db as dbm
+from . import db as dbm
 from ..tables import Item, order
 from .base import Base
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .. import db as dbm
+from . import db as dbm
 from .. import config as configuration
 from .. import files as filestore
 from ..tables import Item

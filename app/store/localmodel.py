@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import db as dbm
+from . import db as dbm
 from ..localmodel import Builtin
 from .base import Base
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sqlite3
 
-from .. import db as dbm
+from . import db as dbm
 from ..tables import Assistant, Person
 from .base import Base
 

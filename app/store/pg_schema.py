@@ -1,8 +1,8 @@
 """The PostgreSQL schema: the tables, columns (in the same order), constraints and indexes the
-SQLite migrations in app/db.py end in, as migrations of its own in a `migrations` table.
+SQLite migrations in app/store/db.py end in, as migrations of its own in a `migrations` table.
 
 The first migration is SQLite's end state as of `m022_plugin_page_sessions_stdio` (the
-migrations up to it in app/db.py's order) in one step; each later SQLite migration gets one
+migrations up to it in app/store/db.py's order) in one step; each later SQLite migration gets one
 here under the same name, appended in step
 (tests/test_pg_schema.py compares both engines' tables column by column). Types: INTEGER is
 BIGINT (SQLite's integers are 64-bit), REAL is DOUBLE PRECISION; SQLite's 0/1 columns stay
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from .. import db as dbm
+from . import db as dbm
 
 MIGRATIONS: list[Callable] = []
 migration = MIGRATIONS.append

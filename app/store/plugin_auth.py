@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from .. import db as dbm
+from . import db as dbm
 from .base import Base
 
 AUTH_COLUMNS = ("client", "tokens", "pending", "flow")

@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from .. import db as dbm
+from . import db as dbm
 from ..tables import Plugin
 from .base import Base
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import db as dbm
+from . import db as dbm
 from ..tables import Item
 from .base import Base
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import unicodedata
 from typing import Any
 
-from .. import db as dbm
+from . import db as dbm
 from .base import Base
 
 CONFIG = "'tabletalk'"  # PostgreSQL's text search configuration (pg_schema.py)

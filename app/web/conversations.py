@@ -6,7 +6,7 @@ import json
 from litestar import Request, Response, get, post
 from litestar.params import FromPath, FromQuery
 
-from .. import db as dbm
+from ..store import db as dbm
 from .. import export, search
 from ..tables import Conversation
 from . import render

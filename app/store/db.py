@@ -35,7 +35,7 @@ def connect(path: Path | str, files: Path | None = None) -> sqlite_utils.Databas
     """Open the database with the settings every connection needs: SQLite's file, or the
     PostgreSQL server a URL names (its file bytes then kept in `files`)."""
     if is_url(path):
-        from .store import postgres as pg
+        from . import postgres as pg
 
         return pg.connect(str(path), files)
     if str(path) != ":memory:":
@@ -96,7 +96,7 @@ def now() -> float:
 def migrate(db: sqlite_utils.Database) -> list[str]:
     """Apply the migrations not applied yet; returns their names."""
     if postgres(db):
-        from .store import pg_schema
+        from . import pg_schema
 
         return pg_schema.migrate(db)
     db.conn.execute(
