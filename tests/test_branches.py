@@ -9,6 +9,7 @@ import re
 import pytest
 
 from app.store import db as dbm
+from app.store import migrations
 from app.store import Store
 from tests.conftest import ask, csrf, idle, new_chat, rows, soup, wait_for
 from tests.fakes.openai_server import delay, text
@@ -212,12 +213,12 @@ def test_a_switch_is_a_write_the_feed_sends_as_the_whole_list(store):
 
 def test_m011_gives_a_linear_conversation_its_parents(tmp_path):
     db = dbm.connect(tmp_path / "old.db")
-    at = [m.__name__ for m in dbm.MIGRATIONS].index("m011_branches")
-    m011 = dbm.MIGRATIONS.pop(at)  # a database from before it (the others applied)
+    at = [m.__name__ for m in migrations.MIGRATIONS].index("m011_branches")
+    m011 = migrations.MIGRATIONS.pop(at)  # a database from before it (the others applied)
     try:
         dbm.migrate(db)
     finally:
-        dbm.MIGRATIONS.insert(at, m011)
+        migrations.MIGRATIONS.insert(at, m011)
     db.conn.execute("INSERT INTO conversations (id, title, created, updated) VALUES (1, 't', 0, 0)")
     for id, kind, turn in [(1, "user", 1), (2, "text", 1), (3, "retry", 1), (4, "text", 1), (5, "user", 5),
                            (6, "user", 5), (7, "text", 5), (8, "user", 8)]:

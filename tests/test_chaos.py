@@ -6,6 +6,7 @@ import time
 import pytest
 
 from app.store import db as dbm
+from app.store import migrations
 from app.run.turn import MAY_HAVE_RUN
 from tests.chaos import Chaos
 from tests.conftest import Served, signed_in, soup, wait_for
@@ -40,7 +41,7 @@ def previous_release(path, upto: str = "m010_context"):
 
     db = dbm.connect(path)
     db.conn.execute("CREATE TABLE IF NOT EXISTS migrations (name TEXT PRIMARY KEY, applied REAL NOT NULL)")
-    for fn in dbm.MIGRATIONS:
+    for fn in migrations.MIGRATIONS:
         with dbm.write(db):
             fn(db)
             db.conn.execute("INSERT INTO migrations (name, applied) VALUES (?, ?)", [fn.__name__, time.time()])
@@ -85,7 +86,7 @@ def test_the_new_release_starts_on_a_database_of_the_previous_one_with_runs_in_f
         served.cookies = {"tabletalk_session": signed_in(data)}
         db = sqlite3.connect(data / "tabletalk.db")
         applied = {r[0] for r in db.execute("SELECT name FROM migrations")}
-        assert {fn.__name__ for fn in dbm.MIGRATIONS} <= applied
+        assert {fn.__name__ for fn in migrations.MIGRATIONS} <= applied
         client = served.client(timeout=15, follow_redirects=True)
 
         def texts(chat):

@@ -12,6 +12,7 @@ import pytest
 from bs4 import BeautifulSoup
 
 from app.store import db as dbm
+from app.store import migrations
 from app import export, search
 from app.feed import Feed, encode
 from app.store import Store
@@ -78,7 +79,7 @@ def test_other_kinds_are_not_indexed(store):
 
 def test_the_migration_indexes_what_was_there_before_it(tmp_path):
     db = dbm.connect(tmp_path / "old.db")
-    before = [fn for fn in dbm.MIGRATIONS if fn.__name__ < "m005_search"]
+    before = [fn for fn in migrations.MIGRATIONS if fn.__name__ < "m005_search"]
     db.conn.execute("CREATE TABLE migrations (name TEXT PRIMARY KEY, applied REAL NOT NULL)")
     for fn in before:
         with dbm.write(db):

@@ -4,6 +4,7 @@ import sqlite3
 import pytest
 
 from app.store import db as dbm
+from app.store import migrations
 from app.store import Store, first_words
 from app.tables import asked, item
 
@@ -11,7 +12,7 @@ from app.tables import asked, item
 def test_migrations_apply_once_and_are_recorded(tmp_path):
     db = dbm.connect(tmp_path / "t.db")
     applied = dbm.migrate(db)
-    assert applied == [fn.__name__ for fn in dbm.MIGRATIONS]
+    assert applied == [fn.__name__ for fn in migrations.MIGRATIONS]
     assert dbm.migrate(db) == []
     assert {"assistants", "conversations", "items", "choices", "plugins", "skills", "memories",
             "contexts", "files", "runs", "revs", "migrations"} <= set(db.table_names())

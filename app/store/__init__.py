@@ -1,5 +1,5 @@
 """Reading and writing rows. The one package that knows ids, revs and SQL: every statement
-outside the migrations (app/store/db.py) is a Store method here, one module per family of rows.
+outside the connection and migrations (db.py, migrations.py) is a Store method here, one module per family of rows.
 
 Conversations, agents and files belong to a person (`person`); every question a page asks
 for a list is asked for one person, and the web layer checks the owner of every row it is

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sqlite3
 
-from . import db as dbm
+from . import db as dbm, migrations
 from ..tables import Assistant, Person
 from .base import Base
 
@@ -63,7 +63,7 @@ class Accounts(Base):
                 for table in CLAIMED:
                     db.conn.execute(f"UPDATE {table} SET person = ? WHERE person IS NULL", [person_id])
             if not self.agents(person_id):
-                self.add_agent(Assistant(name="Assistant", instructions=dbm.DEFAULT_INSTRUCTIONS, person=person_id))
+                self.add_agent(Assistant(name="Assistant", instructions=migrations.DEFAULT_INSTRUCTIONS, person=person_id))
         return person_id
 
     def remove_person(self, person_id: int) -> bool:

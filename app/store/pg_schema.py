@@ -1,8 +1,8 @@
 """The PostgreSQL schema: the tables, columns (in the same order), constraints and indexes the
-SQLite migrations in app/store/db.py end in, as migrations of its own in a `migrations` table.
+SQLite migrations in app/store/migrations.py end in, as migrations of its own in a `migrations` table.
 
 The first migration is SQLite's end state as of `m022_plugin_page_sessions_stdio` (the
-migrations up to it in app/store/db.py's order) in one step; each later SQLite migration gets one
+migrations up to it in app/store/migrations.py's order) in one step; each later SQLite migration gets one
 here under the same name, appended in step
 (tests/test_pg_schema.py compares both engines' tables column by column). Types: INTEGER is
 BIGINT (SQLite's integers are 64-bit), REAL is DOUBLE PRECISION; SQLite's 0/1 columns stay
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from . import db as dbm
+from . import db as dbm, migrations
 
 MIGRATIONS: list[Callable] = []
 migration = MIGRATIONS.append
@@ -261,7 +261,7 @@ def m001_to_m022(db) -> None:
         db.execute(sql)
     db.execute("INSERT INTO revs (id, rev) VALUES (1, 0)")
     # the same first agent, by SQLite's own migration (its SQL is the same on both)
-    next(fn for fn in dbm.MIGRATIONS if fn.__name__ == "m002_default_agent")(db)
+    next(fn for fn in migrations.MIGRATIONS if fn.__name__ == "m002_default_agent")(db)
 
 
 def migrate(db) -> list[str]:
