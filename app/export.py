@@ -11,14 +11,13 @@ name and version so a reader can tell what it holds.
 """
 from __future__ import annotations
 
-import json
 import re
 import unicodedata
 from typing import Any
 from urllib.parse import quote
 
 from .branches import on_path
-from .tables import Conversation, Item, order, sources_of
+from .tables import Conversation, Item, order, pretty_json, sources_of
 
 FORMAT = "tabletalk.conversation"
 FORMAT_VERSION = 1
@@ -42,10 +41,8 @@ def quoted(text: str) -> str:
 
 def pretty(arguments: str) -> tuple[str, str]:
     """A call's input as indented JSON (and the fence's info), or as it came."""
-    try:
-        return json.dumps(json.loads(arguments), indent=2, ensure_ascii=False), "json"
-    except (ValueError, TypeError):
-        return arguments, ""
+    text = pretty_json(arguments)
+    return (arguments, "") if text is None else (text, "json")
 
 
 def one_line(text: str) -> str:

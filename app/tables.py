@@ -318,6 +318,14 @@ def sources_of(text: str) -> list[dict[str, str]]:
     return [s for s in found if isinstance(s, dict) and isinstance(s.get("url"), str)] if isinstance(found, list) else []
 
 
+def pretty_json(text: str) -> str | None:
+    """A call's input as people read JSON (indented, as written); None when it is not JSON."""
+    try:
+        return json.dumps(json.loads(text), indent=2, ensure_ascii=False)
+    except (ValueError, TypeError):
+        return None
+
+
 def chips(sources: str | list[dict[str, str]]) -> list[Chip]:
     """Sources as chips: one per site (its first page), six at most, http(s) only."""
     if isinstance(sources, str):

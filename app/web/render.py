@@ -5,7 +5,6 @@ live page and a fresh render of the same rows are the same DOM.
 """
 from __future__ import annotations
 
-import json
 from datetime import datetime, timezone
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,7 +14,7 @@ import jinja2
 from litestar import Request, Response
 
 from ..branches import Step
-from ..tables import Item, chips
+from ..tables import Item, chips, pretty_json
 from . import csrf, headers
 from .ask_view import ask_view
 
@@ -67,14 +66,6 @@ def item_dom_id(it: Item) -> str:
     return f"i{it.id}"
 
 
-def pretty_json(text: str) -> str:
-    """A call's input as people read JSON; what is not JSON shows as it came."""
-    try:
-        return json.dumps(json.loads(text), indent=2, ensure_ascii=False)
-    except (ValueError, TypeError):
-        return text
-
-
 def human_size(n: float) -> str:
     """A file's size as people read it: 980 B, 1.5 KB, 12 KB, 3.4 MB."""
     if n < 1000:
@@ -94,7 +85,7 @@ def seconds(t: float) -> str:
 
 env.filters.update(isotime=isotime, shorttime=shorttime)
 env.globals.update(item_key=item_key, cut_key=cut_key, answer_key=answer_key, item_dom_id=item_dom_id,
-                   pretty_json=pretty_json,
+                   pretty_json=lambda text: pretty_json(text) or text,  # what is not JSON shows as it came
                    chips=chips, human_size=human_size, seconds=seconds, ask_view=ask_view)
 
 
