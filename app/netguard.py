@@ -420,14 +420,6 @@ class Fetched:
     url: str
     truncated: bool
 
-    @property
-    def text(self) -> str:
-        charset = httpx2.Response(200, headers=self.headers).charset_encoding or "utf-8"
-        try:
-            return self.body.decode(charset, errors="replace")
-        except LookupError:
-            return self.body.decode("utf-8", errors="replace")
-
 
 async def fetch(
     client: httpx2.AsyncClient,

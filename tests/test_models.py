@@ -17,7 +17,7 @@ from app.providers import catalog, ids, thinking
 from app.agent import Message, ModelError
 from app.config import load
 from app.providers.client import Providers
-from app.providers.ids import GROUP_LOCAL, GROUP_SERVER, Choice, choice_of, groups, in_use
+from app.providers.ids import GROUP_LOCAL, GROUP_SERVER, Choice, choice_of, groups
 from tests.conftest import app_client, csrf, free_port, new_chat, soup, start_chat, wait_for
 from tests.fakes.ollama_server import FakeOllama, OllamaModel, ollama_model
 from tests.fakes.openai_server import FakeModelServer, text
@@ -39,14 +39,6 @@ def test_choice_of_splits_an_id_into_where_it_runs_and_its_name():
     assert choice_of("llama3:8b", accounts) == ("", "llama3:8b")
     assert choice_of("mistral:7b") == ("", "mistral:7b")  # not an account: a name
     assert choice_of("local:") == ("", "local:")
-
-
-def test_in_use_is_listed_and_reachable():
-    offered = [Choice("a", "a", GROUP_SERVER), Choice("!server", "AI_URL", GROUP_SERVER, note="unreachable", up=False)]
-    assert in_use(offered, "a")
-    assert not in_use(offered, "b")
-    assert not in_use(offered, "!server")
-    assert not in_use(offered, "")
 
 
 def test_groups_are_this_computer_then_accounts_by_name_then_the_model_server():
@@ -214,7 +206,7 @@ async def test_the_list_groups_every_server_and_notes_the_one_that_is_down(provi
     # the down account is one row that says so, and nothing can pick it
     gone = [c for c in listed if c.group == "gone"]
     assert len(gone) == 1 and not gone[0].up and gone[0].note == "unreachable: could not connect"
-    assert not in_use(listed, gone[0].id)
+    assert not any(c.id == gone[0].id and c.up for c in listed)  # listed, but not as a model that answers
     assert {c.id for c in listed if c.group == "openrouter"} == {"openrouter:meta-llama/llama-3-8b", "openrouter:openai/o4-mini"}
     assert {c.id for c in listed if c.group == GROUP_SERVER} == {"fake-model", "other-model"}
     assert all(c.up for c in listed if c.group != "gone")

@@ -364,7 +364,7 @@ async def test_allowed_redirects_are_followed_to_the_final_url(server):
     hop = server.url("/redirect", host="public.test", to=final, status=307)
     async with guarded_client(guard=guard) as client:
         got = await fetch(client, server.url("/redirect", to=hop), max_bytes=1000, timeout=5)
-    assert (got.status, got.url, got.text) == (200, final, f"hello from 127.0.0.1:{server.port}")
+    assert (got.status, got.url, got.body.decode()) == (200, final, f"hello from 127.0.0.1:{server.port}")
     assert [r.path for r in server.requests][-1] == "/"
 
 

@@ -58,11 +58,6 @@ def choice_of(model_id: str, accounts: Iterable[str] = ()) -> tuple[str, str]:
     return "", model_id
 
 
-def in_use(choices: Iterable[Choice], model_id: str) -> bool:
-    """Whether a message can name `model_id` now: it is listed, and its server answered."""
-    return bool(model_id) and any(c.id == model_id and c.up for c in choices)
-
-
 def groups(choices: Iterable[Choice]) -> list[tuple[str, list[Choice]]]:
     """Choices by group, in the picker's order (`Choice.place`); each group keeps its servers' order."""
     out: dict[tuple[int, str, str], list[Choice]] = {}
