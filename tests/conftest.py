@@ -10,6 +10,7 @@ import socket
 import sqlite3
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -20,6 +21,7 @@ import httpx
 import pytest
 from bs4 import BeautifulSoup
 
+from tests.fakes.everything import Everything
 from tests.fakes.openai_server import FakeModelServer, text
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -379,3 +381,49 @@ def browser():
         b = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
         yield b
         b.close()
+
+
+# Where browser tests leave the screenshots a person looks at (TABLETALK_SHOTS, else a folder
+# in the system's temporary directory; never inside or beside the checkout).
+SHOTS = os.environ.get("TABLETALK_SHOTS") or os.path.join(tempfile.gettempdir(), "tabletalk-shots")
+
+
+# Tabletalk served with the real server-everything (npm) as the owner's default agent's
+# plugin "everything", over Streamable HTTP (browser tests of plugins).
+@pytest.fixture
+def served_with_plugin(data, env):
+    with Everything("streamableHttp") as everything:
+        served = Served(data, {**env, "CHAT_PRIVATE_PLUGINS": "1"}).start()
+        from app.store import db as dbm
+        from app.store import Store
+        from app.tables import plugin
+
+        db = dbm.connect(data / "tabletalk.db")
+        try:
+            store = Store(db)
+            agent = store.default_agent(store.owner())
+            store.add_plugin(plugin(agent.id, everything.url, name="everything"))
+            served.agent = agent.id
+        finally:
+            db.conn.close()
+        yield served
+        served.stop()
+
+
+# server-everything over each transport, function-scoped (a file that wants one server for
+# all its tests defines its own `everything`), and a client whose default agent has it as a
+# plugin.
+@pytest.fixture(params=["streamableHttp", "sse"])
+def everything(request):
+    with Everything(request.param) as server:
+        yield server
+
+
+@pytest.fixture
+def with_plugin(make_client, everything):
+    from tests.test_agents_tools import agent_url
+
+    with make_client(CHAT_PRIVATE_PLUGINS="1") as client:
+        url = agent_url(client)
+        client.post(url + "/plugins", data={"_csrf_token": csrf(client, url), "address": everything.url})
+        yield client

@@ -4,31 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import Served
-from tests.fakes.everything import Everything
+from tests.conftest import SHOTS
 from tests.fakes.openai_server import text, tool_call
 
 pytestmark = pytest.mark.browser
 
-SHOTS = "/work/notes/shots"
 
-
-@pytest.fixture
-def served_with_plugin(data, env):
-    with Everything("streamableHttp") as everything:
-        served = Served(data, {**env, "CHAT_PRIVATE_PLUGINS": "1"}).start()
-        from app.store import db as dbm
-        from app.store import Store
-        from app.tables import plugin
-
-        db = dbm.connect(data / "tabletalk.db")
-        try:
-            store = Store(db)
-            store.add_plugin(plugin(store.default_agent(store.owner()).id, everything.url, name="everything"))
-        finally:
-            db.conn.close()
-        yield served
-        served.stop()
 
 
 def test_an_image_from_a_plugin_appears_live_under_its_call(browser, served_with_plugin, fake):

@@ -8,27 +8,12 @@ import json
 
 import pytest
 
-from tests.conftest import csrf, idle, rows, soup, start_chat, wait_for
-from tests.fakes.everything import Everything
+from tests.conftest import csrf, idle, soup, start_chat, wait_for
 from tests.fakes.openai_server import text, tool_call
-from tests.test_agents_tools import agent_url
 
 ELICIT = "127_0_0_1_trigger-elicitation-request"
 SAMPLE = "127_0_0_1_trigger-sampling-request"
 
-
-@pytest.fixture(params=["streamableHttp", "sse"])
-def everything(request):
-    with Everything(request.param) as server:
-        yield server
-
-
-@pytest.fixture
-def with_plugin(make_client, everything):
-    with make_client(CHAT_PRIVATE_PLUGINS="1") as client:
-        url = agent_url(client)
-        client.post(url + "/plugins", data={"_csrf_token": csrf(client, url), "address": everything.url})
-        yield client
 
 
 async def test_the_client_declares_form_elicitation_and_sampling_only(everything):

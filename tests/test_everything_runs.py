@@ -5,23 +5,8 @@ from __future__ import annotations
 import pytest
 
 from tests.conftest import ask, csrf, idle, soup, start_chat, wait_for
-from tests.fakes.everything import Everything
 from tests.fakes.openai_server import text, tool_call
-from tests.test_agents_tools import agent_url
 
-
-@pytest.fixture(params=["streamableHttp", "sse"])
-def everything(request):
-    with Everything(request.param) as server:
-        yield server
-
-
-@pytest.fixture
-def with_plugin(make_client, everything):
-    with make_client(CHAT_PRIVATE_PLUGINS="1") as client:
-        url = agent_url(client)
-        client.post(url + "/plugins", data={"_csrf_token": csrf(client, url), "address": everything.url})
-        yield client
 
 
 def calls(page) -> list:

@@ -4,32 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import Served
-from tests.fakes.everything import Everything
+from tests.conftest import SHOTS
 
 pytestmark = pytest.mark.browser
 
-SHOTS = "/work/notes/shots"
 
-
-@pytest.fixture
-def served_with_plugin(data, env):
-    with Everything("streamableHttp") as everything:
-        served = Served(data, {**env, "CHAT_PRIVATE_PLUGINS": "1"}).start()
-        from app.store import db as dbm
-        from app.store import Store
-        from app.tables import plugin
-
-        db = dbm.connect(data / "tabletalk.db")
-        try:
-            store = Store(db)
-            agent = store.default_agent(store.owner())
-            store.add_plugin(plugin(agent.id, everything.url, name="everything"))
-            served.agent = agent.id
-        finally:
-            db.conn.close()
-        yield served
-        served.stop()
 
 
 def shots(page, name: str) -> None:

@@ -150,6 +150,16 @@ class Gate:
         return self._turn
 
     @asynccontextmanager
+    async def _held(self, turn: asyncio.Condition) -> AsyncIterator[None]:
+        """A slot taken (`busy` counted): given back, and the waiting told, at the end."""
+        try:
+            yield
+        finally:
+            async with turn:
+                self.busy -= 1
+                turn.notify_all()
+
+    @asynccontextmanager
     async def answer(self) -> AsyncIterator[None]:
         turn = self._condition()
         async with turn:
@@ -159,12 +169,8 @@ class Gate:
             finally:
                 self.waiting -= 1
             self.busy += 1
-        try:
+        async with self._held(turn):
             yield
-        finally:
-            async with turn:
-                self.busy -= 1
-                turn.notify_all()
 
     @asynccontextmanager
     async def side(self) -> AsyncIterator[None]:
@@ -172,9 +178,5 @@ class Gate:
         async with turn:
             await turn.wait_for(lambda: self.busy == 0 and self.waiting == 0)
             self.busy += 1
-        try:
+        async with self._held(turn):
             yield
-        finally:
-            async with turn:
-                self.busy -= 1
-                turn.notify_all()

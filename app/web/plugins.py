@@ -229,17 +229,11 @@ async def add_plugin(request: Request, agent_id: FromPath[str]) -> Response:
     s = state(request)
     agent = agent_or_404(request, agent_id)
     kind = (await form_field(request, "kind", 10)).strip() or "http"
-    typed = {k: (await form_field(request, k, READ_MAX)).strip()[:ARG_MAX * 4]
-             for k in ("name", "address", "header", "command", "args", "env")} | {"kind": kind}
+    typed = await typed_back(request) | {"kind": kind}
     try:
         name = await field(request, "name", PLUGIN_NAME_MAX * 4, "A plugin's name")
         if kind == "stdio":
-            if not stdio_ok(s, agent):
-                raise Refused("stdio", "Commands run on this machine are off: the owner may turn them on "
-                                       "(TABLETALK_STDIO_PLUGINS=1), for the owner's agents only.")
-            command, args, env = check_command(await field(request, "command", COMMAND_MAX, "The program"),
-                                               await field(request, "args", ARG_MAX * 10, "The arguments"),
-                                               await field(request, "env", ARG_MAX * 10, "The environment"))
+            command, args, env = await stdio_fields(request, s, agent)
             name = check_name(s, agent, name) if name else free_name(s, agent, command.rsplit("/", 1)[-1])
             made = Plugin(agent=agent.id, name=name, address="", kind="stdio", command=command, args=args, env=env)
         elif kind == "http":
@@ -299,17 +293,11 @@ async def save(request: Request, s: Worker, agent: Assistant, p: Plugin) -> Resp
     """The edit form: the name, and how the plugin is reached. A secret left blank is kept
     (the page never shows it); `forget` removes it."""
     from .agents import back
-    typed = {k: (await form_field(request, k, READ_MAX)).strip()[:ARG_MAX * 4]
-             for k in ("name", "address", "header", "command", "args", "env")}
+    typed = await typed_back(request)
     try:
         name = check_name(s, agent, await field(request, "name", PLUGIN_NAME_MAX * 4, "A plugin's name"), this=p.id)
         if p.kind == "stdio":
-            if not stdio_ok(s, agent):
-                raise Refused("stdio", "Commands run on this machine are off: the owner may turn them on "
-                                       "(TABLETALK_STDIO_PLUGINS=1), for the owner's agents only.")
-            command, args, env = check_command(await field(request, "command", COMMAND_MAX, "The program"),
-                                               await field(request, "args", ARG_MAX * 10, "The arguments"),
-                                               await field(request, "env", ARG_MAX * 10, "The environment"))
+            command, args, env = await stdio_fields(request, s, agent)
             changes: dict[str, Any] = {"name": name, "command": command, "args": args, "env": env}
         else:
             address = check_address(await field(request, "address", ADDRESS_MAX, "An address"))
@@ -335,3 +323,20 @@ async def save(request: Request, s: Worker, agent: Assistant, p: Plugin) -> Resp
 
 
 routes = [add_plugin, change_plugin]
+
+
+async def typed_back(request: Request) -> dict[str, str]:
+    """What the person typed into a plugin's form, to show back beside a refusal (cut short)."""
+    return {k: (await form_field(request, k, READ_MAX)).strip()[:ARG_MAX * 4]
+            for k in ("name", "address", "header", "command", "args", "env")}
+
+
+async def stdio_fields(request: Request, s, agent) -> tuple[str, tuple[str, ...], tuple[tuple[str, str], ...]]:
+    """A stdio plugin's program, arguments and environment from its form, checked; refused
+    when commands run on this machine are off for this agent."""
+    if not stdio_ok(s, agent):
+        raise Refused("stdio", "Commands run on this machine are off: the owner may turn them on "
+                               "(TABLETALK_STDIO_PLUGINS=1), for the owner's agents only.")
+    return check_command(await field(request, "command", COMMAND_MAX, "The program"),
+                         await field(request, "args", ARG_MAX * 10, "The arguments"),
+                         await field(request, "env", ARG_MAX * 10, "The environment"))

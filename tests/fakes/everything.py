@@ -31,6 +31,34 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def listening(process: subprocess.Popen, port: int, what: str, seconds: float = 30) -> None:
+    """Wait until the child `process` listens on `port`; its stderr's tail if it exits."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"{what} exited: {process.stderr.read().decode()[-2000:]}")
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    end(process)
+    raise RuntimeError(f"{what} did not start listening within {seconds:.0f} s")
+
+
+def end(process: subprocess.Popen | None, grace: float = 5) -> None:
+    """Stop a child server: terminate, then kill after `grace` s; its stderr closed."""
+    if process and process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(grace)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(5)
+    if process and process.stderr:
+        process.stderr.close()
+
+
 class Everything:
     """server-everything as a child process on a free loopback port; `restart()` starts a
     fresh process on the same port (every session it held is gone)."""
@@ -55,28 +83,15 @@ class Everything:
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PORT": str(self.port), "HOME": str(ROOT / ".cache")}
         self.process = subprocess.Popen([node, "--import", LOOPBACK.as_uri(), str(PACKAGE), self.transport],
                                         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"server-everything exited: {self.process.stderr.read().decode()[-2000:]}")
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
-                return self
-            except OSError:
-                time.sleep(0.05)
-        self.stop()
-        raise RuntimeError("server-everything did not start listening within 30 s")
+        try:
+            listening(self.process, self.port, "server-everything")
+        except RuntimeError:
+            self.process = None
+            raise
+        return self
 
     def stop(self) -> None:
-        if self.process and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(5)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(5)
-        if self.process and self.process.stderr:
-            self.process.stderr.close()
+        end(self.process)
         self.process = None
 
     def restart(self) -> None:

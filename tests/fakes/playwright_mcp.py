@@ -10,13 +10,11 @@ from __future__ import annotations
 import http.server
 import os
 import shutil
-import socket
 import subprocess
 import threading
-import time
 from pathlib import Path
 
-from tests.fakes.everything import ROOT, free_port
+from tests.fakes.everything import ROOT, end, free_port, listening
 
 PACKAGE = ROOT / ".cache/npm/node_modules/@playwright/mcp/cli.js"
 CHROMIUM = "/usr/bin/chromium"
@@ -51,28 +49,15 @@ class PlaywrightMCP:
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(self.folder)}
         self.process = subprocess.Popen(command, env=env, cwd=self.folder, stdout=subprocess.DEVNULL,
                                         stderr=subprocess.PIPE)
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"Playwright MCP exited: {self.process.stderr.read().decode()[-2000:]}")
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
-                return self
-            except OSError:
-                time.sleep(0.05)
-        self.stop()
-        raise RuntimeError("Playwright MCP did not start listening within 30 s")
+        try:
+            listening(self.process, self.port, "Playwright MCP")
+        except RuntimeError:
+            self.process = None
+            raise
+        return self
 
     def stop(self) -> None:
-        if self.process and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(5)
-        if self.process and self.process.stderr:
-            self.process.stderr.close()
+        end(self.process, grace=10)
         self.process = None
 
     def __enter__(self) -> "PlaywrightMCP":
