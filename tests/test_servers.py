@@ -67,3 +67,35 @@ def test_a_page_on_one_server_follows_an_answer_written_through_the_other(server
                        follow_redirects=False).status_code == 303
     reader.join(25)
     assert any("The answer, live across servers." in d for _, d in found["b"])
+
+
+
+def running_on(servers, data, chat: str):
+    """Which server's worker holds the conversation's lease (its owner names the worker's pid,
+    a child of the server's process)."""
+    owner = wait_for(lambda: rows(data, f"SELECT owner FROM runs WHERE chat = {int(chat.rsplit('/', 1)[1])}"), 30)
+    pid = int(owner[0]["owner"].split(":")[1])
+    with open(f"/proc/{pid}/stat") as f:
+        parent = int(f.read().rsplit(")", 1)[1].split()[1])
+    [server] = [s for s in servers if parent in (s.proc.pid, pid)]
+    return server
+
+
+def test_stop_sent_to_the_other_server_ends_the_run(servers, fake, data):
+    """A long answer runs on one server; Stop is posted to the other: the run ends there,
+    what was written stays, nothing is written after."""
+    from tests.fakes.openai_server import rate, text
+
+    fake.script([rate(20), text("word " * 400)])
+    client, token = session(servers[0])
+    chat = start_chat(client, "Talk for a long time", token=token)
+    wait_for(lambda: any(len(r["text"]) > 20 for r in rows(data, "SELECT text FROM items WHERE kind = 'text'")), 30)
+    runner = running_on(servers, data, chat)
+    other, other_token = session(servers[1] if runner is servers[0] else servers[0])
+    assert other.post(chat + "/stop", data={"_csrf_token": other_token},
+                      headers={"HX-Request": "true"}).status_code == 204
+    wait_for(lambda: all(r["done"] for r in rows(data, "SELECT done FROM items")), 15)
+    written = rows(data, "SELECT text FROM items WHERE kind = 'text'")[0]["text"]
+    time.sleep(0.5)
+    assert rows(data, "SELECT text FROM items WHERE kind = 'text'")[0]["text"] == written, "nothing after stop"
+    assert 20 < len(written) < len("word " * 400)
