@@ -99,3 +99,31 @@ def test_stop_sent_to_the_other_server_ends_the_run(servers, fake, data):
     time.sleep(0.5)
     assert rows(data, "SELECT text FROM items WHERE kind = 'text'")[0]["text"] == written, "nothing after stop"
     assert 20 < len(written) < len("word " * 400)
+
+
+def test_after_kill_9_of_the_server_running_an_answer_the_other_takes_it_over(servers, fake, data):
+    """The lease of the killed server's worker expires (LEASE_SECONDS), the other server's
+    runner takes the conversation and answers from the last complete step: the cut answer
+    is replaced, the page shows it once, the model is asked the same again."""
+    import signal
+
+    from tests.fakes.openai_server import rate, text
+
+    words = " ".join(f"w{i}" for i in range(120))
+    fake.script([rate(40), text(words)], [rate(200), text(words)])
+    client, token = session(servers[0])
+    chat = start_chat(client, "Say the words", token=token)
+    texts = lambda: rows(data, "SELECT id, text, done FROM items WHERE kind = 'text' ORDER BY id")  # noqa: E731
+    wait_for(lambda: texts() and len(texts()[0]["text"]) > 30, 30)
+    runner = running_on(servers, data, chat)
+    survivor = servers[1] if runner is servers[0] else servers[0]
+    runner.signal(signal.SIGKILL)
+    runner.proc.wait(5)
+    cut = texts()[0]
+    assert not cut["done"] and len(cut["text"]) < len(words)
+    wait_for(lambda: any(r["done"] for r in texts()), 40)  # the lease expires, then the answer
+    assert [(r["text"], r["id"] != cut["id"]) for r in texts()] == [(words, True)], "once, anew"
+    assert rows(data, "SELECT done FROM items WHERE kind = 'user'") == [{"done": 1}]
+    assert len(fake.streamed) == 2 and fake.streamed[1]["messages"] == fake.streamed[0]["messages"]
+    page, _ = session(survivor)
+    assert page.get(chat).text.count("w119") == 1
