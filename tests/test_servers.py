@@ -67,3 +67,63 @@ def test_a_page_on_one_server_follows_an_answer_written_through_the_other(server
                        follow_redirects=False).status_code == 303
     reader.join(25)
     assert any("The answer, live across servers." in d for _, d in found["b"])
+
+
+
+def running_on(servers, data, chat: str):
+    """Which server's worker holds the conversation's lease (its owner names the worker's pid,
+    a child of the server's process)."""
+    owner = wait_for(lambda: rows(data, f"SELECT owner FROM runs WHERE chat = {int(chat.rsplit('/', 1)[1])}"), 30)
+    pid = int(owner[0]["owner"].split(":")[1])
+    with open(f"/proc/{pid}/stat") as f:
+        parent = int(f.read().rsplit(")", 1)[1].split()[1])
+    [server] = [s for s in servers if parent in (s.proc.pid, pid)]
+    return server
+
+
+def test_stop_sent_to_the_other_server_ends_the_run(servers, fake, data):
+    """A long answer runs on one server; Stop is posted to the other: the run ends there,
+    what was written stays, nothing is written after."""
+    from tests.fakes.openai_server import rate, text
+
+    fake.script([rate(20), text("word " * 400)])
+    client, token = session(servers[0])
+    chat = start_chat(client, "Talk for a long time", token=token)
+    wait_for(lambda: any(len(r["text"]) > 20 for r in rows(data, "SELECT text FROM items WHERE kind = 'text'")), 30)
+    runner = running_on(servers, data, chat)
+    other, other_token = session(servers[1] if runner is servers[0] else servers[0])
+    assert other.post(chat + "/stop", data={"_csrf_token": other_token},
+                      headers={"HX-Request": "true"}).status_code == 204
+    wait_for(lambda: all(r["done"] for r in rows(data, "SELECT done FROM items")), 15)
+    written = rows(data, "SELECT text FROM items WHERE kind = 'text'")[0]["text"]
+    time.sleep(0.5)
+    assert rows(data, "SELECT text FROM items WHERE kind = 'text'")[0]["text"] == written, "nothing after stop"
+    assert 20 < len(written) < len("word " * 400)
+
+
+def test_after_kill_9_of_the_server_running_an_answer_the_other_takes_it_over(servers, fake, data):
+    """The lease of the killed server's worker expires (LEASE_SECONDS), the other server's
+    runner takes the conversation and answers from the last complete step: the cut answer
+    is replaced, the page shows it once, the model is asked the same again."""
+    import signal
+
+    from tests.fakes.openai_server import rate, text
+
+    words = " ".join(f"w{i}" for i in range(120))
+    fake.script([rate(40), text(words)], [rate(200), text(words)])
+    client, token = session(servers[0])
+    chat = start_chat(client, "Say the words", token=token)
+    texts = lambda: rows(data, "SELECT id, text, done FROM items WHERE kind = 'text' ORDER BY id")  # noqa: E731
+    wait_for(lambda: texts() and len(texts()[0]["text"]) > 30, 30)
+    runner = running_on(servers, data, chat)
+    survivor = servers[1] if runner is servers[0] else servers[0]
+    runner.signal(signal.SIGKILL)
+    runner.proc.wait(5)
+    cut = texts()[0]
+    assert not cut["done"] and len(cut["text"]) < len(words)
+    wait_for(lambda: any(r["done"] for r in texts()), 40)  # the lease expires, then the answer
+    assert [(r["text"], r["id"] != cut["id"]) for r in texts()] == [(words, True)], "once, anew"
+    assert rows(data, "SELECT done FROM items WHERE kind = 'user'") == [{"done": 1}]
+    assert len(fake.streamed) == 2 and fake.streamed[1]["messages"] == fake.streamed[0]["messages"]
+    page, _ = session(survivor)
+    assert page.get(chat).text.count("w119") == 1
