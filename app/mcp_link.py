@@ -67,6 +67,9 @@ class Attempt:
         self.session_id = ""  # the Mcp-Session-Id the server gave (Streamable HTTP)
         self.stderr = ""  # the end of a stdio plugin's standard error, once it stopped
         self.oauth = False  # a 401 named the server's OAuth metadata: it signs people in (app/mcp_oauth.py)
+        # The id of the first event of the latest POST answered with a stream (the priming
+        # event a server with an event store sends): where a resumption replays from.
+        self.primed = ""
 
     async def record(self, response: httpx2.Response) -> None:
         self.statuses.append((response.request.method, response.status_code))
@@ -75,8 +78,12 @@ class Attempt:
             self.oauth = True
         if (given := response.headers.get("mcp-session-id")) and response.status_code < 400:
             self.session_id = given
+        streamed = (response.request.method == "POST" and response.status_code == 200
+                    and response.headers.get("content-type", "").startswith("text/event-stream"))
+        if streamed:
+            self.primed = ""
         if isinstance(response.stream, httpx2.AsyncByteStream):  # a body read that fails is noted here:
-            response.stream = _Noted(response.stream, self)  # the transports swallow some of those
+            response.stream = _Noted(response.stream, self, streamed)  # the transports swallow some of those
 
     async def incoming(self, message: object) -> None:
         """The client's message handler: a transport's failure (a response over the size
@@ -109,16 +116,30 @@ class Attempt:
 
 
 class _Noted(httpx2.AsyncByteStream):
-    def __init__(self, stream: httpx2.AsyncByteStream, attempt: Attempt):
+    def __init__(self, stream: httpx2.AsyncByteStream, attempt: Attempt, streamed: bool = False):
         self._stream, self._attempt = stream, attempt
+        self._head = b"" if streamed else None  # the stream's start, until its first event id is read
 
     async def __aiter__(self):
         try:
             async for chunk in self._stream:
+                if self._head is not None:
+                    self._first_id(chunk)
                 yield chunk
         except Exception as exc:
             self._attempt.errors.append(exc)
             raise
+
+    def _first_id(self, chunk: bytes) -> None:
+        self._head = (self._head or b"") + chunk
+        if b"\n\n" not in self._head and len(self._head) < 4096:
+            return
+        event = self._head.split(b"\n\n", 1)[0].decode("utf-8", "replace")
+        self._head = None
+        for line in event.splitlines():
+            if line.startswith("id:") and (given := line[3:].strip()) and len(given) <= 200 and given.isprintable():
+                self._attempt.primed = given
+                return
 
     async def aclose(self) -> None:
         await self._stream.aclose()
@@ -151,6 +172,24 @@ class Link:
 
     async def call_tool(self, name: str, arguments: dict[str, Any], progress_callback: Any = None) -> Any:
         return await self.session.call_tool(name, arguments, progress_callback=progress_callback)
+
+    async def resume_call(self, name: str, arguments: dict[str, Any], token: str, progress_callback: Any = None,
+                          seen: Callable[[str], Any] | None = None) -> Any:
+        """Go on with a call sent by another process (or before a restart), in this same
+        session: not sent again, its response stream resumed from the event `token`
+        (Streamable HTTP's Last-Event-ID; the server replays what it sent after it).
+        `seen` is told each event id read."""
+        import mcp_types as types
+        from mcp.shared.message import ClientMessageMetadata
+
+        async def noted(event_id: str) -> None:
+            if seen is not None:
+                seen(event_id)
+
+        request = types.CallToolRequest(params=types.CallToolRequestParams(name=name, arguments=arguments))
+        return await self.session.send_request(
+            request, types.CallToolResult, progress_callback=progress_callback,
+            metadata=ClientMessageMetadata(resumption_token=token, on_resumption_token_update=noted))
 
     async def list_prompts(self, cursor: str | None = None) -> Any:
         import mcp_types as types
