@@ -7,10 +7,12 @@ waiting for approval: an `ask` (state `waiting`, then `accepted`, `declined` or
 `declined`). The wait is on rows (the feed's wake-ups), so the answer may come from any
 tab, any worker, with or without JavaScript (a plain form post, app/web/asks.py).
 
-What a wait cannot survive: the MCP server's request lives in the connection that carries
-the call, and Tabletalk's restart ends that connection. The item then says so ("lost"),
-and the call, which was sent, ends as one that may have run (docs/architecture.md, Call
-states after a restart). A Stop ends the wait ("stopped"); a server that stops waiting
+A restart: over Streamable HTTP with a server that keeps its events, the item keeps what
+taking the call up needs and the call is taken up again after the restart, the question
+still waiting (app/mcp_resume.py). Otherwise the server's request lived in the connection
+that carried the call, which the restart ended: the item then says so ("lost"), and the
+call, which was sent, ends as one that may have run (docs/architecture.md, Call states
+after a restart). A Stop ends the wait ("stopped"); a server that stops waiting
 (its own timeout) ends it too.
 
 Declared capabilities: exactly these two, elicitation in form mode only (the SDK would
@@ -73,6 +75,10 @@ class Asker:
     # Told when a request starts and stops waiting for the person: the call's silence limit
     # does not count that time (the server waits for us, not we for it).
     waiting: Callable[[bool], None] = lambda on: None
+    # What taking the call up after a restart needs, as the ask item keeps it (None: it
+    # cannot be; app/mcp_resume.py), and who is told once a question was answered.
+    resumable: Callable[[], dict | None] = lambda: None
+    answered: Callable[[], None] = lambda: None
 
     @classmethod
     def of(cls, ctx: Any, plugin: str) -> Asker | None:
@@ -84,7 +90,10 @@ class Asker:
 
     # --- elicitation --------------------------------------------------------------
 
-    async def elicit(self, params: types.ElicitRequestParams) -> types.ElicitResult | types.ErrorData:
+    async def elicit(self, params: types.ElicitRequestParams, request: Any = None
+                     ) -> types.ElicitResult | types.ErrorData:
+        """`request`: the server's JSON-RPC id of its question (a question read again from
+        a call taken up after a restart is the ask item already there)."""
         import mcp_types as types
 
         if getattr(params, "mode", "form") != "form":
@@ -105,9 +114,17 @@ class Asker:
             self.store.add(item("ask", self.chat, message, turn=call.turn, name=self.plugin[:80], state="failed",
                                 output=why, input=json.dumps({"call": call.id}), done=True))
             return types.ErrorData(code=types.INVALID_PARAMS, message=why)
-        row = self.store.add(item("ask", self.chat, message, turn=call.turn, name=self.plugin[:80], state="waiting",
-                                  input=json.dumps({"call": call.id, "schema": schema})))
-        answered = await self._wait(row.id, "waiting")
+        asked = self.store.asked(self.chat, call.id, request) if isinstance(request, int | str) else None
+        if asked is None:
+            kept = {"call": call.id, "schema": schema}
+            if isinstance(request, int | str):
+                kept["request"] = request
+                if resume := self.resumable():
+                    kept["resume"] = resume
+            asked = self.store.add(item("ask", self.chat, message, turn=call.turn, name=self.plugin[:80],
+                                        state="waiting", input=json.dumps(kept)))
+        answered = await self._wait(asked.id, "waiting")
+        self.answered()
         if answered is None:
             return types.ElicitResult(action="cancel")
         if answered.state == "accepted":
@@ -202,10 +219,31 @@ def _unanswerable(params: types.CreateMessageRequestParams, can_sample: bool) ->
     return ""
 
 
-def ended(store: Any, chat: int, turn: int | None, how: str) -> None:
-    """End every unanswered request of the conversation (of one turn): `how` is a key of ENDED."""
+def ended(store: Any, chat: int, turn: int | None, how: str, keep: set[int] = frozenset()) -> None:
+    """End every unanswered request of the conversation (of one turn) but those in `keep`:
+    `how` is a key of ENDED."""
     for it in store.open_asks(chat, turn):
-        store.settle(it.id, it.state, state=how, output=ENDED[how], done=True)
+        if it.id not in keep:
+            store.settle(it.id, it.state, state=how, output=ENDED[how], done=True)
+
+
+def resumable_calls(store: Any, chat: int, turn: int) -> dict[int, tuple[int, dict]]:
+    """The turn's calls whose server's question waits, or was answered (perhaps after the
+    restart, before the turn was taken up: the server may not have the answer yet), that can
+    be taken up after a restart (app/mcp_resume.py): {call id: (ask id, what taking it up needs)}."""
+    from app import mcp_resume
+
+    found = {}
+    for it in store.turn_asks(chat, turn):
+        if it.state not in ("waiting", "accepted", "declined", "cancelled"):
+            continue
+        try:
+            kept = json.loads(it.input or "{}")
+        except ValueError:
+            continue
+        if isinstance(kept, dict) and isinstance(kept.get("call"), int) and mcp_resume.resumable(kept.get("resume")):
+            found[kept["call"]] = (it.id, kept["resume"])
+    return found
 
 
 # --------------------------------------------------------------------------
@@ -218,12 +256,12 @@ def callbacks(asker: Callable[[], Asker | None]) -> dict[str, Any]:
     outside a call: a listing's connection, a request between calls), which is refused."""
     import mcp_types as types
 
-    async def elicitation(_context: Any, params: types.ElicitRequestParams):
+    async def elicitation(context: Any, params: types.ElicitRequestParams):
         current = asker()
         if current is None:
             return types.ErrorData(code=types.INVALID_REQUEST,
                                    message="Tabletalk asks the person only during one of the plugin's calls")
-        return await current.elicit(params)
+        return await current.elicit(params, getattr(context, "request_id", None))
 
     async def sampling(_context: Any, params: types.CreateMessageRequestParams):
         current = asker()

@@ -23,6 +23,7 @@ from urllib.parse import urlsplit
 import httpx2
 
 from app import mcp_asks, netguard
+from app.mcp_attempt import Attempt
 from app.tables import Plugin
 
 log = logging.getLogger(__name__)
@@ -58,72 +59,6 @@ def headers(p: Plugin) -> dict[str, str]:
     return {header: secret}
 
 
-class Attempt:
-    """A connection's HTTP statuses since the last `clear`, for telling failures apart."""
-
-    def __init__(self) -> None:
-        self.statuses: list[tuple[str, int]] = []
-        self.errors: list[BaseException] = []  # what the transport met outside any request
-        self.session_id = ""  # the Mcp-Session-Id the server gave (Streamable HTTP)
-        self.stderr = ""  # the end of a stdio plugin's standard error, once it stopped
-        self.oauth = False  # a 401 named the server's OAuth metadata: it signs people in (app/mcp_oauth.py)
-
-    async def record(self, response: httpx2.Response) -> None:
-        self.statuses.append((response.request.method, response.status_code))
-        challenge = response.headers.get("www-authenticate", "").lower() if response.status_code == 401 else ""
-        if challenge.startswith("bearer") and "resource_metadata=" in challenge:  # RFC 9728: it names its OAuth metadata
-            self.oauth = True
-        if (given := response.headers.get("mcp-session-id")) and response.status_code < 400:
-            self.session_id = given
-        if isinstance(response.stream, httpx2.AsyncByteStream):  # a body read that fails is noted here:
-            response.stream = _Noted(response.stream, self)  # the transports swallow some of those
-
-    async def incoming(self, message: object) -> None:
-        """The client's message handler: a transport's failure (a response over the size
-        limit ...) arrives here as an exception, not on the call it ends."""
-        if isinstance(message, BaseException):
-            self.errors.append(message)
-
-    def clear(self) -> None:
-        self.statuses.clear()
-        self.errors.clear()
-
-    @property
-    def auth_status(self) -> int | None:
-        return next((s for _, s in self.statuses if s in (401, 403)), None)
-
-    @property
-    def failed_http(self) -> bool:
-        return any(s >= 400 for _, s in self.statuses)
-
-    @property
-    def sse_only(self) -> bool:
-        """Whether the POSTs met the 4xx with which a server says it only speaks SSE."""
-        return any(m == "POST" and 400 <= s < 500 and s not in (401, 403) for m, s in self.statuses)
-
-    @property
-    def session_refused(self) -> bool:
-        """Whether a POST met the 404 (the spec's word for an unknown session) or the 400 many
-        servers answer instead: the session is gone, the request did not run."""
-        return any(m == "POST" and s in (400, 404) for m, s in self.statuses)
-
-
-class _Noted(httpx2.AsyncByteStream):
-    def __init__(self, stream: httpx2.AsyncByteStream, attempt: Attempt):
-        self._stream, self._attempt = stream, attempt
-
-    async def __aiter__(self):
-        try:
-            async for chunk in self._stream:
-                yield chunk
-        except Exception as exc:
-            self._attempt.errors.append(exc)
-            raise
-
-    async def aclose(self) -> None:
-        await self._stream.aclose()
-
-
 class Link:
     """An initialized MCP session on a plugin: the mcp package's ClientSession, with what it
     takes to go on in it from another process (`session_id`, `initialized`)."""
@@ -151,6 +86,24 @@ class Link:
 
     async def call_tool(self, name: str, arguments: dict[str, Any], progress_callback: Any = None) -> Any:
         return await self.session.call_tool(name, arguments, progress_callback=progress_callback)
+
+    async def resume_call(self, name: str, arguments: dict[str, Any], token: str, progress_callback: Any = None,
+                          seen: Callable[[str], Any] | None = None) -> Any:
+        """Go on with a call sent by another process (or before a restart), in this same
+        session: not sent again, its response stream resumed from the event `token`
+        (Streamable HTTP's Last-Event-ID; the server replays what it sent after it).
+        `seen` is told each event id read."""
+        import mcp_types as types
+        from mcp.shared.message import ClientMessageMetadata
+
+        async def noted(event_id: str) -> None:
+            if seen is not None:
+                seen(event_id)
+
+        request = types.CallToolRequest(params=types.CallToolRequestParams(name=name, arguments=arguments))
+        return await self.session.send_request(
+            request, types.CallToolResult, progress_callback=progress_callback,
+            metadata=ClientMessageMetadata(resumption_token=token, on_resumption_token_update=noted))
 
     async def list_prompts(self, cursor: str | None = None) -> Any:
         import mcp_types as types

@@ -234,10 +234,13 @@ async def call_tool(p: Plugin, mcp_name: str, args: dict[str, Any], *, chat: int
                     private_ok: bool, limit: float, abort: asyncio.Event,
                     progressed: Callable[[float, float | None, str | None], Any],
                     sessions: Sessions | None = None, store: Any = None,
-                    dispatched: Callable[[], Any] = lambda: None, asker: Any = None) -> types.CallToolResult:
+                    dispatched: Callable[[], Any] = lambda: None, asker: Any = None,
+                    resume: dict[str, str] | None = None) -> types.CallToolResult:
     """One tool call in the conversation's session with the plugin. Raises PluginError in
     plain words: stopped by the person, silent for `limit` s, the connection lost ...
-    The server's elicitation and sampling requests during the call go to `asker`."""
+    The server's elicitation and sampling requests during the call go to `asker`. With
+    `resume` the call, sent before a restart, is taken up again, never sent (app/mcp_resume.py)."""
+    from app import mcp_resume
     from mcp.shared.exceptions import MCPError
     from mcp_types import CONNECTION_CLOSED
 
@@ -267,9 +270,21 @@ async def call_tool(p: Plugin, mcp_name: str, args: dict[str, Any], *, chat: int
                     if asker is not None:  # a server waiting for the person's answer is not silent
                         asker.waiting = lambda on: setattr(silence, "deadline", math.inf if on
                                                            else anyio.current_time() + limit)
+                    if asker is not None and transport == STREAMABLE:  # what taking it up after a restart needs
+                        asker.resumable = lambda: ({"session": client.session_id, "token": s.attempt.primed}
+                                                   if client.session_id and s.attempt.primed else None)
                     dispatched()  # the session is open: the call leaves now (it may run from here on)
-                    result = await client.call_tool(mcp_name, args, progress_callback=progress)
+                    if resume is not None:
+                        result = await mcp_resume.take_up(client, mcp_name, args, resume, progress, asker)
+                    else:
+                        result = await client.call_tool(mcp_name, args, progress_callback=progress)
+            except PluginError:
+                raise
             except Exception as exc:
+                if resume is not None:  # never sent again: it may have run
+                    await sessions.drop(s)
+                    log.info("plugin %s: taking up call %s failed (%s)", p.name, mcp_name, type(exc).__name__)
+                    raise PluginError(mcp_resume.LOST.format(why=why(exc, s.attempt, p))) from None
                 mcp_error = next((leaf for leaf in leaves(exc) if isinstance(leaf, MCPError)), None)
                 if mcp_error is not None and mcp_error.code != CONNECTION_CLOSED:
                     if s.attempt.session_refused and not second:

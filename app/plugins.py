@@ -359,7 +359,8 @@ async def call(p: Plugin, mcp_name: str, args: dict[str, Any], ctx: ToolContext,
         result = await mcp_sessions.call_tool(p, mcp_name, args, chat=ctx.chat, transport=transport,
                                               private_ok=private_ok, limit=timeout, abort=ctx.abort,
                                               progressed=progressed, sessions=ctx.sessions, store=ctx.store,
-                                              dispatched=ctx.dispatched, asker=asker)
+                                              dispatched=ctx.dispatched, asker=asker,
+                                              resume=getattr(ctx, "resume", None))
     except asyncio.CancelledError:
         raise  # a Stop or a shutdown: the turn ends its requests (mcp_asks.ended)
     except BaseException:

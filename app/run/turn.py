@@ -71,6 +71,8 @@ class Turn(Requests):
     context: ToolContext | None = field(default=None, init=False, repr=False)  # the tools', while it runs
     # set while no tool is running: a stop waits on it for the running tool to end itself
     idle: asyncio.Event = field(default_factory=asyncio.Event, init=False, repr=False)
+    # calls a restart cut while their server's question waited, taken up again: {call item: resume}
+    resuming: dict[int, dict] = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.idle.set()
@@ -91,8 +93,12 @@ class Turn(Requests):
                     if before.kind == "reasoning" and before.done and it.kind == "text" and not it.done]
         if partial:
             self.store.delete_items(partial)  # the cut-off step runs again from the last complete one
-        mcp_asks.ended(self.store, self.chat, self.user.id, "lost")  # a plugin's request died with its connection
+        # A plugin's request died with its connection, unless its call can be taken up again
+        # (Streamable HTTP, a server keeping its events: app/mcp_resume.py).
         by_name = {t.name: t for t in self.tools}
+        waiting = {call: kept for call, kept in mcp_asks.resumable_calls(self.store, self.chat, self.user.id).items()
+                   if (t := self._tool_of(version, call, by_name)) is not None and t.plugin}
+        mcp_asks.ended(self.store, self.chat, self.user.id, "lost", keep={ask for ask, _ in waiting.values()})
         to_run = []
         with self.store.write():
             for it in version:
@@ -100,7 +106,10 @@ class Turn(Requests):
                     continue
                 if it.state == "running":
                     tool = by_name.get(it.name)
-                    if not it.dispatched or (tool is not None and tool.idempotent):
+                    if it.dispatched and it.id in waiting:  # never sent again: its stream is read again
+                        self.resuming[it.id] = waiting[it.id][1]
+                        to_run.append(it)
+                    elif not it.dispatched or (tool is not None and tool.idempotent):
                         # never reached its tool (or safe to repeat): it runs now
                         self.store.update(it.id, state="", output="", dispatched=False)
                         to_run.append(it)
@@ -110,6 +119,11 @@ class Turn(Requests):
                     to_run.append(it)  # not started, or waiting for (or given) the person's decision
         self.written.extend(it.id for it in to_run)  # a stop now ends them too
         return to_run
+
+    @staticmethod
+    def _tool_of(version: list[Item], call: int, by_name: dict[str, Tool]) -> Tool | None:
+        it = next((it for it in version if it.id == call and it.kind == "call"), None)
+        return by_name.get(it.name) if it is not None else None
 
     # --- running --------------------------------------------------------------------
 
@@ -126,7 +140,13 @@ class Turn(Requests):
                 break
             call = loop.ToolCall(call_id(call_item), call_item.name, call_item.input or "{}")
             self.calls[call.id] = call_item.id
-            await loop.run_tool(call, by_name, self.emit, context, self.gate)
+            context.resume = self.resuming.get(call_item.id)
+            try:
+                await loop.run_tool(call, by_name, self.emit, context, self.gate)
+            finally:
+                context.resume = None
+            if call_item.id in self.resuming and (after := self.store.item(call_item.id)) and after.state == "failed":
+                self.store.update(call_item.id, interrupted=True)  # may have run: offered "Run again"
         if not context.abort.is_set():
             # The loop is given no history: `prepare` builds each request from the rows.
             await loop.run([], self.tools, stream, self.emit, context, gate=self.gate, prepare=self.prepare,

@@ -2,6 +2,7 @@
 (sampling) while one of its calls runs: `ask` and `sample` items (app/mcp_asks.py)."""
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from ..tables import Item
@@ -23,6 +24,23 @@ class Asks(Base):
         if turn is not None:
             sql, params = sql + " AND turn = ?", [*params, turn]
         return [Item.from_row(r) for r in self.all(sql + " ORDER BY id", params)]
+
+    def turn_asks(self, chat: int, turn: int) -> list[Item]:
+        """A turn's questions from plugins, whatever their state."""
+        return [Item.from_row(r) for r in self.all("SELECT * FROM items WHERE chat = ? AND turn = ? AND kind = 'ask' "
+                                                   "ORDER BY id", [chat, turn])]
+
+    def asked(self, chat: int, call: int, request: int | str) -> Item | None:
+        """The question a plugin asked during `call` with the JSON-RPC id `request` (a call
+        taken up after a restart reads it again), None when there is none."""
+        for r in self.all("SELECT * FROM items WHERE chat = ? AND kind = 'ask' ORDER BY id", [chat]):
+            try:
+                kept = json.loads(r["input"] or "{}")
+            except ValueError:
+                continue
+            if isinstance(kept, dict) and kept.get("call") == call and kept.get("request") == request:
+                return Item.from_row(r)
+        return None
 
     def awaits_person(self, chat: int) -> bool:
         """Whether something in the conversation waits for the person's word: a call for

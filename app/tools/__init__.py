@@ -55,6 +55,9 @@ class ToolContext:
     # What a plugin's request to the person during the call needs of the run: its wake-ups and
     # its model (app.mcp_asks.Run; None: such requests are refused).
     asking: Any = None
+    # A plugin's call that a restart cut while its server's question waited for the person,
+    # to be taken up again rather than sent (app.mcp_resume; set by the turn for that call).
+    resume: Any = None
 
 
 @dataclass(frozen=True)
