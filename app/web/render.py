@@ -14,6 +14,7 @@ import jinja2
 from litestar import Request, Response
 
 from ..branches import Step
+from ..providers.catalog import shown_name
 from ..tables import Item, chips, pretty_json
 from . import csrf, headers
 from .ask_view import ask_view
@@ -83,7 +84,14 @@ def seconds(t: float) -> str:
     return f"{s} s" if s < 60 else f"{s // 60} min {s % 60} s" if s % 60 else f"{s // 60} min"
 
 
-env.filters.update(isotime=isotime, shorttime=shorttime)
+def model_name(model_id: str) -> str:
+    """A model id as a byline shows it: a model listed by its file's path by its file's name
+    (`local:/…/SmolLM2-135M-Instruct.Q4_1.gguf` -> `local:SmolLM2-135M-Instruct.Q4_1`)."""
+    where, colon, name = model_id.partition(":")
+    return f"{where}:{shown_name(name)}" if colon else shown_name(model_id)
+
+
+env.filters.update(isotime=isotime, shorttime=shorttime, model_name=model_name)
 env.globals.update(item_key=item_key, cut_key=cut_key, answer_key=answer_key, item_dom_id=item_dom_id,
                    pretty_json=lambda text: pretty_json(text) or text,  # what is not JSON shows as it came
                    chips=chips, human_size=human_size, seconds=seconds, ask_view=ask_view)
