@@ -59,10 +59,12 @@ class Setup:
         tools = await self.tools_for(agent)
         # by identity: a tool that only shows a name approval was set for does not get it
         approve = {t.name for t in tools if agent and chosen(t, names(agent.approve))}
+        # what a server's failure taught about the model is read again at each step (limits)
+        limits = lambda: (self.window_of(model), self.images_for(model))  # noqa: E731
+        window, images = limits()
         return Turn(self.store, writes, chat, user, agent, model, retry=retry, tools=tools, approve=approve,
-                    changed=changed, window=self.window_of(model), share=self.config.context_share,
-                    images=self.images_for(model), thinking=thinking,
-                    limits=lambda: (self.window_of(model), self.images_for(model)),
+                    changed=changed, window=window, share=self.config.context_share,
+                    images=images, thinking=thinking, limits=limits,
                     complete=functools.partial(self.providers.complete, model))  # plugins' sampling
 
     def unready(self, model: str) -> str:
