@@ -16,7 +16,7 @@ KINDS = ("user", "text", "reasoning", "call", "plan", "error", "retry", "stop", 
 CALL_STATES = ("running", "done", "failed", "approval", "approved", "declined")
 # A plugin's question to the person during a call (`ask`: an MCP elicitation) and its request
 # for the model's words (`sample`: MCP sampling) also wait, are answered, or end unanswered
-# (docs/plugins.md, app/mcp_asks.py).
+# (docs/plugins.md, app/plugins/asks.py).
 ASK_STATES = ("waiting", "accepted", "cancelled", "lost", "stopped", "withdrawn")
 NAME_MAX = 80
 
@@ -169,7 +169,7 @@ class Plugin:
     id: int | None = None
     transport: str = ""  # what the last listing went over: streamable-http, sse or stdio
     status_at: float | None = None  # when `status` was read (seconds since the epoch)
-    listed: str = ""  # its tools as of `status`: JSON, the MCP tool definitions (app/plugins.py)
+    listed: str = ""  # its tools as of `status`: JSON, the MCP tool definitions (app/plugins/tools.py)
     offers: tuple[str, ...] = ()  # the server's capabilities that matter here: prompts, resources
     kind: str = "http"  # "http" (an address) or "stdio" (a command run on this machine)
     command: str = ""  # stdio: the program, run without a shell

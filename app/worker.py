@@ -9,7 +9,8 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
-from . import accounts, mcp_oauth
+from . import accounts
+from .plugins import oauth as mcp_oauth
 from .store import db as dbm
 from .config import Config
 from .feed import Feed, Render, RenderBuiltin, RenderList

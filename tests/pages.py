@@ -189,7 +189,7 @@ ASKED = {"type": "object", "required": ["name"], "properties": {
 
 def _plugin_asks(store) -> tuple[int, int]:
     """A conversation in which a plugin's question (elicitation) waits for the person beside a
-    sampling request waiting for approval and one answered (rows as app/mcp_asks.py writes them)."""
+    sampling request waiting for approval and one answered (rows as app/plugins/asks.py writes them)."""
     import json
 
     from app.tables import item

@@ -7,8 +7,8 @@ import re
 
 import pytest
 
-from app.mcp_sessions import Sessions
-from app.plugins import PluginError, list_tools
+from app.plugins.sessions import Sessions
+from app.plugins.tools import PluginError, list_tools
 from app.tables import plugin
 from app.tools import ToolContext
 from tests.fakes.everything import Everything

@@ -18,7 +18,7 @@ SAMPLE = "127_0_0_1_trigger-sampling-request"
 
 async def test_the_client_declares_form_elicitation_and_sampling_only(everything):
     """server-everything offers a tool for each capability a client declares."""
-    from app.plugins import list_tools
+    from app.plugins.tools import list_tools
     from app.tables import plugin
 
     listing = await list_tools(plugin(1, everything.url, name="ev"), private_ok=True)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from app import mcp_link
-from app.mcp_sessions import Sessions
-from app.plugins import list_tools
+from app.plugins import link as mcp_link
+from app.plugins.sessions import Sessions
+from app.plugins.tools import list_tools
 from app.tables import plugin
 from app.tools import ToolContext
 from tests.fakes.everything import Everything

@@ -8,8 +8,8 @@ from __future__ import annotations
 import signal
 from contextlib import closing
 
-from app import mcp_asks
-from app.mcp_resume import LOST
+from app.plugins import asks as mcp_asks
+from app.plugins.resume import LOST
 from app.run.turn import MAY_HAVE_RUN
 from tests.conftest import Served, csrf, soup, wait_for
 from tests.fakes.everything import Everything

@@ -95,7 +95,7 @@ def test_audience_annotations_are_respected(with_plugin, fake, kind, page_says, 
 
 
 def test_deleting_the_conversation_closes_its_plugin_session(with_plugin, fake):
-    from app import mcp_sessions
+    from app.plugins import sessions as mcp_sessions
 
     client = with_plugin
     fake.script([tool_call("127_0_0_1_toggle-simulated-logging", {})], "On.")

@@ -9,8 +9,8 @@ import re
 import httpx
 import pytest
 
-from app.mcp_sessions import Sessions
-from app.plugins import list_tools
+from app.plugins.sessions import Sessions
+from app.plugins.tools import list_tools
 from app.tables import Assistant, plugin
 from app.tools import ToolContext
 from tests.fakes.everything import Everything

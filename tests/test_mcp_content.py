@@ -1,4 +1,4 @@
-"""Tool results' content blocks as Tabletalk keeps them (app/mcp_content.py)."""
+"""Tool results' content blocks as Tabletalk keeps them (app/plugins/content.py)."""
 from __future__ import annotations
 
 import base64
@@ -6,7 +6,7 @@ import base64
 import mcp_types as types
 
 from app import files as filestore
-from app.mcp_content import convert
+from app.plugins.content import convert
 
 WAV = b"RIFF" + (36).to_bytes(4, "little") + b"WAVEfmt " + bytes(24) + b"data" + bytes(4)
 

@@ -1,11 +1,11 @@
-"""An elicitation's form (app/mcp_forms.py): which schemas become forms, and the person's
+"""An elicitation's form (app/plugins/forms.py): which schemas become forms, and the person's
 answer checked against them, with empty, huge, malformed and hostile values."""
 from __future__ import annotations
 
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from app.mcp_forms import MAX_TEXT, Unshowable, answer, form_of, initial
+from app.plugins.forms import MAX_TEXT, Unshowable, answer, form_of, initial
 
 SCHEMA = {"type": "object", "required": ["name", "age"], "properties": {
     "name": {"type": "string", "title": "Name", "maxLength": 20},

@@ -10,7 +10,7 @@ import time
 import httpx
 import pytest
 
-from app import mcp_asks
+from app.plugins import asks as mcp_asks
 from app.run.turn import MAY_HAVE_RUN
 from tests.conftest import Served, csrf, idle, soup, start_chat, wait_for
 from tests.fakes.asking_server import AskingMCPServer

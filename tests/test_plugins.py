@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from app.plugins import NAME_LIMIT, PluginError, call, list_tools, masked, refresh, tool_name
+from app.plugins.tools import NAME_LIMIT, PluginError, call, list_tools, masked, refresh, tool_name
 from app.tables import Plugin, plugin
 from app.tools import ToolContext
 from tests.fakes.mcp_server import LONG_NAME, FakeMCPServer, NotMCPServer, free_port
@@ -296,7 +296,7 @@ async def test_a_plugin_that_stopped_answering_holds_no_message_up():
     """Listed once, then silent (a socket that accepts and never answers, on its port): the
     next run waits about a second and offers the tools it listed before; once its listing
     timed out it is not asked again for a while, and its status says why and since when."""
-    from app import plugins
+    from app.plugins import tools as plugins
 
     with FakeMCPServer() as server:
         p = Plugin(agent=1, name="hangs", address=server.url, id=77)
@@ -322,7 +322,7 @@ def test_a_property_with_a_default_is_not_required_by_our_check():
     """Playwright MCP's browser_take_screenshot lists `scale` as required with a default;
     the server accepts a call without it, so our check must too; a real miss still counts."""
     from app.tools.arguments import problem as schema_problem
-    from app.plugins import defaults_optional
+    from app.plugins.tools import defaults_optional
 
     given = {"type": "object", "required": ["type", "scale"],
              "properties": {"type": {"type": "string", "default": "png"},
@@ -349,7 +349,7 @@ async def test_a_result_over_the_size_limit_says_so(streamable):
 
 
 async def test_a_plugin_down_from_the_start_holds_up_only_the_first_message(monkeypatch):
-    from app import plugins
+    from app.plugins import tools as plugins
 
     with socket.socket() as silent:
         silent.bind(("127.0.0.1", 0))

@@ -193,7 +193,7 @@ def test_a_new_plugins_tools_are_ticked_after_a_tool_was_unticked(private):
 async def test_a_plugin_down_after_a_restart_offers_its_kept_tools_and_says_why(store):
     """This process never listed it (a restart), and it does not answer: the run offers the
     tools its row keeps, and a call to one tells the model the plugin is unreachable."""
-    from app import plugins
+    from app.plugins import tools as plugins
     from app.config import Config
     from app.tables import Assistant, plugin
     from app.tools import ToolContext

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from app.mcp_sessions import Sessions
-from app.plugins import list_tools
+from app.plugins.sessions import Sessions
+from app.plugins.tools import list_tools
 from app.tables import Plugin
 from app.tools import ToolContext
 from tests.conftest import csrf, soup

@@ -61,7 +61,7 @@ def two(client, fake, data):
     call = db.conn.execute("SELECT id FROM items WHERE chat = ? AND kind = 'call'", [chat_id]).fetchone()[0]
     user_item = db.conn.execute("SELECT id FROM items WHERE chat = ? AND kind = 'user'", [chat_id]).fetchone()[0]
     file_id = db.conn.execute("SELECT id FROM files WHERE person = ?", [a]).fetchone()[0]
-    from app.tables import item  # a plugin's question to A, waiting (app/mcp_asks.py)
+    from app.tables import item  # a plugin's question to A, waiting (app/plugins/asks.py)
     asked = store.add(item("ask", chat_id, f"{SECRET_WORD}?", turn=user_item, name="a_plugin", state="waiting",
                            input='{"schema": {"type": "object", "properties": {"x": {"type": "string"}}}}'))
     other = store.add_agent(store.default_agent(a).__class__(name="A's researcher", instructions=SECRET_WORD, person=a))

@@ -19,7 +19,8 @@ import time
 from dataclasses import dataclass
 
 from .. import agent as loop
-from .. import mcp_sessions, space
+from .. import space
+from ..plugins import sessions as mcp_sessions
 from ..beat import beat_at_or_after
 from ..config import Config
 from ..feed import Feed

@@ -13,7 +13,7 @@ import functools
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from .. import plugins
+from ..plugins import tools as plugins
 from ..config import Config
 from ..history import takes_images
 from ..providers.client import Providers, no_model

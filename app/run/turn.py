@@ -14,7 +14,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from .. import agent as loop
-from .. import branches, mcp_asks, mcp_sessions
+from .. import branches
+from ..plugins import asks as mcp_asks, sessions as mcp_sessions
 from ..store import db as dbm
 from ..history import DECLINED, call_id
 from ..store import Store
@@ -94,7 +95,7 @@ class Turn(Requests):
         if partial:
             self.store.delete_items(partial)  # the cut-off step runs again from the last complete one
         # A plugin's request died with its connection, unless its call can be taken up again
-        # (Streamable HTTP, a server keeping its events: app/mcp_resume.py).
+        # (Streamable HTTP, a server keeping its events: app/plugins/resume.py).
         by_name = {t.name: t for t in self.tools}
         waiting = {call: kept for call, kept in mcp_asks.resumable_calls(self.store, self.chat, self.user.id).items()
                    if (t := self._tool_of(version, call, by_name)) is not None and t.plugin}

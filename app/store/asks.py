@@ -1,5 +1,5 @@
 """A plugin's questions to the person (elicitation) and requests for the model's words
-(sampling) while one of its calls runs: `ask` and `sample` items (app/mcp_asks.py)."""
+(sampling) while one of its calls runs: `ask` and `sample` items (app/plugins/asks.py)."""
 from __future__ import annotations
 
 import json

@@ -491,7 +491,7 @@ def m027_choice_places(db: sqlite_utils.Database) -> None:
 def m023_plugin_requests(db: sqlite_utils.Database) -> None:
     # A plugin's request to the person during a call is an item of its own: `ask` (an MCP
     # elicitation: a form) and `sample` (MCP sampling: the model's words, once approved), in
-    # the states of app/mcp_asks.py. The CHECKs on kind and state are widened in place, the way
+    # the states of app/plugins/asks.py. The CHECKs on kind and state are widened in place, the way
     # SQLite documents for loosening a constraint (a new schema text, no copy of the table):
     # every existing row satisfies the wider check.
     sql = db.execute("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'items'").fetchone()[0]
@@ -509,7 +509,7 @@ def m023_plugin_requests(db: sqlite_utils.Database) -> None:
         db.execute(f"PRAGMA schema_version = {int(version) + 1}")
     finally:
         db.execute("PRAGMA writable_schema = OFF")
-    # A plugin connected with OAuth (the MCP authorization flow, app/mcp_oauth.py): the client
+    # A plugin connected with OAuth (the MCP authorization flow, app/plugins/oauth.py): the client
     # Tabletalk registered with its authorization server, the tokens it was given, and a flow
     # under way (the state and PKCE verifier between the redirect out and the one back).
     db.execute(

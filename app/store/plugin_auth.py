@@ -1,4 +1,4 @@
-"""A plugin connected with OAuth (app/mcp_oauth.py): its registered client, its tokens and a
+"""A plugin connected with OAuth (app/plugins/oauth.py): its registered client, its tokens and a
 flow under way, one row per plugin (m023)."""
 from __future__ import annotations
 

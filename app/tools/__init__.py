@@ -49,14 +49,14 @@ class ToolContext:
     # just before `run`.
     dispatched: Callable[[], None] = lambda: None
     store: Any = None  # app.store.Store; Any keeps tools importable without the storage layer
-    # The plugin sessions a plugin's call is made in (app.mcp_sessions.Sessions; None: this
+    # The plugin sessions a plugin's call is made in (app.plugins.sessions.Sessions; None: this
     # process's pool, mcp_sessions.pool).
     sessions: Any = None
     # What a plugin's request to the person during the call needs of the run: its wake-ups and
-    # its model (app.mcp_asks.Run; None: such requests are refused).
+    # its model (app.plugins.asks.Run; None: such requests are refused).
     asking: Any = None
     # A plugin's call that a restart cut while its server's question waited for the person,
-    # to be taken up again rather than sent (app.mcp_resume; set by the turn for that call).
+    # to be taken up again rather than sent (app.plugins.resume; set by the turn for that call).
     resume: Any = None
 
 

@@ -7,7 +7,7 @@ from litestar.exceptions import HTTPException, NotFoundException
 from litestar.params import FromPath, FromQuery
 from litestar.response import Redirect
 
-from .. import plugins as mcp
+from ..plugins import tools as mcp
 from ..tables import Assistant, NAME_MAX, check_name
 from ..tools import Tool, chosen, names, unique
 from ..tools.builtin import builtin_tools

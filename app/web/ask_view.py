@@ -1,5 +1,5 @@
 """What the page shows of a plugin's request to the person (`ask` and `sample` items,
-app/mcp_asks.py): the form built from an elicitation's schema with its values and errors,
+app/plugins/asks.py): the form built from an elicitation's schema with its values and errors,
 the answer once given, a sampling request and the model's words. templates/_ask.html."""
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import mcp_asks, mcp_forms
+from ..plugins import asks as mcp_asks, forms as mcp_forms
 from ..tables import Item
 
 ASK_LABELS = {"waiting": "waiting for your answer", "accepted": "answered", "declined": "declined",

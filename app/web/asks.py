@@ -1,4 +1,4 @@
-"""The person's answer to a plugin's request (app/mcp_asks.py): an elicitation's form
+"""The person's answer to a plugin's request (app/plugins/asks.py): an elicitation's form
 (Accept, Decline, Cancel) and a sampling request (Approve, Decline). A plain form post
 that redirects back to the conversation; a refused answer shows the form again on a page
 of its own, with each refusal beside its field and what was typed kept."""
@@ -10,7 +10,7 @@ from litestar import Request, Response, get, post
 from litestar.exceptions import HTTPException, NotFoundException
 from litestar.params import FromPath
 
-from .. import mcp_forms
+from ..plugins import forms as mcp_forms
 from ..tables import Item
 from . import render
 from .ask_view import ask_view, prefix

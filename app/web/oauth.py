@@ -1,4 +1,4 @@
-"""Connecting a plugin with OAuth (app/mcp_oauth.py): Connect and Disconnect on the agent's
+"""Connecting a plugin with OAuth (app/plugins/oauth.py): Connect and Disconnect on the agent's
 Plugins tab, the page that sends the person to the plugin's sign-in, and the callback the
 authorization server sends them back to. Plain forms and links: no script needed.
 
@@ -13,8 +13,7 @@ from litestar import Request, Response, get, post
 from litestar.exceptions import HTTPException, NotFoundException
 from litestar.params import FromPath
 
-from .. import mcp_oauth
-from .. import plugins as mcp
+from ..plugins import oauth as mcp_oauth, tools as mcp
 from ..tables import Plugin
 from . import plugins as plugin_pages, render
 from .request import agent_or_404, form_field, go, parse_id, state

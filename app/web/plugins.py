@@ -2,7 +2,7 @@
 it), editing one (name, address, header, secret; a command's program, arguments and
 environment), and the Refresh / Enable / Disable / Delete buttons.
 
-What is shown for each plugin (app/plugins.py keeps it in the row at every listing): its
+What is shown for each plugin (app/plugins/tools.py keeps it in the row at every listing): its
 transport, its status and when it was read, and its tools as of that status.
 """
 from __future__ import annotations
@@ -18,7 +18,7 @@ from litestar import Request, Response, post
 from litestar.exceptions import HTTPException, NotFoundException
 from litestar.params import FromPath
 
-from .. import mcp_stdio, plugins as mcp
+from ..plugins import stdio as mcp_stdio, tools as mcp
 from ..tables import Assistant, Plugin, site_name
 from ..tools import names
 from ..tools.builtin import builtin_tools

@@ -13,7 +13,8 @@ from litestar import Request, Response, get, post
 from litestar.exceptions import HTTPException
 from litestar.params import FromPath, FromQuery
 
-from .. import mcp_prompts, mcp_stdio, plugins as mcp, space
+from .. import space
+from ..plugins import prompts as mcp_prompts, stdio as mcp_stdio, tools as mcp
 from ..tables import Conversation
 from . import render
 from .request import conversation_or_404, form_field, go, state

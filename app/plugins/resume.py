@@ -48,7 +48,7 @@ def resumable(resume: Any) -> bool:
 async def take_up(client: Any, name: str, args: dict[str, Any], resume: dict[str, str], progress: Any,
                   asker: Any) -> Any:
     """The call's result, read again from its stream in the same session (see above)."""
-    from app.mcp_link import PluginError
+    from app.plugins.link import PluginError
 
     if client.session_id != resume["session"]:
         raise PluginError(LOST.format(why="the server no longer knows the session"))

@@ -5,10 +5,10 @@ named `{plugin}_{tool}`; its `status` says in plain words how many tools there a
 they could not be read. `refresh(plugins)` does that for many plugins at once.
 
 Transport: Streamable HTTP first, then SSE when the server says it speaks only that
-(app/mcp_link.py). The transport that worked is remembered by the listed tools.
+(app/plugins/link.py). The transport that worked is remembered by the listed tools.
 
 A tool call goes through the conversation's session with the plugin, kept open from call
-to call and run to run (app/mcp_sessions.py): stateful servers keep their state.
+to call and run to run (app/plugins/sessions.py): stateful servers keep their state.
 """
 from __future__ import annotations
 
@@ -30,8 +30,8 @@ if TYPE_CHECKING:
     import mcp_types as types
     from mcp import Client
 
-from app import mcp_asks, mcp_content, mcp_sessions, mcp_stdio
-from app.mcp_link import SSE, STDIO, STREAMABLE, Attempt, PluginError, bad_address, connect, private_ok, why
+from app.plugins import asks as mcp_asks, content as mcp_content, sessions as mcp_sessions, stdio as mcp_stdio
+from app.plugins.link import SSE, STDIO, STREAMABLE, Attempt, PluginError, bad_address, connect, private_ok, why
 from app.tables import Plugin
 from app.tools import NAME_LIMIT, Result, Tool, ToolContext, unique
 

@@ -9,7 +9,7 @@ tab, any worker, with or without JavaScript (a plain form post, app/web/asks.py)
 
 A restart: over Streamable HTTP with a server that keeps its events, the item keeps what
 taking the call up needs and the call is taken up again after the restart, the question
-still waiting (app/mcp_resume.py). Otherwise the server's request lived in the connection
+still waiting (app/plugins/resume.py). Otherwise the server's request lived in the connection
 that carried the call, which the restart ended: the item then says so ("lost"), and the
 call, which was sent, ends as one that may have run (docs/architecture.md, Call states
 after a restart). A Stop ends the wait ("stopped"); a server that stops waiting
@@ -27,7 +27,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from app import mcp_forms
+from app.plugins import forms as mcp_forms
 from app.tables import item
 
 if TYPE_CHECKING:
@@ -76,7 +76,7 @@ class Asker:
     # does not count that time (the server waits for us, not we for it).
     waiting: Callable[[bool], None] = lambda on: None
     # What taking the call up after a restart needs, as the ask item keeps it (None: it
-    # cannot be; app/mcp_resume.py), and who is told once a question was answered.
+    # cannot be; app/plugins/resume.py), and who is told once a question was answered.
     resumable: Callable[[], dict | None] = lambda: None
     answered: Callable[[], None] = lambda: None
 
@@ -230,8 +230,8 @@ def ended(store: Any, chat: int, turn: int | None, how: str, keep: set[int] = fr
 def resumable_calls(store: Any, chat: int, turn: int) -> dict[int, tuple[int, dict]]:
     """The turn's calls whose server's question waits, or was answered (perhaps after the
     restart, before the turn was taken up: the server may not have the answer yet), that can
-    be taken up after a restart (app/mcp_resume.py): {call id: (ask id, what taking it up needs)}."""
-    from app import mcp_resume
+    be taken up after a restart (app/plugins/resume.py): {call id: (ask id, what taking it up needs)}."""
+    from app.plugins import resume as mcp_resume
 
     found = {}
     for it in store.turn_asks(chat, turn):

@@ -1,7 +1,7 @@
 """What one connection to an MCP server met, for telling its failures apart: the HTTP
 statuses, the errors the transports swallowed, the session id the server gave, and the id of
 the first event of the latest response stream (where a resumption replays from,
-app/mcp_resume.py)."""
+app/plugins/resume.py)."""
 from __future__ import annotations
 
 import httpx2
@@ -15,7 +15,7 @@ class Attempt:
         self.errors: list[BaseException] = []  # what the transport met outside any request
         self.session_id = ""  # the Mcp-Session-Id the server gave (Streamable HTTP)
         self.stderr = ""  # the end of a stdio plugin's standard error, once it stopped
-        self.oauth = False  # a 401 named the server's OAuth metadata: it signs people in (app/mcp_oauth.py)
+        self.oauth = False  # a 401 named the server's OAuth metadata: it signs people in (app/plugins/oauth.py)
         # The id of the first event of the latest POST answered with a stream (the priming
         # event a server with an event store sends): where a resumption replays from.
         self.primed = ""

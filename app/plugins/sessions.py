@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from app.mcp_link import CONNECT_TIMEOUT, STREAMABLE, Attempt, Link, PluginError, connect, leaves, why
+from app.plugins.link import CONNECT_TIMEOUT, STREAMABLE, Attempt, Link, PluginError, connect, leaves, why
 from app.tables import Plugin
 
 if TYPE_CHECKING:
@@ -66,7 +66,7 @@ class Session:
     resumed: bool = False  # taken over from the row, not opened here
     store: Any = None  # where the session's row is kept (None: nowhere)
     end: bool = False  # when closed: ended on the server too (DELETE), not only let go here
-    asker: Any = None  # the run of the call in flight, for the server's requests (app/mcp_asks.py)
+    asker: Any = None  # the run of the call in flight, for the server's requests (app/plugins/asks.py)
 
     @property
     def alive(self) -> bool:
@@ -239,8 +239,8 @@ async def call_tool(p: Plugin, mcp_name: str, args: dict[str, Any], *, chat: int
     """One tool call in the conversation's session with the plugin. Raises PluginError in
     plain words: stopped by the person, silent for `limit` s, the connection lost ...
     The server's elicitation and sampling requests during the call go to `asker`. With
-    `resume` the call, sent before a restart, is taken up again, never sent (app/mcp_resume.py)."""
-    from app import mcp_resume
+    `resume` the call, sent before a restart, is taken up again, never sent (app/plugins/resume.py)."""
+    from app.plugins import resume as mcp_resume
     from mcp.shared.exceptions import MCPError
     from mcp_types import CONNECTION_CLOSED
 

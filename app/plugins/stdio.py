@@ -6,7 +6,7 @@ runs as the user Tabletalk runs as, with that user's rights. It is started witho
 package passes on (PATH, HOME, USER, SHELL, TERM, LOGNAME) and the plugin's own variables,
 in Tabletalk's working folder. Each conversation's session with the plugin is a process of
 its own, started on the first call and stopped when the session closes (idle for 10
-minutes, the conversation deleted, Tabletalk stopping): see app/mcp_sessions.py.
+minutes, the conversation deleted, Tabletalk stopping): see app/plugins/sessions.py.
 
 What the command writes to its standard error is kept (the last 4 KB) and its end shown
 when the server could not be started or exited.

@@ -3,7 +3,7 @@
 Transport: Streamable HTTP first. A 4xx other than 401/403 to its POST is how a server that
 only speaks the older SSE transport answers (405 from an `/sse` route, 404 elsewhere), so
 then the same address is tried as an SSE endpoint, as the MCP spec's backwards-compatibility
-section says (app/plugins.py does that when it lists the tools).
+section says (app/plugins/tools.py does that when it lists the tools).
 
 Every connection is made by `netguard.guarded_client`, so a plugin address on this machine
 or a private network is refused unless CHAT_PRIVATE_PLUGINS=1 (`private_ok`).
@@ -22,8 +22,9 @@ from urllib.parse import urlsplit
 
 import httpx2
 
-from app import mcp_asks, netguard
-from app.mcp_attempt import Attempt
+from app import netguard
+from app.plugins import asks as mcp_asks
+from app.plugins.attempt import Attempt
 from app.tables import Plugin
 
 log = logging.getLogger(__name__)
@@ -32,7 +33,7 @@ STREAMABLE, SSE, STDIO = "streamable-http", "sse", "stdio"
 MAX_BYTES = 16 * 1024 * 1024  # one response (or one event) from a plugin; more is refused, not buffered
 CONNECT_TIMEOUT = 10.0
 # How long an open session's event stream may stay silent: sessions live long, and a call's
-# own limit (its idle time, app/mcp_sessions.py) is what notices a server that went quiet.
+# own limit (its idle time, app/plugins/sessions.py) is what notices a server that went quiet.
 STREAM_SILENCE = 3600.0
 
 
@@ -190,7 +191,7 @@ def _session_class() -> type:
             (structured content only as JSON text), so it has nothing to check for us."""
 
         def _build_capabilities(self, version: str) -> Any:  # elicitation in form mode only
-            from app import mcp_asks
+            from app.plugins import asks as mcp_asks
             return mcp_asks.declared(super()._build_capabilities(version))
 
     return Session
@@ -205,7 +206,7 @@ def _session_class() -> type:
 # A session's own callbacks (`connect(**callbacks)`, which know its conversation) replace
 # these defaults, which answer where no conversation is (the listing). Roots are not
 # declared: Tabletalk shares no folders with a plugin.
-DECLARED: dict[str, Any] = mcp_asks.callbacks(lambda: None)  # elicitation (form mode) and sampling (app/mcp_asks.py)
+DECLARED: dict[str, Any] = mcp_asks.callbacks(lambda: None)  # elicitation (form mode) and sampling (app/plugins/asks.py)
 
 
 def declared() -> set[str]:
@@ -225,15 +226,15 @@ async def connect(p: Plugin, transport: str, *, private_ok: bool, attempt: Attem
     handshake; a server that no longer knows it answers 404 (`attempt.session_refused`).
     `callbacks` go to the session (elicitation_callback, sampling_callback ...): the
     capabilities `initialize` declares are exactly those it has callbacks for. The server's
-    elicitation and sampling requests go to `asker()` (app/mcp_asks.py; None: refused).
+    elicitation and sampling requests go to `asker()` (app/plugins/asks.py; None: refused).
     `auth` signs the requests (an OAuth flow under way); else a plugin connected with OAuth
-    sends its stored tokens (app/mcp_oauth.py)."""
+    sends its stored tokens (app/plugins/oauth.py)."""
     from mcp.client.sse import sse_client
     from mcp.client.streamable_http import streamable_http_client
 
     sent = headers(p)
     if auth is None and p.kind != "stdio":
-        from app import mcp_oauth
+        from app.plugins import oauth as mcp_oauth
         auth = mcp_oauth.auth_for(p)
     signed = auth
     hooks = {"response": [attempt.record]}
@@ -259,7 +260,7 @@ async def connect(p: Plugin, transport: str, *, private_ok: bool, attempt: Attem
             yield Link(s, watched, attempt, end)
 
     if transport == STDIO:
-        from app import mcp_stdio
+        from app.plugins import stdio as mcp_stdio
         async with mcp_stdio.streams(p, attempt) as streams, linked(streams) as link:
             yield link
         return
@@ -311,7 +312,7 @@ def leaves(exc: BaseException) -> Iterable[BaseException]:
 def why(exc: BaseException, attempt: Attempt, p: Plugin) -> str:
     """Why a connection failed, in the plain words of a plugin's status. The mcp transports
     raise from task groups, so the telling exception is a leaf of an ExceptionGroup."""
-    from app.mcp_stdio import StdioError
+    from app.plugins.stdio import StdioError
 
     found = [*leaves(exc), *(leaf for e in attempt.errors for leaf in leaves(e))]
     if p.kind == "stdio":
@@ -322,7 +323,7 @@ def why(exc: BaseException, attempt: Attempt, p: Plugin) -> str:
         said = f": {attempt.stderr}" if attempt.stderr else ""
         return f"the command ended without answering as an MCP server{said}"
     for leaf in found:
-        if type(leaf).__name__ == "NeedsSignIn":  # app/mcp_oauth.py: the stored tokens stopped working
+        if type(leaf).__name__ == "NeedsSignIn":  # app/plugins/oauth.py: the stored tokens stopped working
             return "401: connect with OAuth again"
         if isinstance(leaf, netguard.Refused) and "larger than" in str(leaf):
             return (f"{p.name}’s answer was larger than {MAX_BYTES // (1024 * 1024)} MB, the most Tabletalk "

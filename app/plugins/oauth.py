@@ -181,7 +181,7 @@ async def begin(store: Any, p: Plugin, *, private_ok: bool, site: str) -> str:
 async def _flow(store: Any, p: Plugin, provider: Any, private_ok: bool) -> None:
     """The flow proper: one connection with the provider as its auth, which on the server's
     401 discovers, registers, sends the person (see begin), exchanges the code and retries."""
-    from app.mcp_link import SSE, STREAMABLE, Attempt, connect, leaves
+    from app.plugins.link import SSE, STREAMABLE, Attempt, connect, leaves
 
     try:
         for transport in (STREAMABLE, SSE):
