@@ -157,7 +157,7 @@ def open(data: str | Path | None = None) -> Store:  # noqa: A001 - the natural n
     database when set), its database migrated."""
     config = configuration.load()
     if data is None and config.database_url:
-        db = dbm.connect(config.database_url, files=config.files)
+        db = dbm.connect(config.database_url)
         dbm.migrate(db)
         return Store(db)
     folder = Path(data).expanduser().resolve() if data is not None else config.data

@@ -23,9 +23,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .store import db as dbm
-from . import files as filestore
 from .config import Config
 from .store import backup as sql
+from .store.blobs import Disk
 
 FORMAT = "tabletalk-backup"
 VERSION = 1
@@ -137,8 +137,8 @@ def _take(config: Config, work: Path) -> _Taken:
                 copy.conn.close()
             gone, size = [], 0
             for sha in named:
-                held = filestore.path_of(config.files, sha)
-                dest = filestore.path_of(work / "files", sha)
+                held = Disk(config.files).path(sha)
+                dest = Disk(work / "files").path(sha)
                 if dest.exists():
                     size += dest.stat().st_size
                     continue
@@ -185,7 +185,7 @@ def check(folder: Path, manifest: dict | None = None) -> Summary:
         problems.append("the database names other files than the backup copied")
     size = 0
     for sha in named:
-        held = filestore.path_of(folder / "files", sha)
+        held = Disk(folder / "files").path(sha)
         try:
             h = hashlib.sha256()
             with open(held, "rb") as f:
@@ -234,7 +234,7 @@ def restore(config: Config, path: Path) -> Summary:
     try:
         shutil.copyfile(path / DATABASE, config.database)
         for sha in manifest["files"]:
-            _copy_checked(filestore.path_of(path / "files", sha), filestore.path_of(config.files, sha), sha)
+            _copy_checked(Disk(path / "files").path(sha), Disk(config.files).path(sha), sha)
         if (path / SECRET).exists():
             shutil.copyfile(path / SECRET, config.data / SECRET)
             os.chmod(config.data / SECRET, 0o600)

@@ -1,18 +1,16 @@
 """Files: attachments a person sends and files a tool makes.
 
-Bytes live once per content under data/files/ab/cdef... (sha256 hex, split after two
-characters), written to a temporary file and renamed into place, so a reader never sees a
-half-written file and the same bytes are stored once. The row (app/store/files.py) keeps the person's
-name for display, the type sniffed here from the bytes (never the client's word) and the size.
+The rules for what is stored and how it is served: the name cleaned, the type sniffed from
+the bytes (never the client's word), the Content-Disposition. The bytes are kept once per
+content by the store (app/store/blobs.py: files/ beside SQLite's database, rows of
+PostgreSQL's); the row (app/store/files.py) keeps the person's name for display, the type
+and the size.
 """
 from __future__ import annotations
 
 import hashlib
-import os
 import re
-import tempfile
 import unicodedata
-from pathlib import Path
 from urllib.parse import quote
 
 NAME_MAX = 255
@@ -99,47 +97,3 @@ def disposition(name: str, inline: bool) -> str:
 
 def digest(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
-
-
-def path_of(root: Path, sha256: str) -> Path:
-    if not re.fullmatch(r"[0-9a-f]{64}", sha256):
-        raise ValueError("not a sha256")
-    return root / sha256[:2] / sha256[2:]
-
-
-def save(root: Path, data: bytes) -> str:
-    """Store the bytes (once per content); returns their sha256."""
-    sha = digest(data)
-    target = path_of(root, sha)
-    if target.exists() and target.stat().st_size == len(data):
-        return sha
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".tmp-")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
-    return sha
-
-
-def forget(root: Path, sha256: str) -> None:
-    """Remove stored bytes (no row names them any more)."""
-    try:
-        path_of(root, sha256).unlink()
-    except FileNotFoundError:
-        pass
-
-
-def load(root: Path, sha256: str) -> bytes | None:
-    try:
-        return path_of(root, sha256).read_bytes()
-    except (FileNotFoundError, ValueError):
-        return None

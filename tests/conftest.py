@@ -106,7 +106,7 @@ def store(request, tmp_path: Path, engine: str):
     from app.store import Store
 
     if engine == "postgresql":
-        db = dbm.connect(request.getfixturevalue("pg_url"), files=tmp_path / "files")
+        db = dbm.connect(request.getfixturevalue("pg_url"))
     else:
         db = dbm.connect(tmp_path / "t.db")
     dbm.migrate(db)

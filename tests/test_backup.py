@@ -11,7 +11,7 @@ import pytest
 
 from app import backup
 from app.store import db as dbm
-from app import files as filestore
+from app.store.blobs import Disk
 from app.config import load
 from app.store import Store
 from app.tables import asked, item
@@ -82,12 +82,12 @@ def test_restore_checks_the_backup_and_leaves_the_folder_empty_when_it_is_damage
     backup.backup(settings(monkeypatch, tmp_path / "data"), tmp_path / "b")
     manifest = json.loads((tmp_path / "b" / "manifest.json").read_text())
     sha = sorted(manifest["files"])[0]
-    filestore.path_of(tmp_path / "b" / "files", sha).write_bytes(b"not what it was")
+    Disk(tmp_path / "b" / "files").path(sha).write_bytes(b"not what it was")
     target = settings(monkeypatch, tmp_path / "new")
     with pytest.raises(backup.BackupError, match=f"file {sha} does not hold the bytes"):
         backup.restore(target, tmp_path / "b")
     assert not target.data.exists() or not any(target.data.iterdir())
-    filestore.path_of(tmp_path / "b" / "files", sha).unlink()
+    Disk(tmp_path / "b" / "files").path(sha).unlink()
     with pytest.raises(backup.BackupError, match=f"file {sha} is missing"):
         backup.restore(target, tmp_path / "b")
     manifest["counts"]["items"] += 1

@@ -8,8 +8,23 @@ import pytest
 from bs4 import BeautifulSoup
 
 from app import files as filestore
-from tests.conftest import database, csrf, new_chat, start_chat, wait_for
+from tests.conftest import ENGINES, database, csrf, new_chat, on_both_engines, start_chat, wait_for
 from tests.fakes.openai_server import text
+
+
+@pytest.fixture(params=ENGINES)
+def env(request, env, monkeypatch):
+    """Each test on SQLite (bytes in files/) and on PostgreSQL (bytes in the database's rows)."""
+    return on_both_engines(request, env, monkeypatch)
+
+
+def held(store) -> list[bytes]:
+    """Every content the store holds, whichever engine keeps it."""
+    if store.blobs.transactional:
+        return [store.blobs.read(r[0]) for r in store.all("SELECT sha256 FROM blobs ORDER BY sha256")]
+    root: Path = store.blobs.root
+    assert not list(root.rglob(".tmp-*")), "no temporary file left"
+    return [p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()]
 
 
 def png() -> bytes:
@@ -139,8 +154,7 @@ def test_a_file_too_large_is_refused_with_413_and_nothing_is_written(make_client
         r = send(client, chat, [("ok.txt", b"x" * 1000, "text/plain"), ("big.txt", b"x" * 1001, "text/plain")])
         assert r.status_code == 413 and "too large" in r.text and "1,000" in r.text
         assert counts(client) == before
-        assert not list((client.app.state.tabletalk.config.files).rglob("*")) or \
-            all(p.is_dir() for p in client.app.state.tabletalk.config.files.rglob("*"))
+        assert held(client.app.state.tabletalk.store) == []
 
 
 def test_too_many_files_are_refused_with_413_and_nothing_is_written(make_client):
@@ -171,11 +185,7 @@ def test_the_same_bytes_are_stored_once(client):
     rows = store.all("SELECT name, sha256, size FROM files ORDER BY id")
     assert [r["name"] for r in rows] == ["one.txt", "two.txt"]
     assert rows[0]["sha256"] == rows[1]["sha256"] == filestore.digest(data)
-    root: Path = client.app.state.tabletalk.config.files
-    stored = [p for p in root.rglob("*") if p.is_file()]
-    assert stored == [root / rows[0]["sha256"][:2] / rows[0]["sha256"][2:]]
-    assert stored[0].read_bytes() == data
-    assert not [p for p in root.rglob(".tmp-*")]
+    assert held(store) == [data]
 
 
 @pytest.mark.parametrize("raw", [
@@ -200,9 +210,14 @@ def test_hostile_names_are_kept_harmless(client, raw):
     header = r.headers["content-disposition"]
     assert "\r" not in header and "\n" not in header
     assert header.startswith('attachment; filename="') and "filename*=UTF-8''" in header
-    # nothing was written outside data/files
-    root: Path = client.app.state.tabletalk.config.files
-    assert all(root in p.parents for p in root.rglob("*"))
+    # nothing was written outside data/files (on PostgreSQL: nothing in the data folder at all)
+    data = client.app.state.tabletalk.config.data
+    store = client.app.state.tabletalk.store
+    made = [p for p in data.rglob("*") if p.is_file() and "files" in p.relative_to(data).parts[:1]]
+    if store.blobs.transactional:
+        assert made == [] and held(store) == [b"contents"]
+    else:
+        assert made and all(store.blobs.root in p.parents for p in made)
 
 
 def test_names_keep_their_unicode_and_extension():
@@ -287,7 +302,7 @@ def test_a_deleted_conversations_files_go_and_bytes_another_names_stay(client, d
 
     first, second = conversation_with(b"shared bytes"), conversation_with(b"shared bytes")
     only = conversation_with(b"bytes of the first alone")
-    stored = lambda: sorted(p.name for p in (data / "files").rglob("*") if p.is_file())  # noqa: E731
+    stored = lambda: held(client.app.state.tabletalk.store)  # noqa: E731
     db = dbm.connect(database(data))
     rows = lambda: db.conn.execute("SELECT count(*) FROM files").fetchone()[0]  # noqa: E731
     assert rows() == 3 and len(stored()) == 2

@@ -1,40 +1,45 @@
-"""Files: bytes on disk by content hash beside the database, rows here."""
+"""Files: their rows here, their bytes by content hash in `Store.blobs` (app/store/blobs.py):
+files beside the database on SQLite, rows of the database on PostgreSQL."""
 from __future__ import annotations
 
+import functools
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from . import blobs as blobstore
 from . import db as dbm
-from .. import config as configuration
 from .. import files as filestore
 from ..tables import Item
 from .base import Base
 
 
 class Files(Base):
-    # --- files (bytes on disk by content hash beside the database, rows here) -------------
+    # --- files (rows here, bytes by content hash in self.blobs) -----------------------------
 
-    def files_root(self) -> Path:
-        """data/files: beside the database (Config.files), wherever this store was opened; on
-        PostgreSQL the data folder's (until the bytes move into rows)."""
+    @functools.cached_property
+    def blobs(self) -> blobstore.Blobs:
+        """Where this store keeps files' bytes: in the database on PostgreSQL, else in files/
+        beside SQLite's file (wherever this store was opened)."""
         if dbm.postgres(self.db):
-            return self.db.files or configuration.load().files
+            return blobstore.Rows(self.db)
         main = next((r[2] for r in self.all("PRAGMA database_list") if r[1] == "main"), "")
-        return Path(main).parent / "files"
+        return blobstore.Disk(Path(main).parent / "files")
 
     def add_file(self, name: str, data: bytes, person: int | None = None) -> int:
         """Store bytes (once per content) and a row naming them, `person`'s (else the owner's);
-        the type is sniffed here."""
-        root = self.files_root()
-        sha = filestore.save(root, data)  # before the write lock: an upload's fsync holds up no one
+        the type is sniffed here. The bytes and the row commit together on PostgreSQL; on
+        SQLite the file is written before the write lock (an upload's fsync holds up no one)
+        and again inside it if a drop took the same bytes meanwhile."""
+        blobs = self.blobs
+        sha = None if blobs.transactional else blobs.put(data)[0]
         with self.write() as db:
+            if sha is None or not blobs.has(sha):
+                sha = blobs.put(data)[0]
             person = self.owner() if person is None else person
-            file_id = db.conn.execute(
+            return db.conn.execute(
                 "INSERT INTO files (name, type, size, sha256, created, person) VALUES (?, ?, ?, ?, ?, ?) RETURNING id",
                 [filestore.clean_name(name), filestore.sniff(data), len(data), sha, dbm.now(), person]).fetchone()[0]
-            if not filestore.path_of(root, sha).exists():
-                filestore.save(root, data)  # the same bytes were let go (forget_files) meanwhile
-            return file_id
 
     def forget_files(self, ids: set[int]) -> None:
         """Delete the rows of files no item names any more (their conversation went), and the
@@ -50,7 +55,7 @@ class Files(Base):
             kept = {r[0] for r in db.conn.execute(
                 f"SELECT sha256 FROM files WHERE sha256 IN ({','.join('?' * len(shas))})", list(shas))} if shas else set()
             for sha in shas - kept:
-                filestore.forget(self.files_root(), sha)
+                self.blobs.drop(sha)
 
     def files_of(self, items: list[Item]) -> dict[int, dict[str, Any]]:
         """The file rows the items name (attachments and tool-made files), by id."""
@@ -65,6 +70,13 @@ class Files(Base):
         return dict(row) if row else None
 
     def file_bytes(self, file_id: int) -> tuple[dict[str, Any], bytes] | None:
+        """A file's row and all its bytes (what a model is sent), or None."""
         row = self.file(file_id)
-        data = filestore.load(self.files_root(), row["sha256"]) if row else None
+        data = self.blobs.read(row["sha256"]) if row else None
         return (row, data) if row is not None and data is not None else None
+
+    def file_stream(self, file_id: int) -> tuple[dict[str, Any], Iterator[bytes]] | None:
+        """A file's row and its bytes as chunks read as they are consumed (a download), or None."""
+        row = self.file(file_id)
+        chunks = self.blobs.open(row["sha256"]) if row else None
+        return (row, chunks) if row is not None and chunks is not None else None

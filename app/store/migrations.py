@@ -521,3 +521,17 @@ def m023_plugin_requests(db: sqlite_utils.Database) -> None:
             flow TEXT NOT NULL DEFAULT '',     -- its OAuth `state`, by which the callback finds it
             updated REAL NOT NULL)"""
     )
+
+
+@migration
+def m028_shared_secrets(db: sqlite_utils.Database) -> None:
+    # Secrets every server of one database must agree on, kept in it rather than in a data
+    # folder (app/store/secrets.py): the key that signs forms (`secret.key`, read from the
+    # data folder's file of an install that had one) and the setup codes (one per server
+    # started, `setup <server>`, until the owner exists). On PostgreSQL files' bytes are
+    # rows too (pg_schema.py's m028: `blobs`, `chunks`); SQLite keeps them in files/.
+    db.execute(
+        """CREATE TABLE secrets (
+            name TEXT PRIMARY KEY CHECK (length(name) BETWEEN 1 AND 200),
+            value TEXT NOT NULL CHECK (length(value) >= 16),
+            created REAL NOT NULL)""")

@@ -335,3 +335,23 @@ def m023_plugin_requests(db) -> None:
         pending TEXT NOT NULL DEFAULT '',
         flow TEXT NOT NULL DEFAULT '',
         updated {REAL} NOT NULL)""")
+
+
+@migration
+def m028_shared_secrets(db) -> None:
+    db.execute(f"""CREATE TABLE secrets (
+        name TEXT PRIMARY KEY CHECK (length(name) BETWEEN 1 AND 200),
+        value TEXT NOT NULL CHECK (length(value) >= 16),
+        created {REAL} NOT NULL)""")
+    # Files' bytes (app/store/blobs.py), PostgreSQL's own: SQLite keeps them in files/ beside
+    # its database. One row per content, its bytes in chunks of at most 256 KB, n from 0.
+    db.execute(f"""CREATE TABLE blobs (
+        sha256 TEXT PRIMARY KEY CHECK (length(sha256) = 64),
+        size BIGINT NOT NULL CHECK (size >= 0),
+        chunks BIGINT NOT NULL CHECK (chunks >= 0),
+        created {REAL} NOT NULL)""")
+    db.execute("""CREATE TABLE chunks (
+        sha256 TEXT NOT NULL REFERENCES blobs(sha256) ON DELETE CASCADE,
+        n BIGINT NOT NULL CHECK (n >= 0),
+        data BYTEA NOT NULL CHECK (length(data) BETWEEN 1 AND 262144),
+        PRIMARY KEY (sha256, n))""")

@@ -27,7 +27,6 @@ import sqlite3
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -175,10 +174,9 @@ class Database:
 
     dialect = "postgresql"
 
-    def __init__(self, url: str, files: Path | None = None):
+    def __init__(self, url: str):
         self.url = url
         self.conn = Connection(url)
-        self.files = files  # where file bytes are kept (the data folder's files/), until they move into rows
         self.bumped = 0  # the last rev the open write took (dbm.bump), told to listeners at its commit
         self.heard = 0  # the highest rev this connection heard of (version)
         self._listening = 0  # the connection (Connection.opened) that listens
@@ -255,8 +253,8 @@ class Database:
                 self.conn.raw.execute("COMMIT")
 
 
-def connect(url: str, files: Path | None = None) -> Database:
-    return Database(url, files)
+def connect(url: str) -> Database:
+    return Database(url)
 
 
 __all__ = ["Connection", "Database", "IntegrityError", "connect", "translate"]

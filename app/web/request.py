@@ -8,6 +8,7 @@ from the answer whether someone else's row is there.
 """
 from __future__ import annotations
 
+from collections.abc import Iterator
 from urllib.parse import quote
 
 from litestar import Request, Response
@@ -97,9 +98,9 @@ def person_or_404(request: Request, raw: str) -> Person:
     return found
 
 
-def file_or_404(request: Request, raw: str) -> tuple[dict, bytes]:
-    """A file's row and bytes, when it is the person's."""
-    found = state(request).store.file_bytes(parse_id(raw, "file"))
+def file_or_404(request: Request, raw: str) -> tuple[dict, Iterator[bytes]]:
+    """A file's row and its bytes as a stream of chunks, when it is the person's."""
+    found = state(request).store.file_stream(parse_id(raw, "file"))
     if found is None or found[0]["person"] != me(request).id:
         raise NotFoundException("No such file.")
     return found
