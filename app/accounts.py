@@ -12,8 +12,8 @@ import functools
 import hashlib
 import ipaddress
 import math
-import os
 import secrets
+import socket
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -208,32 +208,48 @@ class Throttled(Exception):
         return f"{s} second{'s' if s != 1 else ''}" if s < 90 else f"{math.ceil(s / 60)} minutes"
 
 
-def setup_code(data: Path, *, fresh: bool = False) -> str:
-    """The code that setting the owner up takes, kept in the data folder (0600, shared by
-    the workers) until the owner exists. `tabletalk serve` makes a fresh one at each start
-    and prints the address that holds it: who may set the app up is who can read what this
-    computer printed (or its data folder), not whoever reaches the socket first, however a
-    proxy or tunnel in front of it forwards (or does not say it forwards) requests."""
-    if fresh:
-        (data / "setup.code").unlink(missing_ok=True)
-    return kept_secret(data / "setup.code", 18)
+KEY = "secret.key"  # the secret that signs forms (web/csrf.py), and its file in an older data folder
+SETUP = "setup "     # a setup code's name begins so; then the server's own part (server_id)
 
 
-def kept_secret(path: Path, size: int) -> str:
-    """A random secret kept in a file of the data folder, readable by its owner only: made by
-    the first process to ask (O_EXCL, so workers starting together agree), read after that."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+def secret_key(store: Store, data: Path) -> bytes:
+    """The key that signs CSRF tokens (web/csrf.py), kept in the database so that every server
+    of it (every worker, every machine) signs and checks alike: made by the first to ask. An
+    install that kept it in its data folder (`secret.key`, before migration m028) keeps that
+    one, so the forms of pages open across the upgrade stay valid."""
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:
-        return path.read_text().strip()
-    with os.fdopen(fd, "w") as f:
-        f.write(secrets.token_urlsafe(size))
-    return path.read_text().strip()
+        seed = (data / KEY).read_text().strip() or None
+    except FileNotFoundError:
+        seed = None
+    return store.kept_secret(KEY, 48, seed).encode()
 
 
-def setup_done(data: Path) -> None:
-    (data / "setup.code").unlink(missing_ok=True)
+def server_id(data: Path) -> str:
+    """This server among those of one database: its computer and its data folder."""
+    return hashlib.sha256(f"{socket.gethostname()}\0{data}".encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+def setup_code(store: Store, data: Path, *, fresh: bool = False) -> str:
+    """The code that setting the owner up takes, this server's, kept in the database until the
+    owner exists. `tabletalk serve` makes a fresh one at each start and prints the address
+    that holds it: who may set the app up is who can read what a computer running it
+    printed, not whoever reaches the socket first, however a proxy or tunnel in front of it
+    forwards (or does not say it forwards) requests. Each server of one database has its
+    own (`server_id`), and any of them is accepted (`setup_codes`): a server starting does
+    not void the code another printed."""
+    name = SETUP + server_id(data)
+    if fresh:
+        store.drop_secrets(name)
+    return store.kept_secret(name, 18)
+
+
+def setup_codes(store: Store) -> list[str]:
+    """Every server's setup code: what setting up accepts."""
+    return store.secrets_named(SETUP)
+
+
+def setup_done(store: Store) -> None:
+    store.drop_secrets(SETUP)
 
 
 def set_up_from_settings(store: Store, config: Config) -> Person | None:

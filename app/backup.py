@@ -3,8 +3,9 @@
 A backup is a folder: `tabletalk.db` (one consistent snapshot, SQLite's online backup in one
 step: a read transaction, which in WAL mode holds no writer up, so answers keep streaming),
 `files/` (the content-addressed bytes the snapshot's file rows name, each checked against its
-hash as it is copied), `secret.key` (so signed forms stay valid) and `manifest.json` (what
-was copied: counts of rows, every file with its size). It is written beside PATH under a
+hash as it is copied), the data folder's `secret.key` when an install made before migration
+m028 has one (the key that signs forms is a row of the database since, so it is in the
+snapshot) and `manifest.json` (what was copied: counts of rows, every file with its size). It is written beside PATH under a
 temporary name and renamed into place, so a PATH that exists is a complete backup.
 
 A restore goes only into an empty (or missing) data folder, and checks the backup before

@@ -48,6 +48,7 @@ def serve(host: str, port: int, workers: int) -> None:
     except AccountError as e:
         raise SystemExit(f"TABLETALK_PASSWORD: {e}") from None
     nobody = People(store).count() == 0
+    code = setup_code(store, config.data, fresh=True) if nobody else ""
     db.conn.close()
     if nobody and not loopback(host):
         raise SystemExit(NO_ACCOUNT.format(host=host, port=port))
@@ -57,7 +58,6 @@ def serve(host: str, port: int, workers: int) -> None:
 
     print(f"Tabletalk on http://{host}:{port} (data in {config.data})", file=sys.stderr, flush=True)
     if nobody:
-        code = setup_code(config.data, fresh=True)
         print(f"No account yet: set the owner up at http://{host}:{port}/setup?code={code}\n"
               "(that code is needed to set up; it changes at every start)", file=sys.stderr, flush=True)
     # The built-in model (app/localmodel): its install when the owner chooses it on a page, its

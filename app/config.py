@@ -15,9 +15,11 @@ IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 # name -> (default, what it is for); the README table is checked against this mapping.
 SETTINGS: dict[str, tuple[str, str]] = {
-    "TABLETALK_DATA": ("./data", "Folder for the SQLite database (tabletalk.db), the secret key and files/."),
-    "DATABASE_URL": ("", "A PostgreSQL database to keep the rows in (postgresql://user:password@host:5432/name) "
-                         "instead of SQLite's file; the secret key and files/ stay in TABLETALK_DATA."),
+    "TABLETALK_DATA": ("./data", "Folder for the SQLite database (tabletalk.db) and its files' bytes (files/); "
+                                 "on either engine, this machine's own: the built-in model (model/)."),
+    "DATABASE_URL": ("", "A PostgreSQL database to keep everything in (postgresql://user:password@host:5432/name) "
+                         "instead of SQLite's file: the rows, files' bytes, the secret key and setup codes, so "
+                         "several servers can share it; only the built-in model stays in TABLETALK_DATA."),
     "AI_URL": ("", "Base URL of an OpenAI-compatible server (e.g. http://127.0.0.1:11434/v1)."),
     "AI_KEY": ("", "API key for AI_URL, sent as a Bearer token; optional."),
     "AI_MODEL": ("", "Model id to use when a message and its agent name none; default: the first model AI_URL lists, "

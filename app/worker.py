@@ -29,6 +29,7 @@ class Worker:
     feed: Feed
     providers: Providers
     runner: Runner
+    key: bytes  # signs forms (web/csrf.py): the database's, the same on every server of it
 
 
 @asynccontextmanager
@@ -44,7 +45,7 @@ async def running(config: Config, render: Render | None = None,
     runner = Runner(config, store, feed, providers)
     providers.keep(store, runner.setup.window_of)  # what servers teach is kept in rows (providers/limits.py)
     accounts.set_up_from_settings(store, config)
-    worker = Worker(config, store, feed, providers, runner)
+    worker = Worker(config, store, feed, providers, runner, accounts.secret_key(store, config.data))
     feed.start()
     try:
         try:

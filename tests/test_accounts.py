@@ -54,9 +54,14 @@ def form_token(client, path: str) -> str:
 
 def the_code() -> str:
     """The setup code of the app under test (tabletalk serve prints the address with it)."""
+    from app import api
     from app.accounts import setup_code
 
-    return setup_code(Path(os.environ["TABLETALK_DATA"]))
+    store = api.open()  # the app's database: DATABASE_URL's, else TABLETALK_DATA's
+    try:
+        return setup_code(store, Path(os.environ["TABLETALK_DATA"]))
+    finally:
+        store.db.conn.close()
 
 
 def set_up(client, name="Ada", password="correct horse battery", again=None, code=None):
@@ -433,7 +438,7 @@ def test_the_owner_is_set_up_only_with_the_code_this_computer_printed(env, data)
     with TestClient(create_app(), raise_server_exceptions=False) as elsewhere:  # any peer, with the code
         code = the_code()
         assert set_up(elsewhere).status_code == 303
-    assert not (data / "setup.code").exists() and code
+    assert db_rows(data, "SELECT count(*) FROM secrets WHERE name LIKE 'setup %'") == [(0,)] and code
     assert db_rows(data, "SELECT count(*) FROM people") == [(1,)]
 
 
@@ -452,3 +457,18 @@ def test_a_file_is_revalidated_and_signing_out_clears_the_browsers_cache(client)
     out = client.post("/signout", data={"_csrf_token": csrf(client)}, follow_redirects=False)
     assert out.headers["clear-site-data"] == '"cache"'
     assert client.get(href, headers={"If-None-Match": r.headers["etag"]}, follow_redirects=False).status_code == 303
+
+
+def test_an_installs_key_from_its_data_folder_still_signs_its_forms(make_client, data):
+    """Upgraded past migration m028 the key is the database's, and it is the one the install
+    kept in data/secret.key: a form of a page opened before the upgrade is still taken."""
+    from app.web import csrf
+
+    data.mkdir(parents=True, exist_ok=True)
+    (data / "secret.key").write_text("k" * 64)
+    from app.accounts import COOKIE
+
+    with make_client() as client:
+        page = soup(client.get("/"))
+        session = client.cookies.get(COOKIE)
+        assert page.select_one('input[name="_csrf_token"]')["value"] == csrf.make(b"k" * 64, "session", session)

@@ -25,3 +25,13 @@ def test_the_code_reads_no_setting_the_config_does_not_know():
         read |= set(re.findall(r'os\.environ(?:\.get)?\(\s*["\']([A-Z_]+)', path.read_text()))
         read |= set(re.findall(r'os\.getenv\(\s*["\']([A-Z_]+)', path.read_text()))
     assert read <= set(SETTINGS), f"read outside config.py's table: {read - set(SETTINGS)}"
+
+
+def test_where_things_are_kept_reads_the_same_in_the_readme_and_the_config():
+    """The rows of TABLETALK_DATA and DATABASE_URL say what each engine keeps where: the
+    README's words are config.py's (backticks and the link to the design aside)."""
+    import re
+    for name in ("TABLETALK_DATA", "DATABASE_URL"):
+        row = re.search(rf"^\| `{name}` \| [^|]* \| (.*) \|$", README, re.M).group(1)
+        words = re.sub(r"\s*See \[[^\]]*\]\([^)]*\)\.$", "", row).replace("`", "")
+        assert words == SETTINGS[name][1], name

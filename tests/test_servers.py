@@ -127,3 +127,100 @@ def test_after_kill_9_of_the_server_running_an_answer_the_other_takes_it_over(se
     assert len(fake.streamed) == 2 and fake.streamed[1]["messages"] == fake.streamed[0]["messages"]
     page, _ = session(survivor)
     assert page.get(chat).text.count("w119") == 1
+
+
+# --- nothing but the database shared: files' bytes, the key that signs forms, setup codes -------
+
+
+def token_in(page: str) -> str:
+    return re.search(r'name="_csrf_token" value="([^"]+)"', page).group(1)
+
+
+def test_a_file_uploaded_through_one_server_downloads_through_the_other(servers, fake):
+    """Its bytes are rows of the database (in chunks), in neither server's data folder."""
+    import os
+
+    from app.store.blobs import CHUNK
+
+    a, b = servers
+    fake.script("Got it.")
+    content = os.urandom(2 * CHUNK + 12_345)  # three chunks, the last one short
+    client, token = session(a)
+    chat = start_chat(client, "keep this", token=token,
+                      files=[("file", ("notes.bin", content, "application/octet-stream")),
+                             ("file", ("empty-named/../x.txt", b"short words", "text/plain"))])
+    there, _ = session(b)
+    links = re.findall(r'href="(/files/\d+)"', there.get(chat).text)
+    assert len(set(links)) == 2
+    got = there.get(links[0])
+    assert got.status_code == 200 and got.content == content, "byte for byte, through B"
+    assert got.headers["content-length"] == str(len(content))
+    assert got.headers["content-disposition"].startswith('attachment; filename="notes.bin"')
+    small = there.get(links[-1])
+    assert small.content == b"short words" and 'filename="x.txt"' in small.headers["content-disposition"]
+    for server in servers:
+        assert not (server.data / "files").exists(), "no bytes on either server's disk"
+    assert rows(a.data, "SELECT count(*) AS n FROM blobs") == [{"n": 2}]
+
+
+def test_a_form_whose_page_came_from_one_server_is_taken_by_the_other(servers, fake):
+    """The key that signs forms is the database's: a message sent with the token of A's page
+    is taken by B, and signing in on B with A's sign-in page works, its session on both."""
+    from tests.conftest import OWNER, PASSWORD
+
+    a, b = servers
+    fake.script("Answered.")
+    chat = a.empty_chat()
+    with a.client(timeout=10) as on_a, httpx.Client(base_url=b.url, cookies=a.cookies, timeout=10) as on_b:
+        token = token_in(on_a.get(chat).text)
+        r = on_b.post(chat + "/ask", data={"_csrf_token": token, "text": "from A's page"}, follow_redirects=False)
+        assert r.status_code == 303, r.text
+    wait_for(lambda: rows(a.data, "SELECT text FROM items WHERE kind = 'text' AND done = 1"), 30)
+    assert [r["text"] for r in rows(a.data, "SELECT text FROM items WHERE kind = 'user'")] == ["from A's page"]
+    with httpx.Client(base_url=a.url, timeout=10) as anon_a:
+        form = anon_a.get("/signin")
+        token, pre = token_in(form.text), anon_a.cookies.get("tabletalk_pre")
+    assert pre
+    with httpx.Client(base_url=b.url, cookies={"tabletalk_pre": pre}, timeout=10) as anon_b:
+        r = anon_b.post("/signin", data={"_csrf_token": token, "name": OWNER, "password": PASSWORD, "next": "/"},
+                        follow_redirects=False)
+        assert r.status_code == 303, r.text
+        signed = anon_b.cookies.get("tabletalk_session")
+    assert signed
+    with httpx.Client(base_url=a.url, cookies={"tabletalk_session": signed}, timeout=10) as back_on_a:
+        assert back_on_a.get("/", follow_redirects=False).status_code == 200, "the session B made is good on A"
+    with httpx.Client(base_url=b.url, cookies={"tabletalk_pre": pre}, timeout=10) as forged:
+        r = forged.post("/signin", data={"_csrf_token": "0" * 64, "name": OWNER, "password": PASSWORD},
+                        follow_redirects=False)
+        assert r.status_code == 403, "a token no server signed is still refused"
+
+
+def test_the_setup_code_either_server_printed_works_on_both(data, env, pg_url, tmp_path, monkeypatch):
+    """No account yet: each server prints a code of its own at start, the second's start does
+    not void the first's, and either is taken by either server."""
+    monkeypatch.setenv("DATABASE_URL", pg_url)
+    shared = env | {"DATABASE_URL": pg_url}
+    other = tmp_path / "data-b"
+    a = Served(data, shared, account=False).start()
+    b = Served(other, shared | {"TABLETALK_DATA": str(other)}, account=False).start()
+    try:
+        printed = [re.search(r"/setup\?code=(\S+)", s.log.read_text()).group(1) for s in (a, b)]
+        assert printed[0] != printed[1]
+        form = {"name": "Ada", "password": "analytical engine"}
+        with a.client(timeout=10) as on_a, b.client(timeout=10) as on_b:
+            refused = on_a.post("/setup", data={**form, "again": form["password"], "code": "not it",
+                                                "_csrf_token": token_in(on_a.get("/setup").text)})
+            assert refused.status_code == 403 and "setup code" in refused.text
+            # A's code on B: taken (the form goes on to its next check, the passwords differ)
+            r = on_b.post("/setup", data={**form, "again": "something else", "code": printed[0],
+                                          "_csrf_token": token_in(on_b.get("/setup").text)})
+            assert r.status_code == 400 and "passwords differ" in r.text
+            # B's code on A, with A's page: set up
+            r = on_a.post("/setup", data={**form, "again": form["password"], "code": printed[1],
+                                          "_csrf_token": token_in(on_a.get("/setup").text)}, follow_redirects=False)
+            assert r.status_code == 303, r.text
+        assert rows(data, "SELECT name FROM people") == [{"name": "Ada"}]
+        assert rows(data, "SELECT count(*) AS n FROM secrets WHERE name LIKE 'setup %'") == [{"n": 0}], "spent"
+    finally:
+        for s in (a, b):
+            s.stop()

@@ -24,10 +24,11 @@ from .localmodel import LocalModel
 from .plugins import Plugins, plugin_from_row
 from .runs import Runs
 from .search import Search
+from .secrets import Secrets
 
 
 class Store(Chats, Search, Branches, Agents, Plugins, Context, Files, Pages, Accounts, LocalModel, Runs, Asks,
-            PluginAuth):
+            PluginAuth, Secrets):
     """Every read and write of rows, by family (one module each); see Base for the common ground."""
 
 

@@ -10,7 +10,6 @@ import signal
 import sqlite3
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from pathlib import Path
 from urllib.parse import urlsplit
 
 from litestar import Litestar, Request, Response
@@ -18,7 +17,7 @@ from litestar.exceptions import HTTPException
 
 from .. import config as configuration
 from .. import space
-from ..accounts import COOKIE, People, kept_secret
+from ..accounts import COOKIE, People
 from ..feed import Feed
 from ..worker import running
 from . import (accounts, agents, asks, branches, chats, compress, conversations, events, files, guard, live, localmodel,
@@ -27,11 +26,6 @@ from .headers import secured
 from .request import is_htmx
 
 log = logging.getLogger(__name__)
-
-
-def secret_key(data: Path) -> str:
-    """The key that signs CSRF tokens (csrf.py): made once, kept in the data folder, shared by workers."""
-    return kept_secret(data / "secret.key", 48)
 
 
 def end_streams_on_signal(feed: Feed) -> None:
@@ -132,7 +126,6 @@ def body_limit(config: configuration.Config) -> int:
 def create_app(config: configuration.Config | None = None) -> Litestar:
     config = config or configuration.load()
     config.data.mkdir(parents=True, exist_ok=True)
-    secret_key(config.data)  # made before any form is signed with it
 
     @asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncIterator[None]:

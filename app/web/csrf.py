@@ -19,11 +19,9 @@ a cookie of its own and sends the token that goes with it. Two things do hold:
 """
 from __future__ import annotations
 
-import functools
 import hashlib
 import hmac
 import secrets
-from pathlib import Path
 from urllib.parse import urlsplit
 
 from litestar import Request
@@ -34,18 +32,15 @@ PRE_COOKIE = "tabletalk_pre"  # the pre-session cookie of the sign-in and setup 
 SAFE = frozenset({"GET", "HEAD", "OPTIONS"})
 
 
-@functools.cache
-def _key(path: Path) -> bytes:
-    return path.read_bytes().strip()
-
-
 def make(key: bytes, purpose: str, value: str) -> str:
     return hmac.new(key, f"{purpose}:{hashlib.sha256(value.encode('utf-8', 'surrogatepass')).hexdigest()}".encode(),
                     hashlib.sha256).hexdigest()
 
 
 def key_of(request: Request) -> bytes:
-    return _key(request.app.state.tabletalk.config.data / "secret.key")
+    """The app's secret key: kept in the database (accounts.secret_key), so a token a page of
+    one server put in its form is accepted by any server of the same database."""
+    return request.app.state.tabletalk.key
 
 
 def pre_session(request: Request) -> str:

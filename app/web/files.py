@@ -25,7 +25,7 @@ async def serve_file(request: Request, file: FromPath[str]) -> Response | Stream
     # still this person's): a shared browser must not show a file from its cache after the
     # person signed out.
     cache = {"Cache-Control": "private, no-cache", "ETag": etag}
-    if request.headers.get("if-none-match") == etag:
+    if _revalidated(request.headers.get("if-none-match", ""), row["sha256"]):
         chunks.close()
         return Response(b"", status_code=304, headers=cache)
     kind = row["type"]
@@ -39,6 +39,13 @@ async def serve_file(request: Request, file: FromPath[str]) -> Response | Stream
         **cache,
         "Content-Security-Policy": "default-src 'none'; sandbox",
     })
+
+
+def _revalidated(header: str, sha256: str) -> bool:
+    """Whether If-None-Match names these bytes: the tag, or the tag of a compressed form of
+    them (web/compress.py tags text sent as gzip or br `"sha256-gzip"`)."""
+    tags = {t.strip().removeprefix("W/") for t in header.split(",")}
+    return bool(tags & {f'"{sha256}"', f'"{sha256}-gzip"', f'"{sha256}-br"'})
 
 
 async def _in_loop(chunks: Iterator[bytes]) -> AsyncIterator[bytes]:
