@@ -313,3 +313,34 @@ def test_a_deleted_conversations_files_go_and_bytes_another_names_stay(client, d
     client.post(second + "/delete", data={"_csrf_token": csrf(client)})
     assert rows() == 0 and stored() == []
     db.conn.close()
+
+
+def test_a_file_at_the_limit_is_taken_whole_and_one_byte_more_is_refused_leaving_the_rest(make_client):
+    """At TABLETALK_UPLOAD_MAX exactly (more than one 256 KB chunk): stored and served byte
+    for byte. One byte over: 413 in words, no row and no bytes written, what was sent
+    before untouched."""
+    import os
+
+    limit = 300_000
+    with make_client(TABLETALK_UPLOAD_MAX=str(limit)) as client:
+        store = client.app.state.tabletalk.store
+        chat = new_chat(client)
+        whole = os.urandom(limit)
+        assert send(client, chat, [("whole.bin", whole, "application/octet-stream")]).status_code == 303
+        [fid] = file_ids(client, chat)
+        got = client.get(f"/files/{fid}")
+        assert got.content == whole and got.headers["content-length"] == str(limit)
+        before = counts(client)
+        r = send(client, chat, [("over.bin", os.urandom(limit + 1), "application/octet-stream")])
+        assert r.status_code == 413 and "“over.bin” is too large: at most 300,000 bytes a file." in r.text
+        assert counts(client) == before and held(store) == [whole]
+        assert client.get(f"/files/{fid}").content == whole
+
+
+def test_a_name_with_path_separators_keeps_its_last_part_only(client):
+    chat = new_chat(client)
+    assert send(client, chat, [("a/b\\c/../notes.txt", b"words", "text/plain")]).status_code == 303
+    [fid] = file_ids(client, chat)
+    store = client.app.state.tabletalk.store
+    assert store.file(fid)["name"] == "notes.txt" and held(store) == [b"words"]
+    assert 'filename="notes.txt"' in client.get(f"/files/{fid}").headers["content-disposition"]
