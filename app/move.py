@@ -13,7 +13,8 @@ database, checked, and what to set next.
 4. One transaction: the migrations' seed rows go, every table is copied by COPY in batches
    (ids and revs as they are, the rev counter carried; as a bulk load, with the search
    triggers off and the plain indexes made after, see app/store/move.py), `search` is filled
-   by the triggers' rules, each identity's sequence is set past
+   by the triggers' rules, files' bytes go from files/ into the database's rows (each
+   checked against its sha256), each identity's sequence is set past
    the highest id copied (and every id SQLite ever gave), and each table is summed on both
    sides (rows, values per column, integer and real sums, text lengths) and compared. Any
    difference rolls the whole copy back.
@@ -35,6 +36,7 @@ import sqlite_utils
 from . import datalock
 from .config import Config
 from .store import backup as snapshots
+from .store import blobs as blobstore
 from .store import db as dbm
 from .store import move as sql
 from .store import pg_schema
@@ -50,6 +52,9 @@ class Moved:
     rev: int = 0
     seconds: float = 0.0
     replaced_nuls: int = 0
+    files: int = 0
+    bytes: int = 0
+    missing: list[str] = field(default_factory=list)  # bytes named by a row and not in files/ (they were not before either)
 
 
 def masked(url: str) -> str:
@@ -175,7 +180,7 @@ def move(config: Config, url: str, say: Callable[[str], None] = print) -> Moved:
                 raise _rights(url, e) from None
             say(f"{masked(url)}: empty; " + (f"migrated ({len(applied)} migrations)" if applied else "migrated already"))
             try:
-                moved = _copy(source, target, tables, say)
+                moved = _copy(source, target, tables, config.files, say)
             except psycopg.errors.InsufficientPrivilege as e:
                 raise _rights(url, e) from None
             sql.analyze(target, tables)
@@ -185,7 +190,8 @@ def move(config: Config, url: str, say: Callable[[str], None] = print) -> Moved:
     return moved
 
 
-def _copy(source: sqlite_utils.Database, target, tables: list[sql.Table], say: Callable[[str], None]) -> Moved:
+def _copy(source: sqlite_utils.Database, target, tables: list[sql.Table], files: Path,
+          say: Callable[[str], None]) -> Moved:
     moved = Moved("")
     with target.write():
         if sql.held(target):  # a server started on it since the check above
@@ -220,6 +226,7 @@ def _copy(source: sqlite_utils.Database, target, tables: list[sql.Table], say: C
                 raise MoveError(f"PostgreSQL refused a row of {t.name}: {_first(e)}; nothing was changed") from None
             moved.counts[t.name] = n
             say(f"  {t.name:<{width}}  {n:>9,} rows in {time.monotonic() - began:.1f} s")
+        _copy_files(source, target, files, moved, say)
         if bulk:
             began = time.monotonic()
             n = sql.reindexed(target, indexes)
@@ -233,6 +240,10 @@ def _copy(source: sqlite_utils.Database, target, tables: list[sql.Table], say: C
             wrong += sql.differences(t, sql.fingerprint(source, t, False), sql.fingerprint(target, t, True))
         if sql.search_rows(source) != sql.search_rows(target):
             wrong.append(f"search: {sql.search_rows(source)} rows in SQLite, {sql.search_rows(target)} in PostgreSQL")
+        held = sql.held_files(target)
+        named = {sha: size for sha, size in sql.named_files(source).items() if sha not in moved.missing}
+        if held != named:
+            wrong.append(f"files: {len(held)} held in PostgreSQL, {len(named)} named by SQLite's rows")
         if wrong:
             raise MoveError("the copy does not match, so nothing was kept: " + "; ".join(wrong[:10]))
         moved.rev = dbm.current_rev(target)
@@ -244,6 +255,29 @@ def _copy(source: sqlite_utils.Database, target, tables: list[sql.Table], say: C
     return moved
 
 
+def _copy_files(source: sqlite_utils.Database, target, files: Path, moved: Moved, say: Callable[[str], None]) -> None:
+    """Every file's bytes from files/ into PostgreSQL's rows (chunks of 256 KB, each file's
+    sha256 checked as it goes in), in the copy's transaction."""
+    began, disk, rows = time.monotonic(), blobstore.Disk(files), blobstore.Rows(target)
+    named = sql.named_files(source)
+    for n, sha in enumerate(sorted(named), 1):
+        chunks = disk.open(sha)
+        if chunks is None:
+            moved.missing.append(sha)
+            continue
+        try:
+            _, size = rows.put(chunks, sha)
+        except blobstore.BlobError as e:
+            raise MoveError(f"{disk.path(sha)} is damaged ({e}): nothing was changed") from None
+        moved.files, moved.bytes = moved.files + 1, moved.bytes + size
+        if n % 500 == 0 and n < len(named):
+            say(f"  files  {n:,} of {len(named):,}")
+    say(f"  files' bytes  {moved.files:,} files, {moved.bytes / 1e6:.1f} MB in {time.monotonic() - began:.1f} s")
+    if moved.missing:
+        say(f"  {len(moved.missing)} files named by rows were not in {files} (nor served before the move): "
+            + ", ".join(moved.missing[:5]) + ("…" if len(moved.missing) > 5 else ""))
+
+
 def next_steps(config: Config, moved: Moved) -> str:
     database = config.data / "tabletalk.db"
     return f"""Moved {sum(moved.counts.values()):,} rows in {moved.seconds:.1f} s.
@@ -252,7 +286,7 @@ Next:
   1. Set DATABASE_URL={masked(moved.url)}
      (with its password) wherever tabletalk serve runs on it, each server with a TABLETALK_DATA of its own.
   2. Restart tabletalk serve.
-  3. {config.files} and {config.data / 'secret.key'} stay where they are: files' bytes are still
-     read from that folder, so serve from this data folder (another machine needs a copy of both).
+  3. Files' bytes are in the database now. {config.data / 'secret.key'} signs forms: give every
+     server a copy of it in its TABLETALK_DATA, so a form served by one may be posted to another.
   4. {database} is left as it was: the way back (unset DATABASE_URL). What is written on
      PostgreSQL from now on is not in it."""

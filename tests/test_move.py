@@ -169,13 +169,17 @@ def test_an_install_moved_is_served_from_postgresql_as_it_was(data, env, pg_url,
     assert done.returncode == 0, done.stderr + done.stdout
     assert f"DATABASE_URL={pg_url}" in done.stdout and "Restart tabletalk serve" in done.stdout
     assert "left as it was" in done.stdout and "Checked: every table" in done.stdout
+    assert re.search(r"files' bytes +1 files, 0\.0 MB", done.stdout), done.stdout
     assert (data / "tabletalk.db").read_bytes() == sqlite_file, "SQLite's file untouched"
     assert not list(data.glob(".move-to-*")), "the snapshot is removed"
     after = counts(pg_url)
     assert after == before_counts | {"runs": 0}
     assert rows_of(pg_url, "SELECT rev FROM revs") == [{"rev": made["rev"]}], "the rev counter carried"
 
-    b = Served(data, env | {"DATABASE_URL": pg_url}, account=False)
+    # Served from a data folder of its own (another machine): the rows and files' bytes are
+    # all in the database.
+    elsewhere = tmp_path / "elsewhere"
+    b = Served(elsewhere, env | {"DATABASE_URL": pg_url, "TABLETALK_DATA": str(elsewhere)}, account=False)
     b.cookies = {"tabletalk_session": made["tokens"]["owner"]}  # signed in as before: sessions moved
     b.start()
     try:
@@ -389,3 +393,19 @@ def test_search_words_splits_as_it_did(pg_url):
         assert before[:0x7FF].count(" ") - text[:0x7FF].count(" ") == 32, "each ASCII punctuation mark"
     finally:
         pg.conn.close()
+
+
+def test_a_damaged_file_refuses_the_move_and_a_missing_one_is_said(data, pg_url):
+    from app.store import blobs
+
+    made = build(data)
+    sha = rows_of(data / "tabletalk.db", f"SELECT sha256 FROM files WHERE id = {made['file']}")[0]["sha256"]
+    held = blobs.Disk(data / "files").path(sha)
+    held.write_bytes(b"not the picture")
+    out = move_to(data, pg_url)
+    assert out.returncode != 0 and "is damaged" in out.stderr and "nothing was changed" in out.stderr, out.stderr
+    assert counts(pg_url)["items"] == 0 and rows_of(pg_url, "SELECT count(*) AS n FROM blobs") == [{"n": 0}]
+    held.unlink()
+    out = move_to(data, pg_url)
+    assert out.returncode == 0, out.stderr
+    assert f"1 files named by rows were not in {data / 'files'}" in out.stdout and sha in out.stdout

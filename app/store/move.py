@@ -6,7 +6,9 @@ a table a later migration adds is copied without a change here), in the order th
 keys need. Not copied: `migrations` (each engine has its own history, both at this release's
 version), SQLite's FTS5 tables (PostgreSQL's `search` rows are written by its own triggers
 from the items and titles copied), and the rows of `runs`: leases of a server that is not
-running, void as `tabletalk serve` voids them when it starts on SQLite.
+running, void as `tabletalk serve` voids them when it starts on SQLite. Files' bytes, which
+SQLite's install keeps in files/, go into PostgreSQL's `blobs` and `chunks` through the
+store's blobs interface (app/store/blobs.py), each checked against its sha256.
 
 For speed the copy does what a bulk load does: the search triggers are off while the rows go
 in, and `search` is filled after by one statement per rule (the triggers' own: titles, and
@@ -137,6 +139,16 @@ def autoincrement(src: sqlite_utils.Database) -> dict[str, int]:
         return {r[0]: r[1] for r in src.conn.execute("SELECT name, seq FROM sqlite_sequence")}
     except sqlite3.OperationalError:  # no AUTOINCREMENT table
         return {}
+
+
+def named_files(src: sqlite_utils.Database) -> dict[str, int]:
+    """The bytes SQLite's file rows name: sha256 -> size."""
+    return {r[0]: r[1] for r in src.conn.execute("SELECT sha256, max(size) FROM files GROUP BY sha256")}
+
+
+def held_files(pg: Any) -> dict[str, int]:
+    """The bytes PostgreSQL holds (app/store/blobs.py's rows): sha256 -> size."""
+    return {r[0]: r[1] for r in pg.execute("SELECT sha256, size FROM blobs")}
 
 
 def search_rows(db: Any) -> int:
@@ -310,5 +322,5 @@ def differences(table: Table, source: list[Any], target: list[Any]) -> list[str]
 
 
 __all__ = ["BATCH", "Column", "MoveError", "Table", "applied", "analyze", "autoincrement", "clear",
-           "copy_table", "differences", "fingerprint", "held", "nuls", "owned", "problems", "reindexed",
+           "copy_table", "differences", "fingerprint", "held", "held_files", "named_files", "nuls", "owned", "problems", "reindexed",
            "search_rows", "set_identities", "source_tables", "target_columns", "unindexed"]
