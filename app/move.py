@@ -156,6 +156,9 @@ def move(config: Config, url: str, say: Callable[[str], None] = print) -> Moved:
     database = config.data / "tabletalk.db"
     if not dbm.is_url(url):
         connect(url)  # raises its words
+    if config.database_url:
+        raise MoveError("DATABASE_URL is set: this install keeps its rows in PostgreSQL already. move-to copies "
+                        f"the SQLite file in TABLETALK_DATA ({database}); unset DATABASE_URL to run it")
     if not database.exists():
         raise MoveError(f"there is no SQLite install at {database} (TABLETALK_DATA is {config.data})")
     with contextlib.ExitStack() as held:

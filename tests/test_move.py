@@ -99,8 +99,7 @@ def build(data: Path) -> dict:
 
 def move_to(data: Path, url: str, **env: str) -> subprocess.CompletedProcess:
     """`tabletalk move-to URL` as a person runs it, with TABLETALK_DATA set."""
-    settings = {**os.environ, "TABLETALK_DATA": str(data), **env}
-    settings.pop("DATABASE_URL", None)
+    settings = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"} | {"TABLETALK_DATA": str(data), **env}
     return subprocess.run([sys.executable, "-m", "app.cli", "move-to", url], cwd=ROOT, env=settings,
                           capture_output=True, text=True, timeout=300)
 
@@ -409,3 +408,41 @@ def test_a_damaged_file_refuses_the_move_and_a_missing_one_is_said(data, pg_url)
     out = move_to(data, pg_url)
     assert out.returncode == 0, out.stderr
     assert f"1 files named by rows were not in {data / 'files'}" in out.stdout and sha in out.stdout
+
+
+def test_an_install_already_on_postgresql_is_not_moved_again(data, pg_url):
+    build(data)
+    out = move_to(data, pg_url, DATABASE_URL=pg_url)
+    assert out.returncode != 0 and "DATABASE_URL is set" in out.stderr and "unset DATABASE_URL" in out.stderr
+    assert counts(pg_url) == {}
+
+
+def test_a_mover_who_does_not_own_the_tables_moves_row_by_row(data, pg_url):
+    """The database migrated by its owner; the move made by another user with rights on its
+    rows (not the tables' owner: no triggers turned off, no indexes dropped): the same rows,
+    search written by the triggers as each row goes in."""
+    import psycopg
+
+    from app.store import db as dbm
+
+    build(data)
+    pg = dbm.connect(pg_url)
+    dbm.migrate(pg)
+    pg.conn.close()
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("DROP ROLE IF EXISTS helper")
+        conn.execute("CREATE ROLE helper LOGIN")
+        conn.execute("GRANT CREATE, USAGE ON SCHEMA public TO helper")
+        conn.execute("GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO helper")
+        conn.execute("GRANT USAGE, SELECT, UPDATE ON ALL SEQUENCES IN SCHEMA public TO helper")
+    try:
+        out = move_to(data, pg_url.replace("tabletalk@", "helper@"))
+        assert out.returncode == 0, out.stderr
+        assert "indexes made" not in out.stdout, "no bulk load for a user who does not own the tables"
+        assert counts(pg_url) == counts(data / "tabletalk.db") | {"runs": 0}
+        assert rows_of(pg_url, "SELECT count(*) AS n FROM search WHERE doc @@ to_tsquery('tabletalk', 'quay')") \
+            == [{"n": 2}]
+    finally:
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            conn.execute("DROP OWNED BY helper")
+            conn.execute("DROP ROLE helper")
