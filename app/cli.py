@@ -1,4 +1,4 @@
-"""`tabletalk serve|migrate|backup|restore`: the command line."""
+"""`tabletalk serve|migrate|backup|restore|move-to`: the command line."""
 from __future__ import annotations
 
 import argparse
@@ -34,7 +34,13 @@ def serve(host: str, port: int, workers: int) -> None:
     from .accounts import AccountError, People, loopback, set_up_from_settings, setup_code
     from .store import Store
 
+    from . import datalock
+
     config = configuration.load()
+    try:
+        datalock.serving(config.data)  # held until this server exits: move-to waits for it to stop
+    except datalock.Busy:
+        raise SystemExit(f"tabletalk move-to is copying {config.data}: start the server when it has ended") from None
     migrate(config)
     db = dbm.connect(config.database)
     store = Store(db)
@@ -149,6 +155,8 @@ def main(argv: list[str] | None = None) -> None:
     b.add_argument("path", type=Path, help="a new (or empty) folder")
     r = sub.add_parser("restore", help="copy the backup at PATH into the (empty) data folder, checked")
     r.add_argument("path", type=Path, help="a folder made by tabletalk backup")
+    mv = sub.add_parser("move-to", help="copy this install's SQLite rows into an empty PostgreSQL database")
+    mv.add_argument("url", metavar="DATABASE_URL", help="postgresql://user:password@host:5432/name, empty")
     m = sub.add_parser("model", help="the built-in model (a tiny one that runs on this computer)")
     m.add_argument("action", choices=["install"], help="install it into the data folder (minutes)")
     args = parser.parse_args(argv)
@@ -157,6 +165,15 @@ def main(argv: list[str] | None = None) -> None:
     elif args.command == "migrate":
         applied = migrate(configuration.load())
         print("applied: " + (", ".join(applied) if applied else "nothing (up to date)"))
+    elif args.command == "move-to":
+        from . import move
+
+        config = configuration.load()
+        try:
+            moved = move.move(config, args.url)
+        except move.MoveError as e:
+            raise SystemExit(f"tabletalk move-to: {e}") from None
+        print(move.next_steps(config, moved))
     elif args.command == "model":
         model_install(configuration.load())
     elif args.command in ("backup", "restore"):

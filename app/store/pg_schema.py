@@ -355,3 +355,14 @@ def m028_shared_secrets(db) -> None:
         n BIGINT NOT NULL CHECK (n >= 0),
         data BYTEA NOT NULL CHECK (length(data) BETWEEN 1 AND 262144),
         PRIMARY KEY (sha256, n))""")
+
+
+@migration
+def m030_search_words_regexp(db) -> None:
+    # The same words, about 20 times quicker (PostgreSQL's own: SQLite has no such function, so
+    # no twin there): translate() looked each character up in its list of 32, which was most of
+    # the time a text's indexing took (tabletalk move-to indexes 100,000 at once). The class
+    # is the same ASCII punctuation, as ranges: ! to /, : to @, [ to `, { to ~.
+    db.execute("""CREATE OR REPLACE FUNCTION search_words(t text) RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+        SELECT regexp_replace(t, '[!-/:-@[-`{-~]', ' ', 'g')
+    $$""")
