@@ -65,11 +65,19 @@ class Cluster:
     def start(self) -> "Cluster":
         self._run(str(self.bin / "initdb"), "-D", str(self.data), "-U", USER, "--auth=trust", "-E", "UTF8",
                   "--locale=C.UTF-8", "--no-sync")
+        self._start()
+        return self
+
+    def _start(self) -> None:
         options = (f"-h 127.0.0.1 -p {self.port} -k {self.folder} -c fsync=off -c synchronous_commit=off "
                    "-c full_page_writes=off -c max_connections=200")
         self._run(str(self.bin / "pg_ctl"), "-D", str(self.data), "-l", str(self.folder / "server.log"), "-w",
                   "-t", "60", "-o", options, "start")
-        return self
+
+    def restart(self) -> None:
+        """The server stopped (its connections cut) and started again, on the same port."""
+        self._run(str(self.bin / "pg_ctl"), "-D", str(self.data), "-m", "fast", "-w", "-t", "60", "stop")
+        self._start()
 
     def stop(self) -> None:
         try:
