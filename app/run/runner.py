@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import random
 import secrets
 import socket
 import time
@@ -61,6 +62,7 @@ class Runner(space.DiskFull):
         self.providers = providers
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
         self.lease_seconds = config.lease_seconds
+        self.shared = bool(config.database_url)  # other servers' runners scan the same rows
         self.renew_seconds = config.lease_seconds / 3  # two renewals may fail before the lease goes
         self.runs: dict[int, Run] = {}
         self.writes = Writes(store, full=self.disk_full)  # every turn's growing text, written once a beat
@@ -144,8 +146,13 @@ class Runner(space.DiskFull):
             gone = set(self.runs) - self.store.existing(set(self.runs)) if full else self.store.deleted_since(since)
             for chat in gone:
                 self.drop(chat)
-        pending = self.store.pending_since(since)
+        pending = self.store.pending_since(since, self.owner)
         self._scanned = top
+        if self.shared and len(pending) > 1:
+            # Other servers (or workers) see the same rows at the same moment: each tries the
+            # leases in an order of its own, so they take different conversations and share
+            # them, rather than all racing for the oldest and one taking every one.
+            random.shuffle(pending)
         for chat, kind in pending:
             run = self.runs.get(chat)
             if run is not None:
