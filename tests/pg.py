@@ -42,7 +42,9 @@ def _port() -> int:
 
 
 class Cluster:
-    def __init__(self) -> None:
+    def __init__(self, durable: bool = False) -> None:
+        # durable (benchmarks): fsync on, commits not waited for, as SQLite's WAL with synchronous=NORMAL
+        self.durable = durable
         bin_dir = binaries()
         if bin_dir is None:
             raise RuntimeError("PostgreSQL's server binaries are missing: run `make postgres`")
@@ -65,11 +67,19 @@ class Cluster:
     def start(self) -> "Cluster":
         self._run(str(self.bin / "initdb"), "-D", str(self.data), "-U", USER, "--auth=trust", "-E", "UTF8",
                   "--locale=C.UTF-8", "--no-sync")
-        options = (f"-h 127.0.0.1 -p {self.port} -k {self.folder} -c fsync=off -c synchronous_commit=off "
-                   "-c full_page_writes=off -c max_connections=200")
+        self._start()
+        return self
+
+    def _start(self) -> None:
+        options = (f"-h 127.0.0.1 -p {self.port} -k {self.folder} -c synchronous_commit=off -c max_connections=200"
+                   + ("" if self.durable else " -c fsync=off -c full_page_writes=off"))
         self._run(str(self.bin / "pg_ctl"), "-D", str(self.data), "-l", str(self.folder / "server.log"), "-w",
                   "-t", "60", "-o", options, "start")
-        return self
+
+    def restart(self) -> None:
+        """The server stopped (its connections cut) and started again, on the same port."""
+        self._run(str(self.bin / "pg_ctl"), "-D", str(self.data), "-m", "fast", "-w", "-t", "60", "stop")
+        self._start()
 
     def stop(self) -> None:
         try:

@@ -1,6 +1,9 @@
 """Two servers on one PostgreSQL database: two `tabletalk serve` processes with data folders
 of their own (standing in for two machines) and one DATABASE_URL. Every message is answered
-exactly once, whichever server took it, and a page on one follows what the other wrote."""
+exactly once, whichever server took it (many at once too), a page on one follows what the
+other wrote, Stop and an approval decided on one reach the run on the other, and after
+kill -9 of the server running an answer the other takes it over once the lease
+(TABLETALK_LEASE_SECONDS, 4 s here) expires, running no completed step again."""
 import re
 import threading
 import time
@@ -9,15 +12,18 @@ import httpx
 import pytest
 
 from tests.conftest import Served, rows, start_chat, wait_for
+from tests.fakes.openai_server import rate, text, tool_call
 from tests.test_serve import read_events, session
 
 pytestmark = pytest.mark.process
+
+LEASE = 4  # seconds: a dead server's conversations are taken over after this (renewed every third)
 
 
 @pytest.fixture
 def servers(data, env, pg_url, tmp_path, monkeypatch):
     monkeypatch.setenv("DATABASE_URL", pg_url)  # the tests' own reads (rows, signed_in) too
-    shared = env | {"DATABASE_URL": pg_url}
+    shared = env | {"DATABASE_URL": pg_url, "TABLETALK_LEASE_SECONDS": str(LEASE)}
     other = tmp_path / "data-b"
     a = Served(data, shared).start()
     b = Served(other, shared | {"TABLETALK_DATA": str(other)}).start()
@@ -70,10 +76,13 @@ def test_a_page_on_one_server_follows_an_answer_written_through_the_other(server
 
 
 
-def running_on(servers, data, chat: str):
+def running_on(servers, data, chat: str, wait: bool = True):
     """Which server's worker holds the conversation's lease (its owner names the worker's pid,
-    a child of the server's process)."""
-    owner = wait_for(lambda: rows(data, f"SELECT owner FROM runs WHERE chat = {int(chat.rsplit('/', 1)[1])}"), 30)
+    a child of the server's process); None when none does (`wait` False)."""
+    held = lambda: rows(data, f"SELECT owner FROM runs WHERE chat = {int(chat.rsplit('/', 1)[1])}")  # noqa: E731
+    owner = wait_for(held, 30) if wait else held()
+    if not owner:
+        return None
     pid = int(owner[0]["owner"].split(":")[1])
     with open(f"/proc/{pid}/stat") as f:
         parent = int(f.read().rsplit(")", 1)[1].split()[1])
@@ -84,8 +93,6 @@ def running_on(servers, data, chat: str):
 def test_stop_sent_to_the_other_server_ends_the_run(servers, fake, data):
     """A long answer runs on one server; Stop is posted to the other: the run ends there,
     what was written stays, nothing is written after."""
-    from tests.fakes.openai_server import rate, text
-
     fake.script([rate(20), text("word " * 400)])
     client, token = session(servers[0])
     chat = start_chat(client, "Talk for a long time", token=token)
@@ -102,12 +109,10 @@ def test_stop_sent_to_the_other_server_ends_the_run(servers, fake, data):
 
 
 def test_after_kill_9_of_the_server_running_an_answer_the_other_takes_it_over(servers, fake, data):
-    """The lease of the killed server's worker expires (LEASE_SECONDS), the other server's
+    """The lease of the killed server's worker expires (TABLETALK_LEASE_SECONDS), the other server's
     runner takes the conversation and answers from the last complete step: the cut answer
     is replaced, the page shows it once, the model is asked the same again."""
     import signal
-
-    from tests.fakes.openai_server import rate, text
 
     words = " ".join(f"w{i}" for i in range(120))
     fake.script([rate(40), text(words)], [rate(200), text(words)])
@@ -224,3 +229,72 @@ def test_the_setup_code_either_server_printed_works_on_both(data, env, pg_url, t
     finally:
         for s in (a, b):
             s.stop()
+def test_many_messages_at_once_are_each_answered_once(servers, fake, data):
+    """30 conversations posted alternately to both servers, as fast as they take them: each
+    message reaches the model once and gets one answer, whichever server's runner took it."""
+    a, b = servers
+    n = 30
+    fake.script(*[f"Answer {k}." for k in range(n)])
+    sessions = [session(a), session(b)]
+    chats = [start_chat(sessions[k % 2][0], f"question {k}", token=sessions[k % 2][1]) for k in range(n)]
+    wait_for(lambda: not rows(data, "SELECT 1 FROM items WHERE kind = 'user' AND done = 0"), 90)
+    answers = rows(data, "SELECT chat, turn, text FROM items WHERE kind = 'text' ORDER BY id")
+    assert sorted(r["text"] for r in answers) == sorted(f"Answer {k}." for k in range(n))
+    assert len({r["turn"] for r in answers}) == n and len({r["chat"] for r in answers}) == len(set(chats)) == n
+    assert len(fake.streamed) == n, "each message sent to the model once"
+    assert not rows(data, "SELECT 1 FROM items WHERE kind = 'error'")
+
+
+def test_an_approval_decided_on_the_other_server_reaches_the_waiting_run(servers, fake, data):
+    """The run waits for the person's approval on one server; the decision is posted to the
+    other: the waiting run hears it (through the rows), runs the tool and goes on."""
+    from tests.test_approval import PLAN, agent_waits_for
+
+    agent_waits_for(data)
+    fake.script([text("I'll make a plan."), tool_call("update_plan", {"plan": PLAN})], "Planned and done.")
+    client, token = session(servers[0])
+    chat = start_chat(client, "Plan it", token=token)
+    [call] = wait_for(lambda: rows(data, "SELECT id FROM items WHERE state = 'approval'"), 30)
+    runner = running_on(servers, data, chat)
+    other, other_token = session(servers[1] if runner is servers[0] else servers[0])
+    assert other.post(f"{chat}/calls/{call['id']}", data={"_csrf_token": other_token, "decision": "approve"},
+                      follow_redirects=False).status_code == 303
+    wait_for(lambda: rows(data, "SELECT done FROM items WHERE kind = 'user'") == [{"done": 1}], 30)
+    assert rows(data, f"SELECT state FROM items WHERE id = {call['id']}") == [{"state": "done"}]
+    assert [r["text"] for r in rows(data, "SELECT text FROM items WHERE kind = 'text' ORDER BY id")] == [
+        "I'll make a plan.", "Planned and done."]
+    assert len(fake.streamed) == 2 and fake.streamed[1]["messages"][-1]["content"].startswith("Plan saved")
+    assert running_on(servers, data, chat, wait=False) is None, "released"
+
+
+def test_a_takeover_after_kill_9_runs_no_completed_step_again(servers, fake, data):
+    """Step 1 (a tool call) completed, step 2 streams when the server running it is killed:
+    the other server takes the conversation once the lease expires and makes step 2 again
+    from the same request; the tool is not run again, its call stays the one item."""
+    import signal
+
+    from tests.test_approval import PLAN
+
+    words = " ".join(f"w{i}" for i in range(120))
+    fake.script([tool_call("update_plan", {"plan": PLAN})], [rate(40), text(words)], [rate(200), text(words)])
+    client, token = session(servers[0])
+    chat = start_chat(client, "Plan, then say the words", token=token)
+    texts = lambda: rows(data, "SELECT id, text, done FROM items WHERE kind = 'text' ORDER BY id")  # noqa: E731
+    wait_for(lambda: texts() and len(texts()[0]["text"]) > 30, 30)
+    [call] = rows(data, "SELECT id, state FROM items WHERE kind = 'call'")
+    assert call["state"] == "done"
+    runner = running_on(servers, data, chat)
+    survivor = servers[1] if runner is servers[0] else servers[0]
+    runner.signal(signal.SIGKILL)
+    runner.proc.wait(5)
+    killed = time.monotonic()
+    wait_for(lambda: len(fake.streamed) == 3, 40)  # step 2 asked again, once the lease expired
+    assert time.monotonic() - killed > LEASE / 2, "not before the dead server's lease ran out"
+    wait_for(lambda: any(r["done"] for r in texts()), 40)
+    assert [r["text"] for r in texts()] == [words], "the cut step replaced, shown once"
+    assert rows(data, "SELECT id, state FROM items WHERE kind = 'call'") == [{"id": call["id"], "state": "done"}]
+    assert fake.streamed[2]["messages"] == fake.streamed[1]["messages"], "from the last complete step"
+    assert sum(1 for m in fake.streamed[2]["messages"] if m["role"] == "tool") == 1, "the tool's one result"
+    assert rows(data, "SELECT done FROM items WHERE kind = 'user'") == [{"done": 1}]
+    page, _ = session(survivor)
+    assert page.get(chat).text.count("w119") == 1

@@ -71,3 +71,16 @@ def test_only_growing_columns_are_written_in_a_batch(store):
     user = store.ask(chat, "Write")
     with pytest.raises(ValueError, match="not growing columns"):
         store.grow_items({user.id: {"done": 1}})
+
+
+def test_pending_work_leaves_out_what_another_owner_answers(store):
+    """A runner's scan does not see the conversations another runner holds a live lease on
+    (each would be a lease tried and refused: a write); an expired lease's it sees again."""
+    held, free, mine = (store.new_conversation(None).id for _ in range(3))
+    for chat in (held, free, mine):
+        store.ask(chat, "hi")
+    assert store.lease(held, "other", 10) and store.lease(mine, "me", 10)
+    assert [c for c, _ in store.pending_since(0, "me")] == [free, mine]
+    assert [c for c, _ in store.pending_since(0)] == [held, free, mine]
+    assert store.lease(held, "other", -1)  # its server died: the lease ran out
+    assert [c for c, _ in store.pending_since(0, "me")] == [held, free, mine]

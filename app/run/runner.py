@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import random
 import secrets
 import socket
 import time
@@ -34,8 +35,7 @@ from .writes import Writes
 
 log = logging.getLogger(__name__)
 
-LEASE_SECONDS = 10.0
-RENEW_SECONDS = 3.0
+LEASE_SECONDS = 10.0  # the default of TABLETALK_LEASE_SECONDS (config.lease_seconds)
 IDLE_SCAN_SECONDS = 1.0   # a full scan for pending work, at least this often
 SCAN_GAP_SECONDS = 0.1    # the least time between two scans
 STOP_GRACE_SECONDS = 5.0  # a running tool told of a stop has this long to end itself
@@ -62,6 +62,9 @@ class Runner(space.DiskFull):
         self.feed = feed
         self.providers = providers
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
+        self.lease_seconds = config.lease_seconds
+        self.shared = bool(config.database_url)  # other servers' runners scan the same rows
+        self.renew_seconds = config.lease_seconds / 3  # two renewals may fail before the lease goes
         self.runs: dict[int, Run] = {}
         self.writes = Writes(store, full=self.disk_full)  # every turn's growing text, written once a beat
         self.setup = Setup(config, store, providers)
@@ -144,8 +147,13 @@ class Runner(space.DiskFull):
             gone = set(self.runs) - self.store.existing(set(self.runs)) if full else self.store.deleted_since(since)
             for chat in gone:
                 self.drop(chat)
-        pending = self.store.pending_since(since)
+        pending = self.store.pending_since(since, self.owner)
         self._scanned = top
+        if self.shared and len(pending) > 1:
+            # Other servers (or workers) see the same rows at the same moment: each tries the
+            # leases in an order of its own, so they take different conversations and share
+            # them, rather than all racing for the oldest and one taking every one.
+            random.shuffle(pending)
         for chat, kind in pending:
             run = self.runs.get(chat)
             if run is not None:
@@ -188,14 +196,14 @@ class Runner(space.DiskFull):
     # --- leases ---------------------------------------------------------------------
 
     def lease(self, chat: int) -> bool:
-        return self.store.lease(chat, self.owner, LEASE_SECONDS)
+        return self.store.lease(chat, self.owner, self.lease_seconds)
 
     def release(self, chat: int) -> None:
         self.store.release(chat, self.owner)
 
     async def _renew_forever(self) -> None:
         while not self.stopping:
-            await asyncio.sleep(RENEW_SECONDS)
+            await asyncio.sleep(self.renew_seconds)
             try:  # plugin sessions of deleted conversations, and idle ones, are closed
                 await mcp_sessions.pool.sweep(self.store.existing)
             except Exception:
@@ -204,7 +212,7 @@ class Runner(space.DiskFull):
                 continue
             chats = list(self.runs)
             try:
-                held = self.store.renew(self.owner, chats, LEASE_SECONDS)
+                held = self.store.renew(self.owner, chats, self.lease_seconds)
             except Exception as e:
                 if space.is_full(e):
                     self.disk_full()

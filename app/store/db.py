@@ -29,13 +29,14 @@ def postgres(db: Any) -> bool:
     return getattr(db, "dialect", "") == "postgresql"
 
 
-def connect(path: Path | str) -> sqlite_utils.Database:
+def connect(path: Path | str, pool_size: int | None = None) -> sqlite_utils.Database:
     """Open the database with the settings every connection needs: SQLite's file, or the
-    PostgreSQL server a URL names."""
+    PostgreSQL server a URL names, a connection from the process's pool (of at most
+    `pool_size`, when this opens it)."""
     if is_url(path):
         from . import postgres as pg
 
-        return pg.connect(str(path))
+        return pg.connect(str(path), pool_size)
     if str(path) != ":memory:":
         Path(path).parent.mkdir(parents=True, exist_ok=True)
     # isolation_level=None: we open transactions ourselves (see `write`), never implicitly.

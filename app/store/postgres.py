@@ -19,11 +19,21 @@ when it commits, never for a rollback), and `version()` is what a follower polls
 highest rev heard of, read off the connection's socket without a round trip, plus a read of
 the rev itself every CATCH_UP_SECONDS, so a lost notification or a reconnect costs at most
 that delay, never a row (the feed then reads every row after its own cursor).
+
+Connections come from one psycopg pool per process and URL (`Pool`), shared by the
+process's Databases (the store's, the feed's, the built-in model's supervisor's) and
+bounded (POOL_SIZE, TABLETALK_PG_POOL): each Database takes one and keeps it while it is
+open (a statement costs one round trip, never a check), gives it back when it closes, and
+when it finds it dropped (a restart) gives it back broken and takes another, which the
+pool checks first (a restart leaves every idle one dead too).
 """
 from __future__ import annotations
 
+import contextlib
 import functools
+import os
 import sqlite3
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -32,10 +42,13 @@ from typing import Any
 import psycopg
 from psycopg import pq
 from psycopg.adapt import Dumper
+from psycopg_pool import ConnectionPool, PoolTimeout
 
 WRITE_LOCK = 0x7461626C  # "tabl": the advisory lock every write transaction holds until it ends
 CHANNEL = "tabletalk_revs"  # a committed write that took a rev says so here, the rev as payload
 CATCH_UP_SECONDS = 1.0  # how often a listener reads the rev itself, whatever it heard
+POOL_SIZE = 5  # connections one process keeps at most (TABLETALK_PG_POOL): store, feed, supervisor, spares
+POOL_WAIT_SECONDS = 10.0  # how long opening a Database waits for a connection of a full pool
 
 
 class IntegrityError(sqlite3.IntegrityError):
@@ -109,10 +122,65 @@ def _values(params: Sequence[Any]) -> tuple[Any, ...]:
 BUSY = (pq.TransactionStatus.INTRANS, pq.TransactionStatus.INERROR, pq.TransactionStatus.ACTIVE)
 
 
-def _open(url: str) -> psycopg.Connection:
-    raw = psycopg.connect(url, autocommit=True, row_factory=_rows)
+class PoolFull(RuntimeError):
+    """Every connection of the process's pool is taken (TABLETALK_PG_POOL is too small)."""
+
+
+def _configure(raw: psycopg.Connection) -> None:
     raw.adapters.register_dumper(bool, _BoolAsInt)
-    return raw
+
+
+class Pool:
+    """The process's connections to one database: a psycopg ConnectionPool of at most `size`,
+    opened with the first Database on the URL and closed with the last one."""
+
+    _open: dict[str, Pool] = {}
+    _lock = threading.Lock()
+
+    def __init__(self, url: str, size: int):
+        self.url, self.size, self.users = url, size, 0
+        # The pool retries a failing connect in the background: first one of our own, so a
+        # wrong URL, password or database is said at once, in PostgreSQL's words.
+        psycopg.connect(url, connect_timeout=10).close()
+        self.pool = ConnectionPool(
+            url, min_size=1, max_size=size, open=True, num_workers=1, name="tabletalk",
+            kwargs={"autocommit": True, "row_factory": _rows, "application_name": f"tabletalk {os.getpid()}"}, configure=_configure,
+            check=ConnectionPool.check_connection, timeout=POOL_WAIT_SECONDS, max_idle=60.0)
+
+    @classmethod
+    def join(cls, url: str, size: int | None = None) -> Pool:
+        """The URL's pool in this process (made now, of `size`, when none is open)."""
+        with cls._lock:
+            pool = cls._open.get(url)
+            if pool is None:
+                pool = cls._open[url] = Pool(url, size or POOL_SIZE)
+            pool.users += 1
+            return pool
+
+    def leave(self) -> None:
+        with self._lock:
+            self.users -= 1
+            if self.users > 0:
+                return
+            if self._open.get(self.url) is self:
+                del self._open[self.url]
+        self.pool.close()
+
+    def take(self) -> psycopg.Connection:
+        try:
+            return self.pool.getconn()
+        except PoolTimeout:
+            psycopg.connect(self.url, connect_timeout=5).close()  # the server's own error, when it is gone
+            raise PoolFull(f"all {self.size} connections to PostgreSQL of this process are in use after "
+                           f"{POOL_WAIT_SECONDS:g} s: raise TABLETALK_PG_POOL") from None
+
+    def give(self, raw: psycopg.Connection) -> None:
+        """Back to the pool; one found broken is thrown away (the pool opens another)."""
+        self.pool.putconn(raw)
+
+
+# A process forked with a pool open (its threads do not follow) opens its own.
+os.register_at_fork(after_in_child=Pool._open.clear)
 
 
 class Connection:
@@ -124,12 +192,23 @@ class Connection:
     its transaction fails, as any failed write does, and the next one finds a new
     connection."""
 
-    def __init__(self, url: str):
+    def __init__(self, url: str, pool_size: int | None = None):
         self.url = url
-        self.raw = _open(url)
+        self.pool = Pool.join(url, pool_size)
+        try:
+            self.raw = self.pool.take()
+        except BaseException:
+            self.pool.leave()
+            raise
         self.opened = 1  # how many times: a listener listens again after a new one
         self.depth = 0  # open transactions of ours (Database.write, snapshot): never reopened under one
         self._closed = False
+        self._handlers: list = []  # notification handlers added (hear): taken off when it goes back
+
+    def hear(self, handler) -> None:
+        """Call `handler` with each notification this (live) connection receives."""
+        self.raw.add_notify_handler(handler)
+        self._handlers.append(handler)
 
     @property
     def in_transaction(self) -> bool:
@@ -138,8 +217,8 @@ class Connection:
     def ready(self) -> None:
         """A live connection, unless a transaction of ours is open on the one that broke."""
         if (self.raw.broken or self.raw.closed) and not self._closed and self.depth == 0:
-            self.raw.close()
-            self.raw = _open(self.url)
+            self.pool.give(self.raw)
+            self.raw, self._handlers = self.pool.take(), []
             self.opened += 1
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> psycopg.Cursor:
@@ -165,8 +244,21 @@ class Connection:
         return cur
 
     def close(self) -> None:
+        """The connection goes back to the process's pool (closed with the last user's)."""
+        if self._closed:
+            return
         self._closed = True
-        self.raw.close()
+        try:
+            if self._handlers:  # the next user of the connection hears nothing of ours
+                for handler in self._handlers:
+                    with contextlib.suppress(ValueError):
+                        self.raw.remove_notify_handler(handler)
+                if not (self.raw.broken or self.raw.closed) and not self.in_transaction:
+                    with contextlib.suppress(psycopg.Error):
+                        self.raw.execute("UNLISTEN *")
+            self.pool.give(self.raw)
+        finally:
+            self.pool.leave()
 
 
 class Database:
@@ -174,9 +266,9 @@ class Database:
 
     dialect = "postgresql"
 
-    def __init__(self, url: str):
+    def __init__(self, url: str, pool_size: int | None = None):
         self.url = url
-        self.conn = Connection(url)
+        self.conn = Connection(url, pool_size)
         self.bumped = 0  # the last rev the open write took (dbm.bump), told to listeners at its commit
         self.heard = 0  # the highest rev this connection heard of (version)
         self._listening = 0  # the connection (Connection.opened) that listens
@@ -217,7 +309,7 @@ class Database:
             self.conn.ready()
             raw = self.conn.raw
             if self._listening != self.conn.opened:
-                raw.add_notify_handler(self._hear)
+                self.conn.hear(self._hear)
                 raw.execute(f"LISTEN {CHANNEL}")
                 self._listening, self._caught_up = self.conn.opened, 0.0
             if not self.conn.in_transaction:
@@ -253,8 +345,8 @@ class Database:
                 self.conn.raw.execute("COMMIT")
 
 
-def connect(url: str) -> Database:
-    return Database(url)
+def connect(url: str, pool_size: int | None = None) -> Database:
+    return Database(url, pool_size)
 
 
-__all__ = ["Connection", "Database", "IntegrityError", "connect", "translate"]
+__all__ = ["Connection", "Database", "IntegrityError", "Pool", "PoolFull", "connect", "translate"]

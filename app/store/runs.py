@@ -23,10 +23,17 @@ GROWING = {"text", "output"}
 class Runs(Base):
     # --- pending work ---------------------------------------------------------------
 
-    def pending_since(self, rev: int) -> list[tuple[int, str]]:
-        """(chat, kind) of the pending items changed after `rev` (0: every one), oldest first."""
+    def pending_since(self, rev: int, owner: str | None = None) -> list[tuple[int, str]]:
+        """(chat, kind) of the pending items changed after `rev` (0: every one), oldest first;
+        with `owner`, not those of conversations another owner holds a live lease on (they are
+        being answered there: a lease tried on each would be a write that fails)."""
+        if owner is None:
+            return [(r["chat"], r["kind"]) for r in self.all(
+                f"SELECT chat, kind FROM items WHERE {PENDING} AND rev > ? ORDER BY id", [rev])]
         return [(r["chat"], r["kind"]) for r in self.all(
-            f"SELECT chat, kind FROM items WHERE {PENDING} AND rev > ? ORDER BY id", [rev])]
+            f"""SELECT chat, kind FROM items WHERE {PENDING} AND rev > ? AND NOT EXISTS (
+                  SELECT 1 FROM runs WHERE runs.chat = items.chat AND runs.owner != ? AND runs.expires >= ?)
+                ORDER BY id""", [rev, owner, dbm.now()])]
 
     def next_pending(self, chat: int) -> Item | None:
         """The conversation's oldest pending item: what its run handles next."""
