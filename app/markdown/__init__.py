@@ -109,7 +109,8 @@ One concern per module; each imports only from those listed above it.
              linkify), Pygments highlighting, cached inline parsing, task lists.
 ``labels``   link label ends and backtick runs of one text, each found once.
 ``scan``     the inline delimiter/link scanner the growing edge uses.
-``growing``  the growing render: reveal grid, edge stabilisation, no close skipped.
+``edge``     where a growing answer's last block stops showing (uses ``scan``).
+``growing``  the growing render: reveal grid, the region parsed again, no close skipped.
 ``incremental``  what a key's last growing render found final, kept; the cadence.
 ``blocks``   ``render``, ``keyed`` and ``Block`` (uses ``engine`` and ``growing``).
 ``diff``     ``block_changes``, ``Changes``, ``append_at`` (compares rendered HTML only).
@@ -123,7 +124,7 @@ from __future__ import annotations
 
 # _GROWN and _growing_source: benchmarks/markdown_stream.py reaches into them
 from .blocks import _GROWN, BLOCK_CLASS, Block, keyed, render
-from .diff import Changes, append_at, block_changes
+from .diff import Changes, append_at, block_changes, changes_since
 from .engine import CODE_CLASS, task_counts
 from .mathml import ATTRIBUTES as MATHML_ATTRIBUTES
 from .mathml import ELEMENTS as MATHML_ELEMENTS
@@ -136,6 +137,7 @@ __all__ = [
     "render",
     "keyed",
     "block_changes",
+    "changes_since",
     "append_at",
     "CODE_CLASS",
     "task_counts",

@@ -27,7 +27,9 @@ class Block:
     html: str
 
 
-_GROWN: dict[tuple[str, str, int], tuple[Block, ...]] = {}  # (source, key, grid) -> blocks
+# (key, len(source), grid) -> (source, blocks): not the source itself in the key, whose hash
+# would be a pass over the whole answer at every render (the equality check is a memcmp)
+_GROWN: dict[tuple[str, int, int], tuple[str, tuple[Block, ...]]] = {}
 _GROWN_MAX = 64
 # Per key, the blocks of its last growing render. The blocks before its last few are final
 # (incremental._Head keeps their inner HTML, the same string objects render after render):
@@ -53,9 +55,14 @@ def _block(key: str, safe_key: str, n: int, inner: str) -> Block:
 
 def _wrapped(parts: list[str], key: str, safe_key: str) -> list[Block]:
     """`parts` as Blocks, reusing the key's last ones up to the first whose inner HTML is
-    not the same string."""
+    not the same string (or an equal one, before the last few)."""
     inners, blocks = _WRAPPED.pop(key, None) or ([], [])
-    same, limit = 0, min(len(inners), len(parts))
+    limit = min(len(inners), len(parts))
+    # the head's blocks are the same strings as last time: one comparison in C (a pointer
+    # check each), then the last few one by one
+    same = max(0, limit - 8)
+    if inners[:same] != parts[:same]:
+        same = 0
     while same < limit and inners[same] is parts[same]:
         same += 1
     blocks = blocks[:same] + [_block(key, safe_key, n, parts[n]) for n in range(same, len(parts))]
@@ -79,9 +86,9 @@ def keyed(text: str, key: str, growing: bool = False) -> list[Block]:
         # only the blocks from the key's last open one on are parsed again (growing.py)
         src = _growing_source(text, key)
         # the flushes between two grid points all render the same text: once
-        found = _GROWN.get((src, key, _package.REVEAL_STEP))
-        if found is not None:
-            return list(found)
+        found = _GROWN.get((key, len(src), _package.REVEAL_STEP))
+        if found is not None and found[0] == src:
+            return list(found[1])
         parts = _growing_inner(src, key)
     else:
         env: dict[str, Any] = {}
@@ -99,5 +106,5 @@ def keyed(text: str, key: str, growing: bool = False) -> list[Block]:
     if growing:
         if len(_GROWN) >= _GROWN_MAX:
             _GROWN.pop(next(iter(_GROWN)))
-        _GROWN[(src, key, _package.REVEAL_STEP)] = tuple(blocks)
+        _GROWN[(key, len(src), _package.REVEAL_STEP)] = (src, tuple(blocks))
     return blocks

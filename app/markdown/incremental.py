@@ -24,7 +24,7 @@ def _growing_source(text: str, key: str | None = None) -> str:
     """The text a growing render starts from: normalized (as markdown-it does) and cut
     to the last grid point. With `key` (keyed's), a big open block moves the cut on by
     more than the grid: see `_cadence`."""
-    src = _NEWLINES.sub("\n", text).replace("\0", "\ufffd")
+    src = _normalized(text)
     grid = _package.REVEAL_STEP if _package.REVEAL_STEP > 1 else 0
     if not grid:
         return src
@@ -35,6 +35,15 @@ def _growing_source(text: str, key: str | None = None) -> str:
         if step > grid:
             cut = head.cut + step * ((cut - head.cut) // step)
     return src[:cut]
+
+
+def _normalized(text: str) -> str:
+    """`text` with line ends and NULs as markdown-it's `normalize` makes them. The tests
+    for the characters are memchr-fast; the regular expression runs only on a text that
+    has a CR (a growing answer is normalized at every render, the whole of it)."""
+    if "\r" in text:
+        text = _NEWLINES.sub("\n", text)
+    return text.replace("\0", "\ufffd") if "\0" in text else text
 
 
 def _cadence(open_size: int, grid: int) -> int:

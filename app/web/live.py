@@ -51,11 +51,11 @@ class Parts:
 
 @dataclass
 class Sent:
-    """What a follower has of an item: its shell, state span and body blocks by id."""
+    """What a follower has of an item: its shell, state span and body blocks."""
 
     shell: str
     state: str
-    blocks: dict[str, str]
+    blocks: tuple[Block, ...]
 
 
 def state_html(it: Item) -> str:
@@ -149,9 +149,9 @@ def item_changes(it: Item, parts: Parts, sent: Sent | None) -> tuple[str | None,
     pieces = []
     if sent.state != parts.state and parts.state:
         pieces.append(oob(parts.state))
-    changed, new, gone = markdown.block_changes(sent.blocks, list(parts.blocks))
+    (changed, new, gone), had = markdown.changes_since(sent.blocks, parts.blocks)
     for block in changed:
-        at = markdown.append_at(sent.blocks[block.id], block.html)
+        at = markdown.append_at(had[block.id], block.html)
         if at is None:
             pieces.append(oob(block.html))
         else:
@@ -261,7 +261,7 @@ def chat_changes(store: Store, chat: int, items: list[Item], convo: Conversation
             for it in shown:
                 if not it.done or it.kind == "call":
                     parts = item_parts(it, view)
-                    sent[it.id] = Sent(parts.shell, parts.state, {b.id: b.html for b in parts.blocks})
+                    sent[it.id] = Sent(parts.shell, parts.state, parts.blocks)
             sent["cut"] = state_fragment("_cut.html", state)
         items = []
     items = [it for it in items if it.kind != "plan" and path.holds(it)]  # other branches' rows wait
@@ -280,7 +280,7 @@ def chat_changes(store: Store, chat: int, items: list[Item], convo: Conversation
                 if it.done and it.kind != "call":
                     sent.pop(it.id, None)  # finished: it changes again only as a whole (a new version)
                 else:
-                    sent[it.id] = Sent(parts.shell, parts.state, {b.id: b.html for b in parts.blocks})
+                    sent[it.id] = Sent(parts.shell, parts.state, parts.blocks)
         elements.extend(answers_changed(store, chat, path, items, sent, parts_out))
         if elements:
             parts_out.append('<hx-partial hx-target="#items" hx-swap="upsert key:data-key">'
