@@ -55,6 +55,7 @@ def serve(host: str, port: int, workers: int) -> None:
         raise SystemExit(f"TABLETALK_PASSWORD: {e}") from None
     nobody = People(store).count() == 0
     code = setup_code(store, config.data, fresh=True) if nobody else ""
+    builtin = store.builtin()
     db.conn.close()
     if nobody and not loopback(host):
         raise SystemExit(NO_ACCOUNT.format(host=host, port=port))
@@ -67,14 +68,18 @@ def serve(host: str, port: int, workers: int) -> None:
         print(f"No account yet: set the owner up at http://{host}:{port}/setup?code={code}\n"
               "(that code is needed to set up; it changes at every start)", file=sys.stderr, flush=True)
     # The built-in model (app/localmodel): its install when the owner chooses it on a page, its
-    # server while it is installed, in a process of its own; stopped with the app.
-    from .localmodel import supervise
+    # server while it is installed, in a process of its own (keeper.py), which runs only while
+    # the row asks for one: started here when it does at start, else by the worker that sees
+    # it come to that (app/worker.py); stopped with the app.
+    from .localmodel import keeper
 
-    keeper = supervise.start(config)
+    os.environ[keeper.SERVE_PID] = str(os.getpid())  # the workers', forked from here
+    if keeper.asks(builtin):
+        keeper.start(config.data, os.getpid())
     try:
         _granian(host, port, workers)
     finally:
-        supervise.stop(keeper)
+        keeper.stop_ours(config.data)
 
 
 def _granian(host: str, port: int, workers: int) -> None:

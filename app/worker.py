@@ -3,6 +3,7 @@ change feed, the model clients and the runner. The web app's lifespan and the Py
 `serve` both run a worker this way."""
 from __future__ import annotations
 
+import asyncio
 import gc
 import logging
 from collections.abc import AsyncIterator
@@ -14,6 +15,7 @@ from .plugins import oauth as mcp_oauth
 from .store import db as dbm
 from .config import Config
 from .feed import Feed, Render, RenderBuiltin, RenderList
+from .localmodel import keeper
 from .providers.client import Providers
 from .run.runner import Runner
 from .run.setup import refresh_choices
@@ -47,12 +49,15 @@ async def running(config: Config, render: Render | None = None,
     accounts.set_up_from_settings(store, config)
     worker = Worker(config, store, feed, providers, runner, accounts.secret_key(store, config.data))
     feed.start()
+    watching: asyncio.Task | None = None
     try:
         try:
             await refresh_choices(store, providers)
         except Exception:  # a model server that cannot be read must not stop the worker
             log.exception("reading the model list failed")
         runner.start()
+        # the built-in model's supervisor, started when the row comes to ask for one (serve's workers only)
+        watching = asyncio.get_running_loop().create_task(keeper.watch(config.data, store, feed), name="builtin-watch")
         # What was made at start (imports: hundreds of thousands of objects) lives as long as
         # the worker: out of the collector's way, so a full collection, which pauses every
         # open page's stream, stays short with thousands of pages open (benchmarks/feed.py,
@@ -63,6 +68,8 @@ async def running(config: Config, render: Render | None = None,
         gc.set_threshold(10_000, 20, 100)
         yield worker
     finally:
+        if watching is not None:
+            watching.cancel()
         feed.close()
         await runner.stop()
         await feed.aclose()

@@ -2,14 +2,15 @@
 on a page, starts the model server once it is installed, starts it again when it dies (with
 a growing pause, so a server that cannot start does not spin), and stops it with the app.
 
-A process of its own (`python -m app.localmodel.supervise`), started by serve before its
-workers and ended with it: granian forks workers from serve's process at any time (a dead one
-is started again), and a fork must not copy a thread that may hold a lock. It reads the
-`builtin_model` row twice a second and writes what it does there, so every page follows.
+A process of its own (`python -m app.localmodel.keeper`, which says when one runs: only while
+the row asks for one), ended with serve: granian forks workers from serve's process at any
+time (a dead one is started again), and a fork must not copy a thread that may hold a lock.
+It reads the `builtin_model` row twice a second and writes what it does there, so every page
+follows; once the row asks for nothing (an install failed, say) and no server runs, it ends.
 The model server listens on loopback only, on a free port (the last one when it is free);
 where is written to model/server.json for the workers' model clients (`url_of`). The model
 server runs in a session of its own (a Ctrl-C in the terminal reaches Tabletalk, which stops
-it). The supervisor is not serve's child (it forks once more at start): serve's children
+it). The supervisor is not serve's child (keeper forks once more at start): serve's children
 are granian's workers alone. It watches serve's pid and stops when serve is gone, however
 serve ended; the kernel ends the model server when the supervisor dies (PR_SET_PDEATHSIG),
 so a kill -9 of either leaves nothing running.
@@ -24,7 +25,6 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -35,6 +35,7 @@ from ..store import db as dbm
 from ..config import Config
 from ..store import Store
 from . import NAME, WINDOW, Builtin, Paths, alive
+from .keeper import ASKING
 from .install import Installer, InstallError, Progress
 
 log = logging.getLogger(__name__)
@@ -129,7 +130,9 @@ class Supervisor:
 
     def _look(self, store: Store) -> None:
         row = store.builtin()
-        if row.state == "wanted":
+        if row.state not in ASKING and self.proc is None:
+            self._stopping.set()  # nothing to do: a worker starts a supervisor again when the row asks
+        elif row.state == "wanted":
             self._install(store)
         elif row.state == "ready":
             self._keep(store, row)
@@ -256,41 +259,8 @@ def refresh_choices(config: Config, store: Store) -> None:
         log.exception("reading the model list after the built-in model started failed")
 
 
-def start(config: Config) -> int:
-    """The supervisor's process, for `tabletalk serve`; its pid (`stop` ends it). Not a child
-    of serve: serve's children are granian's workers alone (what tools that watch them count)."""
-    proc = subprocess.Popen([sys.executable, "-m", "app.localmodel.supervise", str(os.getpid())],
-                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            env={**os.environ, "TABLETALK_DATA": str(config.data)})
-    assert proc.stdout is not None
-    line = proc.stdout.readline()  # the supervisor's pid, from the process it forked
-    proc.stdout.close()
-    proc.wait()
-    try:
-        return int(line)
-    except ValueError:
-        raise RuntimeError("the built-in model's supervisor did not start") from None
-
-
-def stop(pid: int) -> None:
-    """End the supervisor: it stops the model server first (STOP_SECONDS at most)."""
-    try:
-        os.kill(pid, signal.SIGTERM)
-    except ProcessLookupError:
-        return
-    deadline = time.monotonic() + STOP_SECONDS + 15
-    while alive(pid) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    if alive(pid):
-        os.kill(pid, signal.SIGKILL)
-
-
-def main() -> None:
-    serve = int(sys.argv[1])
-    if os.fork():  # the first process ends: this one is not a child of serve
-        os._exit(0)
-    print(os.getpid(), flush=True)
-    os.dup2(2, 1)  # serve reads one line; what it logs goes where serve's log goes
+def run(serve: int) -> None:
+    """The supervisor's process (keeper.main, once it holds the lock): until serve ends it."""
     from .. import config as configuration
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s built-in model: %(message)s")
@@ -300,7 +270,3 @@ def main() -> None:
     signal.signal(signal.SIGTERM, keeper.stop)
     signal.signal(signal.SIGINT, keeper.stop)
     keeper.run()
-
-
-if __name__ == "__main__":
-    main()

@@ -60,7 +60,8 @@ change), a fence whose highlighting of earlier lines changes at its close (a
 multi-line docstring), and the final render jumping past a close the last growing
 render showed open (one re-send of the last block, at most). A follower sees the text
 up to ~40 characters (plus what waits at the edge) later than the runner wrote it; an
-answer shorter than that shows nothing until it is done (then the final render).
+answer's first step is not held back: a text shorter than ``REVEAL_STEP`` shows what
+it has (its first words reach the page with the first write).
 
 Speed: one module-level MarkdownIt; lexers and highlighted fences are cached, and so are
 inline children (see ``_inline_cached``). Every pass is linear in its input:

@@ -37,7 +37,9 @@ from .scan import _INF, _closers, _scan
 #    rendered, so a follower gets one update per REVEAL_STEP characters (40 characters
 #    = ~10 tokens, ~200 ms at 50 tokens/s) however often the runner flushes: at ~10
 #    characters a flush, the ~60 bytes each append costs would be twice the HTML it
-#    carries. REVEAL_STEP <= 1: no grid (and no replay, see 3).
+#    carries. REVEAL_STEP <= 1: no grid (and no replay, see 3). A text shorter than one
+#    step is rendered whole (incremental._growing_source): an answer's first words show
+#    with its first write (a few more messages per answer, once).
 # 2. The edge (the end of the last top-level block) is stabilised:
 #    - a trailing line made only of block syntax (`-`, `1.`, `##`, `>`, "```",
 #      `|---|:-` ...) waits: it may become a list item, heading, hr, fence, table or

@@ -253,10 +253,13 @@ def resumable_calls(store: Any, chat: int, turn: int) -> dict[int, tuple[int, di
 
 def callbacks(asker: Callable[[], Asker | None]) -> dict[str, Any]:
     """The Client's elicitation and sampling callbacks; `asker` gives the request's run (None
-    outside a call: a listing's connection, a request between calls), which is refused."""
-    import mcp_types as types
+    outside a call: a listing's connection, a request between calls), which is refused.
+    mcp_types is imported when one is called (app/mcp_link.py makes its defaults at import,
+    and a worker that never reaches a plugin never needs it)."""
 
     async def elicitation(context: Any, params: types.ElicitRequestParams):
+        import mcp_types as types
+
         current = asker()
         if current is None:
             return types.ErrorData(code=types.INVALID_REQUEST,
@@ -264,6 +267,8 @@ def callbacks(asker: Callable[[], Asker | None]) -> dict[str, Any]:
         return await current.elicit(params, getattr(context, "request_id", None))
 
     async def sampling(_context: Any, params: types.CreateMessageRequestParams):
+        import mcp_types as types
+
         current = asker()
         if current is None:
             return types.ErrorData(code=types.INVALID_REQUEST,

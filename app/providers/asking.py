@@ -22,7 +22,6 @@ from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
 import httpx2
-import openai
 
 from .. import window
 from ..asyncnet import pace
@@ -34,11 +33,21 @@ from .servers import Server, count_tokens
 from .wire import FINISHED, cache_marked, deltas, sse_lines, takes_cache_marks
 
 if TYPE_CHECKING:
+    import openai
+
     from .client import Endpoint, Providers
 
 RETRY_DELAYS = (1.0, 2.0, 4.0)  # seconds before the 2nd, 3rd and 4th try of a busy or failing server
 RETRY_AFTER_MAX = 30.0
-TRANSIENT = (openai.RateLimitError, openai.InternalServerError)
+
+
+def transient(e: Exception) -> bool:
+    """A busy or failing server (429, 5xx): worth another try. (openai is imported by the
+    client that made the request: client.py.)"""
+    import openai
+
+    return isinstance(e, (openai.RateLimitError, openai.InternalServerError))
+
 EARLY_PAUSE = 0.5  # seconds before an answer ended early is asked for again
 MIN_ANSWER = 256  # tokens an answer step may always be, whatever the estimate of the request says
 WAITING = "Waiting for the model server: it answers one request at a time, and another is running."
@@ -112,6 +121,8 @@ def answer_room(providers: Providers, model: str, messages: list[Message], tools
 def failure(providers: Providers, e: Exception, endpoint: Endpoint, model: str, request: dict[str, Any],
             messages: list[Message], tools: list[Tool]) -> ModelError:
     """What a failed request means: a `Retry` when it taught something, else plain words."""
+    import openai
+
     status = e.status_code if isinstance(e, openai.APIStatusError) else None
     says = server_says(e) if isinstance(e, openai.APIStatusError) else ""
     if status is None or not says:
@@ -139,6 +150,8 @@ async def diagnosis(providers: Providers, client: openai.AsyncOpenAI, endpoint: 
     """Why a stream brought nothing: the same request, not streamed, for one token. Its error
     says what the stream could not; when it answers, the stream was empty for no reason given."""
     asked = {k: v for k, v in request.items() if k not in ("stream", "stream_options")}
+    import openai
+
     asked |= {"stream": False, "max_tokens": 1}
     for again in (False, True):
         try:
@@ -200,8 +213,10 @@ async def _one(providers: Providers, client: openai.AsyncOpenAI, endpoint: Endpo
             opened = completions.create(**request)
             response = await opened.__aenter__()
             break
-        except TRANSIENT as e:
-            if not isinstance(e, openai.RateLimitError) and \
+        except Exception as e:
+            if not transient(e):
+                raise failure(providers, e, endpoint, model, request, messages, tools) from e
+            if getattr(e, "status_code", None) != 429 and \
                     isinstance(taught := failure(providers, e, endpoint, model, request, messages, tools), learn.Retry):
                 raise taught from e
             if attempt == tries - 1:
@@ -210,15 +225,13 @@ async def _one(providers: Providers, client: openai.AsyncOpenAI, endpoint: Endpo
             problem = plain_words(e, endpoint)
             yield Delta(notice=f"{problem} Trying again in {wait:g} s (try {attempt + 2} of {tries}).")
             await asyncio.sleep(wait)
-        except Exception as e:
-            raise failure(providers, e, endpoint, model, request, messages, tools) from e
     if problem:  # the notice no longer says it is about to try: it says how it went
         yield Delta(notice=f"{problem} It answered on try {attempt + 1} of {tries}.")
     finished = received = wrote = counted = False
     answer: list[str] = []
     cut: Exception | None = None
+    paced = False  # read as it comes until the first words (they are written at once), then once a beat
     try:
-        pace(response.http_response)
         async for line in sse_lines(response.http_response):
             # The SSE lines are parsed here rather than by the SDK: building its typed
             # objects for every chunk cost ~20x the JSON parse and bounded how many
@@ -238,6 +251,9 @@ async def _one(providers: Providers, client: openai.AsyncOpenAI, endpoint: Endpo
                 if delta.text or delta.reasoning or delta.call_index is not None:
                     wrote = True
                     answer.append(delta.text or delta.reasoning or delta.call_arguments)
+                    if not paced:
+                        pace(response.http_response)
+                        paced = True
                 yield delta
     except ModelError:
         raise

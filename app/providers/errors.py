@@ -5,9 +5,10 @@ import json
 from typing import TYPE_CHECKING
 
 import httpx2
-import openai
 
 if TYPE_CHECKING:
+    import openai
+
     from .client import Endpoint
 
 ENDED_EARLY = ("The model server ended the answer early: it stopped sending without saying the answer was "
@@ -30,6 +31,8 @@ def server_says(e: openai.APIStatusError) -> str:
 
 def plain_words(e: Exception, endpoint: Endpoint) -> str:
     """What went wrong, for the person reading the conversation (never a traceback)."""
+    import openai  # imported already by the request that failed (client.py)
+
     says = server_says(e) if isinstance(e, openai.APIStatusError) else ""
     tail = f" The server said: “{says}”" if says else ""
     if isinstance(e, openai.APITimeoutError):
