@@ -137,8 +137,8 @@ def test_database_url_selects_postgresql(pg_url, tmp_path, monkeypatch):
     assert cli.migrate(config) == [fn.__name__ for fn in pg_schema.MIGRATIONS]  # PostgreSQL's, not SQLite's
     store = api.open()
     assert dbm.postgres(store.db) and store.default_agent() is not None
-    file_id = store.add_file("a.txt", b"bytes")  # the bytes in TABLETALK_DATA's files/
-    assert store.file_bytes(file_id)[1] == b"bytes" and any((tmp_path / "data" / "files").rglob("*"))
+    file_id = store.add_file("a.txt", b"bytes")  # the bytes in the database, none in TABLETALK_DATA
+    assert store.file_bytes(file_id)[1] == b"bytes" and not (tmp_path / "data" / "files").exists()
     store.db.conn.close()
     assert not (tmp_path / "data" / "tabletalk.db").exists()
     monkeypatch.setenv("DATABASE_URL", "mysql://x")
