@@ -240,6 +240,7 @@ def setup_code(store: Store, data: Path, *, fresh: bool = False) -> str:
     name = SETUP + server_id(data)
     if fresh:
         store.drop_secrets(name)
+        (data / "setup.code").unlink(missing_ok=True)  # where a release before m028 kept it: not read now
     return store.kept_secret(name, 18)
 
 
