@@ -101,7 +101,13 @@ def _first(e: Exception) -> str:
 
 @contextlib.contextmanager
 def _snapshot(database: Path, say: Callable[[str], None]) -> Iterator[sqlite_utils.Database]:
-    """A consistent copy of SQLite's file, migrated to this release's schema, removed after."""
+    """A consistent copy of SQLite's file, migrated to this release's schema, removed after.
+    The key that signs forms is made a row of it (from the data folder's `secret.key` of an
+    install that has not run since migration m028), so the database moved carries it and
+    forms of pages open across the move stay valid, on every server."""
+    from .accounts import secret_key
+    from .store import Store
+
     work = Path(tempfile.mkdtemp(dir=database.parent, prefix=".move-to-"))
     try:
         started = time.monotonic()
@@ -113,6 +119,7 @@ def _snapshot(database: Path, say: Callable[[str], None]) -> Iterator[sqlite_uti
         copy = dbm.connect(work / database.name)
         try:
             dbm.migrate(copy)
+            secret_key(Store(copy), database.parent)
             size = (work / database.name).stat().st_size
             say(f"Snapshot of {database} (SQLite's online backup: one consistent read): "
                 f"{size / 1e6:.1f} MB in {time.monotonic() - started:.1f} s")
@@ -289,7 +296,7 @@ Next:
   1. Set DATABASE_URL={masked(moved.url)}
      (with its password) wherever tabletalk serve runs on it, each server with a TABLETALK_DATA of its own.
   2. Restart tabletalk serve.
-  3. Files' bytes are in the database now. {config.data / 'secret.key'} signs forms: give every
-     server a copy of it in its TABLETALK_DATA, so a form served by one may be posted to another.
+  3. Files' bytes, the key that signs forms and the accounts are in the database now: a server
+     needs nothing else from {config.data}.
   4. {database} is left as it was: the way back (unset DATABASE_URL). What is written on
      PostgreSQL from now on is not in it."""
