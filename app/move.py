@@ -94,6 +94,10 @@ def connect(url: str):
         raise MoveError(f"cannot connect to {masked(url)}: {why}.{hint}") from None
 
 
+def _n(count: int, what: str) -> str:
+    return f"{count:,} {what}" + ("" if count == 1 else "s")
+
+
 def _first(e: Exception) -> str:
     lines = [line.strip() for line in str(e).strip().splitlines() if line.strip()]
     return "; ".join(lines[:2]).rstrip(".") or type(e).__name__
@@ -218,7 +222,7 @@ def _copy(source: sqlite_utils.Database, target, tables: list[sql.Table], files:
         for t in tables:
             began = time.monotonic()
             if t.name in sql.VOID:
-                say(f"  {t.name:<{width}}  {t.rows:>9,} leases, void (a stopped server's)")
+                say(f"  {t.name:<{width}}  {t.rows:>9,} {'lease' if t.rows == 1 else 'leases'}, void (a stopped server's)")
                 moved.counts[t.name] = 0
                 continue
             nuls = sql.nuls(source, t)
@@ -235,7 +239,7 @@ def _copy(source: sqlite_utils.Database, target, tables: list[sql.Table], files:
             except psycopg.Error as e:
                 raise MoveError(f"PostgreSQL refused a row of {t.name}: {_first(e)}; nothing was changed") from None
             moved.counts[t.name] = n
-            say(f"  {t.name:<{width}}  {n:>9,} rows in {time.monotonic() - began:.1f} s")
+            say(f"  {t.name:<{width}}  {n:>9,} {'row' if n == 1 else 'rows'} in {time.monotonic() - began:.1f} s")
         _copy_files(source, target, files, moved, say)
         if bulk:
             began = time.monotonic()
@@ -261,7 +265,7 @@ def _copy(source: sqlite_utils.Database, target, tables: list[sql.Table], files:
     say(f"Checked: every table's rows, and per column its values, sums and text lengths, equal on both; "
         f"search's {sql.search_rows(target):,} rows; the rev counter at {moved.rev:,}")
     if moved.replaced_nuls:
-        say(f"{moved.replaced_nuls:,} texts held NUL characters, which PostgreSQL's text cannot: each became U+FFFD")
+        say(f"{_n(moved.replaced_nuls, 'text')} held NUL characters, which PostgreSQL's text cannot: each became U+FFFD")
     return moved
 
 
@@ -282,9 +286,9 @@ def _copy_files(source: sqlite_utils.Database, target, files: Path, moved: Moved
         moved.files, moved.bytes = moved.files + 1, moved.bytes + size
         if n % 500 == 0 and n < len(named):
             say(f"  files  {n:,} of {len(named):,}")
-    say(f"  files' bytes  {moved.files:,} files, {moved.bytes / 1e6:.1f} MB in {time.monotonic() - began:.1f} s")
+    say(f"  files' bytes  {_n(moved.files, 'file')}, {moved.bytes / 1e6:.1f} MB in {time.monotonic() - began:.1f} s")
     if moved.missing:
-        say(f"  {len(moved.missing)} files named by rows were not in {files} (nor served before the move): "
+        say(f"  {_n(len(moved.missing), 'file')} named by rows not in {files} (nor served before the move): "
             + ", ".join(moved.missing[:5]) + ("…" if len(moved.missing) > 5 else ""))
 
 
@@ -293,8 +297,8 @@ def next_steps(config: Config, moved: Moved) -> str:
     return f"""Moved {sum(moved.counts.values()):,} rows in {moved.seconds:.1f} s.
 
 Next:
-  1. Set DATABASE_URL={masked(moved.url)}
-     (with its password) wherever tabletalk serve runs on it, each server with a TABLETALK_DATA of its own.
+  1. Set DATABASE_URL={masked(moved.url)}{" (with its password)" if masked(moved.url) != moved.url else ""}
+     wherever tabletalk serve runs on it, each server with a TABLETALK_DATA of its own.
   2. Restart tabletalk serve.
   3. Files' bytes, the key that signs forms and the accounts are in the database now: a server
      needs nothing else from {config.data}.

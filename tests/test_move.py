@@ -171,7 +171,7 @@ def test_an_install_moved_is_served_from_postgresql_as_it_was(data, env, pg_url,
     key = "SELECT value FROM secrets WHERE name = 'secret.key'"
     assert rows_of(pg_url, key) == rows_of(data / "tabletalk.db", key) != [], \
         "the key that signs forms moved: a page open across the move posts its forms to any server"
-    assert re.search(r"files' bytes +1 files, 0\.0 MB", done.stdout), done.stdout
+    assert re.search(r"files' bytes +1 file, 0\.0 MB", done.stdout), done.stdout
     assert (data / "tabletalk.db").read_bytes() == sqlite_file, "SQLite's file untouched"
     assert not list(data.glob(".move-to-*")), "the snapshot is removed"
     after = counts(pg_url)
@@ -410,7 +410,7 @@ def test_a_damaged_file_refuses_the_move_and_a_missing_one_is_said(data, pg_url)
     held.unlink()
     out = move_to(data, pg_url)
     assert out.returncode == 0, out.stderr
-    assert f"1 files named by rows were not in {data / 'files'}" in out.stdout and sha in out.stdout
+    assert f"1 file named by rows not in {data / 'files'}" in out.stdout and sha in out.stdout
 
 
 def test_an_install_already_on_postgresql_is_not_moved_again(data, pg_url):
