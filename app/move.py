@@ -112,6 +112,8 @@ def _snapshot(database: Path, say: Callable[[str], None]) -> Iterator[sqlite_uti
     from .accounts import secret_key
     from .store import Store
 
+    for stale in database.parent.glob(".move-to-*"):  # a move killed before it could clean up (we hold the lock)
+        shutil.rmtree(stale, ignore_errors=True)
     work = Path(tempfile.mkdtemp(dir=database.parent, prefix=".move-to-"))
     try:
         started = time.monotonic()
@@ -248,7 +250,7 @@ def _copy(source: sqlite_utils.Database, target, tables: list[sql.Table], files:
         wrong = []
         for t in tables:
             if t.name in sql.VOID:
-                got = target.execute(f"SELECT count(*) FROM {sql.q(t.name)}").fetchone()[0]
+                got = sql.rows(target, t.name)
                 wrong += [f"{t.name}: {got} rows instead of none"] if got else []
                 continue
             wrong += sql.differences(t, sql.fingerprint(source, t, False), sql.fingerprint(target, t, True))

@@ -349,6 +349,14 @@ def test_a_user_without_rights_is_said_so_and_nothing_is_made(data, pg_url, pg_c
             conn.execute(f"CREATE DATABASE {name}")
 
 
+def test_a_snapshot_left_by_a_killed_move_is_cleared(data, pg_url):
+    build(data)
+    (data / ".move-to-abc123").mkdir()
+    (data / ".move-to-abc123" / "tabletalk.db").write_bytes(b"half a copy")
+    assert move_to(data, pg_url).returncode == 0
+    assert not list(data.glob(".move-to-*"))
+
+
 def test_no_install_to_move_is_said_so(tmp_path, pg_url):
     out = move_to(tmp_path / "nothing", pg_url)
     assert out.returncode != 0 and "there is no SQLite install at" in out.stderr
