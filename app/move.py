@@ -94,6 +94,10 @@ def connect(url: str):
         raise MoveError(f"cannot connect to {masked(url)}: {why}.{hint}") from None
 
 
+def _n(count: int, what: str) -> str:
+    return f"{count:,} {what}" + ("" if count == 1 else "s")
+
+
 def _first(e: Exception) -> str:
     lines = [line.strip() for line in str(e).strip().splitlines() if line.strip()]
     return "; ".join(lines[:2]).rstrip(".") or type(e).__name__
@@ -101,7 +105,15 @@ def _first(e: Exception) -> str:
 
 @contextlib.contextmanager
 def _snapshot(database: Path, say: Callable[[str], None]) -> Iterator[sqlite_utils.Database]:
-    """A consistent copy of SQLite's file, migrated to this release's schema, removed after."""
+    """A consistent copy of SQLite's file, migrated to this release's schema, removed after.
+    The key that signs forms is made a row of it (from the data folder's `secret.key` of an
+    install that has not run since migration m028), so the database moved carries it and
+    forms of pages open across the move stay valid, on every server."""
+    from .accounts import secret_key
+    from .store import Store
+
+    for stale in database.parent.glob(".move-to-*"):  # a move killed before it could clean up (we hold the lock)
+        shutil.rmtree(stale, ignore_errors=True)
     work = Path(tempfile.mkdtemp(dir=database.parent, prefix=".move-to-"))
     try:
         started = time.monotonic()
@@ -113,6 +125,7 @@ def _snapshot(database: Path, say: Callable[[str], None]) -> Iterator[sqlite_uti
         copy = dbm.connect(work / database.name)
         try:
             dbm.migrate(copy)
+            secret_key(Store(copy), database.parent)
             size = (work / database.name).stat().st_size
             say(f"Snapshot of {database} (SQLite's online backup: one consistent read): "
                 f"{size / 1e6:.1f} MB in {time.monotonic() - started:.1f} s")
@@ -211,7 +224,7 @@ def _copy(source: sqlite_utils.Database, target, tables: list[sql.Table], files:
         for t in tables:
             began = time.monotonic()
             if t.name in sql.VOID:
-                say(f"  {t.name:<{width}}  {t.rows:>9,} leases, void (a stopped server's)")
+                say(f"  {t.name:<{width}}  {t.rows:>9,} {'lease' if t.rows == 1 else 'leases'}, void (a stopped server's)")
                 moved.counts[t.name] = 0
                 continue
             nuls = sql.nuls(source, t)
@@ -228,7 +241,7 @@ def _copy(source: sqlite_utils.Database, target, tables: list[sql.Table], files:
             except psycopg.Error as e:
                 raise MoveError(f"PostgreSQL refused a row of {t.name}: {_first(e)}; nothing was changed") from None
             moved.counts[t.name] = n
-            say(f"  {t.name:<{width}}  {n:>9,} rows in {time.monotonic() - began:.1f} s")
+            say(f"  {t.name:<{width}}  {n:>9,} {'row' if n == 1 else 'rows'} in {time.monotonic() - began:.1f} s")
         _copy_files(source, target, files, moved, say)
         if bulk:
             began = time.monotonic()
@@ -237,7 +250,7 @@ def _copy(source: sqlite_utils.Database, target, tables: list[sql.Table], files:
         wrong = []
         for t in tables:
             if t.name in sql.VOID:
-                got = target.execute(f"SELECT count(*) FROM {sql.q(t.name)}").fetchone()[0]
+                got = sql.rows(target, t.name)
                 wrong += [f"{t.name}: {got} rows instead of none"] if got else []
                 continue
             wrong += sql.differences(t, sql.fingerprint(source, t, False), sql.fingerprint(target, t, True))
@@ -254,7 +267,7 @@ def _copy(source: sqlite_utils.Database, target, tables: list[sql.Table], files:
     say(f"Checked: every table's rows, and per column its values, sums and text lengths, equal on both; "
         f"search's {sql.search_rows(target):,} rows; the rev counter at {moved.rev:,}")
     if moved.replaced_nuls:
-        say(f"{moved.replaced_nuls:,} texts held NUL characters, which PostgreSQL's text cannot: each became U+FFFD")
+        say(f"{_n(moved.replaced_nuls, 'text')} held NUL characters, which PostgreSQL's text cannot: each became U+FFFD")
     return moved
 
 
@@ -275,9 +288,9 @@ def _copy_files(source: sqlite_utils.Database, target, files: Path, moved: Moved
         moved.files, moved.bytes = moved.files + 1, moved.bytes + size
         if n % 500 == 0 and n < len(named):
             say(f"  files  {n:,} of {len(named):,}")
-    say(f"  files' bytes  {moved.files:,} files, {moved.bytes / 1e6:.1f} MB in {time.monotonic() - began:.1f} s")
+    say(f"  files' bytes  {_n(moved.files, 'file')}, {moved.bytes / 1e6:.1f} MB in {time.monotonic() - began:.1f} s")
     if moved.missing:
-        say(f"  {len(moved.missing)} files named by rows were not in {files} (nor served before the move): "
+        say(f"  {_n(len(moved.missing), 'file')} named by rows not in {files} (nor served before the move): "
             + ", ".join(moved.missing[:5]) + ("…" if len(moved.missing) > 5 else ""))
 
 
@@ -286,10 +299,10 @@ def next_steps(config: Config, moved: Moved) -> str:
     return f"""Moved {sum(moved.counts.values()):,} rows in {moved.seconds:.1f} s.
 
 Next:
-  1. Set DATABASE_URL={masked(moved.url)}
-     (with its password) wherever tabletalk serve runs on it, each server with a TABLETALK_DATA of its own.
+  1. Set DATABASE_URL={masked(moved.url)}{" (with its password)" if masked(moved.url) != moved.url else ""}
+     wherever tabletalk serve runs on it, each server with a TABLETALK_DATA of its own.
   2. Restart tabletalk serve.
-  3. Files' bytes are in the database now. {config.data / 'secret.key'} signs forms: give every
-     server a copy of it in its TABLETALK_DATA, so a form served by one may be posted to another.
+  3. Files' bytes, the key that signs forms and the accounts are in the database now: a server
+     needs nothing else from {config.data}.
   4. {database} is left as it was: the way back (unset DATABASE_URL). What is written on
      PostgreSQL from now on is not in it."""

@@ -1,9 +1,9 @@
 """How long `tabletalk move-to` takes: a SQLite install of N items (default 100,000: 1,000
 conversations of 100 items, a question and its answer of a few hundred characters each, some
-calls with output) moved into an empty database of a throwaway PostgreSQL cluster
+calls with output) and F files (default 100 of 200 KB each, 20 MB) moved into an empty database of a throwaway PostgreSQL cluster
 (tests/pg.py: durability off, as in the tests).
 
-    .venv/bin/python benchmarks/move.py [--items 100000]
+    .venv/bin/python benchmarks/move.py [--items 100000] [--files 100]
 
 Prints move-to's own lines, then the wall time of the whole command (the snapshot, the
 migrations, the copy, the check and ANALYZE).
@@ -30,7 +30,7 @@ def sentence(rng: random.Random, n: int) -> str:
     return " ".join(rng.choice(WORDS) for _ in range(n)).capitalize() + "."
 
 
-def build(data: Path, items: int) -> None:
+def build(data: Path, items: int, files: int = 0) -> None:
     from app.store import Store
     from app.store import db as dbm
 
@@ -66,12 +66,15 @@ def build(data: Path, items: int) -> None:
                 "INSERT INTO items (id, chat, turn, kind, text, name, input, output, done, created, updated, rev) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
         db.conn.execute("UPDATE revs SET rev = ? WHERE id = 1", [rev])
+    for n in range(files):  # attachments, each its own bytes (random: nothing compresses them)
+        store.add_file(f"scan-{n}.bin", rng.randbytes(200 * 1024), person=owner)
     db.conn.close()
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--items", type=int, default=100_000)
+    parser.add_argument("--files", type=int, default=100)
     args = parser.parse_args()
     from tests.pg import Cluster
 
@@ -80,15 +83,16 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as tmp:
             data = Path(tmp) / "data"
             started = time.monotonic()
-            build(data, args.items)
+            build(data, args.items, args.files)
             size = (data / "tabletalk.db").stat().st_size
-            print(f"built {args.items:,} items ({size / 1e6:.0f} MB) in {time.monotonic() - started:.1f} s", flush=True)
+            print(f"built {args.items:,} items ({size / 1e6:.0f} MB) and {args.files} files in {time.monotonic() - started:.1f} s", flush=True)
             url = cluster.database()
             env = {**os.environ, "TABLETALK_DATA": str(data)}
             env.pop("DATABASE_URL", None)
             started = time.monotonic()
             subprocess.run([sys.executable, "-m", "app.cli", "move-to", url], cwd=ROOT, env=env, check=True)
-            print(f"\nmove-to of {args.items:,} items: {time.monotonic() - started:.1f} s wall, the command whole")
+            print(f"\nmove-to of {args.items:,} items and {args.files} files: {time.monotonic() - started:.1f} s wall, "
+                  "the command whole")
     finally:
         cluster.stop()
 

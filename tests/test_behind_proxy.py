@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import itertools
 import re
-import shutil
 import threading
 
 import httpx
@@ -94,8 +93,6 @@ def behind_one_address(data, env, pg_url, tmp_path, monkeypatch):
     shared = env | {"DATABASE_URL": pg_url, "TABLETALK_TRUSTED_PROXIES": "127.0.0.1"}
     other = tmp_path / "data-b"
     a = Served(data, shared).start()
-    other.mkdir(parents=True)  # the key that signs forms, the same on both (README: Moving to PostgreSQL)
-    shutil.copyfile(data / "secret.key", other / "secret.key")
     b = Served(other, shared | {"TABLETALK_DATA": str(other)}).start()
     try:
         with RoundRobin([a.url, b.url]) as proxy:

@@ -168,7 +168,10 @@ def test_an_install_moved_is_served_from_postgresql_as_it_was(data, env, pg_url,
     assert done.returncode == 0, done.stderr + done.stdout
     assert f"DATABASE_URL={pg_url}" in done.stdout and "Restart tabletalk serve" in done.stdout
     assert "left as it was" in done.stdout and "Checked: every table" in done.stdout
-    assert re.search(r"files' bytes +1 files, 0\.0 MB", done.stdout), done.stdout
+    key = "SELECT value FROM secrets WHERE name = 'secret.key'"
+    assert rows_of(pg_url, key) == rows_of(data / "tabletalk.db", key) != [], \
+        "the key that signs forms moved: a page open across the move posts its forms to any server"
+    assert re.search(r"files' bytes +1 file, 0\.0 MB", done.stdout), done.stdout
     assert (data / "tabletalk.db").read_bytes() == sqlite_file, "SQLite's file untouched"
     assert not list(data.glob(".move-to-*")), "the snapshot is removed"
     after = counts(pg_url)
@@ -346,6 +349,14 @@ def test_a_user_without_rights_is_said_so_and_nothing_is_made(data, pg_url, pg_c
             conn.execute(f"CREATE DATABASE {name}")
 
 
+def test_a_snapshot_left_by_a_killed_move_is_cleared(data, pg_url):
+    build(data)
+    (data / ".move-to-abc123").mkdir()
+    (data / ".move-to-abc123" / "tabletalk.db").write_bytes(b"half a copy")
+    assert move_to(data, pg_url).returncode == 0
+    assert not list(data.glob(".move-to-*"))
+
+
 def test_no_install_to_move_is_said_so(tmp_path, pg_url):
     out = move_to(tmp_path / "nothing", pg_url)
     assert out.returncode != 0 and "there is no SQLite install at" in out.stderr
@@ -407,7 +418,7 @@ def test_a_damaged_file_refuses_the_move_and_a_missing_one_is_said(data, pg_url)
     held.unlink()
     out = move_to(data, pg_url)
     assert out.returncode == 0, out.stderr
-    assert f"1 files named by rows were not in {data / 'files'}" in out.stdout and sha in out.stdout
+    assert f"1 file named by rows not in {data / 'files'}" in out.stdout and sha in out.stdout
 
 
 def test_an_install_already_on_postgresql_is_not_moved_again(data, pg_url):
@@ -439,10 +450,21 @@ def test_a_mover_who_does_not_own_the_tables_moves_row_by_row(data, pg_url):
         out = move_to(data, pg_url.replace("tabletalk@", "helper@"))
         assert out.returncode == 0, out.stderr
         assert "indexes made" not in out.stdout, "no bulk load for a user who does not own the tables"
-        assert counts(pg_url) == counts(data / "tabletalk.db") | {"runs": 0}
+        assert counts(pg_url) == counts(data / "tabletalk.db") | {"runs": 0, "secrets": 1}  # + the form key
         assert rows_of(pg_url, "SELECT count(*) AS n FROM search WHERE doc @@ to_tsquery('tabletalk', 'quay')") \
             == [{"n": 2}]
     finally:
         with psycopg.connect(pg_url, autocommit=True) as conn:
             conn.execute("DROP OWNED BY helper")
             conn.execute("DROP ROLE helper")
+
+
+def test_the_form_key_of_an_older_install_moves_from_its_file(data, pg_url):
+    """An install that has not run since the key became a row (migration m028) keeps it in
+    data/secret.key: the move makes it the database's, so its open pages' forms stay valid."""
+    build(data)
+    (data / "secret.key").write_text("an older install's key, kept in its data folder\n")
+    assert move_to(data, pg_url).returncode == 0
+    assert rows_of(pg_url, "SELECT value FROM secrets WHERE name = 'secret.key'") == \
+        [{"value": "an older install's key, kept in its data folder"}]
+    assert rows_of(data / "tabletalk.db", "SELECT count(*) AS n FROM secrets") == [{"n": 0}], "SQLite's file untouched"

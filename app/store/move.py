@@ -151,6 +151,10 @@ def held_files(pg: Any) -> dict[str, int]:
     return {r[0]: r[1] for r in pg.execute("SELECT sha256, size FROM blobs")}
 
 
+def rows(db: Any, table: str) -> int:
+    return db.execute(f"SELECT count(*) FROM {q(table)}").fetchone()[0]
+
+
 def search_rows(db: Any) -> int:
     return db.execute("SELECT count(*) FROM search").fetchone()[0]
 
@@ -322,5 +326,5 @@ def differences(table: Table, source: list[Any], target: list[Any]) -> list[str]
 
 
 __all__ = ["BATCH", "Column", "MoveError", "Table", "applied", "analyze", "autoincrement", "clear",
-           "copy_table", "differences", "fingerprint", "held", "held_files", "named_files", "nuls", "owned", "problems", "reindexed",
+           "copy_table", "differences", "fingerprint", "held", "held_files", "named_files", "nuls", "owned", "problems", "reindexed", "rows",
            "search_rows", "set_identities", "source_tables", "target_columns", "unindexed"]
