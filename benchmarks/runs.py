@@ -139,13 +139,15 @@ def unanswered(db, chats: list[int]) -> int:
 
 
 def wait_answered(db, chats: list[int], timeout: float, watch=None) -> bool:
+    """Until every message is answered (a look every 0.25 s: this process's thread shares the
+    GIL with the fake model server's)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if watch is not None:
             watch()
         if unanswered(db, chats) == 0:
             return True
-        time.sleep(0.1)
+        time.sleep(0.25)
     return False
 
 
@@ -169,7 +171,10 @@ def check_answers(db, chats: list[int], expected: str) -> Check:
         c.duplicated += max(0, len(got) - 1)
         c.missing += not got
         c.wrong += len(got) == 1 and got[0] != expected
-    c.errors = db.execute(f"SELECT count(*) FROM items WHERE kind = 'error' AND chat IN ({marks(chats)})").fetchone()[0]
+    errors = db.execute(f"SELECT text FROM items WHERE kind = 'error' AND chat IN ({marks(chats)})").fetchall()
+    c.errors = len(errors)
+    if errors:
+        sys.stderr.write(f"--- {len(errors)} error items, the first: {errors[0][0][:300]}\n")
     return c
 
 

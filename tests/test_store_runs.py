@@ -84,3 +84,13 @@ def test_pending_work_leaves_out_what_another_owner_answers(store):
     assert [c for c, _ in store.pending_since(0)] == [held, free, mine]
     assert store.lease(held, "other", -1)  # its server died: the lease ran out
     assert [c for c, _ in store.pending_since(0, "me")] == [held, free, mine]
+
+
+def test_leases_taken_many_at_once_as_one_at_a_time(store):
+    free, mine, held, expired = (store.new_conversation(None).id for _ in range(4))
+    assert store.lease(mine, "me", 10) and store.lease(held, "other", 10) and store.lease(expired, "other", -1)
+    gone = store.new_conversation(None).id
+    store.delete_conversation(gone)
+    assert store.lease_many([free, mine, held, expired, gone], "me", 10) == {free, mine, expired}
+    assert not store.lease(held, "me", 10) and not store.lease(free, "other", 10)
+    assert store.lease_many([], "me", 10) == set()

@@ -38,6 +38,7 @@ log = logging.getLogger(__name__)
 LEASE_SECONDS = 10.0  # the default of TABLETALK_LEASE_SECONDS (config.lease_seconds)
 IDLE_SCAN_SECONDS = 1.0   # a full scan for pending work, at least this often
 SCAN_GAP_SECONDS = 0.1    # the least time between two scans
+TAKE_PER_SCAN = 64        # on PostgreSQL, the most new conversations one scan leases (others share the rest)
 STOP_GRACE_SECONDS = 5.0  # a running tool told of a stop has this long to end itself
 FAILED = ("This answer failed on our side and was stopped (the error is in the server's log). "
           "Send the message again to retry.")
@@ -71,6 +72,7 @@ class Runner(space.DiskFull):
         self.stopping = False
         self._wake: asyncio.Future | None = None  # done: scan again at once (a run ended)
         self._scanned = 0  # the rev the last scan read up to
+        self._more = False  # the last scan left pending work to others: the next reads it all again
         self._tasks: list[asyncio.Task] = []
         self._side: set[asyncio.Task] = set()
         self.reserve = space.Reserve(config.data)
@@ -110,7 +112,7 @@ class Runner(space.DiskFull):
         while not self.stopping:
             started = time.monotonic()
             self._wake = clock.create_future()  # a run that ends from now on asks for a scan
-            full = started >= full_at
+            full = started >= full_at or self._more
             try:
                 if not self.full or self.recovered():
                     self.scan(full)
@@ -122,7 +124,8 @@ class Runner(space.DiskFull):
             if full:
                 full_at = started + IDLE_SCAN_SECONDS
             # futures, not tasks: this loop turns ten times a second while answers grow
-            await asyncio.wait([self.feed.next_change(), self._wake], timeout=IDLE_SCAN_SECONDS,
+            await asyncio.wait([self.feed.next_change(), self._wake],
+                               timeout=SCAN_GAP_SECONDS if self._more else IDLE_SCAN_SECONDS,
                                return_when=asyncio.FIRST_COMPLETED)
             if not self._wake.done():
                 # Every commit wakes the feed, and a busy worker commits 20+ times a second:
@@ -149,18 +152,25 @@ class Runner(space.DiskFull):
                 self.drop(chat)
         pending = self.store.pending_since(since, self.owner)
         self._scanned = top
-        if self.shared and len(pending) > 1:
-            # Other servers (or workers) see the same rows at the same moment: each tries the
-            # leases in an order of its own, so they take different conversations and share
-            # them, rather than all racing for the oldest and one taking every one.
-            random.shuffle(pending)
+        wanted: dict[int, None] = {}  # conversations to lease, oldest first
         for chat, kind in pending:
             run = self.runs.get(chat)
             if run is not None:
                 if kind == "stop":
                     self.halt(run)
                 continue
-            if self.lease(chat):
+            wanted[chat] = None
+        chats = list(wanted)
+        self._more = False
+        if self.shared and len(chats) > TAKE_PER_SCAN:
+            # Other servers see the same rows at the same moment: each takes a share in an
+            # order of its own (not all racing for the oldest, nor one taking every one), and
+            # the next scan, a full one, the rest that nobody took.
+            chats = random.sample(chats, TAKE_PER_SCAN)
+            self._more = True
+        taken = self.lease_many(chats)
+        for chat in wanted:
+            if chat in taken:
                 run = self.runs[chat] = Run(chat)
                 run.task = asyncio.get_running_loop().create_task(self._answer(run), name=f"run-{chat}")
 
@@ -197,6 +207,9 @@ class Runner(space.DiskFull):
 
     def lease(self, chat: int) -> bool:
         return self.store.lease(chat, self.owner, self.lease_seconds)
+
+    def lease_many(self, chats: list[int]) -> set[int]:
+        return self.store.lease_many(chats, self.owner, self.lease_seconds)
 
     def release(self, chat: int) -> None:
         self.store.release(chat, self.owner)

@@ -72,6 +72,20 @@ class Runs(Base):
             )
             return cur.rowcount == 1
 
+    def lease_many(self, chats: list[int], owner: str, seconds: float) -> set[int]:
+        """`lease` of several conversations in one write: the ones taken (or kept)."""
+        if not chats:
+            return set()
+        t = dbm.now()
+        marks = ",".join("?" * len(chats))
+        with self.write() as db:
+            # the SELECT's WHERE also keeps SQLite from reading ON CONFLICT as a join's
+            return {r[0] for r in db.conn.execute(
+                f"""INSERT INTO runs (chat, owner, expires) SELECT id, ?, ? FROM conversations WHERE id IN ({marks})
+                    ON CONFLICT (chat) DO UPDATE SET owner = excluded.owner, expires = excluded.expires
+                    WHERE runs.expires < ? OR runs.owner = excluded.owner
+                    RETURNING chat""", [owner, t + seconds, *chats, t]).fetchall()}
+
     def release(self, chat: int, owner: str) -> None:
         with self.write() as db:
             db.conn.execute("DELETE FROM runs WHERE chat = ? AND owner = ?", [chat, owner])
