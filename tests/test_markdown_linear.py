@@ -6,6 +6,8 @@ may step over each character a bounded number of times, the same bound at 1,000 
 at 8,000 repetitions. Before, `_link` scanned to the end from every `[`: 4,000 `[` cost
 11-16 s a render.
 """
+from pathlib import Path
+
 import pytest
 
 from app import markdown
@@ -125,6 +127,10 @@ def test_a_growing_answer_parses_only_from_its_last_open_block():
 
 
 TRICKY = [
+    # a fence and a paragraph that grow without a parse (pieces._Open), and what ends them
+    "intro\n\n```python\n" + "".join(f"x{i} = '''{i}\nmore'''\n" for i in range(70)) + "```\n\nafter\n",
+    "intro\n\n" + "words and *more* words\n" * 40 + "then 1. not a list\n- a list\n\nend\n",
+    "intro\n\n" + "words " * 300 + "\n===\n\n~~~\ncode\n  ~~~ not\n~~~\n\nlast **words**\n",
     "intro\n\npara\n\\[\nb\n# h\n" + "word " * 150 + "\n" + "more " * 150 + "\n\\]\nafter\n\nend.\n",
     "intro\n\npara\n$$\nb\n# h\n" + "word " * 150 + "\n$$\nafter\n\nend para here.\n",
     "- a\n- b\n\n1\n\n1. x\n2. y\n\n" * 30,
@@ -149,3 +155,62 @@ def test_the_incremental_growing_render_is_the_whole_one(text, monkeypatch):
             whole = [b.html.replace('id="whole-', 'id="inc-')
                      for b in markdown.keyed(text[:end], "whole", growing=True)]
             assert inc == whole, (step, end, text[:end][-80:])
+
+
+CUT = [
+    "para one **bold\nstill** more\n1986. a\n\npara two _x_ [link](http://a.b) and\n```a`b\ntext\n\n- item\n- two\n\nend",
+    "intro\n\n```py\n" + "x = 1\n" * 30 + "```\n\nafter **bold** para\nline two *it* and `code`\n\n~~~\nplain\n~~~\n",
+    (Path(__file__).parent / "fixtures" / "long_answer.md").read_text(),
+]
+
+
+@pytest.mark.parametrize("text", CUT)
+def test_a_block_cut_without_a_parse_is_what_a_parse_gives(text, monkeypatch):
+    # growing._cut_block makes the tokens of a cut fence or paragraph from the first parse:
+    # the same render as parsing the cut text
+    from app.markdown import growing, incremental
+
+    for step in (7, 40):
+        renders = []
+        for cuts in (True, False):
+            monkeypatch.setattr(growing, "_CUTS", cuts)
+            incremental._HEADS.pop("cut", None)
+            blocks._GROWN.clear()
+            renders.append([[b.html for b in markdown.keyed(text[:end], "cut", growing=True)]
+                            for end in range(step, len(text) + step, step)])
+        assert renders[0] == renders[1]
+
+
+def _with_long_blocks(k: int) -> tuple[str, str]:
+    base = (Path(__file__).parent / "fixtures" / "long_answer.md").read_text()
+    fence = "```python\n" + "".join(f"def f{i}(x):\n    return x * {i}  # the {i}th\n" for i in range(40 * k)) + "```\n"
+    paragraph = " ".join(f"word{i} and *some* more" for i in range(80 * k)) + "\n"
+    return "\n\n".join([base] * (k // 2) + [fence, paragraph] + [base] * (k - k // 2)), fence
+
+
+@pytest.mark.parametrize("k", [1, 7])
+def test_each_character_of_a_growing_answer_is_parsed_and_rendered_a_bounded_number_of_times(k):
+    # ~3,000 and ~21,000 tokens with a fence of 40k lines and a paragraph of 80k phrases
+    # without a break, streamed 60 characters a render: the same bound per character at
+    # both sizes. Before pieces.py (the open block parsed whole at every render) it was
+    # 21-27x parsed; a whole parse of the answer at every render would be ~700x.
+    from app.markdown import code, growing, incremental
+
+    text, fence = _with_long_blocks(k)
+    html = "".join(b.html for b in markdown.keyed(text, "final"))
+    incremental._HEADS.pop("long", None)
+    blocks._GROWN.clear()
+
+    def counts():
+        return growing.PARSED[0], labels.SCANNED[0], code.HIGHLIGHTED[0], incremental.RENDERED[0]
+
+    before = counts()
+    for end in range(60, len(text) + 60, 60):
+        markdown.keyed(text[:end], "long", growing=True)
+    parsed, scanned, highlighted, rendered = (after - was for after, was in zip(counts(), before))
+    assert parsed <= 12 * len(text), parsed / len(text)  # block parser, and the checks standing for it
+    assert scanned <= 6 * len(text), scanned / len(text)  # the edge's label scans
+    assert highlighted <= 4 * len(text), highlighted / len(text)  # code given to Pygments
+    assert rendered <= 16 * len(html), rendered / len(html)  # HTML made, against the answer's
+    if k > 1:  # past a chunk of lines (code.FENCE_CHUNK) each line is lexed a bounded number of times
+        assert highlighted <= 5 * len(fence), highlighted / len(fence)

@@ -24,14 +24,11 @@ from markdown_it.rules_core.linkify import linkify as _core_linkify
 from markdown_it.rules_core.state_core import StateCore
 from markdown_it.rules_core.text_join import text_join as _core_text_join
 from markdown_it.token import Token
-from pygments import highlight as _pygments_highlight
-from pygments.formatters import HtmlFormatter
-from pygments.lexers import get_lexer_by_name
-from pygments.util import ClassNotFound
 
+from .code import CODE_CLASS  # noqa: F401  (the package exports it from here)
+from .code import _code_block, _highlight_growing, _highlighted, _lexer, _plain_code
 from .mathml import add_math
 
-CODE_CLASS = "hl"  # Pygments' cssclass; static/code.css styles `.hl`
 LINK_REL = "nofollow noopener noreferrer"
 _GROWING = "tabletalk.growing"  # env key: fences still streaming are highlighted
 # (growing.py sets it in the env of a growing render; _render_fence reads it)
@@ -61,61 +58,7 @@ class _Linkify(LinkifyIt):
 
 
 # --------------------------------------------------------------------------- code
-
-_FORMATTER = HtmlFormatter(cssclass=CODE_CLASS, wrapcode=True)
-_PRE = '<pre tabindex="0">'  # focusable: a long line scrolls with the keyboard
-_LANG_MAX = 32  # characters of a fence's language shown in its header
-
-
-def _code_head(lang: str) -> str:
-    """A code block's header: its language, and a Copy button (static/app.js copies the
-    nearest <code>; class js-only hides it where script does not run)."""
-    label = escapeHtml(lang[:_LANG_MAX]) if lang else ""
-    return (
-        f'<div class="code-head"><span class="lang">{label}</span>'
-        '<button type="button" class="copy js-only" data-copy="code">Copy</button></div>'
-    )
-
-
-def _code_block(lang: str, inner: str) -> str:
-    """The wrapper every code block has: header, then the (highlighted or plain) code,
-    last, so that a fence still streaming grows at the end of the block."""
-    return f'<div class="code">{_code_head(lang)}{inner}</div>'
-
-
-@functools.lru_cache(maxsize=256)
-def _lexer(name: str):
-    try:
-        return get_lexer_by_name(name, stripnl=False, ensurenl=True)
-    except (ClassNotFound, ValueError, TypeError):
-        return None
-
-
-def _highlight(lang: str, code: str) -> str | None:
-    """Highlighted HTML (no trailing newline), or None when Pygments has no lexer."""
-    lexer = _lexer(lang.lower())
-    if lexer is None:
-        return None
-    html = _pygments_highlight(code, lexer, _FORMATTER).rstrip("\n")
-    return html.replace("<pre>", _PRE, 1)
-
-
-_highlighted = functools.lru_cache(maxsize=512)(_highlight)
-# a fence still streaming (growing renders) is highlighted again for each new line: its
-# own cache, so that those prefixes do not push finished fences out of the one above
-_highlighted_growing = functools.lru_cache(maxsize=128)(_highlight)
-
-
-@functools.lru_cache(maxsize=64)
-def _highlight_shell(lang: str) -> str:
-    """What `_highlighted` wraps around the code, with no code in it."""
-    html = _highlighted(lang, "\n") or _plain_code("")
-    return html[: html.index("<code>") + 6] + html[html.rindex("</code>") :]
-
-
-def _plain_code(code: str) -> str:
-    return f'<div class="{CODE_CLASS}">{_PRE}<code>{escapeHtml(code)}</code></pre></div>'
-
+# (code.py: the code block's wrapper, Pygments' lexers and the highlight caches)
 
 def _fence_closed(state: StateBlock, start: int, markup: str) -> bool:
     """Whether the fence that just ended at state.line had its closing marker."""
@@ -282,9 +225,7 @@ def _fence_code(token: Token, lang: str, env) -> str:
     ):
         # growing: the fence holds whole lines only (see _stable_fence), highlighted as
         # they come; highlighting is per line, so each new line is an append
-        if not token.content:
-            return _highlight_shell(lang)
-        return str(_highlighted_growing(lang, token.content))
+        return _highlight_growing(lang, token.content)
     if lang and token.content and not token.meta.get("streaming"):
         html = _highlighted(lang, token.content)
         if html is not None:

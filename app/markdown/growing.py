@@ -12,6 +12,7 @@ last block itself stops is ``edge``'s, the inline part of it ``scan``'s. The res
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 from markdown_it.rules_core.state_core import StateCore
@@ -115,19 +116,21 @@ def _finish(tokens: list[Token], env: dict[str, Any]) -> list[Token]:
 
 
 def _growing_tokens(src: str, env: dict[str, Any], found: dict[str, Any] | None = None,
-                    grid: int | None = None) -> list[Token]:
+                    grid: int | None = None, parse: Callable[[str, dict[str, Any]], list[Token]] = _block_tokens,
+                    ) -> list[Token]:
     """Tokens of `src` (see _growing_source) as the growing render shows it. `found`,
     when given, receives what `_advance` needs: the region's first line ("line"), the
     line starts ("starts"), the block tokens before the region ("final": the full
     parse's, inline finished), the references the parse found ("refs"), where the last
-    block starts ("open")."""
+    block starts ("open"). `parse` makes the block tokens of `src` (incremental's keeps
+    the complete blocks it parsed before: pieces.py)."""
     if grid is None:
         grid = _package.REVEAL_STEP if _package.REVEAL_STEP > 1 else 0
     limit = len(src)  # this render's grid point
     env[_GROWING] = True
     known = dict(env.get("references") or {})  # defined before `src` (keyed's head)
     budget = env.get(_BUDGET, INLINE_BUDGET)
-    tokens = _block_tokens(src, env)
+    tokens = parse(src, env)
     spans = _top_level(tokens)
     starts = _line_starts(src)
     last_map = tokens[spans[-1][0]].map if spans else None
@@ -188,16 +191,51 @@ def _reparsed(stable: str, region: str, toks: list[Token], starts: list[int], or
         return []
     last = _top_level(toks)[-1][0]
     line = (toks[last].map or [0])[0]  # counted from the region's first line
-    if last and line and line < len(starts):
+    if line < len(starts):
         at = starts[line] - origin
-        if (len(stable) > at and not region[starts[line - 1] - origin:at].strip()
-                and stable.startswith(region[:at])):
-            tail = _block_tokens(stable[at:], env)
-            for token in tail:
-                if token.map:
-                    token.map = [token.map[0] + line, token.map[1] + line]
-            return toks[:last] + tail
+        blank = bool(line) and not region[starts[line - 1] - origin:at].strip()
+        if len(stable) > at and stable.startswith(region[:at]):
+            cut = _cut_block(stable, region, at, toks[last:], blank) if _CUTS else None
+            if cut is not None:
+                return toks[:last] + cut
+            if last and blank:
+                tail = _block_tokens(stable[at:], env)
+                for token in tail:
+                    if token.map:
+                        token.map = [token.map[0] + line, token.map[1] + line]
+                return toks[:last] + tail
     return _block_tokens(stable, env)
+
+
+_CUTS = True  # tests compare with a parse of the cut text (tests/test_markdown_linear.py)
+
+
+def _cut_block(stable: str, region: str, at: int, block: list[Token], blank: bool) -> list[Token] | None:
+    """The tokens of the region's last block (`block`, starting at `at`) cut as `stable`
+    cuts it, without a parse, where that is what a parse gives: a fence still open at the
+    margin cut at a line (its content is the lines after its opening line, as they are),
+    and a paragraph at the margin after a blank line whose last line starts with a
+    letter, so that no block rule can start there (its content is its lines, stripped).
+    None: parse it."""
+    first = block[0]
+    if (first.type == "fence" and len(block) == 1 and first.meta.get("streaming")
+            and region[at] in "`~" and region.startswith(stable)):
+        opened = stable.find("\n", at) + 1
+        if not opened or not stable.endswith("\n"):
+            return None
+        content = stable[opened:]
+        start = (first.map or [0])[0]
+        return [first.copy(content=content, map=[start, start + 1 + content.count("\n")])]
+    if (first.type == "paragraph_open" and first.level == 0 and blank and len(block) == 3
+            and block[1].type == "inline"):
+        tail = stable[at:]
+        lead = tail[tail.rfind("\n") + 1:].lstrip(" ")[:1]
+        if "\n\n" in tail or not lead.isalpha():
+            return None
+        start = (first.map or [0])[0]
+        inline = block[1].copy(content=tail.strip(), map=[start, start + 1 + tail.count("\n")])
+        return [first, inline, block[2]]
+    return None
 
 
 def _stable_region(

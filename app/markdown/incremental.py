@@ -18,6 +18,7 @@ from markdown_it.token import Token
 from .. import markdown as _package
 from .engine import _BUDGET, _GROWING, INLINE_BUDGET, _md, _top_level, spend
 from .growing import _NEWLINES, _finish, _growing_tokens
+from .pieces import Pieces
 
 
 def _growing_source(text: str, key: str | None = None) -> str:
@@ -73,7 +74,7 @@ class _Head:
     cached by content)."""
 
     __slots__ = ("guard", "chars", "lines", "tokens", "blocks", "refs", "shown_refs", "html",
-                 "left", "last", "cut", "open_at")
+                 "left", "last", "cut", "open_at", "pieces", "rendered")
 
     def __init__(self) -> None:
         self.guard = ""  # a later text must start with this for the head to hold
@@ -87,6 +88,8 @@ class _Head:
         self.last = ""  # the last source rendered for the key
         self.cut = 0  # its length
         self.open_at = 0  # where that render's last block started
+        self.pieces = Pieces()  # the complete blocks after the head, parsed (pieces.py)
+        self.rendered: dict[int, tuple] = {}  # the last render's blocks after the head: _rendered
 
 
 _HEADS: dict[str, _Head] = {}  # per key (an item's dom id); the oldest dropped first
@@ -106,7 +109,8 @@ def _growing_inner(src: str, key: str) -> list[str]:
     env: dict[str, Any] = {"references": dict(head.refs)} if head.refs else {}
     env[_BUDGET] = head.left
     found: dict[str, Any] = {}
-    tokens = _growing_tokens(src[head.chars:], env, found, step)
+    tokens = _growing_tokens(src[head.chars:], env, found, step,
+                             lambda text, env, p=head.pieces, at=head.chars, line=head.lines: p.parse(text, env, at, line))
     refs = env.get("references") or {}
     if head.html and _defined(head.shown_refs) != _defined(refs):
         # a definition arrived: links in the head's blocks may resolve now
@@ -114,9 +118,10 @@ def _growing_inner(src: str, key: str) -> list[str]:
         _finish(head.tokens, again)
         head.html = _rendered(head.tokens, again)
         head.shown_refs = dict(refs)
-    tail = _rendered(tokens, env)
+    tail = _rendered(tokens, env, head.rendered, repr(sorted(_defined(refs).items())) if refs else "")
     inner = head.html + tail
     _advance(head, src, found, tail, refs)
+    head.pieces.keep(head.chars)
     head.last, head.cut = src, len(src)
     if key in _HEADS:
         del _HEADS[key]  # (re)inserted last: the dict's order is its age
@@ -131,11 +136,31 @@ def _defined(refs: dict[str, Any]) -> dict[str, tuple]:
     return {label: (ref.get("href"), ref.get("title")) for label, ref in refs.items()}
 
 
-def _rendered(tokens: list[Token], env: dict[str, Any]) -> list[str]:
+# Characters of HTML the growing render made (not taken from a memo): the tests' count.
+RENDERED = [0]
+
+
+def _rendered(tokens: list[Token], env: dict[str, Any], memo: dict[int, tuple] | None = None,
+              refs: str = "") -> list[str]:
+    """Each top-level block's inner HTML. With `memo` (a head's): a block made of the same
+    token objects as at the last render (a piece's, pieces.py), with the same references,
+    is not rendered again; `memo` is left holding this render's blocks."""
     out = []
+    kept = {}
     for start, end in _top_level(tokens):
-        inner = _md.renderer.render(tokens[start:end], _md.options, env)
-        out.append(inner[:-1] if inner.endswith("\n") else inner)
+        first, last = tokens[start], tokens[end - 1]
+        hit = memo.get(id(first)) if memo is not None else None
+        if hit is not None and hit[0] is first and hit[1] is last and hit[2] == end - start and hit[3] == refs:
+            inner = hit[4]
+        else:
+            inner = _md.renderer.render(tokens[start:end], _md.options, env)
+            inner = inner[:-1] if inner.endswith("\n") else inner
+            RENDERED[0] += len(inner)
+        kept[id(first)] = (first, last, end - start, refs, inner)  # (the tokens kept alive: ids stay theirs)
+        out.append(inner)
+    if memo is not None:
+        memo.clear()
+        memo.update(kept)
     return out
 
 
