@@ -472,3 +472,30 @@ def test_an_installs_key_from_its_data_folder_still_signs_its_forms(make_client,
         page = soup(client.get("/"))
         session = client.cookies.get(COOKIE)
         assert page.select_one('input[name="_csrf_token"]')["value"] == csrf.make(b"k" * 64, "session", session)
+
+
+def test_the_account_people_and_agent_forms_answer_htmx_and_plain_forms_alike(client, data):
+    """One shape for every form (request.go): a plain form gets a 303 to the next page, the
+    same form sent by htmx a 204 with HX-Redirect to it (a 303 followed by htmx would swap a
+    whole page into the form)."""
+    def both(path, fields, to: str):
+        for headers in ({}, {"HX-Request": "true"}):
+            path_now, fields_now = (path(), fields()) if callable(path) else (path, fields)
+            r = client.post(path_now, data={"_csrf_token": csrf(client), **fields_now}, headers=headers,
+                            follow_redirects=False)
+            if headers:
+                assert (r.status_code, r.headers.get("hx-redirect"), r.text) == (204, to, "")
+            else:
+                assert (r.status_code, r.headers.get("location")) == (303, to)
+
+    both("/account/theme", {"theme": "dark"}, "/account?saved=theme")
+    names = iter(["Bea", "Cy"])
+    both(lambda: "/people", lambda: {"name": next(names), "password": "a good password"}, "/people?saved=added")
+    people = iter(db_rows(data, "SELECT id FROM people WHERE owner = 0 ORDER BY id"))
+    both(lambda: f"/people/{next(people)[0]}/delete", dict, "/people?saved=removed")
+    assert db_rows(data, "SELECT count(*) FROM people") == [(1,)]
+    client.post("/agents", data={"_csrf_token": csrf(client), "name": "One"})
+    client.post("/agents", data={"_csrf_token": csrf(client), "name": "Two"})
+    [me] = db_rows(data, "SELECT id FROM people WHERE owner = 1")
+    agents = iter(db_rows(data, "SELECT id FROM assistants WHERE person = ? ORDER BY id DESC", me))
+    both(lambda: f"/agents/{next(agents)[0]}/delete", dict, "/agents?saved=agent-deleted")

@@ -26,7 +26,7 @@ FIELD_MAX = 1_000
 
 
 def signed_in(request: Request, token: str, to: str) -> Response:
-    response = Redirect(local_path(to), status_code=303)
+    response = go(request, local_path(to))
     response.set_cookie(COOKIE, token, max_age=SESSION_SECONDS, path="/", httponly=True, samesite="lax",
                         secure=secure(request))
     response.delete_cookie(csrf.PRE_COOKIE, path="/")  # its token goes with it: the session's is new
@@ -154,7 +154,7 @@ async def set_theme(request: Request) -> Response:
         People(state(request).store).set_theme(me(request).id, theme)
     except AccountError as e:
         return account_view(request, 400, theme_error=str(e))
-    return Redirect("/account?saved=theme", status_code=303)
+    return go(request, "/account?saved=theme")
 
 
 @post("/account")
@@ -209,7 +209,7 @@ async def add_person(request: Request) -> Response:
     except AccountError as e:
         return render.page(request, "people.html", status_code=400, people=people.all(), name=name[:NAME_MAX],
                            error=str(e), name_max=NAME_MAX, saved="")
-    return Redirect("/people?saved=added", status_code=303)
+    return go(request, "/people?saved=added")
 
 
 @get("/people/{person_id:str}/delete")
@@ -229,7 +229,7 @@ async def remove_person(request: Request, person_id: FromPath[str]) -> Response:
     s.feed.drop(person=found.id)
     for chat in theirs:  # as when a conversation is deleted: its run here stops at once
         s.runner.drop(chat)
-    return Redirect("/people?saved=removed", status_code=303)
+    return go(request, "/people?saved=removed")
 
 
 routes = [setup_page, set_up, signin_page, sign_in, sign_out, account_page, set_theme, change_password,

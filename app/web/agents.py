@@ -5,7 +5,6 @@ from __future__ import annotations
 from litestar import Request, Response, get, post
 from litestar.exceptions import HTTPException, NotFoundException
 from litestar.params import FromPath, FromQuery
-from litestar.response import Redirect
 
 from ..plugins import tools as mcp
 from ..tables import Assistant, NAME_MAX, check_name
@@ -230,7 +229,7 @@ async def delete_agent(request: Request, agent_id: FromPath[str]) -> Response:
         return delete_view(request, s, agent, 409, "This is your only agent: make another before deleting it.")
     s.store.delete_agent(agent.id)
     plugin_pages.forget_listings(s)
-    return Redirect("/agents?saved=agent-deleted", status_code=303)
+    return go(request, "/agents?saved=agent-deleted")
 
 
 routes = [agents, create_agent, agent_page, save_settings, save_tools, *plugin_pages.routes,
