@@ -93,7 +93,7 @@ def build(data: Path) -> dict:
     rev = dbm.current_rev(db)
     top = db.conn.execute("SELECT max(id) FROM items").fetchone()[0]
     db.conn.close()
-    return {"chats": [chat.id, other.id], "gone": gone.id, "file": file_id, "rev": rev, "top": top,
+    return {"chats": [chat.id, other.id], "gone": gone.id, "planner": planner.id, "file": file_id, "rev": rev, "top": top,
             "tokens": tokens}
 
 
@@ -136,6 +136,12 @@ def log_of(client: httpx.Client, chat: int) -> list[tuple[str, str]]:
             if re.fullmatch(r"i\d+", el["id"])]
 
 
+def words_of(client: httpx.Client, path: str) -> str:
+    """A page's main text, as a person reads it (the sidebar and forms' tokens aside)."""
+    main = soup(client.get(path)).select_one("main")
+    return " ".join(main.get_text(" ").split())
+
+
 def found(client: httpx.Client, words: str) -> list[str]:
     page = soup(client.get("/search", params={"q": words}))
     return sorted(a["href"] for a in page.select("a[href^='/c/']") if re.fullmatch(r"/c/\d+", a["href"]))
@@ -150,6 +156,8 @@ def test_an_install_moved_is_served_from_postgresql_as_it_was(data, env, pg_url,
         with a.client(timeout=10) as c:
             pages = {chat: log_of(c, chat) for chat in made["chats"][:1]}
             searched = {w: found(c, w) for w in ("cafe", "quay", "Omega", "lighthouse")}
+            settings = {path: words_of(c, path) for path in ("/agents", f"/agents/{made['planner']}?tab=plugins",
+                                                        f"/agents/{made['planner']}?tab=memory", "/skills")}
         with httpx.Client(base_url=a.url, cookies={"tabletalk_session": made["tokens"]["ada"]}, timeout=10) as c:
             # the NUL Ada's message holds is the one change a move makes: PostgreSQL's text holds none
             pages[made["chats"][1]] = [(i, t.replace("\x00", "\ufffd")) for i, t in log_of(c, made["chats"][1])]
@@ -160,6 +168,9 @@ def test_an_install_moved_is_served_from_postgresql_as_it_was(data, env, pg_url,
     finally:
         a.stop()
     assert picture == PNG and all(pages.values()) and all(searched.values())
+    assert "Planner" in settings["/agents"] and "summarise" in settings["/skills"]
+    assert "Notes" in settings[f"/agents/{made['planner']}?tab=plugins"]
+    assert "short plans" in settings[f"/agents/{made['planner']}?tab=memory"]
     before_counts = counts(data / "tabletalk.db")
     sqlite_file = (data / "tabletalk.db").read_bytes()
     made["rev"] = rows_of(data / "tabletalk.db", "SELECT rev FROM revs")[0]["rev"]  # server A wrote some too
@@ -188,6 +199,7 @@ def test_an_install_moved_is_served_from_postgresql_as_it_was(data, env, pg_url,
         with b.client(timeout=10) as c:
             assert log_of(c, made["chats"][0]) == pages[made["chats"][0]]
             assert {w: found(c, w) for w in searched} == searched
+            assert {path: words_of(c, path) for path in settings} == settings  # agents, memory, plugin, skills
             assert c.get(f"/c/{made['chats'][1]}").status_code == 404, "Ada's conversation is hers alone"
             assert c.get(f"/c/{made['gone']}").status_code == 404
         with httpx.Client(base_url=b.url, cookies={"tabletalk_session": made["tokens"]["ada"]}, timeout=10) as c:
