@@ -138,7 +138,11 @@ def _snapshot(database: Path, say: Callable[[str], None]) -> Iterator[sqlite_uti
 
 def _refuse_unless_empty(target, url: str, counts: dict[str, int]) -> None:
     done = sql.applied(target)
-    if done is None:
+    if done is None:  # no Tabletalk tables: empty, whatever its migrations will write into it
+        others = target.table_names()
+        if others:
+            raise MoveError(f"{masked(url)} holds tables that are not Tabletalk's ({', '.join(others[:8])}"
+                            f"{', ...' if len(others) > 8 else ''}): move into a database of its own, new and empty")
         return
     newer = [n for n in done if n not in {fn.__name__ for fn in pg_schema.MIGRATIONS}]
     if newer:
@@ -196,7 +200,7 @@ def move(config: Config, url: str, say: Callable[[str], None] = print) -> Moved:
                 raise _rights(url, e) from None
             say(f"{masked(url)}: empty; " + (f"migrated ({len(applied)} migrations)" if applied else "migrated already"))
             try:
-                moved = _copy(source, target, tables, config.files, say)
+                moved = _copy(source, target, tables, config.files, sql.held(target), say)
             except psycopg.errors.InsufficientPrivilege as e:
                 raise _rights(url, e) from None
             sql.analyze(target, tables)
@@ -206,11 +210,12 @@ def move(config: Config, url: str, say: Callable[[str], None] = print) -> Moved:
     return moved
 
 
-def _copy(source: sqlite_utils.Database, target, tables: list[sql.Table], files: Path,
+def _copy(source: sqlite_utils.Database, target, tables: list[sql.Table], files: Path, seeded: dict[str, int],
           say: Callable[[str], None]) -> Moved:
+    """The copy in one write; `seeded`: what the target held once migrated (its migrations' rows)."""
     moved = Moved("")
     with target.write():
-        if sql.held(target):  # a server started on it since the check above
+        if sql.held(target) != seeded:  # a server started on it since
             raise MoveError("the database was written to while the move began: nothing was changed")
         missing = {t.name: [c.name for c in t.columns if c.name not in sql.target_columns(target, t.name)]
                    for t in tables}

@@ -282,6 +282,17 @@ def test_a_database_with_rows_is_refused_and_left_alone(data, pg_url):
     assert counts(pg_url) == before
 
 
+def test_a_database_of_another_app_is_refused(data, pg_url):
+    import psycopg
+
+    build(data)
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("CREATE TABLE invoices (id int)")
+    out = move_to(data, pg_url)
+    assert out.returncode != 0 and "holds tables that are not Tabletalk's (invoices)" in out.stderr, out.stderr
+    assert counts(pg_url) == {"invoices": 0}
+
+
 def test_a_database_migrated_but_empty_is_taken(data, pg_url):
     """`tabletalk migrate` on the new database first (its seed rows: the default agent, the
     counter, the built-in model's row) still counts as empty."""
