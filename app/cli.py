@@ -178,6 +178,8 @@ def main(argv: list[str] | None = None) -> None:
             moved = move.move(config, args.url)
         except move.MoveError as e:
             raise SystemExit(f"tabletalk move-to: {e}") from None
+        except KeyboardInterrupt:  # the copy's transaction rolled back, the snapshot removed
+            raise SystemExit("tabletalk move-to: stopped (Ctrl-C); nothing was kept, run it again to move") from None
         print(move.next_steps(config, moved))
     elif args.command == "model":
         model_install(configuration.load())

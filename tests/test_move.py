@@ -491,3 +491,31 @@ def test_the_form_key_of_an_older_install_moves_from_its_file(data, pg_url):
     assert rows_of(pg_url, "SELECT value FROM secrets WHERE name = 'secret.key'") == \
         [{"value": "an older install's key, kept in its data folder"}]
     assert rows_of(data / "tabletalk.db", "SELECT count(*) AS n FROM secrets") == [{"n": 0}], "SQLite's file untouched"
+
+
+def test_ctrl_c_during_the_copy_keeps_nothing(data, pg_url):
+    """Interrupted while the rows go in (SIGINT as Ctrl-C sends it): the copy's transaction
+    rolls back, the snapshot goes, and a second run moves the install."""
+    import signal
+
+    made = build(data)
+    from app.store import db as dbm
+
+    db = dbm.connect(data / "tabletalk.db")
+    with dbm.write(db):  # enough rows that the copy is still under way when the signal comes
+        db.conn.executemany("INSERT INTO items (chat, kind, text, done, created, updated, rev) "
+                            "VALUES (?, 'user', ?, 1, 0, 0, 1)", [(made["chats"][0], "x" * 2000)] * 60_000)
+    db.conn.close()
+    settings = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"} | {"TABLETALK_DATA": str(data)}
+    proc = subprocess.Popen([sys.executable, "-m", "app.cli", "move-to", pg_url], cwd=ROOT, env=settings,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    line = ""
+    while "items" not in line:  # the items' COPY has begun
+        line = proc.stdout.readline()
+        assert line or proc.poll() is None, proc.stderr.read()
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode != 0 and "stopped (Ctrl-C); nothing was kept" in err, err
+    assert counts(pg_url)["items"] == 0 and not list(data.glob(".move-to-*"))
+    assert move_to(data, pg_url).returncode == 0
+    assert counts(pg_url)["items"] == counts(data / "tabletalk.db")["items"] > 60_000
