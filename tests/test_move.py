@@ -519,3 +519,22 @@ def test_ctrl_c_during_the_copy_keeps_nothing(data, pg_url):
     assert counts(pg_url)["items"] == 0 and not list(data.glob(".move-to-*"))
     assert move_to(data, pg_url).returncode == 0
     assert counts(pg_url)["items"] == counts(data / "tabletalk.db")["items"] > 60_000
+
+
+def test_a_server_that_never_answers_is_given_up_on(data):
+    """An address that takes the connection and says nothing (a firewall, a wrong port on a
+    busy host): move-to gives up after its connect timeout, in words."""
+    import socket
+
+    build(data)
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(5)  # accepted by the kernel, never answered
+    try:
+        started = time.monotonic()
+        out = move_to(data, f"postgresql://someone@127.0.0.1:{silent.getsockname()[1]}/tabletalk")
+        took = time.monotonic() - started
+    finally:
+        silent.close()
+    assert out.returncode != 0 and "cannot connect to" in out.stderr and "timeout" in out.stderr.lower(), out.stderr
+    assert took < 60
