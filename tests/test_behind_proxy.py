@@ -2,7 +2,8 @@
 `tabletalk serve` processes on one database, each with a data folder of its own, behind a
 round-robin reverse proxy (written here: asyncio on 127.0.0.1, each request to the next
 server, responses streamed through unbuffered, X-Forwarded-For appended). A person signs in,
-sends a message and follows the answer live, whichever server each request lands on."""
+sends a message with a file and follows the answer live, whichever server each request lands
+on, and downloads the file from both."""
 from __future__ import annotations
 
 import asyncio
@@ -128,6 +129,7 @@ def test_a_person_signs_in_asks_and_follows_the_answer_through_the_proxy(behind_
         home = person.get("/")
         assert home.status_code == 200 and "Sign out" in home.text
         started = person.post("/c", data={"_csrf_token": token_of(home.text), "text": "Say the words"},
+                              files={"file": ("notes.txt", b"notes sent through one server", "text/plain")},
                               follow_redirects=False)
         assert started.status_code == 303, started.text
         chat = started.headers["location"]
@@ -146,7 +148,11 @@ def test_a_person_signs_in_asks_and_follows_the_answer_through_the_proxy(behind_
                         break
         assert len(messages) > 2, "the answer came in pieces, live"
         wait_for(lambda: rows(data, "SELECT done FROM items WHERE kind = 'text'") == [{"done": 1}], 20)
-        assert person.get(chat).text.count("w59") == 1
+        page = person.get(chat).text
+        assert page.count("w59") == 1
+        attached = re.search(r'href="(/files/\d+)', page).group(1)
+        for _ in proxy.backends:  # the attachment, from each server in turn
+            assert person.get(attached).content == b"notes sent through one server"
     assert rows(data, "SELECT text FROM items WHERE kind = 'text'") == [{"text": words}], "answered once"
     assert len(fake.streamed) == 1
     assert all(proxy.served), f"both servers took requests: {proxy.served}"
