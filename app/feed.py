@@ -271,6 +271,8 @@ class Feed:
 
             if self.render:
                 for chat in by_chat.keys() | convo_of.keys() | gone.keys() | set(contexts):
+                    if chat in contexts:  # the context meter moved: the renderer reads the state again
+                        self.sent.setdefault(chat, {}).pop("state", None)
                     changes = (self.store, chat, by_chat.get(chat, []), convo_of.get(chat), gone.get(chat, []))
                     group = tuple(self.followers.get(chat, ()))
                     # the diff is made (and encoded) once for every follower in step, and keeps

@@ -87,8 +87,20 @@ def body_blocks(it: Item) -> tuple[Block, ...]:
 
 
 def item_parts(it: Item, view: View = View()) -> Parts:
-    shell = fragment("_item.html", it=it, view=view, slot_state=Markup(SLOT_STATE), slot_body=Markup(SLOT_BODY))
+    if it.kind in MARKDOWN_KINDS:  # their shell reads only these fields, never the view
+        shell = _markdown_shell(it.kind, it.id, it.turn, it.read_after, it.steer, it.state, it.done, it.thought)
+    else:
+        shell = fragment("_item.html", it=it, view=view, slot_state=Markup(SLOT_STATE), slot_body=Markup(SLOT_BODY))
     return Parts(shell, state_html(it), body_blocks(it))
+
+
+@functools.lru_cache(maxsize=512)
+def _markdown_shell(kind: str, id_: int | None, turn: int, read_after: int, steer: bool, state: str, done: bool,
+                    thought: float) -> str:
+    """The shell of a text, reasoning or plan item (templates/_item.html): rendered once per
+    distinct state, not at every message of a growing answer."""
+    it = Item(kind, id=id_, turn=turn, read_after=read_after, steer=steer, state=state, done=done, thought=thought)
+    return fragment("_item.html", it=it, view=View(), slot_state=Markup(SLOT_STATE), slot_body=Markup(SLOT_BODY))
 
 
 def answer_html(chat: int, step: Step, version: list[Item]) -> str:
@@ -238,7 +250,14 @@ def chat_changes(store: Store, chat: int, items: list[Item], convo: Conversation
     if f"c{chat}" in gone:  # the conversation itself was deleted: say so, take the composer away
         return DELETED
     parts_out = [removal(dom) for dom in gone]
-    state = store.chat_state(chat)
+    # Only growing text of items followers have: the conversation's state is as it was (a run
+    # starts, ends, waits or is decided by other rows; the context meter by its own row, and
+    # the feed drops the kept state when that changes). Else it is read again.
+    grown = (sent is not None and "state" in sent and items and convo is None and not gone
+             and all(it.kind in MARKDOWN_KINDS and not it.done and it.id in sent for it in items))
+    state = sent["state"] if grown else store.chat_state(chat)
+    if sent is not None:
+        sent["state"] = state
     # The path changes only with a user or retry row (an edit, Again, a pager's choice, a
     # message): then it is read again, and when it is not the one followers have with turns
     # added at its end, #items is sent whole (branches are few, and rarely switched).
