@@ -8,7 +8,7 @@ import pytest
 from bs4 import BeautifulSoup
 
 from app import files as filestore
-from tests.conftest import ENGINES, database, csrf, new_chat, on_both_engines, start_chat, wait_for
+from tests.conftest import ENGINES, database, csrf, idle, new_chat, on_both_engines, start_chat, wait_for
 from tests.fakes.openai_server import text
 
 
@@ -330,6 +330,7 @@ def test_a_file_at_the_limit_is_taken_whole_and_one_byte_more_is_refused_leaving
         [fid] = file_ids(client, chat)
         got = client.get(f"/files/{fid}")
         assert got.content == whole and got.headers["content-length"] == str(limit)
+        idle(client, chat)  # its answer written, so the counts below are the refusal's alone
         before = counts(client)
         r = send(client, chat, [("over.bin", os.urandom(limit + 1), "application/octet-stream")])
         assert r.status_code == 413 and "“over.bin” is too large: at most 300,000 bytes a file." in r.text
