@@ -36,6 +36,8 @@ _GROWN_MAX = 64
 # their Blocks are kept too, so a render makes only its changed blocks, and comparing the
 # rest with what a page has (diff.block_changes) is a pointer check, not a copy and a
 # compare of the whole answer's HTML at every flush.
+_FINAL: dict[str, tuple[str, tuple[Block, ...]]] = {}  # key -> (text, blocks) of its last final render
+_FINAL_MAX = 64
 _WRAPPED: dict[str, tuple[list[str], list[Block]]] = {}  # key -> (inner HTML, blocks)
 _WRAPPED_MAX = 256
 
@@ -91,6 +93,12 @@ def keyed(text: str, key: str, growing: bool = False) -> list[Block]:
             return list(found[1])
         parts = _growing_inner(src, key)
     else:
+        # a finished answer is rendered by the feed's message, for a page that just caught
+        # up, and for the words a screen reader hears (web/live.announcement): once
+        final = _FINAL.pop(key, None)
+        if final is not None and final[0] == text:
+            _FINAL[key] = final
+            return list(final[1])
         env: dict[str, Any] = {}
         tokens = _md.parse(text, env)
         renderer = _md.renderer
@@ -103,6 +111,9 @@ def keyed(text: str, key: str, growing: bool = False) -> list[Block]:
         blocks = _wrapped(parts, key, safe_key)
     else:
         blocks = [_block(key, safe_key, n, inner) for n, inner in enumerate(parts)]
+        if len(_FINAL) >= _FINAL_MAX:
+            _FINAL.pop(next(iter(_FINAL)))
+        _FINAL[key] = (text, tuple(blocks))
     if growing:
         if len(_GROWN) >= _GROWN_MAX:
             _GROWN.pop(next(iter(_GROWN)))

@@ -336,7 +336,10 @@ def announcement(last: Item | None) -> str:
         return "Answer finished."
     if last.kind == "stop":
         return "Stopped."
-    words = " ".join(Markup(markdown.render(last.text or "")).striptags().split())
+    # the blocks the feed's message rendered just now (markdown.keyed keeps the last final
+    # render per key), not a second whole render: the same words
+    html = " ".join(b.html for b in markdown.keyed(last.text or "", item_dom_id(last)))
+    words = " ".join(Markup(html).striptags().split())
     if len(words) > ANNOUNCED:
         words = words[:ANNOUNCED].rsplit(" ", 1)[0] + "…"
     return f"{'Answer finished' if last.kind == 'text' else 'The answer ended with an error'}: {words}"
