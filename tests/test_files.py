@@ -41,8 +41,9 @@ def send(client, chat, files, text_="See these", **headers):
 
 
 def counts(client) -> tuple[int, int]:
-    store = client.app.state.tabletalk.store
-    return (store.one("SELECT count(*) FROM files")[0], store.one("SELECT count(*) FROM items")[0])
+    conn = client.app.state.tabletalk.store.db.conn
+    files, items = (conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0] for table in ("files", "items"))
+    return files, items
 
 
 def file_ids(client, chat) -> list[int]:
@@ -182,7 +183,7 @@ def test_the_same_bytes_are_stored_once(client):
     send(client, chat, [("one.txt", data, "text/plain")])
     send(client, chat, [("two.txt", data, "text/plain")])
     store = client.app.state.tabletalk.store
-    rows = store.all("SELECT name, sha256, size FROM files ORDER BY id")
+    rows = store.db.conn.execute("SELECT name, sha256, size FROM files ORDER BY id").fetchall()
     assert [r["name"] for r in rows] == ["one.txt", "two.txt"]
     assert rows[0]["sha256"] == rows[1]["sha256"] == filestore.digest(data)
     assert held(store) == [data]
