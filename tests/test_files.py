@@ -21,7 +21,8 @@ def env(request, env, monkeypatch):
 def held(store) -> list[bytes]:
     """Every content the store holds, whichever engine keeps it."""
     if store.blobs.transactional:
-        return [store.blobs.read(r[0]) for r in store.all("SELECT sha256 FROM blobs ORDER BY sha256")]
+        found = store.db.conn.execute("SELECT sha256 FROM blobs ORDER BY sha256").fetchall()
+        return [store.blobs.read(r[0]) for r in found]
     root: Path = store.blobs.root
     assert not list(root.rglob(".tmp-*")), "no temporary file left"
     return [p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()]
