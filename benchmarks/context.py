@@ -182,7 +182,7 @@ def build_time(items: int) -> list[tuple[str, str]]:
     store = Store(dbm.connect(folder / "tabletalk.db"))
     dbm.migrate(store.db)
     chat, user = big_conversation(store, items)
-    count = store.one("SELECT count(*) FROM items WHERE chat = ?", [chat])[0]
+    count = store.db.conn.execute("SELECT count(*) FROM items WHERE chat = ?", [chat]).fetchone()[0]
     out = [("conversation size", f"{count:,} items")]
     for label, size in (("a window that holds it all", 50_000_000), ("a 32k window", 32_768)):
         times_first, times_next = [], []

@@ -29,13 +29,23 @@
   });
 
   // After htmx posted the composer, empty it; the feed brings the message onto the page.
+  // Only of what that post carried (htmx read the form when it was sent): a message typed
+  // while the post was on its way is the next one and stays in the box (its files too).
   document.addEventListener("htmx:after:request", function (e) {
     var form = e.target;
     if (!form || form.id !== "composer") return;
     var ctx = e.detail && e.detail.ctx;
     var ok = ctx && ctx.response && ctx.response.status < 400;
-    if (ok) { form.reset(); var t = form.querySelector("textarea"); if (t) t.focus(); }
+    if (!ok) return;
+    var body = ctx.request && ctx.request.body, t = form.querySelector("textarea");
+    var sent = body && typeof body.get === "function" ? body.get("text") : null;
+    if (sent === null || !t || lines(t.value) === lines(sent)) { form.reset(); if (t) t.focus(); return; }
+    var gone = (body.getAll("file") || []).map(fileKey);
+    picked = picked.filter(function (f) { return gone.indexOf(fileKey(f)) < 0; });
+    if (canSet) setFiles(form);
   });
+  function lines(text) { return String(text).replace(/\r\n?/g, "\n"); }
+  function fileKey(f) { return f && f.name !== undefined ? f.name + "/" + f.size + "/" + f.lastModified : ""; }
 
   // --- The composer: auto-size, picked files as chips, drag and drop, paste, sticky pickers ---
   // Without script the same form works as it is: CSS sizes the box (field-sizing), the native

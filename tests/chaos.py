@@ -149,8 +149,8 @@ class Chaos:
         try:
             while not self._stop.wait(0.2):
                 try:
-                    for r in store.all("SELECT id FROM items WHERE kind = 'call' AND state = 'approval' "
-                                       "AND created < ?", [time.time() - self.approve_after]):
+                    for r in store.db.conn.execute("SELECT id FROM items WHERE kind = 'call' AND state = 'approval' "
+                                                   "AND created < ?", [time.time() - self.approve_after]).fetchall():
                         with store.write():
                             if store.item(r[0]).state == "approval":
                                 store.update(r[0], state="approved")

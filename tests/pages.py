@@ -169,7 +169,7 @@ class World:
             skill = store.skills()[0].id
             guest = next(p.id for p in People(store).all() if p.name == "someone")
             asking, ask = _plugin_asks(store)
-            done_turn = store.one("SELECT min(id) FROM items WHERE chat = ? AND kind = 'user'", [done])[0]
+            done_turn = store.db.conn.execute("SELECT min(id) FROM items WHERE chat = ? AND kind = 'user'", [done]).fetchone()[0]
         finally:
             db.conn.close()
         self.ids = {"done": done, "done_turn": done_turn, "waiting": waiting, "running": running,

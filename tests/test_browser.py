@@ -44,6 +44,33 @@ def test_enter_sends_and_the_answer_streams_in_without_a_reload(page, served, fa
     assert items_of(page) == live
 
 
+
+def test_a_message_typed_while_the_last_one_is_on_its_way_is_kept(page, served, fake):
+    """The composer empties of what it sent only: a second message typed before the first
+    post answered stays in the box (the reset after the first emptied it, and Enter then
+    sent nothing), and is sent with the next Enter."""
+    fake.script("First.", "Second.")
+    page.goto(served.empty_chat())
+    held = []
+    page.route("**/ask", lambda route: held.append(route))  # the first post waits here until the second is typed
+    box = page.locator("#composer textarea")
+    box.fill("One")
+    box.press("Enter")
+    for _ in range(200):
+        if held:
+            break
+        page.wait_for_timeout(50)
+    assert len(held) == 1
+    box.fill("Two")
+    held[0].continue_()
+    page.unroute("**/ask")
+    expect(page.locator("#items > article.user .body")).to_have_text(["One"])
+    page.locator("#items > article.text .state.done").wait_for(state="attached", timeout=15_000)
+    expect(box).to_have_value("Two")
+    box.press("Enter")
+    expect(page.locator("#items > article.user .body")).to_have_text(["One", "Two"])
+    expect(box).to_have_value("")
+
 def live_part(page):
     """Without JavaScript, where the conversation shows: in the self-refreshing frame while a
     run goes (not while it waits for a decision), else in the page."""

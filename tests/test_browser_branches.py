@@ -1,9 +1,11 @@
 """Actions on messages, edits with branches and Again's pager, in Debian's Chromium (JS on and off)."""
+import threading
+
 import pytest
 from playwright.sync_api import expect
 
 from tests.conftest import Served
-from tests.fakes.openai_server import delay, text
+from tests.fakes.openai_server import hold, text
 from tests.test_browser import fresh_items, items_of
 
 pytestmark = pytest.mark.browser
@@ -28,9 +30,16 @@ def start(page, words: str):
 
 
 def say(page, words: str):
+    sent(page, words)
+    idle(page)
+
+
+def sent(page, words: str):
+    """Send a message and wait for the feed to bring it: until then the status on the page is
+    the one before it (not running), and the next message typed could race the post."""
     page.locator("#composer textarea").fill(words)
     page.locator("#composer textarea").press("Enter")
-    idle(page)
+    expect(page.locator("#items > article.user .body").last).to_have_text(words)
 
 
 def idle(page):
@@ -60,12 +69,13 @@ def test_edit_makes_a_branch_and_the_pager_switches_to_a_fresh_render(context, b
     page = context.new_page()
     start(page, "Capital of France?")
     say(page, "Is it big?")
-    fake.script([delay(1.0), text("Rome.")])
-    page.locator("#composer textarea").fill("And Italy?")
-    page.locator("#composer textarea").press("Enter")
+    answering = threading.Event()
+    fake.script([hold(answering), text("Rome.")])  # runs until the test has looked
+    sent(page, "And Italy?")
     page.locator('#status[data-running="1"]').wait_for(state="attached")
     expect(page.get_by_role("link", name="Edit message")).to_have_count(0)  # hidden while it runs
     expect(page.get_by_role("button", name="Again: a new version of this answer")).to_have_count(0)
+    answering.set()
     idle(page)
     page.get_by_role("link", name="Edit message").first.click()
     box = page.get_by_role("textbox", name="Edit your message")

@@ -4,9 +4,11 @@ skills; a prompt's arguments are filled in its small form and what the server ma
 them is sent as the person's message; ticked resources are attached to a message as files."""
 from __future__ import annotations
 
+import re
+
 import pytest
 
-from tests.conftest import csrf, idle, soup, start_chat
+from tests.conftest import csrf, idle, rows, soup, start_chat
 from tests.fakes.everything import Everything
 from tests.test_agents_tools import agent_url
 
@@ -130,3 +132,69 @@ def test_the_composer_sends_resources_it_was_given_as_files(chat_with_plugin, fa
     r = client.post(chat + "/ask", data={"_csrf_token": csrf(client, chat), "text": "And this", "when": "queue",
                                          "resource": chosen.split(" ")[0] + " demo://resource/nothing/here"})
     assert r.status_code == 502 and "Not sent:" in r.text
+
+
+@pytest.fixture
+def home_with_plugin(make_client, everything):
+    """The owner's agent with the plugin and a skill, and no conversation yet."""
+    with make_client(CHAT_PRIVATE_PLUGINS="1") as client:
+        url = agent_url(client)
+        client.post(url + "/plugins", data={"_csrf_token": csrf(client, url), "name": "ev", "address": everything.url})
+        client.post("/skills", data={"_csrf_token": csrf(client), "name": "haiku", "description": "Answer in a haiku.",
+                                     "body": "Three lines: 5, 7, 5 syllables."})
+        yield client, url.rsplit("/", 1)[1]
+
+
+def conversations(data) -> int:
+    return rows(data, "SELECT count(*) AS n FROM conversations")[0]["n"]
+
+
+def begun(r) -> str:
+    """The conversation a form of the new conversation's list began (303 to it)."""
+    assert r.status_code == 303 and re.fullmatch(r"/c/\d+", r.headers["location"]), (r.status_code, r.text[:300])
+    return r.headers["location"]
+
+
+def test_a_new_conversation_offers_the_list_and_each_form_begins_the_conversation(home_with_plugin, fake, data):
+    """The empty composer of a new conversation links the same list, for the agent picked
+    there; looking writes nothing, and a prompt, a skill or resources sent from it make the
+    conversation with that as its first message (as the composer's first message does)."""
+    client, agent = home_with_plugin
+    link = soup(client.get("/")).select_one("#composer a.prompts-link")
+    assert (link["href"], link["data-prompts"]) == (f"/new/{agent}/prompts", f"/new/{agent}/prompts?part=1")
+    page = soup(client.get(link["href"]))
+    assert page.select_one(".crumbs a")["href"] == f"/?agent={agent}"
+    assert {"/simple-prompt", "/args-prompt", "/haiku"} <= {c.text for c in page.select("details.prompt summary code")}
+    assert soup(client.get(link["data-prompts"])).select_one("header") is None, "the list alone, for the popover"
+    assert conversations(data) == 0, "nothing is written until something is sent"
+
+    form = next(d for d in page.select("details.prompt") if d.select_one("code").text == "/args-prompt").form
+    assert form["action"] == f"/new/{agent}/prompts"
+    fields = {"_csrf_token": csrf(client), "plugin": form.select_one('input[name="plugin"]')["value"],
+              "prompt": "args-prompt", "arg.state": "IDF"}
+    r = client.post(form["action"], data={**fields, "arg.city": " "})
+    assert r.status_code == 400 and soup(r).select_one("details.prompt[open] .problem").text == "“city” is required."
+    assert conversations(data) == 0, "a refused prompt begins nothing"
+    fake.script("Mild.", "Leaves fall.", "Read it.", "Noted.")
+    chat = begun(client.post(form["action"], data={**fields, "arg.city": "Paris"}, follow_redirects=False))
+    assert idle(client, chat).select_one("article.user .body").text == "What's weather in Paris, IDF?"
+    assert fake.streamed[-1]["messages"][-1]["content"] == "What's weather in Paris, IDF?"
+
+    chat = begun(client.post(f"/new/{agent}/skills", data={"_csrf_token": csrf(client), "skill": "haiku",
+                                                           "text": "about autumn"}, follow_redirects=False))
+    assert "Use the skill “haiku”." in idle(client, chat).select("article.user")[0].get_text(" ", strip=True)
+
+    chosen = next(i["value"] for i in page.select('form.resources input[name="resource"]')
+                  if i["value"].endswith("features.md"))
+    assert page.select_one("form.resources")["action"] == f"/new/{agent}/resources"
+    chat = begun(client.post(f"/new/{agent}/resources", data={"_csrf_token": csrf(client), "resource": chosen,
+                                                              "text": "Summarise it"}, follow_redirects=False))
+    message = idle(client, chat).select("article.user")[0]
+    assert any("features.md" in a.get_text() for a in message.select("a[href^='/files/']"))
+
+    # with script the list puts `resource` fields into the composer, which sends them with POST /c
+    chat = begun(client.post("/c", data={"_csrf_token": csrf(client), "agent": agent, "text": "Look at this",
+                                         "resource": chosen}, follow_redirects=False))
+    message = idle(client, chat).select("article.user")[0]
+    assert any("features.md" in a.get_text() for a in message.select("a[href^='/files/']"))
+    assert conversations(data) == 4

@@ -15,7 +15,7 @@ from app.web import live
 def database_of(store):
     if dbm.postgres(store.db):
         return store.db.url
-    return next(r[2] for r in store.all("PRAGMA database_list") if r[1] == "main")
+    return next(r[2] for r in store.db.conn.execute("PRAGMA database_list").fetchall() if r[1] == "main")
 
 
 async def test_a_follower_hears_a_write_of_another_connection(store, monkeypatch):

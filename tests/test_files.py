@@ -21,7 +21,8 @@ def env(request, env, monkeypatch):
 def held(store) -> list[bytes]:
     """Every content the store holds, whichever engine keeps it."""
     if store.blobs.transactional:
-        return [store.blobs.read(r[0]) for r in store.all("SELECT sha256 FROM blobs ORDER BY sha256")]
+        found = store.db.conn.execute("SELECT sha256 FROM blobs ORDER BY sha256").fetchall()
+        return [store.blobs.read(r[0]) for r in found]
     root: Path = store.blobs.root
     assert not list(root.rglob(".tmp-*")), "no temporary file left"
     return [p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()]
@@ -41,8 +42,9 @@ def send(client, chat, files, text_="See these", **headers):
 
 
 def counts(client) -> tuple[int, int]:
-    store = client.app.state.tabletalk.store
-    return (store.one("SELECT count(*) FROM files")[0], store.one("SELECT count(*) FROM items")[0])
+    conn = client.app.state.tabletalk.store.db.conn
+    files, items = (conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0] for table in ("files", "items"))
+    return files, items
 
 
 def file_ids(client, chat) -> list[int]:
@@ -182,7 +184,7 @@ def test_the_same_bytes_are_stored_once(client):
     send(client, chat, [("one.txt", data, "text/plain")])
     send(client, chat, [("two.txt", data, "text/plain")])
     store = client.app.state.tabletalk.store
-    rows = store.all("SELECT name, sha256, size FROM files ORDER BY id")
+    rows = store.db.conn.execute("SELECT name, sha256, size FROM files ORDER BY id").fetchall()
     assert [r["name"] for r in rows] == ["one.txt", "two.txt"]
     assert rows[0]["sha256"] == rows[1]["sha256"] == filestore.digest(data)
     assert held(store) == [data]

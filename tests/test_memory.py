@@ -17,7 +17,7 @@ def store_of(data) -> Store:
 def memories(data) -> list[tuple[int, str]]:
     store = store_of(data)
     try:
-        return [(r["agent"], r["text"]) for r in store.all("SELECT agent, text FROM memories ORDER BY id")]
+        return [(r["agent"], r["text"]) for r in store.db.conn.execute("SELECT agent, text FROM memories ORDER BY id").fetchall()]
     finally:
         store.db.conn.close()
 

@@ -111,3 +111,33 @@ def test_without_script_a_bad_name_is_said_beside_the_field_and_a_rename_works(b
         page.locator('li.plugin details.plugin-edit button[value="save"]').click()
         assert page.locator(".saved").inner_text().strip() == "Plugin saved."
         assert page.locator("li.plugin strong").inner_text() == "ev"
+
+
+@pytest.mark.parametrize("size", [(1280, 800), (390, 844)], ids=["desk", "phone"])
+def test_slash_on_a_new_conversations_empty_composer_begins_it_with_a_prompt(browser, served_with_plugin, fake,
+                                                                             size):
+    """On "/" nothing is written yet: the list is the agent's (the one picked there), and the
+    prompt sent from it makes the conversation with the prompt's words as its first message."""
+    served = served_with_plugin
+    fake.script("It is mild in Paris.")
+    width, height = size
+    with served.watched_page(browser, viewport={"width": width, "height": height}) as page:
+        page.goto("/")
+        page.locator("#composer textarea").click()
+        page.keyboard.type("/")
+        popover = page.locator(".prompt-popover")
+        popover.locator("summary code", has_text="/args-prompt").wait_for(timeout=15_000)
+        names = popover.locator("details.prompt:not([hidden]) summary code").all_text_contents()
+        assert {"/simple-prompt", "/args-prompt", "/resource-prompt"} <= set(names), names
+        page.keyboard.type("args")
+        page.keyboard.press("Enter")
+        popover.locator('input[name="arg.city"]').fill("Paris")
+        popover.locator('input[name="arg.state"]').fill("IDF")
+        for scheme in ("light", "dark"):
+            page.emulate_media(color_scheme=scheme)
+            page.screenshot(path=f"{SHOTS}/tidy-new-slash-{'desk' if width > 800 else 'phone'}-{scheme}.png")
+        popover.locator("details.prompt[open] button[type=submit]").click()
+        page.wait_for_url("**/c/*")
+        page.locator("article.user", has_text="What's weather in Paris, IDF?").wait_for(timeout=15_000)
+        page.locator("article.text", has_text="It is mild in Paris.").wait_for(timeout=15_000)
+        assert page.locator("#items > article.user").count() == 1, "the prompt is the first message"

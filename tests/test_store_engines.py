@@ -118,11 +118,11 @@ def test_a_write_waits_for_the_one_in_progress(store, tmp_path):
 
 def test_rows_read_by_position_and_name_alike(store):
     chat = store.new_conversation(None, "t").id
-    row = store.one("SELECT id, title FROM conversations WHERE id = ?", [chat])
+    row = store.db.conn.execute("SELECT id, title FROM conversations WHERE id = ?", [chat]).fetchone()
     assert (row[0], row["title"], row.keys(), dict(row)) == (chat, "t", ["id", "title"], {"id": chat, "title": "t"})
     with pytest.raises(IndexError):
         row["nope"]
-    assert store.one("SELECT count(*) FROM items WHERE text LIKE 'x%' AND ? = 1", [1])[0] == 0
+    assert store.db.conn.execute("SELECT count(*) FROM items WHERE text LIKE 'x%' AND ? = 1", [1]).fetchone()[0] == 0
 
 
 def test_database_url_selects_postgresql(pg_url, tmp_path, monkeypatch):

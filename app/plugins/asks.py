@@ -254,7 +254,7 @@ def resumable_calls(store: Any, chat: int, turn: int) -> dict[int, tuple[int, di
 def callbacks(asker: Callable[[], Asker | None]) -> dict[str, Any]:
     """The Client's elicitation and sampling callbacks; `asker` gives the request's run (None
     outside a call: a listing's connection, a request between calls), which is refused.
-    mcp_types is imported when one is called (app/mcp_link.py makes its defaults at import,
+    mcp_types is imported when one is called (app/plugins/link.py makes its defaults at import,
     and a worker that never reaches a plugin never needs it)."""
 
     async def elicitation(context: Any, params: types.ElicitRequestParams):

@@ -20,16 +20,16 @@ class Agents(Base):
 
     def choices(self) -> list[Choice]:
         """The models listed at the last refresh, in the picker's order, with the providers that were down."""
-        return [self._choice(r) for r in self.all("SELECT * FROM choices ORDER BY place")]
+        return [self._choice(r) for r in self._all("SELECT * FROM choices ORDER BY place")]
 
     def choice(self, model: str) -> Choice | None:
         """The model a message may name as `model`: listed, and its server answered."""
-        r = self.one("SELECT * FROM choices WHERE id = ? AND up = 1", [model])
+        r = self._one("SELECT * FROM choices WHERE id = ? AND up = 1", [model])
         return self._choice(r) if r else None
 
     def model_window(self, model: str) -> int:
         """The model's context window as its list gave it (0: not listed, or not said)."""
-        r = self.one('SELECT "window" FROM choices WHERE id = ?', [model])
+        r = self._one('SELECT "window" FROM choices WHERE id = ?', [model])
         return (r[0] if r else 0) or 0
 
     def replace_choices(self, choices: list[Choice]) -> None:
@@ -45,7 +45,7 @@ class Agents(Base):
 
     def limits(self, model: str) -> Limits:
         """What `model`'s server was found not to take (the defaults until one refused)."""
-        r = self.one("SELECT * FROM model_limits WHERE model = ?", [model])
+        r = self._one("SELECT * FROM model_limits WHERE model = ?", [model])
         return Limits(window=r["window"], images=bool(r["images"]), tools=bool(r["tools"]),
                       reasoning=bool(r["reasoning"])) if r else Limits()
 
@@ -60,12 +60,12 @@ class Agents(Base):
     # --- agents ---------------------------------------------------------------------
 
     def agent(self, agent_id: int) -> Assistant | None:
-        row = self.one("SELECT * FROM assistants WHERE id = ?", [agent_id])
+        row = self._one("SELECT * FROM assistants WHERE id = ?", [agent_id])
         return Assistant.from_row(row) if row else None
 
     def agents(self, person: int | None) -> list[Assistant]:
         whose, params = self._is("person", person)
-        return [Assistant.from_row(r) for r in self.all(f"SELECT * FROM assistants WHERE {whose} ORDER BY id", params)]
+        return [Assistant.from_row(r) for r in self._all(f"SELECT * FROM assistants WHERE {whose} ORDER BY id", params)]
 
     def add_agent(self, a: Assistant) -> Assistant:
         t = dbm.now()
@@ -83,7 +83,7 @@ class Agents(Base):
             db.conn.execute("DELETE FROM assistants WHERE id = ?", [agent_id])
 
     def memories(self, agent: int) -> list[dict[str, Any]]:
-        return [dict(r) for r in self.all("SELECT * FROM memories WHERE agent = ? ORDER BY id", [agent])]
+        return [dict(r) for r in self._all("SELECT * FROM memories WHERE agent = ? ORDER BY id", [agent])]
 
     def add_memory(self, agent: int, text: str, *, outside: bool = False, chat: int | None = None) -> int:
         with self.write() as db:
@@ -96,7 +96,7 @@ class Agents(Base):
         """Whether a tool brought this conversation text from outside: a call, other than
         the `inside` tools (which only read and write this app's rows), with output."""
         marks = ",".join("?" * len(inside)) or "''"
-        return self.one(f"SELECT 1 FROM items WHERE chat = ? AND kind = 'call' AND output != '' "
+        return self._one(f"SELECT 1 FROM items WHERE chat = ? AND kind = 'call' AND output != '' "
                         f"AND name NOT IN ({marks}) LIMIT 1", [chat, *inside]) is not None
 
     def delete_memory(self, agent: int, memory: int) -> bool:
@@ -111,10 +111,10 @@ class Agents(Base):
         """A person's first agent; with no person, the owner's (or, before any account, the
         first one): never another person's, whose memories and plugins are theirs."""
         if person is None:
-            row = self.one("SELECT * FROM assistants WHERE person IS NULL OR person = "
+            row = self._one("SELECT * FROM assistants WHERE person IS NULL OR person = "
                            "(SELECT id FROM people WHERE owner = 1) ORDER BY id LIMIT 1")
         else:
-            row = self.one("SELECT * FROM assistants WHERE person = ? ORDER BY id LIMIT 1", [person])
+            row = self._one("SELECT * FROM assistants WHERE person = ? ORDER BY id LIMIT 1", [person])
         return Assistant.from_row(row) if row else None
 
     # --- skills (shared by every agent; no page follows them live, so no rev) --------
@@ -124,10 +124,10 @@ class Agents(Base):
         return Skill(name=row["name"], description=row["description"], body=row["body"], id=row["id"])
 
     def skills(self) -> list[Skill]:
-        return [self._skill(r) for r in self.all("SELECT * FROM skills ORDER BY name COLLATE NOCASE, id")]
+        return [self._skill(r) for r in self._all("SELECT * FROM skills ORDER BY name COLLATE NOCASE, id")]
 
     def skill(self, skill_id: int) -> Skill | None:
-        row = self.one("SELECT * FROM skills WHERE id = ?", [skill_id])
+        row = self._one("SELECT * FROM skills WHERE id = ?", [skill_id])
         return self._skill(row) if row else None
 
     def add_skill(self, s: Skill) -> Skill:

@@ -14,7 +14,7 @@ ASKING = ("ask", "sample")
 class Asks(Base):
     def running_call(self, chat: int) -> Item | None:
         """The conversation's call being made now (a run makes one call at a time)."""
-        row = self.one("SELECT * FROM items WHERE chat = ? AND kind = 'call' AND state = 'running' "
+        row = self._one("SELECT * FROM items WHERE chat = ? AND kind = 'call' AND state = 'running' "
                        "ORDER BY id DESC LIMIT 1", [chat])
         return Item.from_row(row) if row else None
 
@@ -23,17 +23,17 @@ class Asks(Base):
         sql, params = "SELECT * FROM items WHERE chat = ? AND kind IN ('ask', 'sample') AND done = 0", [chat]
         if turn is not None:
             sql, params = sql + " AND turn = ?", [*params, turn]
-        return [Item.from_row(r) for r in self.all(sql + " ORDER BY id", params)]
+        return [Item.from_row(r) for r in self._all(sql + " ORDER BY id", params)]
 
     def turn_asks(self, chat: int, turn: int) -> list[Item]:
         """A turn's questions from plugins, whatever their state."""
-        return [Item.from_row(r) for r in self.all("SELECT * FROM items WHERE chat = ? AND turn = ? AND kind = 'ask' "
+        return [Item.from_row(r) for r in self._all("SELECT * FROM items WHERE chat = ? AND turn = ? AND kind = 'ask' "
                                                    "ORDER BY id", [chat, turn])]
 
     def asked(self, chat: int, call: int, request: int | str) -> Item | None:
         """The question a plugin asked during `call` with the JSON-RPC id `request` (a call
         taken up after a restart reads it again), None when there is none."""
-        for r in self.all("SELECT * FROM items WHERE chat = ? AND kind = 'ask' ORDER BY id", [chat]):
+        for r in self._all("SELECT * FROM items WHERE chat = ? AND kind = 'ask' ORDER BY id", [chat]):
             try:
                 kept = json.loads(r["input"] or "{}")
             except ValueError:
@@ -45,7 +45,7 @@ class Asks(Base):
     def awaits_person(self, chat: int) -> bool:
         """Whether something in the conversation waits for the person's word: a call for
         approval, a plugin's question or request."""
-        return self.one("SELECT 1 FROM items WHERE chat = ? AND ((kind = 'call' AND state = 'approval') OR "
+        return self._one("SELECT 1 FROM items WHERE chat = ? AND ((kind = 'call' AND state = 'approval') OR "
                         "(kind IN ('ask', 'sample') AND done = 0 AND state IN ('waiting', 'approval'))) LIMIT 1",
                         [chat]) is not None
 

@@ -42,7 +42,7 @@ class Base:
     def owner(self) -> int | None:
         """The owner's id: rows made without a person (the Python API) are theirs. None
         before the app is set up; the owner then claims them (accounts.People.add)."""
-        row = self.one("SELECT id FROM people WHERE owner = 1")
+        row = self._one("SELECT id FROM people WHERE owner = 1")
         return row[0] if row else None
 
     def rev(self) -> int:
@@ -60,7 +60,7 @@ class Base:
         NOTIFY or a catch-up read (store/postgres.py), from any machine."""
         if dbm.postgres(self.db):
             return self.db.version()
-        return self.one("PRAGMA data_version")[0]
+        return self._one("PRAGMA data_version")[0]
 
     def shapes(self) -> dict[str, list[dict[str, Any]]]:
         """Every table's columns (name, type, not null, default, primary key), the search
@@ -71,14 +71,15 @@ class Base:
                 continue
             out[table] = [
                 {"name": r[1], "type": r[2], "notnull": bool(r[3]), "default": r[4], "pk": bool(r[5])}
-                for r in self.all(f'PRAGMA table_info("{table}")')
+                for r in self._all(f'PRAGMA table_info("{table}")')
             ]
         return out
 
-    def one(self, sql: str, params: Any = ()) -> Any:
+    # The store's own: a statement belongs in a named method of the store (SQL only in app/store/).
+    def _one(self, sql: str, params: Any = ()) -> Any:
         return self.db.conn.execute(sql, params).fetchone()
 
-    def all(self, sql: str, params: Any = ()) -> list[Any]:
+    def _all(self, sql: str, params: Any = ()) -> list[Any]:
         return self.db.conn.execute(sql, params).fetchall()
 
     def _update(self, table: str, row_id: int, allowed: set[str], values: dict[str, Any]) -> None:

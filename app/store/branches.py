@@ -15,7 +15,7 @@ HEAD_COLUMNS = "id, chat, kind, turn, parent, chosen, answer, steer, read_after,
 class Branches(Base):
     def tree(self, chat: int) -> Tree:
         """The conversation's heads (its user and retry items) as a tree."""
-        return Tree(Item.from_row(r) for r in self.all(
+        return Tree(Item.from_row(r) for r in self._all(
             f"SELECT {HEAD_COLUMNS} FROM items WHERE chat = ? AND kind IN ('user', 'retry')", [chat]))
 
     def path(self, chat: int) -> Path:
@@ -25,7 +25,7 @@ class Branches(Base):
         """The items on the current path (or `path`), in page order; the plan item is not among them."""
         path = path if path is not None else self.path(chat)
         first, last = (path.steps[0].turn, path.steps[-1].turn) if path.steps else (1, 0)
-        return self.on(path, self.all("SELECT * FROM items WHERE chat = ? AND (turn BETWEEN ? AND ? OR turn = 0) "
+        return self.on(path, self._all("SELECT * FROM items WHERE chat = ? AND (turn BETWEEN ? AND ? OR turn = 0) "
                                       "AND kind != 'plan'", [chat, first, last]))
 
     def lineage_items(self, chat: int, path: Path, start: int = 0) -> list[Item]:
@@ -33,7 +33,7 @@ class Branches(Base):
         the turns before it: what the model is sent when it answers the path's last message."""
         if not path.steps:
             return []
-        rows = self.all("SELECT * FROM items WHERE chat = ? AND turn BETWEEN ? AND ? AND kind != 'plan'",
+        rows = self._all("SELECT * FROM items WHERE chat = ? AND turn BETWEEN ? AND ? AND kind != 'plan'",
                         [chat, start, path.steps[-1].turn])
         return self.on(path, rows)
 
@@ -46,7 +46,7 @@ class Branches(Base):
     def answer_items(self, head: Item) -> list[Item]:
         """The items of the answer version `head` starts (a turn's user item or a retry), in page order."""
         turn = head.turn or head.id
-        rows = [Item.from_row(r) for r in self.all("SELECT * FROM items WHERE chat = ? AND turn = ?", [head.chat, turn])]
+        rows = [Item.from_row(r) for r in self._all("SELECT * FROM items WHERE chat = ? AND turn = ?", [head.chat, turn])]
         heads = turn_heads(turn, rows)
         return versions(heads, rows)[heads.index(head.id)] if head.id in heads else []
 

@@ -28,7 +28,7 @@ class Chats(Base):
     # --- conversations --------------------------------------------------------------
 
     def conversation(self, chat: int) -> Conversation | None:
-        row = self.one("SELECT * FROM conversations WHERE id = ?", [chat])
+        row = self._one("SELECT * FROM conversations WHERE id = ?", [chat])
         return Conversation.from_row(row) if row else None
 
     def existing(self, chats: set[int]) -> set[int]:
@@ -36,7 +36,7 @@ class Chats(Base):
         if not chats:
             return set()
         marks = ",".join("?" * len(chats))
-        return {r[0] for r in self.all(f"SELECT id FROM conversations WHERE id IN ({marks})", list(chats))}
+        return {r[0] for r in self._all(f"SELECT id FROM conversations WHERE id IN ({marks})", list(chats))}
 
     def conversations(self, person: int | None, limit: int = 200,
                       after: tuple[int, int, int] | None = None) -> list[Conversation]:
@@ -46,7 +46,7 @@ class Chats(Base):
         sql = f"SELECT * FROM conversations WHERE {whose}"
         if after is not None:
             sql, params = sql + " AND (pinned, active, id) < (?, ?, ?)", [*params, *after]
-        rows = self.all(sql + " ORDER BY pinned DESC, active DESC, id DESC LIMIT ?", [*params, limit])
+        rows = self._all(sql + " ORDER BY pinned DESC, active DESC, id DESC LIMIT ?", [*params, limit])
         return [Conversation.from_row(r) for r in rows]
 
     def new_conversation(self, agent: int | None, title: str = "", person: int | None = None) -> Conversation:
@@ -103,15 +103,15 @@ class Chats(Base):
     # --- items ----------------------------------------------------------------------
 
     def item(self, item_id: int) -> Item | None:
-        row = self.one("SELECT * FROM items WHERE id = ?", [item_id])
+        row = self._one("SELECT * FROM items WHERE id = ?", [item_id])
         return Item.from_row(row) if row else None
 
     def items(self, chat: int) -> list[Item]:
-        return [Item.from_row(r) for r in self.all("SELECT * FROM items WHERE chat = ? ORDER BY id", [chat])]
+        return [Item.from_row(r) for r in self._all("SELECT * FROM items WHERE chat = ? ORDER BY id", [chat])]
 
     def last_of_turn(self, chat: int, turn: int) -> Item | None:
         """How a turn ended: its last answer, error or stop (a screen reader is told it)."""
-        row = self.one("SELECT * FROM items WHERE chat = ? AND turn = ? AND kind IN ('text', 'error', 'stop') "
+        row = self._one("SELECT * FROM items WHERE chat = ? AND turn = ? AND kind IN ('text', 'error', 'stop') "
                        "ORDER BY id DESC LIMIT 1", [chat, turn])
         return Item.from_row(row) if row else None
 
@@ -125,7 +125,7 @@ class Chats(Base):
             sql, params = sql + f" AND chat IN ({','.join('?' * len(chats))})", [*params, *chats]
         if upto is not None:
             sql, params = sql + " AND rev <= ?", [*params, upto]
-        return [Item.from_row(r) for r in self.all(sql + " ORDER BY chat, turn, id", params)]
+        return [Item.from_row(r) for r in self._all(sql + " ORDER BY chat, turn, id", params)]
 
     def conversations_since(self, rev: int, upto: int | None = None, person: int | None = None) -> list[Conversation]:
         """Conversations changed after `rev` (up to `upto`), everyone's or one `person`'s."""
@@ -134,7 +134,7 @@ class Chats(Base):
             sql, params = sql + " AND person = ?", [*params, person]
         if upto is not None:
             sql, params = sql + " AND rev <= ?", [*params, upto]
-        return [Conversation.from_row(r) for r in self.all(sql + " ORDER BY id", params)]
+        return [Conversation.from_row(r) for r in self._all(sql + " ORDER BY id", params)]
 
     def add(self, new: Item) -> Item:
         """Store a new item; a user item is its own turn, and the first names its conversation.
@@ -202,7 +202,7 @@ class Chats(Base):
         self._update("items", item_id, set(ITEM_COLUMNS), values)
 
     def plan(self, chat: int) -> Item | None:
-        row = self.one("SELECT * FROM items WHERE chat = ? AND kind = 'plan' ORDER BY id LIMIT 1", [chat])
+        row = self._one("SELECT * FROM items WHERE chat = ? AND kind = 'plan' ORDER BY id LIMIT 1", [chat])
         return Item.from_row(row) if row else None
 
     def set_plan(self, chat: int, text: str) -> Item:
@@ -235,7 +235,7 @@ class Chats(Base):
             sql, params = sql + " AND chat = ?", [*params, chat]
         if upto is not None:
             sql, params = sql + " AND rev <= ?", [*params, upto]
-        return [(r[0], r[1], r[2]) for r in self.all(sql + " ORDER BY rev", params)]
+        return [(r[0], r[1], r[2]) for r in self._all(sql + " ORDER BY rev", params)]
 
     def ask(self, chat: int, text: str, model: str = "", files: tuple[int, ...] = (), thinking: str = "",
             steer: bool = False) -> Item:

@@ -13,12 +13,12 @@ class Context(Base):
     def turn_items(self, chat: int, first: int, last: int) -> list[Item]:
         """The items of turns `first`..`last` (user item ids), in page order: a request's
         history from the model's view start, without reading what it leaves out."""
-        rows = self.all("SELECT * FROM items WHERE chat = ? AND turn BETWEEN ? AND ?", [chat, first, last])
+        rows = self._all("SELECT * FROM items WHERE chat = ? AND turn BETWEEN ? AND ?", [chat, first, last])
         return sorted((Item.from_row(r) for r in rows), key=order)
 
     def context(self, chat: int) -> dict[str, int]:
         """The conversation's `contexts` row (zeros before its first request)."""
-        row = self.one("SELECT * FROM contexts WHERE id = ?", [chat])
+        row = self._one("SELECT * FROM contexts WHERE id = ?", [chat])
         if row is None:
             return {"used": 0, "window": 0, "start": 0, "trim": 0, "turns_out": 0, "left_out": 0, "estimate": 0,
                     "cached": 0, "estimated": 0}
@@ -43,13 +43,13 @@ class Context(Base):
         if not chats:
             return []
         marks = ",".join("?" * len(chats))
-        return [r[0] for r in self.all(f"SELECT id FROM contexts WHERE rev > ? AND rev <= ? AND id IN ({marks})",
+        return [r[0] for r in self._all(f"SELECT id FROM contexts WHERE rev > ? AND rev <= ? AND id IN ({marks})",
                                        [rev, upto, *chats])]
 
     def calibration(self, model: str) -> tuple[float, int]:
         """(the server's tokens per token of our raw estimate, how many answers taught it);
         (1.0, 0) for a model not seen yet."""
-        row = self.one("SELECT ratio, samples FROM calibrations WHERE model = ?", [model])
+        row = self._one("SELECT ratio, samples FROM calibrations WHERE model = ?", [model])
         return (row[0], row[1]) if row else (1.0, 0)
 
     def set_calibration(self, model: str, ratio: float, samples: int) -> None:
@@ -61,7 +61,7 @@ class Context(Base):
 
     def unread_steers(self, chat: int, after: int) -> list[Item]:
         """Messages sent "now" after item `after` that no run has read yet, oldest first."""
-        rows = self.all("SELECT * FROM items WHERE chat = ? AND kind = 'user' AND steer = 1 AND done = 0 "
+        rows = self._all("SELECT * FROM items WHERE chat = ? AND kind = 'user' AND steer = 1 AND done = 0 "
                         "AND id > ? ORDER BY id", [chat, after])
         return [Item.from_row(r) for r in rows]
 

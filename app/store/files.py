@@ -23,7 +23,7 @@ class Files(Base):
         beside SQLite's file (wherever this store was opened)."""
         if dbm.postgres(self.db):
             return blobstore.Rows(self.db)
-        main = next((r[2] for r in self.all("PRAGMA database_list") if r[1] == "main"), "")
+        main = next((r[2] for r in self._all("PRAGMA database_list") if r[1] == "main"), "")
         return blobstore.Disk(Path(main).parent / "files")
 
     def add_file(self, name: str, data: bytes, person: int | None = None) -> int:
@@ -63,10 +63,10 @@ class Files(Base):
         if not ids:
             return {}
         marks = ",".join("?" * len(ids))
-        return {r["id"]: dict(r) for r in self.all(f"SELECT id, name, type, size FROM files WHERE id IN ({marks})", list(ids))}
+        return {r["id"]: dict(r) for r in self._all(f"SELECT id, name, type, size FROM files WHERE id IN ({marks})", list(ids))}
 
     def file(self, file_id: int) -> dict[str, Any] | None:
-        row = self.one("SELECT * FROM files WHERE id = ?", [file_id])
+        row = self._one("SELECT * FROM files WHERE id = ?", [file_id])
         return dict(row) if row else None
 
     def file_bytes(self, file_id: int) -> tuple[dict[str, Any], bytes] | None:

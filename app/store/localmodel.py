@@ -10,12 +10,12 @@ from .base import Base
 
 class LocalModel(Base):
     def builtin(self) -> Builtin:
-        row = self.one("SELECT * FROM builtin_model WHERE id = 1")
+        row = self._one("SELECT * FROM builtin_model WHERE id = 1")
         return Builtin.from_row(row) if row else Builtin()
 
     def builtin_since(self, rev: int, upto: int) -> Builtin | None:
         """The row when it changed after `rev` (up to `upto`), for the live feed."""
-        row = self.one("SELECT * FROM builtin_model WHERE id = 1 AND rev > ? AND rev <= ?", [rev, upto])
+        row = self._one("SELECT * FROM builtin_model WHERE id = 1 AND rev > ? AND rev <= ?", [rev, upto])
         return Builtin.from_row(row) if row else None
 
     def set_builtin(self, **values: Any) -> Builtin:

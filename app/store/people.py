@@ -34,18 +34,18 @@ class Accounts(Base):
     # --- people ---------------------------------------------------------------------------
 
     def people_count(self) -> int:
-        return self.one("SELECT count(*) FROM people")[0]
+        return self._one("SELECT count(*) FROM people")[0]
 
     def people(self) -> list[Person]:
-        return [person_from_row(r) for r in self.all("SELECT * FROM people ORDER BY owner DESC, name COLLATE NOCASE")]
+        return [person_from_row(r) for r in self._all("SELECT * FROM people ORDER BY owner DESC, name COLLATE NOCASE")]
 
     def person(self, person_id: int) -> Person | None:
-        row = self.one("SELECT * FROM people WHERE id = ?", [person_id])
+        row = self._one("SELECT * FROM people WHERE id = ?", [person_id])
         return person_from_row(row) if row else None
 
     def person_named(self, name: str) -> tuple[Person, str] | None:
         """(the person, their password's hash) by their exact name."""
-        row = self.one("SELECT * FROM people WHERE name = ?", [name])
+        row = self._one("SELECT * FROM people WHERE name = ?", [name])
         return (person_from_row(row), row["hash"]) if row else None
 
     def add_person(self, name: str, hashed: str, *, owner: bool = False) -> int:
@@ -75,7 +75,7 @@ class Accounts(Base):
             return db.conn.execute("DELETE FROM people WHERE id = ? AND owner = 0", [person_id]).rowcount == 1
 
     def conversation_ids(self, person: int) -> list[int]:
-        return [r[0] for r in self.all("SELECT id FROM conversations WHERE person = ?", [person])]
+        return [r[0] for r in self._all("SELECT id FROM conversations WHERE person = ?", [person])]
 
     def set_password(self, person_id: int, hashed: str, keep: str = "") -> None:
         """A new hash; every session of that person ends but the one whose id is `keep`."""
@@ -99,7 +99,7 @@ class Accounts(Base):
 
     def session_person(self, session_id: str) -> Person | None:
         """Whose session this is, while it lasts."""
-        row = self.one("SELECT people.* FROM sessions JOIN people ON people.id = sessions.person "
+        row = self._one("SELECT people.* FROM sessions JOIN people ON people.id = sessions.person "
                        "WHERE sessions.id = ? AND sessions.expires > ?", [session_id, dbm.now()])
         return person_from_row(row) if row else None
 
@@ -115,11 +115,11 @@ class Accounts(Base):
 
     def attempts_of_pair(self, name: str, source: str) -> tuple[int, float | None]:
         """(how many failed checks of the pair are remembered, when the last was)."""
-        return tuple(self.one("SELECT count(*), max(at) FROM signins WHERE name = ? AND address = ?", [name, source]))
+        return tuple(self._one("SELECT count(*), max(at) FROM signins WHERE name = ? AND address = ?", [name, source]))
 
     def attempts_from(self, source: str, since: float) -> tuple[int, float | None]:
         """(how many checks from `source` since then, when the first of them was)."""
-        return tuple(self.one("SELECT count(*), min(at) FROM signins WHERE address = ? AND at > ?", [source, since]))
+        return tuple(self._one("SELECT count(*), min(at) FROM signins WHERE address = ? AND at > ?", [source, since]))
 
     def add_attempt(self, at: float, name: str, source: str) -> int:
         with self.write() as db:

@@ -13,7 +13,7 @@ AUTH_COLUMNS = ("client", "tokens", "pending", "flow")
 
 class PluginAuth(Base):
     def plugin_auth(self, plugin: int) -> dict[str, Any] | None:
-        row = self.one("SELECT * FROM plugin_auth WHERE plugin = ?", [plugin])
+        row = self._one("SELECT * FROM plugin_auth WHERE plugin = ?", [plugin])
         return dict(row) if row else None
 
     def set_plugin_auth(self, plugin: int, **values: str) -> None:
@@ -34,7 +34,7 @@ class PluginAuth(Base):
 
     def auth_flow(self, state: str) -> tuple[int, dict[str, Any]] | None:
         """The plugin whose flow under way has this `state`, and the flow."""
-        row = self.one("SELECT plugin, pending FROM plugin_auth WHERE flow = ? AND flow != ''", [state])
+        row = self._one("SELECT plugin, pending FROM plugin_auth WHERE flow = ? AND flow != ''", [state])
         return (row["plugin"], json.loads(row["pending"])) if row else None
 
     def plugins_with_auth(self, plugins: list[int]) -> set[int]:
@@ -42,5 +42,5 @@ class PluginAuth(Base):
         if not plugins:
             return set()
         marks = ",".join("?" * len(plugins))
-        return {r[0] for r in self.all(f"SELECT plugin FROM plugin_auth WHERE plugin IN ({marks}) "
+        return {r[0] for r in self._all(f"SELECT plugin FROM plugin_auth WHERE plugin IN ({marks}) "
                                        "AND tokens != ''", plugins)}

@@ -49,10 +49,10 @@ def _columns(values: dict[str, Any]) -> dict[str, Any]:
 class Plugins(Base):
     def plugins(self, agent: int, enabled_only: bool = False) -> list[Plugin]:
         sql = "SELECT * FROM plugins WHERE agent = ?" + (" AND enabled = 1" if enabled_only else "") + " ORDER BY id"
-        return [plugin_from_row(r) for r in self.all(sql, [agent])]
+        return [plugin_from_row(r) for r in self._all(sql, [agent])]
 
     def plugin_row(self, plugin_id: int) -> Plugin | None:
-        row = self.one("SELECT * FROM plugins WHERE id = ?", [plugin_id])
+        row = self._one("SELECT * FROM plugins WHERE id = ?", [plugin_id])
         return plugin_from_row(row) if row else None
 
     def add_plugin(self, p: Plugin) -> Plugin:
@@ -78,7 +78,7 @@ class Plugins(Base):
     def mcp_session(self, chat: int, plugin: int, fingerprint: str) -> tuple[str, str] | None:
         """The session id and the server's `initialize` answer (JSON) a conversation has with
         a plugin reached the same way (`fingerprint`), if one was kept."""
-        row = self.one("SELECT session_id, initialized FROM mcp_sessions WHERE chat = ? AND plugin = ? "
+        row = self._one("SELECT session_id, initialized FROM mcp_sessions WHERE chat = ? AND plugin = ? "
                        "AND fingerprint = ?", [chat, plugin, fingerprint])
         return (row[0], row[1]) if row else None
 
@@ -99,7 +99,7 @@ class Plugins(Base):
 
     def mcp_session_used(self, chat: int, plugin: int) -> float | None:
         """When the kept session was last used (by any worker), or None when none is kept."""
-        row = self.one("SELECT used FROM mcp_sessions WHERE chat = ? AND plugin = ?", [chat, plugin])
+        row = self._one("SELECT used FROM mcp_sessions WHERE chat = ? AND plugin = ?", [chat, plugin])
         return row[0] if row else None
 
     def forget_mcp_sessions(self, plugin: int) -> None:

@@ -28,31 +28,31 @@ class Runs(Base):
         with `owner`, not those of conversations another owner holds a live lease on (they are
         being answered there: a lease tried on each would be a write that fails)."""
         if owner is None:
-            return [(r["chat"], r["kind"]) for r in self.all(
+            return [(r["chat"], r["kind"]) for r in self._all(
                 f"SELECT chat, kind FROM items WHERE {PENDING} AND rev > ? ORDER BY id", [rev])]
-        return [(r["chat"], r["kind"]) for r in self.all(
+        return [(r["chat"], r["kind"]) for r in self._all(
             f"""SELECT chat, kind FROM items WHERE {PENDING} AND rev > ? AND NOT EXISTS (
                   SELECT 1 FROM runs WHERE runs.chat = items.chat AND runs.owner != ? AND runs.expires >= ?)
                 ORDER BY id""", [rev, owner, dbm.now()])]
 
     def next_pending(self, chat: int) -> Item | None:
         """The conversation's oldest pending item: what its run handles next."""
-        row = self.one(f"SELECT * FROM items WHERE chat = ? AND {PENDING} ORDER BY id LIMIT 1", [chat])
+        row = self._one(f"SELECT * FROM items WHERE chat = ? AND {PENDING} ORDER BY id LIMIT 1", [chat])
         return Item.from_row(row) if row else None
 
     def answering(self, chat: int) -> Item | None:
         """The user or retry item whose answer is written now (or waits to be), if any; its
         `turn` is the turn answered (a user item's turn is its own id)."""
-        row = self.one(f"SELECT * FROM items WHERE chat = ? AND {ANSWERING} ORDER BY id LIMIT 1", [chat])
+        row = self._one(f"SELECT * FROM items WHERE chat = ? AND {ANSWERING} ORDER BY id LIMIT 1", [chat])
         return Item.from_row(row) if row else None
 
     def unhandled_stops(self, chat: int) -> list[int]:
-        return [r[0] for r in self.all(f"SELECT id FROM items WHERE chat = ? AND {PENDING} AND kind = 'stop'",
+        return [r[0] for r in self._all(f"SELECT id FROM items WHERE chat = ? AND {PENDING} AND kind = 'stop'",
                                        [chat])]
 
     def deleted_since(self, rev: int) -> set[int]:
         """Conversations deleted after `rev` (their tombstone for a page open on them)."""
-        return {r[0] for r in self.all(
+        return {r[0] for r in self._all(
             "SELECT chat FROM tombstones WHERE rev > ? AND chat IS NOT NULL AND dom = 'c' || chat", [rev])}
 
     # --- leases -----------------------------------------------------------------------
@@ -132,10 +132,10 @@ class Runs(Base):
 
     def first_message(self, chat: int) -> int | None:
         """The id of the conversation's first message."""
-        return self.one("SELECT min(id) FROM items WHERE chat = ? AND kind = 'user'", [chat])[0]
+        return self._one("SELECT min(id) FROM items WHERE chat = ? AND kind = 'user'", [chat])[0]
 
     def answer_text(self, turn: int) -> str:
         """Every text the turn's answers wrote, in order."""
-        return "".join(r[0] for r in self.all("SELECT text FROM items WHERE turn = ? AND kind = 'text' ORDER BY id",
+        return "".join(r[0] for r in self._all("SELECT text FROM items WHERE turn = ? AND kind = 'text' ORDER BY id",
                                               [turn]))
 

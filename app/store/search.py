@@ -49,7 +49,7 @@ class Search(Base):
 
     def _found(self, every: str, params: list[Any], person: int | None, limit: int) -> list[Any]:
         whose, owned = self._is("c.person", person)
-        return self.all(f"SELECT c.id, c.title, c.active, a.name AS agent FROM conversations c "
+        return self._all(f"SELECT c.id, c.title, c.active, a.name AS agent FROM conversations c "
                         f"LEFT JOIN assistants a ON a.id = c.agent WHERE {whose} AND c.id IN ({every}) "
                         "ORDER BY c.active DESC, c.id DESC LIMIT ?", [*owned, *params, limit])
 
@@ -66,17 +66,17 @@ class Search(Base):
             return []
         anyterm = " OR ".join(terms)
         places = ",".join("?" * len(found))
-        best = {r["chat"]: r["item"] for r in self.all(
+        best = {r["chat"]: r["item"] for r in self._all(
             f"""SELECT chat, item FROM (
                     SELECT chat, rowid AS item, row_number() OVER (PARTITION BY chat ORDER BY rank) AS n
                     FROM search WHERE search MATCH ? AND rowid > 0 AND chat IN ({places}))
                 WHERE n = 1""", [anyterm, *(r["id"] for r in found)])}
         hits = []
         for r in found:
-            title = self.one("SELECT highlight(search, 1, ?, ?) FROM search WHERE search MATCH ? AND rowid = ?",
+            title = self._one("SELECT highlight(search, 1, ?, ?) FROM search WHERE search MATCH ? AND rowid = ?",
                              [*marks, anyterm, -r["id"]])
             item = best.get(r["id"])
-            snippet = self.one("SELECT snippet(search, 2, ?, ?, '…', 16) FROM search WHERE search MATCH ? "
+            snippet = self._one("SELECT snippet(search, 2, ?, ?, '…', 16) FROM search WHERE search MATCH ? "
                                "AND rowid = ?", [*marks, anyterm, item]) if item else None
             hits.append(self._hit(r, title, item, snippet))
         return hits
@@ -90,7 +90,7 @@ class Search(Base):
             return []
         anyterm = "(" + " || ".join(sql for sql, _ in queries) + ")"
         places = ",".join("?" * len(found))
-        best = {r["chat"]: (r["item"], r["text"]) for r in self.all(
+        best = {r["chat"]: (r["item"], r["text"]) for r in self._all(
             f"""SELECT chat, item, text FROM (
                     SELECT chat, id AS item, text,
                            row_number() OVER (PARTITION BY chat ORDER BY ts_rank(doc, q) DESC, id) AS n

@@ -21,7 +21,7 @@ class Secrets(Base):
 
     def secrets_named(self, prefix: str) -> list[str]:
         """The values of the secrets whose name begins with `prefix`."""
-        return [r[0] for r in self.all("SELECT value FROM secrets WHERE substr(name, 1, ?) = ? ORDER BY name",
+        return [r[0] for r in self._all("SELECT value FROM secrets WHERE substr(name, 1, ?) = ? ORDER BY name",
                                        [len(prefix), prefix])]
 
     def drop_secrets(self, prefix: str) -> None:

@@ -105,8 +105,9 @@ async def new_conversation(request: Request) -> Response:
     if not (await form_field(request, "text", TEXT_MAX)).strip():
         return go(request, f"/?agent={agent.id}" if agent else "/")
     message = await message_of(request, s)
+    resources = await prompts.attached_resources(request, prompts.Where(agent)) if agent else []  # picked with "/"
     with s.store.write():  # the files, the conversation and its first message, or none of them
-        ids = tuple(s.store.add_file(name, data, person=who.id) for name, data in message.uploads)
+        ids = tuple(s.store.add_file(name, data, person=who.id) for name, data in message.uploads + resources)
         convo, _ = s.store.start_conversation(agent.id if agent else None, who.id, message.text,
                                               model=message.model, files=ids, thinking=message.thinking)
         if message.model or message.thinking:  # what was picked stays picked
@@ -164,7 +165,7 @@ async def ask(request: Request, chat: FromPath[str]) -> Response:
     convo = conversation_or_404(request, chat)
     message = await message_of(request, s)
     picked = await new_choice(request, convo, message.model, message.thinking)
-    resources = await prompts.attached_resources(request, convo)  # a plugin's, picked with "/" (mcp-a)
+    resources = await prompts.attached_resources(request, prompts.of(request, convo))  # picked with "/"
     with s.store.write():  # the file rows and the message together, or neither
         ids = tuple(s.store.add_file(name, data, person=convo.person) for name, data in message.uploads + resources)
         # "Now" with nothing running is just a message (the run it was meant for may have ended).

@@ -16,7 +16,7 @@ decoder is exercised for real. Nothing is mocked.
 Each POST /v1/chat/completions consumes the next scripted *turn* (FIFO); when
 the queue is empty `server.default` answers. A turn is a list of *steps* made
 by the constructors below (`text`, `reasoning`, `tool_call`, `usage`, `error`,
-`stall`, `delay`, `rate`, `drop`, `malformed`, `finish`), or a callable
+`stall`, `delay`, `hold`, `rate`, `drop`, `malformed`, `finish`), or a callable
 `f(request_json) -> steps` for answers that depend on the request. As a
 shorthand a turn may also be a bare string (one `text` step) or a single step.
 
@@ -61,6 +61,7 @@ __all__ = [
     "error",
     "stall",
     "delay",
+    "hold",
     "rate",
     "drop",
     "malformed",
@@ -123,6 +124,12 @@ class _Stall(Step):
 @dataclass(frozen=True)
 class _Delay(Step):
     seconds: float
+
+
+@dataclass(frozen=True)
+class _Hold(Step):
+    until: threading.Event
+    timeout: float
 
 
 @dataclass(frozen=True)
@@ -240,6 +247,12 @@ def stall(seconds: float) -> Step:
 def delay(seconds: float) -> Step:
     """Pause between chunks (the stream's headers have already gone out)."""
     return _Delay(seconds)
+
+
+def hold(until: threading.Event, timeout: float = 60) -> Step:
+    """Pause (the stream's headers have gone out) until the test sets `until`, or `timeout`
+    seconds pass: a run that lasts exactly as long as the test looks at it, on any machine."""
+    return _Hold(until, timeout)
 
 
 def rate(tokens_per_second: float) -> Step:
@@ -759,6 +772,9 @@ class FakeModelServer:
                 case _Delay(seconds):
                     await self._start(st)
                     await asyncio.sleep(seconds)
+                case _Hold(until, timeout):
+                    await self._start(st)
+                    await asyncio.to_thread(until.wait, timeout)
                 case _Rate(tps):
                     st.interval = 1.0 / tps if tps > 0 else None
                     st.next_at = 0.0
@@ -853,6 +869,8 @@ class FakeModelServer:
             match step:
                 case _Stall(seconds) | _Delay(seconds):
                     await asyncio.sleep(seconds)
+                case _Hold(until, timeout):
+                    await asyncio.to_thread(until.wait, timeout)
                 case _Rate(tps):
                     interval = 1.0 / tps if tps > 0 else None
                 case _Text(pieces):
