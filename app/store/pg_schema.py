@@ -366,3 +366,19 @@ def m030_search_words_regexp(db) -> None:
     db.execute("""CREATE OR REPLACE FUNCTION search_words(t text) RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
         SELECT regexp_replace(t, '[!-/:-@[-`{-~]', ' ', 'g')
     $$""")
+
+
+@migration
+def m034_name_keys(db) -> None:
+    # SQLite's m034: names compared by one key of Python's (migrations.name_key) in a UNIQUE
+    # column, instead of the ICU `nocase` collation, whose idea of "the same name" was not
+    # SQLite's (nor Python's). The name itself is plain text again (`name = ?` is exact); the
+    # collation stays for the store's ORDER BY ... COLLATE NOCASE.
+    db.execute("ALTER TABLE people ADD COLUMN folded TEXT NOT NULL DEFAULT ''")
+    migrations.key_names(db)
+    db.execute("CREATE UNIQUE INDEX people_folded ON people (folded)")
+    for (name,) in db.execute("SELECT conname FROM pg_constraint WHERE conrelid = 'people'::regclass "
+                              "AND contype = 'u'").fetchall():
+        db.execute(f'ALTER TABLE people DROP CONSTRAINT "{name}"')
+    db.execute('ALTER TABLE people ALTER COLUMN name TYPE TEXT COLLATE "default"')
+    db.execute("CREATE INDEX people_name ON people (name)")
