@@ -7,8 +7,9 @@ here under the same name, appended in step
 (tests/test_pg_schema.py compares both engines' tables column by column). Types: INTEGER is
 BIGINT (SQLite's integers are 64-bit), REAL is DOUBLE PRECISION; SQLite's 0/1 columns stay
 integers with the same CHECKs. Ids are identities that are never reused, as items' and
-people's AUTOINCREMENT are in SQLite. People's names are unique and compared without case
-through the `nocase` ICU collation, which also makes the store's `COLLATE NOCASE` valid here.
+people's AUTOINCREMENT are in SQLite. The `nocase` ICU collation makes the store's `COLLATE
+NOCASE` valid here; people's names are unique by a key of their own (m034's `folded`, the
+same on both engines), no longer by that collation.
 
 Search is PostgreSQL's full text instead of FTS5: one `search` row per conversation title
 (id = -chat) and per user message or finished answer (id = the item's), kept by triggers as
