@@ -23,6 +23,7 @@ from argon2.exceptions import InvalidHashError, VerificationError, VerifyMismatc
 from .store import db as dbm
 from .config import Config
 from .store import Store
+from .store.migrations import name_key
 from .store.people import Taken
 from .tables import THEMES, Person, check_name
 
@@ -177,7 +178,7 @@ class People:
         `device:...`) must wait, or, with `by_address`, when the address has used its checks
         this minute. A check that succeeds takes its attempt back (`succeeded`)."""
         t = dbm.now()
-        key = name.strip().lower()[:200]
+        key = name_key(name.strip())[:200]  # a pair is the person's, however the name is typed
         with self.store.write():  # one writer at a time, across workers: check and count at once
             self.store.forget_attempts(t - PAIR_MEMORY)
             failed, last = self.store.attempts_of_pair(key, source)

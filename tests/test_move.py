@@ -76,6 +76,12 @@ def build(data: Path) -> dict:
     store.keep_mcp_session(chat.id, plugin.id, "fp", "session-1", "{}")
 
     other, asked = store.start_conversation(None, ada.id, "Read the picture, please\x00 now")
+    # as an older release kept it (the store binds a NUL as U+FFFD on both engines since): a
+    # NUL in the message and in the title made of it, which the move replaces
+    for table, key in (("items", asked.id), ("conversations", other.id)):
+        column = "text" if table == "items" else "title"
+        was = db.conn.execute(f"SELECT {column} FROM {table} WHERE id = ?", [key]).fetchone()[0]
+        sqlite3.Connection.execute(db.conn, f"UPDATE {table} SET {column} = ? WHERE id = ?", [was.replace("\ufffd", "\x00"), key])
     file_id = store.add_file("picture.png", PNG, person=ada.id)
     store.update(asked.id, files=str(file_id), done=True)
     call = store.add(tables.item("call", other.id, turn=asked.id, name="notes_ask", input="{}", state="done", done=True))

@@ -17,6 +17,55 @@ from typing import Any
 import sqlite_utils
 
 BUSY_TIMEOUT_MS = 10_000
+NUL, REPLACEMENT = "\x00", "\ufffd"  # what PostgreSQL's text cannot hold, and what it becomes on both engines
+
+
+def storable(value: Any) -> Any:
+    """A value as either engine keeps it: a text's NUL characters (U+0000, which PostgreSQL's
+    text cannot hold and SQLite's can) each as U+FFFD, so a text reads back the same on both
+    (and a move finds none to change); an object that adapts itself for sqlite3
+    (`__conform__`, a growing answer's pieces) as what it adapts to; a list (PostgreSQL's
+    `ANY(?)`) item by item. Bytes, numbers and None as they are."""
+    if type(value) is str:
+        return value.replace(NUL, REPLACEMENT) if NUL in value else value
+    if hasattr(type(value), "__conform__"):
+        return storable(value.__conform__(sqlite3.PrepareProtocol))
+    if type(value) is list:
+        return [storable(v) for v in value]
+    return value
+
+
+_PLAIN = frozenset({int, float, bytes, bool, type(None)})  # bound as they are
+
+
+def bound(params: Any) -> Any:
+    """A statement's parameters (a sequence, or a mapping of names) as both engines bind them;
+    the same object when nothing in them changes (most statements: one look at each)."""
+    if isinstance(params, dict):
+        return {k: storable(v) for k, v in params.items()}
+    if not isinstance(params, (list, tuple)):
+        params = tuple(params)  # looked at twice below
+    for p in params:
+        kind = type(p)
+        if kind is str:
+            if NUL in p:
+                break
+        elif kind not in _PLAIN:
+            break
+    else:
+        return params
+    return tuple(storable(p) for p in params)
+
+
+class SQLiteConnection(sqlite3.Connection):
+    """sqlite3's connection, binding what `bound` makes of the parameters: every statement
+    the store (or sqlite-utils under it) runs goes through `execute` or `executemany`."""
+
+    def execute(self, sql: str, parameters: Any = (), /) -> sqlite3.Cursor:
+        return super().execute(sql, bound(parameters))
+
+    def executemany(self, sql: str, seq_of_parameters: Any, /) -> sqlite3.Cursor:
+        return super().executemany(sql, (bound(p) for p in seq_of_parameters))
 
 
 def is_url(target: Path | str) -> bool:
@@ -40,7 +89,8 @@ def connect(path: Path | str, pool_size: int | None = None) -> sqlite_utils.Data
     if str(path) != ":memory:":
         Path(path).parent.mkdir(parents=True, exist_ok=True)
     # isolation_level=None: we open transactions ourselves (see `write`), never implicitly.
-    conn = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False, timeout=BUSY_TIMEOUT_MS / 1000)
+    conn = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False, timeout=BUSY_TIMEOUT_MS / 1000,
+                           factory=SQLiteConnection)
     conn.row_factory = sqlite3.Row
     conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
     conn.execute("PRAGMA journal_mode = WAL")

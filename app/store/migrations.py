@@ -4,6 +4,7 @@ edit one that has landed; add the next at the end. PostgreSQL's twin of each is 
 pg_schema.py."""
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Callable
 
 import sqlite_utils
@@ -535,3 +536,42 @@ def m028_shared_secrets(db: sqlite_utils.Database) -> None:
             name TEXT PRIMARY KEY CHECK (length(name) BETWEEN 1 AND 200),
             value TEXT NOT NULL CHECK (length(value) >= 16),
             created REAL NOT NULL)""")
+
+
+def name_key(name: str) -> str:
+    """What a person's name is compared by, on both engines: its NFKC form case-folded (any
+    script: "Émile" and "émile", "Straße" and "STRASSE", a full-width "Ａda" and "Ada" are one
+    name), then NFKC again. Two people's names never have the same key (m034)."""
+    return unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", name).casefold())
+
+
+def key_names(db: sqlite_utils.Database) -> list[tuple[int, str]]:
+    """Fill `people.folded` (m034, on both engines): each name's key, the owner's first, then
+    by id, so the earliest account keeps a key two names share. A later one sharing it keeps
+    its name, its password and its rows, and gets the key plus a tab and its id: no name
+    makes that key (a name is one line of printable characters), so nobody new can take it,
+    and its person still signs in with the name exactly as they always have
+    (Store.person_named). Returns the (id, name) of the accounts keyed so."""
+    taken: set[str] = set()
+    apart = []
+    for person, name in db.execute("SELECT id, name FROM people ORDER BY owner DESC, id").fetchall():
+        key = name_key(name)
+        if key in taken:
+            key = f"{key}\t{person}"
+            apart.append((person, name))
+        taken.add(key)
+        db.execute("UPDATE people SET folded = ? WHERE id = ?", [key, person])
+    return apart
+
+
+@migration
+def m034_name_keys(db: sqlite_utils.Database) -> None:
+    # People's names are one name whatever their case, in any script, on both engines.
+    # SQLite's NOCASE folds ASCII only ("Émile" and "émile" were two people) and PostgreSQL's
+    # `nocase` collation folded by ICU's rules: one key of Python's (name_key) in a UNIQUE
+    # column of its own on both. The old UNIQUE ... COLLATE NOCASE stays on SQLite (changing
+    # it means copying the table): every pair it refuses differs only in ASCII case, so the
+    # key refuses it too. Existing names sharing a key: key_names.
+    db.execute("ALTER TABLE people ADD COLUMN folded TEXT NOT NULL DEFAULT ''")
+    key_names(db)
+    db.execute("CREATE UNIQUE INDEX people_folded ON people (folded)")

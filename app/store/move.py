@@ -33,6 +33,8 @@ from typing import Any
 
 import sqlite_utils
 
+from . import db as dbm
+
 BATCH = 20_000  # rows read from SQLite, then written to the COPY, at a time (a progress line each)
 NOT_COPIED = {"migrations", "sqlite_sequence", "sqlite_stat1", "sqlite_stat4"}
 VOID = {"runs"}  # copied empty: leases of a stopped server
@@ -41,7 +43,7 @@ VOID = {"runs"}  # copied empty: leases of a stopped server
 # these is empty.
 SEEDED = {"revs": 1, "assistants": 1, "builtin_model": 1}
 SEED_REV = 1
-REPLACEMENT = "\ufffd"  # what a NUL in a text becomes
+REPLACEMENT = dbm.REPLACEMENT  # what a NUL in a text becomes (dbm.storable, as every write does)
 
 
 class MoveError(Exception):
@@ -114,13 +116,15 @@ def problems(src: sqlite_utils.Database) -> list[str]:
 
 def source_rows(src: sqlite_utils.Database, table: Table, nuls: bool = False) -> Iterator[list[tuple]]:
     """The table's rows in batches of BATCH, in rowid order (ids ascending); with `nuls`, each
-    NUL in a text as U+FFFD (SQLite's replace() cannot look for a NUL)."""
+    NUL in a text as U+FFFD (`dbm.storable`, what the store binds on both engines; SQLite's
+    replace() cannot look for a NUL). Rows written since that rule hold none: only an older
+    install's can."""
     cursor = src.conn.cursor()
     cursor.row_factory = None  # plain tuples: what COPY's write_row takes fastest
     cursor.execute(f"SELECT {table.names} FROM {q(table.name)} ORDER BY rowid")
     while rows := cursor.fetchmany(BATCH):
         if nuls:
-            rows = [tuple(v.replace("\x00", REPLACEMENT) if type(v) is str else v for v in row) for row in rows]
+            rows = [tuple(map(dbm.storable, row)) for row in rows]
         yield rows
 
 

@@ -7,6 +7,7 @@ sha256 of its token (`token_id`), never the token itself.
 from __future__ import annotations
 
 import sqlite3
+import unicodedata
 
 from . import db as dbm, migrations
 from ..tables import Assistant, Person
@@ -15,6 +16,11 @@ from .base import Base
 # Rows made before the owner's account existed (the Python API, an app older than accounts):
 # the owner claims them when they set the app up.
 CLAIMED = ("conversations", "assistants", "files", "tombstones")
+
+
+def _reading(name: str) -> str:
+    """A name as a list orders it: its key (migrations.name_key) without accents."""
+    return "".join(c for c in unicodedata.normalize("NFKD", migrations.name_key(name)) if not unicodedata.combining(c))
 
 
 def person_from_row(row: sqlite3.Row) -> Person:
@@ -37,15 +43,23 @@ class Accounts(Base):
         return self._one("SELECT count(*) FROM people")[0]
 
     def people(self) -> list[Person]:
-        return [person_from_row(r) for r in self._all("SELECT * FROM people ORDER BY owner DESC, name COLLATE NOCASE")]
+        """The owner first, then by name as a person reads a list (case and accents aside:
+        "émile" between "Dan" and "Frank"), in the same order on both engines (their
+        collations order non-ASCII letters each its own way)."""
+        rows = self._all("SELECT * FROM people")
+        return [person_from_row(r) for r in sorted(rows, key=lambda r: (-r["owner"], _reading(r["name"]), r["name"], r["id"]))]
 
     def person(self, person_id: int) -> Person | None:
         row = self._one("SELECT * FROM people WHERE id = ?", [person_id])
         return person_from_row(row) if row else None
 
     def person_named(self, name: str) -> tuple[Person, str] | None:
-        """(the person, their password's hash) by their exact name."""
-        row = self._one("SELECT * FROM people WHERE name = ?", [name])
+        """(the person, their password's hash) by their name, whatever its case
+        (migrations.name_key). An account made before m034 whose name shares its key with an
+        earlier one's (migrations.key_names) is found by its name exactly as it is."""
+        key = migrations.name_key(name)
+        rows = self._all("SELECT * FROM people WHERE folded = ? OR name = ?", [key, name])
+        row = next((r for r in rows if r["name"] == name), None) or next((r for r in rows if r["folded"] == key), None)
         return (person_from_row(row), row["hash"]) if row else None
 
     def add_person(self, name: str, hashed: str, *, owner: bool = False) -> int:
@@ -55,8 +69,9 @@ class Accounts(Base):
             if owner and self.people_count():
                 raise Taken(owner_exists=True)
             try:
-                person_id = db.conn.execute("INSERT INTO people (name, hash, owner, created) VALUES (?, ?, ?, ?) "
-                                            "RETURNING id", [name, hashed, int(owner), dbm.now()]).fetchone()[0]
+                person_id = db.conn.execute("INSERT INTO people (name, hash, owner, created, folded) VALUES (?, ?, ?, ?, ?) "
+                                            "RETURNING id", [name, hashed, int(owner), dbm.now(),
+                                                             migrations.name_key(name)]).fetchone()[0]
             except sqlite3.IntegrityError:
                 raise Taken() from None
             if owner:

@@ -7,8 +7,9 @@ here under the same name, appended in step
 (tests/test_pg_schema.py compares both engines' tables column by column). Types: INTEGER is
 BIGINT (SQLite's integers are 64-bit), REAL is DOUBLE PRECISION; SQLite's 0/1 columns stay
 integers with the same CHECKs. Ids are identities that are never reused, as items' and
-people's AUTOINCREMENT are in SQLite. People's names are unique and compared without case
-through the `nocase` ICU collation, which also makes the store's `COLLATE NOCASE` valid here.
+people's AUTOINCREMENT are in SQLite. The `nocase` ICU collation makes the store's `COLLATE
+NOCASE` valid here; people's names are unique by a key of their own (m034's `folded`, the
+same on both engines), no longer by that collation.
 
 Search is PostgreSQL's full text instead of FTS5: one `search` row per conversation title
 (id = -chat) and per user message or finished answer (id = the item's), kept by triggers as
@@ -366,3 +367,19 @@ def m030_search_words_regexp(db) -> None:
     db.execute("""CREATE OR REPLACE FUNCTION search_words(t text) RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
         SELECT regexp_replace(t, '[!-/:-@[-`{-~]', ' ', 'g')
     $$""")
+
+
+@migration
+def m034_name_keys(db) -> None:
+    # SQLite's m034: names compared by one key of Python's (migrations.name_key) in a UNIQUE
+    # column, instead of the ICU `nocase` collation, whose idea of "the same name" was not
+    # SQLite's (nor Python's). The name itself is plain text again (`name = ?` is exact); the
+    # collation stays for the store's ORDER BY ... COLLATE NOCASE.
+    db.execute("ALTER TABLE people ADD COLUMN folded TEXT NOT NULL DEFAULT ''")
+    migrations.key_names(db)
+    db.execute("CREATE UNIQUE INDEX people_folded ON people (folded)")
+    for (name,) in db.execute("SELECT conname FROM pg_constraint WHERE conrelid = 'people'::regclass "
+                              "AND contype = 'u'").fetchall():
+        db.execute(f'ALTER TABLE people DROP CONSTRAINT "{name}"')
+    db.execute('ALTER TABLE people ALTER COLUMN name TYPE TEXT COLLATE "default"')
+    db.execute("CREATE INDEX people_name ON people (name)")

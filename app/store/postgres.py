@@ -4,7 +4,8 @@ The store writes its statements once where the two dialects agree (most of them:
 ON CONFLICT upserts, window functions, row values), with `?` placeholders and rows read by
 position or by name. `Connection` is the seam: it turns `?` into psycopg's `%s` (and a
 literal `%` into `%%`), gives rows that behave like sqlite3.Row, binds Python's bool as an
-integer (the schema keeps SQLite's 0/1 columns), and raises a constraint's failure as
+integer (the schema keeps SQLite's 0/1 columns), binds a text's NULs as U+FFFD as SQLite's
+connection does (`dbm.bound`: PostgreSQL's text cannot hold one), and raises a constraint's failure as
 `IntegrityError`, a sqlite3.IntegrityError, the one the store's callers already catch.
 Where the dialects differ the store asks `dbm.postgres(db)` and says each (search, PRAGMAs).
 
@@ -43,6 +44,8 @@ import psycopg
 from psycopg import pq
 from psycopg.adapt import Dumper
 from psycopg_pool import ConnectionPool, PoolTimeout
+
+from . import db as dbm
 
 WRITE_LOCK = 0x7461626C  # "tabl": the advisory lock every write transaction holds until it ends
 CHANNEL = "tabletalk_revs"  # a committed write that took a rev says so here, the rev as payload
@@ -114,9 +117,11 @@ def _rows(cursor: psycopg.Cursor) -> Any:
 
 
 def _values(params: Sequence[Any]) -> tuple[Any, ...]:
-    """The parameters as psycopg binds them: an object that adapts itself for sqlite3
-    (`__conform__`, e.g. a growing answer's pieces) is given as what it adapts to."""
-    return tuple(p.__conform__(sqlite3.PrepareProtocol) if hasattr(type(p), "__conform__") else p for p in params)
+    """The parameters as psycopg binds them, as SQLite's connection binds them (`dbm.bound`):
+    a text's NULs as U+FFFD (PostgreSQL's text cannot hold one: psycopg would refuse the
+    statement), an object that adapts itself for sqlite3 (`__conform__`, e.g. a growing
+    answer's pieces) as what it adapts to."""
+    return dbm.bound(params)
 
 
 BUSY = (pq.TransactionStatus.INTRANS, pq.TransactionStatus.INERROR, pq.TransactionStatus.ACTIVE)
