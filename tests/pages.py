@@ -65,6 +65,8 @@ PAGES: list[Page] = [
     Page("a plugin's question on its own page", "/c/{asking}/asks/{ask}", shows="form[id^=ask-] ~ article.ask"),
     Page("conversation editing a message", "/c/{done}?edit={done_turn}", shows="div.edit textarea"),
     Page("delete conversation", "/c/{done}/delete"),
+    Page("prompts, skills and resources", "/c/{done}/prompts", shows=".prompt-list"),
+    Page("prompts of a new conversation", "/new/{agent}/prompts", shows=".prompt-list"),
     Page("agents", "/agents"),
     Page("agent settings", "/agents/{agent}"),
     Page("agent settings saved", "/agents/{agent}?tab=settings&saved=settings", shows=".saved"),
