@@ -62,3 +62,26 @@ def test_two_runners_race_for_a_lease_and_one_wins(store):
         assert loser.lease(chat, "ab".replace(winners[0], ""), 30), "an expired one is"
     finally:
         other.db.conn.close()
+
+
+async def test_a_stream_sends_every_message_of_one_dispatch_even_when_they_share_a_rev():
+    """One dispatch may push a conversation's change and the built-in model's fragment with
+    the same rev: the stream sends both; what the first message covered it skips."""
+    from app.feed import Follower
+    from app.web.events import follow
+
+    class Open:
+        closed = False
+
+        def unfollow(self, follower):
+            self.closed = True
+
+    follower = Follower(1)
+    for rev, data in ((5, b"covered"), (7, b"change"), (7, b"builtin"), (8, b"next")):
+        follower.push(rev, data)
+    follower.push(0, b"")  # then nothing more: the test ends the stream at the keep-alive
+    got = []
+    stream = follow(Open(), follower, b"first", 5, signed_in=lambda: False)
+    async for data in stream:
+        got.append(data)
+    assert got[1:] == [b"change", b"builtin", b"next"] and got[0].endswith(b"first")

@@ -56,7 +56,8 @@ async def follow(feed: Feed, follower: Follower, first: bytes, cursor: int,
                 break  # signed out (or removed) in another worker: seen at a keep-alive
             if rev and rev <= cursor:
                 continue  # already covered by the first message
-            cursor = max(cursor, rev)
+            # `cursor` stays the first message's rev: one dispatch may push several messages
+            # with the same rev (a conversation's change, then the built-in model's), all sent
             yield data
     finally:
         feed.unfollow(follower)
