@@ -59,9 +59,10 @@ def serve(host: str, port: int, workers: int) -> None:
     db.conn.close()
     if nobody and not loopback(host):
         raise SystemExit(NO_ACCOUNT.format(host=host, port=port))
-    # Import the app (and openai, jinja2 ...) once, before granian forks its workers, so each
-    # worker starts (and a restarted server resumes its runs) sooner.
-    import app.web.app  # noqa: F401
+    # The app is not imported here but in each worker granian forks: imported before the fork
+    # it was shared only until the worker's gc.freeze() (app/worker.py) wrote to every object,
+    # so serve's copy (~20 MB) was memory for nothing (benchmarks/start.py: serve 64 -> 45 MB;
+    # a worker granian starts again imports it itself, ~0.4-0.6 s).
 
     print(f"Tabletalk on http://{host}:{port} (data in {config.data})", file=sys.stderr, flush=True)
     if nobody:
