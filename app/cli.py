@@ -63,7 +63,6 @@ def serve(host: str, port: int, workers: int) -> None:
     # it was shared only until the worker's gc.freeze() (app/worker.py) wrote to every object,
     # so serve's copy (~20 MB) was memory for nothing (benchmarks/start.py: serve 64 -> 45 MB;
     # a worker granian starts again imports it itself, ~0.4-0.6 s).
-
     print(f"Tabletalk on http://{host}:{port} (data in {config.data})", file=sys.stderr, flush=True)
     if nobody:
         print(f"No account yet: set the owner up at http://{host}:{port}/setup?code={code}\n"
