@@ -27,18 +27,27 @@ from .. import window
 from ..asyncnet import pace
 from ..agent import Delta, Message, ModelError
 from ..tools import Tool
-from . import chat as api
 from . import limits as learn
 from .errors import EMPTY_REPLY, ENDED_EARLY, plain_words, server_says
 from .servers import Server, count_tokens
 from .wire import FINISHED, cache_marked, deltas, sse_lines, takes_cache_marks
 
 if TYPE_CHECKING:
+    import openai
+
     from .client import Endpoint, Providers
 
 RETRY_DELAYS = (1.0, 2.0, 4.0)  # seconds before the 2nd, 3rd and 4th try of a busy or failing server
 RETRY_AFTER_MAX = 30.0
-TRANSIENT = (api.RateLimitError, api.InternalServerError)
+
+
+def transient(e: Exception) -> bool:
+    """A busy or failing server (429, 5xx): worth another try. (openai is imported by the
+    client that made the request: client.py.)"""
+    import openai
+
+    return isinstance(e, (openai.RateLimitError, openai.InternalServerError))
+
 EARLY_PAUSE = 0.5  # seconds before an answer ended early is asked for again
 MIN_ANSWER = 256  # tokens an answer step may always be, whatever the estimate of the request says
 WAITING = "Waiting for the model server: it answers one request at a time, and another is running."
@@ -112,8 +121,10 @@ def answer_room(providers: Providers, model: str, messages: list[Message], tools
 def failure(providers: Providers, e: Exception, endpoint: Endpoint, model: str, request: dict[str, Any],
             messages: list[Message], tools: list[Tool]) -> ModelError:
     """What a failed request means: a `Retry` when it taught something, else plain words."""
-    status = e.status_code if isinstance(e, api.APIStatusError) else None
-    says = server_says(e) if isinstance(e, api.APIStatusError) else ""
+    import openai
+
+    status = e.status_code if isinstance(e, openai.APIStatusError) else None
+    says = server_says(e) if isinstance(e, openai.APIStatusError) else ""
     if status is None or not says:
         return ModelError(plain_words(e, endpoint))
     found = providers.limits_of(model)
@@ -134,20 +145,20 @@ def failure(providers: Providers, e: Exception, endpoint: Endpoint, model: str, 
     return ModelError(plain_words(e, endpoint))
 
 
-async def diagnosis(providers: Providers, client: api.Chat, endpoint: Endpoint, model: str,
+async def diagnosis(providers: Providers, client: openai.AsyncOpenAI, endpoint: Endpoint, model: str,
                     request: dict[str, Any], messages: list[Message], tools: list[Tool]) -> ModelError:
     """Why a stream brought nothing: the same request, not streamed, for one token. Its error
     says what the stream could not; when it answers, the stream was empty for no reason given."""
     asked = {k: v for k, v in request.items() if k not in ("stream", "stream_options")}
+    import openai
+
     asked |= {"stream": False, "max_tokens": 1}
     for again in (False, True):
         try:
-            await client.create(asked)
-        except api.APIConnectionError:
+            await client.chat.completions.create(**asked)
+        except openai.APIConnectionError:
             if again:  # the connection the stream left was closed under it: once more, anew
                 return ModelError(EMPTY_REPLY)
-        except api.APIResponseValidationError:
-            break  # it answered 200 with nothing to read either: no reason given
         except Exception as e:
             return failure(providers, e, endpoint, model, request, messages, tools)
         else:
@@ -189,20 +200,23 @@ async def stream(providers: Providers, model: str, messages: list[Message], tool
 ENDED = Delta()  # _one's word that the answer ended early with nothing of it written
 
 
-async def _one(providers: Providers, client: api.Chat, endpoint: Endpoint, model: str,
+async def _one(providers: Providers, client: openai.AsyncOpenAI, endpoint: Endpoint, model: str,
                request: dict[str, Any], messages: list[Message], tools: list[Tool],
                server: Server) -> AsyncIterator[Delta]:
     """One try of the streamed request: its deltas, then ENDED when it ended with no finish
     reason before anything was written (the caller asks again once)."""
     tries = len(RETRY_DELAYS) + 1
+    completions = client.chat.completions.with_streaming_response
     problem = ""  # what the last failed try met, for the notice once a try answers
     for attempt in range(tries):
         try:
-            opened = client.stream(request)
+            opened = completions.create(**request)
             response = await opened.__aenter__()
             break
-        except TRANSIENT as e:
-            if not isinstance(e, api.RateLimitError) and \
+        except Exception as e:
+            if not transient(e):
+                raise failure(providers, e, endpoint, model, request, messages, tools) from e
+            if getattr(e, "status_code", None) != 429 and \
                     isinstance(taught := failure(providers, e, endpoint, model, request, messages, tools), learn.Retry):
                 raise taught from e
             if attempt == tries - 1:
@@ -211,8 +225,6 @@ async def _one(providers: Providers, client: api.Chat, endpoint: Endpoint, model
             problem = plain_words(e, endpoint)
             yield Delta(notice=f"{problem} Trying again in {wait:g} s (try {attempt + 2} of {tries}).")
             await asyncio.sleep(wait)
-        except Exception as e:
-            raise failure(providers, e, endpoint, model, request, messages, tools) from e
     if problem:  # the notice no longer says it is about to try: it says how it went
         yield Delta(notice=f"{problem} It answered on try {attempt + 1} of {tries}.")
     finished = received = wrote = counted = False
@@ -220,9 +232,9 @@ async def _one(providers: Providers, client: api.Chat, endpoint: Endpoint, model
     cut: Exception | None = None
     paced = False  # read as it comes until the first words (they are written at once), then once a beat
     try:
-        async for line in sse_lines(response):
-            # The SSE lines are parsed here rather than by the openai SDK (no longer used:
-            # chat.py): building its typed objects for every chunk cost ~20x the JSON parse and bounded how many
+        async for line in sse_lines(response.http_response):
+            # The SSE lines are parsed here rather than by the SDK: building its typed
+            # objects for every chunk cost ~20x the JSON parse and bounded how many
             # answers one worker could stream at once.
             if not line.startswith(b"data:"):
                 continue
@@ -240,7 +252,7 @@ async def _one(providers: Providers, client: api.Chat, endpoint: Endpoint, model
                     wrote = True
                     answer.append(delta.text or delta.reasoning or delta.call_arguments)
                     if not paced:
-                        pace(response)
+                        pace(response.http_response)
                         paced = True
                 yield delta
     except ModelError:
@@ -248,7 +260,7 @@ async def _one(providers: Providers, client: api.Chat, endpoint: Endpoint, model
     except Exception as e:
         cut = e
     finally:
-        pace(response, on=False)
+        pace(response.http_response, on=False)
         await opened.__aexit__(None, None, None)
     if not received and not isinstance(cut, httpx2.TimeoutException):
         # ended with nothing in it (or cut before anything came): not a wait that ran out
@@ -277,10 +289,10 @@ async def complete(providers: Providers, model: str, messages: list[Message], ma
     found = providers.limits_of(model)
     async with gate.side() if gate is not None else contextlib.nullcontext():
         try:
-            r = await providers.client(endpoint).create({
-                "model": endpoint.model, "messages": [m.to_api() for m in messages], "max_tokens": max_tokens,
-                "stream": False, **((providers.thinking(endpoint, "off") if found.reasoning else None) or {}),
-            })
+            r = await providers.client(endpoint).chat.completions.create(
+                model=endpoint.model, messages=[m.to_api() for m in messages], max_tokens=max_tokens, stream=False,
+                extra_body=(providers.thinking(endpoint, "off") if found.reasoning else None) or None,
+            )
         except Exception as e:
             raise ModelError(plain_words(e, endpoint)) from e
-    return api.content_of(r)
+    return (r.choices[0].message.content or "") if r.choices else ""

@@ -11,7 +11,7 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx2
 
@@ -21,11 +21,13 @@ from ..asyncnet import PooledTransport
 from ..config import Config
 from ..tools import Tool
 from . import asking, catalog
-from .chat import Chat
 from .ids import GROUP_LOCAL, GROUP_SERVER, LOCAL, Account, Choice, choice_of, groups
 from .limits import Limits
 from .servers import Gate, Server
 from .thinking import THINKING, thinking_fields
+
+if TYPE_CHECKING:
+    import openai
 
 OLLAMA, LOCAL_SERVER, BUILTIN = "ollama", "local", "builtin"  # the servers a "local:" id can live on
 RELIST_SECONDS = 5.0  # how often the servers are listed again while one of them is down
@@ -67,7 +69,7 @@ class Providers:
         self._local: dict[str, set[str]] = {OLLAMA: set(), LOCAL_SERVER: set(), BUILTIN: set()}
         self._thinkers: set[str] = set()
         self._ollama_answered = False
-        self._clients: dict[tuple[str, str], Chat] = {}
+        self._clients: dict[tuple[str, str], openai.AsyncOpenAI] = {}
         # What servers said about themselves at the last listing (servers.probe), by base URL,
         # the gates of those that serve a set number of requests at once, and their listings
         # (kept while one is busy: llama-cpp-python ends a running answer for any request).
@@ -135,10 +137,18 @@ class Providers:
             await asyncio.gather(self._list_ollama(), self._list_local_server())
         return self.endpoint(model)
 
-    def client(self, endpoint: Endpoint) -> Chat:
+    def client(self, endpoint: Endpoint) -> openai.AsyncOpenAI:
         key = (endpoint.base_url, endpoint.key)
-        if key not in self._clients:  # no retries of its own: they are ours, so the person can see them
-            self._clients[key] = Chat(self._http, endpoint.base_url, endpoint.key, self._timeout())
+        if key not in self._clients:
+            import openai  # ~0.2 s and ~25 MB: imported by the first request, not by every start
+
+            self._clients[key] = openai.AsyncOpenAI(
+                base_url=endpoint.base_url,
+                api_key=endpoint.key or "none",
+                max_retries=0,  # retries are ours, so the person can see them
+                timeout=self._timeout(),
+                http_client=self._http,
+            )
         return self._clients[key]
 
     @property

@@ -6,9 +6,9 @@ from typing import TYPE_CHECKING
 
 import httpx2
 
-from . import chat as api
-
 if TYPE_CHECKING:
+    import openai
+
     from .client import Endpoint
 
 ENDED_EARLY = ("The model server ended the answer early: it stopped sending without saying the answer was "
@@ -18,7 +18,7 @@ EMPTY_REPLY = ("The model server answered with an empty reply (no answer and no 
                "Try again, or check the model server's log.")
 
 
-def server_says(e: api.APIStatusError) -> str:
+def server_says(e: openai.APIStatusError) -> str:
     body = e.body
     if isinstance(body, dict):
         err = body.get("error", body)
@@ -31,33 +31,35 @@ def server_says(e: api.APIStatusError) -> str:
 
 def plain_words(e: Exception, endpoint: Endpoint) -> str:
     """What went wrong, for the person reading the conversation (never a traceback)."""
-    says = server_says(e) if isinstance(e, api.APIStatusError) else ""
+    import openai  # imported already by the request that failed (client.py)
+
+    says = server_says(e) if isinstance(e, openai.APIStatusError) else ""
     tail = f" The server said: “{says}”" if says else ""
-    if isinstance(e, api.APITimeoutError):
+    if isinstance(e, openai.APITimeoutError):
         return "The model server stopped sending anything and the request was given up."
-    if isinstance(e, api.APIConnectionError):
+    if isinstance(e, openai.APIConnectionError):
         cause = e.__cause__ or e.__context__
         if isinstance(cause, (httpx2.RemoteProtocolError, httpx2.ReadError)):
             return "The connection to the model server was cut before the answer was finished."
         return f"Could not reach the model server at {endpoint.base_url}. Is it running?"
-    if isinstance(e, api.AuthenticationError):
+    if isinstance(e, openai.AuthenticationError):
         return f"The model server refused the key (401). Check {endpoint.key_setting}.{tail}"
-    if isinstance(e, api.PermissionDeniedError):
+    if isinstance(e, openai.PermissionDeniedError):
         return f"The model server does not allow this request (403).{tail}"
-    if isinstance(e, api.NotFoundError):
+    if isinstance(e, openai.NotFoundError):
         return f"The model server does not know the model “{endpoint.model}”.{tail}"
-    if isinstance(e, api.RateLimitError):
+    if isinstance(e, openai.RateLimitError):
         return f"The model server is busy or over its limit (429); try again in a moment.{tail}"
-    if isinstance(e, api.APIStatusError):
+    if isinstance(e, openai.APIStatusError):
         if e.status_code >= 500:
             return f"The model server failed ({e.status_code}); try again in a moment.{tail}"
         return f"The model server turned the request down ({e.status_code}).{tail}"
-    if isinstance(e, (json.JSONDecodeError, api.APIResponseValidationError, ValueError)):
+    if isinstance(e, (json.JSONDecodeError, openai.APIResponseValidationError, ValueError)):
         return "The model server sent a reply that could not be read."
     if isinstance(e, (httpx2.RemoteProtocolError, httpx2.ReadError)):
         return "The connection to the model server was cut before the answer was finished."
     if isinstance(e, httpx2.TimeoutException):
         return "The model server stopped sending anything and the request was given up."
-    if isinstance(e, api.APIError):
+    if isinstance(e, openai.APIError):
         return f"The model server answered with an error: {e.message[:300]}"
     return f"Something went wrong talking to the model server ({type(e).__name__})."
