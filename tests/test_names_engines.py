@@ -118,3 +118,11 @@ def test_people_are_listed_in_the_same_order_on_both_engines(store):
     for name in ("owner", "zoe", "Émile", "dan", "Frank", "ÅSA", "emil"):
         store.add_person(name, "h", owner=name == "owner")
     assert [p.name for p in store.people()] == ["owner", "ÅSA", "dan", "emil", "Émile", "Frank", "zoe"]
+
+
+def test_skills_are_listed_in_the_same_order_on_both_engines(store):
+    from app.tables import Skill
+
+    for name in ("zeta", "Émincer", "apply", "Edit", "écrire"):
+        store.add_skill(Skill(name=name, description="d", body="b"))
+    assert [s.name for s in store.skills()] == ["apply", "écrire", "Edit", "Émincer", "zeta"]
