@@ -132,6 +132,10 @@ class People:
         except Taken as e:
             if e.owner_exists:
                 raise AccountError("Tabletalk is already set up: sign in instead.") from None
+            known = self.store.person_named(name)
+            if known and known[0].name != name:  # the same name in another case, or spelling
+                raise AccountError(f"Someone is already called “{known[0].name}”: names differing "
+                                   "only in case are one name.") from None
             raise AccountError(f"Someone is already called “{name}”.") from None
         return Person(name=name, owner=owner, id=person_id)
 

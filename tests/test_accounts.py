@@ -246,7 +246,9 @@ def test_the_owner_adds_and_removes_people_who_get_an_agent_of_their_own(client,
                     follow_redirects=False)
     assert r.status_code == 303
     r = client.post("/people", data={"_csrf_token": csrf(client), "name": "bea", "password": "another password"})
-    assert r.status_code == 400 and "already called" in r.text
+    assert r.status_code == 400 and "Someone is already called “Bea”: names differing only in case" in r.text
+    r = client.post("/people", data={"_csrf_token": csrf(client), "name": "Bea", "password": "another password"})
+    assert r.status_code == 400 and "Someone is already called “Bea”." in r.text
     [(bea,)] = db_rows(data, "SELECT id FROM people WHERE name = 'Bea'")
     assert db_rows(data, "SELECT name FROM assistants WHERE person = ?", [bea]) == [("Assistant",)]
 

@@ -28,12 +28,12 @@ def test_names_differing_in_more_than_case_are_two_people(store):
     assert store.person_named("Émilie") is None
 
 
-def _before_m034(db, monkeypatch):
+def _before_m034(db):
     """The database as a release before m034 left it."""
-    for where in (migrations, pg_schema):
-        monkeypatch.setattr(where, "MIGRATIONS", [fn for fn in where.MIGRATIONS if fn.__name__ != "m034_name_keys"])
-    dbm.migrate(db)
-    monkeypatch.undo()
+    with pytest.MonkeyPatch.context() as patch:
+        for where in (migrations, pg_schema):
+            patch.setattr(where, "MIGRATIONS", [fn for fn in where.MIGRATIONS if fn.__name__ != "m034_name_keys"])
+        dbm.migrate(db)
 
 
 def _people(db, names):
@@ -43,12 +43,12 @@ def _people(db, names):
 
 
 @pytest.mark.parametrize("engine", ["sqlite", "postgresql"])
-def test_existing_names_sharing_a_key_are_kept_and_each_signs_in(engine, tmp_path, request, monkeypatch):
+def test_existing_names_sharing_a_key_are_kept_and_each_signs_in(engine, tmp_path, request):
     from app.store import Store
 
     db = dbm.connect(request.getfixturevalue("pg_url") if engine == "postgresql" else tmp_path / "t.db")
     try:
-        _before_m034(db, monkeypatch)
+        _before_m034(db)
         # Both engines took ß and ss apart before (SQLite's NOCASE is ASCII's, and ICU's level 2
         # keeps ß apart); SQLite took É and é apart too.
         names = ["strasse", "Straße", "Bob"] + (["Émile", "émile"] if engine == "sqlite" else [])
@@ -90,7 +90,7 @@ def test_an_install_whose_names_now_share_a_key_moves_and_everyone_signs_in(data
 
     data.mkdir(parents=True, exist_ok=True)
     db = dbm.connect(data / "tabletalk.db")
-    _before_m034(db, monkeypatch)
+    _before_m034(db)
     names = ["Émile", "émile", "strasse", "Straße"]
     with dbm.write(db):
         for name in names:
@@ -118,3 +118,11 @@ def test_people_are_listed_in_the_same_order_on_both_engines(store):
     for name in ("owner", "zoe", "Émile", "dan", "Frank", "ÅSA", "emil"):
         store.add_person(name, "h", owner=name == "owner")
     assert [p.name for p in store.people()] == ["owner", "ÅSA", "dan", "emil", "Émile", "Frank", "zoe"]
+
+
+def test_skills_are_listed_in_the_same_order_on_both_engines(store):
+    from app.tables import Skill
+
+    for name in ("zeta", "Émincer", "apply", "Edit", "écrire"):
+        store.add_skill(Skill(name=name, description="d", body="b"))
+    assert [s.name for s in store.skills()] == ["apply", "écrire", "Edit", "Émincer", "zeta"]

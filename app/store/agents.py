@@ -8,6 +8,7 @@ from ..providers.ids import Choice
 from ..providers.limits import Limits
 from ..tables import Assistant, Skill
 from .base import Base
+from .people import reading
 
 
 class Agents(Base):
@@ -124,7 +125,8 @@ class Agents(Base):
         return Skill(name=row["name"], description=row["description"], body=row["body"], id=row["id"])
 
     def skills(self) -> list[Skill]:
-        return [self._skill(r) for r in self._all("SELECT * FROM skills ORDER BY name COLLATE NOCASE, id")]
+        rows = self._all("SELECT * FROM skills")  # by name as a person reads a list, alike on both engines
+        return [self._skill(r) for r in sorted(rows, key=lambda r: (reading(r["name"]), r["name"], r["id"]))]
 
     def skill(self, skill_id: int) -> Skill | None:
         row = self._one("SELECT * FROM skills WHERE id = ?", [skill_id])

@@ -18,8 +18,9 @@ from .base import Base
 CLAIMED = ("conversations", "assistants", "files", "tombstones")
 
 
-def _reading(name: str) -> str:
-    """A name as a list orders it: its key (migrations.name_key) without accents."""
+def reading(name: str) -> str:
+    """A name as a list orders it on both engines (their collations order non-ASCII letters
+    each its own way): its key (migrations.name_key) without accents."""
     return "".join(c for c in unicodedata.normalize("NFKD", migrations.name_key(name)) if not unicodedata.combining(c))
 
 
@@ -47,7 +48,7 @@ class Accounts(Base):
         "émile" between "Dan" and "Frank"), in the same order on both engines (their
         collations order non-ASCII letters each its own way)."""
         rows = self._all("SELECT * FROM people")
-        return [person_from_row(r) for r in sorted(rows, key=lambda r: (-r["owner"], _reading(r["name"]), r["name"], r["id"]))]
+        return [person_from_row(r) for r in sorted(rows, key=lambda r: (-r["owner"], reading(r["name"]), r["name"], r["id"]))]
 
     def person(self, person_id: int) -> Person | None:
         row = self._one("SELECT * FROM people WHERE id = ?", [person_id])
