@@ -283,16 +283,24 @@ class Served:
 
 
 def children(pid: int) -> list[int]:
-    kids = []
+    return processes(PARENT, pid)
+
+
+PARENT, GROUP = 1, 2  # fields of /proc/PID/stat after the process's name: ppid, pgrp
+
+
+def processes(field: int, value: int) -> list[int]:
+    """The processes whose /proc/PID/stat `field` (PARENT or GROUP) is `value`."""
+    found = []
     for name in os.listdir("/proc"):
         if name.isdigit():
             try:
                 stat = Path(f"/proc/{name}/stat").read_text()
             except OSError:
                 continue
-            if int(stat[stat.rfind(")") + 2:].split()[1]) == pid:
-                kids.append(int(name))
-    return sorted(kids)
+            if int(stat[stat.rfind(")") + 2:].split()[field]) == value:
+                found.append(int(name))
+    return sorted(found)
 
 
 def rss_kib(pid: int) -> int:

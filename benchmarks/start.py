@@ -54,15 +54,7 @@ FIXTURE = ROOT / "tests" / "fixtures" / "long_answer.md"
 def group(pgid: int) -> list[int]:
     """The processes of a process group, and every descendant of them (a session of its own:
     the built-in model's server)."""
-    found = []
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            try:
-                stat = Path(f"/proc/{name}/stat").read_text()
-            except OSError:
-                continue
-            if int(stat[stat.rfind(")") + 2:].split()[2]) == pgid:
-                found.append(int(name))
+    found = fb.processes(fb.GROUP, pgid)
     todo = list(found)
     while todo:
         kids = fb.children(todo.pop())
