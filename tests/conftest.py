@@ -114,7 +114,24 @@ def store(request, tmp_path: Path, engine: str):
     db.conn.close()
 
 
+def database_of(store) -> str:
+    """What `dbm.connect` takes to open the `store` fixture's database again (another
+    connection, or a Feed of its own): its PostgreSQL URL or SQLite's file."""
+    from app.store import db as dbm
+
+    if dbm.postgres(store.db):
+        return store.db.url
+    return next(r[2] for r in store.db.conn.execute("PRAGMA database_list").fetchall() if r[1] == "main")
+
+
 ENGINES = ["sqlite", "postgresql"]
+ON_POSTGRES = os.environ.get("TABLETALK_TEST_POSTGRES") == "1"
+
+
+def sqlite_only(why: str):
+    """Marks an app test SQLite's by nature (its file, its disk): skipped, saying `why`, when
+    TABLETALK_TEST_POSTGRES=1 runs the app tests on PostgreSQL."""
+    return pytest.mark.skipif(ON_POSTGRES, reason=f"SQLite only: {why}")
 
 
 def on_both_engines(request, env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
@@ -139,7 +156,7 @@ def env(request, monkeypatch: pytest.MonkeyPatch, data: Path, fake: FakeModelSer
     unless the test asks for both engines (on_both_engines) or TABLETALK_TEST_POSTGRES=1
     runs every app test on PostgreSQL."""
     values = {"TABLETALK_DATA": str(data), "AI_URL": fake.url, "AI_KEY": "", "AI_MODEL": ""}
-    if os.environ.get("TABLETALK_TEST_POSTGRES") == "1":
+    if ON_POSTGRES:
         values["DATABASE_URL"] = request.getfixturevalue("pg_url")
     else:
         monkeypatch.delenv("DATABASE_URL", raising=False)
@@ -223,20 +240,22 @@ def idle(client, chat: str):
     return wait_for(lambda: (p := soup(client.get(chat))).select_one('#status[data-running="0"]') and p, timeout=15)
 
 
-def rows(data: Path, sql: str = "SELECT id, kind, text, state, done, turn, model FROM items ORDER BY id") -> list[dict]:
-    """The database's rows for `sql`, as dicts."""
+def rows(data: Path, sql: str = "SELECT id, kind, text, state, done, turn, model FROM items ORDER BY id",
+         params=()) -> list[dict]:
+    """The database's rows for `sql` (`?` placeholders for `params`), as dicts: the
+    PostgreSQL database of DATABASE_URL when set, else the data folder's SQLite file."""
     if os.environ.get("DATABASE_URL"):
         from app.store import db as dbm
 
         pg = dbm.connect(os.environ["DATABASE_URL"])
         try:
-            return [dict(r) for r in pg.execute(sql)]
+            return [dict(r) for r in pg.execute(sql, params)]
         finally:
             pg.conn.close()
     db = sqlite3.connect(data / "tabletalk.db")
     db.row_factory = sqlite3.Row
     try:
-        return [dict(r) for r in db.execute(sql)]
+        return [dict(r) for r in db.execute(sql, params)]
     finally:
         db.close()
 

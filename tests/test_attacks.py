@@ -15,7 +15,7 @@ import httpx
 import pytest
 from bs4 import BeautifulSoup
 
-from tests.conftest import Served, wait_for
+from tests.conftest import Served, rows, wait_for
 from tests.fakes.mcp_server import HostileMCPServer
 from tests.fakes.openai_server import text, tool_call
 
@@ -196,13 +196,9 @@ def anonymous_token(served: Served) -> tuple[dict[str, str], str]:
 
 
 def db_one(served: Served, sql: str):
-    import sqlite3
-
-    db = sqlite3.connect(served.data / "tabletalk.db")
-    try:
-        return db.execute(sql).fetchone()
-    finally:
-        db.close()
+    """The first row of `sql` in the database of the served app, whichever engine."""
+    found = rows(served.data, sql)
+    return tuple(found[0].values()) if found else None
 
 
 @pytest.mark.browser

@@ -15,7 +15,7 @@ from app.store.blobs import Disk
 from app.config import load
 from app.store import Store
 from app.tables import asked, item
-from tests.conftest import ROOT, Served, wait_for
+from tests.conftest import ROOT, Served, sqlite_only, wait_for
 from tests.fakes.openai_server import rate, text
 
 
@@ -132,6 +132,7 @@ def test_a_file_deleted_during_the_backup_is_left_out_with_its_rows(tmp_path, mo
 ANSWER = " ".join(f"w{i}" for i in range(160))
 
 
+@sqlite_only("`tabletalk backup` copies SQLite's file and refuses on PostgreSQL (pg_dump does it there)")
 @pytest.mark.process
 def test_a_running_server_is_backed_up_while_it_streams_and_the_restore_serves_it(data, env, fake, tmp_path):
     fake.script([rate(40), text(ANSWER)], [rate(400), text(ANSWER)])

@@ -9,7 +9,7 @@ from app.store import db as dbm
 from app.store import migrations
 from app.run.turn import MAY_HAVE_RUN
 from tests.chaos import Chaos
-from tests.conftest import Served, signed_in, soup, wait_for
+from tests.conftest import Served, signed_in, soup, sqlite_only, wait_for
 from tests.fakes.openai_server import text
 
 pytestmark = pytest.mark.process
@@ -77,6 +77,7 @@ def previous_release(path, upto: str = "m010_context"):
     return chats
 
 
+@sqlite_only("the previous release's data folder is a SQLite file (PostgreSQL's schema: test_pg_schema.py)")
 def test_the_new_release_starts_on_a_database_of_the_previous_one_with_runs_in_flight(data, env, fake):
     data.mkdir(parents=True)
     chats = previous_release(data / "tabletalk.db")

@@ -2,16 +2,13 @@
 turns are left out in chunks, the page shows where the model's view starts, an error when
 even the latest turn does not fit, calibration, and prompt caching."""
 import json
-import sqlite3
 
 import pytest
 from bs4 import BeautifulSoup
 
-from app.store import db as dbm
 from app.feed import Feed
-from app.store import Store
 from app.web import live
-from tests.conftest import ask, idle, new_chat, sse_value
+from tests.conftest import ask, database_of, idle, new_chat, rows, sse_value
 from tests.fakes.openai_server import FakeModelServer, text, usage
 
 WINDOW = 4000  # tokens, as the fake reports it: small enough to outgrow in a test
@@ -70,9 +67,7 @@ def test_a_conversation_that_outgrows_the_window_leaves_out_its_oldest_turns(cli
     assert above == 24 - len(last)
     assert f"{above} earlier turns" in page.select_one("#status .left-out").text
     # The estimate learned the fake's count: one calibration row, taught by every answer.
-    db = sqlite3.connect(data / "tabletalk.db")
-    ratio, samples = db.execute("SELECT ratio, samples FROM calibrations WHERE model = 'tiny'").fetchone()
-    db.close()
+    [(ratio, samples)] = [tuple(r.values()) for r in rows(data, "SELECT ratio, samples FROM calibrations WHERE model = 'tiny'")]
     assert samples == 24 and 0.5 < ratio < 2
 
 
@@ -86,10 +81,8 @@ def test_the_estimate_converges_to_what_the_server_reports(client, fake, data):
         fake.script(answer)
         ask(client, chat, question(n))
         idle(client, chat)
-    db = sqlite3.connect(data / "tabletalk.db")
-    ratio, samples = db.execute("SELECT ratio, samples FROM calibrations WHERE model = 'tiny'").fetchone()
-    estimate = db.execute("SELECT estimate FROM contexts").fetchone()[0]
-    db.close()
+    [(ratio, samples)] = [tuple(r.values()) for r in rows(data, "SELECT ratio, samples FROM calibrations WHERE model = 'tiny'")]
+    estimate = rows(data, "SELECT estimate FROM contexts")[0]["estimate"]
     reported = round(tokens_sent(fake.streamed[-1]) * 1.3)
     assert samples == 8
     assert abs(estimate - reported) / reported < 0.05, f"estimated {estimate} for {reported}"
@@ -126,14 +119,10 @@ def test_claude_models_get_cache_marks_and_the_meter_shows_cached_tokens(client,
     assert "cache_control" not in json.dumps(fake.streamed[1]), "other servers get plain messages"
 
 
-def test_the_feed_moves_the_marker_when_the_view_moves(tmp_path):
-    path = tmp_path / "t.db"
-    db = dbm.connect(path)
-    dbm.migrate(db)
-    store = Store(db)
+def test_the_feed_moves_the_marker_when_the_view_moves(store):
     chat = store.new_conversation(None).id
     users = [store.ask(chat, f"q{n}").id for n in range(3)]
-    feed = Feed(path, render=live.chat_changes)
+    feed = Feed(database_of(store), render=live.chat_changes)
     follower = feed.follow(chat)
     follower.fresh = False
     store.set_context(chat, used=100, window=1000, start=users[1], turns_out=1, left_out=50)
@@ -149,7 +138,6 @@ def test_the_feed_moves_the_marker_when_the_view_moves(tmp_path):
     message = follower.messages.popleft()[1].decode()
     assert 'id="cut"' not in message
     feed.db.conn.close()
-    db.conn.close()
 
 
 @pytest.mark.parametrize("raw", ["1", "1.5", "0", "-0.2", "most"])

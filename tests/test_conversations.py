@@ -1,7 +1,6 @@
 """Whole conversations: search (FTS5), delete (live off the list), export (Markdown, JSON)."""
 import json
 import re
-import sqlite3
 import threading
 import time
 from email.message import Message as Header
@@ -18,7 +17,7 @@ from app.feed import Feed, encode
 from app.store import Store
 from app.tables import Conversation, Item, item
 from app.web import live, sidebar
-from tests.conftest import csrf, new_chat, soup, sse_value, start_chat, wait_for
+from tests.conftest import csrf, database_of, new_chat, rows, soup, sse_value, start_chat, wait_for
 from tests.fakes.openai_server import rate, reasoning, stall, text
 
 HOSTILE = ['"', '""', "'", "AND", "OR", "NOT", "a AND", "AND OR NOT", "*", "**", "a*", "*a", "NEAR(",
@@ -211,11 +210,7 @@ def conversation_with_an_answer(client, fake, words="Tell me about otters <scrip
 
 
 def db_rows(data, sql, params=()):
-    db = sqlite3.connect(data / "tabletalk.db")
-    try:
-        return db.execute(sql, params).fetchall()
-    finally:
-        db.close()
+    return [tuple(r.values()) for r in rows(data, sql, params)]
 
 
 def test_the_list_has_a_search_form_that_works_without_javascript(client):
@@ -372,14 +367,11 @@ def test_export_names_a_hostile_title_safely(client):
 # --- live: the list drops a deleted conversation; a page open on it is told ----------------------
 
 
-def test_the_feed_sends_the_removal_to_the_list_and_to_the_open_page(tmp_path):
-    path = tmp_path / "feed.db"
-    db = dbm.connect(path)
-    dbm.migrate(db)
-    writer = Store(db)
+def test_the_feed_sends_the_removal_to_the_list_and_to_the_open_page(store):
+    writer = store
     keep, gone = writer.new_conversation(1, "keep"), writer.new_conversation(1, "gone")
     writer.ask(gone.id, "hello")
-    feed = Feed(path, render=live.chat_changes, render_list=sidebar.list_changes)
+    feed = Feed(database_of(store), render=live.chat_changes, render_list=sidebar.list_changes)
     listing, page, elsewhere = feed.follow(None), feed.follow(gone.id), feed.follow(keep.id)
     assert writer.delete_conversation(gone.id) and not writer.delete_conversation(gone.id)
     feed.dispatch()

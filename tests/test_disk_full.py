@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from app import space
-from tests.conftest import Served, csrf, idle, rows, soup, wait_for
+from tests.conftest import Served, csrf, idle, rows, soup, sqlite_only, wait_for
 from tests.fakes.openai_server import rate, text
 
 LONG = " ".join(f"word{i}" for i in range(60_000))  # ~470 KB: more than the disk has left
@@ -75,6 +75,7 @@ def fill(disk: Path, leave: int) -> Path:
     return filler
 
 
+@sqlite_only("a full disk under SQLite's file in the data folder; PostgreSQL's disk is its server's")
 @pytest.mark.process
 @pytest.mark.browser
 def test_a_full_disk_ends_the_answer_in_plain_words_and_it_recovers_by_itself(small_disk, env, fake, browser):

@@ -10,12 +10,7 @@ from app.feed import Feed
 from app.store import Store
 from app.store import postgres as pg
 from app.web import live
-
-
-def database_of(store):
-    if dbm.postgres(store.db):
-        return store.db.url
-    return next(r[2] for r in store.db.conn.execute("PRAGMA database_list").fetchall() if r[1] == "main")
+from tests.conftest import database_of
 
 
 async def test_a_follower_hears_a_write_of_another_connection(store, monkeypatch):

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from app.store import db as dbm
 from app.store import Store
-from tests.conftest import app_client, csrf, new_chat, signed_in, wait_for
+from tests.conftest import app_client, csrf, database, new_chat, signed_in, wait_for
 from tests.fakes.openai_server import text
 
 HOSTILE = [
@@ -58,7 +58,7 @@ def app(env, data, fake, monkeypatch):
     agent and skill to aim at, and witnesses that nothing aims at."""
     fake.plain_default = [text("fine")]
     signed_in(data)  # the database made, with the owner in it
-    db = dbm.connect(data / "tabletalk.db")
+    db = dbm.connect(database(data))
     store = Store(db)
     owner = store.owner()
     witness_agent = store.default_agent(owner)
@@ -83,7 +83,7 @@ def app(env, data, fake, monkeypatch):
 
 
 def witnesses(data: Path, chat: int, agent: int, skill: int) -> tuple:
-    db = dbm.connect(data / "tabletalk.db")
+    db = dbm.connect(database(data))
     try:
         q = lambda sql, p: [tuple(r) for r in db.conn.execute(sql, p).fetchall()]  # noqa: E731
         return (q("SELECT id, kind, text FROM items WHERE chat = ? AND kind = 'user' ORDER BY id", [chat]),

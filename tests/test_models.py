@@ -18,7 +18,7 @@ from app.agent import Message, ModelError
 from app.config import load
 from app.providers.client import Providers
 from app.providers.ids import GROUP_LOCAL, GROUP_SERVER, Choice, choice_of, groups
-from tests.conftest import app_client, csrf, free_port, new_chat, soup, start_chat, wait_for
+from tests.conftest import app_client, csrf, free_port, new_chat, rows, soup, start_chat, wait_for
 from tests.fakes.ollama_server import FakeOllama, OllamaModel, ollama_model
 from tests.fakes.openai_server import FakeModelServer, text
 
@@ -169,10 +169,10 @@ def account() -> Iterator[FakeModelServer]:
 
 
 @pytest.fixture
-def everything(monkeypatch, data, fake, ollama, lmstudio, account) -> dict[str, str]:
-    """Settings naming every kind of server, one account down."""
-    values = {
-        "TABLETALK_DATA": str(data), "AI_URL": fake.url, "AI_KEY": "", "AI_MODEL": "",
+def everything(monkeypatch, env, ollama, lmstudio, account) -> dict[str, str]:
+    """Settings naming every kind of server, one account down (on top of `env`'s: the data
+    folder, the fake, the engine)."""
+    values = env | {
         "OLLAMA_HOST": ollama.address, "LOCAL_AI_URL": lmstudio.url,
         "AI_ACCOUNTS": f"openrouter={account.url}|{KEY};gone=http://127.0.0.1:{free_port()}/v1|sk-gone",
     }
@@ -373,8 +373,6 @@ def test_the_pickers_are_grouped_and_show_the_down_account(app):
 
 
 def test_a_message_to_a_local_model_is_answered_by_ollama_with_its_window(app, fake, ollama, data):
-    import sqlite3
-
     ollama.script([text("Hello from Ollama.")])
     chat = new_chat(app)
     r = app.post(chat + "/ask", data={"_csrf_token": csrf(app, chat), "text": "Hi", "model": "local:qwen3:4b"})
@@ -382,8 +380,7 @@ def test_a_message_to_a_local_model_is_answered_by_ollama_with_its_window(app, f
     wait_for(lambda: soup(app.get(chat)).select_one("article.text"))
     assert soup(app.get(chat)).select_one("article.text").get_text(strip=True) == "Hello from Ollama."
     assert [r["model"] for r in ollama.streamed] == ["qwen3:4b"] and fake.streamed == []
-    db = sqlite3.connect(data / "tabletalk.db")
-    assert db.execute("SELECT window FROM contexts WHERE id = ?", [int(chat.rsplit("/", 1)[1])]).fetchone()[0] == 16384
+    assert rows(data, 'SELECT "window" FROM contexts WHERE id = ?', [int(chat.rsplit("/", 1)[1])])[0]["window"] == 16384
 
 
 def test_a_down_providers_row_cannot_be_named(app):

@@ -1,6 +1,5 @@
 """`tabletalk serve` as a real process: the form, the SSE stream, the database, shutdown."""
 import re
-import sqlite3
 import threading
 import time
 
@@ -9,6 +8,7 @@ import pytest
 from bs4 import BeautifulSoup
 
 from tests.conftest import Served, sse_value, start_chat, wait_for
+from tests.conftest import rows as db_rows
 from tests.fakes.openai_server import rate, reasoning, stall, text
 
 pytestmark = pytest.mark.process
@@ -65,8 +65,7 @@ def test_a_message_sent_through_the_form_streams_in_over_sse(served: Served, fak
     assert all(m[1].startswith(("<hx-partial ", "<hx-a ", "<div id=\"status\"", "<span id=")) for m in messages), \
         "fragments, not escaped text"
 
-    db = sqlite3.connect(served.data / "tabletalk.db")
-    rows = db.execute("SELECT kind, text, done FROM items ORDER BY id").fetchall()
+    rows = [tuple(r.values()) for r in db_rows(served.data, "SELECT kind, text, done FROM items ORDER BY id")]
     assert [r[0] for r in rows] == ["user", "reasoning", "text"]
     assert rows[2][1] == ANSWER and all(r[2] == 1 for r in rows)
     page = BeautifulSoup(client.get(chat).text, "html.parser")

@@ -192,18 +192,14 @@ def test_plain_keeps_text_and_code_and_drops_markdown_syntax():
     assert search.plain("```py\nprint(1)\n```\n![a cat](c.png)") == "print(1) a cat"
 
 
-def test_a_conversation_pages_one_stream_carries_its_persons_list_too(tmp_path, client):
-    from app.store import db as dbm
+def test_a_conversation_pages_one_stream_carries_its_persons_list_too(store, client):
     from app.feed import Feed
-    from app.store import Store
     from app.web import live, sidebar
+    from tests.conftest import database_of
 
-    path = tmp_path / "feed.db"
-    db = dbm.connect(path)
-    dbm.migrate(db)
-    writer = Store(db)
+    writer = store
     a, b = writer.new_conversation(None, "a"), writer.new_conversation(None, "b")
-    feed = Feed(path, render=live.chat_changes, render_list=sidebar.list_changes)
+    feed = Feed(database_of(store), render=live.chat_changes, render_list=sidebar.list_changes)
     page, plain = feed.follow(a.id, None, lists=True), feed.follow(b.id, None)
     writer.ask(b.id, "hello b")  # b's row moves in the list; nothing of a's own
     feed.dispatch()
@@ -217,7 +213,6 @@ def test_a_conversation_pages_one_stream_carries_its_persons_list_too(tmp_path, 
     [(_, data)] = page.messages  # its items and the list, in one message of one rev
     assert "hello a" in data.decode() and f'<li id="c{a.id}"' in data.decode()
     feed.db.conn.close()
-    db.conn.close()
     # and the page opens that one stream only
     chat = new_chat(client)
     assert client.get(chat).text.count("hx-sse:connect=") == 1

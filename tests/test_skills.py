@@ -4,7 +4,7 @@ import pytest
 from app.store import db as dbm
 from app.skills import BadSkill, FILE_MAX, exported, parsed
 from app.tables import Skill
-from tests.conftest import csrf, soup, start_chat, wait_for
+from tests.conftest import csrf, database, soup, start_chat, wait_for
 from tests.fakes.openai_server import tool_call
 
 HOSTILE = '<script>alert("x")</script> & “quotes” \'single\' # not a comment: yes'
@@ -27,7 +27,7 @@ Read every field first.
 
 
 def rows(data):
-    db = dbm.connect(data / "tabletalk.db")
+    db = dbm.connect(database(data))
     try:
         return [dict(r) for r in db.conn.execute("SELECT name, description, body FROM skills ORDER BY id")]
     finally:
