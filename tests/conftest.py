@@ -101,17 +101,22 @@ def engine(request) -> str:
 @pytest.fixture
 def store(request, tmp_path: Path, engine: str):
     """A migrated database of its own, opened through the Store, without the app: SQLite's
-    file, or a fresh database on the test session's PostgreSQL cluster."""
+    file, or a fresh database on the test session's PostgreSQL cluster (not the app's of
+    the same test: TABLETALK_TEST_POSTGRES=1 gives that one `pg_url`)."""
     from app.store import db as dbm
     from app.store import Store
 
+    url = None
     if engine == "postgresql":
-        db = dbm.connect(request.getfixturevalue("pg_url"))
+        cluster = request.getfixturevalue("pg_cluster")
+        db = dbm.connect(url := cluster.database())
     else:
         db = dbm.connect(tmp_path / "t.db")
     dbm.migrate(db)
     yield Store(db)
     db.conn.close()
+    if url:
+        cluster.drop(url)
 
 
 def database_of(store) -> str:
@@ -198,6 +203,20 @@ def make_client(env, monkeypatch, data):
             yield c
 
     return make
+
+
+@pytest.fixture
+def elsewhere(request, tmp_path: Path) -> Iterator[dict[str, str]]:
+    """Settings for a second app of a test, on a data folder of its own and (under
+    TABLETALK_TEST_POSTGRES=1) a fresh database of its own: `make_client(**elsewhere)`."""
+    values = {"TABLETALK_DATA": str(tmp_path / "elsewhere")}
+    if not ON_POSTGRES:
+        yield values
+        return
+    cluster = request.getfixturevalue("pg_cluster")
+    url = cluster.database()
+    yield values | {"DATABASE_URL": url}
+    cluster.drop(url)
 
 
 def soup(response) -> BeautifulSoup:

@@ -1,4 +1,6 @@
 """Skills: the pages, SKILL.md import and export, and what agents are told and can load."""
+from pathlib import Path
+
 import pytest
 
 from app.store import db as dbm
@@ -149,7 +151,7 @@ def test_forms_need_the_csrf_token(client, data):
 # --- SKILL.md ---------------------------------------------------------------------------------
 
 
-def test_an_imported_skill_exports_and_imports_elsewhere_the_same(client, make_client, tmp_path, data):
+def test_an_imported_skill_exports_and_imports_elsewhere_the_same(client, make_client, elsewhere, data):
     r = upload(client, SKILL_MD)
     assert r.status_code == 303
     url, saved = r.headers["location"].split("?")
@@ -162,22 +164,20 @@ def test_an_imported_skill_exports_and_imports_elsewhere_the_same(client, make_c
     assert export.status_code == 200 and export.headers["content-type"].startswith("text/markdown")
     assert export.headers["content-disposition"] == 'attachment; filename="SKILL.md"'
     assert export.text.startswith("---\nname: pdf-forms\ndescription: ")
-    elsewhere = tmp_path / "elsewhere"
-    with make_client(TABLETALK_DATA=str(elsewhere)) as other:
+    with make_client(**elsewhere) as other:
         assert upload(other, export.content).status_code == 303
-        assert rows(elsewhere) == first
+        assert rows(Path(elsewhere["TABLETALK_DATA"])) == first
 
 
-def test_any_skill_made_on_the_page_round_trips(client, make_client, tmp_path, data):
+def test_any_skill_made_on_the_page_round_trips(client, make_client, elsewhere, data):
     description = 'Use for "quoted: things" # and hashes\n\n  indented\tand tabbed, é 中 \u2028 —'
     body = "---\nnot front matter\n---\n\n  indented code\n\n\\ back\\slash"
     url = create(client, name=HOSTILE[:80], description=description, body=body).headers["location"].split("?")[0]
     first = rows(data)
     export = client.get(url + "/SKILL.md").content
-    elsewhere = tmp_path / "elsewhere"
-    with make_client(TABLETALK_DATA=str(elsewhere)) as other:
+    with make_client(**elsewhere) as other:
         assert upload(other, export, type="application/octet-stream").status_code == 303
-        assert rows(elsewhere) == first == [{"name": HOSTILE[:80], "description": description, "body": body}]
+        assert rows(Path(elsewhere["TABLETALK_DATA"])) == first == [{"name": HOSTILE[:80], "description": description, "body": body}]
 
 
 def test_importing_a_name_that_exists_is_a_conflict(client, data):
