@@ -146,6 +146,12 @@ def on_both_engines(request, env: dict[str, str], monkeypatch: pytest.MonkeyPatc
         url = request.getfixturevalue("pg_url")
         monkeypatch.setenv("DATABASE_URL", url)
         return env | {"DATABASE_URL": url}
+    return on_sqlite(env, monkeypatch)
+
+
+def on_sqlite(env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """`env` for an app on SQLite's file whatever TABLETALK_TEST_POSTGRES says: a module whose
+    app must be SQLite's (a SQLite install moved to PostgreSQL) overrides `env` with this."""
     monkeypatch.delenv("DATABASE_URL", raising=False)
     return {k: v for k, v in env.items() if k != "DATABASE_URL"}
 

@@ -80,7 +80,7 @@ async def serving():
 
 @pytest.fixture
 def session(env, data, fake):
-    store = api.open(data)
+    store = api.open()  # TABLETALK_DATA's, or DATABASE_URL's on PostgreSQL
     agent = store.default_agent()
     chat = store.new_conversation(agent.id)
     yield store, agent, chat
@@ -310,7 +310,7 @@ def test_the_readmes_python_conversation_runs_as_written(env, data, fake, capsys
     fake.script([text("A plan first."), tool_call("update_plan", {"plan": PLAN})],
                 "Bread and tea.", [rate(40), text(LONG)])
     exec(compile(code, "README.md", "exec"), {"__name__": "__main__"})
-    store = api.open(data)
+    store = api.open()
     chat = store.conversations(None)[0]
     calls, texts = of(store, chat, "call"), of(store, chat, "text")
     assert [(c.name, c.state) for c in calls] == [("update_plan", "done")]

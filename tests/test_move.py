@@ -15,10 +15,16 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.conftest import OWNER, ROOT, Served, password_hash, soup
+from tests.conftest import OWNER, ROOT, Served, on_sqlite, password_hash, soup
 from tests.test_serve import read_events, session
 
 pytestmark = pytest.mark.process
+
+
+@pytest.fixture
+def env(env, monkeypatch):
+    """The install moved is SQLite's: its app is on SQLite under TABLETALK_TEST_POSTGRES=1 too."""
+    return on_sqlite(env, monkeypatch)
 
 PNG = b"\x89PNG\r\n\x1a\n" + b"\x00\x00\x00\rIHDR" + bytes(range(200))
 
