@@ -18,7 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from .store import db as dbm
-from .beat import beat_at_or_after
+from .beat import BEAT_SECONDS, beat_at_or_after
 from .store import Store
 from .localmodel import Builtin
 from .tables import Conversation, Item
@@ -26,6 +26,12 @@ from .tables import Conversation, Item
 log = logging.getLogger(__name__)
 
 POLL_SECONDS = 0.025
+# With no page following in this process, other processes' commits are looked for at the
+# pace the runner scans (runner.SCAN_GAP_SECONDS), on its beats: the feed's only other
+# listeners then (the runner's scans, a wait for approval, the built-in model's keeper)
+# look no more often, and an idle worker wakes 10 times a second, not 40. A page that
+# starts following brings the 25 ms polls back at once (`follow`).
+UNFOLLOWED_POLL_SECONDS = 0.1
 KEEPALIVE_SECONDS = 15.0  # a comment on every idle stream, so proxies keep it open
 FOLLOWER_BACKLOG = 256  # messages a slow follower may fall behind before it must resync
 
@@ -156,9 +162,10 @@ class Feed:
     async def _rest(self, poll_at: float) -> bool:
         """Until a commit in this process (True) or `poll_at` (False). Polls are on the grid of
         POLL_SECONDS, the runner's beats among them (app/beat.py), at least POLL_SECONDS after
-        the last look: a dispatch moves the next poll, so while an answer is written every
-        beat the feed wakes only with it. A future and a timer, not a task: this turns 40
-        times a second in every worker."""
+        the last look (UNFOLLOWED_POLL_SECONDS while no page follows here): a dispatch moves
+        the next poll, so while an answer is written every beat the feed wakes only with it
+        (and, followed, at the half-beat between). A future and a timer, not a task: this
+        turns up to 40 times a second in every worker."""
         if self._poked:
             return True
         loop = asyncio.get_running_loop()
@@ -185,7 +192,10 @@ class Feed:
                     for f in group:
                         if not f.messages:
                             f.push(0, KEEPALIVE)
-            poll_at = beat_at_or_after(looked + POLL_SECONDS - 0.001, POLL_SECONDS)
+            if self.followers:
+                poll_at = beat_at_or_after(looked + POLL_SECONDS - 0.001, POLL_SECONDS)
+            else:
+                poll_at = beat_at_or_after(looked + UNFOLLOWED_POLL_SECONDS - 0.001, BEAT_SECONDS)
             poked = await self._rest(poll_at)
             # Read before the dispatch's snapshot: a commit after it changes the version again.
             seen = self._data_version()
@@ -207,6 +217,8 @@ class Feed:
 
     def follow(self, chat: int | None, person: int | None = None, session: str = "", lists: bool = False) -> Follower:
         f = Follower(chat, person, session, lists)
+        if not self.followers:
+            self.notify()  # the feed may rest for UNFOLLOWED_POLL_SECONDS: look now, then poll as followed
         self.followers[chat].add(f)
         if chat is not None:
             self.sent.setdefault(chat, {})
