@@ -286,14 +286,20 @@ def analyze(pg: Any, tables: list[Table]) -> None:
 
 # --- the check: both sides summed alike -------------------------------------------------
 
-def _sums(table: Table, length: Callable[[str], str]) -> str:
-    terms = ["count(*)"]
+def _measures(table: Table) -> list[tuple[str, str, str]]:
+    """What the check sums, in order: (its label, the aggregate, the column)."""
+    out = [("rows", "count", "*")]
     for c in table.columns:
-        terms.append(f"count({q(c.name)})")
+        out.append((f"{c.name}: values", "count", q(c.name)))
         if c.kind in ("INTEGER", "REAL"):
-            terms.append(f"sum({q(c.name)})")
+            out.append((f"{c.name}: sum", "sum", q(c.name)))
         elif c.kind == "TEXT":
-            terms.append(f"sum({length(q(c.name))})")
+            out.append((f"{c.name}: length", "length", q(c.name)))
+    return out
+
+
+def _sums(table: Table, length: Callable[[str], str]) -> str:
+    terms = [f"sum({length(col)})" if agg == "length" else f"{agg}({col})" for _, agg, col in _measures(table)]
     return f"SELECT {', '.join(terms)} FROM {q(table.name)}"
 
 
@@ -310,15 +316,8 @@ def fingerprint(db: Any, table: Table, postgres: bool) -> list[Any]:
 
 def differences(table: Table, source: list[Any], target: list[Any]) -> list[str]:
     """Where the two fingerprints disagree, in words ([]: they agree)."""
-    labels = ["rows"]
-    for c in table.columns:
-        labels.append(f"{c.name}: values")
-        if c.kind in ("INTEGER", "REAL"):
-            labels.append(f"{c.name}: sum")
-        elif c.kind == "TEXT":
-            labels.append(f"{c.name}: length")
     out = []
-    for label, a, b in zip(labels, source, target):
+    for (label, _, _), a, b in zip(_measures(table), source, target):
         if isinstance(a, float) or isinstance(b, float):
             same = a is not None and b is not None and math.isclose(float(a), float(b), rel_tol=1e-9, abs_tol=1e-6)
             same = same or (a is None and b is None)
