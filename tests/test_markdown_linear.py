@@ -214,3 +214,87 @@ def test_each_character_of_a_growing_answer_is_parsed_and_rendered_a_bounded_num
     assert rendered <= 16 * len(html), rendered / len(html)  # HTML made, against the answer's
     if k > 1:  # past a chunk of lines (code.FENCE_CHUNK) each line is lexed a bounded number of times
         assert highlighted <= 5 * len(fence), highlighted / len(fence)
+
+
+_TOUCHED = [0]
+
+
+class _Touched(str):
+    """A text that counts the characters its own methods look at (a slice: its length; a
+    search, compare or test: the whole text from where it starts)."""
+
+    def _seen(self, n: int) -> None:
+        _TOUCHED[0] += n
+
+    def startswith(self, prefix, *args):
+        self._seen(sum(map(len, prefix)) if isinstance(prefix, tuple) else len(prefix))
+        return str.startswith(self, prefix, *args)
+
+    def endswith(self, suffix, *args):
+        self._seen(len(self))
+        return str.endswith(self, suffix, *args)
+
+    def find(self, sub, start=0, *args):
+        self._seen(len(self) - (start or 0))
+        return str.find(self, sub, start, *args)
+
+    def rfind(self, sub, *args):
+        self._seen(len(self))
+        return str.rfind(self, sub, *args)
+
+    def __contains__(self, sub):
+        self._seen(len(self))
+        return str.__contains__(self, sub)
+
+    def __getitem__(self, at):
+        part = str.__getitem__(self, at)
+        self._seen(len(part))
+        return part
+
+    def __eq__(self, other):
+        self._seen(len(self))
+        return str.__eq__(self, other)
+
+    def __ne__(self, other):
+        self._seen(len(self))
+        return str.__ne__(self, other)
+
+    __hash__ = str.__hash__
+
+    def _whole(name):  # noqa: N805 (a factory in the class body)
+        def method(self, *args):
+            self._seen(len(self))
+            return getattr(str, name)(self, *args)
+        return method
+
+    replace, count, split, strip, rstrip, lstrip, splitlines = map(
+        _whole, ("replace", "count", "split", "strip", "rstrip", "lstrip", "splitlines"))
+
+
+def test_a_growing_render_looks_at_the_whole_answer_once():
+    # Per render of a growing answer, the text as a whole is compared once with the last
+    # one (a memcmp); the rest is the part after the head. Before: ~4 passes over the
+    # whole answer per render (the CR and NUL tests, the source and guard compares, the
+    # cut's copy), so a 20,000-token answer's renders cost more than 10x a 2,000-token one's.
+    from app.markdown import incremental
+
+    text = "\n\n".join([(Path(__file__).parent / "fixtures" / "long_answer.md").read_text()] * 6)
+    incremental._HEADS.pop("touched", None)
+    blocks._GROWN.clear()
+    per_render = []
+    for end in range(120, len(text), 120):
+        before = _TOUCHED[0]
+        markdown.keyed(_Touched(text[:end]), "touched", growing=True)
+        per_render.append((end, _TOUCHED[0] - before))
+    late = [(end, n) for end, n in per_render if end > len(text) // 2]
+    assert all(n <= end + 5_000 for end, n in late), max(n - end for end, n in late)
+    # and with a CR in the answer (normalized: a copy each render, as before), the same render
+    crlf = text.replace("\n", "\r\n")
+    incremental._HEADS.pop("crlf", None)
+    for end in range(len(crlf) - 2_000, len(crlf), 40):
+        got = [b.html for b in markdown.keyed(_Touched(crlf[:end]), "crlf", growing=True)]
+    incremental._HEADS.pop("fresh-crlf", None)
+    blocks._GROWN.clear()
+    whole = [b.html.replace('id="fresh-crlf-', 'id="crlf-')
+             for b in markdown.keyed(crlf[:end], "fresh-crlf", growing=True)]
+    assert got == whole

@@ -16,7 +16,7 @@ from typing import Any
 from .. import markdown as _package
 from .engine import _md, _top_level
 from .growing import _growing_tokens
-from .incremental import _growing_inner, _growing_source
+from .incremental import _growing_inner, _growing_source, _growing_view
 
 BLOCK_CLASS = "md"
 
@@ -27,8 +27,9 @@ class Block:
     html: str
 
 
-# (key, len(source), grid) -> (source, blocks): not the source itself in the key, whose hash
-# would be a pass over the whole answer at every render (the equality check is a memcmp)
+# (key, len(source), grid) -> (the text whose start the source is, blocks): not the source
+# itself in the key, whose hash would be a pass over the whole answer at every render (and
+# the check is most often the key's last text by identity, see keyed)
 _GROWN: dict[tuple[str, int, int], tuple[str, tuple[Block, ...]]] = {}
 _GROWN_MAX = 64
 # Per key, the blocks of its last growing render. The blocks before its last few are final
@@ -86,12 +87,15 @@ def keyed(text: str, key: str, growing: bool = False) -> list[Block]:
     safe_key = _html.escape(key, quote=True)
     if growing:
         # only the blocks from the key's last open one on are parsed again (growing.py)
-        src = _growing_source(text, key)
-        # the flushes between two grid points all render the same text: once
-        found = _GROWN.get((key, len(src), _package.REVEAL_STEP))
-        if found is not None and found[0] == src:
+        view = _growing_view(text, key)
+        # the flushes between two grid points all render the same text: once. The same
+        # text when it is the one kept (the key's last render, which this one extends:
+        # then no compare of the whole answer) or equal to it up to the cut
+        found = _GROWN.get((key, view.cut, _package.REVEAL_STEP))
+        if found is not None and (found[0] is view.text or (view.raw is not None and found[0] is view.raw)
+                                  or found[0][:view.cut] == view.text[:view.cut]):
             return list(found[1])
-        parts = _growing_inner(src, key)
+        parts = _growing_inner(view, key)
     else:
         # a finished answer is rendered by the feed's message, for a page that just caught
         # up, and for the words a screen reader hears (web/live.announcement): once
@@ -117,5 +121,5 @@ def keyed(text: str, key: str, growing: bool = False) -> list[Block]:
     if growing:
         if len(_GROWN) >= _GROWN_MAX:
             _GROWN.pop(next(iter(_GROWN)))
-        _GROWN[(key, len(src), _package.REVEAL_STEP)] = (src, tuple(blocks))
+        _GROWN[(key, view.cut, _package.REVEAL_STEP)] = (view.text, tuple(blocks))
     return blocks

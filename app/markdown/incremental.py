@@ -10,7 +10,7 @@ become final, and sets the cadence at which a big open block is rendered (the cu
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 from markdown_it.token import Token
 
@@ -25,19 +25,50 @@ def _growing_source(text: str, key: str | None = None) -> str:
     """The text a growing render starts from: normalized (as markdown-it does) and cut
     to the last grid point. With `key` (keyed's), a big open block moves the cut on by
     more than the grid: see `_cadence`."""
-    src = _normalized(text)
+    view = _growing_view(text, key)
+    return view.text[:view.cut]
+
+
+class _View(NamedTuple):
+    """What a growing render of a key renders: `text[:cut]`, `text` normalized."""
+
+    text: str  # the text given, or its normalized copy when it has a CR or a NUL
+    cut: int  # the grid point (or the cadence's)
+    same: bool  # text[:cut] starts with the key's last rendered source (head.last)
+    raw: str | None  # the key's last rendered text when `text` starts with it, else None
+    clean: bool  # `text` is the text as given: it had nothing to normalize
+
+
+def _growing_view(text: str, key: str | None = None) -> _View:
+    """`_growing_source`, without a pass over the whole answer in Python or a copy of it
+    when `text` extends the text the key last rendered (a growing answer: every render
+    but the first). Then one prefix compare (a memcmp) stands for the checks that need
+    the whole text: the newline normalization looks at the added part only, and the
+    head's source and guard hold because they are prefixes of that text."""
+    head = _HEADS.get(key) if key is not None else None
+    raw = None
+    if head is not None and head.clean and text.startswith(head.raw):
+        raw = head.raw
+        at = len(raw)
+        # a clean prefix and a clean addition: no "\r\n" pair can straddle the two
+        clean = text.find("\r", at) < 0 and text.find("\0", at) < 0
+        src = text if clean else _normalized(text)
+        same = clean or src.startswith(head.last)
+    else:
+        src = _normalized(text)
+        same = head is not None and src.startswith(head.last)
     grid = _package.REVEAL_STEP if _package.REVEAL_STEP > 1 else 0
     if not grid:
-        return src
+        return _View(src, len(src), same, raw, src is text)
     # A text shorter than one step shows what it has: the first words of an answer reach
     # the page with the first write, not ~10 tokens later (benchmarks/first_token.py).
     cut = len(src) - len(src) % grid if len(src) >= grid else len(src)
-    head = _HEADS.get(key) if key is not None else None
-    if head is not None and head.cut < cut and src.startswith(head.last):
+    if head is not None and head.cut < cut and same:
         step = _cadence(cut - head.open_at, grid)
         if step > grid:
             cut = head.cut + step * ((cut - head.cut) // step)
-    return src[:cut]
+    # `same` was of the text; of its cut: the last source is no longer than it
+    return _View(src, cut, same and head is not None and head.cut <= cut, raw, src is text)
 
 
 def _normalized(text: str) -> str:
@@ -73,11 +104,14 @@ class _Head:
     definitions reach back: a new one re-renders the head's blocks (their inline parse is
     cached by content)."""
 
-    __slots__ = ("guard", "chars", "lines", "tokens", "blocks", "refs", "shown_refs", "html",
-                 "left", "last", "cut", "open_at", "pieces", "rendered")
+    __slots__ = ("guard", "guard_text", "chars", "lines", "tokens", "blocks", "refs", "shown_refs",
+                 "html", "left", "raw", "clean", "cut", "open_at", "pieces", "rendered")
 
     def __init__(self) -> None:
-        self.guard = ""  # a later text must start with this for the head to hold
+        # a later text must start with guard_text[:guard] for the head to hold (a length
+        # and the text it is of, not a copy of the answer's start at every move)
+        self.guard = 0
+        self.guard_text = ""
         self.chars = self.lines = 0  # where the head ends (a line start)
         self.tokens: list[Token] = []  # the head's block tokens, inline finished
         self.blocks = 0  # how many top-level blocks they are
@@ -85,31 +119,41 @@ class _Head:
         self.shown_refs: dict[str, Any] = {}  # the references `html` was rendered with
         self.html: list[str] = []  # each head block's inner HTML
         self.left = INLINE_BUDGET  # the inline budget (engine.py) the head's blocks left
-        self.last = ""  # the last source rendered for the key
-        self.cut = 0  # its length
+        self.raw = ""  # the (normalized) text of the last render for the key: it rendered raw[:cut]
+        self.clean = False  # raw is the text as given (no CR or NUL to normalize)
+        self.cut = 0
         self.open_at = 0  # where that render's last block started
         self.pieces = Pieces()  # the complete blocks after the head, parsed (pieces.py)
         self.rendered: dict[int, tuple] = {}  # the last render's blocks after the head: _rendered
+
+    @property
+    def last(self) -> str:
+        """The last source rendered for the key (a copy: for the rare checks only)."""
+        return self.raw[:self.cut]
 
 
 _HEADS: dict[str, _Head] = {}  # per key (an item's dom id); the oldest dropped first
 _HEADS_MAX = 256
 
 
-def _growing_inner(src: str, key: str) -> list[str]:
+def _growing_inner(view: _View, key: str) -> list[str]:
     """Each top-level block's inner HTML (no trailing newline) for keyed(growing=True):
-    what `_growing_tokens(src)` renders to, re-parsing only from the key's head on."""
+    what `_growing_tokens(view.text[:view.cut])` renders to, re-parsing only from the
+    key's head on."""
+    text, cut = view.text, view.cut
     head = _HEADS.get(key)
     grid = _package.REVEAL_STEP if _package.REVEAL_STEP > 1 else 0
     step = grid
-    if head is not None and grid and src.startswith(head.last):
-        step = _cadence(len(src) - head.open_at, grid)  # as _growing_source cut it
-    if head is None or not src.startswith(head.guard):
+    if head is not None and grid and view.same:
+        step = _cadence(cut - head.open_at, grid)  # as _growing_view cut it
+    # the guard is a prefix of the last source (head.guard <= head.cut): `same` holds it
+    if head is None or not (cut >= head.guard and (
+            view.same or text.startswith(head.guard_text[:head.guard]))):
         head = _Head()
     env: dict[str, Any] = {"references": dict(head.refs)} if head.refs else {}
     env[_BUDGET] = head.left
     found: dict[str, Any] = {}
-    tokens = _growing_tokens(src[head.chars:], env, found, step,
+    tokens = _growing_tokens(text[head.chars:cut], env, found, step,
                              lambda text, env, p=head.pieces, at=head.chars, line=head.lines: p.parse(text, env, at, line))
     refs = env.get("references") or {}
     if head.html and _defined(head.shown_refs) != _defined(refs):
@@ -120,9 +164,9 @@ def _growing_inner(src: str, key: str) -> list[str]:
         head.shown_refs = dict(refs)
     tail = _rendered(tokens, env, head.rendered, repr(sorted(_defined(refs).items())) if refs else "")
     inner = head.html + tail
-    _advance(head, src, found, tail, refs)
+    _advance(head, text, found, tail, refs)
     head.pieces.keep(head.chars)
-    head.last, head.cut = src, len(src)
+    head.raw, head.clean, head.cut = text, view.clean, cut
     if key in _HEADS:
         del _HEADS[key]  # (re)inserted last: the dict's order is its age
     elif len(_HEADS) >= _HEADS_MAX:
@@ -191,7 +235,7 @@ def _advance(head: _Head, src: str, found: dict[str, Any], tail: list[str],
     if not count:
         return
     taken = final[: spans[count - 1][1]]
-    head.guard = src[: base + starts[line + 2]]
+    head.guard_text, head.guard = src, base + starts[line + 2]
     head.tokens.extend(taken)
     head.blocks += count
     parsed = found.get("refs") or {}
