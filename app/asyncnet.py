@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import os
 import socket
 import ssl
 from collections.abc import Iterable
@@ -23,6 +24,7 @@ from httpcore2._utils import is_socket_readable
 from .beat import PHASE_SECONDS, PHASES, next_beat
 
 READ_LIMIT = 256 * 1024  # StreamReader's buffer before it pauses the transport
+TAKE_BYTES = 64 * 1024  # one read of the socket at a beat (AsyncioStream._take); more reads while they fill it
 _PHASE = itertools.count()  # connections made: each takes the next phase of the beat
 
 class AsyncioStream(httpcore2.AsyncNetworkStream):
@@ -31,13 +33,25 @@ class AsyncioStream(httpcore2.AsyncNetworkStream):
         self._writer = writer
         self.paced = False  # see `pace`
         self.phase = next(_PHASE) % PHASES * PHASE_SECONDS  # where on the beat it is read (beat.PHASES)
+        # Paced, the transport stays paused from beat to beat and a beat's bytes are read from
+        # the socket here (`_take`; -1: not this stream's to read, TLS). `_held`: paused by it.
+        self._fd = _fd_of(writer)
+        self._held = False
+
+    def pace(self, on: bool) -> None:
+        self.paced = on
+        if not on:
+            self._let_go()
 
     async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
-        if self.paced and not self._reader._buffer and not self._reader.at_eof():
+        reader = self._reader
+        if self.paced and not reader._buffer and not reader.at_eof():
             await self._next_beat()
+        elif self._held:
+            self._let_go()
         try:
             async with asyncio.timeout(timeout):
-                return await self._reader.read(max_bytes)
+                return await reader.read(max_bytes)
         except TimeoutError as e:
             raise httpcore2.ReadTimeout(str(e) or "timed out reading") from e
         except OSError as e:
@@ -46,16 +60,51 @@ class AsyncioStream(httpcore2.AsyncNetworkStream):
     async def _next_beat(self) -> None:
         """Nothing buffered: wait for the next beat, not for the next byte, with the socket
         out of the loop's selector meanwhile, so what arrives (a token every 5 ms at 200 a
-        second) waits in the kernel and is read in one go, one wake-up a beat."""
-        transport = self._writer.transport
+        second) waits in the kernel and is read in one go, one wake-up a beat.
+
+        At the beat the socket is read here, at once (`_take`), the transport kept paused:
+        what came during the beat is in the reader without a turn of the loop for the
+        selector, and without registering the socket and removing it again every beat (a
+        paused transport resumed costs an epoll_ctl each way and a caught KeyError in
+        asyncio's _add_reader). Only when nothing came (or the connection ended, or the
+        socket failed: the transport then sees it as it would have) is the transport resumed,
+        to wait for the next byte."""
         loop = asyncio.get_running_loop()
         now = loop.time()
-        transport.pause_reading()
+        self._writer.transport.pause_reading()
+        self._held = True
         try:
             await asyncio.sleep(next_beat(now - self.phase) + self.phase - now)
-        finally:
-            if not transport.is_closing():
-                transport.resume_reading()
+        except BaseException:
+            self._let_go()
+            raise
+        if not self._take():
+            self._let_go()
+
+    def _take(self) -> bool:
+        """What the kernel holds for the paused transport, read into the reader; False when
+        nothing could be (nothing came, EOF, an error: left to the transport, resumed)."""
+        if self._fd < 0 or self._writer.transport.is_closing():
+            return False
+        took = False
+        while True:
+            try:
+                data = os.read(self._fd, TAKE_BYTES)
+            except (BlockingIOError, InterruptedError):
+                return took
+            except OSError:
+                return took  # the transport, resumed on the next read that finds nothing, reports it
+            if not data:
+                return took  # EOF: the transport sees it too once resumed
+            self._reader.feed_data(data)
+            took = True
+            if len(data) < TAKE_BYTES:
+                return True
+
+    def _let_go(self) -> None:
+        self._held = False
+        if not self._writer.transport.is_closing():
+            self._writer.transport.resume_reading()
 
     async def write(self, buffer: bytes, timeout: float | None = None) -> None:
         if not buffer:
@@ -81,6 +130,7 @@ class AsyncioStream(httpcore2.AsyncNetworkStream):
         try:
             async with asyncio.timeout(timeout):
                 await self._writer.start_tls(ssl_context, server_hostname=server_hostname)
+            self._fd = -1  # the bytes on the socket are TLS records now: the SSL transport's to read
         except TimeoutError as e:
             await self.aclose()
             raise httpcore2.ConnectTimeout(str(e) or "timed out starting TLS") from e
@@ -117,7 +167,16 @@ def pace(response: httpx2.Response, on: bool = True) -> None:
     comes."""
     stream = response.extensions.get("network_stream")
     if isinstance(stream, AsyncioStream):
-        stream.paced = on
+        stream.pace(on)
+
+
+def _fd_of(writer: asyncio.StreamWriter) -> int:
+    """The socket's descriptor, for `AsyncioStream._take` (a plain TCP or Unix socket: TLS
+    bytes are the SSL transport's to read)."""
+    if writer.get_extra_info("sslcontext") is not None:
+        return -1
+    sock = writer.get_extra_info("socket")
+    return sock.fileno() if sock is not None else -1
 
 
 class AsyncioBackend(httpcore2.AsyncNetworkBackend):

@@ -76,3 +76,31 @@ async def test_a_streamed_answer_is_read_once_a_beat_not_once_a_token(env, fake)
     groups = 1 + sum(1 for a, b in zip(arrivals, arrivals[1:]) if b - a > 0.002)
     assert groups <= lasted / BEAT_SECONDS + 3, (groups, lasted)
     assert groups < len(arrivals) / 4
+
+
+async def test_a_paced_stream_reads_each_beat_from_the_socket_without_resuming_its_transport(env, fake, monkeypatch):
+    """AsyncioStream._take: at a beat what came is read from the socket with the transport kept
+    paused, so the loop's selector is not asked and the socket is not registered and removed
+    again every beat; the transport is resumed only when a beat finds nothing (here: before
+    the first words, and at most a few times after). Every word arrives, in order."""
+    from asyncio import selector_events
+
+    from app.agent import Message
+    from app.config import load
+    from app.providers.client import Providers
+    from tests.fakes.openai_server import rate, text
+
+    resumed = []
+    real = selector_events._SelectorTransport.resume_reading
+    monkeypatch.setattr(selector_events._SelectorTransport, "resume_reading",
+                        lambda self: (resumed.append(1), real(self))[1])
+    words = [f"w{i} " for i in range(300)]
+    fake.script([rate(200), text("".join(words))])
+    p = Providers(load())
+    try:
+        got = [d.text async for d in p.stream("fake-model", [Message("user", "hi")], []) if d.text]
+    finally:
+        await p.close()
+    assert "".join(got) == "".join(words)
+    # ~1.5 s of streaming is ~30 beats: the old way resumed the transport at every one
+    assert len(resumed) <= 8, len(resumed)
