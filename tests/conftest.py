@@ -29,6 +29,58 @@ CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking"]
 
 
+# ---- the order of files across pytest-xdist's workers ------------------------------------
+# `make test` runs the suite in a few processes (pytest-xdist, `--dist loadfile`: each file
+# whole in one worker, so a file's module-scoped servers and browser start once). Files are
+# handed out in collection order, so a long file collected last would run alone at the end:
+# under xdist the slowest files come first, by the seconds each took in the last runs (kept in
+# pytest's cache, .pytest_cache) or, on a fresh clone, by SLOW_FILES (measured; the rest keep
+# their order after them). A run in one process keeps the plain order.
+SLOW_FILES = (  # seconds of one file in one worker, the slowest first (a `-n 3` run, 2 cores)
+    "test_llama_server.py", "test_axe.py", "test_files.py", "test_builtin_serve.py", "test_servers.py",
+    "test_attacks.py", "test_composer.py", "test_browser.py", "test_conversations.py", "test_move.py",
+    "test_accounts.py", "test_browser_sidebar.py", "test_resume.py", "test_browser_asks.py",
+    "test_plugins_browser.py", "test_everything_asks.py", "test_browser_markdown.py",
+    "test_browser_branches.py", "test_fuzz.py", "test_markdown.py",
+)
+FILE_SECONDS = "tabletalk/file-seconds"
+
+
+def file_of(nodeid: str) -> str:
+    return nodeid.split("::", 1)[0]
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if not hasattr(config, "workerinput"):
+        return  # one process (or xdist's controller, which runs nothing)
+    seconds: dict[str, float] = config.cache.get(FILE_SECONDS, {}) if config.cache else {}
+    if not seconds:
+        seconds = {f"tests/{name}": len(SLOW_FILES) - i for i, name in enumerate(SLOW_FILES)}
+    items.sort(key=lambda item: -seconds.get(file_of(item.nodeid), 0.0))  # stable: a file keeps its order
+
+
+class FileSeconds:
+    """Sums the seconds of each file's tests (setup, call, teardown) as reported to the
+    controller, into pytest's cache at the end, merged with what was."""
+
+    def __init__(self, cache: pytest.Cache) -> None:
+        self.cache = cache
+        self.took: dict[str, float] = {}
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        self.took[file_of(report.nodeid)] = self.took.get(file_of(report.nodeid), 0.0) + report.duration
+
+    def pytest_sessionfinish(self) -> None:
+        if self.took:
+            self.cache.set(FILE_SECONDS, self.cache.get(FILE_SECONDS, {}) | self.took)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # the controller of an xdist run (a targeted run in one process, or `-k`, would keep a part's seconds)
+    if getattr(config.option, "numprocesses", None) and not hasattr(config, "workerinput") and config.cache:
+        config.pluginmanager.register(FileSeconds(config.cache), "tabletalk-file-seconds")
+
+
 OWNER = "owner"
 PASSWORD = "a long test password"
 COOKIE = "tabletalk_session"

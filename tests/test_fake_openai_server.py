@@ -383,8 +383,12 @@ def test_rate_paces_chunks_and_records_times(server, client):
     assert 0.09 <= elapsed < 0.5
     # role chunk + 10 paced pieces + finish + [DONE]
     assert len(server.sent_at) == 13
-    gaps = [b - a for a, b in zip(server.sent_at[1:10], server.sent_at[2:11])]
-    assert all(0.005 < g < 0.03 for g in gaps), gaps
+    # An absolute schedule from the first piece, which goes after the role chunk: the k-th
+    # piece after it never goes before k intervals, however loaded the machine (gaps between
+    # two pieces are not: a late wake-up is followed by a shorter one, and a stall by none).
+    first = server.sent_at[0]
+    late = [round(t - first, 4) for t in server.sent_at[1:11]]
+    assert all(t >= k * 0.01 - 0.001 for k, t in enumerate(late)), late
 
 
 def test_delay_pauses_after_headers(http, server):
