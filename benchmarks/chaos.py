@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/chaos.py                       # 40 conversations, 12 kills, 2 workers
     .venv/bin/python benchmarks/chaos.py --rounds 20 --per-round 5
+    .venv/bin/python benchmarks/chaos.py --postgres           # on a throwaway PostgreSQL cluster
 
 `tabletalk serve --workers 2` (a real process group, a temporary data folder) answers
 conversations that each call an MCP plugin's `echo` (every third waits for the person's
@@ -15,6 +16,7 @@ approval. See tests/chaos.py for what is checked.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 import tempfile
 import time
@@ -38,11 +40,21 @@ def main() -> int:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--rate", type=float, default=60, help="tokens a second per answer")
     parser.add_argument("--gap", type=float, default=4, help="seconds of work between kills (half to all of it)")
+    parser.add_argument("--postgres", action="store_true",
+                        help="the rows in a throwaway PostgreSQL cluster started here (tests/pg.py), not SQLite's file")
     args = parser.parse_args()
     phases = ["call", "text", "approval"]
     started = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="tabletalk-chaos-") as tmp:
-        with Chaos(Path(tmp), conversations=args.first, workers=args.workers, tokens_per_second=args.rate) as chaos:
+    with tempfile.TemporaryDirectory(prefix="tabletalk-chaos-") as tmp, contextlib.ExitStack() as stack:
+        url = None
+        if args.postgres:
+            from tests.pg import Cluster
+
+            cluster = Cluster(durable=True).start()
+            stack.callback(cluster.stop)
+            url = cluster.database()
+        with Chaos(Path(tmp), conversations=args.first, workers=args.workers, tokens_per_second=args.rate,
+                   database_url=url) as chaos:
             for i in range(args.rounds):
                 chaos.ask(args.per_round)
                 time.sleep(chaos.random.uniform(args.gap / 2, args.gap))

@@ -79,9 +79,11 @@ class Figures:
 
 class Chaos:
     def __init__(self, root: Path, conversations: int = 6, workers: int = 2, tokens_per_second: float = 150,
-                 approve_every: int = 3, approve_after: float = 1.5, seed: int = 1):
+                 approve_every: int = 3, approve_after: float = 1.5, seed: int = 1, database_url: str | None = None):
         self.root = root
         self.data = root / "data"
+        self.database_url = database_url  # PostgreSQL's database, else SQLite's file in the data folder
+        self.database = database_url or self.data / "tabletalk.db"
         self.n = conversations
         self.workers = workers
         self.tps = tokens_per_second
@@ -102,9 +104,9 @@ class Chaos:
         self.fake.plain_default = [text("A title")]
         self.mcp = FakeMCPServer().start()
         self.env = {"TABLETALK_DATA": str(self.data), "AI_URL": self.fake.url, "AI_KEY": "", "AI_MODEL": "",
-                    "CHAT_PRIVATE_PLUGINS": "1"}
+                    "CHAT_PRIVATE_PLUGINS": "1"} | ({"DATABASE_URL": self.database_url} if self.database_url else {})
         self.served = self.serve()
-        self.db = dbm.connect(self.data / "tabletalk.db")
+        self.db = dbm.connect(self.database)
         self.store = Store(self.db)
         owner = self.store.owner()
         self.plain = self.store.default_agent(owner)
@@ -144,7 +146,7 @@ class Chaos:
 
     def _approve(self) -> None:
         """The person approves each call waiting for approval `approve_after` seconds after it asked."""
-        db = dbm.connect(self.data / "tabletalk.db")
+        db = dbm.connect(self.database)
         store = Store(db)
         try:
             while not self._stop.wait(0.2):

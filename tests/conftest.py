@@ -100,23 +100,35 @@ def database(data: Path) -> Path | str:
     return os.environ.get("DATABASE_URL") or data / "tabletalk.db"
 
 
-def signed_in(data: Path, name: str = OWNER, owner: bool = True) -> str:
-    """A session token for `name` (their account made first when it does not exist yet) in
-    the data folder's database, as signing in with PASSWORD would give."""
+@contextmanager
+def app_store(data: Path, migrate: bool = False, url: str | None = None) -> Iterator:
+    """The app's Store on the database of a test's data folder (`database`: either engine;
+    `url` when the app was given another DATABASE_URL than this process's), for a test that
+    writes or reads rows beside a running app; closed afterwards. With `migrate` the schema
+    is brought up to date first (a database no app has opened yet)."""
     from app.store import db as dbm
-    from app.accounts import People
     from app.store import Store
 
     data.mkdir(parents=True, exist_ok=True)
-    db = dbm.connect(database(data))
+    db = dbm.connect(url or database(data))
     try:
-        dbm.migrate(db)
-        people = People(Store(db))
+        if migrate:
+            dbm.migrate(db)
+        yield Store(db)
+    finally:
+        db.conn.close()
+
+
+def signed_in(data: Path, name: str = OWNER, owner: bool = True, url: str | None = None) -> str:
+    """A session token for `name` (their account made first when it does not exist yet) in
+    the data folder's database (or `url`'s), as signing in with PASSWORD would give."""
+    from app.accounts import People
+
+    with app_store(data, migrate=True, url=url) as store:
+        people = People(store)
         found = people.hash_of(name)
         person = found[0] if found else people.add(name, password_hash(), owner=owner)
         return people.start_session(person.id)
-    finally:
-        db.conn.close()
 
 
 @pytest.fixture
@@ -208,6 +220,19 @@ def on_sqlite(env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> dict[str,
     return {k: v for k, v in env.items() if k != "DATABASE_URL"}
 
 
+def engine_setting(request, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """The DATABASE_URL setting of a test's app, for a test that builds its settings by hand
+    rather than taking `env`: under TABLETALK_TEST_POSTGRES=1 a fresh PostgreSQL database of
+    the test's own (`pg_url`), set in this process too so conftest's helpers (`database`,
+    `rows`, `app_store`, `api.open`) follow it; else none (SQLite's file in the data folder)."""
+    if ON_POSTGRES:
+        url = request.getfixturevalue("pg_url")
+        monkeypatch.setenv("DATABASE_URL", url)
+        return {"DATABASE_URL": url}
+    monkeypatch.delenv("DATABASE_URL", raising=False)
+    return {}
+
+
 @pytest.fixture
 def data(tmp_path: Path) -> Path:
     return tmp_path / "data"
@@ -219,10 +244,7 @@ def env(request, monkeypatch: pytest.MonkeyPatch, data: Path, fake: FakeModelSer
     unless the test asks for both engines (on_both_engines) or TABLETALK_TEST_POSTGRES=1
     runs every app test on PostgreSQL."""
     values = {"TABLETALK_DATA": str(data), "AI_URL": fake.url, "AI_KEY": "", "AI_MODEL": ""}
-    if ON_POSTGRES:
-        values["DATABASE_URL"] = request.getfixturevalue("pg_url")
-    else:
-        monkeypatch.delenv("DATABASE_URL", raising=False)
+    values |= engine_setting(request, monkeypatch)
     for k, v in values.items():
         monkeypatch.setenv(k, v)
     return values
@@ -381,7 +403,12 @@ class Served:
         self.url = f"http://127.0.0.1:{self.port}"
         self.proc: subprocess.Popen | None = None
         self.log = data.parent / f"serve-{self.port}.log"
-        self.cookies = {COOKIE: signed_in(data)} if account else {}  # the owner's session
+        self.database_url = self.env.get("DATABASE_URL")  # PostgreSQL's, else SQLite's file in `data`
+        self.cookies = {COOKIE: signed_in(data, url=self.database_url)} if account else {}  # the owner's session
+
+    def store(self):
+        """The Store on this server's database (`with served.store() as store:`), closed after."""
+        return app_store(self.data, url=self.database_url)
 
     def client(self, **kw) -> httpx.Client:
         """An HTTP client signed in as the owner."""
@@ -390,16 +417,9 @@ class Served:
     def empty_chat(self) -> str:
         """An empty conversation of the owner's to test in, written straight into the database
         (the pages never make one); its path."""
-        from app.store import db as dbm
-        from app.store import Store
-
-        db = dbm.connect(database(self.data))
-        try:
-            store = Store(db)
+        with self.store() as store:
             agent = store.default_agent(store.owner())
             return f"/c/{store.new_conversation(agent.id if agent else None, person=store.owner()).id}"
-        finally:
-            db.conn.close()
 
     def context(self, browser, **kw):
         """A browser context signed in as the owner."""
@@ -490,18 +510,12 @@ SHOTS = os.environ.get("TABLETALK_SHOTS") or os.path.join(tempfile.gettempdir(),
 def served_with_plugin(data, env):
     with Everything("streamableHttp") as everything:
         served = Served(data, {**env, "CHAT_PRIVATE_PLUGINS": "1"}).start()
-        from app.store import db as dbm
-        from app.store import Store
         from app.tables import plugin
 
-        db = dbm.connect(data / "tabletalk.db")
-        try:
-            store = Store(db)
+        with served.store() as store:
             agent = store.default_agent(store.owner())
             store.add_plugin(plugin(agent.id, everything.url, name="everything"))
             served.agent = agent.id
-        finally:
-            db.conn.close()
         yield served
         served.stop()
 

@@ -108,12 +108,10 @@ class World:
         return self.cookies.get(page.who, {})
 
     def build(self, fake: FakeModelServer) -> "World":
-        from app.store import db as dbm
         from app.accounts import People
-        from app.store import Store
 
         s = self.served
-        self.cookies = {"owner": dict(s.cookies), GUEST: {COOKIE: signed_in(s.data, GUEST, owner=False)}, "": {}}
+        self.cookies = {"owner": dict(s.cookies), GUEST: {COOKIE: signed_in(s.data, GUEST, owner=False, url=s.database_url)}, "": {}}
         with s.client(timeout=20) as c:
             def form(path: str, **fields) -> httpx.Response:
                 token = c.get("/").text.split('name="_csrf_token" value="', 1)[1].split('"', 1)[0]
@@ -122,12 +120,8 @@ class World:
                 return r
 
             def new_chat() -> int:  # an empty conversation, straight into the database (its first message follows)
-                db = dbm.connect(s.data / "tabletalk.db")
-                try:
-                    store = Store(db)
+                with s.store() as store:
                     return store.new_conversation(store.default_agent(store.owner()).id, person=store.owner()).id
-                finally:
-                    db.conn.close()
 
             def idle(chat: int) -> None:
                 wait_for(lambda: 'data-running="0"' in c.get(f"/c/{chat}").text, timeout=20)
@@ -163,17 +157,13 @@ class World:
             form(f"/c/{running}/ask", text="Take your time")
             wait_for(lambda: 'data-running="1"' in c.get(f"/c/{running}").text, timeout=20)
 
-        db = dbm.connect(s.data / "tabletalk.db")
-        try:
-            store = Store(db)
+        with s.store() as store:
             store.add_memory(agent, "The person prefers short answers.")
             store.update_plugin(store.plugins(agent)[-1].id, enabled=False)
             skill = store.skills()[0].id
             guest = next(p.id for p in People(store).all() if p.name == "someone")
             asking, ask = _plugin_asks(store)
-            done_turn = store.db.conn.execute("SELECT min(id) FROM items WHERE chat = ? AND kind = 'user'", [done]).fetchone()[0]
-        finally:
-            db.conn.close()
+            done_turn = store.db.execute("SELECT min(id) FROM items WHERE chat = ? AND kind = 'user'", [done]).fetchone()[0]
         self.ids = {"done": done, "done_turn": done_turn, "waiting": waiting, "running": running,
                     "agent": agent, "skill": skill, "guest": guest, "asking": asking, "ask": ask}
         return self
@@ -211,19 +201,24 @@ def _plugin_asks(store) -> tuple[int, int]:
 
 
 @contextmanager
-def world(tmp: Path) -> Iterator[World]:
+def world(tmp: Path, cluster=None) -> Iterator[World]:
     """A served app holding the World's rows (and a second one with no account, for /setup),
-    with the fake model server they were made with."""
+    with the fake model server they were made with: on SQLite's files, or with `cluster` (a
+    PostgreSQL one, tests/pg.py) on two fresh databases of its own."""
+    urls = [cluster.database(), cluster.database()] if cluster else []
     with FakeModelServer(models={"fake-model": 8192, "other-model": 4096}) as fake:
         fake.plain_default = [text("A fitting title")]
         env = {"TABLETALK_DATA": str(tmp / "data"), "AI_URL": fake.url, "AI_KEY": "", "AI_MODEL": ""}
-        served = Served(tmp / "data", env).start()
-        fresh = Served(tmp / "fresh", {**env, "TABLETALK_DATA": str(tmp / "fresh")}, account=False).start()
+        served = Served(tmp / "data", env | ({"DATABASE_URL": urls[0]} if urls else {})).start()
+        fresh = Served(tmp / "fresh", {**env, "TABLETALK_DATA": str(tmp / "fresh")}
+                       | ({"DATABASE_URL": urls[1]} if urls else {}), account=False).start()
         try:
             yield World(served, fresh).build(fake)
         finally:
             fresh.stop()
             served.stop()
+            for url in urls:
+                cluster.drop(url)
 
 
 __all__ = ["PAGES", "Page", "World", "world"]

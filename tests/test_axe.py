@@ -19,7 +19,7 @@ import re
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import ON_POSTGRES, ROOT
 from tests.pages import PAGES, Page, World, world
 
 pytestmark = pytest.mark.browser
@@ -44,8 +44,9 @@ def axe_source() -> str:
 
 
 @pytest.fixture(scope="module")
-def every_page(tmp_path_factory) -> World:
-    with world(tmp_path_factory.mktemp("axe")) as w:
+def every_page(request, tmp_path_factory) -> World:
+    cluster = request.getfixturevalue("pg_cluster") if ON_POSTGRES else None  # TABLETALK_TEST_POSTGRES=1
+    with world(tmp_path_factory.mktemp("axe"), cluster) as w:
         yield w
 
 

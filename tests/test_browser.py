@@ -229,15 +229,16 @@ def test_the_conversation_list_follows_live(browser, served, fake):
         second.close()
 
 
+def plans_need_approval(served: Served) -> None:
+    """The owner's default agent asks before it runs update_plan."""
+    with served.store() as store:
+        store.update_agent(store.default_agent().id, approve="update_plan")
+
+
 def test_a_call_is_approved_from_the_page_and_the_plan_appears_pinned(page, served, fake):
-    from app.store import db as dbm
-    from app.store import Store
     from tests.fakes.openai_server import tool_call
 
-    db = dbm.connect(served.data / "tabletalk.db")
-    store = Store(db)
-    store.update_agent(store.default_agent().id, approve="update_plan")
-    db.conn.close()
+    plans_need_approval(served)
     fake.script([tool_call("update_plan", {"plan": "- [ ] look\n- [ ] answer"})], "Planned.")
     page.goto(served.empty_chat())  # open before its first message
     page.locator("#composer textarea").fill("make a plan")
@@ -255,14 +256,9 @@ def test_a_call_is_approved_from_the_page_and_the_plan_appears_pinned(page, serv
 
 
 def test_without_javascript_a_call_is_approved_with_the_plain_form(browser, served, fake):
-    from app.store import db as dbm
-    from app.store import Store
     from tests.fakes.openai_server import tool_call
 
-    db = dbm.connect(served.data / "tabletalk.db")
-    store = Store(db)
-    store.update_agent(store.default_agent().id, approve="update_plan")
-    db.conn.close()
+    plans_need_approval(served)
     fake.script([tool_call("update_plan", {"plan": "- [ ] one"})], "Done.")
     context = served.context(browser, java_script_enabled=False)
     p = context.new_page()
@@ -282,14 +278,9 @@ def test_without_javascript_a_call_is_approved_with_the_plain_form(browser, serv
 
 
 def test_send_now_during_a_run_is_read_at_the_next_step_and_moves_to_where_it_was_read(page, served, fake):
-    from app.store import db as dbm
-    from app.store import Store
     from tests.fakes.openai_server import tool_call
 
-    db = dbm.connect(served.data / "tabletalk.db")
-    store = Store(db)
-    store.update_agent(store.default_agent().id, approve="update_plan")
-    db.conn.close()
+    plans_need_approval(served)
     fake.script([text("Planning."), tool_call("update_plan", {"plan": "- [ ] one"})], "Planned, and noted.",
                 "The queued one.")
     page.goto(served.empty_chat())  # open before its first message
@@ -306,6 +297,8 @@ def test_send_now_during_a_run_is_read_at_the_next_step_and_moves_to_where_it_wa
     expect(page.locator("article.user .badge")).to_have_text(["queued", "sent now: read at the next step"])
     page.get_by_role("button", name="Approve").click()
     expect(page.locator("article.text").last).to_have_text("The queued one.", timeout=15_000)
+    # its words can come a commit before its end (the done flag): the comparison waits for that
+    page.locator("article.text").last.locator(".state.done").wait_for(state="attached", timeout=15_000)
     expect(page.locator("#items > article.user .body")).to_have_text(["plan it", "read this now", "after the run"])
     assert fake.streamed[1]["messages"][-1]["content"] == "read this now"
     assert items_of(page) == fresh_items(page.context.browser, served, page.url)

@@ -7,10 +7,8 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from app.store import db as dbm
-from app.store import Store
 from app.tables import skill
-from tests.conftest import Served, csrf, start_chat, wait_for
+from tests.conftest import Served, csrf, rows, start_chat, wait_for
 from tests.fakes.openai_server import text, tool_call
 
 pytestmark = pytest.mark.browser
@@ -71,21 +69,19 @@ def test_every_page_renders_under_the_csp_with_no_console_error(browser, served:
     """Each template once (signed in as the owner, then the signed-out pages), in a browser
     that enforces the Content-Security-Policy: an inline script or style, or anything from
     another host, would show up as a console error."""
-    db = dbm.connect(served.data / "tabletalk.db")
-    store = Store(db)
-    owner = store.owner()
-    agent = store.default_agent(owner)
-    store.update_agent(agent.id, approve="update_plan")
-    store.add_memory(agent.id, "likes tea")
-    sk = store.add_skill(skill("tea", "making tea", "# Tea\n\n1. Boil water"))
+    with served.store() as store:
+        owner = store.owner()
+        agent = store.default_agent(owner)
+        store.update_agent(agent.id, approve="update_plan")
+        store.add_memory(agent.id, "likes tea")
+        sk = store.add_skill(skill("tea", "making tea", "# Tea\n\n1. Boil water"))
     client = served.client(timeout=10, follow_redirects=True)
     client.post("/people", data={"_csrf_token": csrf(client), "name": "Bea", "password": "bea's password"})
-    bea = db.conn.execute("SELECT id FROM people WHERE name = 'Bea'").fetchone()[0]
+    bea = rows(served.data, "SELECT id FROM people WHERE name = 'Bea'")[0]["id"]
     fake.script([text("Here is **bold**, `code` and a table:\n\n| a | b |\n|---|--:|\n| 1 | 2 |\n"),
                  tool_call("update_plan", {"plan": "- [ ] tea"})])
     chat = start_chat(client, "tea?", files={"file": ("notes.txt", b"some notes", "text/plain")})
-    wait_for(lambda: db.conn.execute("SELECT 1 FROM items WHERE kind = 'call' AND state = 'approval'").fetchone())
-    db.conn.close()
+    wait_for(lambda: rows(served.data, "SELECT 1 AS one FROM items WHERE kind = 'call' AND state = 'approval'"))
     pages = ["/", chat, chat + "/delete", "/agents", f"/agents/{agent.id}", f"/agents/{agent.id}?tab=tools",
              f"/agents/{agent.id}?tab=plugins", f"/agents/{agent.id}?tab=memory", f"/agents/{agent.id}/delete",
              "/skills", f"/skills/{sk.id}", f"/skills/{sk.id}/delete", "/search?q=tea", "/people",

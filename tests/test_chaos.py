@@ -9,14 +9,15 @@ from app.store import db as dbm
 from app.store import migrations
 from app.run.turn import MAY_HAVE_RUN
 from tests.chaos import Chaos
-from tests.conftest import Served, signed_in, soup, sqlite_only, wait_for
+from tests.conftest import Served, engine_setting, signed_in, soup, sqlite_only, wait_for
 from tests.fakes.openai_server import text
 
 pytestmark = pytest.mark.process
 
 
-def test_kill_9_chaos_with_two_workers_loses_nothing_and_repeats_no_call(tmp_path):
-    with Chaos(tmp_path, conversations=6, workers=2, tokens_per_second=60) as chaos:
+def test_kill_9_chaos_with_two_workers_loses_nothing_and_repeats_no_call(request, monkeypatch, tmp_path):
+    url = engine_setting(request, monkeypatch).get("DATABASE_URL")  # PostgreSQL's under TABLETALK_TEST_POSTGRES=1
+    with Chaos(tmp_path, conversations=6, workers=2, tokens_per_second=60, database_url=url) as chaos:
         chaos.kill_server(during="approval")
         chaos.kill_worker(during="call")
         chaos.kill_server(during="text")

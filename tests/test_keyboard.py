@@ -5,8 +5,6 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import expect
 
-from app.store import db as dbm
-from app.store import Store
 from tests.conftest import Served
 from tests.fakes.openai_server import rate, text, tool_call
 
@@ -22,23 +20,9 @@ def focused(page) -> str:
         return e.id ? `${e.tagName.toLowerCase()}#${e.id}` : `${e.tagName.toLowerCase()}:${e.textContent.trim()}`; }""")
 
 
-def empty_chat(served: Served) -> str:
-    """An empty conversation of the owner's, written straight into the database; its path."""
-    db = dbm.connect(served.data / "tabletalk.db")
-    try:
-        store = Store(db)
-        return f"/c/{store.new_conversation(store.default_agent(store.owner()).id, person=store.owner()).id}"
-    finally:
-        db.conn.close()
-
-
 def approval_needed(served: Served) -> None:
-    db = dbm.connect(served.data / "tabletalk.db")
-    try:
-        store = Store(db)
+    with served.store() as store:
         store.update_agent(store.default_agent(store.owner()).id, approve="update_plan")
-    finally:
-        db.conn.close()
 
 
 @pytest.fixture
@@ -95,7 +79,7 @@ def test_new_conversation_send_approve_and_stop_by_keyboard(page, served: Served
 
 
 def test_shortcuts_never_fire_inside_text_fields(page, served: Served):
-    page.goto(empty_chat(served))
+    page.goto(served.empty_chat())
     box = page.locator("#text")
     box.focus()
     page.keyboard.type("a/b?c")
@@ -140,7 +124,7 @@ def test_the_help_list_is_a_page_without_javascript(browser, served: Served):
 
 
 def test_the_skip_link_on_a_conversation_goes_to_the_message_box(page, served: Served):
-    page.goto(empty_chat(served))
+    page.goto(served.empty_chat())
     assert focused(page) == "textarea#text", "a conversation opens in its message box"
     page.locator("a.brand").focus()  # the header's first link: the skip links come before it
     page.keyboard.press("Shift+Tab")
