@@ -164,7 +164,8 @@ class Feed:
         POLL_SECONDS, the runner's beats among them (app/beat.py), at least POLL_SECONDS after
         the last look (UNFOLLOWED_POLL_SECONDS while no page follows here): a dispatch moves
         the next poll, so while an answer is written every beat the feed wakes only with it
-        (and, followed, at the half-beat between). A future and a timer, not a task: this
+        (followed, it polls at the runner's next read after a commit of this process, else at
+        the half-beat). A future and a timer, not a task: this
         turns up to 40 times a second in every worker."""
         if self._poked:
             return True
@@ -184,6 +185,7 @@ class Feed:
     async def _run(self) -> None:
         version = self._data_version()
         looked = time.monotonic()  # when the rows were last read or polled
+        poked = False  # the last look was for a commit of this process
         keepalive_at = time.monotonic() + KEEPALIVE_SECONDS
         while not self.closed:
             if time.monotonic() >= keepalive_at:  # one loop for every idle stream, not a timer each
@@ -192,7 +194,13 @@ class Feed:
                     for f in group:
                         if not f.messages:
                             f.push(0, KEEPALIVE)
-            if self.followers:
+            if self.followers and poked:
+                # This process wrote (the runner, after its reads on a beat): it will again at
+                # its next read, a beat on, and the poll waits for that wake-up rather than
+                # taking one of its own at the half-beat between (~60-100 us each, one a
+                # message of a growing answer). Others' commits meanwhile come within a beat.
+                poll_at = beat_at_or_after(looked + BEAT_SECONDS - POLL_SECONDS / 2, POLL_SECONDS)
+            elif self.followers:
                 poll_at = beat_at_or_after(looked + POLL_SECONDS - 0.001, POLL_SECONDS)
             else:
                 poll_at = beat_at_or_after(looked + UNFOLLOWED_POLL_SECONDS - 0.001, BEAT_SECONDS)
@@ -245,23 +253,27 @@ class Feed:
     def dispatch(self) -> None:
         """Read what changed since the last rev seen and hand it to the followers."""
         with self.store.snapshot():  # one snapshot: the rev and the rows it covers agree
-            top = self.store.rev()
-            if top <= self.rev:
-                return
             if not self.followers:  # nobody to tell: a page opened later catches up from the rows
-                self.rev = top
+                self.rev = max(self.rev, self.store.rev())
                 return
             # only the followed conversations' rows: with no page open, a busy worker reads nothing
             followed = [c for c in self.followers if c is not None]
+            # the rev and which other families changed, in one statement: while an answer
+            # grows, only its item did, and the reads that would find nothing are not made
+            changed = self.store.changed_since(self.rev, followed)
+            top = changed.rev
+            if top <= self.rev:
+                return
             items = self.store.items_since(self.rev, upto=top, chats=followed) if followed else []
-            convos = self.store.conversations_since(self.rev, upto=top)
+            convos = self.store.conversations_since(self.rev, upto=top) if changed.conversations else []
             # the context meter and the marker where the model's view starts
-            contexts = self.store.contexts_since(self.rev, top, followed)
-            builtin = self.store.builtin_since(self.rev, top) if self.render_builtin else None
+            contexts = self.store.contexts_since(self.rev, top, followed) if changed.contexts else []
+            builtin = (self.store.builtin_since(self.rev, top) if self.render_builtin and changed.builtin
+                       else None)
             gone: dict[int, list[str]] = defaultdict(list)
             # tombstones of the lists (chat NULL): deleted conversations, and whose they were
             listed_gone: list[tuple[str, int | None]] = []
-            for chat, dom, person in self.store.tombstones_since(self.rev, upto=top):
+            for chat, dom, person in self.store.tombstones_since(self.rev, upto=top) if changed.tombstones else ():
                 if chat is None:
                     listed_gone.append((dom, person))
                 elif chat in self.followers:

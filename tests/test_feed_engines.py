@@ -80,3 +80,33 @@ async def test_a_stream_sends_every_message_of_one_dispatch_even_when_they_share
     async for data in stream:
         got.append(data)
     assert got[1:] == [b"change", b"builtin", b"next"] and got[0].endswith(b"first")
+
+
+def test_what_changed_since_a_rev_is_one_read_that_names_each_family(store):
+    """The feed's first read at each dispatch: the current rev, and which families besides
+    items have a row after the cursor (only those are then read), on both engines."""
+    chat = store.new_conversation(None).id
+    other = store.new_conversation(None).id
+    user = store.ask(chat, "hello")
+    cursor = store.rev()
+    quiet = store.changed_since(cursor, [chat])
+    assert (quiet.rev, quiet.conversations, quiet.tombstones, quiet.builtin, quiet.contexts) == (
+        cursor, False, False, False, False)
+    store.update(user.id, text="hello again")  # an item alone: nothing else to read
+    grown = store.changed_since(cursor, [chat])
+    assert grown.rev == store.rev() > cursor
+    assert not (grown.conversations or grown.tombstones or grown.builtin or grown.contexts)
+    store.set_title(chat, "A title")
+    assert store.changed_since(cursor, [chat]).conversations
+    store.set_context(other, used=10)  # another conversation's meter: not the followed one's
+    assert not store.changed_since(cursor, [chat]).contexts
+    assert not store.changed_since(cursor).contexts
+    store.set_context(chat, used=20)
+    assert store.changed_since(cursor, [chat, other]).contexts
+    store.set_builtin(state="installing")
+    assert store.changed_since(cursor, [chat]).builtin
+    store.delete_conversation(other)
+    assert store.changed_since(cursor, [chat]).tombstones
+    top = store.rev()
+    after = store.changed_since(top, [chat])
+    assert after.rev == top and not (after.conversations or after.tombstones or after.builtin or after.contexts)

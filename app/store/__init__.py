@@ -15,6 +15,7 @@ from .agents import Agents
 from .asks import Asks
 from .plugin_auth import PluginAuth
 from .branches import Branches
+from .changes import Changed, Changes
 from .chats import ITEM_COLUMNS, TITLE_MAX, TITLE_WORDS, Chats, first_words
 from .context import Context
 from .files import Files
@@ -27,9 +28,9 @@ from .search import Search
 from .secrets import Secrets
 
 
-class Store(Chats, Search, Branches, Agents, Plugins, Context, Files, Pages, Accounts, LocalModel, Runs, Asks,
-            PluginAuth, Secrets):
+class Store(Chats, Changes, Search, Branches, Agents, Plugins, Context, Files, Pages, Accounts, LocalModel, Runs,
+            Asks, PluginAuth, Secrets):
     """Every read and write of rows, by family (one module each); see Base for the common ground."""
 
 
-__all__ = ["Store", "ITEM_COLUMNS", "TITLE_MAX", "TITLE_WORDS", "first_words", "plugin_from_row"]
+__all__ = ["Store", "Changed", "ITEM_COLUMNS", "TITLE_MAX", "TITLE_WORDS", "first_words", "plugin_from_row"]

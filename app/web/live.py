@@ -307,6 +307,8 @@ def chat_changes(store: Store, chat: int, items: list[Item], convo: Conversation
         if plans:  # the plan is pinned above the composer, not in the log
             parts_out.append('<hx-partial hx-target="#plan" hx-swap="upsert">' + "".join(plans) + "</hx-partial>")
         parts_out.extend(pieces)
+    if grown:  # the state followers have, so its marker, status and turn as they were sent
+        return "".join(parts_out)
     cut = state_fragment("_cut.html", state)
     if sent is None or sent.get("cut", "") != cut:  # where the model's view starts moved (rarely)
         parts_out.append(placed("cut", cut))
