@@ -9,6 +9,7 @@ from app.store import db as dbm
 from app.feed import Feed
 from app.store import Store
 from app.store import postgres as pg
+from app.tables import item
 from app.web import live
 from tests.conftest import database_of
 
@@ -110,3 +111,27 @@ def test_what_changed_since_a_rev_is_one_read_that_names_each_family(store):
     top = store.rev()
     after = store.changed_since(top, [chat])
     assert after.rev == top and not (after.conversations or after.tombstones or after.builtin or after.contexts)
+
+
+def test_the_feeds_read_of_items_is_found_by_rev_not_by_reading_the_conversation(tmp_path):
+    """At every message of a growing answer the feed reads the items changed since its last
+    look: by the rev index (the few rows changed), never the conversation's index, which
+    read every row of it (through each long text's overflow pages, to reach `rev`)."""
+    db = dbm.connect(tmp_path / "t.db")
+    dbm.migrate(db)
+    store = Store(db)
+    chat = store.new_conversation(None).id
+    for _ in range(3):
+        user = store.ask(chat, "hello")
+        store.add(item("text", chat, "x" * 9000, turn=user.id, done=True))
+    cursor = store.rev()
+    store.update(user.id, text="hello again")
+    statements: list[str] = []
+    db.conn.set_trace_callback(statements.append)
+    got = store.items_since(cursor, upto=store.rev(), chats=[chat])
+    db.conn.set_trace_callback(None)
+    assert [it.id for it in got] == [user.id]
+    sql = next(s for s in statements if s.startswith("SELECT * FROM items"))
+    plan = " ".join(row[3] for row in db.conn.execute(f"EXPLAIN QUERY PLAN {sql}"))
+    assert "items_rev" in plan and "items_chat" not in plan, plan
+    db.conn.close()

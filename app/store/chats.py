@@ -122,7 +122,11 @@ class Chats(Base):
         if chat is not None:
             sql, params = sql + " AND chat = ?", [*params, chat]
         if chats is not None:
-            sql, params = sql + f" AND chat IN ({','.join('?' * len(chats))})", [*params, *chats]
+            # The feed's read at each dispatch: found by `rev` (the few rows changed since its
+            # last), never by `chat`. By the conversation's index SQLite read every row of
+            # it, through each long text's overflow pages to reach `rev`, at every message
+            # of a growing answer. `+chat` is the same value, not an indexed column.
+            sql, params = sql + f" AND +chat IN ({','.join('?' * len(chats))})", [*params, *chats]
         if upto is not None:
             sql, params = sql + " AND rev <= ?", [*params, upto]
         return [Item.from_row(r) for r in self._all(sql + " ORDER BY chat, turn, id", params)]
