@@ -180,6 +180,8 @@ def _growing_tokens(src: str, env: dict[str, Any], found: dict[str, Any] | None 
         found["line"] = line
         found["final"] = tokens[:at]
     stable = _stable_region(region, toks, env, grid, limit - origin, done)
+    if found is not None:  # where the shown text ends when it is all of `src` (incremental's tip)
+        found["shown"] = origin + len(stable) if stable == region.rstrip() else -1
     if stable != region:
         tokens = tokens[:at] + _reparsed(stable, region, tokens[at:], starts[line:], origin, env)
     return _finish(tokens, env)

@@ -10,8 +10,10 @@ become final, and sets the cadence at which a big open block is rendered (the cu
 
 from __future__ import annotations
 
+import re
 from typing import Any, NamedTuple
 
+from markdown_it.common.utils import escapeHtml
 from markdown_it.token import Token
 
 # REVEAL_STEP is read from the package at call time (see growing.py)
@@ -19,6 +21,7 @@ from .. import markdown as _package
 from .engine import _BUDGET, _GROWING, INLINE_BUDGET, _md, _top_level, spend
 from .growing import _NEWLINES, _finish, _growing_tokens
 from .pieces import Pieces
+from .scan import _scan
 
 
 def _growing_source(text: str, key: str | None = None) -> str:
@@ -105,7 +108,7 @@ class _Head:
     cached by content)."""
 
     __slots__ = ("guard", "guard_text", "chars", "lines", "tokens", "blocks", "refs", "shown_refs",
-                 "html", "left", "raw", "clean", "cut", "open_at", "pieces", "rendered")
+                 "html", "left", "raw", "clean", "cut", "open_at", "pieces", "rendered", "tip")
 
     def __init__(self) -> None:
         # a later text must start with guard_text[:guard] for the head to hold (a length
@@ -125,6 +128,7 @@ class _Head:
         self.open_at = 0  # where that render's last block started
         self.pieces = Pieces()  # the complete blocks after the head, parsed (pieces.py)
         self.rendered: dict[int, tuple] = {}  # the last render's blocks after the head: _rendered
+        self.tip: _Tip | None = None  # the last render ended in a paragraph shown whole: _grown_tip
 
     @property
     def last(self) -> str:
@@ -150,9 +154,17 @@ def _growing_inner(view: _View, key: str) -> list[str]:
     if head is None or not (cut >= head.guard and (
             view.same or text.startswith(head.guard_text[:head.guard]))):
         head = _Head()
+    elif head.tip is not None and view.same and _TIPS:
+        grown = _grown_tip(head, text, cut)
+        if grown is not None:
+            head.raw, head.clean, head.cut = text, view.clean, cut
+            _keep(key, head)
+            return grown
+    head.tip = None
     env: dict[str, Any] = {"references": dict(head.refs)} if head.refs else {}
     env[_BUDGET] = head.left
     found: dict[str, Any] = {}
+    base = head.chars
     tokens = _growing_tokens(text[head.chars:cut], env, found, step,
                              lambda text, env, p=head.pieces, at=head.chars, line=head.lines: p.parse(text, env, at, line))
     refs = env.get("references") or {}
@@ -164,15 +176,86 @@ def _growing_inner(view: _View, key: str) -> list[str]:
         head.shown_refs = dict(refs)
     tail = _rendered(tokens, env, head.rendered, repr(sorted(_defined(refs).items())) if refs else "")
     inner = head.html + tail
+    head.tip = _tip(tokens, inner, text, cut, base + found.get("shown", -1) if found.get("shown", -1) >= 0 else -1, refs)
     _advance(head, text, found, tail, refs)
     head.pieces.keep(head.chars)
     head.raw, head.clean, head.cut = text, view.clean, cut
+    _keep(key, head)
+    return inner
+
+
+def _keep(key: str, head: _Head) -> None:
     if key in _HEADS:
         del _HEADS[key]  # (re)inserted last: the dict's order is its age
     elif len(_HEADS) >= _HEADS_MAX:
         _HEADS.pop(next(iter(_HEADS)))
     _HEADS[key] = head
-    return inner
+
+
+class _Tip(NamedTuple):
+    """A render that ended in a top-level paragraph shown whole (nothing held back at its
+    edge, nothing closed for it, no close cut it short): what its growth by plain text
+    needs to be rendered without a parse, a scan of the region or a render."""
+
+    cut: int  # that render's cut
+    shown: int  # where its text ends (the paragraph's inline content ends there)
+    content: str  # the paragraph's inline content
+    parts: list[str]  # that render's blocks' inner HTML, the paragraph's `<p>...</p>` last
+    refs: dict[str, Any]
+
+
+# What can make plain text more than text when added to a paragraph's last line: inline
+# syntax (engine._SYNTAX_CHARS), a scheme's or an email's linkify trigger, a table's pipe;
+# a newline (a new line may start a block, end one, or be a setext underline) is tested apart
+_NOT_PLAIN = re.compile(r"[\[\]!*_~`<&\\$:@|\n\r\0]")
+_WORD_END = frozenset(".,;?'\"")
+_TIPS = True  # tests compare with the render the tip stands for (tests/test_markdown_linear.py)
+
+
+def _tip(tokens: list[Token], inner: list[str], text: str, cut: int, shown: int,
+         refs: dict[str, Any]) -> _Tip | None:
+    if shown < 0 or len(tokens) < 3 or not inner:
+        return None
+    opened, inline, closed = tokens[-3:]
+    content = inline.content
+    if (opened.type != "paragraph_open" or opened.level or inline.type != "inline"
+            or closed.type != "paragraph_close" or not content or "\n" in content):
+        return None
+    # and it ends in a word or a sentence's end, not at the close of an element (`*x*`,
+    # a link's `)`): the next render's replay may take that close for one still to come,
+    # and stop there again (the render such a tip would give is as good, but not the same)
+    if not (content[-1].isalnum() or content[-1] in _WORD_END):
+        return None
+    # the content is the text's, unchanged, and ends where the render's shown text ends
+    if shown < len(content) or not text.startswith(content, shown - len(content)) or not inner[-1].endswith("</p>"):
+        return None
+    return _Tip(cut, shown, content, inner, refs)
+
+
+def _grown_tip(head: _Head, text: str, cut: int) -> list[str] | None:
+    """The render of `text[:cut]` when it is the tip's with plain text added to its
+    paragraph's one line: the same blocks, the last with the escaped text added before its
+    `</p>` -- what a parse, the edge and a render give there (no block rule starts inside a
+    line; the added characters open, close and link nothing, and the edge holds nothing
+    back, as `_scan` says of the new content). Else None."""
+    tip = head.tip
+    if tip is None or cut <= tip.cut:
+        return None
+    added = text[tip.shown:cut]
+    if _NOT_PLAIN.search(added) or "www." in (tip.content[-3:] + added).lower():
+        return None
+    added = added.rstrip()  # (markdown-it strips a paragraph's content)
+    if not added:
+        head.tip = tip._replace(cut=cut)
+        return list(tip.parts)
+    content = tip.content + added
+    _, hold, openers, code = _scan(content, tip.refs, True)
+    if hold != len(content) or openers or code:
+        return None
+    last = tip.parts[-1]
+    parts = [*tip.parts[:-1], last[:-4] + escapeHtml(added) + "</p>"]
+    head.tip = _Tip(cut, tip.shown + len(added), content, parts, tip.refs)
+    return list(parts)
 
 
 def _defined(refs: dict[str, Any]) -> dict[str, tuple]:
