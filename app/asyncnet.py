@@ -50,6 +50,8 @@ class AsyncioStream(httpcore2.AsyncNetworkStream):
         elif self._held:
             self._let_go()
         try:
+            if reader._buffer:  # returns at once: no timeout to arm and cancel (a timer each read)
+                return await reader.read(max_bytes)
             async with asyncio.timeout(timeout):
                 return await reader.read(max_bytes)
         except TimeoutError as e:

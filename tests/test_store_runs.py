@@ -59,7 +59,7 @@ def test_growth_of_many_items_is_written_in_one_rev_range(store):
     pieces.add("Hello, ")
     grown = pieces.add("world")  # a growing text is written as it was at its latest update
     top = store.rev()
-    store.grow_items({text.id: {"text": grown}, call.id: {"output": "step 1 of 2"}})
+    assert store.grow_items({text.id: {"text": grown}, call.id: {"output": "step 1 of 2"}}) == top + 2
     assert store.item(text.id).text == "Hello, world" and store.item(call.id).output == "step 1 of 2"
     assert sorted([store.item(text.id).rev, store.item(call.id).rev]) == [top + 1, top + 2]
     assert store.rev() == top + 2
@@ -94,3 +94,35 @@ def test_leases_taken_many_at_once_as_one_at_a_time(store):
     assert store.lease_many([free, mine, held, expired, gone], "me", 10) == {free, mine, expired}
     assert not store.lease(held, "me", 10) and not store.lease(free, "other", 10)
     assert store.lease_many([], "me", 10) == set()
+
+
+async def test_a_scan_knows_when_the_only_revs_since_it_are_its_runners_growth(store):
+    """Writes.mine: the runner's scan skips its reads while every rev since the last one was
+    taken by its own writes of growing text (revs have no holes); any other write (a new
+    message, a stop, a deletion, another process's) makes it read again."""
+    from app.run.writes import Writes
+
+    chat = store.new_conversation(store.default_agent().id).id
+    user = store.ask(chat, "Write")
+    a = store.add(item("text", chat, turn=user.id))
+    b = store.add(item("text", chat, turn=user.id))
+    writes = Writes(store)
+    since = store.rev()
+    assert writes.mine(since, since), "nothing since"
+    writes.grow(a.id, text="one")
+    writes.flush()
+    writes.grow(a.id, text="one two")
+    writes.grow(b.id, text="x")
+    writes.flush()
+    top = store.rev()
+    assert top == since + 3 and writes.mine(since, top)
+    assert writes.mine(since, since + 1) and writes.mine(since + 1, top), "any part of the writes' revs"
+    store.ask(chat, "Another")  # a rev that is not the writes'
+    assert not writes.mine(since, store.rev())
+    writes.grow(a.id, text="one two three")
+    writes.flush()
+    assert not writes.mine(top, store.rev()), "the message's rev is still in the range"
+    later = store.rev() - 1
+    assert writes.mine(later, store.rev()), "from the message on: only growth again"
+    store.add(stopped(chat))
+    assert not writes.mine(store.rev() - 1, store.rev())

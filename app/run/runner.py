@@ -123,18 +123,19 @@ class Runner(space.DiskFull):
                     log.exception("runner scan failed")
             if full:
                 full_at = started + IDLE_SCAN_SECONDS
-            # futures, not tasks: this loop turns ten times a second while answers grow
-            await asyncio.wait([self.feed.next_change(), self._wake],
-                               timeout=SCAN_GAP_SECONDS if self._more else IDLE_SCAN_SECONDS,
-                               return_when=asyncio.FIRST_COMPLETED)
-            if not self._wake.done():
-                # Every commit wakes the feed, and a busy worker commits 20+ times a second:
-                # look at most every SCAN_GAP (a run that ended asks for the next at once),
-                # on a beat (app/beat.py).
-                now = time.monotonic()
-                gap = beat_at_or_after(started + SCAN_GAP_SECONDS) - now
-                if gap > 0:
-                    await asyncio.sleep(gap)
+            # Every commit wakes the feed, and a busy worker commits 20+ times a second: look
+            # at most every SCAN_GAP (a run that ended asks for the next at once), on a beat
+            # (app/beat.py). The gap is waited first and the change after it, so the commits
+            # within the gap (the beats' writes) do not wake this loop only to wait again.
+            # Futures, not tasks: this loop turns ten times a second while answers grow.
+            changed = self.feed.next_change()  # done at the first dispatch from now on
+            idle = SCAN_GAP_SECONDS if self._more else IDLE_SCAN_SECONDS
+            gap = beat_at_or_after(started + SCAN_GAP_SECONDS) - time.monotonic()
+            if gap > 0:
+                await asyncio.wait([self._wake], timeout=gap)
+            rest = started + idle - time.monotonic()
+            if rest > 0 and not self._wake.done() and not changed.done():
+                await asyncio.wait([changed, self._wake], timeout=rest, return_when=asyncio.FIRST_COMPLETED)
 
     def scan(self, full: bool = True) -> None:
         """Start a run for each conversation with pending work that no live worker holds.
@@ -145,6 +146,9 @@ class Runner(space.DiskFull):
         read again on every commit)."""
         top = self.store.rev()  # before reading: what commits later is seen by the next scan
         since = 0 if full else self._scanned
+        if not full and self.writes.mine(since, top):
+            self._scanned = top  # only this runner's growing text since the last scan: nothing to read
+            return
         # A run whose conversation was deleted (in any worker) ends quietly.
         if self.runs:
             gone = set(self.runs) - self.store.existing(set(self.runs)) if full else self.store.deleted_since(since)

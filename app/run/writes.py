@@ -31,6 +31,9 @@ class Writes:
         self.pending: dict[int, dict[str, Any]] = {}  # item id -> columns to write at the next tick
         self._flushed = 0.0  # when growth was last written
         self._flush_at: asyncio.Handle | None = None  # the write of what is pending, scheduled
+        # (last rev, revs taken) of each write of growth, newest last, until `mine` is asked
+        # past them: a scan that finds only these since its last one has nothing to read
+        self._wrote: list[tuple[int, int]] = []
 
     def grow(self, item_id: int, **values: Any) -> None:
         """Buffer columns of an item (`text`, `output`) for the next tick."""
@@ -59,11 +62,21 @@ class Writes:
         self._flushed = time.monotonic()
         pending, self.pending = self.pending, {}
         try:
-            self.store.grow_items(pending)
+            last = self.store.grow_items(pending)
+            if last:
+                self._wrote.append((last, len(pending)))
         except Exception as e:
             if not space.is_full(e) or self.full is None:
                 raise
             self.full()
+
+    def mine(self, since: int, top: int) -> bool:
+        """Whether every rev after `since` up to `top` was taken by these writes (revs have no
+        holes: docs/postgres.md), so rows changed since are only growing text and outputs
+        (never pending work, a tombstone or a lease). Forgets the writes up to `since`."""
+        self._wrote = [w for w in self._wrote if w[0] > since]
+        taken = sum(min(last, top) - max(last - n, since) for last, n in self._wrote if last - n < top)
+        return taken == top - since
 
     def clear(self) -> None:
         """Forget what is buffered (the disk is full: it could not be written)."""

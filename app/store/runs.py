@@ -109,11 +109,12 @@ class Runs(Base):
 
     # --- growing text ---------------------------------------------------------------
 
-    def grow_items(self, changes: dict[int, dict[str, Any]]) -> None:
+    def grow_items(self, changes: dict[int, dict[str, Any]]) -> int:
         """Write columns of many items in one transaction: one rev range, one prepared
-        statement per set of columns (hundreds of answers grow at once)."""
+        statement per set of columns (hundreds of answers grow at once). Returns the range's
+        last rev (it took len(changes) revs ending there; 0: nothing written)."""
         if not changes:
-            return
+            return 0
         t = dbm.now()
         by_columns: dict[tuple[str, ...], list[list[Any]]] = {}
         with self.write() as db:
@@ -127,6 +128,7 @@ class Runs(Base):
                     raise ValueError(f"not growing columns: {sorted(bad)}")
                 sets = "".join(f"{k} = ?, " for k in columns)
                 db.conn.executemany(f"UPDATE items SET {sets}updated = ?, rev = ? WHERE id = ?", rows)
+        return top
 
     # --- what a title is made from ------------------------------------------------------
 
