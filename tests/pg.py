@@ -58,6 +58,7 @@ class Cluster:
             os.chown(self.folder, user.pw_uid, user.pw_gid)
             self.as_user = ["runuser", "-u", "postgres", "--"]
         self.names = itertools.count(1)
+        self.template = ""  # the migrated database new ones may copy (`database(migrated=True)`)
 
     def _run(self, *args: str) -> None:
         done = subprocess.run([*self.as_user, *args], capture_output=True, text=True)
@@ -96,11 +97,30 @@ class Cluster:
         with psycopg.connect(self.url(), autocommit=True) as conn:
             conn.execute(sql)
 
-    def database(self) -> str:
-        """A new empty database's URL."""
+    def database(self, migrated: bool = False) -> str:
+        """A new database's URL: empty, or `migrated` (a copy of one the app's migrations
+        made once for the cluster, which is what they would make there, ~0.1-0.2 s less)."""
         name = f"t{next(self.names)}"
-        self._admin(f"CREATE DATABASE {name}")
+        self._admin(f"CREATE DATABASE {name}" + (f" TEMPLATE {self._migrated()}" if migrated else ""))
         return self.url(name)
+
+    def _migrated(self) -> str:
+        if not self.template:
+            from app.store import db as dbm
+
+            name = "migrated"
+            self._admin(f"CREATE DATABASE {name}")
+            db = dbm.connect(self.url(name))
+            try:
+                dbm.migrate(db)
+            finally:
+                db.conn.close()
+            # a template takes no connection (CREATE DATABASE refuses one with any open, and
+            # the pool may keep one a moment after the close)
+            self._admin(f"ALTER DATABASE {name} WITH ALLOW_CONNECTIONS false")
+            self._admin(f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{name}'")
+            self.template = name
+        return self.template
 
     def drop(self, url: str) -> None:
         self._admin(f"DROP DATABASE IF EXISTS {url.rsplit('/', 1)[1]} WITH (FORCE)")
