@@ -19,6 +19,7 @@ seed's surface over them.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import html
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
@@ -153,15 +154,14 @@ def keyed(text: str, key: str) -> str:
 
 
 def open(data: str | Path | None = None) -> Store:  # noqa: A001 - the natural name here
-    """The store of a data folder (default: TABLETALK_DATA, or DATABASE_URL's PostgreSQL
-    database when set), its database migrated."""
+    """The app's store, its database migrated, as `tabletalk serve` would open it with the
+    data folder `data` (default: TABLETALK_DATA): DATABASE_URL's PostgreSQL database when
+    that is set, whatever the folder (it keeps everything there but the built-in model),
+    else the folder's SQLite file."""
     config = configuration.load()
-    if data is None and config.database_url:
-        db = dbm.connect(config.database_url)
-        dbm.migrate(db)
-        return Store(db)
-    folder = Path(data).expanduser().resolve() if data is not None else config.data
-    db = dbm.connect(folder / "tabletalk.db")
+    if data is not None:
+        config = dataclasses.replace(config, data=Path(data).expanduser().resolve())
+    db = dbm.connect(config.database)
     dbm.migrate(db)
     return Store(db)
 

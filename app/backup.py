@@ -14,7 +14,6 @@ present with the right hash.
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -26,14 +25,13 @@ from pathlib import Path
 from .store import db as dbm
 from .config import Config
 from .store import backup as sql
-from .store.blobs import Disk
+from .store.blobs import Disk, Hashing, NotTheBytes, read_chunks, write_checked
 
 FORMAT = "tabletalk-backup"
 VERSION = 1
 DATABASE = "tabletalk.db"
 SECRET = "secret.key"
 MANIFEST = "manifest.json"
-CHUNK = 1 << 20
 TRIES = 5  # snapshots taken again when a named file went meanwhile (its conversation was deleted)
 
 
@@ -62,18 +60,12 @@ def _copy_checked(source: Path, target: Path, sha256: str) -> int:
     """Copy the bytes, hashing them on the way; the copy is fsynced. Raises when they do not
     match their name (the source is damaged)."""
     target.parent.mkdir(parents=True, exist_ok=True)
-    h, size = hashlib.sha256(), 0
-    with open(source, "rb") as src, open(target, "wb") as dst:
-        while chunk := src.read(CHUNK):
-            h.update(chunk)
-            dst.write(chunk)
-            size += len(chunk)
-        dst.flush()
-        os.fsync(dst.fileno())
-    if h.hexdigest() != sha256:
+    try:
+        with open(source, "rb") as src, open(target, "wb") as dst:
+            return write_checked(dst, read_chunks(src), sha256)
+    except NotTheBytes as e:
         target.unlink()
-        raise BackupError(f"{source} does not hold the bytes its name says (sha256 {h.hexdigest()}): it is damaged")
-    return size
+        raise BackupError(f"{source} does not hold the bytes its name says (sha256 {e.found}): it is damaged") from None
 
 
 def _fsync_dir(path: Path) -> None:
@@ -188,15 +180,13 @@ def check(folder: Path, manifest: dict | None = None) -> Summary:
     for sha in named:
         held = Disk(folder / "files").path(sha)
         try:
-            h = hashlib.sha256()
-            with open(held, "rb") as f:
-                while chunk := f.read(CHUNK):
-                    h.update(chunk)
-                    size += len(chunk)
+            hashing = Hashing(read_chunks(open(held, "rb")))
+            for _ in hashing:  # read through, hashed
+                pass
+            size += hashing.check(sha)
         except FileNotFoundError:
             problems.append(f"file {sha} is missing")
-            continue
-        if h.hexdigest() != sha:
+        except NotTheBytes:
             problems.append(f"file {sha} does not hold the bytes its name says")
     if problems:
         shown = "; ".join(problems[:10]) + (f" (and {len(problems) - 10} more)" if len(problems) > 10 else "")

@@ -15,6 +15,7 @@ import pytest
 from bs4 import BeautifulSoup
 
 from app import api, markdown
+from app.store import db as dbm
 from app.providers.ids import GROUP_LOCAL, GROUP_SERVER, Choice
 from app.tables import Assistant, Chip, Item, Plugin, Skill
 from tests.fakes.openai_server import rate, text, tool_call
@@ -85,6 +86,33 @@ def session(env, data, fake):
     chat = store.new_conversation(agent.id)
     yield store, agent, chat
     store.db.conn.close()
+
+
+def test_open_with_a_folder_takes_database_urls_database_when_set_as_serve_does(pg_url, tmp_path, monkeypatch):
+    """`api.open(folder)` opens what `tabletalk serve` with that data folder opens: the
+    PostgreSQL database when DATABASE_URL is set (the folder's SQLite file is never made),
+    else the folder's SQLite file."""
+    monkeypatch.setenv("TABLETALK_DATA", str(tmp_path / "default"))
+    monkeypatch.delenv("DATABASE_URL", raising=False)
+    store = api.open(tmp_path / "given")
+    try:
+        assert not dbm.postgres(store.db) and (tmp_path / "given" / "tabletalk.db").exists()
+    finally:
+        store.db.conn.close()
+
+    monkeypatch.setenv("DATABASE_URL", pg_url)
+    first = api.open(tmp_path / "one")
+    try:
+        assert dbm.postgres(first.db) and first.db.url == pg_url
+        made = first.new_conversation(first.default_agent().id)
+        second = api.open(tmp_path / "two")
+        try:
+            assert [c.id for c in second.conversations(None)] == [made.id], "one database, whichever folder"
+        finally:
+            second.db.conn.close()
+    finally:
+        first.db.conn.close()
+    assert not (tmp_path / "one" / "tabletalk.db").exists() and not (tmp_path / "two" / "tabletalk.db").exists()
 
 
 def of(store, chat, kind: str) -> list[Item]:

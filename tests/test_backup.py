@@ -96,6 +96,18 @@ def test_restore_checks_the_backup_and_leaves_the_folder_empty_when_it_is_damage
         backup.restore(target, tmp_path / "b")
 
 
+def test_a_backup_of_a_damaged_file_is_refused_and_leaves_no_backup(tmp_path, monkeypatch):
+    """Each file is hashed as it is copied: bytes that are not their name's stop the backup,
+    and neither the copy nor the backup folder is left behind."""
+    install(tmp_path / "data")
+    config = settings(monkeypatch, tmp_path / "data")
+    held = sorted(p for p in config.files.rglob("*") if p.is_file())[0]
+    held.write_bytes(b"not what it was")
+    with pytest.raises(backup.BackupError, match=f"{held} does not hold the bytes its name says"):
+        backup.backup(config, tmp_path / "b")
+    assert not (tmp_path / "b").exists() and not list(tmp_path.glob(".b.partial-*"))
+
+
 def test_a_backup_waits_for_no_writer_and_holds_none_up(tmp_path, monkeypatch):
     """The snapshot is one read transaction: a write open in another connection neither
     blocks it nor gets into it, and a writer commits while the backup is being taken."""

@@ -21,9 +21,7 @@ import httpx
 import pytest
 
 from app import api
-from app.store import db as dbm
-from app.store import Store
-from tests.conftest import ROOT, Served, free_port, wait_for
+from tests.conftest import ROOT, Served, engine_setting, free_port, wait_for
 
 PYTHON = Path(os.environ.get("TABLETALK_TEST_LLAMA_PYTHON", ROOT / ".cache" / "llama" / "bin" / "python"))
 WINDOW = 2048
@@ -85,12 +83,12 @@ def llama(tmp_path_factory):
 
 
 @pytest.fixture
-def settings(llama, tmp_path, monkeypatch):
+def settings(request, llama, tmp_path, monkeypatch):
     monkeypatch.delenv("OLLAMA_HOST", raising=False)  # no Ollama at its default address: not listed
     values = {"TABLETALK_DATA": str(tmp_path / "data"), "LOCAL_AI_URL": llama.url,
               "AI_URL": "", "AI_MODEL": "", "TABLETALK_MAX_TOKENS": "40",
               # a loaded 2-core machine evaluates a full window in tens of seconds
-              "TABLETALK_MODEL_TIMEOUT": "300"}
+              "TABLETALK_MODEL_TIMEOUT": "300"} | engine_setting(request, monkeypatch)
     for k, v in values.items():
         monkeypatch.setenv(k, v)
     return values
@@ -183,13 +181,11 @@ def test_the_model_server_starting_after_tabletalk_shows_up_by_itself(settings, 
             later.start()
             wait_for(lambda: any(g["models"] for g in http.get("/models").json()["groups"]), timeout=60, every=0.5)
             assert "Refresh models" not in http.get("/models/picker").text
-        db = dbm.connect(data / "tabletalk.db")
-        store = Store(db)
-        chat = store.new_conversation(store.default_agent(store.owner()).id, person=store.owner()).id
-        store.add(api.asked("Hello", chat))
-        wait_for(lambda: all(it.done for it in store.items(chat) if it.kind == "user"), timeout=120, every=0.2)
-        assert failures(store, chat) == [] and answers(store, chat)
-        db.conn.close()
+        with served.store() as store:
+            chat = store.new_conversation(store.default_agent(store.owner()).id, person=store.owner()).id
+            store.add(api.asked("Hello", chat))
+            wait_for(lambda: all(it.done for it in store.items(chat) if it.kind == "user"), timeout=120, every=0.2)
+            assert failures(store, chat) == [] and answers(store, chat)
     finally:
         served.stop()
         later.stop()
@@ -199,8 +195,7 @@ def test_a_kill_9_of_tabletalk_mid_answer_and_the_answer_comes_after_a_restart(s
     env = settings | {"TABLETALK_MAX_TOKENS": "300"}
     data = Path(settings["TABLETALK_DATA"])
     first = Served(data, env).start()
-    db = dbm.connect(data / "tabletalk.db")
-    store = Store(db)
+    store = api.open(data)
     chat = store.new_conversation(store.default_agent(store.owner()).id, person=store.owner()).id
     store.add(api.asked("Tell me a long story about a lighthouse keeper.", chat))
     try:
@@ -216,4 +211,4 @@ def test_a_kill_9_of_tabletalk_mid_answer_and_the_answer_comes_after_a_restart(s
         assert len(answers(store, chat)) == 1, "one answer, made again from its start"
     finally:
         second.stop()
-        db.conn.close()
+        store.db.conn.close()

@@ -48,7 +48,7 @@ import re
 import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Protocol
+from typing import BinaryIO, Protocol
 
 from . import db as dbm
 
@@ -59,6 +59,48 @@ _SHA = re.compile(r"[0-9a-f]{64}")
 class BlobError(ValueError):
     """Bytes that cannot be put: an iterable without its sha256, or bytes that are not the
     sha256 they were given as, or a sha256 that is not one."""
+
+
+class NotTheBytes(BlobError):
+    """Bytes whose sha256 (`found`) is not the one they were given as (`want`)."""
+
+    def __init__(self, want: str, found: str):
+        super().__init__(f"the bytes are not {want} (their sha256 is {found})")
+        self.want, self.found = want, found
+
+
+class Hashing:
+    """Chunks passed through as they are read (`for chunk in hashing`), their sha256 and size
+    counted on the way; `check(want)` then says whether they were the bytes `want` names."""
+
+    def __init__(self, chunks: Iterable[bytes]):
+        self.chunks = chunks
+        self.hash = hashlib.sha256()
+        self.size = 0
+
+    def __iter__(self) -> Iterator[bytes]:
+        for chunk in self.chunks:
+            self.hash.update(chunk)
+            self.size += len(chunk)
+            yield chunk
+
+    def check(self, want: str) -> int:
+        """The size passed through; NotTheBytes when their sha256 is not `want`."""
+        if (found := self.hash.hexdigest()) != want:
+            raise NotTheBytes(want, found)
+        return self.size
+
+
+def write_checked(f: BinaryIO, chunks: Iterable[bytes], sha256: str) -> int:
+    """Write `chunks` to the open file `f`, hashing them on the way, flushed and fsynced; the
+    size written. NotTheBytes when they are not the bytes `sha256` names: the file then
+    holds bytes no one may use, and the caller removes it (a blob put, a backup's copy)."""
+    hashing = Hashing(chunks)
+    for chunk in hashing:
+        f.write(chunk)
+    f.flush()
+    os.fsync(f.fileno())
+    return hashing.check(sha256)
 
 
 class Blobs(Protocol):
@@ -127,16 +169,8 @@ class Disk:
         target.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".tmp-")
         try:
-            h, size = hashlib.sha256(), 0
             with os.fdopen(fd, "wb") as f:
-                for piece in pieces:
-                    h.update(piece)
-                    f.write(piece)
-                    size += len(piece)
-                f.flush()
-                os.fsync(f.fileno())
-            if h.hexdigest() != want:
-                raise BlobError(f"the bytes are not {want} (their sha256 is {h.hexdigest()})")
+                size = write_checked(f, pieces, want)
             os.replace(tmp, target)
         except BaseException:
             try:
@@ -157,7 +191,7 @@ class Disk:
             f = open(self.path(sha256), "rb")  # opened now: a drop after this leaves the stream whole
         except (FileNotFoundError, BlobError):
             return None
-        return _read_file(f)
+        return read_chunks(f)
 
     def read(self, sha256: str) -> bytes | None:
         try:
@@ -172,7 +206,9 @@ class Disk:
             pass
 
 
-def _read_file(f) -> Iterator[bytes]:
+def read_chunks(f) -> Iterator[bytes]:
+    """The open file `f`'s bytes as chunks of CHUNK bytes, read as they are asked for; `f`
+    closed at the end."""
     with f:
         while chunk := f.read(CHUNK):
             yield chunk
@@ -195,13 +231,10 @@ class Rows:
                 return want, held[0]
             with dbm.write(db):  # a savepoint: bytes refused leave nothing behind
                 db.execute("INSERT INTO blobs (sha256, size, chunks, created) VALUES (?, 0, 0, ?)", [want, dbm.now()])
-                h, size, n = hashlib.sha256(), 0, 0
-                for piece in pieces:
-                    h.update(piece)
-                    db.execute("INSERT INTO chunks (sha256, n, data) VALUES (?, ?, ?)", [want, n, piece])
-                    size, n = size + len(piece), n + 1
-                if h.hexdigest() != want:
-                    raise BlobError(f"the bytes are not {want} (their sha256 is {h.hexdigest()})")
+                hashing, n = Hashing(pieces), 0
+                for n, piece in enumerate(hashing, 1):
+                    db.execute("INSERT INTO chunks (sha256, n, data) VALUES (?, ?, ?)", [want, n - 1, piece])
+                size = hashing.check(want)
                 db.execute("UPDATE blobs SET size = ?, chunks = ? WHERE sha256 = ?", [size, n, want])
             return want, size
 
