@@ -74,6 +74,9 @@ inline children (see ``_inline_cached``). Every pass is linear in its input:
   flush was ~420x at 4 times its length, and grew with it).
 - A big open block is rendered every sixteenth of its length instead of every grid
   step (``incremental._cadence``): each byte of it is parsed a bounded number of times.
+- A render looks at the whole answer once (the compare with the key's last text); a
+  paragraph that grew by plain text is the last render plus that text, escaped
+  (``incremental._grown_tip``: no parse, no replay, no render).
 - The edge scanner (``scan``) finds link labels by one remembering walk and backtick
   runs from one index; tests count the characters it steps over.
 - An inline budget (``engine.INLINE_BUDGET``): past 20,000 characters of inline syntax in
