@@ -104,3 +104,29 @@ async def test_a_paced_stream_reads_each_beat_from_the_socket_without_resuming_i
     assert "".join(got) == "".join(words)
     # ~1.5 s of streaming is ~30 beats: the old way resumed the transport at every one
     assert len(resumed) <= 8, len(resumed)
+
+
+def test_a_paced_stream_takes_the_phase_fewest_are_on():
+    """One answer alone is read on the beat itself (where the runner's scans and the feed's
+    polls fall: their wake-ups are shared); more are spread over the beat's phases."""
+    from types import SimpleNamespace
+
+    from app import asyncnet
+    from app.beat import PHASE_SECONDS
+
+    transport = SimpleNamespace(is_closing=lambda: False, resume_reading=lambda: None)
+    writer = SimpleNamespace(transport=transport, get_extra_info=lambda name: None)
+    streams = [asyncnet.AsyncioStream(None, writer) for _ in range(3)]
+    before = list(asyncnet._PACED)
+    try:
+        streams[0].pace(True)
+        streams[0].pace(True)  # paced once, counted once
+        streams[1].pace(True)
+        assert [streams[0].phase, streams[1].phase] == [0.0, PHASE_SECONDS]
+        streams[0].pace(False)
+        streams[2].pace(True)
+        assert streams[2].phase == 0.0, "the phase left free"
+    finally:
+        for s in streams:
+            s.pace(False)
+    assert asyncnet._PACED == before

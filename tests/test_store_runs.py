@@ -126,3 +126,29 @@ async def test_a_scan_knows_when_the_only_revs_since_it_are_its_runners_growth(s
     assert writes.mine(later, store.rev()), "from the message on: only growth again"
     store.add(stopped(chat))
     assert not writes.mine(store.rev() - 1, store.rev())
+
+
+async def test_growth_wakes_the_feed_only_while_a_page_follows(store):
+    """Writes.quiet (Runner.quiet: no page follows in the process, SQLite): a write of growing
+    text is committed as ever but does not wake the feed, which sees it at its next poll; any
+    other write, and growth while a page follows, wakes it at once."""
+    from app.run.writes import Writes
+
+    woken = []
+    store.notify = lambda: woken.append(1)
+    chat = store.new_conversation(store.default_agent().id).id
+    user = store.ask(chat, "Write")
+    text = store.add(item("text", chat, turn=user.id))
+    followed = False
+    writes = Writes(store, quiet=lambda: not followed)
+    woken.clear()
+    writes.grow(text.id, text="one")
+    writes.flush()
+    assert store.item(text.id).text == "one" and woken == []
+    followed = True
+    writes.grow(text.id, text="one two")
+    writes.flush()
+    assert store.item(text.id).text == "one two" and woken == [1]
+    followed = False
+    store.update(text.id, done=True)
+    assert woken == [1, 1], "other writes wake it as before"

@@ -26,7 +26,7 @@ from ..beat import beat_at_or_after
 from ..config import Config
 from ..feed import Feed
 from ..providers.client import Providers
-from ..store import Store
+from ..store import Store, db as dbm
 from ..tables import Item, item
 from .setup import Setup
 from .titles import name_conversation
@@ -67,7 +67,8 @@ class Runner(space.DiskFull):
         self.shared = bool(config.database_url)  # other servers' runners scan the same rows
         self.renew_seconds = config.lease_seconds / 3  # two renewals may fail before the lease goes
         self.runs: dict[int, Run] = {}
-        self.writes = Writes(store, full=self.disk_full)  # every turn's growing text, written once a beat
+        # every turn's growing text, written once a beat
+        self.writes = Writes(store, full=self.disk_full, quiet=None if dbm.postgres(store.db) else self.quiet)
         self.setup = Setup(config, store, providers)
         self.stopping = False
         self._wake: asyncio.Future | None = None  # done: scan again at once (a run ended)
@@ -101,6 +102,15 @@ class Runner(space.DiskFull):
         await asyncio.gather(*self._tasks, *self._side, return_exceptions=True)
         self.writes.close()
         await mcp_sessions.pool.close_all()
+
+    def quiet(self) -> bool:
+        """Whether a write of growing text need not wake the feed at once: no page follows in
+        this process (a dispatch would read nothing), and on SQLite the feed's own poll of
+        `PRAGMA data_version` sees the commit by itself within UNFOLLOWED_POLL_SECONDS, on the
+        beat the runner's scan looks too. A page that starts following wakes the feed itself
+        (Feed.follow) and the next write wakes it again. During an unfollowed answer the
+        feed then wakes 10 times a second, not 20 (once per write)."""
+        return not self.feed.followers
 
     def _wake_up(self) -> None:
         if self._wake is not None and not self._wake.done():

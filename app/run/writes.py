@@ -22,8 +22,12 @@ TICK_SECONDS = BEAT_SECONDS  # growing text is written at most once a beat (mode
 
 
 class Writes:
-    def __init__(self, store: Any, full: Callable[[], None] | None = None):
+    def __init__(self, store: Any, full: Callable[[], None] | None = None,
+                 quiet: Callable[[], bool] | None = None):
         self.store = store
+        # True while the feed need not be woken by these writes (Runner.quiet: no page follows
+        # in this process, on SQLite): it sees them at its next poll, as another process's.
+        self.quiet = quiet
         # A write failed for want of space: what grew since the last tick is lost (what was
         # written stays), and `full` ends the runs in words (Runner.disk_full). Without it
         # the error is raised.
@@ -62,7 +66,8 @@ class Writes:
         self._flushed = time.monotonic()
         pending, self.pending = self.pending, {}
         try:
-            last = self.store.grow_items(pending)
+            last = (self.store.grow_items(pending, notify=False) if self.quiet is not None and self.quiet()
+                    else self.store.grow_items(pending))
             if last:
                 self._wrote.append((last, len(pending)))
         except Exception as e:

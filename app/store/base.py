@@ -16,11 +16,13 @@ class Base:
         self.notify = notify
 
     @contextmanager
-    def write(self) -> Iterator[sqlite_utils.Database]:
+    def write(self, notify: bool = True) -> Iterator[sqlite_utils.Database]:
+        """One write transaction; its commit wakes this process's feed at once, unless not
+        `notify` (SQLite: the feed then sees it at its next `PRAGMA data_version` poll)."""
         outer = not self.db.conn.in_transaction
         with dbm.write(self.db):
             yield self.db
-        if outer:
+        if outer and notify:
             self.notify()
 
     @contextmanager

@@ -109,15 +109,16 @@ class Runs(Base):
 
     # --- growing text ---------------------------------------------------------------
 
-    def grow_items(self, changes: dict[int, dict[str, Any]]) -> int:
+    def grow_items(self, changes: dict[int, dict[str, Any]], notify: bool = True) -> int:
         """Write columns of many items in one transaction: one rev range, one prepared
         statement per set of columns (hundreds of answers grow at once). Returns the range's
-        last rev (it took len(changes) revs ending there; 0: nothing written)."""
+        last rev (it took len(changes) revs ending there; 0: nothing written). Not `notify`:
+        the feed is not woken for it (Base.write)."""
         if not changes:
             return 0
         t = dbm.now()
         by_columns: dict[tuple[str, ...], list[list[Any]]] = {}
-        with self.write() as db:
+        with self.write(notify=notify) as db:
             top = dbm.bump(db, len(changes))
             for rev, (item_id, values) in enumerate(changes.items(), start=top - len(changes) + 1):
                 # str(): a growing text (agent.SoFar) is joined here, once per write, on either engine
