@@ -7,7 +7,6 @@ import re
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 import httpx
@@ -217,18 +216,19 @@ def test_signing_out_ends_the_session_everywhere_it_is_used(owner, data):
 def test_signing_out_ends_the_open_live_streams(served: Served):
     client = served.client(timeout=10, follow_redirects=True)
     chat = served.empty_chat()
-    ended = threading.Event()
+    opened, ended = threading.Event(), threading.Event()
 
     def follow():
         with httpx.stream("GET", f"{served.url}{chat}/events?since=0", cookies=served.cookies, timeout=30) as r:
             assert r.status_code == 200
+            opened.set()
             for _ in r.iter_bytes():
                 pass
         ended.set()
 
     t = threading.Thread(target=follow, daemon=True)
     t.start()
-    time.sleep(0.5)
+    assert opened.wait(15), "the page follows the conversation"
     assert not ended.is_set()
     client.post("/signout", data={"_csrf_token": csrf(client)})
     assert ended.wait(5), "a signed-out page stops receiving the conversation"
@@ -357,16 +357,17 @@ def test_a_session_ended_elsewhere_ends_its_streams_by_the_next_keep_alive(serve
 
     client = served.client(timeout=10, follow_redirects=True)
     chat = served.empty_chat()
-    ended = threading.Event()
+    opened, ended = threading.Event(), threading.Event()
 
     def follow():
         with httpx.stream("GET", f"{served.url}{chat}/events?since=0", cookies=served.cookies, timeout=40) as r:
+            opened.set()
             for _ in r.iter_bytes():
                 pass
         ended.set()
 
     threading.Thread(target=follow, daemon=True).start()
-    time.sleep(0.5)
+    assert opened.wait(15), "the page follows the conversation"
     from app.store import db as dbm
     db = dbm.connect(database(served.data))
     with dbm.write(db):  # as a sign-out served by another worker does

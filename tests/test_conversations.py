@@ -395,10 +395,11 @@ def test_a_list_page_and_a_conversation_page_see_the_deletion_live(served, fake)
     chat_id = chat.rsplit("/", 1)[1]
     since = re.search(r"events\?since=(\d+)", client.get("/").text).group(1)
     found = {}
+    opened = {"list": threading.Event(), "page": threading.Event()}
 
     def follow(path, key, until):
         try:
-            found[key] = read_events(served, path, until, timeout=10)
+            found[key] = read_events(served, path, until, timeout=10, opened=opened[key])
         except httpx.HTTPError as e:
             found[key] = e
 
@@ -410,7 +411,7 @@ def test_a_list_page_and_a_conversation_page_see_the_deletion_live(served, fake)
     ]
     for t in readers:
         t.start()
-    time.sleep(0.5)  # both streams are open
+    assert all(e.wait(10) for e in opened.values()), "both streams are open"
     client.post(chat + "/delete", data={"_csrf_token": token})
     for t in readers:
         t.join(12)

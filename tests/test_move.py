@@ -505,6 +505,7 @@ def test_the_form_key_of_an_older_install_moves_from_its_file(data, pg_url):
     assert rows_of(data / "tabletalk.db", "SELECT count(*) AS n FROM secrets") == [{"n": 0}], "SQLite's file untouched"
 
 
+@pytest.mark.timeout(300)  # 120 MB of rows copied twice: ~13 s alone, ~80 s measured on a loaded machine
 def test_ctrl_c_during_the_copy_keeps_nothing(data, pg_url):
     """Interrupted while the rows go in (SIGINT as Ctrl-C sends it): the copy's transaction
     rolls back, the snapshot goes, and a second run moves the install."""

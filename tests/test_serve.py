@@ -22,13 +22,17 @@ def session(served: Served) -> tuple[httpx.Client, str]:
     return client, token
 
 
-def read_events(served: Served, path: str, until, headers=None, timeout: float = 15.0) -> list[tuple[str, str]]:
-    """Read SSE messages (id, data) until `until(messages)` holds, signed in as the owner."""
+def read_events(served: Served, path: str, until, headers=None, timeout: float = 15.0,
+                opened: threading.Event | None = None) -> list[tuple[str, str]]:
+    """Read SSE messages (id, data) until `until(messages)` holds, signed in as the owner;
+    `opened` is set once the stream's headers came (the server follows it from then on)."""
     messages: list[tuple[str, str]] = []
     with httpx.stream("GET", served.url + path, headers=headers or {}, cookies=served.cookies,
                       timeout=timeout) as r:
         assert r.status_code == 200
         assert r.headers["content-type"].startswith("text/event-stream")
+        if opened is not None:
+            opened.set()
         event_id, data = "", []
         for line in r.iter_lines():
             if (value := sse_value(line, "id")) is not None:

@@ -58,17 +58,19 @@ def test_a_page_on_one_server_follows_an_answer_written_through_the_other(server
     client, token = session(a)
     since = re.search(r"events\?since=(\d+)", client.get(chat).text).group(1)
     found: dict[str, object] = {}
+    opened = threading.Event()
 
     def follow():
         try:
             found["b"] = read_events(b, f"{chat}/events?since={since}",
-                                     lambda m: any("The answer, live across servers." in d for _, d in m), timeout=20)
+                                     lambda m: any("The answer, live across servers." in d for _, d in m), timeout=20,
+                                     opened=opened)
         except httpx.HTTPError as e:
             found["b"] = e
 
     reader = threading.Thread(target=follow)
     reader.start()
-    time.sleep(0.5)  # B's stream is open
+    assert opened.wait(20), "B's stream is open"
     assert client.post(chat + "/ask", data={"_csrf_token": token, "text": "hello"},
                        follow_redirects=False).status_code == 303
     reader.join(25)

@@ -700,9 +700,9 @@ class FakeModelServer:
         # "socket.send() raised exception" once the peer has gone.
         if st.writer.transport.is_closing() or st.reader.at_eof():
             raise _ClientGone
-        st.writer.write(b"%x\r\n%s\r\n" % (len(payload), payload))
-        if self.record_times:
+        if self.record_times:  # before the bytes go: a client that has read them finds them counted
             self.sent_at.append(time.monotonic())
+        st.writer.write(b"%x\r\n%s\r\n" % (len(payload), payload))
         await st.writer.drain()
 
     async def _start(self, st: _Stream) -> None:
