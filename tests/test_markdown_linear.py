@@ -309,6 +309,9 @@ PLAIN = [
     "a trailing star * and _under_ and a [link](http://a.example) and [ref] words " * 6 + "\n\n[ref]: http://r.example\n",
     "para one\nsecond line of it\n===\n\nheading above, now " + "words " * 60 + "\n- a list\n- item " + "x " * 40,
     "ends at a close *here* and then words, " * 12 + "ending with a link [a](http://b.example) and words " * 5,
+    "- one item of a tight list, " + "and more words " * 20 + "\n- two " + "x y " * 30 + "\n  - nested " + "z " * 40
+    + "\n\n1. loose one\n\n2. loose two " + "w " * 40 + "\n\n> quoted words " + "q " * 40 + "\n> > deeper " + "d " * 30,
+    "- [ ] a task " + "t " * 30 + "\n- [x] done " + "u " * 30 + "\n\nafter\n\n* star list " + "s " * 30 + " *em* " + "v " * 20,
     (Path(__file__).parent / "fixtures" / "long_answer.md").read_text(),
 ]
 

@@ -200,8 +200,9 @@ class _Tip(NamedTuple):
     cut: int  # that render's cut
     shown: int  # where its text ends (the paragraph's inline content ends there)
     content: str  # the paragraph's inline content
-    parts: list[str]  # that render's blocks' inner HTML, the paragraph's `<p>...</p>` last
+    parts: list[str]  # that render's blocks' inner HTML, the paragraph's block last
     refs: dict[str, Any]
+    closes: int  # the length of the closing tags after the paragraph's text in that block
 
 
 # What can make plain text more than text when added to a paragraph's last line: inline
@@ -214,12 +215,17 @@ _TIPS = True  # tests compare with the render the tip stands for (tests/test_mar
 
 def _tip(tokens: list[Token], inner: list[str], text: str, cut: int, shown: int,
          refs: dict[str, Any]) -> _Tip | None:
-    if shown < 0 or len(tokens) < 3 or not inner:
+    if shown < 0 or not inner:
         return None
-    opened, inline, closed = tokens[-3:]
-    content = inline.content
-    if (opened.type != "paragraph_open" or opened.level or inline.type != "inline"
-            or closed.type != "paragraph_close" or not content or "\n" in content):
+    # the last inline: a paragraph's (top-level, or a list item's or a quote's), only
+    # closing tokens after it
+    k = len(tokens) - 1
+    while k >= 0 and tokens[k].nesting == -1:
+        k -= 1
+    if k < 1 or tokens[k].type != "inline" or tokens[k - 1].type != "paragraph_open":
+        return None
+    content = tokens[k].content
+    if not content or "\n" in content:
         return None
     # and it ends in a word or a sentence's end, not at the close of an element (`*x*`,
     # a link's `)`): the next render's replay may take that close for one still to come,
@@ -227,11 +233,13 @@ def _tip(tokens: list[Token], inner: list[str], text: str, cut: int, shown: int,
     if not (content[-1].isalnum() or content[-1] in _WORD_END):
         return None
     # the content is the text's, unchanged, and ends where the render's shown text ends
-    if shown < len(content) or not text.startswith(content, shown - len(content)) or not inner[-1].endswith("</p>"):
+    if shown < len(content) or not text.startswith(content, shown - len(content)):
         return None
-    return _Tip(cut, shown, content, inner, refs)
-
-
+    closes = _md.renderer.render(tokens[k + 1:], _md.options, {})
+    closes = closes[:-1] if closes.endswith("\n") else closes  # (as the block's inner HTML)
+    if not closes or not inner[-1].endswith(closes):
+        return None
+    return _Tip(cut, shown, content, inner, refs, len(closes))
 def _grown_tip(head: _Head, text: str, cut: int) -> list[str] | None:
     """The render of `text[:cut]` when it is the tip's with plain text added to its
     paragraph's one line: the same blocks, the last with the escaped text added before its
@@ -253,8 +261,9 @@ def _grown_tip(head: _Head, text: str, cut: int) -> list[str] | None:
     if hold != len(content) or openers or code:
         return None
     last = tip.parts[-1]
-    parts = [*tip.parts[:-1], last[:-4] + escapeHtml(added) + "</p>"]
-    head.tip = _Tip(cut, tip.shown + len(added), content, parts, tip.refs)
+    at = len(last) - tip.closes
+    parts = [*tip.parts[:-1], last[:at] + escapeHtml(added) + last[at:]]
+    head.tip = _Tip(cut, tip.shown + len(added), content, parts, tip.refs, tip.closes)
     return list(parts)
 
 
