@@ -126,6 +126,8 @@ async def test_a_scan_knows_when_the_only_revs_since_it_are_its_runners_growth(s
     assert writes.mine(later, store.rev()), "from the message on: only growth again"
     store.add(stopped(chat))
     assert not writes.mine(store.rev() - 1, store.rev())
+    writes.forget(store.rev())  # a full scan read up to here: what was written before is let go
+    assert writes._wrote == []
 
 
 async def test_growth_wakes_the_feed_only_while_a_page_follows(store):

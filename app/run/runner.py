@@ -166,6 +166,7 @@ class Runner(space.DiskFull):
                 self.drop(chat)
         pending = self.store.pending_since(since, self.owner)
         self._scanned = top
+        self.writes.forget(top)  # a full scan too (on PostgreSQL every scan may be one)
         wanted: dict[int, None] = {}  # conversations to lease, oldest first
         for chat, kind in pending:
             run = self.runs.get(chat)

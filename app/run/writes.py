@@ -79,9 +79,14 @@ class Writes:
         """Whether every rev after `since` up to `top` was taken by these writes (revs have no
         holes: docs/postgres.md), so rows changed since are only growing text and outputs
         (never pending work, a tombstone or a lease). Forgets the writes up to `since`."""
-        self._wrote = [w for w in self._wrote if w[0] > since]
+        self.forget(since)
         taken = sum(min(last, top) - max(last - n, since) for last, n in self._wrote if last - n < top)
         return taken == top - since
+
+    def forget(self, upto: int) -> None:
+        """The writes up to rev `upto` are past: a scan read up to it."""
+        if self._wrote and self._wrote[0][0] <= upto:
+            self._wrote = [w for w in self._wrote if w[0] > upto]
 
     def clear(self) -> None:
         """Forget what is buffered (the disk is full: it could not be written)."""
