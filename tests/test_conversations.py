@@ -337,6 +337,8 @@ def test_deleting_before_the_first_token_ends_the_run(client, fake, data):
 
 def test_export_markdown_and_json_round_trip_the_conversation(client, fake):
     chat = conversation_with_an_answer(client, fake)
+    # the name comes from a side request of its own, which may end after the answer (loaded machine)
+    wait_for(lambda: soup(client.get(chat)).select_one("title").text == "A fitting title · Tabletalk")
     links = {a.text: a["href"] for a in soup(client.get(chat)).select("a")}
     assert links["Export Markdown"] == chat + "/export.md" and links["Export JSON"] == chat + "/export.json"
     md = client.get(chat + "/export.md")
