@@ -94,16 +94,24 @@ async def test_a_paced_stream_reads_each_beat_from_the_socket_without_resuming_i
     real = selector_events._SelectorTransport.resume_reading
     monkeypatch.setattr(selector_events._SelectorTransport, "resume_reading",
                         lambda self: (resumed.append(1), real(self))[1])
+    import time
+
     words = [f"w{i} " for i in range(300)]
     fake.script([rate(200), text("".join(words))])
     p = Providers(load())
+    got, arrivals = [], []
     try:
-        got = [d.text async for d in p.stream("fake-model", [Message("user", "hi")], []) if d.text]
+        async for d in p.stream("fake-model", [Message("user", "hi")], []):
+            if d.text:
+                got.append(d.text)
+                arrivals.append(time.monotonic())
     finally:
         await p.close()
     assert "".join(got) == "".join(words)
-    # ~1.5 s of streaming is ~30 beats: the old way resumed the transport at every one
-    assert len(resumed) <= 8, len(resumed)
+    # the beats that brought words (~30 in ~1.5 s): the old way resumed the transport at each
+    # one (a count, not a time: a loaded machine makes more beats find nothing, and fewer bring)
+    groups = 1 + sum(1 for a, b in zip(arrivals, arrivals[1:]) if b - a > 0.002)
+    assert len(resumed) <= 3 + groups // 2, (len(resumed), groups)
 
 
 def test_a_paced_stream_takes_the_phase_fewest_are_on():
