@@ -54,7 +54,8 @@ def file_of(nodeid: str) -> str:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if not hasattr(config, "workerinput"):
         return  # one process (or xdist's controller, which runs nothing)
-    seconds: dict[str, float] = config.cache.get(FILE_SECONDS, {}) if config.cache else {}
+    cache = getattr(config, "cache", None)  # none under -p no:cacheprovider
+    seconds: dict[str, float] = cache.get(FILE_SECONDS, {}) if cache else {}
     if not seconds:
         seconds = {f"tests/{name}": len(SLOW_FILES) - i for i, name in enumerate(SLOW_FILES)}
     items.sort(key=lambda item: -seconds.get(file_of(item.nodeid), 0.0))  # stable: a file keeps its order
@@ -78,7 +79,8 @@ class FileSeconds:
 
 def pytest_configure(config: pytest.Config) -> None:
     # the controller of an xdist run (a targeted run in one process, or `-k`, would keep a part's seconds)
-    if getattr(config.option, "numprocesses", None) and not hasattr(config, "workerinput") and config.cache:
+    if getattr(config.option, "numprocesses", None) and not hasattr(config, "workerinput") \
+            and getattr(config, "cache", None):
         config.pluginmanager.register(FileSeconds(config.cache), "tabletalk-file-seconds")
 
 
