@@ -1,4 +1,5 @@
-"""What the benchmark scripts share: a free port, percentiles, CPU, and the printed table.
+"""What the benchmark scripts share: a free port, percentiles, CPU, the printed table, and a
+followed conversation in-process.
 
 Not a benchmark itself (`make bench` skips files starting with "_")."""
 from __future__ import annotations
@@ -6,7 +7,11 @@ from __future__ import annotations
 import resource
 import socket
 import sys
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 
 HOST = "127.0.0.1"
 
@@ -15,6 +20,29 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind((HOST, 0))
         return s.getsockname()[1]
+
+
+@contextmanager
+def followed_conversation(prefix: str) -> Iterator[tuple]:
+    """(feed, store, chat): a temporary migrated SQLite database, the worker's `Feed` on it with
+    the pages' renderers (`live.chat_changes`, `sidebar.list_changes`), a Store whose commits
+    wake it, and one conversation; both connections closed afterwards (in-process benchmarks)."""
+    from app.feed import Feed
+    from app.store import Store
+    from app.store import db as dbm
+    from app.web import live, sidebar
+
+    with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
+        path = Path(tmp) / "tabletalk.db"
+        db = dbm.connect(path)
+        dbm.migrate(db)
+        feed = Feed(path, render=live.chat_changes, render_list=sidebar.list_changes)
+        store = Store(db, notify=feed.notify)
+        try:
+            yield feed, store, store.new_conversation(None, title="A title").id
+        finally:
+            feed.db.conn.close()
+            db.conn.close()
 
 
 def pct(xs: list[float], p: float) -> float:

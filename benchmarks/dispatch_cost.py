@@ -24,7 +24,6 @@ import hashlib
 import re
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -32,52 +31,39 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from app.store import db as dbm  # noqa: E402
-from app.feed import Feed  # noqa: E402
 from app.markdown import growing  # noqa: E402
-from app.store import Store  # noqa: E402
 from app.tables import asked, item  # noqa: E402
-from app.web import live, sidebar  # noqa: E402
+from _shared import followed_conversation  # noqa: E402
 
 FIXTURE = ROOT / "tests" / "fixtures" / "long_answer.md"
 
 
 def answer_rounds(size: int, rounds: int, per_write: int) -> list[dict]:
     words = re.findall(r"\S+\s*", "\n\n".join([FIXTURE.read_text()] * size))
-    with tempfile.TemporaryDirectory(prefix="dispatch-cost-") as tmp:
-        path = Path(tmp) / "tabletalk.db"
-        db = dbm.connect(path)
-        dbm.migrate(db)
-        feed = Feed(path, render=live.chat_changes, render_list=sidebar.list_changes)
-        store = Store(db, notify=feed.notify)
-        chat = store.new_conversation(None, title="A title").id
+    with followed_conversation("dispatch-cost-") as (feed, store, chat):
         follower = feed.follow(chat, None, lists=True)
         out = []
-        try:
-            for _ in range(rounds):
-                user = store.add(asked(chat, "Write the answer"))
-                answer = store.add(item("text", chat, "", turn=user.id))
+        for _ in range(rounds):
+            user = store.add(asked(chat, "Write the answer"))
+            answer = store.add(item("text", chat, "", turn=user.id))
+            feed.dispatch()
+            follower.messages.clear()
+            cpu, sent, messages, digest = 0.0, 0, 0, hashlib.sha256()
+            parsed = growing.PARSED[0]
+            ends = [*range(per_write, len(words), per_write), len(words)]
+            for k, end in enumerate(ends):
+                store.update(answer.id, text="".join(words[:end]), done=k == len(ends) - 1)
+                if k == len(ends) - 1:
+                    store.update(user.id, done=True)
+                started = time.process_time()
                 feed.dispatch()
-                follower.messages.clear()
-                cpu, sent, messages, digest = 0.0, 0, 0, hashlib.sha256()
-                parsed = growing.PARSED[0]
-                ends = [*range(per_write, len(words), per_write), len(words)]
-                for k, end in enumerate(ends):
-                    store.update(answer.id, text="".join(words[:end]), done=k == len(ends) - 1)
-                    if k == len(ends) - 1:
-                        store.update(user.id, done=True)
-                    started = time.process_time()
-                    feed.dispatch()
-                    cpu += time.process_time() - started
-                    while follower.messages:
-                        _, data = follower.messages.popleft()
-                        sent, messages = sent + len(data), messages + 1
-                        digest.update(data)
-                out.append({"words": len(words), "writes": len(ends), "cpu": cpu, "messages": messages,
-                            "bytes": sent, "parsed": growing.PARSED[0] - parsed, "digest": digest.hexdigest()[:10]})
-        finally:
-            feed.db.conn.close()
-            db.conn.close()
+                cpu += time.process_time() - started
+                while follower.messages:
+                    _, data = follower.messages.popleft()
+                    sent, messages = sent + len(data), messages + 1
+                    digest.update(data)
+            out.append({"words": len(words), "writes": len(ends), "cpu": cpu, "messages": messages,
+                        "bytes": sent, "parsed": growing.PARSED[0] - parsed, "digest": digest.hexdigest()[:10]})
     return out
 
 

@@ -24,7 +24,6 @@ import asyncio
 import hashlib
 import re
 import sys
-import tempfile
 import time
 import zlib
 from pathlib import Path
@@ -34,11 +33,9 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from app.beat import BEAT_SECONDS, next_beat  # noqa: E402
-from app.feed import Feed  # noqa: E402
-from app.store import Store  # noqa: E402
-from app.store import db as dbm  # noqa: E402
 from app.tables import asked, item  # noqa: E402
-from app.web import compress, live, sidebar  # noqa: E402
+from _shared import followed_conversation  # noqa: E402
+from app.web import compress  # noqa: E402
 from app.web.events import follow  # noqa: E402
 
 FIXTURE = ROOT / "tests" / "fixtures" / "long_answer.md"
@@ -77,13 +74,7 @@ async def answers(rounds: int, per_write: int, followers: int) -> list[dict]:
     loop._selector = counted  # type: ignore[attr-defined]
     words = re.findall(r"\S+\s*", FIXTURE.read_text())
     out = []
-    with tempfile.TemporaryDirectory(prefix="follow-cost-") as tmp:
-        path = Path(tmp) / "tabletalk.db"
-        db = dbm.connect(path)
-        dbm.migrate(db)
-        feed = Feed(path, render=live.chat_changes, render_list=sidebar.list_changes)
-        store = Store(db, notify=feed.notify)
-        chat = store.new_conversation(None, title="A title").id
+    with followed_conversation("follow-cost-") as (feed, store, chat):
         feed.start()
         tasks, stats = [], []
         for _ in range(followers):
@@ -122,7 +113,6 @@ async def answers(rounds: int, per_write: int, followers: int) -> list[dict]:
             for t in tasks:
                 t.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
-            db.conn.close()
     return out
 
 
