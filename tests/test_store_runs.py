@@ -154,3 +154,92 @@ async def test_growth_wakes_the_feed_only_while_a_page_follows(store):
     followed = False
     store.update(text.id, done=True)
     assert woken == [1, 1], "other writes wake it as before"
+
+
+def _write(writes, item_id: int, text) -> None:
+    """What a beat does with a growing text (Writes.grow, then its tick's flush), no loop needed."""
+    writes.pending.setdefault(item_id, {})["text"] = text
+    writes.flush()
+
+
+def _growth_rows(store, item_id: int) -> list:
+    return [tuple(r) for r in store._all("SELECT at, text FROM growth WHERE item = ? ORDER BY at", [item_id])]
+
+
+def test_a_growing_text_is_written_by_what_it_gained_and_read_whole(store):
+    """A beat's write appends the text's gain (m035's growth rows), not the whole answer
+    again; every read of the item (one, a conversation's, the feed's) has the whole text."""
+    from app.run.writes import Writes
+
+    chat = store.new_conversation(store.default_agent().id).id
+    user = store.ask(chat, "Write")
+    text = store.add(item("text", chat, turn=user.id))
+    writes, pieces, so_far = Writes(store), Pieces(), ""
+    for word in ["Once ", "upon ", "a ", "time, ", "there ", "was ", "a ", "store."]:
+        so_far += word
+        _write(writes, text.id, pieces.add(word))
+        assert store.item(text.id).text == so_far
+    head = store._one("SELECT text FROM items WHERE id = ?", [text.id])[0]
+    assert head == "Once ", "only the first write was whole"
+    assert [at for at, _ in _growth_rows(store, text.id)] == [5, 10, 12, 18, 24, 28, 30]
+    assert [it.text for it in store.items(chat) if it.id == text.id] == [so_far]
+    assert [it.text for it in store.items_since(0, chats=[chat]) if it.id == text.id] == [so_far]
+    # done without its text (a stop): the pieces become its text, searchable
+    store.update(text.id, done=True)
+    assert _growth_rows(store, text.id) == []
+    assert store._one("SELECT text FROM items WHERE id = ?", [text.id])[0] == so_far
+    assert store.item(text.id).text == so_far
+
+
+def test_a_whole_write_clears_the_pieces_and_a_takeover_writes_whole(store):
+    from app.run.writes import FOLD_CHARS, Writes
+
+    chat = store.new_conversation(store.default_agent().id).id
+    user = store.ask(chat, "Write")
+    text = store.add(item("text", chat, turn=user.id))
+    writes, pieces = Writes(store), Pieces()
+    for word in ["a" * 100, "b" * 100]:
+        _write(writes, text.id, pieces.add(word))
+    assert len(_growth_rows(store, text.id)) == 1
+    # another runner (a restart, another server) takes the run over: it writes whole first
+    other, grown = Writes(store), pieces.add("c" * 100)
+    _write(other, text.id, grown)
+    assert _growth_rows(store, text.id) == [] and store.item(text.id).text == str(grown)
+    # pieces reaching FOLD_CHARS: written whole again, so a read joins a bounded number of rows
+    step = FOLD_CHARS // 4 + 1
+    for _ in range(6):
+        _write(other, text.id, pieces.add("d" * step))
+        assert sum(len(t) for _, t in _growth_rows(store, text.id)) <= FOLD_CHARS
+    assert store.item(text.id).text == str(pieces.add(""))
+    # the end's whole text (Turn.end_step) and a deletion leave no pieces behind
+    _write(other, text.id, pieces.add("e"))
+    store.update(text.id, text="The whole answer.", done=True)
+    assert _growth_rows(store, text.id) == [] and store.item(text.id).text == "The whole answer."
+    another = store.add(item("text", chat, turn=user.id))
+    more = Pieces()
+    for word in ["x", "y"]:
+        _write(other, another.id, more.add(word))
+    assert len(_growth_rows(store, another.id)) == 1
+    store.delete_conversation(chat)
+    assert _growth_rows(store, another.id) == []
+
+
+def test_a_long_answer_writes_characters_linear_in_its_length(store):
+    """Counted, not timed: the characters a growing answer's writes put in `items.text` and
+    growth rows stay within a small multiple of the answer (whole writes once every
+    FOLD_CHARS), where writing it whole each beat puts length² / step."""
+    from app.run.writes import Writes
+
+    chat = store.new_conversation(store.default_agent().id).id
+    user = store.ask(chat, "Write")
+    text = store.add(item("text", chat, turn=user.id))
+    writes, pieces, written = Writes(store), Pieces(), 0
+    for k in range(2_000):  # ~84 KB, 42 characters a beat, as x10 of benchmarks/answer_cost.py
+        grown = pieces.add(f"word{k % 10} " * 7)
+        before = store._one("SELECT length(text) FROM items WHERE id = ?", [text.id])[0]
+        _write(writes, text.id, grown)
+        after = store._one("SELECT length(text) FROM items WHERE id = ?", [text.id])[0]
+        written += (after if after != before else 0) + 42
+    whole = len(str(pieces.add("")))
+    assert store.item(text.id).text == str(pieces.add(""))
+    assert written < 4 * whole, f"{written:,} characters written for a {whole:,}-character answer"
