@@ -10,7 +10,7 @@ class Pieces:
     20,000-token answer, ~80 KB in ~20,000 chunks, copied ~800 MB). The text is joined
     only when it is read, at most once a write interval, and kept joined."""
 
-    __slots__ = ("_pieces", "_size", "__weakref__")  # (the write buffer knows which text it wrote by a weak reference)
+    __slots__ = ("_pieces", "_size")
 
     def __init__(self) -> None:
         self._pieces: list[str] = []
@@ -43,7 +43,3 @@ class SoFar:
 
     def __conform__(self, protocol: object) -> str:
         return str(self)
-
-    def since(self, start: int) -> str:
-        """Its characters from `start` on (what it gained since a write of its first `start`)."""
-        return self.pieces.text()[start:self.size]

@@ -73,32 +73,3 @@ def m034_name_keys(db: sqlite_utils.Database) -> None:
     db.execute("ALTER TABLE people ADD COLUMN folded TEXT NOT NULL DEFAULT ''")
     key_names(db)
     db.execute("CREATE UNIQUE INDEX people_folded ON people (folded)")
-
-
-@migration
-def m035_growth(db: sqlite_utils.Database) -> None:
-    # What a growing text gained since its item's `text` was last written whole (Runs.grow_items):
-    # a beat's write appends a row here instead of writing the whole answer again (a row's
-    # text is rewritten whole by SQLite, overflow pages and all: O(length²) over an answer).
-    # `at` is where the piece starts in the whole text. Read back joined after `items.text`
-    # (Base._items); gone once the text is written whole again (any UPDATE that sets it, by
-    # the first trigger), folded into it when the item is done without its text being set
-    # (the second), and with its item (the foreign key).
-    db.execute("""CREATE TABLE growth (
-        item INTEGER NOT NULL REFERENCES items(id) ON DELETE CASCADE,
-        at INTEGER NOT NULL CHECK (at >= 0),
-        text TEXT NOT NULL,
-        PRIMARY KEY (item, at))""")
-    db.execute("""CREATE TRIGGER growth_written AFTER UPDATE OF text ON items
-        WHEN EXISTS (SELECT 1 FROM growth WHERE item = new.id)
-        BEGIN
-            DELETE FROM growth WHERE item = new.id;
-        END""")
-    # done without a text of its own (a stop, a cut step): the pieces become its text, so
-    # search and every reader of a finished item have the whole of it in `text`
-    db.execute("""CREATE TRIGGER growth_done AFTER UPDATE OF done ON items
-        WHEN new.done = 1 AND old.text IS new.text AND EXISTS (SELECT 1 FROM growth WHERE item = new.id)
-        BEGIN
-            UPDATE items SET text = text || (SELECT group_concat(text, '') FROM
-                (SELECT text FROM growth WHERE item = new.id ORDER BY at)) WHERE id = new.id;
-        END""")

@@ -383,34 +383,3 @@ def m034_name_keys(db) -> None:
         db.execute(f'ALTER TABLE people DROP CONSTRAINT "{name}"')
     db.execute('ALTER TABLE people ALTER COLUMN name TYPE TEXT COLLATE "default"')
     db.execute("CREATE INDEX people_name ON people (name)")
-
-
-@migration
-def m035_growth(db) -> None:
-    # SQLite's m035: a growing text's pieces since its `text` was last written whole (TOAST
-    # rewrites a whole value too). Folded into `text` when the item is done without its text
-    # being set (before the row is written: search's trigger sees the whole text).
-    db.execute("""CREATE TABLE growth (
-        item BIGINT NOT NULL REFERENCES items(id) ON DELETE CASCADE,
-        at BIGINT NOT NULL CHECK (at >= 0),
-        text TEXT NOT NULL,
-        PRIMARY KEY (item, at))""")
-    db.execute("""CREATE FUNCTION growth_written() RETURNS trigger LANGUAGE plpgsql AS $$
-    BEGIN
-        DELETE FROM growth WHERE item = NEW.id;
-        RETURN NULL;
-    END $$""")
-    db.execute("CREATE TRIGGER growth_written AFTER UPDATE OF text ON items FOR EACH ROW "
-               "EXECUTE FUNCTION growth_written()")
-    db.execute("""CREATE FUNCTION growth_done() RETURNS trigger LANGUAGE plpgsql AS $$
-    DECLARE tail TEXT;
-    BEGIN
-        SELECT string_agg(g.text, '' ORDER BY g.at) INTO tail FROM growth g WHERE g.item = NEW.id;
-        IF tail IS NOT NULL THEN
-            NEW.text := NEW.text || tail;
-            DELETE FROM growth WHERE item = NEW.id;
-        END IF;
-        RETURN NEW;
-    END $$""")
-    db.execute("CREATE TRIGGER growth_done BEFORE UPDATE OF done ON items FOR EACH ROW "
-               "WHEN (NEW.done = 1 AND OLD.text IS NOT DISTINCT FROM NEW.text) EXECUTE FUNCTION growth_done()")

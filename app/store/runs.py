@@ -6,7 +6,6 @@ covers it). A conversation is answered by the worker holding its lease in `runs`
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from . import db as dbm
@@ -19,15 +18,6 @@ PENDING = "done = 0 AND kind IN ('user','retry','stop')"
 ANSWERING = f"{PENDING} AND kind != 'stop'"
 # What grows while a step streams: an answer's or a reasoning's text, a call's progress.
 GROWING = {"text", "output"}
-
-
-@dataclass(frozen=True)
-class Appended:
-    """What a growing text gained since it was last written (Runs.grow_items): `piece`,
-    starting at character `at` of the whole text."""
-
-    at: int
-    piece: str
 
 
 class Runs(Base):
@@ -48,13 +38,13 @@ class Runs(Base):
     def next_pending(self, chat: int) -> Item | None:
         """The conversation's oldest pending item: what its run handles next."""
         row = self._one(f"SELECT * FROM items WHERE chat = ? AND {PENDING} ORDER BY id LIMIT 1", [chat])
-        return self._item(row)
+        return Item.from_row(row) if row else None
 
     def answering(self, chat: int) -> Item | None:
         """The user or retry item whose answer is written now (or waits to be), if any; its
         `turn` is the turn answered (a user item's turn is its own id)."""
         row = self._one(f"SELECT * FROM items WHERE chat = ? AND {ANSWERING} ORDER BY id LIMIT 1", [chat])
-        return self._item(row)
+        return Item.from_row(row) if row else None
 
     def unhandled_stops(self, chat: int) -> list[int]:
         return [r[0] for r in self._all(f"SELECT id FROM items WHERE chat = ? AND {PENDING} AND kind = 'stop'",
@@ -123,24 +113,14 @@ class Runs(Base):
         """Write columns of many items in one transaction: one rev range, one prepared
         statement per set of columns (hundreds of answers grow at once). Returns the range's
         last rev (it took len(changes) revs ending there; 0: nothing written). Not `notify`:
-        the feed is not woken for it (Base.write).
-
-        A `text` given as `Appended` is not written whole: its piece is added to the item's
-        growth rows (m035) and the item takes its rev, so a beat writes what the answer
-        gained, not the answer again (readers join them: Base._items)."""
+        the feed is not woken for it (Base.write)."""
         if not changes:
             return 0
         t = dbm.now()
         by_columns: dict[tuple[str, ...], list[list[Any]]] = {}
-        pieces: list[list[Any]] = []
         with self.write(notify=notify) as db:
             top = dbm.bump(db, len(changes))
             for rev, (item_id, values) in enumerate(changes.items(), start=top - len(changes) + 1):
-                appended = values.get("text")
-                if isinstance(appended, Appended):
-                    if appended.piece:
-                        pieces.append([item_id, appended.at, appended.piece])
-                    values = {k: v for k, v in values.items() if k != "text"}
                 # str(): a growing text (agent.SoFar) is joined here, once per write, on either engine
                 by_columns.setdefault(tuple(values), []).append([*map(str, values.values()), t, rev, item_id])
             for columns, rows in by_columns.items():
@@ -149,8 +129,6 @@ class Runs(Base):
                     raise ValueError(f"not growing columns: {sorted(bad)}")
                 sets = "".join(f"{k} = ?, " for k in columns)
                 db.conn.executemany(f"UPDATE items SET {sets}updated = ?, rev = ? WHERE id = ?", rows)
-            if pieces:
-                db.conn.executemany("INSERT INTO growth (item, at, text) VALUES (?, ?, ?)", pieces)
         return top
 
     # --- what a title is made from ------------------------------------------------------
