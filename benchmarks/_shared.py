@@ -45,6 +45,25 @@ def followed_conversation(prefix: str) -> Iterator[tuple]:
             db.conn.close()
 
 
+class Growing:
+    """An answer's text written as the runner writes it (app/run/writes.py): a beat's write
+    rewrites its last chunk and adds the new ones, the last one sets it whole with `done`."""
+
+    def __init__(self, store, item_id: int):
+        from app.agent import Pieces
+        from app.run.writes import Writes
+
+        self.store, self.item_id, self.writes, self.pieces = store, item_id, Writes(store), Pieces()
+
+    def add(self, piece: str, done: bool = False) -> None:
+        so_far = self.pieces.add(piece)
+        if done:
+            self.store.update(self.item_id, text=str(so_far), done=True)
+        else:
+            self.writes.pending[self.item_id] = {"text": so_far}
+            self.writes.flush()
+
+
 def pct(xs: list[float], p: float) -> float:
     if not xs:
         return float("nan")

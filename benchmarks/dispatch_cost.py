@@ -33,7 +33,7 @@ if str(ROOT) not in sys.path:
 
 from app.markdown import growing  # noqa: E402
 from app.tables import asked, item  # noqa: E402
-from _shared import followed_conversation  # noqa: E402
+from _shared import Growing, followed_conversation  # noqa: E402
 
 FIXTURE = ROOT / "tests" / "fixtures" / "long_answer.md"
 
@@ -51,8 +51,9 @@ def answer_rounds(size: int, rounds: int, per_write: int) -> list[dict]:
             cpu, sent, messages, digest = 0.0, 0, 0, hashlib.sha256()
             parsed = growing.PARSED[0]
             ends = [*range(per_write, len(words), per_write), len(words)]
+            grown = Growing(store, answer.id)
             for k, end in enumerate(ends):
-                store.update(answer.id, text="".join(words[:end]), done=k == len(ends) - 1)
+                grown.add("".join(words[end - per_write if k else 0:end]), done=k == len(ends) - 1)
                 if k == len(ends) - 1:
                     store.update(user.id, done=True)
                 started = time.process_time()

@@ -1,7 +1,7 @@
 """The followed path in-process, with its event loop: the feed's own loop (polls, wake-ups),
 its dispatches and one stream's consumer, for one growing answer written on the beats.
 
-    .venv/bin/python benchmarks/follow_cost.py [--rounds 3] [--words 10] [--followers 1]
+    .venv/bin/python benchmarks/follow_cost.py [--rounds 3] [--words 10] [--followers 1] [--size 1]
 
 dispatch_cost.py times `Feed.dispatch` alone, called back to back. Here the answer is
 written as the runner writes it (tests/fixtures/long_answer.md, `--words` words a write,
@@ -34,7 +34,7 @@ if str(ROOT) not in sys.path:
 
 from app.beat import BEAT_SECONDS, next_beat  # noqa: E402
 from app.tables import asked, item  # noqa: E402
-from _shared import followed_conversation  # noqa: E402
+from _shared import Growing, followed_conversation  # noqa: E402
 from app.web import compress  # noqa: E402
 from app.web.events import follow  # noqa: E402
 
@@ -68,11 +68,11 @@ async def reader(stream, got: dict) -> None:
             z.compress(data), z.flush(zlib.Z_SYNC_FLUSH)
 
 
-async def answers(rounds: int, per_write: int, followers: int) -> list[dict]:
+async def answers(rounds: int, per_write: int, followers: int, size: int = 1) -> list[dict]:
     loop = asyncio.get_running_loop()
     counted = Counted(loop._selector)  # type: ignore[attr-defined]
     loop._selector = counted  # type: ignore[attr-defined]
-    words = re.findall(r"\S+\s*", FIXTURE.read_text())
+    words = re.findall(r"\S+\s*", "\n\n".join([FIXTURE.read_text()] * size))
     out = []
     with followed_conversation("follow-cost-") as (feed, store, chat):
         feed.start()
@@ -91,12 +91,13 @@ async def answers(rounds: int, per_write: int, followers: int) -> list[dict]:
                 for got in stats:
                     got.update(on=True, messages=0, bytes=0, wire=0, digest=hashlib.sha256())
                 ends = [*range(per_write, len(words), per_write), len(words)]
+                grown = Growing(store, answer.id)
                 sleeps, writes = counted.sleeps, 0.0
                 started = time.process_time()
                 for k, end in enumerate(ends):
                     await asyncio.sleep(max(0.0, next_beat(loop.time()) - loop.time()))
                     t = time.process_time()
-                    store.update(answer.id, text="".join(words[:end]), done=k == len(ends) - 1)
+                    grown.add("".join(words[end - per_write if k else 0:end]), done=k == len(ends) - 1)
                     if k == len(ends) - 1:
                         store.update(user.id, done=True)
                     writes += time.process_time() - t
@@ -121,9 +122,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rounds", type=int, default=3, help="answers in one process (1: fresh)")
     p.add_argument("--words", type=int, default=10, help="words a write")
     p.add_argument("--followers", type=int, default=1, help="streams following the conversation")
+    p.add_argument("--size", type=int, default=1, help="the answer: the fixture k times (as answer_cost.py's sizes)")
     args = p.parse_args(argv)
     print("round | writes | CPU s (writes apart) | writes' CPU s | loop sleeps | messages | bytes | gzip B | digest")
-    for n, r in enumerate(asyncio.run(answers(args.rounds, args.words, args.followers)), start=1):
+    for n, r in enumerate(asyncio.run(answers(args.rounds, args.words, args.followers, args.size)), start=1):
         print(f"{n} | {r['writes']} | {r['cpu']:.3f} | {r['write_cpu']:.3f} | {r['sleeps']} | {r['messages']} | "
               f"{r['bytes']:,} | {r['wire']:,} | {r['digest']}")
     return 0

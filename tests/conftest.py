@@ -367,10 +367,19 @@ def idle(client, chat: str):
     return wait_for(lambda: (p := soup(client.get(chat))).select_one('#status[data-running="0"]') and p, timeout=15)
 
 
-def rows(data: Path, sql: str = "SELECT id, kind, text, state, done, turn, model FROM items ORDER BY id",
-         params=()) -> list[dict]:
+ITEMS = "SELECT id, kind, text, state, done, turn, model FROM items ORDER BY id"
+
+
+def rows(data: Path, sql: str = ITEMS, params=()) -> list[dict]:
     """The database's rows for `sql` (`?` placeholders for `params`), as dicts: the
-    PostgreSQL database of DATABASE_URL when set, else the data folder's SQLite file."""
+    PostgreSQL database of DATABASE_URL when set, else the data folder's SQLite file.
+    Without `sql`, every item with its text whole, as the app reads it: a growing text's
+    `items.text` is empty while it grows, its text in chunks
+    (Runs.grow_items)."""
+    if sql == ITEMS and not params:
+        with app_store(data) as store:
+            return [{"id": it.id, "kind": it.kind, "text": it.text, "state": it.state, "done": int(it.done),
+                     "turn": it.turn, "model": it.model} for it in store._items(store._all(sql))]
     if os.environ.get("DATABASE_URL"):
         from app.store import db as dbm
 
@@ -385,6 +394,21 @@ def rows(data: Path, sql: str = "SELECT id, kind, text, state, done, turn, model
         return [dict(r) for r in db.execute(sql, params)]
     finally:
         db.close()
+
+
+def texts(data: Path) -> list[dict]:
+    """The answers' text items (rows(data)'s), in id order, each text whole."""
+    return [r for r in rows(data) if r["kind"] == "text"]
+
+
+def whole_texts(db) -> list[dict]:
+    """The text items of a database the test holds open (`db`: a connection of app.store.db),
+    as dicts of id, text and done, each text whole (Base._items)."""
+    from app.store import Store
+
+    store = Store(db)
+    return [{"id": it.id, "text": it.text, "done": int(it.done)}
+            for it in store._items(store._all("SELECT * FROM items WHERE kind = 'text' ORDER BY id"))]
 
 
 def sse_value(line: str, name: str) -> str | None:

@@ -15,7 +15,7 @@ from app.store.blobs import Disk
 from app.config import load
 from app.store import Store
 from app.tables import asked, item
-from tests.conftest import ROOT, Served, sqlite_only, wait_for
+from tests.conftest import ROOT, Served, sqlite_only, wait_for, whole_texts
 from tests.fakes.openai_server import rate, text
 
 
@@ -157,7 +157,7 @@ def test_a_running_server_is_backed_up_while_it_streams_and_the_restore_serves_i
         store.add(asked(chat, "Say the words", files=[attached]))
 
         def growing():
-            return db.conn.execute("SELECT text, done FROM items WHERE kind = 'text'").fetchone()
+            return next(iter(whole_texts(db)), None)
 
         wait_for(lambda: (r := growing()) and len(r["text"]) > 40, timeout=20)
         # While the backup runs the server keeps answering: every read of /healthz is answered
@@ -180,8 +180,10 @@ def test_a_running_server_is_backed_up_while_it_streams_and_the_restore_serves_i
         assert out.returncode == 0, out.stderr
         assert "backed up" in out.stdout and "1 files" in out.stdout
         assert answered and set(answered) == {200}
-        snap = sqlite3.connect(tmp_path / "bk" / "tabletalk.db")
-        cut = snap.execute("SELECT text, done FROM items WHERE kind = 'text'").fetchone()
+        snap = sqlite3.connect(f"file:{tmp_path / 'bk' / 'tabletalk.db'}?mode=ro", uri=True)
+        # the growing text whole: its item's text (empty while it grows), then its chunks (m035), in order
+        cut = snap.execute("SELECT text || coalesce((SELECT group_concat(c.text, '') FROM (SELECT text FROM text_chunks "
+                           "WHERE item = items.id ORDER BY n) c), ''), done FROM items WHERE kind = 'text'").fetchone()
         snap.close()
         assert cut[1] == 0 and 0 < len(cut[0]) < len(ANSWER), "the snapshot caught the answer mid-stream"
         db.conn.close()

@@ -17,7 +17,7 @@ from app.feed import Feed, encode
 from app.store import Store
 from app.tables import Conversation, Item, item
 from app.web import live, sidebar
-from tests.conftest import csrf, database_of, new_chat, rows, soup, sse_value, start_chat, wait_for
+from tests.conftest import csrf, database_of, new_chat, rows, soup, sse_value, start_chat, texts, wait_for
 from tests.fakes.openai_server import rate, reasoning, stall, text
 
 HOSTILE = ['"', '""', "'", "AND", "OR", "NOT", "a AND", "AND OR NOT", "*", "**", "a*", "*a", "NEAR(",
@@ -325,7 +325,7 @@ def only_its_own_items(data, path, wait=1.5):
 def test_deleting_during_a_run_ends_it_and_the_worker_goes_on(client, fake, data):
     _, other = deleted_mid_run_then_a_new_conversation(
         client, fake, data, [rate(20), text("word " * 400)],
-        lambda: any(len(r[0]) > 20 for r in db_rows(data, "SELECT text FROM items WHERE kind = 'text'")))
+        lambda: any(len(r["text"]) > 20 for r in texts(data)))
     only_its_own_items(data, other)
 
 

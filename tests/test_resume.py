@@ -12,7 +12,7 @@ from app.run.writes import Writes
 from app.store import Store
 from app.tables import asked, item
 from app.tools import Result, Tool
-from tests.conftest import ENGINES, Served, database, on_both_engines, wait_for
+from tests.conftest import ENGINES, Served, database, on_both_engines, wait_for, whole_texts
 from tests.fakes.openai_server import rate, text
 
 
@@ -118,12 +118,12 @@ def test_kill_9_mid_answer_and_the_conversation_goes_on_after_a_restart(data, en
     store.add(asked(chat, "Say the words"))
 
     def text_rows():
-        return db.conn.execute("SELECT id, text, done FROM items WHERE kind = 'text' ORDER BY id").fetchall()
+        return whole_texts(db)
 
     wait_for(lambda: text_rows() and len(text_rows()[0]["text"]) > 30, timeout=15)
     first.signal(signal.SIGKILL)
     first.proc.wait(5)
-    cut_id, cut_text, cut_done = text_rows()[0]
+    cut_id, cut_text, cut_done = text_rows()[0].values()
     assert not cut_done and len(cut_text) < len(ANSWER)
 
     second = Served(data, env).start()

@@ -12,6 +12,7 @@ import httpx
 import pytest
 
 from tests.conftest import Served, rows, start_chat, wait_for
+from tests.conftest import texts as text_items
 from tests.fakes.openai_server import rate, text, tool_call
 from tests.test_serve import read_events, session
 
@@ -98,15 +99,15 @@ def test_stop_sent_to_the_other_server_ends_the_run(servers, fake, data):
     fake.script([rate(20), text("word " * 400)])
     client, token = session(servers[0])
     chat = start_chat(client, "Talk for a long time", token=token)
-    wait_for(lambda: any(len(r["text"]) > 20 for r in rows(data, "SELECT text FROM items WHERE kind = 'text'")), 30)
+    wait_for(lambda: any(len(r["text"]) > 20 for r in text_items(data)), 30)
     runner = running_on(servers, data, chat)
     other, other_token = session(servers[1] if runner is servers[0] else servers[0])
     assert other.post(chat + "/stop", data={"_csrf_token": other_token},
                       headers={"HX-Request": "true"}).status_code == 204
     wait_for(lambda: all(r["done"] for r in rows(data, "SELECT done FROM items")), 15)
-    written = rows(data, "SELECT text FROM items WHERE kind = 'text'")[0]["text"]
+    written = text_items(data)[0]["text"]
     time.sleep(0.5)
-    assert rows(data, "SELECT text FROM items WHERE kind = 'text'")[0]["text"] == written, "nothing after stop"
+    assert text_items(data)[0]["text"] == written, "nothing after stop"
     assert 20 < len(written) < len("word " * 400)
 
 
@@ -120,7 +121,7 @@ def test_after_kill_9_of_the_server_running_an_answer_the_other_takes_it_over(se
     fake.script([rate(40), text(words)], [rate(200), text(words)])
     client, token = session(servers[0])
     chat = start_chat(client, "Say the words", token=token)
-    texts = lambda: rows(data, "SELECT id, text, done FROM items WHERE kind = 'text' ORDER BY id")  # noqa: E731
+    texts = lambda: text_items(data)  # noqa: E731
     wait_for(lambda: texts() and len(texts()[0]["text"]) > 30, 30)
     runner = running_on(servers, data, chat)
     survivor = servers[1] if runner is servers[0] else servers[0]
@@ -281,7 +282,7 @@ def test_a_takeover_after_kill_9_runs_no_completed_step_again(servers, fake, dat
     fake.script([tool_call("update_plan", {"plan": PLAN})], [rate(40), text(words)], [rate(200), text(words)])
     client, token = session(servers[0])
     chat = start_chat(client, "Plan, then say the words", token=token)
-    texts = lambda: rows(data, "SELECT id, text, done FROM items WHERE kind = 'text' ORDER BY id")  # noqa: E731
+    texts = lambda: text_items(data)  # noqa: E731
     wait_for(lambda: texts() and len(texts()[0]["text"]) > 30, 30)
     [call] = rows(data, "SELECT id, state FROM items WHERE kind = 'call'")
     assert call["state"] == "done"

@@ -2,6 +2,7 @@
 import pytest
 
 from app.agent import Pieces
+from app.store.runs import CHUNK_CHARS, Chunked
 from app.tables import item, retried, stopped
 
 
@@ -154,3 +155,117 @@ async def test_growth_wakes_the_feed_only_while_a_page_follows(store):
     followed = False
     store.update(text.id, done=True)
     assert woken == [1, 1], "other writes wake it as before"
+
+
+def _write(writes, item_id: int, text) -> None:
+    """What a beat does with a growing text (Writes.grow, then its tick's flush), no loop needed."""
+    writes.pending.setdefault(item_id, {})["text"] = text
+    writes.flush()
+
+
+def _chunk_rows(store, item_id: int) -> list:
+    return [tuple(r) for r in store._all("SELECT n, text FROM text_chunks WHERE item = ? ORDER BY n", [item_id])]
+
+
+def _head(store, item_id: int) -> str:
+    """The item's own `text` column (empty while its text is in chunks)."""
+    return store._one("SELECT text FROM items WHERE id = ?", [item_id])[0]
+
+
+def test_a_growing_text_is_written_in_chunks_and_read_whole(store):
+    """A beat's write rewrites the text's last chunk and adds new ones (m035), not the whole
+    answer again, and the item's row holds no text while it grows; every read of the item
+    (one, a conversation's, the feed's) has the whole text."""
+    from app.run.writes import Writes
+
+    chat = store.new_conversation(store.default_agent().id).id
+    user = store.ask(chat, "Write")
+    text = store.add(item("text", chat, turn=user.id))
+    writes, pieces, so_far = Writes(store), Pieces(), ""
+    words = ["Once ", "upon ", "a ", "time, ", "there ", "was ", "a ", "store. ", "é" * (CHUNK_CHARS - 3), "ü" * 5,
+             "x" * (2 * CHUNK_CHARS + 7), "end."]
+    for word in words:
+        so_far += word
+        _write(writes, text.id, pieces.add(word))
+        assert store.item(text.id).text == so_far
+        assert _head(store, text.id) == ""
+        assert [t for _, t in _chunk_rows(store, text.id)] == [so_far[at:at + CHUNK_CHARS]
+                                                           for at in range(0, len(so_far), CHUNK_CHARS)]
+    assert [it.text for it in store.items(chat) if it.id == text.id] == [so_far]
+    assert [it.text for it in store.items_since(0, chats=[chat]) if it.id == text.id] == [so_far]
+    # done without its text (a stop): the chunks become its text, searchable
+    store.update(text.id, done=True)
+    assert _chunk_rows(store, text.id) == []
+    assert _head(store, text.id) == so_far
+    assert store.item(text.id).text == so_far
+
+
+def test_a_beat_writes_only_the_last_chunk_and_the_new_ones(store):
+    """Counted: the characters a beat puts in chunks are its gain and at most one chunk
+    before it, so an answer's writes are linear in its length (whole each beat: length² / step)."""
+    from app.run.writes import Writes
+
+    chat = store.new_conversation(store.default_agent().id).id
+    user = store.ask(chat, "Write")
+    text = store.add(item("text", chat, turn=user.id))
+    writes, pieces = Writes(store), Pieces()
+    seen: list[list] = []
+    grow_items = store.grow_items
+
+    def counted(changes, notify=True):
+        seen.extend(v["text"] for v in changes.values())
+        return grow_items(changes, notify)
+
+    store.grow_items = counted
+    for k in range(2_000):  # ~84 KB, 42 characters a beat, as x10 of benchmarks/answer_cost.py
+        _write(writes, text.id, pieces.add(f"word{k % 10} " * 6))
+    whole = str(pieces.add(""))
+    assert store.item(text.id).text == whole and _head(store, text.id) == ""
+    assert all(isinstance(c, Chunked) for c in seen) and [c.fresh for c in seen[:2]] == [True, False]
+    written = sum(len(c.text) for c in seen)
+    assert written <= len(whole) + len(seen) * CHUNK_CHARS, "at most one chunk a beat before its gain"
+    whole_each_beat = sum(range(36, len(whole) + 1, 36))
+    assert written * 10 < whole_each_beat, f"{written:,} characters written for a {len(whole):,}-character answer"
+
+
+def test_a_whole_write_clears_the_chunks_and_a_takeover_writes_fresh(store):
+    from app.run.writes import Writes
+
+    chat = store.new_conversation(store.default_agent().id).id
+    user = store.ask(chat, "Write")
+    text = store.add(item("text", chat, turn=user.id))
+    writes, pieces = Writes(store), Pieces()
+    for word in ["a" * CHUNK_CHARS, "b" * 100]:
+        _write(writes, text.id, pieces.add(word))
+    assert len(_chunk_rows(store, text.id)) == 2
+    # another runner (a restart, another server) takes the run over: it writes its chunks fresh
+    other, grown = Writes(store), pieces.add("c" * 100)
+    _write(other, text.id, grown)
+    assert len(_chunk_rows(store, text.id)) == 2 and store.item(text.id).text == str(grown)
+    # one that starts over with a shorter text leaves no chunk of the longer one behind
+    again = Writes(store)
+    _write(again, text.id, Pieces().add("short"))
+    assert _chunk_rows(store, text.id) == [(0, "short")] and store.item(text.id).text == "short"
+    # the end's whole text (Turn.end_step) and a deletion leave no chunk behind
+    _write(other, text.id, pieces.add("e"))
+    store.update(text.id, text="The whole answer.", done=True)
+    assert _chunk_rows(store, text.id) == [] and store.item(text.id).text == "The whole answer."
+    another = store.add(item("text", chat, turn=user.id))
+    more = Pieces()
+    for word in ["x", "y"]:
+        _write(other, another.id, more.add(word))
+    assert len(_chunk_rows(store, another.id)) == 1
+    store.delete_conversation(chat)
+    assert _chunk_rows(store, another.id) == []
+
+
+def test_pieces_tail_joins_only_what_it_returns():
+    pieces = Pieces()
+    parts = ["ab", "cde", "", "f", "ghij"]
+    sizes = [pieces.add(p).size for p in parts]
+    whole = "".join(parts)
+    for size in sizes:
+        for start in range(size + 2):
+            assert pieces.tail(start, size) == whole[start:size], (start, size)
+    pieces.text()  # joined once: the tail reads the joined text the same
+    assert pieces.tail(3, 7) == whole[3:7] and pieces.add("k").since(9) == "jk"

@@ -10,7 +10,7 @@ class Pieces:
     20,000-token answer, ~80 KB in ~20,000 chunks, copied ~800 MB). The text is joined
     only when it is read, at most once a write interval, and kept joined."""
 
-    __slots__ = ("_pieces", "_size")
+    __slots__ = ("_pieces", "_size", "__weakref__")  # (the write buffer knows which text it wrote by a weak reference)
 
     def __init__(self) -> None:
         self._pieces: list[str] = []
@@ -28,6 +28,19 @@ class Pieces:
         whole = self._pieces[0] if self._pieces else ""
         return whole if size is None or size >= len(whole) else whole[:size]
 
+    def tail(self, start: int, size: int) -> str:
+        """Characters `start` up to `size`, joined from the last pieces only (not the text so far)."""
+        out: list[str] = []
+        end = self._size
+        for piece in reversed(self._pieces):
+            begin = end - len(piece)
+            if begin < size and end > start:
+                out.append(piece[max(start - begin, 0):size - begin])
+            if begin <= start:
+                break
+            end = begin
+        return "".join(reversed(out))
+
 
 @dataclass(frozen=True)
 class SoFar:
@@ -43,3 +56,8 @@ class SoFar:
 
     def __conform__(self, protocol: object) -> str:
         return str(self)
+
+    def since(self, start: int) -> str:
+        """Its characters from `start` on, joining only the pieces they are in (the write of
+        a growing text's last chunks: Writes)."""
+        return self.pieces.tail(start, self.size)

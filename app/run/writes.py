@@ -10,11 +10,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+import weakref
 from collections.abc import Callable
 from typing import Any
 
 from .. import space
+from ..agent.pieces import SoFar
 from ..beat import BEAT_SECONDS, PHASE_SECONDS, next_beat
+from ..store.runs import CHUNK_CHARS, Chunked
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +41,8 @@ class Writes:
         # (last rev, revs taken) of each write of growth, newest last, until `mine` is asked
         # past them: a scan that finds only these since its last one has nothing to read
         self._wrote: list[tuple[int, int]] = []
+        # item id -> (the growing text last written, by a weak reference; its characters written)
+        self._written: dict[int, tuple[weakref.ref, int]] = {}
 
     def grow(self, item_id: int, **values: Any) -> None:
         """Buffer columns of an item (`text`, `output`) for the next tick."""
@@ -65,15 +70,38 @@ class Writes:
             return
         self._flushed = time.monotonic()
         pending, self.pending = self.pending, {}
+        for item_id, values in pending.items():
+            if "text" in values:
+                values["text"] = self._gain(item_id, values["text"])
         try:
             last = (self.store.grow_items(pending, notify=False) if self.quiet is not None and self.quiet()
                     else self.store.grow_items(pending))
             if last:
                 self._wrote.append((last, len(pending)))
         except Exception as e:
+            for item_id in pending:  # what reached the rows is not known: the next write is whole
+                self._written.pop(item_id, None)
             if not space.is_full(e) or self.full is None:
                 raise
             self.full()
+
+    def _gain(self, item_id: int, text: Any) -> Any:
+        """What to write of a growing text: its chunks from the one the last write of this
+        buffer ended in (`Chunked`), or all of them, fresh (the first write, a takeover: a
+        runner that did not write its start); a text of another kind is written whole."""
+        known = self._written.get(item_id)
+        if isinstance(text, SoFar):
+            if known is not None and known[0]() is text.pieces and text.size >= known[1]:
+                first, fresh = known[1] // CHUNK_CHARS, False
+            else:
+                first, fresh = 0, True
+                if len(self._written) > 1024:  # the texts of finished answers are gone: forget them
+                    self._written = {k: v for k, v in self._written.items() if v[0]() is not None}
+            self._written[item_id] = (known[0] if not fresh else weakref.ref(text.pieces), text.size)
+            return Chunked(first, text.since(first * CHUNK_CHARS), fresh)
+        if known is not None:
+            del self._written[item_id]
+        return text
 
     def mine(self, since: int, top: int) -> bool:
         """Whether every rev after `since` up to `top` was taken by these writes (revs have no

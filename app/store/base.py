@@ -1,13 +1,17 @@
 """The store's common ground: the connection, transactions that wake the feed, and reads."""
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from typing import Any
 
 import sqlite_utils
 
+from ..tables import Item
 from . import db as dbm
+
+GROWN = ("text", "reasoning")  # the kinds whose text grows in chunks (m035)
 
 
 class Base:
@@ -83,6 +87,24 @@ class Base:
 
     def _all(self, sql: str, params: Any = ()) -> list[Any]:
         return self.db.conn.execute(sql, params).fetchall()
+
+    def _item(self, row: Any) -> Item | None:
+        return self._items([row])[0] if row else None
+
+    def _items(self, rows: Iterable[Any]) -> list[Item]:
+        """Items of rows of `items`, a growing text whole: its `text` (empty while it grows)
+        then its chunks (Runs.grow_items, m035), one read for all of them."""
+        items = [Item.from_row(r) for r in rows]
+        growing = [it.id for it in items if not it.done and it.kind in GROWN]
+        if not growing:
+            return items
+        marks = ",".join("?" * len(growing))
+        tails: dict[int, list[str]] = {}
+        for item, text in self._all(f"SELECT item, text FROM text_chunks WHERE item IN ({marks}) ORDER BY item, n", growing):
+            tails.setdefault(item, []).append(text)
+        if not tails:
+            return items
+        return [replace(it, text=it.text + "".join(tails[it.id])) if it.id in tails else it for it in items]
 
     def _update(self, table: str, row_id: int, allowed: set[str], values: dict[str, Any]) -> None:
         """Change some columns of a row a page shows: it takes a new rev in the same write."""

@@ -37,16 +37,15 @@ class Branches(Base):
                         [chat, start, path.steps[-1].turn])
         return self.on(path, rows)
 
-    @staticmethod
-    def on(path: Path, rows) -> list[Item]:
+    def on(self, path: Path, rows) -> list[Item]:
         turns = path.heads
-        items = (Item.from_row(r) for r in rows if r["turn"] in turns or not r["turn"])
+        items = self._items(r for r in rows if r["turn"] in turns or not r["turn"])
         return sorted((it for it in items if path.holds(it) and it.kind != "retry"), key=order)
 
     def answer_items(self, head: Item) -> list[Item]:
         """The items of the answer version `head` starts (a turn's user item or a retry), in page order."""
         turn = head.turn or head.id
-        rows = [Item.from_row(r) for r in self._all("SELECT * FROM items WHERE chat = ? AND turn = ?", [head.chat, turn])]
+        rows = self._items(self._all("SELECT * FROM items WHERE chat = ? AND turn = ?", [head.chat, turn]))
         heads = turn_heads(turn, rows)
         return versions(heads, rows)[heads.index(head.id)] if head.id in heads else []
 

@@ -104,16 +104,16 @@ class Chats(Base):
 
     def item(self, item_id: int) -> Item | None:
         row = self._one("SELECT * FROM items WHERE id = ?", [item_id])
-        return Item.from_row(row) if row else None
+        return self._item(row)
 
     def items(self, chat: int) -> list[Item]:
-        return [Item.from_row(r) for r in self._all("SELECT * FROM items WHERE chat = ? ORDER BY id", [chat])]
+        return self._items(self._all("SELECT * FROM items WHERE chat = ? ORDER BY id", [chat]))
 
     def last_of_turn(self, chat: int, turn: int) -> Item | None:
         """How a turn ended: its last answer, error or stop (a screen reader is told it)."""
         row = self._one("SELECT * FROM items WHERE chat = ? AND turn = ? AND kind IN ('text', 'error', 'stop') "
                        "ORDER BY id DESC LIMIT 1", [chat, turn])
-        return Item.from_row(row) if row else None
+        return self._item(row)
 
     def items_since(self, rev: int, chat: int | None = None, upto: int | None = None,
                     chats: list[int] | None = None) -> list[Item]:
@@ -129,7 +129,7 @@ class Chats(Base):
             sql, params = sql + f" AND +chat IN ({','.join('?' * len(chats))})", [*params, *chats]
         if upto is not None:
             sql, params = sql + " AND rev <= ?", [*params, upto]
-        return [Item.from_row(r) for r in self._all(sql + " ORDER BY chat, turn, id", params)]
+        return self._items(self._all(sql + " ORDER BY chat, turn, id", params))
 
     def conversations_since(self, rev: int, upto: int | None = None, person: int | None = None) -> list[Conversation]:
         """Conversations changed after `rev` (up to `upto`), everyone's or one `person`'s."""
@@ -207,7 +207,7 @@ class Chats(Base):
 
     def plan(self, chat: int) -> Item | None:
         row = self._one("SELECT * FROM items WHERE chat = ? AND kind = 'plan' ORDER BY id LIMIT 1", [chat])
-        return Item.from_row(row) if row else None
+        return self._item(row)
 
     def set_plan(self, chat: int, text: str) -> Item:
         """The conversation's one plan item, made or replaced."""

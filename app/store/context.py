@@ -14,7 +14,7 @@ class Context(Base):
         """The items of turns `first`..`last` (user item ids), in page order: a request's
         history from the model's view start, without reading what it leaves out."""
         rows = self._all("SELECT * FROM items WHERE chat = ? AND turn BETWEEN ? AND ?", [chat, first, last])
-        return sorted((Item.from_row(r) for r in rows), key=order)
+        return sorted(self._items(rows), key=order)
 
     def context(self, chat: int) -> dict[str, int]:
         """The conversation's `contexts` row (zeros before its first request)."""

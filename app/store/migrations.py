@@ -73,3 +73,32 @@ def m034_name_keys(db: sqlite_utils.Database) -> None:
     db.execute("ALTER TABLE people ADD COLUMN folded TEXT NOT NULL DEFAULT ''")
     key_names(db)
     db.execute("CREATE UNIQUE INDEX people_folded ON people (folded)")
+
+
+@migration
+def m035_text_chunks(db: sqlite_utils.Database) -> None:
+    # A growing text's chunks (Runs.grow_items): while an answer grows its text is here, in
+    # rows of CHUNK_CHARS characters (chunk n from character n * CHUNK_CHARS), and its item's
+    # `text` is empty. A row's text is rewritten whole by SQLite when any column of it changes
+    # (overflow pages and all): written whole at every beat an answer cost O(length²); now a
+    # beat rewrites the last chunk, adds the new ones and gives the item, a small row, its rev.
+    # Read back joined after `items.text` (Base._items). Gone once the item's text is written
+    # (any UPDATE that sets it, by the first trigger: a whole write, a fresh start), folded
+    # into it when the item is done without its text being set (the second: search and every
+    # reader of a finished item have it whole), and with its item (the foreign key).
+    db.execute("""CREATE TABLE text_chunks (
+        item INTEGER NOT NULL REFERENCES items(id) ON DELETE CASCADE,
+        n INTEGER NOT NULL CHECK (n >= 0),
+        text TEXT NOT NULL,
+        PRIMARY KEY (item, n))""")
+    db.execute("""CREATE TRIGGER text_chunks_written AFTER UPDATE OF text ON items
+        WHEN EXISTS (SELECT 1 FROM text_chunks WHERE item = new.id)
+        BEGIN
+            DELETE FROM text_chunks WHERE item = new.id;
+        END""")
+    db.execute("""CREATE TRIGGER text_chunks_done AFTER UPDATE OF done ON items
+        WHEN new.done = 1 AND old.text IS new.text AND EXISTS (SELECT 1 FROM text_chunks WHERE item = new.id)
+        BEGIN
+            UPDATE items SET text = text || (SELECT group_concat(text, '') FROM
+                (SELECT text FROM text_chunks WHERE item = new.id ORDER BY n)) WHERE id = new.id;
+        END""")

@@ -383,3 +383,35 @@ def m034_name_keys(db) -> None:
         db.execute(f'ALTER TABLE people DROP CONSTRAINT "{name}"')
     db.execute('ALTER TABLE people ALTER COLUMN name TYPE TEXT COLLATE "default"')
     db.execute("CREATE INDEX people_name ON people (name)")
+
+
+@migration
+def m035_text_chunks(db) -> None:
+    # SQLite's m035: a growing text's text_chunks while it grows (TOAST rewrites a whole value
+    # too, and a chunk of CHUNK_CHARS ASCII characters stays under its threshold). Folded into
+    # `text` when the item is done without its text being set (before the row is written:
+    # search's trigger sees the whole text).
+    db.execute("""CREATE TABLE text_chunks (
+        item BIGINT NOT NULL REFERENCES items(id) ON DELETE CASCADE,
+        n BIGINT NOT NULL CHECK (n >= 0),
+        text TEXT NOT NULL,
+        PRIMARY KEY (item, n))""")
+    db.execute("""CREATE FUNCTION text_chunks_written() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        DELETE FROM text_chunks WHERE item = NEW.id;
+        RETURN NULL;
+    END $$""")
+    db.execute("CREATE TRIGGER text_chunks_written AFTER UPDATE OF text ON items FOR EACH ROW "
+               "EXECUTE FUNCTION text_chunks_written()")
+    db.execute("""CREATE FUNCTION text_chunks_done() RETURNS trigger LANGUAGE plpgsql AS $$
+    DECLARE tail TEXT;
+    BEGIN
+        SELECT string_agg(c.text, '' ORDER BY c.n) INTO tail FROM text_chunks c WHERE c.item = NEW.id;
+        IF tail IS NOT NULL THEN
+            NEW.text := NEW.text || tail;
+            DELETE FROM text_chunks WHERE item = NEW.id;
+        END IF;
+        RETURN NEW;
+    END $$""")
+    db.execute("CREATE TRIGGER text_chunks_done BEFORE UPDATE OF done ON items FOR EACH ROW "
+               "WHEN (NEW.done = 1 AND OLD.text IS NOT DISTINCT FROM NEW.text) EXECUTE FUNCTION text_chunks_done()")

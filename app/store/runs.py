@@ -6,6 +6,7 @@ covers it). A conversation is answered by the worker holding its lease in `runs`
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from . import db as dbm
@@ -18,6 +19,28 @@ PENDING = "done = 0 AND kind IN ('user','retry','stop')"
 ANSWERING = f"{PENDING} AND kind != 'stop'"
 # What grows while a step streams: an answer's or a reasoning's text, a call's progress.
 GROWING = {"text", "output"}
+
+
+# A growing text's chunk (m035): the characters of one `text_chunks` row. Small enough that a
+# row stays in its page (SQLite writes no overflow page for it) and, for ASCII text, under
+# PostgreSQL's TOAST threshold (~2 KB): a beat rewrites the last chunk and adds new ones.
+CHUNK_CHARS = 1800
+
+
+@dataclass(frozen=True)
+class Chunked:
+    """A growing text written as chunks (Runs.grow_items): `text` is its characters from
+    chunk `first` on (chunk n holds characters n * CHUNK_CHARS up to the next one's); chunks
+    before `first` are as last written. `fresh`: none is known to be written (a first
+    write, a takeover): `items.text` is emptied, which drops the item's old chunks."""
+
+    first: int
+    text: str
+    fresh: bool = False
+
+    def rows(self, item_id: int) -> list[list[Any]]:
+        size = CHUNK_CHARS
+        return [[item_id, self.first + k, self.text[at:at + size]] for k, at in enumerate(range(0, len(self.text), size))]
 
 
 class Runs(Base):
@@ -38,13 +61,13 @@ class Runs(Base):
     def next_pending(self, chat: int) -> Item | None:
         """The conversation's oldest pending item: what its run handles next."""
         row = self._one(f"SELECT * FROM items WHERE chat = ? AND {PENDING} ORDER BY id LIMIT 1", [chat])
-        return Item.from_row(row) if row else None
+        return self._item(row)
 
     def answering(self, chat: int) -> Item | None:
         """The user or retry item whose answer is written now (or waits to be), if any; its
         `turn` is the turn answered (a user item's turn is its own id)."""
         row = self._one(f"SELECT * FROM items WHERE chat = ? AND {ANSWERING} ORDER BY id LIMIT 1", [chat])
-        return Item.from_row(row) if row else None
+        return self._item(row)
 
     def unhandled_stops(self, chat: int) -> list[int]:
         return [r[0] for r in self._all(f"SELECT id FROM items WHERE chat = ? AND {PENDING} AND kind = 'stop'",
@@ -113,14 +136,27 @@ class Runs(Base):
         """Write columns of many items in one transaction: one rev range, one prepared
         statement per set of columns (hundreds of answers grow at once). Returns the range's
         last rev (it took len(changes) revs ending there; 0: nothing written). Not `notify`:
-        the feed is not woken for it (Base.write)."""
+        the feed is not woken for it (Base.write).
+
+        A `text` given as `Chunked` is not written into the item's row: its chunks are (m035),
+        the last one rewritten and new ones added, and the item's row, small while its text
+        is in chunks, takes only its rev. So a beat writes what the answer gained, not the
+        answer again (readers join the chunks: Base._items; they are folded into `text` once,
+        when the item is done)."""
         if not changes:
             return 0
         t = dbm.now()
         by_columns: dict[tuple[str, ...], list[list[Any]]] = {}
+        chunks: list[list[Any]] = []
         with self.write(notify=notify) as db:
             top = dbm.bump(db, len(changes))
             for rev, (item_id, values) in enumerate(changes.items(), start=top - len(changes) + 1):
+                grown = values.get("text")
+                if isinstance(grown, Chunked):
+                    chunks += grown.rows(item_id)
+                    values = {k: v for k, v in values.items() if k != "text"}
+                    if grown.fresh:  # (the trigger of m035 drops the item's chunks: they are written anew)
+                        values["text"] = ""
                 # str(): a growing text (agent.SoFar) is joined here, once per write, on either engine
                 by_columns.setdefault(tuple(values), []).append([*map(str, values.values()), t, rev, item_id])
             for columns, rows in by_columns.items():
@@ -129,6 +165,9 @@ class Runs(Base):
                     raise ValueError(f"not growing columns: {sorted(bad)}")
                 sets = "".join(f"{k} = ?, " for k in columns)
                 db.conn.executemany(f"UPDATE items SET {sets}updated = ?, rev = ? WHERE id = ?", rows)
+            if chunks:
+                db.conn.executemany("INSERT INTO text_chunks (item, n, text) VALUES (?, ?, ?) "
+                                    "ON CONFLICT (item, n) DO UPDATE SET text = excluded.text", chunks)
         return top
 
     # --- what a title is made from ------------------------------------------------------
