@@ -159,6 +159,11 @@ def cpu_delta(before: dict[int, float], after: dict[int, float]) -> float:
 
 # --- the watcher of committed text (its own process) ----------------------------------
 
+# The length of a text item's text as committed, on either engine: while it grows its `text`
+# is empty and the text is in `text_chunks` rows (docs/architecture.md, "Writes and revs").
+TEXT_LENGTH = "(length(text) + coalesce((SELECT sum(length(c.text)) FROM text_chunks c WHERE c.item = items.id), 0))"
+
+
 def watch_lengths(target: Path | str, thresholds: list[int], ready, stop, out) -> None:
     """For each text item: when its committed length first reached each threshold."""
     db = read_only(target)
@@ -168,7 +173,7 @@ def watch_lengths(target: Path | str, thresholds: list[int], ready, stop, out) -
     while not stop.is_set():
         t = time.monotonic()  # what a poll sees was committed before its snapshot, so before ~t
         rows = db.execute(
-            "SELECT id, chat, length(text), rev FROM items WHERE rev > ? AND kind = 'text'", (last,)
+            f"SELECT id, chat, {TEXT_LENGTH}, rev FROM items WHERE rev > ? AND kind = 'text'", (last,)
         ).fetchall()
         for item_id, chat, length, rev in rows:
             last = max(last, rev)

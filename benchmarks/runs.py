@@ -57,7 +57,7 @@ from app.store import db as dbm  # noqa: E402
 from app.store import Store  # noqa: E402
 from tests.fakes.openai_server import FakeModelServer, rate, text  # noqa: E402
 
-from _serving import Engine, Served, Watcher, cpu_delta, tree_cpu  # noqa: E402  (beside this script)
+from _serving import TEXT_LENGTH, Engine, Served, Watcher, cpu_delta, tree_cpu  # noqa: E402  (beside this script)
 from _shared import Table, own_cpu, pct  # noqa: E402
 
 MODEL = "fake-model"
@@ -320,7 +320,7 @@ def resume(args, engine: Engine, fake: RecordingServer, folder: Path, pieces: li
         chats = ask_many(store, k)
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:  # every answer has begun to grow
-            going = db.execute(f"SELECT count(DISTINCT chat) FROM items WHERE kind = 'text' AND length(text) > 0 "
+            going = db.execute(f"SELECT count(DISTINCT chat) FROM items WHERE kind = 'text' AND {TEXT_LENGTH} > 0 "
                                f"AND chat IN ({marks(chats)})").fetchone()[0]
             if going >= k:
                 break
@@ -334,7 +334,7 @@ def resume(args, engine: Engine, fake: RecordingServer, folder: Path, pieces: li
         victim.kill()
         t_killed = time.monotonic()
         before = db.execute("SELECT coalesce(max(id), 0) FROM items").fetchone()[0]
-        partial = db.execute(f"SELECT count(*), coalesce(avg(length(text)), 0) FROM items "
+        partial = db.execute(f"SELECT count(*), coalesce(avg({TEXT_LENGTH}), 0) FROM items "
                              f"WHERE kind = 'text' AND done = 0 AND chat IN ({marks(cut_chats)})").fetchone()
         completed_before = db.execute(f"SELECT count(*) FROM items WHERE kind = 'text' AND done = 1 "
                                       f"AND chat IN ({marks(chats)})").fetchone()[0]
