@@ -188,6 +188,9 @@ def test_a_growing_text_is_written_in_chunks_and_read_whole(store):
         so_far += word
         _write(writes, text.id, pieces.add(word))
         assert store.item(text.id).text == so_far
+        if len(so_far) <= CHUNK_CHARS:  # one chunk or less: written whole into its row, as before
+            assert _head(store, text.id) == so_far and _chunk_rows(store, text.id) == []
+            continue
         assert _head(store, text.id) == ""
         assert [t for _, t in _chunk_rows(store, text.id)] == [so_far[at:at + CHUNK_CHARS]
                                                            for at in range(0, len(so_far), CHUNK_CHARS)]
@@ -221,9 +224,12 @@ def test_a_beat_writes_only_the_last_chunk_and_the_new_ones(store):
         _write(writes, text.id, pieces.add(f"word{k % 10} " * 6))
     whole = str(pieces.add(""))
     assert store.item(text.id).text == whole and _head(store, text.id) == ""
-    assert all(isinstance(c, Chunked) for c in seen) and [c.fresh for c in seen[:2]] == [True, False]
-    written = sum(len(c.text) for c in seen)
-    assert written <= len(whole) + len(seen) * CHUNK_CHARS, "at most one chunk a beat before its gain"
+    whole_writes = [c for c in seen if not isinstance(c, Chunked)]
+    seen = seen[len(whole_writes):]
+    assert len(str(whole_writes[-1])) <= CHUNK_CHARS < len(seen[0].text), "whole while it fits a chunk, then chunks"
+    assert [c.fresh for c in seen[:2]] == [True, False] and all(isinstance(c, Chunked) for c in seen)
+    written = sum(len(c.text) for c in seen) + sum(len(str(c)) for c in whole_writes)
+    assert written <= len(whole) + (len(seen) + len(whole_writes)) * CHUNK_CHARS, "at most one chunk a beat before its gain"
     whole_each_beat = sum(range(36, len(whole) + 1, 36))
     assert written * 10 < whole_each_beat, f"{written:,} characters written for a {len(whole):,}-character answer"
 
@@ -245,16 +251,18 @@ def test_a_whole_write_clears_the_chunks_and_a_takeover_writes_fresh(store):
     # one that starts over with a shorter text leaves no chunk of the longer one behind
     again = Writes(store)
     _write(again, text.id, Pieces().add("short"))
-    assert _chunk_rows(store, text.id) == [(0, "short")] and store.item(text.id).text == "short"
+    assert _chunk_rows(store, text.id) == [] and store.item(text.id).text == "short"
+    _write(again, text.id, Pieces().add("x" * (CHUNK_CHARS + 1)))
+    assert _chunk_rows(store, text.id) == [(0, "x" * CHUNK_CHARS), (1, "x")] and _head(store, text.id) == ""
     # the end's whole text (Turn.end_step) and a deletion leave no chunk behind
     _write(other, text.id, pieces.add("e"))
     store.update(text.id, text="The whole answer.", done=True)
     assert _chunk_rows(store, text.id) == [] and store.item(text.id).text == "The whole answer."
     another = store.add(item("text", chat, turn=user.id))
     more = Pieces()
-    for word in ["x", "y"]:
+    for word in ["x" * CHUNK_CHARS, "y"]:
         _write(other, another.id, more.add(word))
-    assert len(_chunk_rows(store, another.id)) == 1
+    assert len(_chunk_rows(store, another.id)) == 2
     store.delete_conversation(chat)
     assert _chunk_rows(store, another.id) == []
 

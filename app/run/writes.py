@@ -87,10 +87,12 @@ class Writes:
 
     def _gain(self, item_id: int, text: Any) -> Any:
         """What to write of a growing text: its chunks from the one the last write of this
-        buffer ended in (`Chunked`), or all of them, fresh (the first write, a takeover: a
-        runner that did not write its start); a text of another kind is written whole."""
+        buffer ended in (`Chunked`), or all of them, fresh (its first write past one chunk, a
+        takeover: a runner that did not write its start). A text of one chunk or less, or of
+        another kind, is written whole into its row, one statement as before (most answers
+        of a busy server are short: runs.py's 500 of 200 tokens)."""
         known = self._written.get(item_id)
-        if isinstance(text, SoFar):
+        if isinstance(text, SoFar) and text.size > CHUNK_CHARS:
             if known is not None and known[0]() is text.pieces and text.size >= known[1]:
                 first, fresh = known[1] // CHUNK_CHARS, False
             else:
