@@ -159,8 +159,9 @@ def cpu_delta(before: dict[int, float], after: dict[int, float]) -> float:
 
 # --- the watcher of committed text (its own process) ----------------------------------
 
-# The length of a text item's text as committed, on either engine: while it grows its `text`
-# is empty and the text is in `text_chunks` rows (docs/architecture.md, "Writes and revs").
+# The length of a text item's text as committed, on either engine: while it grows past one
+# chunk its `text` is empty and the text is in `text_chunks` rows (docs/architecture.md,
+# "Writes and revs").
 TEXT_LENGTH = "(length(text) + coalesce((SELECT sum(length(c.text)) FROM text_chunks c WHERE c.item = items.id), 0))"
 
 

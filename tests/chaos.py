@@ -169,8 +169,9 @@ class Chaos:
             self.seen[r[0]] = tuple(r)
 
     IN_FLIGHT = {
-        # an answer streaming (its text in chunks while it grows: docs/architecture.md)
-        "text": "kind = 'text' AND done = 0 AND EXISTS (SELECT 1 FROM text_chunks WHERE item = items.id)",
+        # an answer streaming (in its row while it fits one chunk, in chunks past it: docs/architecture.md)
+        "text": "kind = 'text' AND done = 0 AND (length(text) > 0 OR EXISTS (SELECT 1 FROM text_chunks "
+                "WHERE item = items.id))",
         "call": "kind = 'call' AND done = 0 AND state = 'running'",        # a call being made
         "approval": "kind = 'call' AND done = 0 AND state = 'approval'",   # a call waiting for the person
         "any": "done = 0 AND kind IN ('text', 'call')",

@@ -373,9 +373,8 @@ ITEMS = "SELECT id, kind, text, state, done, turn, model FROM items ORDER BY id"
 def rows(data: Path, sql: str = ITEMS, params=()) -> list[dict]:
     """The database's rows for `sql` (`?` placeholders for `params`), as dicts: the
     PostgreSQL database of DATABASE_URL when set, else the data folder's SQLite file.
-    Without `sql`, every item with its text whole, as the app reads it: a growing text's
-    `items.text` is empty while it grows, its text in chunks
-    (Runs.grow_items)."""
+    Without `sql`, every item with its text whole, as the app reads it: past one chunk a
+    growing text's `items.text` is empty, its text in chunks (Runs.grow_items)."""
     if sql == ITEMS and not params:
         with app_store(data) as store:
             return [{"id": it.id, "kind": it.kind, "text": it.text, "state": it.state, "done": int(it.done),

@@ -99,7 +99,7 @@ class Writes:
                 first, fresh = 0, True
                 if len(self._written) > 1024:  # the texts of finished answers are gone: forget them
                     self._written = {k: v for k, v in self._written.items() if v[0]() is not None}
-            self._written[item_id] = (known[0] if not fresh else weakref.ref(text.pieces), text.size)
+            self._written[item_id] = (weakref.ref(text.pieces), text.size)
             return Chunked(first, text.since(first * CHUNK_CHARS), fresh)
         if known is not None:
             del self._written[item_id]

@@ -79,9 +79,10 @@ def m034_name_keys(db: sqlite_utils.Database) -> None:
 def m035_text_chunks(db: sqlite_utils.Database) -> None:
     # A growing text's chunks (Runs.grow_items): while an answer grows past one chunk its text
     # is here, in rows of CHUNK_CHARS characters (chunk n from character n * CHUNK_CHARS), and
-    # its item's `text` is empty. A row's text is rewritten whole by SQLite when any column of it changes
-    # (overflow pages and all): written whole at every beat an answer cost O(length²); now a
-    # beat rewrites the last chunk, adds the new ones and gives the item, a small row, its rev.
+    # its item's `text` is empty. A row's text is rewritten whole by SQLite when any column of
+    # it changes (overflow pages and all): written whole at every beat an answer cost
+    # O(length²); now a beat rewrites the last chunk, adds the new ones and gives the item, a
+    # small row, its rev.
     # Read back joined after `items.text` (Base._items). Gone once the item's text is written
     # (any UPDATE that sets it, by the first trigger: a whole write, a fresh start), folded
     # into it when the item is done without its text being set (the second: search and every
