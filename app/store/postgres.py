@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import math
 import os
 import sqlite3
 import threading
@@ -277,7 +278,7 @@ class Database:
         self.bumped = 0  # the last rev the open write took (dbm.bump), told to listeners at its commit
         self.heard = 0  # the highest rev this connection heard of (version)
         self._listening = 0  # the connection (Connection.opened) that listens
-        self._caught_up = 0.0
+        self._caught_up = -math.inf  # when the rev was last read (never: the first poll reads it)
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> psycopg.Cursor:
         return self.conn.execute(sql, params)
@@ -324,7 +325,7 @@ class Database:
             if self._listening != self.conn.opened:
                 self.conn.hear(self._hear)
                 raw.execute(f"LISTEN {CHANNEL}")
-                self._listening, self._caught_up = self.conn.opened, 0.0
+                self._listening, self._caught_up = self.conn.opened, -math.inf
             if not self.conn.in_transaction:
                 raw.pgconn.consume_input()  # what arrived on the socket; never waits
                 while (n := raw.pgconn.notifies()) is not None:
