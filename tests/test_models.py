@@ -377,8 +377,9 @@ def test_a_message_to_a_local_model_is_answered_by_ollama_with_its_window(app, f
     chat = new_chat(app)
     r = app.post(chat + "/ask", data={"_csrf_token": csrf(app, chat), "text": "Hi", "model": "local:qwen3:4b"})
     assert r.status_code in (200, 303)
-    wait_for(lambda: soup(app.get(chat)).select_one("article.text"))
-    assert soup(app.get(chat)).select_one("article.text").get_text(strip=True) == "Hello from Ollama."
+    # the answer done, not only begun: its item may show while its words still come
+    answer = wait_for(lambda: soup(app.get(chat)).select_one("article.text:has(.state.done)"))
+    assert answer.get_text(strip=True) == "Hello from Ollama."
     assert [r["model"] for r in ollama.streamed] == ["qwen3:4b"] and fake.streamed == []
     assert rows(data, 'SELECT "window" FROM contexts WHERE id = ?', [int(chat.rsplit("/", 1)[1])])[0]["window"] == 16384
 
