@@ -277,3 +277,22 @@ def test_pieces_tail_joins_only_what_it_returns():
             assert pieces.tail(start, size) == whole[start:size], (start, size)
     pieces.text()  # joined once: the tail reads the joined text the same
     assert pieces.tail(3, 7) == whole[3:7] and pieces.add("k").since(9) == "jk"
+
+
+def test_pieces_tail_walks_a_beat_of_pieces_not_the_answer():
+    """As the write buffer asks (from the chunk its last write ended in, a beat of the model's
+    chunks later): the pieces after the one `start` is in are kept joined, so a call walks
+    the beat's new pieces and two more, and the list holds a piece or two a chunk, not one a
+    model chunk (20,000 here, as before)."""
+    pieces, whole, written = Pieces(), "", 0
+    for beat in range(2_000):
+        for k in range(10):
+            so_far = pieces.add(f"w{beat}.{k} ")
+            whole += f"w{beat}.{k} "
+        start = written // CHUNK_CHARS * CHUNK_CHARS
+        walked = len(pieces._pieces)
+        assert so_far.since(start) == whole[start:]
+        walked -= len(pieces._pieces) - 1  # the pieces joined into one
+        assert walked <= 12, (beat, walked)
+        written = so_far.size
+    assert len(pieces._pieces) <= 2 * (len(whole) // CHUNK_CHARS) + 3 and str(pieces.add("")) == whole

@@ -29,17 +29,26 @@ class Pieces:
         return whole if size is None or size >= len(whole) else whole[:size]
 
     def tail(self, start: int, size: int) -> str:
-        """Characters `start` up to `size`, joined from the last pieces only (not the text so far)."""
-        out: list[str] = []
-        end = self._size
-        for piece in reversed(self._pieces):
-            begin = end - len(piece)
-            if begin < size and end > start:
-                out.append(piece[max(start - begin, 0):size - begin])
-            if begin <= start:
-                break
-            end = begin
-        return "".join(reversed(out))
+        """Characters `start` up to `size`, joined from the last pieces only (not the text so far).
+
+        The pieces after the one `start` is in are kept joined as one, so the next call, from
+        the same `start` or a later one, walks that piece and what came since, not every chunk
+        of the model's stream again. What is joined is bounded by the distance from `start`
+        to the end (a chunk and a beat's gain, for the write buffer), never the text so far:
+        the piece `start` is in is sliced, not joined."""
+        if size <= start:
+            return ""
+        pieces = self._pieces
+        at, begin = len(pieces), self._size
+        while at > 0 and begin > start:
+            at -= 1
+            begin -= len(pieces[at])
+        if len(pieces) - at > 2:
+            pieces[at + 1:] = ["".join(pieces[at + 1:])]
+        if len(pieces) - at == 1:
+            return pieces[at][start - begin:size - begin]
+        first, rest = pieces[at], pieces[at + 1]
+        return (first[start - begin:] + rest)[:size - start]
 
 
 @dataclass(frozen=True)
