@@ -8,7 +8,8 @@ class Pieces:
     """A text that grows by pieces. Adding one costs the piece, not the text so far: a
     string's `+=` copies the whole answer at every chunk, quadratic in its length (a
     20,000-token answer, ~80 KB in ~20,000 chunks, copied ~800 MB). The text is joined
-    only when it is read, at most once a write interval, and kept joined."""
+    only when it is read whole, and kept joined; its end alone (`tail`: what a write in
+    chunks takes) joins only the pieces after the one it starts in."""
 
     __slots__ = ("_pieces", "_size", "__weakref__")  # (the write buffer knows which text it wrote by a weak reference)
 
