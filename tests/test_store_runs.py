@@ -290,9 +290,9 @@ def test_pieces_tail_walks_a_beat_of_pieces_not_the_answer():
             so_far = pieces.add(f"w{beat}.{k} ")
             whole += f"w{beat}.{k} "
         start = written // CHUNK_CHARS * CHUNK_CHARS
-        walked = len(pieces._pieces)
+        before = len(pieces._pieces)
         assert so_far.since(start) == whole[start:]
-        walked -= len(pieces._pieces) - 1  # the pieces joined into one
-        assert walked <= 12, (beat, walked)
+        joined = before - len(pieces._pieces) + 1  # the pieces this call joined into one
+        assert joined <= 12, (beat, joined)
         written = so_far.size
     assert len(pieces._pieces) <= 2 * (len(whole) // CHUNK_CHARS) + 3 and str(pieces.add("")) == whole
