@@ -14,6 +14,8 @@ import ipaddress
 import math
 import secrets
 import socket
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -106,9 +108,12 @@ def token_id(token: str) -> str:
 
 @dataclass
 class People:
-    """The accounts of one database: the rules around the rows (store/people.py keeps them)."""
+    """The accounts of one database: the rules around the rows (store/people.py keeps them).
+    `clock` is what the sign-in limit reads the time from (the seconds a pair must wait, an
+    address's minute): tests give it one they move."""
 
     store: Store
+    clock: Callable[[], float] = time.time
 
     def count(self) -> int:
         return self.store.people_count()
@@ -181,7 +186,7 @@ class People:
         the attempt's row. Raises Throttled when the pair (name, `source`: an address, or
         `device:...`) must wait, or, with `by_address`, when the address has used its checks
         this minute. A check that succeeds takes its attempt back (`succeeded`)."""
-        t = dbm.now()
+        t = self.clock()
         key = name_key(name.strip())[:200]  # a pair is the person's, however the name is typed
         with self.store.write():  # one writer at a time, across workers: check and count at once
             self.store.forget_attempts(t - PAIR_MEMORY)
