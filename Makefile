@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 HOST   ?= 127.0.0.1
 PORT   ?= 8000
 
-.PHONY: setup run test migrate browser postgres npm-tools llama bench clean
+.PHONY: setup run test test-fast migrate browser postgres npm-tools llama bench clean
 
 setup: $(STAMP)
 
@@ -97,6 +97,15 @@ TEST_WORKERS ?= 3
 
 test: setup browser postgres npm-tools llama
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
+
+# The inner loop: every test that starts nothing but pytest's own processes (no browser, no
+# `tabletalk serve`, no model, MCP or PostgreSQL server: the marks of tests/marks.py, which
+# fails a test that starts a process without one). Two workers, one a core; see docs/testing.md.
+FAST_WORKERS ?= 2
+
+test-fast: setup
+	$(BIN)/python -m pytest -q -n $(FAST_WORKERS) --dist loadfile --no-loadscope-reorder \
+	  -m "not browser and not process and not postgres" $(PYTEST_ARGS)
 
 bench: setup llama
 	@for b in benchmarks/[!_]*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done

@@ -24,6 +24,7 @@ from bs4 import BeautifulSoup
 
 from tests.fakes.everything import Everything
 from tests.fakes.openai_server import FakeModelServer, text
+from tests.marks import Marks
 
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
@@ -78,6 +79,7 @@ class FileSeconds:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    config.pluginmanager.register(Marks(), "tabletalk-marks")  # the fast set's marks, checked (tests/marks.py)
     # the controller of an xdist run (a targeted run in one process, or `-k`, would keep a part's seconds)
     if getattr(config.option, "numprocesses", None) and not hasattr(config, "workerinput") \
             and getattr(config, "cache", None):

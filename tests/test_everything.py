@@ -13,6 +13,8 @@ from app.tables import plugin
 from app.tools import ToolContext
 from tests.fakes.everything import Everything
 
+pytestmark = pytest.mark.process  # tests/marks.py
+
 TRANSPORTS = {"streamableHttp": "streamable-http", "sse": "sse"}
 
 

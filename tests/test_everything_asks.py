@@ -11,6 +11,8 @@ import pytest
 from tests.conftest import csrf, idle, soup, start_chat, wait_for
 from tests.fakes.openai_server import text, tool_call
 
+pytestmark = pytest.mark.process  # tests/marks.py
+
 ELICIT = "127_0_0_1_trigger-elicitation-request"
 SAMPLE = "127_0_0_1_trigger-sampling-request"
 

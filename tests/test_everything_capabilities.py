@@ -11,6 +11,8 @@ from app.tables import plugin
 from app.tools import ToolContext
 from tests.fakes.everything import Everything
 
+pytestmark = pytest.mark.process  # tests/marks.py
+
 BY_CAPABILITY = {"sampling": {"trigger-sampling-request"}, "roots": {"get-roots-list"},
                  "elicitation": {"trigger-elicitation-request"}}  # form mode; URL mode is never declared
 

@@ -12,6 +12,8 @@ from tests.conftest import csrf, idle, rows, soup, start_chat
 from tests.fakes.everything import Everything
 from tests.test_agents_tools import agent_url
 
+pytestmark = pytest.mark.process  # tests/marks.py
+
 
 @pytest.fixture(scope="module", params=["streamableHttp", "sse"])
 def everything(request):

@@ -8,6 +8,8 @@ from __future__ import annotations
 import signal
 from contextlib import closing
 
+import pytest
+
 from app.plugins import asks as mcp_asks
 from app.plugins.resume import LOST
 from app.run.turn import MAY_HAVE_RUN
@@ -16,6 +18,8 @@ from tests.fakes.everything import Everything
 from tests.fakes.openai_server import tool_call
 from tests.test_agents_tools import agent_url
 from tests.test_everything_asks import ELICIT, call_output, names, waiting
+
+pytestmark = pytest.mark.process  # tests/marks.py
 
 
 def started(served, everything, fake):

@@ -7,6 +7,8 @@ import pytest
 from tests.conftest import ask, csrf, idle, soup, start_chat, wait_for
 from tests.fakes.openai_server import text, tool_call
 
+pytestmark = pytest.mark.process  # tests/marks.py
+
 
 
 def calls(page) -> list:

@@ -15,6 +15,8 @@ from app.tables import Assistant, plugin
 from app.tools import ToolContext
 from tests.fakes.everything import Everything
 
+pytestmark = pytest.mark.process  # tests/marks.py
+
 
 @pytest.fixture(scope="module")
 def everything():

@@ -444,6 +444,7 @@ async def test_200_concurrent_paced_streams(server):
     assert len(server.sent_at) == 200 * 13
 
 
+@pytest.mark.process
 def test_cli_serves_the_default_turn():
     root = Path(__file__).resolve().parents[1]
     proc = subprocess.Popen(

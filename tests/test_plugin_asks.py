@@ -133,6 +133,7 @@ def test_stop_while_a_question_waits(with_plugin, fake, server):
     assert r.status_code == 409
 
 
+@pytest.mark.process
 def test_a_restart_while_a_question_waits_says_the_question_was_lost(data, env, fake, server):
     served = Served(data, {**env, "CHAT_PRIVATE_PLUGINS": "1"}).start()
     try:

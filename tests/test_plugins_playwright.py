@@ -10,7 +10,7 @@ from tests.fakes.openai_server import tool_call
 from tests.fakes.playwright_mcp import LoopbackPage, PlaywrightMCP, installed
 from tests.test_agents_tools import agent_url
 
-pytestmark = pytest.mark.skipif(not installed(), reason="make npm-tools installs @playwright/mcp")
+pytestmark = [pytest.mark.process, pytest.mark.skipif(not installed(), reason="make npm-tools installs @playwright/mcp")]
 
 PAGE = "<!doctype html><title>Loopback page</title><h1>Hello from loopback</h1><button>Press me</button>"
 

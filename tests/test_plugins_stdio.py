@@ -19,6 +19,8 @@ from app.tools import ToolContext
 from tests.conftest import csrf, soup
 from tests.fakes.everything import LOOPBACK, PACKAGE
 
+pytestmark = pytest.mark.process  # tests/marks.py
+
 FAKE = Path(__file__).resolve().parent / "fakes" / "stdio_server.py"
 
 
