@@ -21,12 +21,13 @@ highest rev heard of, read off the connection's socket without a round trip, plu
 the rev itself every CATCH_UP_SECONDS, so a lost notification or a reconnect costs at most
 that delay, never a row (the feed then reads every row after its own cursor).
 
-Connections come from one psycopg pool per process and URL (`Pool`), shared by the
-process's Databases (the store's, the feed's, the built-in model's supervisor's) and
-bounded (POOL_SIZE, TABLETALK_PG_POOL): each Database takes one and keeps it while it is
-open (a statement costs one round trip, never a check), gives it back when it closes, and
-when it finds it dropped (a restart) gives it back broken and takes another, which the
-pool checks first (a restart leaves every idle one dead too).
+Connections come from one pool per process and URL (`Pool`), shared by the process's
+Databases (the store's, the feed's, the built-in model's supervisor's) and bounded
+(POOL_SIZE, TABLETALK_PG_POOL): each Database takes one and keeps it while it is open (a
+statement costs one round trip, never a check), gives it back when it closes, and when it
+finds it dropped (a restart) gives it back broken and takes another, which the pool checks
+first (a restart leaves every idle one dead too). A server that cannot be reached is said at
+once (`Unreachable`, never a wait), and reached again at the next try once it answers.
 """
 from __future__ import annotations
 
@@ -44,7 +45,6 @@ from typing import Any
 import psycopg
 from psycopg import pq
 from psycopg.adapt import Dumper
-from psycopg_pool import ConnectionPool, PoolTimeout
 
 from . import db as dbm
 
@@ -53,6 +53,12 @@ CHANNEL = "tabletalk_revs"  # a committed write that took a rev says so here, th
 CATCH_UP_SECONDS = 1.0  # how often a listener reads the rev itself, whatever it heard
 POOL_SIZE = 5  # connections one process keeps at most (TABLETALK_PG_POOL): store, feed, supervisor, spares
 POOL_WAIT_SECONDS = 10.0  # how long opening a Database waits for a connection of a full pool
+POOL_IDLE_SECONDS = 60.0  # a connection given back and not taken again for this long is closed
+CONNECT_SECONDS = 5  # a connection attempt's limit (libpq's connect_timeout, whole seconds)
+# After an attempt that could not reach the server, none for the first of these, doubling up
+# to the second: every statement of a worker during an outage fails at once, not after an
+# attempt each, and the server is tried again at most that long after it answers.
+RETRY_SECONDS = (0.25, 2.0)
 
 
 class IntegrityError(sqlite3.IntegrityError):
@@ -132,26 +138,54 @@ class PoolFull(RuntimeError):
     """Every connection of the process's pool is taken (TABLETALK_PG_POOL is too small)."""
 
 
+class Unreachable(psycopg.OperationalError):
+    """The server could not be reached (refused, timed out, starting up, shutting down):
+    `reason` in PostgreSQL's (or libpq's) words. What failed may be done again once it
+    answers (`dbm.unavailable`)."""
+
+
+# Of a failure PostgreSQL names (SQLSTATE), those that say the server is not there now:
+# class 08 (the connection), the server shutting down, crashed or starting, no slot left.
+_GONE = ("57P01", "57P02", "57P03", "53300")
+
+
+def unreachable(e: BaseException) -> str:
+    """Why the server cannot be used now, when `e` says it cannot be reached or the
+    connection to it was lost, else "" (a refusal: a wrong password or database, a bad
+    statement, a deadlock)."""
+    if not isinstance(e, psycopg.OperationalError):
+        return ""
+    state = getattr(e, "sqlstate", None)
+    if isinstance(e, Unreachable) or state is None or state.startswith("08") or state in _GONE:
+        words = " ".join(str(e).split())  # libpq's words run over several lines
+        return f"the database is unreachable ({words[:300]})" if not isinstance(e, Unreachable) else str(e)
+    return ""
+
+
 def _configure(raw: psycopg.Connection) -> None:
     raw.adapters.register_dumper(bool, _BoolAsInt)
 
 
 class Pool:
-    """The process's connections to one database: a psycopg ConnectionPool of at most `size`,
-    opened with the first Database on the URL and closed with the last one."""
+    """The process's connections to one database, at most `size` taken at once, opened with
+    the first Database on the URL and closed with the last one.
+
+    Not psycopg_pool's: its waits block the event loop the whole POOL_WAIT_SECONDS during an
+    outage (a worker answered nothing meanwhile, and a timeout read as a full pool), and its
+    attempts in the background back off to a minute and more (measured: usable 16.5 s after
+    a 40 s outage ended). Here a connection is made when one is asked for and none is idle:
+    a server that cannot be reached is said at once, and tried again RETRY_SECONDS later."""
 
     _open: dict[str, Pool] = {}
     _lock = threading.Lock()
 
     def __init__(self, url: str, size: int):
         self.url, self.size, self.users = url, size, 0
-        # The pool retries a failing connect in the background: first one of our own, so a
-        # wrong URL, password or database is said at once, in PostgreSQL's words.
-        psycopg.connect(url, connect_timeout=10).close()
-        self.pool = ConnectionPool(
-            url, min_size=1, max_size=size, open=True, num_workers=1, name="tabletalk",
-            kwargs={"autocommit": True, "row_factory": _rows, "application_name": f"tabletalk {os.getpid()}"}, configure=_configure,
-            check=ConnectionPool.check_connection, timeout=POOL_WAIT_SECONDS, max_idle=60.0)
+        self.idle: list[tuple[psycopg.Connection, float]] = []  # given back, and when
+        self.lent = 0  # taken and not given back
+        self.closed = False
+        self._free = threading.Condition()
+        self._failed: tuple[str, float, float] = ("", 0.0, 0.0)  # the last failed attempt: why, when, the wait after it
 
     @classmethod
     def join(cls, url: str, size: int | None = None) -> Pool:
@@ -170,19 +204,84 @@ class Pool:
                 return
             if self._open.get(self.url) is self:
                 del self._open[self.url]
-        self.pool.close()
+        with self._free:
+            self.closed = True
+            idle, self.idle = self.idle, []
+        for raw, _ in idle:
+            raw.close()
 
     def take(self) -> psycopg.Connection:
+        """An idle connection that answers, else a new one; PoolFull when `size` are taken
+        for POOL_WAIT_SECONDS; Unreachable at once when the server cannot be reached; a
+        wrong URL, password or database in PostgreSQL's words."""
+        deadline = time.monotonic() + POOL_WAIT_SECONDS
+        with self._free:
+            while True:
+                while self.idle:
+                    raw, _ = self.idle.pop()  # the last given back: the likeliest to answer
+                    if self._answers(raw):
+                        self.lent += 1
+                        return raw
+                if self.lent < self.size:
+                    self.lent += 1
+                    break
+                if not self._free.wait(deadline - time.monotonic()) and self.lent >= self.size:
+                    raise PoolFull(f"all {self.size} connections to PostgreSQL of this process are in use after "
+                                   f"{POOL_WAIT_SECONDS:g} s: raise TABLETALK_PG_POOL")
         try:
-            return self.pool.getconn()
-        except PoolTimeout:
-            psycopg.connect(self.url, connect_timeout=5).close()  # the server's own error, when it is gone
-            raise PoolFull(f"all {self.size} connections to PostgreSQL of this process are in use after "
-                           f"{POOL_WAIT_SECONDS:g} s: raise TABLETALK_PG_POOL") from None
+            return self._connect()
+        except BaseException:
+            with self._free:
+                self.lent -= 1
+                self._free.notify()
+            raise
+
+    @staticmethod
+    def _answers(raw: psycopg.Connection) -> bool:
+        """Whether an idle connection still reaches its server (one round trip); else closed."""
+        if not (raw.closed or raw.broken):
+            try:
+                raw.execute("")
+                return True
+            except psycopg.Error:
+                pass
+        raw.close()
+        return False
+
+    def _connect(self) -> psycopg.Connection:
+        why, at, wait = self._failed
+        if why and time.monotonic() < at + wait:
+            raise Unreachable(why)
+        try:
+            raw = psycopg.connect(self.url, autocommit=True, row_factory=_rows, connect_timeout=CONNECT_SECONDS,
+                                  application_name=f"tabletalk {os.getpid()}")
+        except psycopg.OperationalError as e:
+            reason = unreachable(e)
+            if not reason:
+                raise  # a wrong password, user or database: said as PostgreSQL says it
+            first, most = RETRY_SECONDS
+            self._failed = (reason, time.monotonic(), min(max(wait * 2, first), most))
+            raise Unreachable(reason) from e
+        self._failed = ("", 0.0, 0.0)
+        _configure(raw)
+        return raw
 
     def give(self, raw: psycopg.Connection) -> None:
-        """Back to the pool; one found broken is thrown away (the pool opens another)."""
-        self.pool.putconn(raw)
+        """Back to the pool, idle; one found broken, or in a transaction, is closed."""
+        keep = not (raw.closed or raw.broken) and raw.info.transaction_status == pq.TransactionStatus.IDLE
+        now = time.monotonic()
+        with self._free:
+            self.lent -= 1
+            keep = keep and not self.closed
+            if keep:
+                self.idle.append((raw, now))
+            stale = [c for c, since in self.idle if now - since > POOL_IDLE_SECONDS]
+            self.idle = [(c, since) for c, since in self.idle if now - since <= POOL_IDLE_SECONDS]
+            self._free.notify()
+        for c in stale:
+            c.close()
+        if not keep and not raw.closed:
+            raw.close()
 
 
 # A process forked with a pool open (its threads do not follow) opens its own.
@@ -209,6 +308,7 @@ class Connection:
         self.opened = 1  # how many times: a listener listens again after a new one
         self.depth = 0  # open transactions of ours (Database.write, snapshot): never reopened under one
         self._closed = False
+        self._given = False  # `raw` broke and went back to the pool, and no other could be taken yet
         self._handlers: list = []  # notification handlers added (hear): taken off when it goes back
 
     def hear(self, handler) -> None:
@@ -223,8 +323,11 @@ class Connection:
     def ready(self) -> None:
         """A live connection, unless a transaction of ours is open on the one that broke."""
         if (self.raw.broken or self.raw.closed) and not self._closed and self.depth == 0:
-            self.pool.give(self.raw)
-            self.raw, self._handlers = self.pool.take(), []
+            if not self._given:
+                self.pool.give(self.raw)
+                self._given, self._handlers = True, []
+            self.raw = self.pool.take()  # Unreachable while the server cannot be reached: `raw` stays the broken one
+            self._given = False
             self.opened += 1
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> psycopg.Cursor:
@@ -262,7 +365,8 @@ class Connection:
                 if not (self.raw.broken or self.raw.closed) and not self.in_transaction:
                     with contextlib.suppress(psycopg.Error):
                         self.raw.execute("UNLISTEN *")
-            self.pool.give(self.raw)
+            if not self._given:
+                self.pool.give(self.raw)
         finally:
             self.pool.leave()
 
@@ -333,6 +437,8 @@ class Database:
             if time.monotonic() - self._caught_up >= CATCH_UP_SECONDS:
                 self._caught_up = time.monotonic()
                 self.heard = max(self.heard, raw.execute("SELECT rev FROM revs WHERE id = 1").fetchone()[0])
+        except Unreachable:
+            raise  # no connection could be made: the caller says so (Feed), and polls again
         except psycopg.OperationalError:  # dropped: opened again at the next poll, then caught up
             if not self.conn.raw.closed:
                 self.conn.raw.close()  # however libpq saw it fail: gone, so `ready` opens a new one
@@ -363,4 +469,5 @@ def connect(url: str, pool_size: int | None = None) -> Database:
     return Database(url, pool_size)
 
 
-__all__ = ["Connection", "Database", "IntegrityError", "Pool", "PoolFull", "connect", "translate"]
+__all__ = ["Connection", "Database", "IntegrityError", "Pool", "PoolFull", "Unreachable", "connect", "translate",
+           "unreachable"]

@@ -1,0 +1,73 @@
+"""The database's outages: a failure told apart from a bug, and said in plain words.
+
+An outage is not the app's fault and loses nothing: what failed is done again once the
+database answers (the runner's runs resume from their last complete step, a page is asked
+again). So it is said as what it is, in the log every few seconds while it lasts (never a
+traceback a write), on /healthz (503 with the reason) and on the page (WORDS).
+"""
+from __future__ import annotations
+
+import sqlite3
+import time
+
+from .db import BUSY_TIMEOUT_MS
+
+# What a person is told while the database cannot be reached (pages, the live feed).
+WORDS = "The database is unreachable; answers resume when it is back."
+SAY_EVERY_SECONDS = 5.0  # a line in the log at most this often while an outage lasts
+
+
+def unavailable(e: BaseException | None) -> str:
+    """Why the database cannot be used now, in a few words, when `e` (or what it was raised
+    from, or a leaf of its group) is such a failure, else "": PostgreSQL unreachable (its
+    server stopped, restarting, a network gone: `postgres.unreachable`), or SQLite's file
+    locked past the busy timeout (a process holding the write lock is paused). Not a bug, nor
+    a refusal (a wrong password, a constraint): what failed may be done again once the
+    database answers."""
+    seen: set[int] = set()
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        if isinstance(e, BaseExceptionGroup):
+            return next((why for leaf in e.exceptions if (why := unavailable(leaf))), "")
+        if isinstance(e, sqlite3.OperationalError) and "locked" in str(e):
+            return f"the database is locked: another process held its write lock for {BUSY_TIMEOUT_MS // 1000} s"
+        if type(e).__module__.split(".")[0] == "psycopg" or type(e).__module__ == f"{__package__}.postgres":
+            from . import postgres as pg  # raised by psycopg or over it: both are imported already
+
+            if why := pg.unreachable(e):
+                return why
+        e = e.__cause__
+    return ""
+
+
+class Outage:
+    """What one part of a worker says of an outage: a line when it begins, one every
+    SAY_EVERY_SECONDS while it lasts, one when the database answers again. The caller logs
+    the lines it is given (None: nothing to say now)."""
+
+    def __init__(self, clock=time.monotonic) -> None:
+        self.clock = clock
+        self.since = 0.0  # when it began (0: the database answers)
+        self.reason = ""
+        self._said = 0.0
+
+    @property
+    def down(self) -> bool:
+        return bool(self.since)
+
+    def failed(self, reason: str) -> str | None:
+        now = self.clock()
+        if not self.since:
+            self.since = now
+        self.reason = reason
+        if self._said and now - self._said < SAY_EVERY_SECONDS:
+            return None
+        self._said = now
+        lasted = now - self.since
+        return f"{reason}; answers resume when it is back" + (f" (for {lasted:.0f} s now)" if lasted >= 1 else "")
+
+    def answered(self) -> str | None:
+        if not self.since:
+            return None
+        lasted, self.since, self._said, self.reason = self.clock() - self.since, 0.0, 0.0, ""
+        return f"the database answers again after {lasted:.1f} s: answers resume"
