@@ -134,7 +134,7 @@ class DiskFull:
         answered again (from its last complete step) once the disk has room."""
         self.writes.clear()
         try:
-            with self.store.write():
+            with run.store.write():  # held to the run's lease (Store.fenced)
                 if run.turn is not None:
                     run.turn.stopped(CALL_CUT)
                     run.turn.emit(loop.Failed(ANSWER_CUT))

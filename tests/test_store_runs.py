@@ -2,6 +2,7 @@
 import pytest
 
 from app.agent import Pieces
+from app.store.base import LeaseLost
 from app.store.runs import CHUNK_CHARS, Chunked
 from app.tables import item, retried, stopped
 
@@ -95,6 +96,56 @@ def test_leases_taken_many_at_once_as_one_at_a_time(store):
     assert store.lease_many([free, mine, held, expired, gone], "me", 10) == {free, mine, expired}
     assert not store.lease(held, "me", 10) and not store.lease(free, "other", 10)
     assert store.lease_many([], "me", 10) == set()
+
+
+def test_a_runs_writes_hold_to_its_lease_in_their_own_transaction(store):
+    """Store.fenced: each write of a run reads its lease inside the write lock; once another
+    owner took it (after it expired) nothing more is written, not even a nested write, and
+    the run's view stays refused (its fault) whatever it tries next."""
+    chat = store.new_conversation(store.default_agent().id).id
+    user = store.ask(chat, "Write")
+    assert store.lease(chat, "a", 60)
+    mine = store.fenced(chat, "a")
+    text = mine.add(item("text", chat, "Hel", turn=user.id))
+    mine.update(text.id, text="Hello")
+    with mine.write():
+        mine.update(text.id, text="Hello,")  # nested: a savepoint, fenced too
+    assert store.item(text.id).text == "Hello," and mine.fence.fault is None
+    assert store.lease(chat, "a", -1) and store.lease(chat, "b", 60), "a was held up past its lease: b took it"
+    rev, before = store.rev(), store.item(text.id)
+    with pytest.raises(LeaseLost):
+        mine.update(text.id, text="Hello, world", done=True)
+    with pytest.raises(LeaseLost):
+        with store.write():  # inside a write of the plain store the fenced one is still held to the lease
+            mine.update(user.id, done=True)
+    with pytest.raises(LeaseLost):
+        mine.add(item("error", chat, "Stopped", turn=user.id, done=True))
+    assert isinstance(mine.fence.fault, LeaseLost)
+    assert store.rev() == rev and store.item(text.id) == before and not store.item(user.id).done
+    assert [i.kind for i in store.items(chat)] == ["user", "text"], "nothing was written past the lease"
+    theirs = store.fenced(chat, "b")
+    theirs.update(text.id, text="Hello again", done=True)  # the new owner writes as before
+    assert store.item(text.id).text == "Hello again"
+    store.delete_conversation(chat)
+    with pytest.raises(LeaseLost):  # its lease went with it
+        theirs.update(user.id, done=True)
+
+
+def test_a_runners_growth_is_written_only_where_it_holds_the_lease(store):
+    kept, taken = (store.new_conversation(store.default_agent().id).id for _ in range(2))
+    texts = {}
+    for chat in (kept, taken):
+        user = store.ask(chat, "Write")
+        assert store.lease(chat, "a", 60)
+        texts[chat] = store.add(item("text", chat, "", turn=user.id))
+    assert store.lease(taken, "a", -1) and store.lease(taken, "b", 60)
+    top = store.rev()
+    changes = {texts[kept].id: {"text": "mine"}, texts[taken].id: {"text": "stale"}}
+    assert store.grow_items(changes, owner="a") == top + 1, "one rev: only the item it still holds"
+    assert list(changes) == [texts[kept].id], "what it left out is said"
+    assert store.item(texts[kept].id).text == "mine" and store.item(texts[taken].id).text == ""
+    assert store.grow_items({texts[taken].id: {"text": "stale"}}, owner="a") == 0 and store.rev() == top + 1
+    assert store.grow_items({texts[taken].id: {"text": "theirs"}}, owner="b") == top + 2
 
 
 async def test_a_scan_knows_when_the_only_revs_since_it_are_its_runners_growth(store):
@@ -215,9 +266,9 @@ def test_a_beat_writes_only_the_last_chunk_and_the_new_ones(store):
     seen: list[list] = []
     grow_items = store.grow_items
 
-    def counted(changes, notify=True):
+    def counted(changes, notify=True, owner=None):
         seen.extend(v["text"] for v in changes.values())
-        return grow_items(changes, notify)
+        return grow_items(changes, notify, owner)
 
     store.grow_items = counted
     for k in range(2_000):  # ~84 KB, 42 characters a beat, as x10 of benchmarks/answer_cost.py

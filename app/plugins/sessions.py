@@ -118,7 +118,9 @@ class Sessions:
                 sid = fresh.client.session_id
                 if sid and len(sid) <= 1000 and sid.isascii() and sid.isprintable():
                     store.keep_mcp_session(chat, p.id, key[2], sid, fresh.client.initialized)
-            fresh.store = store
+            # it outlives the run that opened it (a sweep closes it later): its rows are kept
+            # through the store itself, not that run's view held to its lease (Store.fenced)
+            fresh.store = store.unfenced if store is not None else None
             self.open[key] = fresh
             return fresh
 

@@ -27,6 +27,8 @@ from ..config import Config
 from ..feed import Feed
 from ..providers.client import Providers
 from ..store import Store, db as dbm
+from ..store.base import LeaseLost
+from ..store.outage import Outage, unavailable
 from ..tables import Item, item
 from .setup import Setup
 from .titles import name_conversation
@@ -49,11 +51,16 @@ class Run:
     """One conversation being answered by this worker."""
 
     chat: int
+    store: Store  # the store as this run writes it: every write held to its lease (Store.fenced)
     task: asyncio.Task | None = None
     turn: Turn | None = None  # the turn being answered
     gone: bool = False  # its conversation was deleted
     halting: bool = False  # the person stopped it: its tools are being told
     full: bool = False  # ended because the disk is full
+    # Its lease went to another worker, or a write found the database unreachable: it ends
+    # here writing nothing more, as at shutdown; whoever holds the lease next goes on from
+    # the last complete step.
+    lost: bool = False
 
 
 class Runner(space.DiskFull):
@@ -68,7 +75,8 @@ class Runner(space.DiskFull):
         self.renew_seconds = config.lease_seconds / 3  # two renewals may fail before the lease goes
         self.runs: dict[int, Run] = {}
         # every turn's growing text, written once a beat
-        self.writes = Writes(store, full=self.disk_full, quiet=None if dbm.postgres(store.db) else self.quiet)
+        self.writes = Writes(store, full=self.disk_full, quiet=None if dbm.postgres(store.db) else self.quiet,
+                             owner=self.owner)
         self.setup = Setup(config, store, providers)
         self.stopping = False
         self._wake: asyncio.Future | None = None  # done: scan again at once (a run ended)
@@ -78,6 +86,7 @@ class Runner(space.DiskFull):
         self._side: set[asyncio.Task] = set()
         self.reserve = space.Reserve(config.data)
         self.full = False  # the disk was found full; no run starts until the reserve is back
+        self.outage = Outage()  # the database unreachable: said every few seconds by the scan
 
     # --- the main loop --------------------------------------------------------------
 
@@ -126,9 +135,14 @@ class Runner(space.DiskFull):
             try:
                 if not self.full or self.recovered():
                     self.scan(full)
+                if line := self.outage.answered():
+                    log.warning(line)
             except Exception as e:
                 if space.is_full(e):
                     self.disk_full()
+                elif why := unavailable(e):
+                    if line := self.outage.failed(why):
+                        log.warning(line)
                 else:
                     log.exception("runner scan failed")
             if full:
@@ -186,7 +200,7 @@ class Runner(space.DiskFull):
         taken = self.lease_many(chats)
         for chat in wanted:
             if chat in taken:
-                run = self.runs[chat] = Run(chat)
+                run = self.runs[chat] = Run(chat, self.store.fenced(chat, self.owner))
                 run.task = asyncio.get_running_loop().create_task(self._answer(run), name=f"run-{chat}")
 
     def drop(self, chat: int) -> None:
@@ -234,26 +248,33 @@ class Runner(space.DiskFull):
             await asyncio.sleep(self.renew_seconds)
             try:  # plugin sessions of deleted conversations, and idle ones, are closed
                 await mcp_sessions.pool.sweep(self.store.existing)
-            except Exception:
-                log.exception("closing plugin sessions failed")
+            except Exception as e:
+                if not unavailable(e):  # (the scan says an outage)
+                    log.exception("closing plugin sessions failed")
             if not self.runs:
                 continue
             chats = list(self.runs)
             try:
                 held = self.store.renew(self.owner, chats, self.lease_seconds)
+                gone = {chat for chat in chats if chat not in held and self.store.conversation(chat) is None}
             except Exception as e:
                 if space.is_full(e):
                     self.disk_full()
-                else:
+                elif not unavailable(e):
                     log.exception("renewing the leases failed")
                 continue
             for chat in chats:
                 run = self.runs.get(chat)
-                if chat not in held and run and run.task and not run.gone:
-                    if self.store.conversation(chat) is None:
+                if chat not in held and run and run.task and not run.gone and not run.lost:
+                    if chat in gone:
                         run.gone = True  # deleted: its lease went with it
                     else:
-                        log.warning("lost the lease on conversation %s; another worker answers it", chat)
+                        # Held up past its lease (a paused process, a stalled loop): another
+                        # worker took it and answers it from the last complete step. This run
+                        # ends as at shutdown, marking nothing (its writes would fail anyway).
+                        run.lost = True
+                        log.warning("lost the lease on conversation %s (held up past TABLETALK_LEASE_SECONDS): "
+                                    "another worker answers it; its run here ends, writing nothing", chat)
                     run.task.cancel()
 
     # --- answering ------------------------------------------------------------------
@@ -265,75 +286,111 @@ class Runner(space.DiskFull):
                 if pending is None:
                     break
                 if pending.kind == "stop":
-                    self.store.update(pending.id, done=True)  # nothing is running: nothing to stop
+                    run.store.update(pending.id, done=True)  # nothing is running: nothing to stop
                     continue
                 user = pending if pending.kind == "user" else self.store.item(pending.turn)
                 if user is None or user.kind != "user":
-                    self.store.update(pending.id, done=True)  # a retry of nothing
+                    run.store.update(pending.id, done=True)  # a retry of nothing
                     continue
                 run.turn = None
                 try:
                     await self._turn(run, user, retry=pending if pending.kind == "retry" else None)
                 except Stopped:
                     raise
-                except Exception:
+                except Exception as e:
+                    if self._cut(e):
+                        raise  # nothing of it is written: it resumes where the rows say
                     # A bug, not the model's or a tool's failure (those are rows already): the
                     # turn ends with an error item instead of being taken up again, and again.
                     log.exception("the turn of item %s in conversation %s failed", user.id, run.chat)
                     self._failed(run, user)
                 if pending.kind == "user":
                     self.side(name_conversation(self.store, self.providers, run.chat, user, run.turn.model))
-                with self.store.write():
-                    self.store.update(pending.id, done=True)
+                with run.store.write():
+                    run.store.update(pending.id, done=True)
                     if pending.kind == "retry" and not user.done:
-                        self.store.update(user.id, done=True)
+                        run.store.update(user.id, done=True)
         except (asyncio.CancelledError, Stopped):
-            if run.full:
-                self.ended_full(run)
-            else:
-                self._cancelled(run)
+            if not run.lost:  # (lost: its lease is another's; that worker goes on, this one writes nothing)
+                self._closing(run, self.ended_full if run.full else self._cancelled)
         except Exception as e:
             if space.is_full(e):
                 self.disk_full()
-                self.ended_full(run)
+                self._closing(run, self.ended_full)
+            elif self._cut(e):
+                self._dropped(run, e)
             else:
                 log.exception("run of conversation %s failed", run.chat)
         finally:
-            self.writes.flush()
+            try:
+                self.writes.flush()
+            except Exception as e:
+                if not unavailable(e):
+                    log.exception("writing growing text failed")
             self.runs.pop(run.chat, None)
             try:
                 self.release(run.chat)
-            except Exception:
-                log.exception("releasing the lease of %s failed", run.chat)
+            except Exception as e:
+                if not unavailable(e):  # it expires by itself; the scan says an outage
+                    log.exception("releasing the lease of %s failed", run.chat)
             self._wake_up()  # more work may have arrived while this run held the lease
+
+    def _closing(self, run: Run, end) -> None:
+        """`end(run)`: what a stop or a full disk leaves in the rows; nothing, when even that
+        finds the lease another's or the database unreachable."""
+        try:
+            end(run)
+        except Exception as e:
+            if not self._cut(e):
+                raise
+            self._dropped(run, e)
+
+    @staticmethod
+    def _cut(e: BaseException) -> bool:
+        """Whether a run's write failed for want of its lease or of the database: the run ends
+        writing nothing more (never as a failure of the answer), and whoever holds the lease
+        next goes on from the last complete step the rows hold."""
+        return isinstance(e, LeaseLost) or bool(unavailable(e))
+
+    def _dropped(self, run: Run, e: BaseException) -> None:
+        run.lost = True
+        if isinstance(e, LeaseLost):
+            if not run.gone:
+                log.warning("lost the lease on conversation %s (held up past TABLETALK_LEASE_SECONDS): another "
+                            "worker answers it; its run here ends, writing nothing", run.chat)
+        else:
+            log.warning("conversation %s: a write failed (%s); its answer resumes from its last complete step when "
+                        "the database answers", run.chat, unavailable(e))
 
     def _failed(self, run: Run, user: Item) -> None:
         self.writes.flush()
         if run.turn is not None:
             run.turn.stopped()
-        self.store.add(item("error", run.chat, FAILED, turn=user.id, state="failed", done=True,
-                            model=run.turn.model if run.turn else ""))
+        run.store.add(item("error", run.chat, FAILED, turn=user.id, state="failed", done=True,
+                           model=run.turn.model if run.turn else ""))
 
     def _cancelled(self, run: Run) -> None:
-        """A stop (or a lost lease, or shutdown): keep what was written and mark it done."""
+        """A stop: keep what was written and mark it done. At shutdown, or for a deleted
+        conversation, nothing is marked (the next start resumes the rows; none are left)."""
         self.writes.flush()
         if self.stopping or run.turn is None or run.gone:
-            return  # shutdown: the rows stay pending and the next start resumes them; or no rows left
+            return
         run.turn.stopped()
         self._mark_done(run)
 
     def _mark_done(self, run: Run) -> None:
         """The turn's question (or retry) and any stop asked meanwhile are handled."""
         stops = self.store.unhandled_stops(run.chat)
-        with self.store.write():
+        with run.store.write():
             for item_id in [run.turn.user.id, *stops]:
-                self.store.update(item_id, done=True)
+                run.store.update(item_id, done=True)
             if run.turn.retry is not None:
-                self.store.update(run.turn.retry.id, done=True)
+                run.store.update(run.turn.retry.id, done=True)
 
     async def _turn(self, run: Run, user: Item, retry: Item | None) -> None:
-        turn = run.turn = await self.setup.turn(run.chat, user, retry, self.writes, changed=self.feed.changed)
-        self.store.update(user.id)  # it is answered now, no longer queued: pages re-render it
+        turn = run.turn = await self.setup.turn(run.chat, user, retry, self.writes, changed=self.feed.changed,
+                                                store=run.store)
+        run.store.update(user.id)  # it is answered now, no longer queued: pages re-render it
         if why := self.setup.unready(turn.model):
             turn.emit(loop.Failed(why))
         else:

@@ -47,8 +47,9 @@ class Setup:
     providers: Providers
 
     async def turn(self, chat: int, user: Item, retry: Item | None, writes: Writes,
-                   changed: Callable[[float], Awaitable[None]] | None = None) -> Turn:
-        """The Turn that answers `user` (again, for `retry`) in conversation `chat`."""
+                   changed: Callable[[float], Awaitable[None]] | None = None, store: Store | None = None) -> Turn:
+        """The Turn that answers `user` (again, for `retry`) in conversation `chat`, writing
+        through `store` (the runner's run: its view held to the lease, Store.fenced)."""
         convo = self.store.conversation(chat)
         agent = self.store.agent(convo.agent) if convo and convo.agent else None
         agent = agent or self.store.default_agent(convo.person if convo else None)  # never another person's
@@ -62,7 +63,7 @@ class Setup:
         # what a server's failure taught about the model is read again at each step (limits)
         limits = lambda: (self.window_of(model), self.images_for(model))  # noqa: E731
         window, images = limits()
-        return Turn(self.store, writes, chat, user, agent, model, retry=retry, tools=tools, approve=approve,
+        return Turn(store or self.store, writes, chat, user, agent, model, retry=retry, tools=tools, approve=approve,
                     changed=changed, window=window, share=self.config.context_share,
                     images=images, thinking=thinking, limits=limits,
                     complete=functools.partial(self.providers.complete, model))  # plugins' sampling

@@ -181,7 +181,12 @@ class Turn(Requests):
             await self.changed(1.0)
 
     def emit(self, event: loop.Event) -> None:
-        """Turn one agent event into rows."""
+        """Turn one agent event into rows. Once a write of the turn found its lease another's
+        or the database unreachable (`Fence.fault`), every event raises that again: a tool
+        whose write failed so is not written as failed, nor anything after it."""
+        fence = self.store.fence
+        if fence is not None and fence.fault is not None:
+            raise fence.fault
         match event:
             case loop.MessageStart(kind=kind):
                 new = self.add(item(kind, self.chat, turn=self.user.id, model=self.model))

@@ -26,8 +26,11 @@ TICK_SECONDS = BEAT_SECONDS  # growing text is written at most once a beat (mode
 
 class Writes:
     def __init__(self, store: Any, full: Callable[[], None] | None = None,
-                 quiet: Callable[[], bool] | None = None):
+                 quiet: Callable[[], bool] | None = None, owner: str | None = None):
         self.store = store
+        # The runner's lease owner: growth is written only for conversations it still holds,
+        # checked in the write's own transaction (Runs.grow_items). None: every item (tests).
+        self.owner = owner
         # True while the feed need not be woken by these writes (Runner.quiet: no page follows
         # in this process, on SQLite): it sees them at its next poll, as another process's.
         self.quiet = quiet
@@ -74,10 +77,13 @@ class Writes:
             if "text" in values:
                 values["text"] = self._gain(item_id, values["text"])
         try:
-            last = (self.store.grow_items(pending, notify=False) if self.quiet is not None and self.quiet()
-                    else self.store.grow_items(pending))
+            asked = list(pending)
+            last = self.store.grow_items(pending, notify=not (self.quiet is not None and self.quiet()),
+                                         owner=self.owner)
             if last:
                 self._wrote.append((last, len(pending)))
+            for item_id in set(asked) - set(pending):  # its lease is another's: that owner writes it whole
+                self._written.pop(item_id, None)
         except Exception as e:
             for item_id in pending:  # what reached the rows is not known: the next write is whole
                 self._written.pop(item_id, None)

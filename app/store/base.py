@@ -1,31 +1,81 @@
-"""The store's common ground: the connection, transactions that wake the feed, and reads."""
+"""The store's common ground: the connection, transactions that wake the feed (and, for a
+run's writes, hold to its lease), and reads."""
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import sqlite_utils
 
 from ..tables import Item
 from . import db as dbm
+from .outage import unavailable
 
 GROWN = ("text", "reasoning")  # the kinds whose text grows in chunks (m035)
 
 
+class LeaseLost(Exception):
+    """A run's write found its conversation's lease held by another owner (or gone with the
+    conversation): nothing of it was written (docs/architecture.md, "The runner")."""
+
+
+@dataclass
+class Fence:
+    """What a run's writes hold to: the lease of `chat` by `owner`. `fault` is the first
+    failure that ended them (LeaseLost, or the database unreachable): a turn writes nothing
+    more once one is set, even where a tool's code caught it (Turn.emit)."""
+
+    chat: int
+    owner: str
+    fault: Exception | None = None
+
+
 class Base:
+    fence: Fence | None = None  # set on a run's view of the store (`fenced`)
+
     def __init__(self, db: sqlite_utils.Database, notify: Callable[[], None] = lambda: None):
         self.db = db
         self.notify = notify
 
+    def fenced(self, chat: int, owner: str) -> Base:
+        """This store as a run sees it: the same connection, every write of it held to the
+        lease of `chat` by `owner` in its own transaction (`write`)."""
+        view = copy.copy(self)
+        view.fence = Fence(chat, owner)
+        view._unfenced = self
+        return view
+
+    @property
+    def unfenced(self) -> Base:
+        """The store itself, for what outlives a run (a plugin's session, closed later)."""
+        return getattr(self, "_unfenced", self)
+
     @contextmanager
     def write(self, notify: bool = True) -> Iterator[sqlite_utils.Database]:
         """One write transaction; its commit wakes this process's feed at once, unless not
-        `notify` (SQLite: the feed then sees it at its next `PRAGMA data_version` poll)."""
+        `notify` (SQLite: the feed then sees it at its next `PRAGMA data_version` poll).
+
+        On a run's view (`fenced`) the transaction first reads the lease, inside the write
+        lock (SQLite's BEGIN IMMEDIATE, PostgreSQL's advisory lock), which every taking of a
+        lease holds too: if another owner took it, LeaseLost is raised and nothing is
+        written; if not, nobody can take it before this transaction ends."""
         outer = not self.db.conn.in_transaction
-        with dbm.write(self.db):
-            yield self.db
+        try:
+            with dbm.write(self.db):
+                if self.fence is not None:
+                    if self.fence.fault is not None:
+                        raise self.fence.fault
+                    if self._one("SELECT 1 FROM runs WHERE chat = ? AND owner = ?",
+                                 [self.fence.chat, self.fence.owner]) is None:
+                        raise LeaseLost(f"conversation {self.fence.chat} is no longer leased by {self.fence.owner}")
+                yield self.db
+        except Exception as e:
+            if self.fence is not None and self.fence.fault is None and (isinstance(e, LeaseLost) or unavailable(e)):
+                self.fence.fault = e
+            raise
         if outer and notify:
             self.notify()
 

@@ -132,11 +132,16 @@ class Runs(Base):
 
     # --- growing text ---------------------------------------------------------------
 
-    def grow_items(self, changes: dict[int, dict[str, Any]], notify: bool = True) -> int:
+    def grow_items(self, changes: dict[int, dict[str, Any]], notify: bool = True, owner: str | None = None) -> int:
         """Write columns of many items in one transaction: one rev range, one prepared
         statement per set of columns (hundreds of answers grow at once). Returns the range's
-        last rev (it took len(changes) revs ending there; 0: nothing written). Not `notify`:
-        the feed is not woken for it (Base.write).
+        last rev (it took as many revs as items it wrote, ending there; 0: nothing written).
+        Not `notify`: the feed is not woken for it (Base.write).
+
+        With `owner` (a runner's buffer), only the items of conversations whose lease that
+        owner holds are written, read inside the same transaction (the write lock held): the
+        growth of a run whose lease another worker took is dropped, never written over the
+        new owner's rows. The items it leaves out are not in `changes` when it returns.
 
         A `text` given as `Chunked` is not written into the item's row: its chunks are (m035),
         the last one rewritten and new ones added, and the item's row, small while its text
@@ -149,6 +154,15 @@ class Runs(Base):
         by_columns: dict[tuple[str, ...], list[list[Any]]] = {}
         chunks: list[list[Any]] = []
         with self.write(notify=notify) as db:
+            if owner is not None:
+                marks = ",".join("?" * len(changes))
+                held = {r[0] for r in db.conn.execute(
+                    f"""SELECT items.id FROM items JOIN runs ON runs.chat = items.chat AND runs.owner = ?
+                        WHERE items.id IN ({marks})""", [owner, *changes]).fetchall()}
+                for item_id in [i for i in changes if i not in held]:
+                    del changes[item_id]
+                if not changes:
+                    return 0
             top = dbm.bump(db, len(changes))
             for rev, (item_id, values) in enumerate(changes.items(), start=top - len(changes) + 1):
                 grown = values.get("text")
