@@ -79,8 +79,18 @@ class Cluster:
 
     def restart(self) -> None:
         """The server stopped (its connections cut) and started again, on the same port."""
-        self._run(str(self.bin / "pg_ctl"), "-D", str(self.data), "-m", "fast", "-w", "-t", "60", "stop")
+        self.down()
         self._start()
+
+    def down(self) -> None:
+        """The server stopped (its connections cut, nothing listening on its port): an outage."""
+        self._run(str(self.bin / "pg_ctl"), "-D", str(self.data), "-m", "fast", "-w", "-t", "60", "stop")
+
+    def up(self) -> None:
+        """The server started again after `down`, on the same port (nothing when it runs)."""
+        if subprocess.run([*self.as_user, str(self.bin / "pg_ctl"), "-D", str(self.data), "status"],
+                          capture_output=True).returncode != 0:
+            self._start()
 
     def stop(self) -> None:
         try:

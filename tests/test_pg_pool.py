@@ -85,6 +85,53 @@ def test_after_the_server_restarts_reads_and_writes_go_on(pg_cluster, pg_url):
         using.conn.close()
 
 
+def test_while_the_server_is_down_it_is_said_at_once_and_reached_again_once_it_is_back(pg_cluster, pg_url):
+    """An outage is not a full pool: no request for a connection waits (the event loop's
+    thread would), each says the server cannot be reached, in libpq's words, and the first
+    after it is back connects."""
+    from app.store import outage
+
+    db = dbm.connect(pg_url)
+    dbm.migrate(db)
+    store = Store(db)
+    try:
+        pg_cluster.down()
+        started = time.monotonic()
+        for _ in range(5):
+            with pytest.raises(pg.Unreachable) as refused:
+                store.rev()
+        with pytest.raises(pg.Unreachable):
+            dbm.connect(pg_url)  # a new Database too
+        assert time.monotonic() - started < pg.POOL_WAIT_SECONDS / 2, "never the pool's wait"
+        assert outage.unavailable(refused.value).startswith("the database is unreachable (")
+        assert "refused" in str(refused.value) or "No such file" in str(refused.value)
+        pg_cluster.up()
+        back = time.monotonic()
+
+        def answers() -> bool:
+            try:
+                return store.rev() >= 1
+            except pg.Unreachable:
+                return False
+
+        wait_for(answers, 10, every=0.05)
+        assert time.monotonic() - back <= pg.RETRY_SECONDS[1] + 1, "the next try after it answers connects"
+        assert db.conn.pool.lent == 1, "the connections that could not be made are not counted as taken"
+    finally:
+        pg_cluster.up()
+        db.conn.close()
+
+
+def test_a_refusal_is_no_outage(pg_url):
+    """A database that does not exist, or a user: PostgreSQL's words, not 'unreachable'."""
+    from app.store import outage
+
+    for url in (pg_url + "_none", pg_url.replace("tabletalk@", "nobody@")):
+        with pytest.raises(psycopg.OperationalError) as refused:
+            dbm.connect(url)
+        assert not isinstance(refused.value, pg.Unreachable) and outage.unavailable(refused.value) == ""
+
+
 @pytest.fixture
 def served(data, env, pg_url, monkeypatch):
     monkeypatch.setenv("DATABASE_URL", pg_url)

@@ -147,19 +147,30 @@ class Unreachable(psycopg.OperationalError):
 # Of a failure PostgreSQL names (SQLSTATE), those that say the server is not there now:
 # class 08 (the connection), the server shutting down, crashed or starting, no slot left.
 _GONE = ("57P01", "57P02", "57P03", "53300")
+# A connection attempt's failure carries no SQLSTATE: a server that answered and refused says
+# FATAL (a wrong password, user or database), unless it says it cannot take one now.
+_NOT_NOW = ("starting up", "shutting down", "in recovery", "not yet accepting connections", "too many clients",
+            "administrator command", "not accepting connections")
 
 
 def unreachable(e: BaseException) -> str:
     """Why the server cannot be used now, when `e` says it cannot be reached or the
-    connection to it was lost, else "" (a refusal: a wrong password or database, a bad
-    statement, a deadlock)."""
+    connection to it was lost, else "" (a refusal: a wrong password, user or database, a
+    bad setting in the URL, a bad statement, a deadlock)."""
+    if isinstance(e, Unreachable):
+        return str(e)
     if not isinstance(e, psycopg.OperationalError):
         return ""
+    words = " ".join(str(e).split())  # libpq's words run over several lines
     state = getattr(e, "sqlstate", None)
-    if isinstance(e, Unreachable) or state is None or state.startswith("08") or state in _GONE:
-        words = " ".join(str(e).split())  # libpq's words run over several lines
-        return f"the database is unreachable ({words[:300]})" if not isinstance(e, Unreachable) else str(e)
-    return ""
+    if state is None:
+        if "FATAL:" in words and not any(w in words for w in _NOT_NOW):
+            return ""  # the server answered: no
+        if "connection is bad" in words and "invalid" in words:
+            return ""  # a setting of the URL libpq does not take
+    elif not (state.startswith("08") or state in _GONE):
+        return ""
+    return f"the database is unreachable ({words[:300]})"
 
 
 def _configure(raw: psycopg.Connection) -> None:
