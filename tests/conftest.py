@@ -2,6 +2,7 @@
 and Debian's Chromium driven by Playwright. Nothing here reaches beyond 127.0.0.1."""
 from __future__ import annotations
 
+import asyncio
 import atexit
 import os
 import re
@@ -13,6 +14,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import traceback
 from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import cache
@@ -280,16 +282,86 @@ def env(request, monkeypatch: pytest.MonkeyPatch, data: Path, fake: FakeModelSer
     return values
 
 
+def awaiting(task: asyncio.Task) -> str:
+    """Where a pending task is suspended: its coroutine, then each coroutine it awaits, down
+    to the future it waits on (Task.get_stack gives only the outermost frame)."""
+    chain, coro = [], task.get_coro()
+    while coro is not None:
+        frame = getattr(coro, "cr_frame", None) or getattr(coro, "gi_frame", None) or getattr(coro, "ag_frame", None)
+        if frame is None:
+            chain.append(repr(coro))
+            break
+        where = frame.f_code.co_filename
+        where = os.path.relpath(where, ROOT) if where.startswith(f"{ROOT}{os.sep}") else where
+        chain.append(f"{frame.f_code.co_qualname} ({where}:{frame.f_lineno})")
+        coro = (getattr(coro, "cr_await", None) or getattr(coro, "gi_yieldfrom", None)
+                or getattr(coro, "ag_await", None))
+    waiter = getattr(task, "_fut_waiter", None)  # asyncio's own: the future its last await yielded
+    if waiter is not None:
+        chain.append(f"waiting on {waiter!r}"[:300])
+    return " -> ".join(chain)
+
+
+class LifespanWatch:
+    """What an in-process app's loop held when its lifespan ended in error: the exception with
+    where the lifespan was then (its traceback), and every other task pending on that loop,
+    each with where it is suspended. Read in the lifespan's own thread, at the moment its
+    task ends (a done callback of its future, run while the portal's loop still runs)."""
+
+    def __init__(self, client) -> None:
+        self.said = ""
+        client.lifespan_handler.task.add_done_callback(self._ended)  # the lifespan's task's future
+
+    def _ended(self, future) -> None:
+        if not (future.cancelled() or future.exception() is not None):
+            return
+        # the portal is handling the exception now (a cancellation leaves none in the future)
+        exc = sys.exc_info()[1] or (None if future.cancelled() else future.exception())
+        where = "".join(traceback.format_exception(exc)) if exc is not None else "(cancelled, no traceback)\n"
+        try:
+            loop = asyncio.get_running_loop()
+            me = asyncio.current_task(loop)
+            pending = sorted(f"  {t.get_name()}: {awaiting(t)}" for t in asyncio.all_tasks(loop) if t is not me)
+        except Exception as e:  # not on the loop's thread (it had stopped), or a task that cannot be read
+            self.said = f"the lifespan ended with:\n{where}(its loop's tasks could not be listed: {e!r})"
+            return
+        self.said = f"the lifespan ended with:\n{where}tasks pending on its loop then:\n" + "\n".join(pending)
+
+
+class LifespanFailed(AssertionError):
+    """The in-process app did not stop cleanly: which test, and what its loop was doing."""
+
+
+@contextmanager
+def in_process(app, **kw) -> Iterator:
+    """`app` in this process through litestar's TestClient, its lifespan running. When the
+    lifespan fails at shutdown (the TestClient then says only "CancelledError", or the
+    exception without where the app was), the error names the test, the exception with
+    where the lifespan was, and every task pending on the app's loop with what it awaits."""
+    from litestar.testing import TestClient
+
+    client = TestClient(app, **kw)
+    client.__enter__()
+    watch = LifespanWatch(client)
+    try:
+        yield client
+    finally:
+        try:
+            client.__exit__(None, None, None)
+        except BaseException as exc:
+            test = os.environ.get("PYTEST_CURRENT_TEST", "(no test)")
+            raise LifespanFailed(f"the app of {test} did not stop cleanly: {exc!r}\n"
+                                 f"{watch.said or 'its lifespan ended without error'}") from exc
+
+
 @contextmanager
 def app_client(data: Path, **kw) -> Iterator:
     """The app in this process (settings from the environment), its lifespan (feed,
     runner) running, the owner signed in."""
-    from litestar.testing import TestClient
-
     from app.web.app import create_app
 
     token = signed_in(data)
-    with TestClient(create_app(), **({"raise_server_exceptions": False} | kw)) as c:
+    with in_process(create_app(), **({"raise_server_exceptions": False} | kw)) as c:
         c.cookies.set(COOKIE, token)
         yield c
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.conftest import database, COOKIE, OWNER, PASSWORD, ROOT, Served, csrf, free_port, new_chat, signed_in, soup, start_chat
+from tests.conftest import database, COOKIE, OWNER, PASSWORD, ROOT, Served, csrf, free_port, in_process, new_chat, signed_in, soup, start_chat
 
 
 def db_rows(data: Path, sql: str, params=()):
@@ -39,11 +39,9 @@ def from_loopback(app):
 def fresh(env, data):
     """The app with no account at all, and a browser-like client on this computer that is
     not signed in."""
-    from litestar.testing import TestClient
-
     from app.web.app import create_app
 
-    with TestClient(from_loopback(create_app()), raise_server_exceptions=False) as c:
+    with in_process(from_loopback(create_app()), raise_server_exceptions=False) as c:
         yield c
 
 
@@ -372,17 +370,15 @@ def test_a_new_password_ends_the_other_sessions(client, data):
 
 
 def test_tabletalk_password_sets_the_owner_up_at_start(env, data, monkeypatch):
-    from litestar.testing import TestClient
-
     from app.web.app import create_app
 
     monkeypatch.setenv("TABLETALK_PASSWORD", "headless password")
     monkeypatch.setenv("TABLETALK_OWNER", "admin")
-    with TestClient(create_app(), raise_server_exceptions=False) as c:
+    with in_process(create_app(), raise_server_exceptions=False) as c:
         assert db_rows(data, "SELECT name, owner FROM people") == [("admin", 1)]
         assert sign_in(c, "admin", "headless password").status_code == 303
     monkeypatch.setenv("TABLETALK_PASSWORD", "changed later")
-    with TestClient(create_app(), raise_server_exceptions=False) as c:  # ignored once an account exists
+    with in_process(create_app(), raise_server_exceptions=False) as c:  # ignored once an account exists
         assert sign_in(c, "admin", "headless password").status_code == 303
 
 
@@ -491,18 +487,16 @@ def test_a_removed_persons_ids_are_never_given_to_someone_else(client, data):
 def test_the_owner_is_set_up_only_with_the_code_this_computer_printed(env, data):
     """Not decided by the peer's address or forwarding headers (a tunnel or a proxy that
     adds none makes anyone a loopback peer): by the code in the data folder."""
-    from litestar.testing import TestClient
-
     from app.web.app import create_app
 
-    with TestClient(from_loopback(create_app()), raise_server_exceptions=False) as here:
+    with in_process(from_loopback(create_app()), raise_server_exceptions=False) as here:
         for code in ("", "wrong", the_code()[:-1], the_code() + "x"):
             r = set_up(here, code=code)
             assert r.status_code in (400, 403) and "setup code" in r.text.lower(), code
         assert db_rows(data, "SELECT count(*) FROM people") == [(0,)]
         page = soup(here.get("/setup?code=abc"))
         assert page.select_one('input[name="code"]')["value"] == "abc"  # the printed address fills it in
-    with TestClient(create_app(), raise_server_exceptions=False) as elsewhere:  # any peer, with the code
+    with in_process(create_app(), raise_server_exceptions=False) as elsewhere:  # any peer, with the code
         code = the_code()
         assert set_up(elsewhere).status_code == 303
     assert db_rows(data, "SELECT count(*) FROM secrets WHERE name LIKE 'setup %'") == [(0,)] and code

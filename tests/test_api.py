@@ -69,14 +69,16 @@ async def until(done, every: float = 0.02):
 
 @contextlib.asynccontextmanager
 async def serving():
-    """The runner on the test's database (`api.serve`, as the README runs it), ended after."""
-    task = asyncio.create_task(api.serve())
+    """The runner on the test's database (`api.serve`, as the README runs it), stopped after as
+    serve stops by itself (`until`), so whatever its stop raises fails the test: cancelled
+    instead, a CancelledError raised in its stop would pass for the cancellation."""
+    stop = asyncio.Event()
+    task = asyncio.create_task(api.serve(until=stop.is_set))
     try:
         yield
     finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+        stop.set()
+        await task
 
 
 @pytest.fixture

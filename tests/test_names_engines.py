@@ -79,12 +79,11 @@ def test_an_install_whose_names_now_share_a_key_moves_and_everyone_signs_in(data
     """An install of a release before m034 holding "Émile" and "émile", "strasse" and "Straße"
     (two people each on SQLite; move-to refused it before, PostgreSQL taking each pair for one
     name) moves whole, and each signs in there with their name as it is."""
-    from litestar.testing import TestClient
 
     from app.accounts import People
     from app.store import Store
     from app.web.app import create_app
-    from tests.conftest import COOKIE, PASSWORD, password_hash
+    from tests.conftest import COOKIE, PASSWORD, in_process, password_hash
     from tests.test_accounts import sign_in
     from tests.test_move import move_to
 
@@ -101,7 +100,7 @@ def test_an_install_whose_names_now_share_a_key_moves_and_everyone_signs_in(data
     moved = move_to(data, pg_url)
     assert moved.returncode == 0, moved.stderr
     monkeypatch.setenv("DATABASE_URL", pg_url)
-    with TestClient(create_app(), raise_server_exceptions=False) as client:
+    with in_process(create_app(), raise_server_exceptions=False) as client:
         for typed, whose in [*zip(names, names), ("ÉMILE", "Émile"), ("STRASSE", "strasse")]:
             client.cookies.clear()
             r = sign_in(client, typed, PASSWORD)
