@@ -131,11 +131,15 @@ class AsyncioStream(httpcore2.AsyncNetworkStream):
             raise httpcore2.WriteError(str(e)) from e
 
     async def aclose(self) -> None:
-        self._writer.close()
-        try:
-            await self._writer.wait_closed()
-        except (OSError, ssl.SSLError):
-            pass  # closing a connection the other side already dropped
+        # Aborted, as httpcore2's own backend (anyio's stream) closes a connection: what is
+        # unsent is dropped and nothing is waited for. It waited for StreamWriter.wait_closed,
+        # which awaits the stream's one close future bare: a run stopped while its answer's
+        # connection closed (httpcore2 closes it after every streamed answer, read up to
+        # [DONE]) cancelled that future, and the pool closing the same connection as the
+        # worker stopped raised the run's CancelledError. One turn of the loop lets the
+        # socket close before this returns (connection_lost is called soon after the abort).
+        self._writer.transport.abort()
+        await asyncio.sleep(0)
 
     async def start_tls(self, ssl_context: ssl.SSLContext, server_hostname: str | None = None,
                         timeout: float | None = None) -> httpcore2.AsyncNetworkStream:
