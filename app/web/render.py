@@ -5,12 +5,14 @@ live page and a fresh render of the same rows are the same DOM.
 """
 from __future__ import annotations
 
+import re
 from datetime import datetime, timezone
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import jinja2
+import jinja2.ext
 from litestar import Request, Response
 
 from ..branches import Step
@@ -23,8 +25,32 @@ ROOT = Path(__file__).resolve().parent.parent.parent
 TEMPLATES = ROOT / "templates"
 STATIC = ROOT / "static"
 
+# Templates are written one element a line, indented: a line break and the indentation after
+# it, where they stand between two tags (the end of an HTML tag, `%}` or `#}`, then `<`, `{%`
+# or `{#`), are not the page's. They are taken out once, when a template is compiled, so the
+# page is the bytes a template written on one line gives. Whitespace between a tag and text,
+# or a space on one line (`</a> <a>`), is the page's and stays; so is everything inside
+# <pre> and <textarea>. A line may not break between text and a tag for the same reason.
+_TEXT_ELEMENTS = r"<(?P<tag>pre|textarea)\b.*?</(?P=tag)\s*>"
+_BETWEEN_TAGS = r"(?:(?<=>)|(?<=%\})|(?<=#\}))[ \t]*\n[ \t\r\n]*(?=<|\{%|\{#)"
+_LAYOUT = re.compile(f"(?P<keep>{_TEXT_ELEMENTS})|{_BETWEEN_TAGS}", re.S | re.I)
+
+
+def without_layout(source: str) -> str:
+    """A template's source without the line breaks and indentation between its tags."""
+    return _LAYOUT.sub(lambda m: m.group("keep") or "", source)
+
+
+class Layout(jinja2.ext.Extension):
+    """Takes the templates' layout out as they are compiled (once per template and process)."""
+
+    def preprocess(self, source: str, name: str | None, filename: str | None = None) -> str:
+        return without_layout(source)
+
+
 env = jinja2.Environment(
     loader=jinja2.FileSystemLoader(TEMPLATES),
+    extensions=[Layout],
     autoescape=True,
     trim_blocks=True,
     lstrip_blocks=True,
