@@ -10,8 +10,11 @@ from pip's wheel cache, which is keyed by the source's address and not by how it
 
     install.py    the install, as steps with progress (`tabletalk model install`, or the
                   owner's choice on a page, carried out by `tabletalk serve`)
+    keeper.py     when `tabletalk serve` runs the supervisor (only while the row asks for the
+                  model), as a process of its own that holds a lock
     supervise.py  `tabletalk serve` starts the model server on loopback, restarts it when it
                   dies, and stops it with the app
+    listing.py    the built-in model in the model list, while it is installed
 
 Its state is one row (`builtin_model`, app/store/localmodel.py), so every open page follows
 the install and the server like any other row.

@@ -109,12 +109,14 @@ Parts
 One concern per module; each imports only from those listed above it.
 
 ``mathml``   math delimiters, and LaTeX -> allow-listed MathML (latex2mathml).
+``code``     code blocks: their wrapper, Pygments' lexers, highlighting (whole, or growing).
 ``engine``   the one configured MarkdownIt and its safety rules (links, images,
              linkify), Pygments highlighting, cached inline parsing, task lists.
 ``labels``   link label ends and backtick runs of one text, each found once.
 ``scan``     the inline delimiter/link scanner the growing edge uses.
 ``edge``     where a growing answer's last block stops showing (uses ``scan``).
 ``growing``  the growing render: reveal grid, the region parsed again, no close skipped.
+``pieces``   the complete blocks between a key's head and its open last block, their tokens kept.
 ``incremental``  what a key's last growing render found final, kept; the cadence.
 ``blocks``   ``render``, ``keyed`` and ``Block`` (uses ``engine`` and ``growing``).
 ``diff``     ``block_changes``, ``Changes``, ``append_at`` (compares rendered HTML only).
