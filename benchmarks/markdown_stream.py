@@ -28,7 +28,7 @@ same prefix (the reveal grid plus what waits at the edge), mean and p95 over the
 For comparison, the same streams rendered with growing=False throughout (the behaviour
 before `growing`), and with growing=True but no reveal grid (REVEAL_STEP = 1: each
 flush shows all it can, so a follower gets an update per flush). `--reveal N` sets
-app.markdown.REVEAL_STEP (the grid: characters a growing render moves on by) for a run.
+app.markdown.growing.REVEAL_STEP (the grid: characters a growing render moves on by) for a run.
 """
 from __future__ import annotations
 
@@ -45,7 +45,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-import app.markdown as markdown  # noqa: E402
+from app.markdown import blocks as keyed_blocks, growing as growing_render, incremental  # noqa: E402  (what a run reaches into)
 from app.markdown import append_at, keyed, render  # noqa: E402
 
 ANSWER_PATH = ROOT / "tests" / "fixtures" / "long_answer.md"
@@ -138,10 +138,10 @@ def simulate(text: str, step: float, growing: bool = True, seed: int = 1) -> Run
     times: list[float] = []
     fresh: list[float] = []  # the calls that rendered (not the same grid point again)
     prefixes = flushes(text, step, seed)
-    markdown._GROWN.clear()
+    keyed_blocks._GROWN.clear()
     for prefix in prefixes:
-        src = markdown._growing_source(prefix)
-        again = markdown._GROWN.get((KEY, len(src), markdown.REVEAL_STEP), ("",))[0][:len(src)] == src
+        src = incremental.growing_source(prefix)
+        again = keyed_blocks._GROWN.get((KEY, len(src), growing_render.REVEAL_STEP), ("",))[0][:len(src)] == src
         t0 = time.perf_counter()
         blocks = keyed(prefix, KEY, growing=growing) if growing else keyed(prefix, KEY)
         times.append((time.perf_counter() - t0) * 1000)
@@ -175,12 +175,12 @@ def lags(text: str, step: float, seed: int = 1) -> list[int]:
 
 
 def without_grid(text: str, step: float, seed: int) -> Run:
-    saved = markdown.REVEAL_STEP
-    markdown.REVEAL_STEP = 1
+    saved = growing_render.REVEAL_STEP
+    growing_render.REVEAL_STEP = 1
     try:
         return simulate(text, step, True, seed)
     finally:
-        markdown.REVEAL_STEP = saved
+        growing_render.REVEAL_STEP = saved
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -190,7 +190,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reveal", type=int, default=None, help="REVEAL_STEP for this run")
     args = parser.parse_args(argv)
     if args.reveal is not None:
-        markdown.REVEAL_STEP = args.reveal
+        growing_render.REVEAL_STEP = args.reveal
     text = load_answer()
     steps = [float(s) for s in args.steps.split(",")]
     keyed(text, KEY)  # warm: lexers, highlight of the closed fences, inline cache
@@ -200,7 +200,7 @@ def main(argv: list[str] | None = None) -> int:
     behind = [lags(text, step, args.seed) for step in steps]
 
     print(f"answer: {len(text):,} chars ({ANSWER_PATH.relative_to(ROOT)}), "
-          f"REVEAL_STEP={markdown.REVEAL_STEP}")
+          f"REVEAL_STEP={growing_render.REVEAL_STEP}")
     head = (f"{'step':>5} {'renders':>7} {'final B':>8} {'sent B':>8} {'ratio':>6} "
             f"{'appends':>7} {'repl':>5} {'new':>4} {'gone':>4} {'repl B':>7} "
             f"{'ms mean':>7} {'ms p99':>6} {'render ms':>9} {'lag mean':>8} {'lag p95':>7} "

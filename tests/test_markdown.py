@@ -766,6 +766,7 @@ import sys  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import app.markdown as markdown_module  # noqa: E402
+import app.markdown.growing as growing_module  # noqa: E402  (REVEAL_STEP is read there)
 
 ROOT = Path(__file__).resolve().parent.parent
 LONG_ANSWER = (ROOT / "tests" / "fixtures" / "long_answer.md").read_text(encoding="utf-8")
@@ -779,7 +780,7 @@ def grown(text: str, key: str = "k") -> list[Block]:
 @pytest.fixture
 def no_grid(monkeypatch):
     """Growing renders without the reveal grid: each prefix shows all it can."""
-    monkeypatch.setattr(markdown_module, "REVEAL_STEP", 1)
+    monkeypatch.setattr(growing_module, "REVEAL_STEP", 1)
 
 
 def benchmark():
@@ -1324,7 +1325,7 @@ def test_growing_math_property(blocks, step):
     every growing render is inert and keyed like the final one, and every block before
     the last is already final."""
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(markdown_module, "REVEAL_STEP", step)
+        patch.setattr(growing_module, "REVEAL_STEP", step)
         check_growing(blocks)
 
 

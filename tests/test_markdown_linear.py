@@ -35,14 +35,14 @@ def test_a_growing_render_scans_each_character_a_bounded_number_of_times(unit):
 
 
 def test_label_ends_are_found_once_for_nested_and_unclosed_brackets():
-    text = labels._Text("[" * 5000 + "a" + "]" * 2500)
+    text = labels.Text("[" * 5000 + "a" + "]" * 2500)
     before = labels.SCANNED[0]
     ends = [text.label_end(i) for i in range(5000)]
     assert labels.SCANNED[0] - before <= 2 * len(text.s)
     assert ends[2500] == 5000 + 1 + 2499 and ends[4999] == 5001 and ends[0] == -1
     # the same answers as a walk from each `[` alone
     for i in (0, 1, 2499, 2500, 3000, 4999):
-        assert ends[i] == labels._Text(text.s).label_end(i)
+        assert ends[i] == labels.Text(text.s).label_end(i)
 
 
 def test_label_walks_skip_code_spans_and_escapes_like_before():
@@ -54,12 +54,12 @@ def test_label_walks_skip_code_spans_and_escapes_like_before():
         ("[a `` ` `` ]", 0, 11),
         ("[a ` b", 0, -1),
     ]:
-        assert labels._Text(s).label_end(i) == end, s
+        assert labels.Text(s).label_end(i) == end, s
 
 
 def test_runs_index_agrees_with_a_search():
     s = "a ` b `` c ``` d `` e ` f"
-    text = labels._Text(s)
+    text = labels.Text(s)
     for start in range(len(s)):
         if start and s[start - 1] == "`" and s[start] == "`":
             continue  # never asked inside a run

@@ -121,21 +121,21 @@ One concern per module; each imports only from those listed above it.
 ``blocks``   ``render``, ``keyed`` and ``Block`` (uses ``engine`` and ``growing``).
 ``diff``     ``block_changes``, ``Changes``, ``append_at`` (compares rendered HTML only).
 
-This package re-exports the public API below, and defines ``REVEAL_STEP``, which
-``growing`` and ``blocks`` read from here at call time (so setting
-``app.markdown.REVEAL_STEP`` takes effect).
+This package only hands on the public API above (its modules import nothing from it);
+``REVEAL_STEP`` is ``growing``'s, read there at call time by ``growing``, ``incremental``
+and ``blocks`` (a run sets ``app.markdown.growing.REVEAL_STEP``; the package's name is the
+same value, for reading).
 """
 
 from __future__ import annotations
 
-# _GROWN and _growing_source: benchmarks/markdown_stream.py reaches into them
-from .blocks import _GROWN, BLOCK_CLASS, Block, keyed, render
+from .blocks import BLOCK_CLASS, Block, keyed, render
 from .diff import Changes, append_at, block_changes, changes_since
 from .engine import CODE_CLASS, task_counts
 from .mathml import ATTRIBUTES as MATHML_ATTRIBUTES
 from .mathml import ELEMENTS as MATHML_ELEMENTS
 from .mathml import MATH_MAX
-from .incremental import _growing_source
+from .growing import REVEAL_STEP
 
 __all__ = [
     "Block",
@@ -153,5 +153,3 @@ __all__ = [
     "BLOCK_CLASS",
     "REVEAL_STEP",
 ]
-
-REVEAL_STEP = 40  # characters a growing render moves on by (the reveal grid)

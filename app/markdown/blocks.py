@@ -12,11 +12,9 @@ import html as _html
 from dataclasses import dataclass
 from typing import Any
 
-# REVEAL_STEP is read from the package at call time (see growing.py)
-from .. import markdown as _package
-from .engine import _md, _top_level
-from .growing import _growing_tokens
-from .incremental import _growing_inner, _growing_source, _growing_view
+from .engine import MD, top_level
+from .growing import growing_tokens, reveal_step
+from .incremental import growing_inner, growing_source, growing_view
 
 BLOCK_CLASS = "md"
 
@@ -46,10 +44,10 @@ _WRAPPED_MAX = 256
 def render(text: str, growing: bool = False) -> str:
     """Safe HTML for the whole Markdown text (no ids). `growing`: see `keyed`."""
     if not growing:
-        return _md.render(text or "")
+        return MD.render(text or "")
     env: dict[str, Any] = {}
-    tokens = _growing_tokens(_growing_source(text or ""), env)
-    return _md.renderer.render(tokens, _md.options, env)
+    tokens = growing_tokens(growing_source(text or ""), env)
+    return MD.renderer.render(tokens, MD.options, env)
 
 
 def _block(key: str, safe_key: str, n: int, inner: str) -> Block:
@@ -87,15 +85,15 @@ def keyed(text: str, key: str, growing: bool = False) -> list[Block]:
     safe_key = _html.escape(key, quote=True)
     if growing:
         # only the blocks from the key's last open one on are parsed again (growing.py)
-        view = _growing_view(text, key)
+        view = growing_view(text, key)
         # the flushes between two grid points all render the same text: once. The same
         # text when it is the one kept (the key's last render, which this one extends:
         # then no compare of the whole answer) or equal to it up to the cut
-        found = _GROWN.get((key, view.cut, _package.REVEAL_STEP))
+        found = _GROWN.get((key, view.cut, reveal_step()))
         if found is not None and (found[0] is view.text or (view.raw is not None and found[0] is view.raw)
                                   or found[0][:view.cut] == view.text[:view.cut]):
             return list(found[1])
-        parts = _growing_inner(view, key)
+        parts = growing_inner(view, key)
     else:
         # a finished answer is rendered by the feed's message, for a page that just caught
         # up, and for the words a screen reader hears (web/live.announcement): once
@@ -104,11 +102,11 @@ def keyed(text: str, key: str, growing: bool = False) -> list[Block]:
             _FINAL[key] = final
             return list(final[1])
         env: dict[str, Any] = {}
-        tokens = _md.parse(text, env)
-        renderer = _md.renderer
-        options = _md.options
+        tokens = MD.parse(text, env)
+        renderer = MD.renderer
+        options = MD.options
         parts = []
-        for start, end in _top_level(tokens):
+        for start, end in top_level(tokens):
             inner = renderer.render(tokens[start:end], options, env)
             parts.append(inner[:-1] if inner.endswith("\n") else inner)
     if growing:
@@ -121,5 +119,5 @@ def keyed(text: str, key: str, growing: bool = False) -> list[Block]:
     if growing:
         if len(_GROWN) >= _GROWN_MAX:
             _GROWN.pop(next(iter(_GROWN)))
-        _GROWN[(key, view.cut, _package.REVEAL_STEP)] = (view.text, tuple(blocks))
+        _GROWN[(key, view.cut, reveal_step())] = (view.text, tuple(blocks))
     return blocks

@@ -33,14 +33,14 @@ def _code_head(lang: str) -> str:
     )
 
 
-def _code_block(lang: str, inner: str) -> str:
+def code_block_html(lang: str, inner: str) -> str:
     """The wrapper every code block has: header, then the (highlighted or plain) code,
     last, so that a fence still streaming grows at the end of the block."""
     return f'<div class="code">{_code_head(lang)}{inner}</div>'
 
 
 @functools.lru_cache(maxsize=256)
-def _lexer(name: str):
+def lexer_of(name: str):
     try:
         return get_lexer_by_name(name, stripnl=False, ensurenl=True)
     except (ClassNotFound, ValueError, TypeError):
@@ -49,7 +49,7 @@ def _lexer(name: str):
 
 def _highlight(lang: str, code: str) -> str | None:
     """Highlighted HTML (no trailing newline), or None when Pygments has no lexer."""
-    lexer = _lexer(lang.lower())
+    lexer = lexer_of(lang.lower())
     if lexer is None:
         return None
     HIGHLIGHTED[0] += len(code)
@@ -57,7 +57,7 @@ def _highlight(lang: str, code: str) -> str | None:
     return html.replace("<pre>", _PRE, 1)
 
 
-_highlighted = functools.lru_cache(maxsize=512)(_highlight)
+highlighted_html = functools.lru_cache(maxsize=512)(_highlight)
 # a fence still streaming (growing renders) is highlighted again for each new line: its
 # own cache, so that those prefixes do not push finished fences out of the one above
 _highlighted_growing = functools.lru_cache(maxsize=128)(_highlight)
@@ -65,12 +65,12 @@ _highlighted_growing = functools.lru_cache(maxsize=128)(_highlight)
 
 @functools.lru_cache(maxsize=64)
 def _highlight_shell(lang: str) -> str:
-    """What `_highlighted` wraps around the code, with no code in it."""
-    html = _highlighted(lang, "\n") or _plain_code("")
+    """What `highlighted_html` wraps around the code, with no code in it."""
+    html = highlighted_html(lang, "\n") or plain_code("")
     return html[: html.index("<code>") + 6] + html[html.rindex("</code>") :]
 
 
-def _plain_code(code: str) -> str:
+def plain_code(code: str) -> str:
     return f'<div class="{CODE_CLASS}">{_PRE}<code>{escapeHtml(code)}</code></pre></div>'
 
 
@@ -86,12 +86,12 @@ _NOWRAP = HtmlFormatter(nowrap=True)
 
 @functools.lru_cache(maxsize=1024)
 def _chunk_html(lang: str, chunk: str) -> str:
-    lexer = _lexer(lang.lower())
+    lexer = lexer_of(lang.lower())
     HIGHLIGHTED[0] += len(chunk)
     return _pygments_highlight(chunk, lexer, _NOWRAP) if lexer is not None else escapeHtml(chunk)
 
 
-def _highlight_growing(lang: str, code: str) -> str:
+def highlight_growing(lang: str, code: str) -> str:
     """A streaming fence's code (whole lines, in a language Pygments knows) highlighted."""
     if not code:
         return _highlight_shell(lang)

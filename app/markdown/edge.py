@@ -4,7 +4,7 @@ Why a module of its own: ``growing`` decides which text a growing render shows; 
 the part that looks at the last block alone -- a trailing line of block syntax, a table
 being typed, a fence still open, and the inline content of a paragraph or heading at its
 end (``scan``) -- and says where it ends and how (cut, cut keeping a newline, or cut
-inside the inline content and close what is open there). ``_Edge`` maps positions in an
+inside the inline content and close what is open there). ``Edge`` maps positions in an
 inline token's content to positions in the text.
 """
 
@@ -16,20 +16,20 @@ from typing import Any
 from markdown_it.common.utils import unescapeAll
 from markdown_it.token import Token
 
-from .engine import _lexer
-from .scan import _scan
+from .engine import lexer_of
+from .scan import scan_inline
 
-_RAW = "raw"  # an end that keeps its trailing newline (inside a fence)
-_SYNTAX_LINE = re.compile(r"[ \t>]*[-+*_=#|:`~.)0-9 \t]*")
+RAW = "raw"  # an end that keeps its trailing newline (inside a fence)
+SYNTAX_LINE = re.compile(r"[ \t>]*[-+*_=#|:`~.)0-9 \t]*")
 _DEF_LINE = re.compile(r" {0,3}\[(?:[^\]\\]|\\.)*(?:\](?::.*)?)?")
 _FENCE_CHARS = re.compile(r"[ \t>]*(?:`*|~*)[ \t]*")
 
 
-def _edge_end(
+def edge_end(
     region: str, starts: list[int], toks: list[Token], refs: dict[str, Any]
-) -> tuple[int, Any, _Edge | None]:
+) -> tuple[int, Any, Edge | None]:
     """Where the last top-level block (`toks`) stops showing: (position in region, how
-    to end there: None = cut, _RAW = cut keeping the newline, (edge, content position)
+    to end there: None = cut, RAW = cut keeping the newline, (edge, content position)
     = cut inside the edge's inline content and close what is open, the edge)."""
     leaf_at = -1
     for i in range(len(toks) - 1, -1, -1):
@@ -55,7 +55,7 @@ def _edge_end(
 
     # whole trailing lines that wait
     cut, k = len(text), last
-    if _SYNTAX_LINE.fullmatch(text[starts[k]:]):
+    if SYNTAX_LINE.fullmatch(text[starts[k]:]):
         cut, k = starts[k], k - 1
     if paragraph and leaf is not None and leaf.map and k >= leaf.map[0]:
         if k == leaf.map[0] and _DEF_LINE.fullmatch(text[starts[k]:cut].rstrip("\n")):
@@ -68,11 +68,11 @@ def _edge_end(
 
     if leaf is None or not covers or leaf.type != "inline" or not leaf.map:
         return len(text[:cut].rstrip()), None, None
-    edge = _Edge(region, starts, leaf)
+    edge = Edge(region, starts, leaf)
     content = edge.prefix(cut, len(text))
     if not content:
         return len(text[:cut].rstrip()), None, edge
-    hold = _scan(content, refs, True)[1]
+    hold = scan_inline(content, refs, True)[1]
     kept = len(content[:hold].rstrip())
     at = edge.to_text(kept)
     if at is None:
@@ -80,7 +80,7 @@ def _edge_end(
     return at, (edge, kept), edge
 
 
-class _Edge:
+class Edge:
     """Positions in an inline token's content <-> positions in the region's text."""
 
     __slots__ = ("content", "first", "lines", "starts", "token")
@@ -137,12 +137,12 @@ def _fence_end(region: str, starts: list[int], fence: Token) -> tuple[int, Any]:
     last = region.rfind("\n") + 1
     partial = region[last:]
     if not partial:
-        return len(region), _RAW
+        return len(region), RAW
     info = unescapeAll(fence.info).strip() if fence.info else ""
     lang = info.split(maxsplit=1)[0] if info else ""
-    if (lang and _lexer(lang.lower()) is not None) or _FENCE_CHARS.fullmatch(partial):
-        return last, _RAW
-    return len(region), _RAW
+    if (lang and lexer_of(lang.lower()) is not None) or _FENCE_CHARS.fullmatch(partial):
+        return last, RAW
+    return len(region), RAW
 
 
 def _table_end(

@@ -5,7 +5,7 @@ become lives here, in one place to audit -- raw HTML off, only ``http:``/``https
 ``mailto:`` links (with ``rel``/``target`` set), images rendered as links, linkify only
 for schemes and ``www.``, Pygments highlighting of closed (and, growing, whole-line)
 fences, and the cached inline parsing that keeps re-renders of a growing answer cheap.
-``blocks`` (render/keyed), ``growing`` and ``scan`` all use ``_md`` from here; this
+``blocks`` (render/keyed), ``growing`` and ``scan`` all use ``MD`` from here; this
 module imports none of them.
 """
 
@@ -26,11 +26,11 @@ from markdown_it.rules_core.text_join import text_join as _core_text_join
 from markdown_it.token import Token
 
 from .code import CODE_CLASS  # noqa: F401  (the package exports it from here)
-from .code import _code_block, _highlight_growing, _highlighted, _lexer, _plain_code
+from .code import code_block_html, highlight_growing, highlighted_html, lexer_of, plain_code
 from .mathml import add_math
 
 LINK_REL = "nofollow noopener noreferrer"
-_GROWING = "tabletalk.growing"  # env key: fences still streaming are highlighted
+GROWING_KEY = "tabletalk.growing"  # env key: fences still streaming are highlighted
 # (growing.py sets it in the env of a growing render; _render_fence reads it)
 
 
@@ -103,7 +103,7 @@ _INLINE_CACHE_MAX = 4096
 # order, the same for a growing and a final render): a render stays well under a second
 # whatever the model sends.
 INLINE_BUDGET = 20_000
-_BUDGET = "tabletalk.inline_budget"  # env key: what is left of it
+BUDGET_KEY = "tabletalk.inline_budget"  # env key: what is left of it
 _SYNTAX_CHARS = "[]!*_~`<&\\$"
 
 
@@ -133,7 +133,7 @@ def _as_text(token: Token) -> list[Token]:
 def _inline_cached(state: StateCore) -> None:
     refs = state.env.get("references") if isinstance(state.env, dict) else None
     sig = repr(sorted(refs.items())) if refs else ""
-    left = state.env.get(_BUDGET, INLINE_BUDGET) if isinstance(state.env, dict) else INLINE_BUDGET
+    left = state.env.get(BUDGET_KEY, INLINE_BUDGET) if isinstance(state.env, dict) else INLINE_BUDGET
     fresh: list[Token] = []
     for token in state.tokens:
         if token.type != "inline":
@@ -151,7 +151,7 @@ def _inline_cached(state: StateCore) -> None:
             state.md.inline.parse(token.content, state.md, state.env, token.children)
             fresh.append(token)
     if isinstance(state.env, dict):
-        state.env[_BUDGET] = left
+        state.env[BUDGET_KEY] = left
     if not fresh:
         return
     sub = StateCore("", state.md, state.env, fresh)
@@ -212,7 +212,7 @@ def _render_fence(self, tokens: Sequence[Token], idx: int, options, env) -> str:
     token = tokens[idx]
     info = unescapeAll(token.info).strip() if token.info else ""
     lang = info.split(maxsplit=1)[0] if info else ""
-    return _code_block(lang, _fence_code(token, lang, env)) + "\n"
+    return code_block_html(lang, _fence_code(token, lang, env)) + "\n"
 
 
 def _fence_code(token: Token, lang: str, env) -> str:
@@ -220,21 +220,21 @@ def _fence_code(token: Token, lang: str, env) -> str:
         lang
         and token.meta.get("streaming")
         and isinstance(env, dict)
-        and env.get(_GROWING)
-        and _lexer(lang.lower()) is not None
+        and env.get(GROWING_KEY)
+        and lexer_of(lang.lower()) is not None
     ):
         # growing: the fence holds whole lines only (see _stable_fence), highlighted as
         # they come; highlighting is per line, so each new line is an append
-        return _highlight_growing(lang, token.content)
+        return highlight_growing(lang, token.content)
     if lang and token.content and not token.meta.get("streaming"):
-        html = _highlighted(lang, token.content)
+        html = highlighted_html(lang, token.content)
         if html is not None:
             return html
-    return _plain_code(token.content)
+    return plain_code(token.content)
 
 
 def _render_code_block(self, tokens: Sequence[Token], idx: int, options, env) -> str:
-    return _code_block("", _plain_code(tokens[idx].content)) + "\n"
+    return code_block_html("", plain_code(tokens[idx].content)) + "\n"
 
 
 def _render_table_open(self, tokens: Sequence[Token], idx: int, options, env) -> str:
@@ -315,7 +315,7 @@ def _make_md() -> MarkdownIt:
     return md
 
 
-_md = _make_md()
+MD = _make_md()
 
 
 @functools.lru_cache(maxsize=64)
@@ -323,7 +323,7 @@ def task_counts(text: str) -> tuple[int, int]:
     """(done, all) of the task list items in the Markdown (`- [x] a` is done)."""
     boxes = [
         child
-        for token in _md.parse(text or "")
+        for token in MD.parse(text or "")
         if token.type == "inline"
         for child in token.children or ()
         if child.type == "task_box"
@@ -334,7 +334,7 @@ def task_counts(text: str) -> tuple[int, int]:
 # --------------------------------------------------------------------------- blocks
 
 
-def _top_level(tokens: list[Token]) -> list[tuple[int, int]]:
+def top_level(tokens: list[Token]) -> list[tuple[int, int]]:
     """[start, end) token ranges of the top-level blocks."""
     spans = []
     i, n = 0, len(tokens)

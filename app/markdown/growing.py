@@ -19,12 +19,18 @@ from typing import Any
 from markdown_it.rules_core.state_core import StateCore
 from markdown_it.token import Token
 
-# REVEAL_STEP is defined on the package (app.markdown.REVEAL_STEP) and read from it at
-# call time, so that setting it there (tests, benchmarks/markdown_stream.py) takes effect
-from .. import markdown as _package
-from .engine import _BUDGET, _GROWING, INLINE_BUDGET, _md, _top_level
-from .edge import _RAW, _SYNTAX_LINE, _Edge, _edge_end
-from .scan import _INF, _closers, _scan
+from .engine import BUDGET_KEY, GROWING_KEY, INLINE_BUDGET, MD, top_level
+from .edge import RAW, SYNTAX_LINE, Edge, edge_end
+from .scan import INF, closers_of, scan_inline
+
+# characters a growing render moves on by (the reveal grid, 1 below). Read at call time, here
+# and by incremental and blocks (`reveal_step()`), so that a test or
+# benchmarks/markdown_stream.py that sets it for a run is heard.
+REVEAL_STEP = 40
+
+
+def reveal_step() -> int:
+    return REVEAL_STEP
 
 # --------------------------------------------------------------------------- how
 #
@@ -40,7 +46,7 @@ from .scan import _INF, _closers, _scan
 #    = ~10 tokens, ~200 ms at 50 tokens/s) however often the runner flushes: at ~10
 #    characters a flush, the ~60 bytes each append costs would be twice the HTML it
 #    carries. REVEAL_STEP <= 1: no grid (and no replay, see 3). A text shorter than one
-#    step is rendered whole (incremental._growing_source): an answer's first words show
+#    step is rendered whole (incremental.growing_source): an answer's first words show
 #    with its first write (a few more messages per answer, once).
 # 2. The edge (the end of the last top-level block) is stabilised:
 #    - a trailing line made only of block syntax (`-`, `1.`, `##`, `>`, "```",
@@ -85,13 +91,13 @@ _LOOKBACK = 8
 # see _cadence) is not replayed: its ~9 scans would cost more than a re-sent block
 _REPLAY_MAX = 20_000
 
-_NEWLINES = re.compile(r"\r\n?")
+NEWLINES = re.compile(r"\r\n?")
 _TABLE_INNER = frozenset(("thead_open", "tbody_open", "tr_open", "th_open", "td_open"))
 
-Mark = tuple[int, int, Any]  # (opens at, closes at or _INF, how to end there)
+Mark = tuple[int, int, Any]  # (opens at, closes at or INF, how to end there)
 
 
-def _line_starts(text: str) -> list[int]:
+def line_starts(text: str) -> list[int]:
     """Where each line starts (after each "\n"; the text's end when it ends with one).
     Lengths summed by C iterators: ~4x faster than a loop over the matches, at every render."""
     return list(accumulate(map(_PLUS_ONE, map(len, text.split("\n")[:-1])), initial=0))
@@ -105,40 +111,40 @@ _PLUS_ONE = (1).__add__
 PARSED = [0]
 
 
-def _block_tokens(src: str, env: dict[str, Any]) -> list[Token]:
+def block_tokens(src: str, env: dict[str, Any]) -> list[Token]:
     PARSED[0] += len(src)
     tokens: list[Token] = []
-    _md.block.parse(src, _md, env, tokens)
+    MD.block.parse(src, MD, env, tokens)
     return tokens
 
 
-def _finish(tokens: list[Token], env: dict[str, Any]) -> list[Token]:
+def finish(tokens: list[Token], env: dict[str, Any]) -> list[Token]:
     """The core rules after `block` (inline, cached) on block tokens."""
-    state = StateCore("", _md, env, tokens)
-    for rule in _md.core.ruler.__rules__:
+    state = StateCore("", MD, env, tokens)
+    for rule in MD.core.ruler.__rules__:
         if rule.enabled and rule.name not in ("normalize", "block"):
             rule.fn(state)
     return state.tokens
 
 
-def _growing_tokens(src: str, env: dict[str, Any], found: dict[str, Any] | None = None,
-                    grid: int | None = None, parse: Callable[[str, dict[str, Any]], list[Token]] = _block_tokens,
+def growing_tokens(src: str, env: dict[str, Any], found: dict[str, Any] | None = None,
+                    grid: int | None = None, parse: Callable[[str, dict[str, Any]], list[Token]] = block_tokens,
                     ) -> list[Token]:
-    """Tokens of `src` (see _growing_source) as the growing render shows it. `found`,
+    """Tokens of `src` (see growing_source) as the growing render shows it. `found`,
     when given, receives what `_advance` needs: the region's first line ("line"), the
     line starts ("starts"), the block tokens before the region ("final": the full
     parse's, inline finished), the references the parse found ("refs"), where the last
     block starts ("open"). `parse` makes the block tokens of `src` (incremental's keeps
     the complete blocks it parsed before: pieces.py)."""
     if grid is None:
-        grid = _package.REVEAL_STEP if _package.REVEAL_STEP > 1 else 0
+        grid = REVEAL_STEP if REVEAL_STEP > 1 else 0
     limit = len(src)  # this render's grid point
-    env[_GROWING] = True
+    env[GROWING_KEY] = True
     known = dict(env.get("references") or {})  # defined before `src` (keyed's head)
-    budget = env.get(_BUDGET, INLINE_BUDGET)
+    budget = env.get(BUDGET_KEY, INLINE_BUDGET)
     tokens = parse(src, env)
-    spans = _top_level(tokens)
-    starts = _line_starts(src)
+    spans = top_level(tokens)
+    starts = line_starts(src)
     last_map = tokens[spans[-1][0]].map if spans else None
     end_line = last_map[1] if last_map else 0
     done = False  # the last block is complete: nothing at its end waits
@@ -150,19 +156,19 @@ def _growing_tokens(src: str, env: dict[str, Any], found: dict[str, Any] | None 
         if not src.endswith("\n"):
             src = src[: src.rfind("\n") + 1]
             env.clear()
-            env[_GROWING] = True
-            env[_BUDGET] = budget
+            env[GROWING_KEY] = True
+            env[BUDGET_KEY] = budget
             if known:
                 env["references"] = dict(known)
-            tokens = _block_tokens(src, env)
-            spans = _top_level(tokens)
-            starts = _line_starts(src)
+            tokens = block_tokens(src, env)
+            spans = top_level(tokens)
+            starts = line_starts(src)
     if found is not None:
         found["refs"] = dict(env.get("references") or {})
         found["starts"] = starts
         found["open"] = starts[(tokens[spans[-1][0]].map or [0])[0]] if spans else 0
     if not spans:
-        return _finish(tokens, env)
+        return finish(tokens, env)
     # the region: the top-level blocks from the one holding the look-back window's start
     reach = len(src) - grid * _LOOKBACK
     first = len(spans) - 1
@@ -184,7 +190,7 @@ def _growing_tokens(src: str, env: dict[str, Any], found: dict[str, Any] | None 
         found["shown"] = origin + len(stable) if stable == region.rstrip() else -1
     if stable != region:
         tokens = tokens[:at] + _reparsed(stable, region, tokens[at:], starts[line:], origin, env)
-    return _finish(tokens, env)
+    return finish(tokens, env)
 
 
 def _reparsed(stable: str, region: str, toks: list[Token], starts: list[int], origin: int,
@@ -197,7 +203,7 @@ def _reparsed(stable: str, region: str, toks: list[Token], starts: list[int], or
     waits, so `1.` or `-` cannot start a list item that joins the list above)."""
     if not stable.strip():
         return []
-    last = _top_level(toks)[-1][0]
+    last = top_level(toks)[-1][0]
     line = (toks[last].map or [0])[0]  # counted from the region's first line
     if line < len(starts):
         at = starts[line] - origin
@@ -207,12 +213,12 @@ def _reparsed(stable: str, region: str, toks: list[Token], starts: list[int], or
             if cut is not None:
                 return toks[:last] + cut
             if last and blank:
-                tail = _block_tokens(stable[at:], env)
+                tail = block_tokens(stable[at:], env)
                 for token in tail:
                     if token.map:
                         token.map = [token.map[0] + line, token.map[1] + line]
                 return toks[:last] + tail
-    return _block_tokens(stable, env)
+    return block_tokens(stable, env)
 
 
 _CUTS = True  # tests compare with a parse of the cut text (tests/test_markdown_linear.py)
@@ -255,13 +261,13 @@ def _stable_region(
     definitions that end the text were cut: then `done`, its last block is complete),
     the previous render's is `grid` characters before."""
     refs = env.get("references") or {}
-    starts = _line_starts(region)
-    spans = _top_level(toks)
+    starts = line_starts(region)
+    spans = top_level(toks)
     first, stop = spans[-1]
     end, how, edge = (
         (len(region.rstrip()), None, None)
         if done
-        else _edge_end(region, starts, toks[first:stop], refs)
+        else edge_end(region, starts, toks[first:stop], refs)
     )
     previous = limit - grid
     if grid and previous > 0 and len(region) <= _REPLAY_MAX:
@@ -282,28 +288,28 @@ def _stable_region(
     return _assemble(region, end, how, refs)
 
 
-def _held_at(region: str, at: int, edges: list[_Edge], refs: dict[str, Any]) -> int:
+def _held_at(region: str, at: int, edges: list[Edge], refs: dict[str, Any]) -> int:
     """Where the render of region[:at] stopped, as far as its edge's inline content
-    and a trailing syntax line tell (what `_edge_end` does, without the block rules)."""
+    and a trailing syntax line tell (what `edge_end` does, without the block rules)."""
     shown = len(region[:at].rstrip())
     for edge in edges:
         pos = edge.from_text(shown)
         if pos is not None:
             content = edge.content[:pos]
-            hold = _scan(content, refs, True)[1]
+            hold = scan_inline(content, refs, True)[1]
             back = edge.to_text(len(content[:hold].rstrip()))
             if back is not None:
                 shown = back
             break
     line = region.rfind("\n", 0, shown) + 1
-    if _SYNTAX_LINE.fullmatch(region, line, shown):
+    if SYNTAX_LINE.fullmatch(region, line, shown):
         shown = len(region[:line].rstrip())
     return shown
 
 
 def _first_close(marks: list[Mark], at: int) -> tuple[int, Any]:
     """The first close of an element that is open at `at` (shown auto-closed there)."""
-    best: tuple[int, Any] = (_INF, None)
+    best: tuple[int, Any] = (INF, None)
     for opens, closes, how in marks:
         if opens < at < closes < best[0]:
             best = (closes, how)
@@ -311,7 +317,7 @@ def _first_close(marks: list[Mark], at: int) -> tuple[int, Any]:
 
 
 def _assemble(region: str, end: int, how: Any, refs: dict[str, Any]) -> str:
-    if how is _RAW:
+    if how is RAW:
         return region[:end]
     if how is None:
         return region[:end].rstrip()
@@ -320,11 +326,11 @@ def _assemble(region: str, end: int, how: Any, refs: dict[str, Any]) -> str:
     at = edge.to_text(len(body))
     if at is None:
         return region[:end].rstrip()
-    out = region[:at] + _closers(body, refs) if body else region[:at].rstrip()
+    out = region[:at] + closers_of(body, refs) if body else region[:at].rstrip()
     # a cut inside a line can leave only its syntax (`  -` of a list item whose text
     # waits): that would be a setext underline, an empty item ...; it waits too
     line = out.rfind("\n") + 1
-    while _SYNTAX_LINE.fullmatch(out, line):
+    while SYNTAX_LINE.fullmatch(out, line):
         out = out[:line].rstrip()
         if not out:
             break
@@ -333,14 +339,14 @@ def _assemble(region: str, end: int, how: Any, refs: dict[str, Any]) -> str:
 
 
 def _marks(
-    region: str, starts: list[int], toks: list[Token], refs: dict[str, Any], edge: _Edge | None
-) -> tuple[list[Mark], list[_Edge]]:
+    region: str, starts: list[int], toks: list[Token], refs: dict[str, Any], edge: Edge | None
+) -> tuple[list[Mark], list[Edge]]:
     """Every element in the region that can be shown open (auto-closed, or growing at
     the end) and then close: inline elements, list items, lists and paragraphs and
     fences in containers. Top-level blocks are not: each is its own item on the page.
-    And the inline contents (table cells aside), as _Edge maps."""
+    And the inline contents (table cells aside), as Edge maps."""
     marks: list[Mark] = []
-    edges: list[_Edge] = []
+    edges: list[Edge] = []
     for i, token in enumerate(toks):
         if token.map is None:
             continue
@@ -350,19 +356,19 @@ def _marks(
             if edge is not None and edge.token is token:
                 this = edge
             else:
-                this = _Edge(region, starts, token)
+                this = Edge(region, starts, token)
             edges.append(this)
-            spans = _scan(token.content, refs, this is edge)[0]
+            spans = scan_inline(token.content, refs, this is edge)[0]
             for opens, closes in spans:
                 o = this.to_text(opens)
-                c = this.to_text(closes) if closes < _INF else _INF
+                c = this.to_text(closes) if closes < INF else INF
                 if o is not None and c is not None:
-                    marks.append((o, c, (this, closes) if closes < _INF else None))
+                    marks.append((o, c, (this, closes) if closes < INF else None))
         elif token.level > 0 and (
             (token.nesting == 1 and token.type not in _TABLE_INNER and not token.hidden)
             or token.type in ("fence", "code_block", "hr")
         ):
             end = token.map[1]
-            closes = len(region[: starts[end]].rstrip()) if end < len(starts) else _INF
+            closes = len(region[: starts[end]].rstrip()) if end < len(starts) else INF
             marks.append((starts[token.map[0]], closes, None))
     return marks, edges

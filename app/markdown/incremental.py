@@ -3,9 +3,9 @@
 Why a module of its own: ``growing`` decides how the end of a streaming answer shows;
 this module decides how little of it to parse again. Per key (an item's dom id) it keeps
 the blocks before the last render's region (``_Head``: their tokens and HTML), parses
-only the rest (``growing._growing_tokens`` on the tail), moves the head on when blocks
+only the rest (``growing.growing_tokens`` on the tail), moves the head on when blocks
 become final, and sets the cadence at which a big open block is rendered (the cut of
-``_growing_source``). ``blocks.keyed(growing=True)`` goes through ``_growing_inner``.
+``growing_source``). ``blocks.keyed(growing=True)`` goes through ``growing_inner``.
 """
 
 from __future__ import annotations
@@ -16,19 +16,17 @@ from typing import Any, NamedTuple
 from markdown_it.common.utils import escapeHtml
 from markdown_it.token import Token
 
-# REVEAL_STEP is read from the package at call time (see growing.py)
-from .. import markdown as _package
-from .engine import _BUDGET, _GROWING, INLINE_BUDGET, _md, _top_level, spend
-from .growing import _NEWLINES, _finish, _growing_tokens
+from .engine import BUDGET_KEY, GROWING_KEY, INLINE_BUDGET, MD, top_level, spend
+from .growing import NEWLINES, finish, growing_tokens, reveal_step
 from .pieces import Pieces
-from .scan import _scan
+from .scan import scan_inline
 
 
-def _growing_source(text: str, key: str | None = None) -> str:
+def growing_source(text: str, key: str | None = None) -> str:
     """The text a growing render starts from: normalized (as markdown-it does) and cut
     to the last grid point. With `key` (keyed's), a big open block moves the cut on by
     more than the grid: see `_cadence`."""
-    view = _growing_view(text, key)
+    view = growing_view(text, key)
     return view.text[:view.cut]
 
 
@@ -42,8 +40,8 @@ class _View(NamedTuple):
     clean: bool  # `text` is the text as given: it had nothing to normalize
 
 
-def _growing_view(text: str, key: str | None = None) -> _View:
-    """`_growing_source`, without a pass over the whole answer in Python or a copy of it
+def growing_view(text: str, key: str | None = None) -> _View:
+    """`growing_source`, without a pass over the whole answer in Python or a copy of it
     when `text` extends the text the key last rendered (a growing answer: every render
     but the first). Then one prefix compare (a memcmp) stands for the checks that need
     the whole text: the newline normalization looks at the added part only, and the
@@ -60,7 +58,7 @@ def _growing_view(text: str, key: str | None = None) -> _View:
     else:
         src = _normalized(text)
         same = head is not None and src.startswith(head.last)
-    grid = _package.REVEAL_STEP if _package.REVEAL_STEP > 1 else 0
+    grid = reveal_step() if reveal_step() > 1 else 0
     if not grid:
         return _View(src, len(src), same, raw, src is text)
     # A text shorter than one step shows what it has: the first words of an answer reach
@@ -79,7 +77,7 @@ def _normalized(text: str) -> str:
     for the characters are memchr-fast; the regular expression runs only on a text that
     has a CR (a growing answer is normalized at every render, the whole of it)."""
     if "\r" in text:
-        text = _NEWLINES.sub("\n", text)
+        text = NEWLINES.sub("\n", text)
     return text.replace("\0", "\ufffd") if "\0" in text else text
 
 
@@ -140,16 +138,16 @@ _HEADS: dict[str, _Head] = {}  # per key (an item's dom id); the oldest dropped 
 _HEADS_MAX = 256
 
 
-def _growing_inner(view: _View, key: str) -> list[str]:
+def growing_inner(view: _View, key: str) -> list[str]:
     """Each top-level block's inner HTML (no trailing newline) for keyed(growing=True):
-    what `_growing_tokens(view.text[:view.cut])` renders to, re-parsing only from the
+    what `growing_tokens(view.text[:view.cut])` renders to, re-parsing only from the
     key's head on."""
     text, cut = view.text, view.cut
     head = _HEADS.get(key)
-    grid = _package.REVEAL_STEP if _package.REVEAL_STEP > 1 else 0
+    grid = reveal_step() if reveal_step() > 1 else 0
     step = grid
     if head is not None and grid and view.same:
-        step = _cadence(cut - head.open_at, grid)  # as _growing_view cut it
+        step = _cadence(cut - head.open_at, grid)  # as growing_view cut it
     # the guard is a prefix of the last source (head.guard <= head.cut): `same` holds it
     if head is None or not (cut >= head.guard and (
             view.same or text.startswith(head.guard_text[:head.guard]))):
@@ -162,16 +160,16 @@ def _growing_inner(view: _View, key: str) -> list[str]:
             return grown
     head.tip = None
     env: dict[str, Any] = {"references": dict(head.refs)} if head.refs else {}
-    env[_BUDGET] = head.left
+    env[BUDGET_KEY] = head.left
     found: dict[str, Any] = {}
     base = head.chars
-    tokens = _growing_tokens(text[head.chars:cut], env, found, step,
+    tokens = growing_tokens(text[head.chars:cut], env, found, step,
                              lambda text, env, p=head.pieces, at=head.chars, line=head.lines: p.parse(text, env, at, line))
     refs = env.get("references") or {}
     if head.html and _defined(head.shown_refs) != _defined(refs):
         # a definition arrived: links in the head's blocks may resolve now
-        again = {_GROWING: True, "references": refs}
-        _finish(head.tokens, again)
+        again = {GROWING_KEY: True, "references": refs}
+        finish(head.tokens, again)
         head.html = _rendered(head.tokens, again)
         head.shown_refs = dict(refs)
     tail = _rendered(tokens, env, head.rendered, repr(sorted(_defined(refs).items())) if refs else "")
@@ -235,7 +233,7 @@ def _tip(tokens: list[Token], inner: list[str], text: str, cut: int, shown: int,
     # the content is the text's, unchanged, and ends where the render's shown text ends
     if shown < len(content) or not text.startswith(content, shown - len(content)):
         return None
-    closes = _md.renderer.render(tokens[k + 1:], _md.options, {})
+    closes = MD.renderer.render(tokens[k + 1:], MD.options, {})
     closes = closes[:-1] if closes.endswith("\n") else closes  # (as the block's inner HTML)
     if not closes or not inner[-1].endswith(closes):
         return None
@@ -245,7 +243,7 @@ def _grown_tip(head: _Head, text: str, cut: int) -> list[str] | None:
     paragraph's one line: the same blocks, the last with the escaped text added before its
     `</p>` -- what a parse, the edge and a render give there (no block rule starts inside a
     line; the added characters open, close and link nothing, and the edge holds nothing
-    back, as `_scan` says of the new content). Else None."""
+    back, as `scan_inline` says of the new content). Else None."""
     tip = head.tip
     if tip is None or cut <= tip.cut:
         return None
@@ -257,7 +255,7 @@ def _grown_tip(head: _Head, text: str, cut: int) -> list[str] | None:
         head.tip = tip._replace(cut=cut)
         return list(tip.parts)
     content = tip.content + added
-    _, hold, openers, code = _scan(content, tip.refs, True)
+    _, hold, openers, code = scan_inline(content, tip.refs, True)
     if hold != len(content) or openers or code:
         return None
     last = tip.parts[-1]
@@ -283,13 +281,13 @@ def _rendered(tokens: list[Token], env: dict[str, Any], memo: dict[int, tuple] |
     is not rendered again; `memo` is left holding this render's blocks."""
     out = []
     kept = {}
-    for start, end in _top_level(tokens):
+    for start, end in top_level(tokens):
         first, last = tokens[start], tokens[end - 1]
         hit = memo.get(id(first)) if memo is not None else None
         if hit is not None and hit[0] is first and hit[1] is last and hit[2] == end - start and hit[3] == refs:
             inner = hit[4]
         else:
-            inner = _md.renderer.render(tokens[start:end], _md.options, env)
+            inner = MD.renderer.render(tokens[start:end], MD.options, env)
             inner = inner[:-1] if inner.endswith("\n") else inner
             RENDERED[0] += len(inner)
         kept[id(first)] = (first, last, end - start, refs, inner)  # (the tokens kept alive: ids stay theirs)
@@ -312,7 +310,7 @@ def _advance(head: _Head, src: str, found: dict[str, Any], tail: list[str],
     head.open_at = head.chars + found.get("open", 0)
     if not final:
         return
-    spans = _top_level(final)
+    spans = top_level(final)
     cuts = [(found.get("line", 0), len(spans))]  # (block start line, blocks before it)
     cuts += [((final[spans[k][0]].map or [0])[0], k) for k in range(len(spans) - 1, 0, -1)]
     base = head.chars

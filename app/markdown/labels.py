@@ -2,7 +2,7 @@
 
 Why a module of its own: the edge scanner (``scan``) asks, from every ``[``, where its
 label ends, and from every backtick run, where a run of the same length is next. Asked
-naively (a walk to the end each time) a text of n ``[`` costs n^2. ``_Text`` answers
+naively (a walk to the end each time) a text of n ``[`` costs n^2. ``Text`` answers
 both from what one walk of the text learns, and counts the characters it steps over
 (``SCANNED``), so that tests can assert the bound as a count.
 """
@@ -16,7 +16,7 @@ import re
 def _find_run(s: str, start: int, char: str, size: int) -> int:
     """Start of the first run of exactly `size` `char`s at or after `start`, or -1.
     (`start` is not inside a run. A scan asks this of the same text many times: see
-    `_Text.run`, which answers from one index of the runs.)"""
+    `Text.run`, which answers from one index of the runs.)"""
     n = len(s)
     i = s.find(char, start)
     while i >= 0:
@@ -29,7 +29,7 @@ def _find_run(s: str, start: int, char: str, size: int) -> int:
     return -1
 
 
-class _Text:
+class Text:
     """One text being scanned, with what the scan of it learns once and reuses.
 
     Every pass over it is linear: a link label from each `[` is found by one walk that
@@ -53,7 +53,7 @@ class _Text:
             runs = self.runs = {}
             for m in _BACKTICKS.finditer(self.s):
                 runs.setdefault(m.end() - m.start(), []).append(m.start())
-            _count(len(self.s))
+            count_scanned(len(self.s))
         starts = runs.get(size)
         if not starts:
             return -1
@@ -82,7 +82,7 @@ class _Text:
                     break
                 ends[stack.pop()] = close
                 if not stack:
-                    _count(walked)
+                    count_scanned(walked)
                     return close
                 k = close + 1
                 continue
@@ -104,12 +104,12 @@ class _Text:
             elif ch == "]":
                 ends[stack.pop()] = k
                 if not stack:
-                    _count(walked)
+                    count_scanned(walked)
                     return k
             k += 1
         for opened in stack:  # no close before the end, for all still open
             ends[opened] = -1
-        _count(walked)
+        count_scanned(walked)
         return -1
 
 
@@ -120,7 +120,7 @@ _BACKTICKS = re.compile("`+")
 SCANNED = [0]
 
 
-def _count(steps: int) -> None:
+def count_scanned(steps: int) -> None:
     SCANNED[0] += steps
 
 

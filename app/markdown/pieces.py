@@ -26,8 +26,8 @@ from typing import Any
 
 from markdown_it.token import Token
 
-from .engine import _top_level
-from .growing import PARSED, _block_tokens, _line_starts
+from .engine import top_level
+from .growing import PARSED, block_tokens, line_starts
 
 
 class _Piece:
@@ -124,7 +124,7 @@ class Pieces:
         if self.open is not None and self.open.chars == chars + pos:
             rest = self.open.grown(text, pos)
         if rest is None:
-            rest = _block_tokens(text[pos:], env) if pos < len(text) else []
+            rest = block_tokens(text[pos:], env) if pos < len(text) else []
         if line:
             for token in rest:
                 if token.map:
@@ -144,8 +144,8 @@ class Pieces:
         text, chars, lines, tokens, maps, defined = parsed
         if defined or not tokens:
             return  # a reference definition: it would have to be carried (rare)
-        starts = _line_starts(text)
-        spans = _top_level(tokens)
+        starts = line_starts(text)
+        spans = top_level(tokens)
         cuts = [0]  # block start lines where a piece may end (the last block is open)
         for start, _ in spans[1:]:
             first = (maps[start] or (0, 0))[0]

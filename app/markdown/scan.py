@@ -18,13 +18,13 @@ from typing import Any
 from markdown_it.common.utils import isPunctChar, isWhiteSpace, normalizeReference
 from markdown_it.rules_inline.state_inline import StateInline
 
-from .engine import INLINE_BUDGET, _md, syntax_cost
-from .labels import _count, _Text
+from .engine import INLINE_BUDGET, MD, syntax_cost
+from .labels import count_scanned, Text
 from .mathml import MATH_MAX, bracket_inline, dollar_inline
 
 _LINK_HOLD = 400  # a pending link waits while its `[` is at most this far from the end
 _DOLLAR_HOLD = 200  # and `$` (math, or money: `$10 a month`) while this close to it
-_INF = 1 << 60  # the end of a span still open at the end (growing uses it too)
+INF = 1 << 60  # the end of a span still open at the end (growing uses it too)
 
 _ASCII_PUNCT = frozenset("!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~")
 _AUTOLINK = re.compile(
@@ -64,14 +64,14 @@ def _inline_link(s: str, pos: int) -> tuple[int, int]:
         return _PENDING, 0
     if s[pos] == ")":
         return _OK, pos + 1
-    dest = _md.helpers.parseLinkDestination(s, pos, n)
+    dest = MD.helpers.parseLinkDestination(s, pos, n)
     if not dest.ok:
         if s[pos] == "<":
             return (_NO, 0) if re.search(r"[\n<>]", s[pos + 1 :]) else (_PENDING, 0)
         return _PENDING, 0
     if dest.pos >= n:
         return _PENDING, 0
-    if not _md.validateLink(_md.normalizeLink(dest.str)):
+    if not MD.validateLink(MD.normalizeLink(dest.str)):
         return _NO, 0
     after = _skip_space(s, dest.pos)
     if after >= n:
@@ -80,7 +80,7 @@ def _inline_link(s: str, pos: int) -> tuple[int, int]:
         return _OK, after + 1
     if after == dest.pos or s[after] not in "\"'(":
         return _NO, 0
-    title = _md.helpers.parseLinkTitle(s, after, n)
+    title = MD.helpers.parseLinkTitle(s, after, n)
     if not title.ok:
         return (_PENDING, 0) if title.can_continue else (_NO, 0)
     after = _skip_space(s, title.pos)
@@ -89,7 +89,7 @@ def _inline_link(s: str, pos: int) -> tuple[int, int]:
     return (_OK, after + 1) if s[after] == ")" else (_NO, 0)
 
 
-def _link(text: _Text, i: int, refs: dict[str, Any]) -> tuple[int, int]:
+def _link(text: Text, i: int, refs: dict[str, Any]) -> tuple[int, int]:
     """At `[`: (_OK, end) for a whole link, (_PENDING, 0) or (_NO, 0)."""
     s = text.s
     n = len(s)
@@ -122,7 +122,7 @@ def _link(text: _Text, i: int, refs: dict[str, Any]) -> tuple[int, int]:
 def _math(s: str, i: int) -> tuple[int, int]:
     """At `$`, `\\(` or `\\[`: (_OK, end) for whole math (asking the MarkdownIt's own
     rules), (_PENDING, 0) while its close may still come, (_NO, 0) when it cannot."""
-    state = StateInline(s, _md, {}, [])
+    state = StateInline(s, MD, {}, [])
     state.pos = i
     dollar = s[i] == "$"
     if (dollar_inline if dollar else bracket_inline)(state, True):
@@ -163,13 +163,13 @@ _SCAN_CACHE_CHARS = [0]  # the texts it holds, in characters: bounded, not only 
 _SCAN_CACHE_MAX_CHARS = 4_000_000
 
 
-def _scan(
+def scan_inline(
     s: str, refs: dict[str, Any], edge: bool
 ) -> tuple[list[tuple[int, int]], int, list[_Delim], int]:
     """A light pass over inline Markdown after markdown-it's rules (code spans first,
     links, autolinks, flanking delimiter runs, the rule of 3).
 
-    Returns (spans: (start, end) of each inline element, end _INF when still open at
+    Returns (spans: (start, end) of each inline element, end INF when still open at
     the end; hold: where a construct still being typed at the end starts, len(s) if
     none; the emphasis openers open at the end; the backtick count of a code span open
     at the end, or 0). With `edge` False the end of `s` is its end (nothing pending)."""
@@ -191,7 +191,7 @@ def _scan_uncached(
     s: str, refs: dict[str, Any], edge: bool
 ) -> tuple[list[tuple[int, int]], int, list[_Delim], int]:
     n = len(s)
-    text = _Text(s)
+    text = Text(s)
     spans: list[tuple[int, int]] = []
     stack: list[_Delim] = []
     hold, code = n, 0
@@ -212,7 +212,7 @@ def _scan_uncached(
                 single = c == "$" and not s.startswith("$$", i)
                 if n - i <= (_DOLLAR_HOLD if single else MATH_MAX):
                     hold = i  # math waits for its close (like a link for its `)`)
-                    spans.append((i, _INF))
+                    spans.append((i, INF))
                     break
             if c == "$":
                 i += 1
@@ -237,7 +237,7 @@ def _scan_uncached(
                 hold = i  # the run may grow
                 break
             code = j - i
-            spans.append((i, _INF))
+            spans.append((i, INF))
             if edge:  # backticks at the end may be the closing run, arriving
                 t = n
                 while t > j and s[t - 1] == "`":
@@ -309,7 +309,7 @@ def _scan_uncached(
                 begin = i - 1 if i > 0 and s[i - 1] == "!" else i
                 if n - begin <= _LINK_HOLD:
                     hold = begin
-                    spans.append((begin, _INF))
+                    spans.append((begin, INF))
                     break
             i += 1
             continue
@@ -334,7 +334,7 @@ def _scan_uncached(
         k = n
         while k > 0 and not s[k - 1].isspace():
             k -= 1
-        k = max(k, max((e for _, e in spans if e < _INF), default=0))
+        k = max(k, max((e for _, e in spans if e < INF), default=0))
         word = s[k:].lstrip("([{*_~\"'<").lower()
         if word and (
             "://" in word
@@ -343,8 +343,8 @@ def _scan_uncached(
             or any(start.startswith(word) for start in _URL_STARTS)
         ):
             hold = k  # linkify would give it an href that changes as it grows
-    spans.extend((op.pos, _INF) for op in stack)
-    _count(steps)
+    spans.extend((op.pos, INF) for op in stack)
+    count_scanned(steps)
     return spans, hold, stack, code
 
 
@@ -364,9 +364,9 @@ def _opener(stack: list[_Delim], char: str, size: int, closer_opens: bool, botto
     return -1
 
 
-def _closers(s: str, refs: dict[str, Any]) -> str:
+def closers_of(s: str, refs: dict[str, Any]) -> str:
     """What closes the inline code and emphasis left open at the end of `s`."""
-    _, _, stack, code = _scan(s, refs, False)
+    _, _, stack, code = scan_inline(s, refs, False)
     out = "`" * code
     for op in reversed(stack):
         if op.count > 0:
