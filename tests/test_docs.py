@@ -129,3 +129,34 @@ def test_a_package_that_lists_its_modules_lists_them_all():
         modules = {p.stem for p in init.parent.glob("*.py") if p.name != "__init__.py"}
         if len(named & modules) >= 3:
             assert modules <= named, f"{init.relative_to(ROOT)} does not name {sorted(modules - named)}"
+
+
+def test_the_schema_page_is_made_from_both_engines(pg_url):
+    """docs/schema.md is what app/store/schema_page.py makes from a new SQLite database and a
+    new PostgreSQL one: a migration that lands without the page made again fails here."""
+    from app.store import db as dbm
+    from app.store import schema_page
+
+    db = dbm.connect(pg_url)
+    try:
+        dbm.migrate(db)
+        made = schema_page.page(schema_page.sqlite_tables(), schema_page.postgres_tables(db))
+    finally:
+        db.conn.close()
+    assert (ROOT / "docs" / "schema.md").read_text() == made, \
+        "docs/schema.md is out of date: python -m app.store.schema_page URL > docs/schema.md"
+
+
+def test_the_schema_pages_sqlite_half_is_sqlites():
+    """The same check for SQLite's half, without PostgreSQL (make test-fast): its migrations
+    in order, and every table's SQLite column."""
+    from app.store import migrations, schema_page
+
+    doc = (ROOT / "docs" / "schema.md").read_text()
+    listed = re.findall(r"^\| \d+ \| `(m\w+)` \|", doc.split("| PostgreSQL (", 1)[0], re.M)
+    assert listed == [fn.__name__ for fn in migrations.MIGRATIONS]
+    for name, columns in schema_page.sqlite_tables().items():
+        assert f"\n### {name}\n" in doc, name
+        section = doc.split(f"\n### {name}\n", 1)[1].split("\n### ", 1)[0]
+        for column in columns:
+            assert f"| `{column['name']}` | {schema_page.cell(column)} |" in section, f"{name}.{column['name']}"
