@@ -511,6 +511,10 @@ def test_ctrl_c_during_the_copy_keeps_nothing(data, pg_url):
     rolls back, the snapshot goes, and a second run moves the install."""
     import signal
 
+    # A shell without job control (a script's `make test &`) starts what it runs in the
+    # background with SIGINT ignored, and so is the move this starts: it would finish, deaf.
+    assert signal.getsignal(signal.SIGINT) is not signal.SIG_IGN, \
+        "SIGINT is ignored in this test process (started in the background by a script), so Ctrl-C cannot be sent"
     made = build(data)
     from app.store import db as dbm
 
