@@ -567,13 +567,21 @@ class Served:
         assert errors == [], f"the page {'logged errors' if console else 'raised'}: {errors}"
 
     def start(self) -> "Served":
+        return self.launch().ready()
+
+    def launch(self) -> "Served":
+        """The process started, not waited for (`ready` waits)."""
         self.data.mkdir(parents=True, exist_ok=True)
         out = open(self.log, "ab")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "app.cli", "serve", "--port", str(self.port), "--workers", str(self.workers)],
             cwd=ROOT, env=self.env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
         )
-        deadline = time.monotonic() + 20
+        return self
+
+    def ready(self, timeout: float = 20) -> "Served":
+        """Waits until /healthz answers 200."""
+        deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"tabletalk serve exited: {self.log.read_text()[-3000:]}")

@@ -82,9 +82,11 @@ class Cluster:
         self.down()
         self._start()
 
-    def down(self) -> None:
-        """The server stopped (its connections cut, nothing listening on its port): an outage."""
-        self._run(str(self.bin / "pg_ctl"), "-D", str(self.data), "-m", "fast", "-w", "-t", "60", "stop")
+    def down(self, mode: str = "fast") -> None:
+        """The server stopped (its connections cut, nothing listening on its port): an outage.
+        `mode` is pg_ctl's: fast (sessions ended, a checkpoint) or immediate (a crash: what
+        was committed is replayed from the WAL at the next start)."""
+        self._run(str(self.bin / "pg_ctl"), "-D", str(self.data), "-m", mode, "-w", "-t", "60", "stop")
 
     def up(self) -> None:
         """The server started again after `down`, on the same port (nothing when it runs)."""
