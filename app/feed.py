@@ -6,6 +6,11 @@ hands the result to every follower of that conversation: a thousand followers of
 answer cost one query and one render, not a thousand. A write in this process wakes it at
 once (`notify`); a write in another process is seen by one cheap `PRAGMA data_version`
 poll every 25 ms on this process's own feed connection, never one poll per follower.
+
+While the database cannot be reached the streams stay open: every follower is told so once
+(a banner, `render_outage`), the feed looks again every OUTAGE_POLL_SECONDS, and once the
+database answers it takes the banner away and sends what changed meanwhile, from its cursor
+as always: no page has to reload, none misses a row.
 """
 from __future__ import annotations
 
@@ -20,6 +25,7 @@ from pathlib import Path
 from .store import db as dbm
 from .beat import BEAT_SECONDS, beat_at_or_after
 from .store import Store
+from .store.outage import WORDS, unavailable
 from .localmodel import Builtin
 from .tables import Conversation, Item
 
@@ -34,6 +40,7 @@ POLL_SECONDS = 0.025
 UNFOLLOWED_POLL_SECONDS = 0.1
 KEEPALIVE_SECONDS = 15.0  # a comment on every idle stream, so proxies keep it open
 FOLLOWER_BACKLOG = 256  # messages a slow follower may fall behind before it must resync
+OUTAGE_POLL_SECONDS = 0.25  # how often the database is looked for while it cannot be reached
 
 # (store, chat, changed items, changed conversation or None, deleted dom ids, what followers
 # in step have of each item or None for whole elements) -> one SSE message's HTML. The
@@ -43,10 +50,13 @@ Render = Callable[[Store, int, list[Item], Conversation | None, list[str], dict 
 RenderList = Callable[[Store, list[Conversation], list[str]], str]
 # (store, the built-in model's changed row, whose page) -> its fragment (app/localmodel)
 RenderBuiltin = Callable[[Store, Builtin, int | None], str]
+# (what to tell a person of the database, "" once it answers again) -> every page's banner
+RenderOutage = Callable[[str], str]
 
 
-def encode(rev: int, html: str) -> bytes:
-    """One SSE message: its id is the rev it brings the page to.
+def encode(rev: int | None, html: str) -> bytes:
+    """One SSE message: its id is the rev it brings the page to (None: no id, so the page's
+    cursor, the Last-Event-ID it would reconnect with, stays where it was).
 
     Fields are written without the optional space after the colon (a live answer is ~190
     messages of ~40 characters each, so every byte of framing shows in the bytes a page
@@ -58,7 +68,7 @@ def encode(rev: int, html: str) -> bytes:
     too, becomes U+FFFD."""
     lines = _LINE_BREAK.split(html.replace("\x00", "\ufffd"))
     data = "".join(f"data:{' ' if line[:1] == ' ' else ''}{line}\n" for line in lines)
-    return f"id:{int(rev)}\n{data}\n".encode()
+    return (f"id:{int(rev)}\n" if rev is not None else "").encode() + f"{data}\n".encode()
 
 
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")
@@ -118,12 +128,14 @@ class Follower:
 
 class Feed:
     def __init__(self, path: Path | str, render: Render | None = None, render_list: RenderList | None = None,
-                 render_builtin: RenderBuiltin | None = None):
+                 render_builtin: RenderBuiltin | None = None, render_outage: RenderOutage | None = None):
         self.db = dbm.connect(path)
         self.store = Store(self.db)
         self.render = render
         self.render_list = render_list
         self.render_builtin = render_builtin
+        self.render_outage = render_outage
+        self.down = ""  # why the database cannot be reached now ("" while it answers)
         self.rev = self.store.rev()
         self.followers: dict[int | None, set[Follower]] = defaultdict(set)
         self.sent: dict[int, dict] = {}  # per followed conversation: what followers in step have
@@ -205,21 +217,67 @@ class Feed:
             else:
                 poll_at = beat_at_or_after(looked + UNFOLLOWED_POLL_SECONDS - 0.001, BEAT_SECONDS)
             poked = await self._rest(poll_at)
-            # Read before the dispatch's snapshot: a commit after it changes the version again.
-            seen = self._data_version()
+            try:
+                # Read before the dispatch's snapshot: a commit after it changes the version again.
+                seen = self._data_version()
+            except Exception as e:
+                if not (why := unavailable(e)):
+                    raise
+                self._unreachable(why)
+                self._poked = False  # (what this process wrote before is read once it is back)
+                await self._rest(time.monotonic() + OUTAGE_POLL_SECONDS)
+                looked = time.monotonic()
+                continue
+            if self.down:
+                self._answers()
+                poked = True  # what changed meanwhile, at once
             looked = time.monotonic() if poked else poll_at
             if not poked and seen == version:
                 continue
             version = seen  # this dispatch covers this process's commits too: no second one
             self._poked = False
+            before = self.rev
             try:
                 self.dispatch()
-            except Exception:  # a bad row must not stop every page following
-                log.exception("feed dispatch failed")
+            except Exception as e:
+                if why := unavailable(e):
+                    self._unreachable(why)
+                    self._again(before)
+                    version = -1
+                else:  # a bad row must not stop every page following
+                    log.exception("feed dispatch failed")
             self._ticked()
 
     def _data_version(self) -> int:
         return self.store.data_version()
+
+    # --- the database unreachable ---------------------------------------------------
+
+    def _unreachable(self, why: str) -> None:
+        """Every page following is told, once an outage (the runner's scan says it in the log)."""
+        if not self.down and self.render_outage is not None:
+            self._tell_all(self.render_outage(WORDS))
+        self.down = why
+
+    def _answers(self) -> None:
+        self.down = ""
+        if self.render_outage is not None:
+            self._tell_all(self.render_outage(""))
+
+    def _tell_all(self, html: str) -> None:
+        data = encode(None, html)
+        for group in self.followers.values():
+            for f in group:
+                f.push(0, data)
+
+    def _again(self, rev: int) -> None:
+        """A dispatch failed on its way (the database went): the next one reads again from
+        `rev`, and sends whole elements (a follower may have had part of this one: whole
+        elements are the same whatever it has)."""
+        self.rev = rev
+        for group in self.followers.values():
+            for f in group:
+                f.fresh = True
 
     # --- following ------------------------------------------------------------------
 

@@ -14,7 +14,7 @@ from . import accounts
 from .plugins import oauth as mcp_oauth
 from .store import db as dbm
 from .config import Config
-from .feed import Feed, Render, RenderBuiltin, RenderList
+from .feed import Feed, Render, RenderBuiltin, RenderList, RenderOutage
 from .localmodel import keeper
 from .providers.client import Providers
 from .run.runner import Runner
@@ -37,10 +37,12 @@ class Worker:
 @asynccontextmanager
 async def running(config: Config, render: Render | None = None,
                   render_list: RenderList | None = None,
-                  render_builtin: RenderBuiltin | None = None) -> AsyncIterator[Worker]:
+                  render_builtin: RenderBuiltin | None = None,
+                  render_outage: RenderOutage | None = None) -> AsyncIterator[Worker]:
     db = dbm.connect(config.database, pool_size=config.pg_pool)  # first: it opens the process's pool
     dbm.migrate(db)
-    feed = Feed(config.database, render=render, render_list=render_list, render_builtin=render_builtin)
+    feed = Feed(config.database, render=render, render_list=render_list, render_builtin=render_builtin,
+                render_outage=render_outage)
     store = Store(db, notify=feed.notify)
     mcp_oauth.attach(store)  # plugins connected with OAuth read and refresh their tokens here
     providers = Providers(config)

@@ -103,7 +103,8 @@ def test_while_the_server_is_down_it_is_said_at_once_and_reached_again_once_it_i
         with pytest.raises(pg.Unreachable):
             dbm.connect(pg_url)  # a new Database too
         assert time.monotonic() - started < pg.POOL_WAIT_SECONDS / 2, "never the pool's wait"
-        assert outage.unavailable(refused.value).startswith("the database is unreachable (")
+        where = pg_url.split("@", 1)[1].split("/", 1)[0]  # HOST:PORT, as the line names the server
+        assert outage.unavailable(refused.value).startswith(f"the database at {where} is unreachable (")
         assert "refused" in str(refused.value) or "No such file" in str(refused.value)
         pg_cluster.up()
         back = time.monotonic()

@@ -27,6 +27,7 @@ import sys
 import time
 from pathlib import Path
 
+from ..store.outage import unavailable
 from . import Builtin, Paths, alive
 
 log = logging.getLogger(__name__)
@@ -130,8 +131,9 @@ async def watch(data: Path, store, feed) -> None:
                 pid = await asyncio.to_thread(start, data, serve)
                 if pid:
                     log.info("started the built-in model's supervisor (process %s): the model is %s", pid, row.state)
-        except Exception:  # a bug here must not end the worker's other work
-            log.exception("starting the built-in model's supervisor failed")
+        except Exception as e:  # a bug here must not end the worker's other work
+            if not unavailable(e):  # (the database unreachable: the runner's scan says it; looked at again)
+                log.exception("starting the built-in model's supervisor failed")
 
 
 def _hold_lock(data: Path) -> int | None:

@@ -34,6 +34,7 @@ import httpx2
 from ..store import db as dbm
 from ..config import Config
 from ..store import Store
+from ..store.outage import unavailable
 from . import NAME, WINDOW, Builtin, Paths, alive
 from .keeper import ASKING
 from .install import Installer, InstallError, Progress
@@ -120,8 +121,11 @@ class Supervisor:
                     break  # serve was killed outright
                 try:
                     self._look(store)
-                except Exception:  # a bug here must not end the supervision
-                    log.exception("the built-in model's supervisor failed; it goes on")
+                except Exception as e:  # a bug here must not end the supervision
+                    if why := unavailable(e):  # an outage, said as one: it looks again
+                        log.warning("the built-in model's supervisor: %s; it looks again", why)
+                    else:
+                        log.exception("the built-in model's supervisor failed; it goes on")
                     self._stopping.wait(5)
                 self._stopping.wait(LOOK_SECONDS)
             self._stop_server(store)

@@ -19,6 +19,7 @@ from .. import localmodel, window
 from ..agent import Delta, Message, ModelError
 from ..asyncnet import PooledTransport
 from ..config import Config
+from ..store.outage import unavailable
 from ..tools import Tool
 from . import asking, catalog
 from .ids import GROUP_LOCAL, GROUP_SERVER, LOCAL, Account, Choice, choice_of, groups
@@ -344,8 +345,9 @@ class Providers:
                     found = await self.choices()
                     if found != store.choices():
                         store.replace_choices(found)
-            except Exception:
-                log.exception("listing the model servers again failed")
+            except Exception as e:
+                if not unavailable(e):  # (the database unreachable: the runner's scan says it)
+                    log.exception("listing the model servers again failed")
 
     def limits_of(self, model: str) -> Limits:
         """What `model` was found to take: the stored word (any worker's), else this one's."""

@@ -17,6 +17,7 @@ from typing import Any
 from .. import space
 from ..agent.pieces import SoFar
 from ..beat import BEAT_SECONDS, PHASE_SECONDS, next_beat
+from ..store.outage import unavailable
 from ..store.runs import CHUNK_CHARS, Chunked
 
 log = logging.getLogger(__name__)
@@ -139,5 +140,8 @@ class Writes:
         self._flush_at = None
         try:
             self.flush()
-        except Exception:
-            log.exception("writing growing text failed")
+        except Exception as e:
+            # The database unreachable: what grew is written whole by the step's end, or the
+            # step is made again once it is back (the runner's scan says the outage).
+            if not unavailable(e):
+                log.exception("writing growing text failed")

@@ -15,6 +15,7 @@ from .db import BUSY_TIMEOUT_MS
 # What a person is told while the database cannot be reached (pages, the live feed).
 WORDS = "The database is unreachable; answers resume when it is back."
 SAY_EVERY_SECONDS = 5.0  # a line in the log at most this often while an outage lasts
+LOCKED = "the database is locked"
 
 
 def unavailable(e: BaseException | None) -> str:
@@ -30,7 +31,7 @@ def unavailable(e: BaseException | None) -> str:
         if isinstance(e, BaseExceptionGroup):
             return next((why for leaf in e.exceptions if (why := unavailable(leaf))), "")
         if isinstance(e, sqlite3.OperationalError) and "locked" in str(e):
-            return f"the database is locked: another process held its write lock for {BUSY_TIMEOUT_MS // 1000} s"
+            return f"{LOCKED}: another process held its write lock for {BUSY_TIMEOUT_MS // 1000} s"
         if type(e).__module__.split(".")[0] == "psycopg" or type(e).__module__ == f"{__package__}.postgres":
             from . import postgres as pg  # raised by psycopg or over it: both are imported already
 
@@ -38,6 +39,12 @@ def unavailable(e: BaseException | None) -> str:
                 return why
         e = e.__cause__
     return ""
+
+
+def public(why: str) -> str:
+    """What anyone may be told of the outage `why` (the public /healthz): its kind, without
+    the database's address or libpq's words, which are for the log."""
+    return LOCKED if why.startswith(LOCKED) else "the database is unreachable"
 
 
 class Outage:

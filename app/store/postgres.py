@@ -45,6 +45,7 @@ from typing import Any
 import psycopg
 from psycopg import pq
 from psycopg.adapt import Dumper
+from psycopg.conninfo import conninfo_to_dict
 
 from . import db as dbm
 
@@ -153,10 +154,10 @@ _NOT_NOW = ("starting up", "shutting down", "in recovery", "not yet accepting co
             "administrator command", "not accepting connections")
 
 
-def unreachable(e: BaseException) -> str:
-    """Why the server cannot be used now, when `e` says it cannot be reached or the
-    connection to it was lost, else "" (a refusal: a wrong password, user or database, a
-    bad setting in the URL, a bad statement, a deadlock)."""
+def unreachable(e: BaseException, where: str = "") -> str:
+    """Why the server (at `where`, HOST:PORT, when known) cannot be used now, when `e` says it
+    cannot be reached or the connection to it was lost, else "" (a refusal: a wrong
+    password, user or database, a bad setting in the URL, a bad statement, a deadlock)."""
     if isinstance(e, Unreachable):
         return str(e)
     if not isinstance(e, psycopg.OperationalError):
@@ -170,7 +171,17 @@ def unreachable(e: BaseException) -> str:
             return ""  # a setting of the URL libpq does not take
     elif not (state.startswith("08") or state in _GONE):
         return ""
-    return f"the database is unreachable ({words[:300]})"
+    return f"the database{f' at {where}' if where else ''} is unreachable ({words[:300]})"
+
+
+def address(url: str) -> str:
+    """HOST:PORT of a URL, as a log line names the server (libpq's defaults for what it omits)."""
+    try:
+        info = conninfo_to_dict(url)
+    except psycopg.Error:
+        return "?"
+    host = str(info.get("host") or info.get("hostaddr") or "localhost")
+    return f"{host}:{info.get('port') or 5432}"
 
 
 def _configure(raw: psycopg.Connection) -> None:
@@ -267,7 +278,7 @@ class Pool:
             raw = psycopg.connect(self.url, autocommit=True, row_factory=_rows, connect_timeout=CONNECT_SECONDS,
                                   application_name=f"tabletalk {os.getpid()}")
         except psycopg.OperationalError as e:
-            reason = unreachable(e)
+            reason = unreachable(e, address(self.url))
             if not reason:
                 raise  # a wrong password, user or database: said as PostgreSQL says it
             first, most = RETRY_SECONDS
@@ -480,5 +491,5 @@ def connect(url: str, pool_size: int | None = None) -> Database:
     return Database(url, pool_size)
 
 
-__all__ = ["Connection", "Database", "IntegrityError", "Pool", "PoolFull", "Unreachable", "connect", "translate",
-           "unreachable"]
+__all__ = ["Connection", "Database", "IntegrityError", "Pool", "PoolFull", "Unreachable", "address", "connect",
+           "translate", "unreachable"]

@@ -19,6 +19,7 @@ from .. import config as configuration
 from .. import space
 from ..accounts import COOKIE, People
 from ..feed import Feed
+from ..store.outage import WORDS, unavailable
 from ..worker import running
 from . import (accounts, agents, asks, branches, chats, compress, conversations, events, files, guard, live, localmodel,
                models, oauth, prompts, render, shortcuts, sidebar, skills)
@@ -64,6 +65,8 @@ def error_page(request: Request, exc: Exception) -> Response:
     elif space.is_full(exc):
         log.warning("the disk is full: %s %s could not be saved", request.method, request.url.path)
         status, detail = 507, space.NOT_SAVED
+    elif unavailable(exc):
+        return outage_page(request)
     elif isinstance(exc, UnicodeDecodeError):
         # a form field that is not UTF-8 text (Litestar decodes multipart fields as it parses them)
         status, detail = 400, "The form could not be read: a field was not text (UTF-8). Nothing was saved."
@@ -84,6 +87,28 @@ def error_page(request: Request, exc: Exception) -> Response:
     where, label = way_back(request)
     return secured(render.page(request, "error.html", status_code=status, status=status, detail=detail,
                                       back=where, back_label=label))
+
+
+OUTAGE_REFRESH_SECONDS = 5  # how often the page of a database that cannot be reached asks again
+
+
+def outage_page(request: Request) -> Response:
+    """The database cannot be reached: said as that (outage.WORDS, 503, no traceback: the
+    runner's scan says it in the log every few seconds), never as a bug of ours. Nothing is
+    read for it (neither the session nor the sidebar could be); a page asked for loads again
+    by itself every OUTAGE_REFRESH_SECONDS until the database answers."""
+    if request.method == "GET":
+        detail = f"This page loads again by itself every {OUTAGE_REFRESH_SECONDS} s until then."
+    else:
+        detail = "What you sent was not saved: send it again once the database is back."
+    if is_htmx(request) or request.url.path.endswith("/events"):
+        return secured(Response(f"{WORDS} {detail}", status_code=503, media_type="text/plain; charset=utf-8",
+                                headers={"Retry-After": str(OUTAGE_REFRESH_SECONDS)}))
+    where, label = way_back(request)
+    response = render.page(request, "error.html", status_code=503, status=503, detail=detail, back=where,
+                           back_label=label, outage=WORDS, refresh=OUTAGE_REFRESH_SECONDS, side=None)
+    response.headers["Retry-After"] = str(OUTAGE_REFRESH_SECONDS)
+    return secured(response)
 
 
 def signed_in(request: Request) -> None:
@@ -130,7 +155,7 @@ def create_app(config: configuration.Config | None = None) -> Litestar:
     @asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
         async with running(config, render=live.chat_changes, render_list=sidebar.list_changes,
-                           render_builtin=localmodel.builtin_changes) as w:
+                           render_builtin=localmodel.builtin_changes, render_outage=live.outage_banner) as w:
             app.state.tabletalk = w
             end_streams_on_signal(w.feed)
             yield

@@ -11,6 +11,7 @@ from litestar.exceptions import HTTPException, NotFoundException
 from .. import space
 from ..accounts import COOKIE, People
 from ..providers.thinking import THINKING
+from ..store.outage import public, unavailable
 from ..tables import Assistant, Conversation, Item, Person, again, decided, stopped
 from ..worker import Worker
 from . import live, prompts, render
@@ -257,13 +258,23 @@ async def stop(request: Request, chat: FromPath[str]) -> Response:
 
 
 @get("/healthz")
-async def healthz(request: Request) -> dict[str, object]:
+async def healthz(request: Request) -> Response:
     """Public (for a load balancer or a supervisor); the rev, which says how busy the app
-    is, only to someone signed in."""
+    is, only to someone signed in. 503 while the database cannot be reached, so a proxy sends
+    people elsewhere: one read, which fails at once (a connection attempt at most, bounded
+    by postgres.CONNECT_SECONDS, and none within RETRY_SECONDS of the last one), and 200
+    again at the first read that the database answers. The reason said is the kind of
+    failure; its address and libpq's words are in the log."""
     s = state(request)
-    if People(s.store).session(request.cookies.get(COOKIE)) is None:
-        return {"ok": True}
-    return {"ok": True, "rev": s.store.rev()}
+    try:
+        rev = s.store.rev()  # read whoever asks: a proxy's check carries no session
+        signed = People(s.store).session(request.cookies.get(COOKIE)) is not None
+        body: dict[str, object] = {"ok": True, "rev": rev} if signed else {"ok": True}
+    except Exception as e:
+        if not (why := unavailable(e)):
+            raise
+        return Response({"ok": False, "reason": public(why)}, status_code=503)
+    return Response(body)
 
 
 routes = [index, new_conversation, conversation, watch, ask, choose, retry, decide, stop, healthz]

@@ -19,6 +19,7 @@ from litestar.response import Stream
 from ..accounts import People
 from ..feed import Feed, Follower, encode
 from ..store import Store
+from ..store.outage import unavailable
 from . import live, sidebar
 from .request import an_id, conversation_or_404, me, state
 from .localmodel import builtin_catch_up
@@ -27,9 +28,19 @@ HEADERS = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
 
 
 def still(request: Request) -> Callable[[], bool]:
-    """Whether the session a stream was opened under is still signed in."""
+    """Whether the session a stream was opened under is still signed in (while the database
+    cannot be reached, as far as is known: the stream stays, and shows the feed's banner)."""
     store, token = state(request).store, request.state.session
-    return lambda: People(store).session(token) is not None
+
+    def signed_in() -> bool:
+        try:
+            return People(store).session(token) is not None
+        except Exception as e:
+            if unavailable(e):
+                return True
+            raise
+
+    return signed_in
 
 
 def cursor_of(request: Request, since: str | None) -> int:

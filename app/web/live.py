@@ -329,6 +329,12 @@ def chat_changes(store: Store, chat: int, items: list[Item], convo: Conversation
     return "".join(parts_out)
 
 
+def outage_banner(words: str) -> str:
+    """Every open page's banner (templates/_outage.html): the database cannot be reached
+    (`words`), or "" once it answers again (the feed's RenderOutage)."""
+    return fragment("_outage.html", words=words, oob=True)
+
+
 ANNOUNCED = 200  # characters of an answer a screen reader hears when it ends
 
 
@@ -347,4 +353,4 @@ def announcement(last: Item | None) -> str:
     return f"{'Answer finished' if last.kind == 'text' else 'The answer ended with an error'}: {words}"
 
 
-__all__ = ["Parts", "Sent", "chat_changes", "item_parts", "items_html"]
+__all__ = ["Parts", "Sent", "chat_changes", "item_parts", "items_html", "outage_banner"]

@@ -1,0 +1,125 @@
+"""PostgreSQL stopped while the app serves (the test session's cluster, `down` then `up`): the
+outage is said as one, never as a bug of ours (/healthz 503 with the reason, a page's banner
+instead of "Something went wrong", the live feed's banner), and everything goes on once the
+database answers: the feed from its cursor, a run cut by it from its last complete step,
+answered exactly once. (The chaos of it, with kills and pauses: tests/test_chaos*.py.)"""
+import time
+
+import pytest
+
+from app.accounts import COOKIE
+from app.store import postgres as pg
+from app.store.outage import WORDS
+from tests.conftest import Served, csrf, new_chat, soup, wait_for
+
+
+@pytest.fixture
+def env(env, pg_url, monkeypatch):
+    """The app on the test's own PostgreSQL database."""
+    monkeypatch.setenv("DATABASE_URL", pg_url)
+    return env | {"DATABASE_URL": pg_url}
+
+
+@pytest.fixture
+def outage(pg_cluster):
+    """`with outage():` the server stopped for the block; started again after it, whatever happens."""
+    class Outage:
+        def __call__(self):
+            pg_cluster.down()
+            return self
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            pg_cluster.up()
+
+    try:
+        yield Outage()
+    finally:
+        pg_cluster.up()
+
+
+def test_healthz_answers_503_with_the_reason_while_the_database_is_down_and_200_once_it_is_back(client, outage):
+    assert client.get("/healthz").json() == {"ok": True, "rev": client.get("/healthz").json()["rev"]}
+    with outage():
+        for _ in range(3):
+            started = time.monotonic()
+            r = client.get("/healthz")
+            assert time.monotonic() - started < pg.CONNECT_SECONDS, "one attempt at most, never a wait"
+            assert (r.status_code, r.json()) == (503, {"ok": False, "reason": "the database is unreachable"})
+        token = client.cookies.get(COOKIE)
+        client.cookies.clear()
+        anyone = client.get("/healthz")
+        client.cookies.set(COOKIE, token)
+        assert anyone.status_code == 503 and "127.0.0.1" not in anyone.text, "the address is for the log"
+    back = time.monotonic()
+    wait_for(lambda: client.get("/healthz").status_code == 200, 15, every=0.1)
+    assert time.monotonic() - back < 15
+
+
+def test_a_page_says_the_database_is_unreachable_instead_of_failing(client, outage, caplog):
+    chat = new_chat(client)
+    token = csrf(client, chat)
+    with outage():
+        page = client.get(chat)
+        assert page.status_code == 503 and page.headers["retry-after"] == "5"
+        html = soup(page)
+        banner = html.select_one("#outage[role=alert]")
+        assert banner is not None and banner.get_text(strip=True) == WORDS
+        assert "Something went wrong" not in page.text and html.select_one("h1").get_text() == "Unavailable for now"
+        assert html.select_one('meta[http-equiv="refresh"]')["content"] == "5", "it asks again by itself"
+        assert html.select_one("#side") is None, "nothing that needs the database"
+        sent = client.post(chat + "/ask", data={"_csrf_token": token, "text": "hello"}, follow_redirects=False)
+        assert sent.status_code == 503 and "not saved" in sent.text and soup(sent).select_one("#outage").get_text()
+        htmx = client.post(chat + "/ask", data={"_csrf_token": token, "text": "hello"}, headers={"HX-Request": "true"})
+        assert htmx.status_code == 503 and htmx.text.startswith(WORDS)
+    assert "unhandled error" not in caplog.text and "Traceback" not in caplog.text
+    wait_for(lambda: client.get(chat).status_code == 200, 15, every=0.1)
+    assert soup(client.get(chat)).select_one("#outage").get_text() == "", "the banner is empty (hidden) again"
+
+
+@pytest.mark.browser
+def test_an_open_page_shows_the_banner_and_goes_on_once_the_database_is_back(browser, data, env, fake, outage):
+    """The page's stream stays open through the outage: the feed's banner comes and goes,
+    and the next answer streams into the same page (no reload, no error in the console).
+    A page asked for meanwhile is the banner's too. Screenshots, light and dark: SHOTS."""
+    from playwright.sync_api import expect
+
+    from tests.conftest import SHOTS
+
+    fake.script("The answer before.", "The answer after.")
+    served = Served(data, env).start()
+    try:
+        with served.watched_page(browser) as page:
+            page.goto(served.empty_chat())
+            box = page.locator("#composer textarea")
+            box.fill("hello")
+            box.press("Enter")
+            expect(page.locator("article.text")).to_have_text("The answer before.", timeout=15_000)
+            page.evaluate("window.__sameDocument = true")
+            banner = page.locator("#outage[role=alert]")
+            expect(banner).to_be_hidden()
+            with outage():
+                expect(banner).to_have_text(WORDS, timeout=15_000)
+                for scheme in ("light", "dark"):
+                    page.emulate_media(color_scheme=scheme)
+                    page.screenshot(path=f"{SHOTS}/outage-live-{scheme}.png")
+                    colors = banner.evaluate("e => [getComputedStyle(e).color, getComputedStyle(e).backgroundColor,"
+                                             " getComputedStyle(document.body).color]")
+                    assert colors[0] == colors[2] and colors[0] != colors[1], colors
+                fresh = served.context(browser).new_page()
+                fresh.goto(served.url + "/")
+                expect(fresh.locator("#outage[role=alert]")).to_have_text(WORDS)
+                for scheme in ("light", "dark"):
+                    fresh.emulate_media(color_scheme=scheme)
+                    fresh.screenshot(path=f"{SHOTS}/outage-page-{scheme}.png")
+                fresh.context.close()
+            expect(banner).to_be_hidden(timeout=20_000)
+            box.fill("again")
+            box.press("Enter")
+            expect(page.locator("article.text").nth(1)).to_have_text("The answer after.", timeout=15_000)
+            assert page.evaluate("window.__sameDocument") is True, "no reload happened"
+    finally:
+        served.stop()
+    assert "Traceback" not in served.log.read_text()
