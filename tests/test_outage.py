@@ -3,14 +3,20 @@ outage is said as one, never as a bug of ours (/healthz 503 with the reason, a p
 instead of "Something went wrong", the live feed's banner), and everything goes on once the
 database answers: the feed from its cursor, a run cut by it from its last complete step,
 answered exactly once. (The chaos of it, with kills and pauses: tests/test_chaos*.py.)"""
+import logging
+import threading
 import time
 
 import pytest
 
+from app.run.runner import FAILED
 from app.accounts import COOKIE
 from app.store import postgres as pg
 from app.store.outage import WORDS
-from tests.conftest import Served, csrf, new_chat, soup, wait_for
+from tests.conftest import Served, ask, csrf, idle, new_chat, rows, soup, wait_for
+from tests.fakes.openai_server import hold, text
+
+FIRST, REST = "The first words of the answer, ", "and the rest of it, written once the database is back."
 
 
 @pytest.fixture
@@ -77,6 +83,75 @@ def test_a_page_says_the_database_is_unreachable_instead_of_failing(client, outa
     assert "unhandled error" not in caplog.text and "Traceback" not in caplog.text
     wait_for(lambda: client.get(chat).status_code == 200, 15, every=0.1)
     assert soup(client.get(chat)).select_one("#outage").get_text() == "", "the banner is empty (hidden) again"
+
+
+def test_an_answer_cut_by_an_outage_resumes_from_its_last_complete_step_once(make_client, fake, data, outage, caplog):
+    """The model's stream ends while the database is down: the step cannot be written, the
+    run ends writing nothing more (no "failed on our side", the message not marked answered),
+    and once the database answers the step is made again, whole, once."""
+    caplog.set_level(logging.WARNING)
+    go_on = threading.Event()
+    fake.script([text(FIRST), hold(go_on), text(REST)], [text(FIRST + REST)])
+    with make_client(TABLETALK_LEASE_SECONDS="30") as client:
+        runner = client.app.state.tabletalk.runner
+        chat = new_chat(client)
+        number = int(chat.rsplit("/", 1)[1])
+        ask(client, chat, "Say it")
+        wait_for(lambda: any(r["kind"] == "text" and r["text"] == FIRST for r in rows(data)), 15)
+        before = rows(data)
+        with outage():
+            go_on.set()  # the stream ends now: its step's write finds the database gone
+            wait_for(lambda: number not in runner.runs, 15)
+            assert len(fake.streamed) == 1
+        wait_for(lambda: answered_once(data), 20)
+        page = idle(client, chat)
+    after = rows(data)
+    texts = [(r["text"], r["done"]) for r in after if r["kind"] == "text"]
+    assert texts == [(FIRST + REST, 1)], "one answer, whole"
+    assert [r["done"] for r in after if r["kind"] == "user"] == [1]
+    assert not [r for r in after if r["kind"] == "error"], "no error, no notice"
+    assert [r for r in before if r["kind"] == "user"][0]["done"] == 0
+    assert len(fake.streamed) == 2, "the cut step asked for again, once"
+    assert FAILED not in page.text and page.select_one("article.text").get_text(strip=True) == FIRST + REST
+    assert "resumes from its last complete step" in caplog.text
+    assert "Traceback" not in caplog.text
+
+
+def answered_once(data) -> bool:
+    """Whether the message is answered; never marked so before its answer is whole and done.
+    (False while this process's pool cannot reach the database yet: the app's own is the same.)"""
+    try:
+        now = rows(data)
+    except pg.Unreachable:
+        return False
+    [user] = [r for r in now if r["kind"] == "user"]
+    if not user["done"]:
+        return False
+    assert [(r["text"], r["done"]) for r in now if r["kind"] == "text"] == [(FIRST + REST, 1)], now
+    return True
+
+
+def test_an_answer_that_streams_through_a_short_outage_is_written_whole_once(make_client, fake, data, outage, caplog):
+    """The model goes on while the database is down (its growth cannot be written: nothing
+    is said for it but the runner's outage line): the answer ends whole, once, either written
+    at its step's end once the database is back or, had a write of the run failed, made again."""
+    caplog.set_level(logging.WARNING)
+    down, back = threading.Event(), threading.Event()
+    fake.script([text(FIRST), hold(down), text(REST[:20]), hold(back), text(REST[20:])], [text(FIRST + REST)])
+    with make_client(TABLETALK_LEASE_SECONDS="30") as client:
+        chat = new_chat(client)
+        ask(client, chat, "Say it")
+        wait_for(lambda: any(r["kind"] == "text" and r["text"] == FIRST for r in rows(data)), 15)
+        with outage():
+            down.set()  # it grows while nothing can be written
+            time.sleep(0.5)
+        wait_for(lambda: client.get("/healthz").status_code == 200, 15, every=0.1)
+        back.set()
+        wait_for(lambda: answered_once(data), 20)
+        idle(client, chat)
+    assert len(fake.streamed) in (1, 2)
+    assert not [r for r in rows(data) if r["kind"] == "error"]
+    assert "Traceback" not in caplog.text and FAILED not in caplog.text
 
 
 @pytest.mark.browser
