@@ -71,7 +71,10 @@ async def running(config: Config, render: Render | None = None,
         yield worker
     finally:
         if watching is not None:
+            # waited for, not only cancelled: a supervisor's start under way (a thread) ends
+            # before the database it reads is closed, and no task of the worker outlives it
             watching.cancel()
+            await asyncio.gather(watching, return_exceptions=True)
         feed.close()
         await runner.stop()
         await feed.aclose()
