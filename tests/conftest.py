@@ -22,6 +22,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from anyio import ClosedResourceError
 from bs4 import BeautifulSoup
 
 from tests.fakes.everything import Everything
@@ -302,34 +303,69 @@ def awaiting(task: asyncio.Task) -> str:
     return " -> ".join(chain)
 
 
+# anyio names a TestClient portal's own tasks after their functions: its loop's, and each
+# call into it (the lifespan's shutdown among them). Every other task on that loop is the app's.
+PORTAL_TASK = "anyio.from_thread."
+
+
+def connections_taken() -> int:
+    """PostgreSQL connections this process's pools have lent out and not had back."""
+    from app.store.postgres import Pool
+
+    return sum(pool.lent for pool in list(Pool._open.values()))  # the class's own register of open pools
+
+
+def pending(tasks) -> list[str]:
+    """Each task not done yet, with where it is suspended, one line each."""
+    return sorted(f"  {t.get_name()}: {awaiting(t)}" for t in tasks if not t.done())
+
+
 class LifespanWatch:
-    """What an in-process app's loop held when its lifespan ended in error: the exception with
-    where the lifespan was then (its traceback), and every other task pending on that loop,
-    each with where it is suspended. Read in the lifespan's own thread, at the moment its
-    task ends (a done callback of its future, run while the portal's loop still runs)."""
+    """What an in-process app's loop held when its lifespan ended: how it ended (the
+    exception, with where the lifespan was then), and every task of the app still pending
+    on that loop, each with where it is suspended. Read in the lifespan's own thread, at the
+    moment its task ends (a done callback of its future, run while the portal's loop still
+    runs). Litestar's TestClient ends every lifespan with ClosedResourceError (its last
+    send, on the stream its shutdown closed), a clean stop too: that one is said as none."""
 
     def __init__(self, client) -> None:
         self.said = ""
+        self.left: list[str] = []  # the app's tasks still pending as its lifespan ended
         client.lifespan_handler.task.add_done_callback(self._ended)  # the lifespan's task's future
 
     def _ended(self, future) -> None:
-        if not (future.cancelled() or future.exception() is not None):
-            return
         # the portal is handling the exception now (a cancellation leaves none in the future)
         exc = sys.exc_info()[1] or (None if future.cancelled() else future.exception())
-        where = "".join(traceback.format_exception(exc)) if exc is not None else "(cancelled, no traceback)\n"
+        if isinstance(exc, ClosedResourceError) and isinstance(exc.__context__, (type(None), ClosedResourceError)):
+            where = "(no error)\n"
+        else:
+            where = "".join(traceback.format_exception(exc)) if exc is not None else "(cancelled, no traceback)\n"
         try:
             loop = asyncio.get_running_loop()
             me = asyncio.current_task(loop)
-            pending = sorted(f"  {t.get_name()}: {awaiting(t)}" for t in asyncio.all_tasks(loop) if t is not me)
+            tasks = [t for t in asyncio.all_tasks(loop) if t is not me]
+            self.left = pending(t for t in tasks if not t.get_name().startswith(PORTAL_TASK))
+            on_loop = pending(tasks)
         except Exception as e:  # not on the loop's thread (it had stopped), or a task that cannot be read
             self.said = f"the lifespan ended with:\n{where}(its loop's tasks could not be listed: {e!r})"
             return
-        self.said = f"the lifespan ended with:\n{where}tasks pending on its loop then:\n" + "\n".join(pending)
+        self.said = f"the lifespan ended with:\n{where}tasks pending on its loop then:\n" + "\n".join(on_loop)
 
 
 class LifespanFailed(AssertionError):
-    """The in-process app did not stop cleanly: which test, and what its loop was doing."""
+    """The in-process app did not stop cleanly, or left work behind: which test, and what
+    its loop was doing."""
+
+
+def left_behind(tasks: list[str], connections: int) -> str:
+    """What a stopped app still holds, said; "" when nothing."""
+    said = []
+    if tasks:
+        said.append("its tasks still pending at its stop (asyncio.run or the portal would cancel them unseen):\n"
+                    + "\n".join(tasks))
+    if connections > 0:
+        said.append(f"{connections} PostgreSQL connection(s) it took and did not give back to the pool")
+    return "\n".join(said)
 
 
 @contextmanager
@@ -337,21 +373,41 @@ def in_process(app, **kw) -> Iterator:
     """`app` in this process through litestar's TestClient, its lifespan running. When the
     lifespan fails at shutdown (the TestClient then says only "CancelledError", or the
     exception without where the app was), the error names the test, the exception with
-    where the lifespan was, and every task pending on the app's loop with what it awaits."""
+    where the lifespan was, and every task pending on the app's loop with what it awaits.
+    A stop that leaves work behind fails too, as a person's server would be left with it:
+    a task of the app still pending as its lifespan ended, a PostgreSQL connection not given
+    back to the pool."""
     from litestar.testing import TestClient
 
+    taken = connections_taken()
     client = TestClient(app, **kw)
     client.__enter__()
     watch = LifespanWatch(client)
     try:
         yield client
     finally:
+        test = os.environ.get("PYTEST_CURRENT_TEST", "(no test)")
         try:
             client.__exit__(None, None, None)
         except BaseException as exc:
-            test = os.environ.get("PYTEST_CURRENT_TEST", "(no test)")
             raise LifespanFailed(f"the app of {test} did not stop cleanly: {exc!r}\n"
                                  f"{watch.said or 'its lifespan ended without error'}") from exc
+    if left := left_behind(watch.left, connections_taken() - taken):
+        raise LifespanFailed(f"the app of {test} left work behind at its stop: {left}")
+
+
+async def serve_in_loop(until) -> None:
+    """The runner on the test's database in this event loop (`api.serve(until=...)`, as the
+    README runs it), failing as `in_process` does when its stop leaves work behind: a task
+    it started still pending, a PostgreSQL connection not given back (asyncio.run, ending,
+    would cancel such a task unseen)."""
+    from app import api
+
+    before, taken = asyncio.all_tasks(), connections_taken()
+    await api.serve(until=until)
+    if left := left_behind(pending(asyncio.all_tasks() - before), connections_taken() - taken):
+        test = os.environ.get("PYTEST_CURRENT_TEST", "(no test)")
+        raise LifespanFailed(f"the runner of {test} left work behind at its stop: {left}")
 
 
 @contextmanager

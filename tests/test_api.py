@@ -18,6 +18,7 @@ from app import api, markdown
 from app.store import db as dbm
 from app.providers.ids import GROUP_LOCAL, GROUP_SERVER, Choice
 from app.tables import Assistant, Chip, Item, Plugin, Skill
+from tests.conftest import serve_in_loop
 from tests.fakes.openai_server import rate, text, tool_call
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -71,9 +72,10 @@ async def until(done, every: float = 0.02):
 async def serving():
     """The runner on the test's database (`api.serve`, as the README runs it), stopped after as
     serve stops by itself (`until`), so whatever its stop raises fails the test: cancelled
-    instead, a CancelledError raised in its stop would pass for the cancellation."""
+    instead, a CancelledError raised in its stop would pass for the cancellation. Its stop
+    leaving work behind fails the test too (serve_in_loop)."""
     stop = asyncio.Event()
-    task = asyncio.create_task(api.serve(until=stop.is_set))
+    task = asyncio.create_task(serve_in_loop(until=stop.is_set))
     try:
         yield
     finally:

@@ -21,7 +21,7 @@ import httpx
 import pytest
 
 from app import api
-from tests.conftest import ROOT, Served, engine_setting, free_port, wait_for
+from tests.conftest import ROOT, Served, engine_setting, free_port, serve_in_loop, wait_for
 
 PYTHON = Path(os.environ.get("TABLETALK_TEST_LLAMA_PYTHON", ROOT / ".cache" / "llama" / "bin" / "python"))
 WINDOW = 2048
@@ -108,7 +108,7 @@ def answer(store, *chats, timeout=300.0):
         assert time.monotonic() - began < timeout, "answered in time"
         return all(it.done for c in chats for it in store.items(c) if it.kind == "user")
 
-    asyncio.run(api.serve(until=done))
+    asyncio.run(serve_in_loop(until=done))
 
 
 def failures(store, chat):

@@ -17,6 +17,7 @@ from app.providers import limits, servers
 from app.providers.catalog import openai_catalog
 from app.providers.errors import ENDED_EARLY
 from app.providers.ids import GROUP_SERVER
+from tests.conftest import serve_in_loop
 from tests.fakes.openai_server import FakeModelServer, delay, empty, error, finish, text
 
 PNG = base64.b64decode("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==")
@@ -51,7 +52,7 @@ def answer(store, *chats, timeout=30.0):
         assert time.monotonic() - began < timeout, "answered in time"
         return all(it.done for c in chats for it in store.items(c) if it.kind == "user")
 
-    asyncio.run(api.serve(until=done))
+    asyncio.run(serve_in_loop(until=done))
 
 
 def kinds(store, chat):
@@ -250,7 +251,7 @@ def test_a_small_model_title_is_six_words_at_most_or_the_first_words_stay(server
             settled.append(time.monotonic())  # the title's answer was sent: give it time to be written
         return settled and time.monotonic() - settled[0] > 1.0 and opened.conversation(chat).title == title
 
-    asyncio.run(api.serve(until=named))
+    asyncio.run(serve_in_loop(until=named))
     asked = [r for r in server.requests if not r.get("stream")]
     assert len(asked) == 1 and server.most_active == 1, "the title was asked after the answer, alone"
 
