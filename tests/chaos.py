@@ -159,30 +159,37 @@ class Chaos:
     def ask(self, count: int) -> None:
         """`count` new conversations, each asking for its task (every `approve_every`th with the
         agent whose echo calls wait for approval), in one transaction."""
-        owner = self.store.owner()
-        with self.store.write():
-            for _ in range(count):
-                n = self.figures.conversations
-                agent = self.careful if self.approve_every and n % self.approve_every == 0 else self.plain
-                chat = self.store.new_conversation(agent.id, person=owner).id
-                self.store.add(asked(chat, f"Please do task {n}"))
-                self.figures.conversations += 1
+        def write() -> None:
+            owner = self.store.owner()
+            with self.store.write():
+                for n in range(self.figures.conversations, self.figures.conversations + count):
+                    agent = self.careful if self.approve_every and n % self.approve_every == 0 else self.plain
+                    chat = self.store.new_conversation(agent.id, person=owner).id
+                    self.store.add(asked(chat, f"Please do task {n}"))
+
+        self.again(write)
+        self.figures.conversations += count
 
     def serve(self, wait: bool = True) -> Served:
-        served = Served(self.data, self.env, workers=self.workers)
+        served = Served(self.data, self.env, workers=self.workers)  # signs in: the database must answer
         self.logs.append(served.log)
-        return served.start() if wait else served.launch()
+        return served.start() if wait else served
 
-    def query(self, sql: str, params=(), timeout: float = 60) -> list:
-        """The rows of a read, asked again while the database is unreachable (restarting)."""
+    @staticmethod
+    def again(do, timeout: float = 60):
+        """What `do()` returns, done again while the database is unreachable (restarting)."""
         end = time.monotonic() + timeout
         while True:
             try:
-                return self.db.conn.execute(sql, params).fetchall()
+                return do()
             except Exception as e:
                 if not unavailable(e) or time.monotonic() > end:
                     raise
                 time.sleep(0.2)
+
+    def query(self, sql: str, params=(), timeout: float = 60) -> list:
+        """The rows of a read, asked again while the database is unreachable."""
+        return self.again(lambda: self.db.conn.execute(sql, params).fetchall(), timeout)
 
     # A person's message marked answered while a row of its answer is not done: a stale
     # worker's "answered" while the new owner streams (or never finishes).
@@ -351,13 +358,14 @@ class Chaos:
         self.busy("text")
         self.record()
         victim = self._busiest_server()
+        started = self.serve(wait=False)
         self.cluster.down(mode)
         self.figures.db_restarts += 1
         try:
             victim.signal(signal.SIGKILL)
             victim.proc.wait(10)
             self.figures.server_kills += 1
-            started = self.serve(wait=False)
+            started.launch()
             self.servers[self.servers.index(victim)] = started
             time.sleep(down)
             if started.proc.poll() is not None:

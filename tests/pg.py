@@ -42,9 +42,14 @@ def _port() -> int:
 
 
 class Cluster:
-    def __init__(self, durable: bool = False) -> None:
+    def __init__(self, durable: bool = False, crash_safe: bool = False) -> None:
         # durable (benchmarks): fsync on, commits not waited for, as SQLite's WAL with synchronous=NORMAL
         self.durable = durable
+        # crash_safe: each commit waited for in the WAL (synchronous_commit on), so a crash of
+        # the server (`down("immediate")`) keeps what was committed; without it the last
+        # fraction of a second of commits may be gone after one (fsync off loses nothing here:
+        # the machine does not crash, the OS keeps what was written)
+        self.crash_safe = crash_safe
         bin_dir = binaries()
         if bin_dir is None:
             raise RuntimeError("PostgreSQL's server binaries are missing: run `make postgres`")
@@ -72,7 +77,8 @@ class Cluster:
         return self
 
     def _start(self) -> None:
-        options = (f"-h 127.0.0.1 -p {self.port} -k {self.folder} -c synchronous_commit=off -c max_connections=200"
+        options = (f"-h 127.0.0.1 -p {self.port} -k {self.folder} -c max_connections=200"
+                   f" -c synchronous_commit={'on' if self.crash_safe else 'off'}"
                    + ("" if self.durable else " -c fsync=off -c full_page_writes=off"))
         self._run(str(self.bin / "pg_ctl"), "-D", str(self.data), "-l", str(self.folder / "server.log"), "-w",
                   "-t", "60", "-o", options, "start")
