@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import re
 import socket
@@ -9,6 +10,8 @@ import time
 
 import pytest
 
+from app.plugins.link import STREAMABLE
+from app.plugins.sessions import Sessions
 from app.plugins.tools import NAME_LIMIT, PluginError, call, list_tools, masked, refresh, tool_name
 from app.tables import Plugin, plugin
 from app.tools import ToolContext
@@ -365,3 +368,39 @@ async def test_a_plugin_down_from_the_start_holds_up_only_the_first_message(monk
         assert later.status.startswith("timed out (") and later.tools == []
         for task in list(plugins._pending.values()):
             task.cancel()
+
+
+async def test_a_run_cancelled_while_its_plugin_connects_leaves_no_unretrieved_failure():
+    """A run dropped while a plugin's session is being opened (its lease lost, a Stop, a
+    shutdown): the session's task ends with it, and nothing is left for asyncio to report
+    as "Future exception was never retrieved" (a traceback in the server's log)."""
+    accepted = asyncio.Event()
+
+    async def silent(reader, writer):  # takes the connection, never answers
+        accepted.set()
+        await reader.read()
+        writer.close()
+
+    server = await asyncio.start_server(silent, "127.0.0.1", 0)
+    url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/mcp"
+    reported: list[dict] = []
+    loop = asyncio.get_running_loop()
+    loop.set_exception_handler(lambda _, context: reported.append(context))
+    sessions = Sessions()
+    try:
+        opening = asyncio.create_task(sessions.session(plugin(1, url), 1, STREAMABLE, private_ok=True))
+        await asyncio.wait_for(accepted.wait(), 10)
+        await asyncio.sleep(0.1)
+        opening.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await opening
+        del opening
+        for _ in range(3):
+            gc.collect()
+            await asyncio.sleep(0)
+        assert [c.get("message") for c in reported] == []
+    finally:
+        loop.set_exception_handler(None)
+        await sessions.close_all()
+        server.close()
+        await server.wait_closed()

@@ -158,7 +158,12 @@ class Sessions:
                         await client.end()
         except BaseException as exc:  # the connection ended: the next call opens a new one
             if not ready.done():
-                ready.set_exception(exc)
+                # cancelled (its run dropped: a lost lease, a Stop, a shutdown): nobody reads
+                # `ready` any more, and a future's exception never read is logged as a traceback
+                if isinstance(exc, asyncio.CancelledError):
+                    ready.cancel()
+                else:
+                    ready.set_exception(exc)
             elif not isinstance(exc, asyncio.CancelledError):
                 s.failure = exc
                 log.info("plugin %s: session of conversation %s ended (%s)", s.plugin.name, s.chat,
