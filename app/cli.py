@@ -9,6 +9,7 @@ from pathlib import Path
 
 from . import config as configuration
 from .store import db as dbm
+from .store import outage
 
 BACKLOG = 4096             # connections waiting to be accepted
 BACKPRESSURE = 20_000      # concurrent requests per worker: open pages (SSE) included
@@ -41,22 +42,34 @@ def serve(host: str, port: int, workers: int) -> None:
         datalock.serving(config.data)  # held until this server exits: move-to waits for it to stop
     except datalock.Busy:
         raise SystemExit(f"tabletalk move-to is copying {config.data}: start the server when it has ended") from None
-    migrate(config)
-    db = dbm.connect(config.database)
-    store = Store(db)
-    # On SQLite this server owns the data folder: leases left by a process that died are
-    # void, so the conversations they held resume at once instead of after expiry. On
-    # PostgreSQL other servers may hold live ones: they expire (TABLETALK_LEASE_SECONDS) instead.
-    if not dbm.postgres(db):
-        store.void_leases()
+    def prepared():
+        migrate(config)
+        db = dbm.connect(config.database)
+        try:
+            store = Store(db)
+            # On SQLite this server owns the data folder: leases left by a process that died are
+            # void, so the conversations they held resume at once instead of after expiry. On
+            # PostgreSQL other servers may hold live ones: they expire (TABLETALK_LEASE_SECONDS) instead.
+            if not dbm.postgres(db):
+                store.void_leases()
+            try:
+                set_up_from_settings(store, config)  # once, before the workers start
+            except AccountError as e:
+                raise SystemExit(f"TABLETALK_PASSWORD: {e}") from None
+            nobody = People(store).count() == 0
+            return nobody, setup_code(store, config.data, fresh=True) if nobody else "", store.builtin()
+        finally:
+            db.conn.close()
+
+    # A database that cannot be reached yet (a restart, a failover, started after this server)
+    # is waited for, a line every few seconds; one that refuses (no such database or user, a
+    # wrong password) is said at once.
     try:
-        set_up_from_settings(store, config)  # once, before the workers start
-    except AccountError as e:
-        raise SystemExit(f"TABLETALK_PASSWORD: {e}") from None
-    nobody = People(store).count() == 0
-    code = setup_code(store, config.data, fresh=True) if nobody else ""
-    builtin = store.builtin()
-    db.conn.close()
+        nobody, code, builtin = outage.waited(prepared, say=lambda line: print(line, file=sys.stderr, flush=True))
+    except Exception as e:
+        if why := outage.refusal(e):
+            raise SystemExit(f"tabletalk serve: the database refused: {why}") from None
+        raise
     if nobody and not loopback(host):
         raise SystemExit(NO_ACCOUNT.format(host=host, port=port))
     # The app is not imported here but in each worker granian forks: imported before the fork

@@ -19,7 +19,7 @@ from .localmodel import keeper
 from .providers.client import Providers
 from .run.runner import Runner
 from .run.setup import refresh_choices
-from .store import Store
+from .store import Store, outage
 
 log = logging.getLogger(__name__)
 
@@ -39,24 +39,40 @@ async def running(config: Config, render: Render | None = None,
                   render_list: RenderList | None = None,
                   render_builtin: RenderBuiltin | None = None,
                   render_outage: RenderOutage | None = None) -> AsyncIterator[Worker]:
-    db = dbm.connect(config.database, pool_size=config.pg_pool)  # first: it opens the process's pool
-    dbm.migrate(db)
-    feed = Feed(config.database, render=render, render_list=render_list, render_builtin=render_builtin,
-                render_outage=render_outage)
-    store = Store(db, notify=feed.notify)
+    def opened() -> tuple[Store, Feed, bytes]:
+        db = dbm.connect(config.database, pool_size=config.pg_pool)  # first: it opens the process's pool
+        feed = None
+        try:
+            dbm.migrate(db)
+            feed = Feed(config.database, render=render, render_list=render_list, render_builtin=render_builtin,
+                        render_outage=render_outage)
+            store = Store(db, notify=feed.notify)
+            accounts.set_up_from_settings(store, config)
+            return store, feed, accounts.secret_key(store, config.data)
+        except BaseException:
+            if feed is not None:
+                feed.db.conn.close()
+            db.conn.close()
+            raise
+
+    # A worker that starts while the database cannot be reached (granian starting one again
+    # during an outage) waits for it, as serve does, instead of failing its start: granian
+    # would start it again, and again, and then stop the whole server ("crash loop").
+    store, feed, key = await outage.awaited(opened, say=log.warning)
+    db = store.db
     mcp_oauth.attach(store)  # plugins connected with OAuth read and refresh their tokens here
     providers = Providers(config)
     runner = Runner(config, store, feed, providers)
     providers.keep(store, runner.setup.window_of)  # what servers teach is kept in rows (providers/limits.py)
-    accounts.set_up_from_settings(store, config)
-    worker = Worker(config, store, feed, providers, runner, accounts.secret_key(store, config.data))
+    worker = Worker(config, store, feed, providers, runner, key)
     feed.start()
     watching: asyncio.Task | None = None
     try:
         try:
             await refresh_choices(store, providers)
-        except Exception:  # a model server that cannot be read must not stop the worker
-            log.exception("reading the model list failed")
+        except Exception as e:  # a model server that cannot be read must not stop the worker
+            if not outage.unavailable(e):  # (the database gone meanwhile: the runner's scan says it)
+                log.exception("reading the model list failed")
         runner.start()
         # the built-in model's supervisor, started when the row comes to ask for one (serve's workers only)
         watching = asyncio.get_running_loop().create_task(keeper.watch(config.data, store, feed), name="builtin-watch")
