@@ -1,6 +1,7 @@
 """PostgreSQL stopped and started while answers stream (pg_ctl stop -m fast: its sessions
-ended; -m immediate: a crash, the committed rows replayed from the WAL), under two servers:
-runs whose writes failed resume from their last committed step once it is back. The
+ended; -m immediate: a crash, the committed rows replayed from the WAL), under two servers,
+and while one of them starts: runs whose writes failed resume from their last committed
+step once it is back, and a server started during the outage waits for it and serves. The
 invariants are kill -9's (tests/chaos.py): each message answered once, whole, no tool run
 twice, no committed row lost, nothing left at done = 0, and no traceback in the logs."""
 import pytest
@@ -44,3 +45,14 @@ def test_postgresql_restarted_mid_answer_loses_nothing_and_the_answers_resume(cl
     assert f.db_restarts == 2 and f.missed == 0
     check(f)
 
+
+def test_a_server_started_while_postgresql_is_down_waits_for_it_and_serves(cluster, tmp_path):
+    url = cluster.database()
+    with Chaos(tmp_path, conversations=6, workers=1, servers=2, tokens_per_second=20, database_url=url,
+               cluster=cluster) as chaos:
+        chaos.start_during_outage(down=4)
+        chaos.wait(timeout=120)
+        chaos.quiet()
+        f = chaos.outcome()
+    assert f.db_restarts == 1 and f.server_kills == 1 and f.missed == 0
+    check(f)
