@@ -424,7 +424,10 @@ class Chaos:
                 f.answered += 1
             else:
                 f.problems.append(f"conversation {chat} (task {n}) has the texts {[t[:40] for t in texts]}")
-        f.tracebacks = sum(log.read_text(errors="replace").count("Traceback") for log in self.logs if log.exists())
+        for log in self.logs:
+            for what in tracebacks(log.read_text(errors="replace") if log.exists() else ""):
+                f.tracebacks += 1
+                f.problems.append(f"a traceback in {log.name}: {what}")
         return f
 
     def record_end(self) -> None:
@@ -435,6 +438,18 @@ class Chaos:
         f.rows_lost = len(lost)
         if lost:
             f.problems.append(f"rows lost or changed: {lost[:10]}")
+
+
+def tracebacks(log: str) -> list[str]:
+    """Each traceback of a log, as the line that ends it (the exception) and the line before
+    it began (what the app said it was doing)."""
+    lines = log.splitlines()
+    out = []
+    for i, line in enumerate(lines):
+        if line.startswith("Traceback"):
+            end = next((lines[j] for j in range(i + 1, len(lines)) if lines[j] and not lines[j][0].isspace()), "")
+            out.append(f"{end[:200]} (after: {lines[i - 1][:120] if i else ''})")
+    return out
 
 
 def healthz(url: str) -> int:
