@@ -74,7 +74,9 @@ async def test_a_streamed_answer_is_read_once_a_beat_not_once_a_token(env, fake)
         await p.close()
     assert len(arrivals) == 300
     groups = 1 + sum(1 for a, b in zip(arrivals, arrivals[1:]) if b - a > 0.002)
-    assert groups <= lasted / BEAT_SECONDS + 3, (groups, lasted)
+    # A beat's batch read while this process is put off the CPU midway (a loaded machine)
+    # shows as two groups: up to twice the beats. A wake-up a token would be ~300 groups.
+    assert groups <= 2 * lasted / BEAT_SECONDS + 3, (groups, lasted)
     assert groups < len(arrivals) / 4
 
 
