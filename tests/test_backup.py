@@ -16,7 +16,7 @@ from app.config import load
 from app.store import Store
 from app.tables import asked, item
 from tests.conftest import ROOT, Served, sqlite_only, wait_for, whole_texts
-from tests.fakes.openai_server import rate, text
+from tests.fakes.openai_server import hold, rate, text
 
 
 def install(data: Path) -> tuple[Store, int, int]:
@@ -147,7 +147,12 @@ ANSWER = " ".join(f"w{i}" for i in range(160))
 @sqlite_only("`tabletalk backup` copies SQLite's file and refuses on PostgreSQL (pg_dump does it there)")
 @pytest.mark.process
 def test_a_running_server_is_backed_up_while_it_streams_and_the_restore_serves_it(data, env, fake, tmp_path):
-    fake.script([rate(40), text(ANSWER)], [rate(400), text(ANSWER)])
+    # The answer is held after its first half until the backup has ended: mid-stream while it
+    # runs, however long the backup's own start takes on a loaded machine (at 40 tokens a
+    # second, 160 of them were all written once before the backup's snapshot was taken).
+    backed_up = threading.Event()
+    first, rest = ANSWER[:ANSWER.index(" w80 ") + 1], ANSWER[ANSWER.index(" w80 ") + 1:]
+    fake.script([rate(40), text(first), hold(backed_up), text(rest)], [rate(400), text(ANSWER)])
     served = Served(data, env).start()
     try:
         db = dbm.connect(data / "tabletalk.db")
@@ -174,6 +179,7 @@ def test_a_running_server_is_backed_up_while_it_streams_and_the_restore_serves_i
         before = len(growing()["text"])
         out = subprocess.run([sys.executable, "-m", "app.cli", "backup", str(tmp_path / "bk")], cwd=ROOT,
                              env=served.env, capture_output=True, text=True, timeout=60)
+        backed_up.set()
         wait_for(lambda: len(growing()["text"]) > before + 20, timeout=20)
         stop.set()
         poller.join()
@@ -188,6 +194,7 @@ def test_a_running_server_is_backed_up_while_it_streams_and_the_restore_serves_i
         assert cut[1] == 0 and 0 < len(cut[0]) < len(ANSWER), "the snapshot caught the answer mid-stream"
         db.conn.close()
     finally:
+        backed_up.set()
         served.stop()
 
     new = tmp_path / "restored"
