@@ -31,3 +31,29 @@ def test_a_runner_takes_and_renews_its_leases_for_that_long(store, tmp_path, mon
     [(expires,)] = store.db.conn.execute("SELECT expires FROM runs WHERE chat = ?", [chat]).fetchall()
     assert before + 4 <= expires <= dbm.now() + 4
     assert not store.lease(chat, "another server", 10), "held for those 4 s"
+
+
+async def test_work_beside_a_run_that_fails_logs_a_bug_and_not_an_outage(store, tmp_path, monkeypatch, caplog):
+    """A conversation's naming (Runner.side) that fails loses nothing but the title: a bug is
+    logged with its traceback once, an outage of the database not at all (the scan says it),
+    and neither is left for asyncio's "Task exception was never retrieved"."""
+    import asyncio
+    import gc
+    import logging
+
+    from app.store.postgres import Unreachable
+
+    monkeypatch.setenv("TABLETALK_DATA", str(tmp_path))
+    runner = Runner(configuration.load(), store, feed=None, providers=None)
+
+    async def fails(e: Exception) -> None:
+        raise e
+
+    caplog.set_level(logging.DEBUG)
+    runner.side(fails(Unreachable("the database at 127.0.0.1:5432 is unreachable (connection refused)")))
+    runner.side(fails(KeyError("a bug")))
+    while runner._side:
+        await asyncio.sleep(0)
+    gc.collect()
+    said = [(r.getMessage(), type(r.exc_info[1]) if r.exc_info else None) for r in caplog.records]
+    assert said == [("work beside a run failed", KeyError)]

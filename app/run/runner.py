@@ -398,7 +398,15 @@ class Runner(space.DiskFull):
         self.writes.flush()
 
     def side(self, work) -> None:
-        """Work beside a run (naming a conversation): never holds the run up, ends at shutdown."""
+        """Work beside a run (naming a conversation): never holds the run up, ends at shutdown.
+        Its failure loses nothing (the first words stay the title): a bug is logged with its
+        traceback, an outage is not (the scan says that one)."""
         task = asyncio.get_running_loop().create_task(work)
         self._side.add(task)
-        task.add_done_callback(self._side.discard)
+        task.add_done_callback(self._side_ended)
+
+    def _side_ended(self, task: asyncio.Task) -> None:
+        self._side.discard(task)
+        if task.cancelled() or (e := task.exception()) is None or unavailable(e):
+            return
+        log.error("work beside a run failed", exc_info=e)
