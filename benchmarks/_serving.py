@@ -88,7 +88,7 @@ class Served:
         self.data.mkdir(parents=True, exist_ok=True)
         with open(self.log, "ab") as out:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "app.cli", "serve", "--port", str(self.port), "--workers", "1"],
+                [sys.executable, "-m", "app.admin.cli", "serve", "--port", str(self.port), "--workers", "1"],
                 cwd=ROOT, env=self.env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
             )
 

@@ -27,7 +27,7 @@ def followed_conversation(prefix: str) -> Iterator[tuple]:
     """(feed, store, chat): a temporary migrated SQLite database, the worker's `Feed` on it with
     the pages' renderers (`live.chat_changes`, `sidebar.list_changes`), a Store whose commits
     wake it, and one conversation; both connections closed afterwards (in-process benchmarks)."""
-    from app.feed import Feed
+    from app.feed.dispatch import Feed
     from app.store import Store
     from app.store import db as dbm
     from app.web import live, sidebar

@@ -17,11 +17,13 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import app.web.app  # noqa: E402,F401  (what serve imports before the fork)
-from app import cli, feed, asyncnet  # noqa: E402
+from app.admin import cli
+from app.feed import dispatch
+from app.netguard import sockets  # noqa: E402
 from app.providers import asking, wire  # noqa: E402
 from app.run import runner, writes  # noqa: E402
 from app.store import Store  # noqa: E402
-from app.web import events  # noqa: E402
+from app.web import stream  # noqa: E402
 
 seen: set[str] = set()
 
@@ -65,7 +67,7 @@ def _user_added(out, self, it, *a, **k):
 
 
 after(Store, "add", "committed", _user_added)  # the form's message (its transaction's commit follows)
-before(feed.Feed, "dispatch", "feed dispatch (1st after the message)")
+before(dispatch.Feed, "dispatch", "feed dispatch (1st after the message)")
 after(runner.Runner, "lease", "runner leased", lambda out, *a, **k: out is True and "committed" in seen)
 before(runner.Runner, "_turn", "turn set up begins")
 
@@ -85,7 +87,7 @@ async def traced_one(*a, **k):
 asking._one = traced_one
 before(writes.Writes, "flush", "growth flush called")
 after(Store, "grow_items", "growth committed", lambda out, *a, **k: "first delta parsed" in seen)
-_dispatch = feed.Feed.dispatch
+_dispatch = dispatch.Feed.dispatch
 
 
 def traced_dispatch(self, *a, **k):
@@ -95,8 +97,8 @@ def traced_dispatch(self, *a, **k):
     return out
 
 
-feed.Feed.dispatch = traced_dispatch
-_follow = events.follow
+dispatch.Feed.dispatch = traced_dispatch
+_follow = stream.follow
 
 
 async def traced_follow(*a, **k):
@@ -106,8 +108,8 @@ async def traced_follow(*a, **k):
         yield data
 
 
-events.follow = traced_follow
-del asyncnet, wire
+stream.follow = traced_follow
+del sockets, wire
 
 if __name__ == "__main__":
     cli.main(sys.argv[1:])

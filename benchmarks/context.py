@@ -37,7 +37,7 @@ if str(ROOT) not in sys.path:
 
 from app import config as configuration  # noqa: E402
 from app.store import db as dbm  # noqa: E402
-from app import window  # noqa: E402
+from app.context import window  # noqa: E402
 from app.providers.client import Providers  # noqa: E402
 from app.store import Store  # noqa: E402
 from app.tools.builtin import builtin_tools  # noqa: E402

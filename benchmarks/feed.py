@@ -179,7 +179,7 @@ def answer_text(tokens: int, cut: bool) -> tuple[str, str]:
 
 # --- the server under test ----------------------------------------------------------
 
-# What `tabletalk serve --workers 1` does (app/cli.py), with granian's `backpressure` (its cap
+# What `tabletalk serve --workers 1` does (app/admin/cli.py), with granian's `backpressure` (its cap
 # on concurrent requests per worker, default backlog/workers = 1024) set: only to show what
 # the app itself does beyond that cap. The app's code is used as it is.
 PASSWORD = "benchmark password"
@@ -230,7 +230,7 @@ class Served:
             if self.backpressure:
                 command = [sys.executable, "-c", GRANIAN_RAISED, str(self.port), str(self.backpressure)]
             else:
-                command = [sys.executable, "-m", "app.cli", "serve", "--host", HOST, "--port", str(self.port),
+                command = [sys.executable, "-m", "app.admin.cli", "serve", "--host", HOST, "--port", str(self.port),
                            "--workers", "1"]
             self.proc = subprocess.Popen(
                 command,
@@ -255,8 +255,8 @@ class Served:
     @property
     def worker(self) -> int:
         """Granian's worker: the child of the serve process (not the built-in model's
-        supervisor, app.localmodel.supervise, which is one too)."""
-        kids = [k for k in children(self.proc.pid) if b"app.localmodel" not in _cmdline(k)]
+        supervisor, app.serve.supervise, which is one too)."""
+        kids = [k for k in children(self.proc.pid) if b"app.builtin" not in _cmdline(k)]
         if len(kids) != 1:
             raise RuntimeError(f"expected one worker under {self.proc.pid}, found {kids}")
         return kids[0]

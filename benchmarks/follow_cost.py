@@ -36,7 +36,7 @@ from app.beat import BEAT_SECONDS, next_beat  # noqa: E402
 from app.tables import asked, item  # noqa: E402
 from _shared import Growing, followed_conversation  # noqa: E402
 from app.web import compress  # noqa: E402
-from app.web.events import follow  # noqa: E402
+from app.web.stream import follow  # noqa: E402
 
 FIXTURE = ROOT / "tests" / "fixtures" / "long_answer.md"
 

@@ -49,8 +49,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from app.store import db as dbm  # noqa: E402
-from app import localmodel  # noqa: E402
-from app.localmodel.install import Installer, llama_wheel  # noqa: E402
+from app import builtin  # noqa: E402
+from app.builtin.install import Installer, llama_wheel  # noqa: E402
 from app.store import Store  # noqa: E402
 from tests.conftest import Served  # noqa: E402
 
@@ -234,30 +234,30 @@ def main(argv: list[str] | None = None) -> int:
     data = folder / "data"
     table = Table(echo=True)
     t = time.monotonic()
-    Installer(localmodel.Paths(data), lambda p: None, WHEELS).run()
+    Installer(builtin.Paths(data), lambda p: None, WHEELS).run()
     table.add("install from .cache/wheels (offline)", f"{time.monotonic() - t:.1f} s")
     db = dbm.connect(data / "tabletalk.db")
     dbm.migrate(db)
     Store(db).set_builtin(state="ready")
     db.conn.close()
     env = {"TABLETALK_DATA": str(data), "AI_URL": "", "OLLAMA_HOST": "", "LOCAL_AI_URL": "", "AI_ACCOUNTS": "",
-           "AI_MODEL": f"local:{localmodel.NAME}"}
+           "AI_MODEL": f"local:{builtin.NAME}"}
     t = time.monotonic()
     s = Served(data, env).start()
     try:
-        address = localmodel.Paths(data).address
-        while not localmodel.url_of(data):
+        address = builtin.Paths(data).address
+        while not builtin.url_of(data):
             if time.monotonic() - t > 120:
                 raise SystemExit("the built-in model's server did not come up")
             time.sleep(0.1)
         table.add("serve start -> model server up", f"{time.monotonic() - t:.1f} s")
-        server = localmodel.url_of(data).removesuffix("/v1")
+        server = builtin.url_of(data).removesuffix("/v1")
         upstream = int(server.rsplit(":", 1)[1])
         proxy = Proxy(upstream)
         found = json.loads(address.read_text())
         address.write_text(json.dumps({**found, "url": f"http://{HOST}:{proxy.port}/v1"}))
         results: dict[str, list[tuple[float, float, int]]] = {"tabletalk": [], "direct": []}
-        flush = json.dumps({"model": localmodel.NAME, "messages": [{"role": "user", "content": "Hi"}],
+        flush = json.dumps({"model": builtin.NAME, "messages": [{"role": "user", "content": "Hi"}],
                             "max_tokens": 4, "stream": True}).encode()
         direct(server, flush)  # the model's first run is slower: not counted
         for _ in range(args.runs):

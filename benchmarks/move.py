@@ -90,7 +90,7 @@ def main() -> None:
             env = {**os.environ, "TABLETALK_DATA": str(data)}
             env.pop("DATABASE_URL", None)
             started = time.monotonic()
-            subprocess.run([sys.executable, "-m", "app.cli", "move-to", url], cwd=ROOT, env=env, check=True)
+            subprocess.run([sys.executable, "-m", "app.admin.cli", "move-to", url], cwd=ROOT, env=env, check=True)
             print(f"\nmove-to of {args.items:,} items and {args.files} files: {time.monotonic() - started:.1f} s wall, "
                   "the command whole")
     finally:

@@ -83,11 +83,11 @@ def name_of(pid: int, serve: int) -> str:
     line = b" ".join(cmd).decode(errors="replace")
     if pid == serve:
         return "serve"
-    if "app.localmodel.supervise" in line:
+    if "app.serve.supervise" in line:
         return "supervisor"
     if "llama_cpp.server" in line:
         return "model server"
-    return "worker" if "app.cli" in line or "granian" in line or "python" in line else line[:30]
+    return "worker" if "app.admin.cli" in line or "granian" in line or "python" in line else line[:30]
 
 
 def memory(serve: int) -> dict[str, tuple[int, int]]:
@@ -115,9 +115,10 @@ def populate(data: Path, conversations: int) -> None:
     dbm.migrate(db)
     store = Store(db)
     answer = FIXTURE.read_text()[:2000]
-    from app.accounts import People, hash_password
+    from app.accounts.rules import Accounts
+    from app.accounts.passwords import hash_password
 
-    people = People(store)
+    people = Accounts(store)
     owner = people.add("owner", hash_password(fb.PASSWORD), owner=True).id
     agent = store.default_agent(owner)
     with store.write():
@@ -135,7 +136,7 @@ def start(data: Path, fake_url: str) -> tuple[fb.Served, float]:
     out = open(served.log, "ab")
     t0 = time.monotonic()
     served.proc = subprocess.Popen(
-        [sys.executable, "-m", "app.cli", "serve", "--host", HOST, "--port", str(served.port), "--workers", "1"],
+        [sys.executable, "-m", "app.admin.cli", "serve", "--host", HOST, "--port", str(served.port), "--workers", "1"],
         cwd=ROOT, env=served.env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     out.close()
     deadline = t0 + 60

@@ -97,7 +97,7 @@ COOKIE = "tabletalk_session"
 @cache
 def password_hash() -> str:
     # argon2 takes ~0.1 s a hash on purpose: one for the whole test run.
-    from app.accounts import hash_password
+    from app.accounts.passwords import hash_password
 
     return hash_password(PASSWORD)
 
@@ -155,10 +155,10 @@ def app_store(data: Path, migrate: bool = False, url: str | None = None) -> Iter
 def signed_in(data: Path, name: str = OWNER, owner: bool = True, url: str | None = None) -> str:
     """A session token for `name` (their account made first when it does not exist yet) in
     the data folder's database (or `url`'s), as signing in with PASSWORD would give."""
-    from app.accounts import People
+    from app.accounts.rules import Accounts
 
     with app_store(data, migrate=True, url=url) as store:
-        people = People(store)
+        people = Accounts(store)
         found = people.hash_of(name)
         person = found[0] if found else people.add(name, password_hash(), owner=owner)
         return people.start_session(person.id)
@@ -465,10 +465,10 @@ def new_chat(client) -> str:
     """An empty conversation to test in, made through the app's own store (the pages never
     make one: a conversation begins with its first message, see `start_chat`); its path.
     `client` is an in-process one (app_client), signed in."""
-    from app.accounts import People
+    from app.accounts.rules import Accounts
 
     store = client.app.state.tabletalk.store
-    person = People(store).session(client.cookies.get(COOKIE))
+    person = Accounts(store).session(client.cookies.get(COOKIE))
     assert person is not None, "the client is signed in"
     agent = store.default_agent(person.id)
     return f"/c/{store.new_conversation(agent.id if agent else None, person=person.id).id}"
@@ -630,7 +630,7 @@ class Served:
         self.data.mkdir(parents=True, exist_ok=True)
         out = open(self.log, "ab")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "app.cli", "serve", "--port", str(self.port), "--workers", str(self.workers)],
+            [sys.executable, "-m", "app.admin.cli", "serve", "--port", str(self.port), "--workers", str(self.workers)],
             cwd=ROOT, env=self.env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
         )
         return self

@@ -8,7 +8,7 @@ built with the mcp package run in a thread). So a test must carry
 - `postgres`: it uses the test session's PostgreSQL cluster (the `pg_cluster` fixture, also
   behind `pg_url`, the `store` fixture's PostgreSQL param and `on_both_engines`);
 - `process`: it starts any other process: `tabletalk serve` (`Served`), a command
-  (`sys.executable -m app.cli ...`, an npm package, llama.cpp's server, a stdio plugin).
+  (`sys.executable -m app.admin.cli ...`, an npm package, llama.cpp's server, a stdio plugin).
 
 They are given from the fixtures a test uses (FIXTURE_MARKS, here at collection), so a test
 that takes `served` or `everything` need not repeat them. `process` is written by hand (`pytestmark = pytest.mark.process`), and an

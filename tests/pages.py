@@ -108,7 +108,7 @@ class World:
         return self.cookies.get(page.who, {})
 
     def build(self, fake: FakeModelServer) -> "World":
-        from app.accounts import People
+        from app.accounts.rules import Accounts
 
         s = self.served
         self.cookies = {"owner": dict(s.cookies), GUEST: {COOKIE: signed_in(s.data, GUEST, owner=False, url=s.database_url)}, "": {}}
@@ -161,7 +161,7 @@ class World:
             store.add_memory(agent, "The person prefers short answers.")
             store.update_plugin(store.plugins(agent)[-1].id, enabled=False)
             skill = store.skills()[0].id
-            guest = next(p.id for p in People(store).all() if p.name == "someone")
+            guest = next(p.id for p in Accounts(store).all() if p.name == "someone")
             asking, ask = _plugin_asks(store)
             done_turn = store.db.execute("SELECT min(id) FROM items WHERE chat = ? AND kind = 'user'", [done]).fetchone()[0]
         self.ids = {"done": done, "done_turn": done_turn, "waiting": waiting, "running": running,

@@ -52,7 +52,7 @@ def form_token(client, path: str) -> str:
 def the_code() -> str:
     """The setup code of the app under test (tabletalk serve prints the address with it)."""
     from app import api
-    from app.accounts import setup_code
+    from app.accounts.setup import setup_code
 
     store = api.open()  # the app's database: DATABASE_URL's, else TABLETALK_DATA's
     try:
@@ -187,7 +187,7 @@ class Clock:
 
 def throttled(people, name: str, source: str) -> int | None:
     """The seconds a check of (name, source) must wait now, or None: the check was counted."""
-    from app.accounts import Throttled
+    from app.accounts.limiter import Throttled
 
     try:
         people.attempt(name, source)
@@ -197,10 +197,11 @@ def throttled(people, name: str, source: str) -> int | None:
 
 
 def test_each_wrong_password_past_five_waits_twice_as_long_per_name_and_source(store):
-    from app.accounts import PAIR_FREE, PAIR_MAX_DELAY, PAIR_MEMORY, People
+    from app.accounts.limiter import PAIR_FREE, PAIR_MAX_DELAY, PAIR_MEMORY
+    from app.accounts.rules import Accounts
 
     clock = Clock()
-    people = People(store, clock=clock)
+    people = Accounts(store, clock=clock)
     assert [throttled(people, "Ada", "192.0.2.1") for _ in range(PAIR_FREE)] == [None] * PAIR_FREE
     assert throttled(people, "Ada", "192.0.2.1") == 2
     assert throttled(people, " ADA ", "192.0.2.1") == 2, "the pair is the person's, however the name is typed"
@@ -224,10 +225,11 @@ def test_each_wrong_password_past_five_waits_twice_as_long_per_name_and_source(s
 
 
 def test_an_address_has_its_checks_a_minute_across_names(store):
-    from app.accounts import ADDRESS_LIMIT, SIGNIN_WINDOW, People
+    from app.accounts.limiter import ADDRESS_LIMIT, SIGNIN_WINDOW
+    from app.accounts.rules import Accounts
 
     clock = Clock()
-    people = People(store, clock=clock)
+    people = Accounts(store, clock=clock)
     assert [throttled(people, f"someone{i}", "192.0.2.9") for i in range(ADDRESS_LIMIT)] == [None] * ADDRESS_LIMIT
     assert throttled(people, "someone else", "192.0.2.9") == SIGNIN_WINDOW
     assert throttled(people, "someone else", "198.51.100.7") is None, "another address has its own"
@@ -271,7 +273,7 @@ def test_signing_out_ends_the_session_everywhere_it_is_used(owner, data):
     assert f'{COOKIE}=""' in r.headers["set-cookie"] or "Max-Age=0" in r.headers["set-cookie"]
     owner.cookies.set(COOKIE, token)  # a copy of the old cookie is worth nothing now
     assert owner.get("/", follow_redirects=False).headers["location"] == "/signin"
-    from app.accounts import token_id
+    from app.accounts.rules import token_id
     assert db_rows(data, "SELECT count(*) FROM sessions WHERE id = ?", [token_id(token)]) == [(0,)]
 
 
@@ -384,7 +386,7 @@ def test_tabletalk_password_sets_the_owner_up_at_start(env, data, monkeypatch):
 
 def serve_on(host: str, data: Path, **extra: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "TABLETALK_DATA": str(data), "AI_URL": "", **extra}
-    return subprocess.run([sys.executable, "-m", "app.cli", "serve", "--host", host, "--port", str(free_port())],
+    return subprocess.run([sys.executable, "-m", "app.admin.cli", "serve", "--host", host, "--port", str(free_port())],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
 
 
@@ -403,7 +405,7 @@ def test_a_too_short_tabletalk_password_stops_the_start(data):
 
 
 def test_loopback_is_told_apart():
-    from app.accounts import loopback
+    from app.accounts.rules import loopback
 
     assert all(loopback(h) for h in ["127.0.0.1", "::1", "[::1]", "localhost", "127.8.9.10"])
     assert not any(loopback(h) for h in ["0.0.0.0", "::", "192.168.1.2", "example.org", ""])
@@ -413,7 +415,7 @@ def test_loopback_is_told_apart():
 def test_a_session_ended_elsewhere_ends_its_streams_by_the_next_keep_alive(served: Served):
     """Another worker's sign-out cannot reach this worker's streams directly: each stream
     checks its session whenever the feed sends it a keep-alive (every 15 s)."""
-    from app.accounts import token_id
+    from app.accounts.rules import token_id
 
     client = served.client(timeout=10, follow_redirects=True)
     chat = served.empty_chat()
@@ -527,7 +529,7 @@ def test_an_installs_key_from_its_data_folder_still_signs_its_forms(make_client,
 
     data.mkdir(parents=True, exist_ok=True)
     (data / "secret.key").write_text("k" * 64)
-    from app.accounts import COOKIE
+    from app.accounts.rules import COOKIE
 
     with make_client() as client:
         page = soup(client.get("/"))

@@ -1,4 +1,4 @@
-"""app/asyncnet.py's streams as httpcore2 closes them: by the task that read a response, and
+"""app/netguard/sockets.py's streams as httpcore2 closes them: by the task that read a response, and
 again by the pool as the worker stops."""
 import asyncio
 import socket
@@ -7,7 +7,7 @@ from contextlib import contextmanager
 import httpcore2
 import pytest
 
-from app.asyncnet import AsyncioBackend
+from app.netguard.sockets import AsyncioBackend
 
 
 @contextmanager

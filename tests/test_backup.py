@@ -9,7 +9,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from app import backup
+from app.admin import backup
 from app.store import db as dbm
 from app.store.blobs import Disk
 from app.config import load
@@ -126,7 +126,7 @@ def test_a_file_deleted_during_the_backup_is_left_out_with_its_rows(tmp_path, mo
     """forget_files removes bytes with their rows: a snapshot that still names them is taken again."""
     store, chat, _ = install(tmp_path / "data")
     config = settings(monkeypatch, tmp_path / "data")
-    real = backup.sql.snapshot
+    real = backup.backup_sql.snapshot
     taken = []
 
     def snapshot_then_delete(db, target):
@@ -135,7 +135,7 @@ def test_a_file_deleted_during_the_backup_is_left_out_with_its_rows(tmp_path, mo
             store.delete_conversation(chat)  # after the snapshot, before its files are copied
         taken.append(target)
 
-    monkeypatch.setattr(backup.sql, "snapshot", snapshot_then_delete)
+    monkeypatch.setattr(backup.backup_sql, "snapshot", snapshot_then_delete)
     summary = backup.backup(config, tmp_path / "b")
     assert len(taken) == 2 and summary.files == 0 and summary.counts["conversations"] == 0
     backup.restore(settings(monkeypatch, tmp_path / "new"), tmp_path / "b")
@@ -177,7 +177,7 @@ def test_a_running_server_is_backed_up_while_it_streams_and_the_restore_serves_i
         poller = threading.Thread(target=poll)
         poller.start()
         before = len(growing()["text"])
-        out = subprocess.run([sys.executable, "-m", "app.cli", "backup", str(tmp_path / "bk")], cwd=ROOT,
+        out = subprocess.run([sys.executable, "-m", "app.admin.cli", "backup", str(tmp_path / "bk")], cwd=ROOT,
                              env=served.env, capture_output=True, text=True, timeout=60)
         backed_up.set()
         wait_for(lambda: len(growing()["text"]) > before + 20, timeout=20)
@@ -198,7 +198,7 @@ def test_a_running_server_is_backed_up_while_it_streams_and_the_restore_serves_i
         served.stop()
 
     new = tmp_path / "restored"
-    out = subprocess.run([sys.executable, "-m", "app.cli", "restore", str(tmp_path / "bk")], cwd=ROOT,
+    out = subprocess.run([sys.executable, "-m", "app.admin.cli", "restore", str(tmp_path / "bk")], cwd=ROOT,
                          env={**served.env, "TABLETALK_DATA": str(new)}, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert "restored and checked" in out.stdout

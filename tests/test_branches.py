@@ -9,7 +9,7 @@ import re
 import pytest
 
 from app.store import db as dbm
-from app.store import migrations
+from app.store.schema import migrations
 from app.store import Store
 from tests.conftest import ask, csrf, idle, new_chat, rows, soup, wait_for
 from tests.fakes.openai_server import delay, text

@@ -1,4 +1,4 @@
-"""When `tabletalk serve` runs the built-in model's supervisor (app/localmodel/keeper.py): none
+"""When `tabletalk serve` runs the built-in model's supervisor (app/serve/keeper.py): none
 while the row asks for nothing, one started by the worker (no restart of serve) once the row
 asks, one only however often it is started, and none left once the row asks for nothing or
 serve ends. No model is installed: the row is written as `tabletalk model install` would."""
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from app.localmodel import keeper
+from app.serve import keeper
 from tests.conftest import Served, wait_for
 
 pytestmark = pytest.mark.process  # tests/marks.py
@@ -38,7 +38,7 @@ def supervisors(pgid: int) -> list[int]:
             cmd = Path(f"/proc/{name}/cmdline").read_bytes()
         except OSError:
             continue
-        if int(stat[stat.rfind(")") + 2:].split()[2]) == pgid and b"app.localmodel.keeper" in cmd:
+        if int(stat[stat.rfind(")") + 2:].split()[2]) == pgid and b"app.serve.keeper" in cmd:
             found.append(int(name))
     return found
 

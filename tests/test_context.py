@@ -6,7 +6,7 @@ import json
 import pytest
 from bs4 import BeautifulSoup
 
-from app.feed import Feed
+from app.feed.dispatch import Feed
 from app.web import live
 from tests.conftest import ask, database_of, idle, new_chat, rows, sse_value
 from tests.fakes.openai_server import FakeModelServer, text, usage
@@ -142,8 +142,8 @@ def test_the_feed_moves_the_marker_when_the_view_moves(store):
 
 @pytest.mark.parametrize("raw", ["1", "1.5", "0", "-0.2", "most"])
 def test_a_share_outside_zero_to_one_stops_the_app_with_a_clear_message(monkeypatch, raw):
-    from app import config
+    from app import config as configuration
 
     monkeypatch.setenv("TABLETALK_CONTEXT_SHARE", raw)
     with pytest.raises(SystemExit, match="TABLETALK_CONTEXT_SHARE"):
-        config.load()
+        configuration.load()

@@ -11,9 +11,10 @@ import pytest
 from bs4 import BeautifulSoup
 
 from app.store import db as dbm
-from app.store import migrations
-from app import export, search
-from app.feed import Feed, encode
+from app.store.schema import migrations
+from app import export
+from app.web import search
+from app.feed.dispatch import Feed, encode
 from app.store import Store
 from app.tables import Conversation, Item, item
 from app.web import live, sidebar

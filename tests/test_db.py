@@ -4,7 +4,7 @@ import sqlite3
 import pytest
 
 from app.store import db as dbm
-from app.store import migrations
+from app.store.schema import migrations
 from app.store import Store, first_words
 from app.tables import asked, item
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from app import space
+from app.run import space
 from tests.conftest import Served, csrf, idle, rows, soup, sqlite_only, wait_for
 from tests.fakes.openai_server import rate, text
 

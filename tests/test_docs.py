@@ -150,7 +150,8 @@ def test_the_schema_page_is_made_from_both_engines(pg_url):
 def test_the_schema_pages_sqlite_half_is_sqlites():
     """The same check for SQLite's half, without PostgreSQL (make test-fast): its migrations
     in order, and every table's SQLite column."""
-    from app.store import migrations, schema_page
+    from app.store.schema import migrations
+    from app.store import schema_page
 
     doc = (ROOT / "docs" / "schema.md").read_text()
     listed = re.findall(r"^\| \d+ \| `(m\w+)` \|", doc.split("| PostgreSQL (", 1)[0], re.M)

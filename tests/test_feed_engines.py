@@ -6,7 +6,7 @@ import asyncio
 import threading
 
 from app.store import db as dbm
-from app.feed import Feed
+from app.feed.dispatch import Feed
 from app.store import Store
 from app.store import postgres as pg
 from app.tables import item
@@ -63,8 +63,8 @@ def test_two_runners_race_for_a_lease_and_one_wins(store):
 async def test_a_stream_sends_every_message_of_one_dispatch_even_when_they_share_a_rev():
     """One dispatch may push a conversation's change and the built-in model's fragment with
     the same rev: the stream sends both; what the first message covered it skips."""
-    from app.feed import Follower
-    from app.web.events import follow
+    from app.feed.dispatch import Follower
+    from app.web.stream import follow
 
     class Open:
         closed = False

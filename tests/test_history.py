@@ -1,7 +1,7 @@
 """Items to model messages: the one place a conversation's log becomes a request."""
 from app import branches
 from app.agent import Message, ToolCall
-from app.history import segments, system_prompt
+from app.context.segments import segments, system_prompt
 from app.tables import assistant, item
 
 

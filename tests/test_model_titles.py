@@ -1,5 +1,5 @@
-"""What a model's answer to "name this conversation" becomes (providers/titles.py)."""
-from app.providers.titles import title_from
+"""What a model's answer to "name this conversation" becomes (titles.py)."""
+from app.titles import title_from
 
 
 def test_a_title_is_at_most_six_words_cut_on_a_word_boundary():

@@ -36,7 +36,7 @@ def build(data: Path) -> dict:
     conversation (its tombstone), the model list, limits, calibrations, a context and a
     sign-in attempt. Returns what the tests look for."""
     from app import tables
-    from app.accounts import People
+    from app.accounts.rules import Accounts
     from app.providers.ids import Choice
     from app.providers.limits import Limits
     from app.store import Store
@@ -46,7 +46,7 @@ def build(data: Path) -> dict:
     db = dbm.connect(data / "tabletalk.db")
     dbm.migrate(db)
     store = Store(db)
-    people = People(store)
+    people = Accounts(store)
     owner = people.add(OWNER, password_hash(), owner=True)
     ada = people.add("Ada", password_hash())
     tokens = {"owner": people.start_session(owner.id), "ada": people.start_session(ada.id)}
@@ -112,7 +112,7 @@ def build(data: Path) -> dict:
 def move_to(data: Path, url: str, **env: str) -> subprocess.CompletedProcess:
     """`tabletalk move-to URL` as a person runs it, with TABLETALK_DATA set."""
     settings = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"} | {"TABLETALK_DATA": str(data), **env}
-    return subprocess.run([sys.executable, "-m", "app.cli", "move-to", url], cwd=ROOT, env=settings,
+    return subprocess.run([sys.executable, "-m", "app.admin.cli", "move-to", url], cwd=ROOT, env=settings,
                           capture_output=True, text=True, timeout=300)
 
 
@@ -398,11 +398,11 @@ def test_no_install_to_move_is_said_so(tmp_path, pg_url):
 
 
 def test_a_server_does_not_start_during_a_move(data, env):
-    from app import datalock
+    from app.serve import datalock
 
     build(data)
     with datalock.moving(data):
-        done = subprocess.run([sys.executable, "-m", "app.cli", "serve", "--port", "1"], cwd=ROOT,
+        done = subprocess.run([sys.executable, "-m", "app.admin.cli", "serve", "--port", "1"], cwd=ROOT,
                               env={**os.environ, **env}, capture_output=True, text=True, timeout=60)
     assert done.returncode != 0 and "tabletalk move-to is copying" in done.stderr
 
@@ -441,11 +441,11 @@ def test_search_words_splits_as_it_did(pg_url):
 
 
 def test_a_damaged_file_refuses_the_move_and_a_missing_one_is_said(data, pg_url):
-    from app.store import blobs
+    from app.store import blobs as blobstore
 
     made = build(data)
     sha = rows_of(data / "tabletalk.db", f"SELECT sha256 FROM files WHERE id = {made['file']}")[0]["sha256"]
-    held = blobs.Disk(data / "files").path(sha)
+    held = blobstore.Disk(data / "files").path(sha)
     held.write_bytes(b"not the picture")
     out = move_to(data, pg_url)
     assert out.returncode != 0 and "is damaged" in out.stderr and "nothing was changed" in out.stderr, out.stderr
@@ -524,7 +524,7 @@ def test_ctrl_c_during_the_copy_keeps_nothing(data, pg_url):
                             "VALUES (?, 'user', ?, 1, 0, 0, 1)", [(made["chats"][0], "x" * 2000)] * 60_000)
     db.conn.close()
     settings = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"} | {"TABLETALK_DATA": str(data)}
-    proc = subprocess.Popen([sys.executable, "-m", "app.cli", "move-to", pg_url], cwd=ROOT, env=settings,
+    proc = subprocess.Popen([sys.executable, "-m", "app.admin.cli", "move-to", pg_url], cwd=ROOT, env=settings,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     line = ""
     while "items" not in line:  # the items' COPY has begun

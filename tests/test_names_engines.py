@@ -4,7 +4,7 @@ key are kept, each signing in with their name as it is."""
 import pytest
 
 from app.store import db as dbm
-from app.store import migrations, pg_schema
+from app.store.schema import migrations, pg_migrations
 from app.store.people import Taken
 
 
@@ -31,7 +31,7 @@ def test_names_differing_in_more_than_case_are_two_people(store):
 def _before_m034(db):
     """The database as a release before m034 left it."""
     with pytest.MonkeyPatch.context() as patch:
-        for where in (migrations, pg_schema):
+        for where in (migrations, pg_migrations):
             patch.setattr(where, "MIGRATIONS", [fn for fn in where.MIGRATIONS if fn.__name__ != "m034_name_keys"])
         dbm.migrate(db)
 
@@ -80,7 +80,7 @@ def test_an_install_whose_names_now_share_a_key_moves_and_everyone_signs_in(data
     (two people each on SQLite; move-to refused it before, PostgreSQL taking each pair for one
     name) moves whole, and each signs in there with their name as it is."""
 
-    from app.accounts import People
+    from app.accounts.rules import Accounts
     from app.store import Store
     from app.web.app import create_app
     from tests.conftest import COOKIE, PASSWORD, in_process, password_hash
@@ -105,7 +105,7 @@ def test_an_install_whose_names_now_share_a_key_moves_and_everyone_signs_in(data
             client.cookies.clear()
             r = sign_in(client, typed, PASSWORD)
             assert r.status_code == 303 and r.headers["location"] == "/", (typed, r.text)
-            assert People(client.app.state.tabletalk.store).session(r.cookies.get(COOKIE)).name == whose
+            assert Accounts(client.app.state.tabletalk.store).session(r.cookies.get(COOKIE)).name == whose
     pg = dbm.connect(pg_url)
     try:
         assert sorted(p.name for p in Store(pg).people()) == sorted(names)

@@ -10,7 +10,7 @@ import time
 import pytest
 
 from app.run.runner import FAILED
-from app.accounts import COOKIE
+from app.accounts.rules import COOKIE
 from app.store import postgres as pg
 from app.store.outage import WORDS
 from tests.conftest import Served, ask, csrf, idle, new_chat, rows, soup, wait_for

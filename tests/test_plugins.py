@@ -104,13 +104,13 @@ async def test_annotations_make_tools_idempotent(streamable):
 
 
 async def test_refresh_lists_enabled_plugins_concurrently(streamable, sse):
-    plugins = [
+    mcp_tools = [
         Plugin(agent=1, name="one", address=streamable.url, id=1),
         Plugin(agent=1, name="two", address=sse.url, id=2),
         Plugin(agent=1, name="off", address=streamable.url, enabled=False, id=3),
         Plugin(agent=1, name="gone", address=f"http://127.0.0.1:{free_port()}/mcp", id=4),
     ]
-    listings = await refresh(plugins, private_ok=True)
+    listings = await refresh(mcp_tools, private_ok=True)
     assert set(listings) == {1, 2, 4}
     assert listings[1].status == listings[2].status == "10 tools"
     assert listings[4].status == "unreachable"
@@ -299,7 +299,7 @@ async def test_a_plugin_that_stopped_answering_holds_no_message_up():
     """Listed once, then silent (a socket that accepts and never answers, on its port): the
     next run waits about a second and offers the tools it listed before; once its listing
     timed out it is not asked again for a while, and its status says why and since when."""
-    from app.plugins import tools as plugins
+    from app.plugins import tools as mcp_tools
 
     with FakeMCPServer() as server:
         p = Plugin(agent=1, name="hangs", address=server.url, id=77)
@@ -314,7 +314,7 @@ async def test_a_plugin_that_stopped_answering_holds_no_message_up():
         assert time.monotonic() - started < 1.8
         assert slow.status.startswith("slow to answer (") and slow.status.endswith("its 10 tools as listed before")
         assert len(slow.tools) == 10
-        await asyncio.gather(*plugins._pending.values())  # the listing under way times out
+        await asyncio.gather(*mcp_tools._pending.values())  # the listing under way times out
         started = time.monotonic()
         down = (await refresh([p], private_ok=True, timeout=2))[77]
         assert time.monotonic() - started < 0.2, "not asked again"
@@ -352,7 +352,7 @@ async def test_a_result_over_the_size_limit_says_so(streamable):
 
 
 async def test_a_plugin_down_from_the_start_holds_up_only_the_first_message(monkeypatch):
-    from app.plugins import tools as plugins
+    from app.plugins import tools as mcp_tools
 
     with socket.socket() as silent:
         silent.bind(("127.0.0.1", 0))
@@ -360,13 +360,13 @@ async def test_a_plugin_down_from_the_start_holds_up_only_the_first_message(monk
         p = Plugin(agent=1, name="dead", address=f"http://127.0.0.1:{silent.getsockname()[1]}/mcp", id=78)
         first = (await refresh([p], private_ok=True, timeout=0.5))[78]
         assert first.status == "timed out" and first.tools == []
-        key = plugins._identity(p, True)
-        plugins._down[key] = (time.monotonic() - 1, "timed out")  # its 60 s are over
+        key = mcp_tools._identity(p, True)
+        mcp_tools._down[key] = (time.monotonic() - 1, "timed out")  # its 60 s are over
         started = time.monotonic()
         later = (await refresh([p], private_ok=True, timeout=5))[78]
         assert time.monotonic() - started < 2.5, "asked again, but waited on for a second only"
         assert later.status.startswith("timed out (") and later.tools == []
-        for task in list(plugins._pending.values()):
+        for task in list(mcp_tools._pending.values()):
             task.cancel()
 
 

@@ -193,7 +193,7 @@ def test_a_new_plugins_tools_are_ticked_after_a_tool_was_unticked(private):
 async def test_a_plugin_down_after_a_restart_offers_its_kept_tools_and_says_why(store):
     """This process never listed it (a restart), and it does not answer: the run offers the
     tools its row keeps, and a call to one tells the model the plugin is unreachable."""
-    from app.plugins import tools as plugins
+    from app.plugins import tools as mcp_tools
     from app.config import Config
     from app.tables import Assistant, plugin
     from app.tools import ToolContext
@@ -204,15 +204,15 @@ async def test_a_plugin_down_after_a_restart_offers_its_kept_tools_and_says_why(
                     context_window=8192, model_timeout=60)
     with FakeMCPServer() as mcp:
         p = store.add_plugin(plugin(agent.id, mcp.url, name="ev"))
-        assert [t.name for t in await plugins.agent_tools(store, config, agent, set())][:1]
+        assert [t.name for t in await mcp_tools.agent_tools(store, config, agent, set())][:1]
     dead = f"http://127.0.0.1:{free_port()}/mcp"
     store.update_plugin(p.id, address=dead)  # the server is gone (and this process forgets it listed it)
-    plugins._last.clear()
-    plugins._down.clear()
-    tools = {t.name: t for t in await plugins.agent_tools(store, config, agent, set())}
+    mcp_tools._last.clear()
+    mcp_tools._down.clear()
+    tools = {t.name: t for t in await mcp_tools.agent_tools(store, config, agent, set())}
     assert "ev_add" in tools
     assert store.plugin_row(p.id).status.startswith("unreachable (")
     assert "as listed before" in store.plugin_row(p.id).status
-    with pytest.raises(plugins.PluginError) as failed:
+    with pytest.raises(mcp_tools.PluginError) as failed:
         await tools["ev_add"].run({"a": 1, "b": 2}, ToolContext(chat=1, agent=agent.id))
     assert str(failed.value) == "The plugin ev is unreachable."

@@ -2,7 +2,7 @@
 that signs forms and the setup codes, the same for every server of one database."""
 from pathlib import Path
 
-from app.accounts import secret_key, server_id, setup_code, setup_codes, setup_done
+from app.accounts.setup import secret_key, server_id, setup_code, setup_codes, setup_done
 
 
 def test_the_first_to_ask_makes_a_secret_and_everyone_after_reads_it(store):

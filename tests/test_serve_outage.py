@@ -106,7 +106,7 @@ def test_a_wrong_database_url_fails_at_once_with_the_reason(data, env, pg_url, w
     else:
         url = pg_url + wrong
     started = time.monotonic()
-    done = subprocess.run([sys.executable, "-m", "app.cli", "serve", "--port", "1"], env={**os.environ, **env,
+    done = subprocess.run([sys.executable, "-m", "app.admin.cli", "serve", "--port", "1"], env={**os.environ, **env,
                           "DATABASE_URL": url}, capture_output=True, text=True, timeout=60)
     assert done.returncode != 0 and words in done.stderr, done.stderr
     assert time.monotonic() - started < 30

@@ -7,7 +7,7 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from app import search
+from app.web import search
 from app.tables import Conversation
 from app.web.sidebar import PAGE, group_of, list_changes, parse_key, row_key
 from tests.conftest import csrf, new_chat, rows, soup, start_chat, wait_for
@@ -193,7 +193,7 @@ def test_plain_keeps_text_and_code_and_drops_markdown_syntax():
 
 
 def test_a_conversation_pages_one_stream_carries_its_persons_list_too(store, client):
-    from app.feed import Feed
+    from app.feed.dispatch import Feed
     from app.web import live, sidebar
     from tests.conftest import database_of
 

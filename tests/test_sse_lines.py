@@ -40,7 +40,7 @@ async def test_an_encoded_stream_is_decoded_first():
 def test_the_feeds_messages_read_back_as_they_were_written(html):
     """feed.encode writes fields without the optional space, but keeps a line's own leading
     space (a reader drops one): every line, code indentation included, reads back the same."""
-    from app.feed import encode
+    from app.feed.dispatch import encode
     from tests.conftest import sse_value
 
     lines = encode(7, html).decode().split("\n")
@@ -121,13 +121,13 @@ def test_a_paced_stream_takes_the_phase_fewest_are_on():
     polls fall: their wake-ups are shared); more are spread over the beat's phases."""
     from types import SimpleNamespace
 
-    from app import asyncnet
+    from app.netguard import sockets
     from app.beat import PHASE_SECONDS
 
     transport = SimpleNamespace(is_closing=lambda: False, resume_reading=lambda: None)
     writer = SimpleNamespace(transport=transport, get_extra_info=lambda name: None)
-    streams = [asyncnet.AsyncioStream(None, writer) for _ in range(3)]
-    before = list(asyncnet._PACED)
+    streams = [sockets.AsyncioStream(None, writer) for _ in range(3)]
+    before = list(sockets._PACED)
     try:
         streams[0].pace(True)
         streams[0].pace(True)  # paced once, counted once
@@ -139,4 +139,4 @@ def test_a_paced_stream_takes_the_phase_fewest_are_on():
     finally:
         for s in streams:
             s.pace(False)
-    assert asyncnet._PACED == before
+    assert sockets._PACED == before

@@ -8,7 +8,7 @@ import time
 import pytest
 
 from app.store import db as dbm
-from app import search
+from app.web import search
 from app.store import Store
 from app.tables import item
 
@@ -126,15 +126,16 @@ def test_rows_read_by_position_and_name_alike(store):
 
 
 def test_database_url_selects_postgresql(pg_url, tmp_path, monkeypatch):
-    from app import api, cli
+    from app import api
+    from app.admin import cli
     from app import config as configuration
-    from app.store import pg_schema
+    from app.store.schema import pg_migrations
 
     monkeypatch.setenv("TABLETALK_DATA", str(tmp_path / "data"))
     monkeypatch.setenv("DATABASE_URL", pg_url)
     config = configuration.load()
     assert config.database == pg_url
-    assert cli.migrate(config) == [fn.__name__ for fn in pg_schema.MIGRATIONS]  # PostgreSQL's, not SQLite's
+    assert cli.migrate(config) == [fn.__name__ for fn in pg_migrations.MIGRATIONS]  # PostgreSQL's, not SQLite's
     store = api.open()
     assert dbm.postgres(store.db) and store.default_agent() is not None
     file_id = store.add_file("a.txt", b"bytes")  # the bytes in the database, none in TABLETALK_DATA

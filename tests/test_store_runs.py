@@ -2,7 +2,7 @@
 import pytest
 
 from app.agent import Pieces
-from app.store.base import LeaseLost
+from app.store.rows import LeaseLost
 from app.store.runs import CHUNK_CHARS, Chunked
 from app.tables import item, retried, stopped
 

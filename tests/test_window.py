@@ -3,11 +3,11 @@ import random
 
 import pytest
 
-from app import window
+from app.context import window
 from app.agent import Message, ToolCall
-from app.history import segments
+from app.context.segments import segments
 from app.tables import item
-from app.window import Block, Cut, TooLong, choose, cost, learn
+from app.context.window import Block, Cut, TooLong, choose, cost, learn
 
 
 def test_the_raw_count_is_characters_over_four_plus_framing():

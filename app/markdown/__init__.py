@@ -116,7 +116,7 @@ One concern per module; each imports only from those listed above it.
 ``scan``     the inline delimiter/link scanner the growing edge uses.
 ``edge``     where a growing answer's last block stops showing (uses ``scan``).
 ``growing``  the growing render: reveal grid, the region parsed again, no close skipped.
-``pieces``   the complete blocks between a key's head and its open last block, their tokens kept.
+``settled``  the complete blocks between a key's head and its open last block, their tokens kept.
 ``incremental``  what a key's last growing render found final, kept; the cadence.
 ``blocks``   ``render``, ``keyed`` and ``Block`` (uses ``engine`` and ``growing``).
 ``diff``     ``block_changes``, ``Changes``, ``append_at`` (compares rendered HTML only).

@@ -135,7 +135,7 @@ def growing_tokens(src: str, env: dict[str, Any], found: dict[str, Any] | None =
     line starts ("starts"), the block tokens before the region ("final": the full
     parse's, inline finished), the references the parse found ("refs"), where the last
     block starts ("open"). `parse` makes the block tokens of `src` (incremental's keeps
-    the complete blocks it parsed before: pieces.py)."""
+    the complete blocks it parsed before: settled.py)."""
     if grid is None:
         grid = REVEAL_STEP if REVEAL_STEP > 1 else 0
     limit = len(src)  # this render's grid point

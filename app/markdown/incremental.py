@@ -18,7 +18,7 @@ from markdown_it.token import Token
 
 from .engine import BUDGET_KEY, GROWING_KEY, INLINE_BUDGET, MD, top_level, spend
 from .growing import NEWLINES, finish, growing_tokens, reveal_step
-from .pieces import Pieces
+from .settled import Settled
 from .scan import scan_inline
 
 
@@ -124,7 +124,7 @@ class _Head:
         self.clean = False  # raw is the text as given (no CR or NUL to normalize)
         self.cut = 0
         self.open_at = 0  # where that render's last block started
-        self.pieces = Pieces()  # the complete blocks after the head, parsed (pieces.py)
+        self.pieces = Settled()  # the complete blocks after the head, parsed (pieces.py)
         self.rendered: dict[int, tuple] = {}  # the last render's blocks after the head: _rendered
         self.tip: _Tip | None = None  # the last render ended in a paragraph shown whole: _grown_tip
 
@@ -277,7 +277,7 @@ RENDERED = [0]
 def _rendered(tokens: list[Token], env: dict[str, Any], memo: dict[int, tuple] | None = None,
               refs: str = "") -> list[str]:
     """Each top-level block's inner HTML. With `memo` (a head's): a block made of the same
-    token objects as at the last render (a piece's, pieces.py), with the same references,
+    token objects as at the last render (a piece's, settled.py), with the same references,
     is not rendered again; `memo` is left holding this render's blocks."""
     out = []
     kept = {}

@@ -21,7 +21,8 @@ lifts the address check and keeps everything else.
 Three parts, one job each: addresses.py (which addresses are public, what a host spells:
 no network), guard.py (the check in front of every connection: Guard, the backend, the
 transport, `guarded_client`) and fetching.py (`fetch`: a body with size and time limits,
-redirects counted). Import from here: `from app.netguard import Guard, Refused, ...`.
+redirects counted); and under the model streams, which the guard wraps, sockets.py (asyncio's
+own sockets). Import from here: `from app.netguard import Guard, Refused, ...`.
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ import anyio
 import httpcore2
 import httpx2
 
-from ..asyncnet import PooledTransport
+from .sockets import PooledTransport
 from .addresses import IPAddress, Refused, Resolver, _is_localhost, parse_host, system_resolve, why_not_public
 
 

@@ -10,6 +10,7 @@
     wire.py      the Chat Completions stream's lines and chunks as our deltas; cache marks
     errors.py    what went wrong, in words a person reads
     titles.py    a model's suggested title, or none
+    builtin.py   the built-in model in the model list, while it is installed
 
 Import from the module that holds a name (`from app.providers.client import Providers`):
 this file imports nothing, so the row types can be read without the client's dependencies.

@@ -23,11 +23,11 @@ from typing import TYPE_CHECKING, Any
 
 import httpx2
 
-from .. import window
-from ..asyncnet import pace
+from ..context import window
+from ..netguard.sockets import pace
 from ..agent import Delta, Message, ModelError
 from ..tools import Tool
-from . import limits as learn
+from . import limits
 from .errors import EMPTY_REPLY, ENDED_EARLY, plain_words, server_says
 from .servers import Server, count_tokens
 from .wire import FINISHED, cache_marked, deltas, sse_lines, takes_cache_marks
@@ -128,20 +128,20 @@ def failure(providers: Providers, e: Exception, endpoint: Endpoint, model: str, 
     if status is None or not says:
         return ModelError(plain_words(e, endpoint))
     found = providers.limits_of(model)
-    size = learn.overflow(says)
+    size = limits.overflow(says)
     if size is not False:
-        counted = learn.prompt_tokens(says)
+        counted = limits.prompt_tokens(says)
         if counted and providers.on_count:
             providers.on_count(model, window.request_tokens(messages, tools), counted)
         if isinstance(size, int):
             providers.learn(model, found.learned(window=size))
-            return learn.Retry(learn.window_notice(size), found, "window", failure=learn.too_long(size, says))
-        return ModelError(learn.too_long(None, says))
-    what = learn.refused(says, status, images=has_images(request["messages"]), tools="tools" in request,
+            return limits.Retry(limits.window_notice(size), found, "window", failure=limits.too_long(size, says))
+        return ModelError(limits.too_long(None, says))
+    what = limits.refused(says, status, images=has_images(request["messages"]), tools="tools" in request,
                          reasoning="reasoning_effort" in request)
     if what:
         providers.learn(model, found.learned(**{what: False}))
-        return learn.Retry(learn.NOTICES[what], found, what, failure=plain_words(e, endpoint))
+        return limits.Retry(limits.NOTICES[what], found, what, failure=plain_words(e, endpoint))
     return ModelError(plain_words(e, endpoint))
 
 
@@ -217,7 +217,7 @@ async def _one(providers: Providers, client: openai.AsyncOpenAI, endpoint: Endpo
             if not transient(e):
                 raise failure(providers, e, endpoint, model, request, messages, tools) from e
             if getattr(e, "status_code", None) != 429 and \
-                    isinstance(taught := failure(providers, e, endpoint, model, request, messages, tools), learn.Retry):
+                    isinstance(taught := failure(providers, e, endpoint, model, request, messages, tools), limits.Retry):
                 raise taught from e
             if attempt == tries - 1:
                 raise ModelError(f"{plain_words(e, endpoint)} Gave up after {tries} tries.") from e

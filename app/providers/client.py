@@ -15,9 +15,10 @@ from typing import TYPE_CHECKING, Any
 
 import httpx2
 
-from .. import localmodel, window
+from .. import builtin
+from ..context import window
 from ..agent import Delta, Message, ModelError
-from ..asyncnet import PooledTransport
+from ..netguard.sockets import PooledTransport
 from ..config import Config
 from ..store.outage import unavailable
 from ..tools import Tool
@@ -100,13 +101,13 @@ class Providers:
         """Some model server is set up (an Ollama at the default address counts once it answered)."""
         c = self.config
         return bool(c.ai_url or c.accounts or c.local_ai_url or (self.ollama and c.ollama_set) or self._ollama_answered
-                    or localmodel.installed(c.data))
+                    or builtin.installed(c.data))
 
     def endpoint(self, model: str) -> Endpoint:
         """Where `model` (an id) is answered, from what the last listing learned."""
         kind, name = choice_of(model, self.accounts)
         if kind == LOCAL and name in self._local[BUILTIN] - self._local[OLLAMA] - self._local[LOCAL_SERVER]:
-            if not (url := localmodel.url_of(self.config.data)):  # between a death and its restart
+            if not (url := builtin.url_of(self.config.data)):  # between a death and its restart
                 raise ModelError("The built-in model is starting again; try again in a moment.")
             return Endpoint(url, "", name, key_setting="the built-in model (Tabletalk sends it no key)", tools=False)
         if kind == LOCAL:
@@ -131,7 +132,7 @@ class Providers:
         this process has not seen listed (a refresh in another worker, a model pulled since)."""
         kind, name = choice_of(model, self.accounts)
         known = name in self._local[OLLAMA] or name in self._local[LOCAL_SERVER] or name in self._local[BUILTIN]
-        if kind == LOCAL and not known and localmodel.installed(self.config.data):
+        if kind == LOCAL and not known and builtin.installed(self.config.data):
             await self._list_builtin()  # started since this worker listed
             known = name in self._local[BUILTIN]
         if kind == LOCAL and not known and self.ollama and self.config.local_ai_url:
@@ -247,9 +248,9 @@ class Providers:
         return found
 
     async def _list_builtin(self) -> list[Choice]:
-        from ..localmodel.listing import listing
+        from .builtin import listing
 
-        url = localmodel.url_of(self.config.data)
+        url = builtin.url_of(self.config.data)
         gate = self._gates.get(url) if url else None
         if gate is not None and gate.busy and url in self._listings:
             found = self._listings[url]  # busy answering: asking it now would end that answer

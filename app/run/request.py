@@ -12,8 +12,8 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from .. import agent as loop
-from .. import window
-from ..history import segments, system_prompt, user_message, with_plan
+from ..context import window
+from ..context.segments import segments, system_prompt, user_message, with_plan
 from ..store import Store
 from ..tables import Assistant, Item
 from ..tools import Tool

@@ -1,6 +1,6 @@
 """The background runner that answers what people write: scheduling and leases.
 
-Started with every worker (app/worker.py). Work is found from rows, never from memory
+Started with every worker (app/serve/worker.py). Work is found from rows, never from memory
 (store/runs.py: a `user` item not done, a `retry` or `stop` not handled). A conversation
 is answered by one worker at a time, the one holding its lease in `runs`; the lease is
 renewed while it works and taken over once it expires. Within a conversation the pending
@@ -20,18 +20,18 @@ import time
 from dataclasses import dataclass
 
 from .. import agent as loop
-from .. import space
+from . import space
 from ..plugins import sessions as mcp_sessions
 from ..beat import beat_at_or_after
 from ..config import Config
-from ..feed import Feed
+from ..feed.dispatch import Feed
 from ..providers.client import Providers
 from ..store import Store, db as dbm
-from ..store.base import LeaseLost
+from ..store.rows import LeaseLost
 from ..store.outage import Outage, unavailable
 from ..tables import Item, item
 from .setup import Setup
-from .titles import name_conversation
+from .naming import name_conversation
 from .turn import Stopped, Turn
 from .writes import Writes
 

@@ -13,9 +13,9 @@ import functools
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from ..plugins import tools as plugins
+from ..plugins import tools as mcp_tools
 from ..config import Config
-from ..history import takes_images
+from ..context.segments import takes_images
 from ..providers.client import Providers, no_model
 from ..store import Store
 from ..tables import Assistant, Item
@@ -80,7 +80,7 @@ class Setup:
         found = builtin_tools()
         taken = {t.name for t in found}
         if agent is not None and agent.id is not None:
-            found.extend(await plugins.agent_tools(self.store, self.config, agent, taken))
+            found.extend(await mcp_tools.agent_tools(self.store, self.config, agent, taken))
         return allowed(found, agent.tools if agent else "")
 
     async def default_model(self) -> str:

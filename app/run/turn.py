@@ -17,7 +17,7 @@ from .. import agent as loop
 from .. import branches
 from ..plugins import asks as mcp_asks, sessions as mcp_sessions
 from ..store import db as dbm
-from ..history import DECLINED, call_id
+from ..context.segments import DECLINED, call_id
 from ..store import Store
 from ..tables import Assistant, Item, item, sources_text
 from ..tools import Tool, ToolContext, memory

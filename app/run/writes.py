@@ -14,7 +14,7 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
-from .. import space
+from . import space
 from ..agent.pieces import SoFar
 from ..beat import BEAT_SECONDS, PHASE_SECONDS, next_beat
 from ..store.outage import unavailable

@@ -20,15 +20,15 @@ from .chats import ITEM_COLUMNS, TITLE_MAX, TITLE_WORDS, Chats, first_words
 from .context import Context
 from .files import Files
 from .pages import Pages
-from .people import Accounts
-from .localmodel import LocalModel
+from .people import People
+from .builtin import LocalModel
 from .plugins import Plugins, plugin_from_row
 from .runs import Runs
 from .search import Search
 from .secrets import Secrets
 
 
-class Store(Chats, Changes, Search, Branches, Agents, Plugins, Context, Files, Pages, Accounts, LocalModel, Runs,
+class Store(Chats, Changes, Search, Branches, Agents, Plugins, Context, Files, Pages, People, LocalModel, Runs,
             Asks, PluginAuth, Secrets):
     """Every read and write of rows, by family (one module each); see Base for the common ground."""
 

@@ -7,7 +7,7 @@ from . import db as dbm
 from ..providers.ids import Choice
 from ..providers.limits import Limits
 from ..tables import Assistant, Skill
-from .base import Base
+from .rows import Base
 from .people import reading
 
 

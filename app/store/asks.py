@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 from ..tables import Item
-from .base import Base
+from .rows import Base
 
 ASKING = ("ask", "sample")
 

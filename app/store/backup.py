@@ -1,4 +1,4 @@
-"""The SQL of a backup and a restore (app/backup.py): a consistent copy, what it names, checks."""
+"""The SQL of a backup and a restore (app/admin/backup.py): a consistent copy, what it names, checks."""
 from __future__ import annotations
 
 import sqlite3

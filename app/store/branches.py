@@ -6,7 +6,7 @@ from dataclasses import replace
 from . import db as dbm
 from ..branches import Path, Tree, turn_heads, versions
 from ..tables import Item, asked, order, retried
-from .base import Base
+from .rows import Base
 
 # What the tree needs of a head: never the texts (a message may be 100,000 characters).
 HEAD_COLUMNS = "id, chat, kind, turn, parent, chosen, answer, steer, read_after, done, model, thinking, files"

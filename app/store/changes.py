@@ -1,10 +1,10 @@
 """What the feed reads first at each dispatch: the current rev, and which families of rows
-changed since its cursor, in one statement (app/feed.py)."""
+changed since its cursor, in one statement (app/feed/dispatch.py)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .base import Base
+from .rows import Base
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ from typing import Any
 
 from . import db as dbm
 from ..tables import Conversation, Item, asked, file_ids
-from .base import Base
+from .rows import Base
 
 ITEM_COLUMNS = [f.name for f in fields(Item) if f.name not in ("id",)]
 TITLE_WORDS = 8

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from . import db as dbm
 from ..tables import Item, order
-from .base import Base
+from .rows import Base
 
 
 class Context(Base):

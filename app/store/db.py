@@ -1,5 +1,5 @@
 """The database: connection setup, write transactions and the rev counter; `migrate` applies
-the schema's history (app/store/migrations.py).
+the schema's history (app/store/schema/migrations.py).
 
 Every process opens one connection (WAL, busy_timeout, foreign keys on) and writes in
 explicit `BEGIN IMMEDIATE` transactions, so two workers never deadlock upgrading a read
@@ -145,13 +145,13 @@ def now() -> float:
 def migrate(db: sqlite_utils.Database) -> list[str]:
     """Apply the migrations not applied yet; returns their names."""
     if postgres(db):
-        from . import pg_schema
+        from .schema import pg_migrations
 
-        return pg_schema.migrate(db)
+        return pg_migrations.migrate(db)
     db.conn.execute(
         "CREATE TABLE IF NOT EXISTS migrations (name TEXT PRIMARY KEY, applied REAL NOT NULL)"
     )
-    from .migrations import MIGRATIONS
+    from .schema.migrations import MIGRATIONS
 
     applied = {row[0] for row in db.conn.execute("SELECT name FROM migrations")}
     done = []

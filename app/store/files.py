@@ -11,7 +11,7 @@ from . import blobs as blobstore
 from . import db as dbm
 from .. import files as filestore
 from ..tables import Item
-from .base import Base
+from .rows import Base
 
 
 class Files(Base):

@@ -1,4 +1,4 @@
-"""The SQL of `tabletalk move-to` (app/move.py): a SQLite install's rows copied into an empty
+"""The SQL of `tabletalk move-to` (app/admin/move.py): a SQLite install's rows copied into an empty
 PostgreSQL database of the same schema, ids and revs kept, then checked table by table.
 
 What is copied is every table SQLite's migrations make, found from SQLite's own catalogue (so
@@ -38,7 +38,7 @@ from . import db as dbm
 BATCH = 20_000  # rows read from SQLite, then written to the COPY, at a time (a progress line each)
 NOT_COPIED = {"migrations", "sqlite_sequence", "sqlite_stat1", "sqlite_stat4"}
 VOID = {"runs"}  # copied empty: leases of a stopped server
-# What PostgreSQL's migrations write into a new database (pg_schema.m001's default agent,
+# What PostgreSQL's migrations write into a new database (pg_m001_to_m022.py's default agent,
 # m021's built-in model row, the counter at the rev the agent took): a database holding only
 # these is empty.
 SEEDED = {"revs": 1, "assistants": 1, "builtin_model": 1}
@@ -212,7 +212,7 @@ def owned(pg: Any, tables: list[Table]) -> bool:
                       "WHERE schemaname = current_schema() AND tablename = ANY(?)", [names]).fetchone()[0]
 
 
-SEARCH_TRIGGERS = {"items": "items_search", "conversations": "conversations_search"}  # pg_schema's insert triggers
+SEARCH_TRIGGERS = {"items": "items_search", "conversations": "conversations_search"}  # pg_migrations.py's insert triggers
 
 
 def unindexed(pg: Any, tables: list[Table]) -> list[str]:
@@ -234,7 +234,7 @@ def unindexed(pg: Any, tables: list[Table]) -> list[str]:
 def reindexed(pg: Any, definitions: list[str]) -> int:
     """The search rows the triggers would have written, then the indexes made again; the search
     rows written."""
-    from .pg_schema import INDEXED
+    from .schema.pg_migrations import INDEXED
 
     for table, trigger in SEARCH_TRIGGERS.items():
         pg.execute(f"ALTER TABLE {q(table)} ENABLE TRIGGER {q(trigger)}")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .base import Base
+from .rows import Base
 
 
 class Pages(Base):

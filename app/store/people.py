@@ -1,4 +1,4 @@
-"""People, their sessions and the sign-in limiter's attempts: the rows behind app/accounts.py.
+"""People, their sessions and the sign-in limiter's attempts: the rows behind app/accounts/.
 
 The rules (hashing, which names and passwords are allowed, how long a pair waits) are
 accounts.py's; this module only reads and writes their rows. A session is stored by the
@@ -9,9 +9,10 @@ from __future__ import annotations
 import sqlite3
 import unicodedata
 
-from . import db as dbm, migrations
+from . import db as dbm
+from .schema import migrations
 from ..tables import Assistant, Person
-from .base import Base
+from .rows import Base
 
 # Rows made before the owner's account existed (the Python API, an app older than accounts):
 # the owner claims them when they set the app up.
@@ -37,7 +38,7 @@ class Taken(Exception):
         self.owner_exists = owner_exists
 
 
-class Accounts(Base):
+class People(Base):
     # --- people ---------------------------------------------------------------------------
 
     def people_count(self) -> int:

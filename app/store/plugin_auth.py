@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 from . import db as dbm
-from .base import Base
+from .rows import Base
 
 AUTH_COLUMNS = ("client", "tokens", "pending", "flow")
 

@@ -6,7 +6,7 @@ from typing import Any
 
 from . import db as dbm
 from ..tables import Plugin
-from .base import Base
+from .rows import Base
 
 PLUGIN_COLUMNS = {"name", "address", "header", "secret", "enabled", "status", "transport", "status_at", "listed",
                   "offers", "kind", "command", "args", "env"}

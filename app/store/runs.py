@@ -11,7 +11,7 @@ from typing import Any
 
 from . import db as dbm
 from ..tables import Item
-from .base import Base
+from .rows import Base
 
 # Work waiting for the runner. The same words as the partial index's, so SQLite uses it.
 PENDING = "done = 0 AND kind IN ('user','retry','stop')"

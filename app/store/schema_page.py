@@ -12,7 +12,7 @@ from typing import Any
 
 from . import Store
 from . import db as dbm
-from . import migrations, pg_schema
+from .schema import migrations, pg_migrations
 
 Columns = dict[str, list[dict[str, Any]]]  # table -> its columns in order
 
@@ -55,7 +55,7 @@ def what(fn: Callable) -> str:
 
 def pg_what(fn: Callable, sqlite_names: set[str]) -> str:
     """A PostgreSQL migration's line: the SQLite migration it is the twin of, and its own words."""
-    if fn is pg_schema.MIGRATIONS[0]:
+    if fn is pg_migrations.MIGRATIONS[0]:
         return "SQLite's m001 to m022 as they end, in one step (frozen)"
     own = what(fn)
     if fn.__name__ in sqlite_names:
@@ -94,11 +94,11 @@ def page(sqlite: Columns, postgres: Columns) -> str:
            "A migration's name is its key in the `migrations` table of every install, so it never changes.",
            "The numbers were given out when the work began and land in another order; those missing",
            "never landed. PostgreSQL's first step is SQLite's history up to m022 in one migration.", "",
-           "| # | SQLite (app/store/migrations.py, app/store/history/) | what it does |", "| --- | --- | --- |"]
+           "| # | SQLite (app/store/schema/migrations.py, app/store/schema/) | what it does |", "| --- | --- | --- |"]
     out += [f"| {n} | `{fn.__name__}` | {what(fn)} |" for n, fn in enumerate(migrations.MIGRATIONS, 1)]
-    out += ["", "| # | PostgreSQL (app/store/pg_schema.py, app/store/history/) | what it does |", "| --- | --- | --- |"]
+    out += ["", "| # | PostgreSQL (app/store/schema/pg_migrations.py, app/store/schema/) | what it does |", "| --- | --- | --- |"]
     names = {fn.__name__ for fn in migrations.MIGRATIONS}
-    out += [f"| {n} | `{fn.__name__}` | {pg_what(fn, names)} |" for n, fn in enumerate(pg_schema.MIGRATIONS, 1)]
+    out += [f"| {n} | `{fn.__name__}` | {pg_what(fn, names)} |" for n, fn in enumerate(pg_migrations.MIGRATIONS, 1)]
     out += ["", "## The tables", "",
             "Each table's columns in order: type, key or not null, default. `-`: the engine has no such",
             "table or column (SQLite's full text is FTS5's own tables, PostgreSQL's a `search` table; files'",

@@ -1,7 +1,7 @@
 """Searching conversations: the same question on both engines, FTS5 on SQLite and full text
-(tsvector under a GIN index, app/store/pg_schema.py) on PostgreSQL.
+(tsvector under a GIN index, app/store/schema/pg_migrations.py) on PostgreSQL.
 
-The terms come as FTS5 strings (app/search.py): each a quoted phrase, a trailing `*` for a
+The terms come as FTS5 strings (app/web/search.py): each a quoted phrase, a trailing `*` for a
 prefix. On PostgreSQL a phrase is read by `phraseto_tsquery` (the parser that read the
 stored text, its punctuation as spaces), a prefix phrase by `to_tsquery` with `:*` on its
 last word. The hits are marked here, in Python, as FTS5's highlight() and snippet() mark them
@@ -14,9 +14,9 @@ import unicodedata
 from typing import Any
 
 from . import db as dbm
-from .base import Base
+from .rows import Base
 
-CONFIG = "'tabletalk'"  # PostgreSQL's text search configuration (pg_schema.py)
+CONFIG = "'tabletalk'"  # PostgreSQL's text search configuration (pg_migrations.py)
 
 
 def _words(text: str) -> list[str]:

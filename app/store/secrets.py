@@ -6,7 +6,7 @@ from __future__ import annotations
 import secrets as random
 
 from . import db as dbm
-from .base import Base
+from .rows import Base
 
 
 class Secrets(Base):

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import skills
+from .. import skills as skillbook
 from . import Result, Tool, ToolContext
 
 DESCRIPTION = (
@@ -18,9 +18,9 @@ async def _run(args: dict[str, Any], ctx: ToolContext) -> Result:
         raise RuntimeError("this tool needs the app's storage to read skills from")
     name = str(args.get("name", ""))
     everything = ctx.store.skills()
-    found = skills.find(everything, name)
+    found = skillbook.find(everything, name)
     if found is None:
-        raise LookupError(skills.unknown(everything, name))
+        raise LookupError(skillbook.unknown(everything, name))
     return Result(found.body or f"The skill {found.name!r} has no instructions beyond its description.")
 
 

@@ -15,12 +15,14 @@ from litestar.exceptions import HTTPException
 from litestar.params import FromPath, FromQuery
 from litestar.response import Redirect
 
-from ..accounts import (COOKIE, SESSION_SECONDS, AccountError, People, Throttled, hash_password,
-                        password_matches, person_name, setup_code, setup_codes, setup_done)
+from ..accounts.rules import COOKIE, SESSION_SECONDS, Accounts
+from ..accounts.passwords import AccountError, hash_password, password_matches, person_name
+from ..accounts.limiter import Throttled
+from ..accounts.setup import setup_code, setup_codes, setup_done
 from ..tables import NAME_MAX, THEMES
 from . import csrf, render
-from .guard import client_address, device_of, remember_device, secure
-from .request import form_field, go, local_path, me, owner_only, person_or_404, state
+from .authenticate import client_address, device_of, remember_device, secure
+from .toolkit import form_field, go, local_path, me, owner_only, person_or_404, worker
 
 FIELD_MAX = 1_000
 
@@ -38,7 +40,7 @@ def signed_in(request: Request, token: str, to: str) -> Response:
 
 @get("/setup")
 async def setup_page(request: Request, code: FromQuery[str] = "") -> Response:
-    if People(state(request).store).count():
+    if Accounts(worker(request).store).count():
         return Redirect("/signin", status_code=303)
     return render.page(request, "setup.html", name="", error="", name_max=NAME_MAX, code=code[:100])
 
@@ -50,8 +52,8 @@ NOT_THE_CODE = ("That setup code is not right. It is printed where Tabletalk was
 
 @post("/setup")
 async def set_up(request: Request) -> Response:
-    s = state(request)
-    people = People(s.store)
+    s = worker(request)
+    people = Accounts(s.store)
     if people.count():
         raise HTTPException(status_code=409, detail="Tabletalk is already set up: sign in instead.")
     name = await form_field(request, "name", FIELD_MAX)
@@ -82,7 +84,7 @@ async def set_up(request: Request) -> Response:
 
 @get("/signin")
 async def signin_page(request: Request, next: FromQuery[str | None] = None) -> Response:  # noqa: A002
-    people = People(state(request).store)
+    people = Accounts(worker(request).store)
     if not people.count():
         return Redirect("/setup", status_code=303)
     if people.session(request.cookies.get(COOKIE)) is not None:
@@ -92,8 +94,8 @@ async def signin_page(request: Request, next: FromQuery[str | None] = None) -> R
 
 @post("/signin")
 async def sign_in(request: Request) -> Response:
-    s = state(request)
-    people = People(s.store)
+    s = worker(request)
+    people = Accounts(s.store)
     name = (await form_field(request, "name", FIELD_MAX)).strip()
     password = await form_field(request, "password", FIELD_MAX)
     to = local_path(await form_field(request, "next", 2_000))
@@ -121,9 +123,9 @@ async def sign_in(request: Request) -> Response:
 
 @post("/signout")
 async def sign_out(request: Request) -> Response:
-    s = state(request)
+    s = worker(request)
     token = request.state.session
-    People(s.store).end_session(token)
+    Accounts(s.store).end_session(token)
     s.feed.drop(session=token)
     response = go(request, "/signin")
     response.delete_cookie(COOKIE, path="/")
@@ -151,7 +153,7 @@ async def set_theme(request: Request) -> Response:
     """Light, dark or the system's: kept with the person, so it holds on every device."""
     theme = (await form_field(request, "theme", 20)).strip()
     try:
-        People(state(request).store).set_theme(me(request).id, theme)
+        Accounts(worker(request).store).set_theme(me(request).id, theme)
     except AccountError as e:
         return account_view(request, 400, theme_error=str(e))
     return go(request, "/account?saved=theme")
@@ -159,8 +161,8 @@ async def set_theme(request: Request) -> Response:
 
 @post("/account")
 async def change_password(request: Request) -> Response:
-    s = state(request)
-    people = People(s.store)
+    s = worker(request)
+    people = Accounts(s.store)
     person = me(request)
     current = await form_field(request, "current", FIELD_MAX)
     password = await form_field(request, "password", FIELD_MAX)
@@ -193,14 +195,14 @@ PEOPLE_SAVED = {"added": "Added: tell them their name and password.", "removed":
 @get("/people")
 async def people_page(request: Request, saved: FromQuery[str] = "") -> Response:
     owner_only(request)
-    return render.page(request, "people.html", people=People(state(request).store).all(), name="", error="",
+    return render.page(request, "people.html", people=Accounts(worker(request).store).all(), name="", error="",
                        name_max=NAME_MAX, saved=PEOPLE_SAVED.get(saved, ""))
 
 
 @post("/people")
 async def add_person(request: Request) -> Response:
     owner_only(request)
-    people = People(state(request).store)
+    people = Accounts(worker(request).store)
     name = await form_field(request, "name", FIELD_MAX)
     password = await form_field(request, "password", FIELD_MAX)
     try:
@@ -215,7 +217,7 @@ async def add_person(request: Request) -> Response:
 @get("/people/{person_id:str}/delete")
 async def confirm_remove(request: Request, person_id: FromPath[str]) -> Response:
     found = person_or_404(request, person_id)
-    s = state(request)
+    s = worker(request)
     count = s.store.conversations_count(person=found.id)
     return render.page(request, "person_delete.html", person=found, conversations=count)
 
@@ -223,9 +225,9 @@ async def confirm_remove(request: Request, person_id: FromPath[str]) -> Response
 @post("/people/{person_id:str}/delete")
 async def remove_person(request: Request, person_id: FromPath[str]) -> Response:
     found = person_or_404(request, person_id)
-    s = state(request)
+    s = worker(request)
     theirs = s.store.conversation_ids(found.id)
-    People(s.store).remove(found.id)
+    Accounts(s.store).remove(found.id)
     s.feed.drop(person=found.id)
     for chat in theirs:  # as when a conversation is deleted: its run here stops at once
         s.runner.drop(chat)

@@ -6,14 +6,14 @@ from litestar import Request, Response, get, post
 from litestar.exceptions import HTTPException, NotFoundException
 from litestar.params import FromPath, FromQuery
 
-from ..plugins import tools as mcp
+from ..plugins import tools as mcp_tools
 from ..tables import Assistant, NAME_MAX, check_name
 from ..tools import Tool, chosen, names, unique
 from ..tools.builtin import builtin_tools
 from ..providers.thinking import THINKING
-from ..worker import Worker
+from ..serve.worker import Worker
 from . import plugins as plugin_pages, render
-from .request import SUGGESTIONS_MAX, agent_or_404, form_field, go, me, parse_id, state, thinking_level
+from .toolkit import SUGGESTIONS_MAX, agent_or_404, form_field, go, me, parse_id, worker, thinking_level
 
 TABS = ("settings", "tools", "plugins", "memory")
 INSTRUCTIONS_MAX = 50_000
@@ -50,13 +50,13 @@ async def agents(request: Request) -> Response:
 
 def agents_view(request: Request, status_code: int = 200, saved: str = "", problem: tuple[str, str] | None = None,
                 name: str = "") -> Response:
-    return render.page(request, "agents.html", status_code=status_code, agents=state(request).store.agents(me(request).id),
+    return render.page(request, "agents.html", status_code=status_code, agents=worker(request).store.agents(me(request).id),
                        name_max=NAME_MAX, saved=saved, problem=problem, name=name)
 
 
 @post("/agents")
 async def create_agent(request: Request) -> Response:
-    s = state(request)
+    s = worker(request)
     name = (await form_field(request, "name", 10_000)).strip()
     if problem := name_problem(name):
         return agents_view(request, status_code=400, problem=("name", problem), name=name)
@@ -71,7 +71,7 @@ async def offered_tools(s: Worker, agent: Assistant) -> list[tuple[str, list[Too
     for p in s.store.plugins(agent.id, enabled_only=True):
         listing = await plugin_pages.listing_of(s, agent, p)
         # the names the model is given (run/setup.py: Setup.tools_for): a clash renames the later tool
-        note = "" if mcp.status_ok(listing.status) else (
+        note = "" if mcp_tools.status_ok(listing.status) else (
             f"{listing.status}: these are its tools as listed before" if listing.tools and "as listed before"
             not in listing.status else listing.status)
         groups.append((f"Plugin {p.name}", unique(listing.tools, taken), note))
@@ -81,7 +81,7 @@ async def offered_tools(s: Worker, agent: Assistant) -> list[tuple[str, list[Too
 @get("/agents/{agent_id:str}")
 async def agent_page(request: Request, agent_id: FromPath[str], tab: FromQuery[str] = "settings",
                      saved: FromQuery[str] = "") -> Response:
-    s = state(request)
+    s = worker(request)
     agent = agent_or_404(request, agent_id)
     return await agent_view(request, s, agent, tab if tab in TABS else "settings", saved=SAVED.get(saved, ""))
 
@@ -106,7 +106,7 @@ async def agent_view(request: Request, s: Worker, agent: Assistant, tab: str, st
     elif tab == "plugins":
         context["plugins"] = await plugin_pages.rows(s, agent)
         context["oauth"] = s.store.plugins_with_auth([row[0].id for row in context["plugins"]])  # web/oauth.py
-        context["masked"] = mcp.masked
+        context["masked"] = mcp_tools.masked
         context["stdio_ok"] = plugin_pages.stdio_ok(s, agent)
         context["name_max"] = plugin_pages.PLUGIN_NAME_MAX
     elif tab == "memory":
@@ -116,7 +116,7 @@ async def agent_view(request: Request, s: Worker, agent: Assistant, tab: str, st
 
 @post("/agents/{agent_id:str}")
 async def save_settings(request: Request, agent_id: FromPath[str]) -> Response:
-    s = state(request)
+    s = worker(request)
     agent = agent_or_404(request, agent_id)
     name = (await form_field(request, "name", 10_000)).strip()
     instructions = (await form_field(request, "instructions", INSTRUCTIONS_MAX)).strip()
@@ -157,7 +157,7 @@ def suggestions(raw: str) -> str:
 
 @post("/agents/{agent_id:str}/tools")
 async def save_tools(request: Request, agent_id: FromPath[str]) -> Response:
-    s = state(request)
+    s = worker(request)
     agent = agent_or_404(request, agent_id)
     form = await request.form()
     shown = {v for v in form.getall("shown") if isinstance(v, str)} if "shown" in form else set()
@@ -192,7 +192,7 @@ async def save_tools(request: Request, agent_id: FromPath[str]) -> Response:
 
 @post("/agents/{agent_id:str}/memories")
 async def save_memory_settings(request: Request, agent_id: FromPath[str]) -> Response:
-    s = state(request)
+    s = worker(request)
     agent = agent_or_404(request, agent_id)
     vet = await form_field(request, "vet", 10)
     s.store.update_agent(agent.id, vet_memories=int(vet == "1"))
@@ -201,7 +201,7 @@ async def save_memory_settings(request: Request, agent_id: FromPath[str]) -> Res
 
 @post("/agents/{agent_id:str}/memories/{memory_id:str}/delete")
 async def delete_memory(request: Request, agent_id: FromPath[str], memory_id: FromPath[str]) -> Response:
-    s = state(request)
+    s = worker(request)
     agent = agent_or_404(request, agent_id)
     if not s.store.delete_memory(agent.id, parse_id(memory_id, "memory")):
         raise NotFoundException("No such memory.")
@@ -210,7 +210,7 @@ async def delete_memory(request: Request, agent_id: FromPath[str], memory_id: Fr
 
 @get("/agents/{agent_id:str}/delete")
 async def confirm_delete(request: Request, agent_id: FromPath[str]) -> Response:
-    s = state(request)
+    s = worker(request)
     agent = agent_or_404(request, agent_id)
     return delete_view(request, s, agent)
 
@@ -223,7 +223,7 @@ def delete_view(request: Request, s: Worker, agent: Assistant, status_code: int 
 
 @post("/agents/{agent_id:str}/delete")
 async def delete_agent(request: Request, agent_id: FromPath[str]) -> Response:
-    s = state(request)
+    s = worker(request)
     agent = agent_or_404(request, agent_id)
     if len(s.store.agents(me(request).id)) == 1:
         return delete_view(request, s, agent, 409, "This is your only agent: make another before deleting it.")

@@ -16,15 +16,34 @@ from litestar import Litestar, Request, Response
 from litestar.exceptions import HTTPException
 
 from .. import config as configuration
-from .. import space
-from ..accounts import COOKIE, People
-from ..feed import Feed
+from ..run import space
+from ..accounts.rules import COOKIE, Accounts
+from ..feed.dispatch import Feed
 from ..store.outage import WORDS, unavailable
-from ..worker import running
-from . import (accounts, agents, asks, branches, chats, compress, conversations, events, files, guard, live, localmodel,
-               models, oauth, prompts, render, shortcuts, sidebar, skills)
+from ..serve.worker import running
+from . import (
+    accounts,
+    agents,
+    asks,
+    branches,
+    chats,
+    compress,
+    conversations,
+    stream,
+    files,
+    authenticate,
+    live,
+    builtin,
+    models,
+    oauth,
+    prompts,
+    render,
+    shortcuts,
+    sidebar,
+    skills,
+)
 from .headers import secured
-from .request import is_htmx
+from .toolkit import is_htmx
 
 log = logging.getLogger(__name__)
 
@@ -115,7 +134,7 @@ def signed_in(request: Request) -> None:
     """The person for the error page's header: an address no route has is answered before the
     authentication middleware runs, so the session is read here."""
     if getattr(request.state, "person", None) is None and hasattr(request.app.state, "tabletalk"):
-        person = People(request.app.state.tabletalk.store).session(request.cookies.get(COOKIE))
+        person = Accounts(request.app.state.tabletalk.store).session(request.cookies.get(COOKIE))
         if person is not None:
             request.state.person = person
 
@@ -155,7 +174,7 @@ def create_app(config: configuration.Config | None = None) -> Litestar:
     @asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
         async with running(config, render=live.chat_changes, render_list=sidebar.list_changes,
-                           render_builtin=localmodel.builtin_changes, render_outage=live.outage_banner) as w:
+                           render_builtin=builtin.builtin_changes, render_outage=live.outage_banner) as w:
             app.state.tabletalk = w
             end_streams_on_signal(w.feed)
             yield
@@ -171,9 +190,9 @@ def create_app(config: configuration.Config | None = None) -> Litestar:
             *agents.routes,
             *prompts.routes,
             *models.routes,
-            *localmodel.routes,
+            *builtin.routes,
             *skills.routes,
-            *events.routes,
+            *stream.routes,
             *sidebar.routes,
             *files.routes,
             *shortcuts.routes,
@@ -183,7 +202,7 @@ def create_app(config: configuration.Config | None = None) -> Litestar:
         lifespan=[lifespan],
         exception_handlers={Exception: error_page},
         # sessions, then CSRF (csrf.py): a request with no session is refused before its body is read
-        middleware=[compress.compression, guard.Authenticate],
+        middleware=[compress.compression, authenticate.Authenticate],
         after_request=security_headers,
         request_max_body_size=body_limit(config),
         openapi_config=None,

@@ -14,7 +14,7 @@ from ..plugins import forms as mcp_forms
 from ..tables import Item
 from . import render
 from .ask_view import ask_view, prefix
-from .request import conversation_or_404, done, parse_id, state
+from .toolkit import conversation_or_404, done, parse_id, worker
 
 MAX_FORM_VALUES = 500  # values one answer may post (checkboxes of a long multiple choice)
 
@@ -24,7 +24,7 @@ WAITS_IN = {"ask": "waiting", "sample": "approval"}
 
 
 def _ask_or_404(request: Request, chat: str, ask: str) -> Item:
-    s = state(request)
+    s = worker(request)
     convo = conversation_or_404(request, chat)
     it = s.store.item(parse_id(ask, "request"))
     if it is None or it.chat != convo.id or it.kind not in ACTIONS:
@@ -41,7 +41,7 @@ async def show(request: Request, chat: FromPath[str], ask: FromPath[str]) -> Res
 
 @post("/c/{chat:str}/asks/{ask:str}")
 async def answer(request: Request, chat: FromPath[str], ask: FromPath[str]) -> Response:
-    s = state(request)
+    s = worker(request)
     it = _ask_or_404(request, chat, ask)
     form = await request.form()
     action = form.get("action", "")

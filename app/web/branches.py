@@ -15,7 +15,7 @@ from litestar.params import FromPath
 from ..store import Store
 from ..tables import Conversation, Item
 from . import render
-from .request import TEXT_MAX, conversation_or_404, done, form_field, model_field, parse_id, state
+from .toolkit import TEXT_MAX, conversation_or_404, done, form_field, model_field, parse_id, worker
 
 BUSY = "An answer is being written: wait for it to end (or stop it) first."
 
@@ -46,7 +46,7 @@ def txt_id(name: str) -> str:
 @get("/c/{chat:str}/items/{name:str}")
 async def item_text(request: Request, chat: FromPath[str], name: FromPath[str]) -> Response:
     """A message's (or an answer part's) raw text: what Copy puts on the clipboard."""
-    s = state(request)
+    s = worker(request)
     convo = conversation_or_404(request, chat)
     return raw_text(item_in(s.store, convo, txt_id(name), ("user", "text")).text)
 
@@ -54,7 +54,7 @@ async def item_text(request: Request, chat: FromPath[str], name: FromPath[str]) 
 @get("/c/{chat:str}/answers/{name:str}")
 async def answer_text(request: Request, chat: FromPath[str], name: FromPath[str]) -> Response:
     """An answer version's Markdown (its text parts, as written), named by its head."""
-    s = state(request)
+    s = worker(request)
     convo = conversation_or_404(request, chat)
     head = item_in(s.store, convo, txt_id(name), ("user", "retry"))
     if not head.starts_turn and head.kind == "user":
@@ -66,7 +66,7 @@ async def answer_text(request: Request, chat: FromPath[str], name: FromPath[str]
 @post("/c/{chat:str}/items/{item:str}/edit")
 async def edit(request: Request, chat: FromPath[str], item: FromPath[str]) -> Response:
     """"Save and send": the edited message becomes a new branch from where the old one stood."""
-    s = state(request)
+    s = worker(request)
     convo = conversation_or_404(request, chat)
     original = item_in(s.store, convo, item, ("user",))
     text = (await form_field(request, "text", TEXT_MAX)).strip()
@@ -83,7 +83,7 @@ async def edit(request: Request, chat: FromPath[str], item: FromPath[str]) -> Re
 @post("/c/{chat:str}/items/{item:str}/choose")
 async def choose_message(request: Request, chat: FromPath[str], item: FromPath[str]) -> Response:
     """The message pager: this version of a message (and what followed it) becomes current."""
-    s = state(request)
+    s = worker(request)
     convo = conversation_or_404(request, chat)
     it = item_in(s.store, convo, item, ("user",))
     if not it.starts_turn:
@@ -97,7 +97,7 @@ async def choose_message(request: Request, chat: FromPath[str], item: FromPath[s
 @post("/c/{chat:str}/answers/{head:str}/choose")
 async def choose_answer(request: Request, chat: FromPath[str], head: FromPath[str]) -> Response:
     """The answer pager: this version of an answer (and what followed it) becomes current."""
-    s = state(request)
+    s = worker(request)
     convo = conversation_or_404(request, chat)
     it, user = answer_head(s.store, convo, head)
     with s.store.write():
@@ -118,7 +118,7 @@ def answer_head(store: Store, convo: Conversation, raw: str) -> tuple[Item, Item
 @get("/c/{chat:str}/answers/{head:str}/again")
 async def again_with(request: Request, chat: FromPath[str], head: FromPath[str]) -> Response:
     """The model to make an answer again with (the ▾ beside Again)."""
-    s = state(request)
+    s = worker(request)
     convo = conversation_or_404(request, chat)
     it, user = answer_head(s.store, convo, head)
     return render.page(request, "again.html", convo=convo, user=user, head=it.id, choices=s.store.choices())
@@ -127,7 +127,7 @@ async def again_with(request: Request, chat: FromPath[str], head: FromPath[str])
 @post("/c/{chat:str}/answers/{head:str}/again")
 async def again(request: Request, chat: FromPath[str], head: FromPath[str]) -> Response:
     """"Again" under an answer: a new version of that answer, optionally from another model."""
-    s = state(request)
+    s = worker(request)
     convo = conversation_or_404(request, chat)
     _, user = answer_head(s.store, convo, head)
     model = await model_field(request)

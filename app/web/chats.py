@@ -8,15 +8,28 @@ from litestar import Request, Response, get, post
 from litestar.params import FromPath, FromQuery
 from litestar.exceptions import HTTPException, NotFoundException
 
-from .. import space
-from ..accounts import COOKIE, People
+from ..run import space
+from ..accounts.rules import COOKIE, Accounts
 from ..providers.thinking import THINKING
 from ..store.outage import public, unavailable
 from ..tables import Assistant, Conversation, Item, Person, again, decided, stopped
-from ..worker import Worker
+from ..serve.worker import Worker
 from . import live, prompts, render
-from .request import (SUGGESTIONS_MAX, TEXT_MAX, an_id, attachments, conversation_or_404, done, form_field, go, me,
-                      model_field, parse_id, state, thinking_level)
+from .toolkit import (
+    SUGGESTIONS_MAX,
+    TEXT_MAX,
+    an_id,
+    attachments,
+    conversation_or_404,
+    done,
+    form_field,
+    go,
+    me,
+    model_field,
+    parse_id,
+    worker,
+    thinking_level,
+)
 
 # The composer's two buttons while a run is going: wait for the run to end (the default, and
 # what Enter sends), or be read by the model at the run's next step.
@@ -51,7 +64,7 @@ def chosen_agent(s: Worker, who: Person, raw: str | None) -> Assistant | None:
 @get("/")
 async def index(request: Request, agent: FromQuery[str | None] = None) -> Response:
     """A new conversation: the empty composer, nothing written until the first message."""
-    s = state(request)
+    s = worker(request)
     who = me(request)
     chosen = chosen_agent(s, who, agent)
     return render.page(
@@ -100,7 +113,7 @@ async def new_conversation(request: Request) -> Response:
     """The first message of a new conversation: the conversation and the message are written
     together, and the page goes to the conversation. Without a message (the old "New
     conversation" button) nothing is written: back to the empty composer."""
-    s = state(request)
+    s = worker(request)
     who = me(request)
     agent = chosen_agent(s, who, await form_field(request, "agent", 20))
     if not (await form_field(request, "text", TEXT_MAX)).strip():
@@ -120,7 +133,7 @@ async def new_conversation(request: Request) -> Response:
 async def conversation(request: Request, chat: FromPath[str], edit: FromQuery[str | None] = None) -> Response:
     """A conversation's page: its current path (app/branches.py); with `?edit=ID`, that
     message opened for editing in place (the way to edit without script)."""
-    s = state(request)
+    s = worker(request)
     with s.store.snapshot():
         convo = conversation_or_404(request, chat)
         rev = s.store.rev()
@@ -149,7 +162,7 @@ async def conversation(request: Request, chat: FromPath[str], edit: FromQuery[st
 async def watch(request: Request, chat: FromPath[str]) -> Response:
     """The conversation's items and status alone, refreshing every 2 s while a run goes: what a
     page without JavaScript frames, so the page itself (and its composer) is not reloaded."""
-    s = state(request)
+    s = worker(request)
     with s.store.snapshot():
         convo = conversation_or_404(request, chat)
         chat_state = s.store.chat_state(convo.id)
@@ -162,7 +175,7 @@ async def watch(request: Request, chat: FromPath[str]) -> Response:
 
 @post("/c/{chat:str}/ask")
 async def ask(request: Request, chat: FromPath[str]) -> Response:
-    s = state(request)
+    s = worker(request)
     convo = conversation_or_404(request, chat)
     message = await message_of(request, s)
     picked = await new_choice(request, convo, message.model, message.thinking)
@@ -189,7 +202,7 @@ async def new_choice(request: Request, convo: Conversation, model: str, thinking
 @post("/c/{chat:str}/choice")
 async def choose(request: Request, chat: FromPath[str]) -> Response:
     """The composer's pickers changed (app.js posts them): the pick sticks without a message."""
-    s = state(request)
+    s = worker(request)
     convo = conversation_or_404(request, chat)
     thinking = thinking_level(await form_field(request, "thinking", 20))
     model = await model_field(request)
@@ -202,7 +215,7 @@ async def choose(request: Request, chat: FromPath[str]) -> Response:
 @post("/c/{chat:str}/retry")
 async def retry(request: Request, chat: FromPath[str]) -> Response:
     """"Again" for the last answer of the current path (each answer has its own: web/branches.py)."""
-    s = state(request)
+    s = worker(request)
     convo = conversation_or_404(request, chat)
     model = await model_field(request)
     with s.store.write():
@@ -218,7 +231,7 @@ async def retry(request: Request, chat: FromPath[str]) -> Response:
 @post("/c/{chat:str}/calls/{call:str}")
 async def decide(request: Request, chat: FromPath[str], call: FromPath[str]) -> Response:
     """The person's decision on a call waiting for approval."""
-    s = state(request)
+    s = worker(request)
     convo = conversation_or_404(request, chat)
     it = s.store.item(parse_id(call, "call"))
     if it is None or it.chat != convo.id or it.kind != "call":
@@ -249,7 +262,7 @@ def run_again(request: Request, s: Worker, convo: Conversation, it: Item) -> Res
 
 @post("/c/{chat:str}/stop")
 async def stop(request: Request, chat: FromPath[str]) -> Response:
-    s = state(request)
+    s = worker(request)
     convo = conversation_or_404(request, chat)
     running = s.store.chat_state(convo.id)
     if running["running"]:
@@ -265,10 +278,10 @@ async def healthz(request: Request) -> Response:
     by postgres.CONNECT_SECONDS, and none within RETRY_SECONDS of the last one), and 200
     again at the first read that the database answers. The reason said is the kind of
     failure; its address and libpq's words are in the log."""
-    s = state(request)
+    s = worker(request)
     try:
         rev = s.store.rev()  # read whoever asks: a proxy's check carries no session
-        signed = People(s.store).session(request.cookies.get(COOKIE)) is not None
+        signed = Accounts(s.store).session(request.cookies.get(COOKIE)) is not None
         body: dict[str, object] = {"ok": True, "rev": rev} if signed else {"ok": True}
     except Exception as e:
         if not (why := unavailable(e)):

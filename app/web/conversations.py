@@ -7,15 +7,16 @@ from litestar import Request, Response, get, post
 from litestar.params import FromPath, FromQuery
 
 from ..store import db as dbm
-from .. import export, search
+from .. import export
+from . import search
 from ..tables import Conversation
 from . import render
-from .request import conversation_or_404, go, me, state
+from .toolkit import conversation_or_404, go, me, worker
 
 
 @get("/search")
 async def search_page(request: Request, q: FromQuery[str | None] = None) -> Response:
-    s = state(request)
+    s = worker(request)
     query = search.clean(q or "")
     hits = search.find(s.store, query, me(request).id) if query else []
     return render.page(request, "search.html", q=query, hits=hits, searched=bool(query),
@@ -24,7 +25,7 @@ async def search_page(request: Request, q: FromQuery[str | None] = None) -> Resp
 
 @get("/c/{chat:str}/delete")
 async def confirm_delete(request: Request, chat: FromPath[str]) -> Response:
-    s = state(request)
+    s = worker(request)
     convo = conversation_or_404(request, chat)
     count = s.store.messages_count(convo.id)
     running = s.store.chat_state(convo.id)["running"]
@@ -37,7 +38,7 @@ async def delete(request: Request, chat: FromPath[str]) -> Response:
     """Rows go, so the work goes. A run of it in this worker is cancelled at once, before
     anything else can happen on this event loop: its in-flight step must not write into a
     conversation made next (SQLite may give that one the same id)."""
-    s = state(request)
+    s = worker(request)
     convo = conversation_or_404(request, chat)
     s.store.delete_conversation(convo.id)
     s.runner.drop(convo.id)
@@ -45,7 +46,7 @@ async def delete(request: Request, chat: FromPath[str]) -> Response:
 
 
 def rows(request: Request, raw: str) -> tuple[Conversation, list]:
-    store = state(request).store
+    store = worker(request).store
     with store.snapshot():  # the conversation and its items as of one moment
         convo = conversation_or_404(request, raw)
         return convo, store.items(convo.id)
@@ -58,7 +59,7 @@ def attachment(body: str, media_type: str, convo: Conversation, ext: str) -> Res
 
 @get("/c/{chat:str}/export.md")
 async def export_markdown(request: Request, chat: FromPath[str]) -> Response:
-    s = state(request)
+    s = worker(request)
     convo, items = rows(request, chat)
     agent = s.store.agent(convo.agent) if convo.agent else None
     text = export.to_markdown(convo, items, agent.name if agent else "Assistant")

@@ -14,7 +14,7 @@ from litestar.params import FromPath
 from litestar.response import Stream
 
 from .. import files as filestore
-from .request import file_or_404
+from .toolkit import file_or_404
 
 
 @get("/files/{file:str}")

@@ -6,14 +6,14 @@ from litestar import Request, Response, get, post
 from ..providers.ids import groups
 from ..run.setup import refresh_choices
 from . import render
-from .request import go, is_htmx, local_path, state
+from .toolkit import go, is_htmx, local_path, worker
 
 
 @post("/models/refresh")
 async def refresh(request: Request) -> Response:
     """Ask every model server for its models again (a server started or a model pulled since).
     From the composer's Refresh with script: its picker anew; else the page loads again."""
-    s = state(request)
+    s = worker(request)
     await refresh_choices(s.store, s.providers)
     form = await request.form()
     if is_htmx(request) and request.query_params.get("picker"):  # the composer's Refresh, with script
@@ -30,7 +30,7 @@ def picked(choices: list, model: object, here: object) -> Response:
 @get("/models/picker")
 async def picker(request: Request) -> Response:
     """The composer's model picker as the list stands now (it asks for itself while a server is down)."""
-    return picked(state(request).store.choices(), request.query_params.get("model"), request.query_params.get("next"))
+    return picked(worker(request).store.choices(), request.query_params.get("model"), request.query_params.get("next"))
 
 
 @get("/models")
@@ -40,7 +40,7 @@ async def listing(request: Request) -> dict:
         {"title": title, "models": [
             {"id": c.id, "name": c.name, "window": c.window, "tags": list(c.tags)} for c in members if c.up],
          "notes": [f"{c.name}: {c.note}" for c in members if not c.up]}
-        for title, members in groups(state(request).store.choices())
+        for title, members in groups(worker(request).store.choices())
     ]}
 
 

@@ -13,15 +13,15 @@ from litestar import Request, Response, get, post
 from litestar.exceptions import HTTPException, NotFoundException
 from litestar.params import FromPath
 
-from ..plugins import oauth as mcp_oauth, tools as mcp
+from ..plugins import oauth as mcp_oauth, tools as mcp_tools
 from ..tables import Plugin
 from . import plugins as plugin_pages, render
-from .request import agent_or_404, form_field, go, parse_id, state
+from .toolkit import agent_or_404, form_field, go, parse_id, worker
 
 
 
 def _plugin_or_404(request: Request, agent_id: str, plugin_id: str):
-    s = state(request)
+    s = worker(request)
     agent = agent_or_404(request, agent_id)
     p = s.store.plugin_row(parse_id(plugin_id, "plugin"))
     if p is None or p.agent != agent.id or p.kind == "stdio":
@@ -30,7 +30,7 @@ def _plugin_or_404(request: Request, agent_id: str, plugin_id: str):
 
 
 def _private_ok(s, agent) -> bool:
-    return mcp.private_ok(s.config.private_plugins, s.store.owner(), agent.person)
+    return mcp_tools.private_ok(s.config.private_plugins, s.store.owner(), agent.person)
 
 
 async def _relisted(s, agent, p: Plugin) -> None:
@@ -72,7 +72,7 @@ async def sign_in(request: Request, agent_id: FromPath[str], plugin_id: FromPath
 async def callback(request: Request) -> Response:
     """The authorization server sends the person back here with a code (or an error) and
     the flow's state."""
-    s = state(request)
+    s = worker(request)
     query = request.query_params
     flow_state = query.get("state", "")
     found = s.store.auth_flow(flow_state) if flow_state and len(flow_state) <= 200 else None

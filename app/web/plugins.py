@@ -18,12 +18,12 @@ from litestar import Request, Response, post
 from litestar.exceptions import HTTPException, NotFoundException
 from litestar.params import FromPath
 
-from ..plugins import stdio as mcp_stdio, tools as mcp
+from ..plugins import stdio as mcp_stdio, tools as mcp_tools
 from ..tables import Assistant, Plugin, site_name
 from ..tools import names
 from ..tools.builtin import builtin_tools
-from ..worker import Worker
-from .request import agent_or_404, form_field, parse_id, state
+from ..serve.worker import Worker
+from .toolkit import agent_or_404, form_field, parse_id, worker
 
 PLUGIN_NAME_MAX = 40  # a plugin's name begins each of its tools' names (64 characters at most)
 ADDRESS_MAX = 2_000
@@ -32,13 +32,13 @@ HEADER_MAX = 100
 COMMAND_MAX = 1_000
 ARG_MAX = 4_000
 READ_MAX = 100_000  # what a field may carry before it is called too long beside the field (not a 413)
-TRANSPORTS = {mcp.STREAMABLE: "Streamable HTTP", mcp.SSE: "SSE", mcp.STDIO: "stdio (a command on this machine)"}
+TRANSPORTS = {mcp_tools.STREAMABLE: "Streamable HTTP", mcp_tools.SSE: "SSE", mcp_tools.STDIO: "stdio (a command on this machine)"}
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")
 _ENV = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 # Plugin tool listings last seen in this worker, so the Tools tab need not reach every
 # plugin on each visit; refreshed at each run's start (runner) and by the Refresh button.
-_listings: dict[tuple, mcp.Listing] = {}
+_listings: dict[tuple, mcp_tools.Listing] = {}
 
 
 def listed(p: Plugin) -> tuple:
@@ -54,35 +54,35 @@ def forget_listings(s: Worker) -> None:
 
 
 def private_ok(s: Worker, agent: Assistant) -> bool:
-    return mcp.private_ok(s.config.private_plugins, s.store.owner(), agent.person)
+    return mcp_tools.private_ok(s.config.private_plugins, s.store.owner(), agent.person)
 
 
 def stdio_ok(s: Worker, agent: Assistant) -> bool:
     return mcp_stdio.allowed(s.config.stdio_plugins, s.store.owner(), agent.person)
 
 
-async def read(s: Worker, agent: Assistant, p: Plugin) -> mcp.Listing:
+async def read(s: Worker, agent: Assistant, p: Plugin) -> mcp_tools.Listing:
     """List the plugin's tools now, and keep what it said (the row, this worker's cache)."""
-    listing = await mcp.list_tools(replace(p, enabled=True), private_ok=private_ok(s, agent), timeout=5,
+    listing = await mcp_tools.list_tools(replace(p, enabled=True), private_ok=private_ok(s, agent), timeout=5,
                                    stdio_ok=stdio_ok(s, agent))
     _listings[listed(p)] = listing
-    mcp.record(s.store, p, listing)
+    mcp_tools.record(s.store, p, listing)
     return listing
 
 
-async def listing_of(s: Worker, agent: Assistant, p: Plugin) -> mcp.Listing:
+async def listing_of(s: Worker, agent: Assistant, p: Plugin) -> mcp_tools.Listing:
     """The plugin's tools for the Tools tab: as last seen here, else as its row keeps them
     (with its status), else read now."""
     seen = _listings.get(listed(p))
     if seen is not None and seen.ok:
         return seen
-    kept = mcp.kept_listing(p, private_ok=private_ok(s, agent))
+    kept = mcp_tools.kept_listing(p, private_ok=private_ok(s, agent))
     if kept is not None:  # marked with the status that says it is down (Tools tab: "as listed before")
         return replace(kept, status=seen.status if seen is not None else p.status)
     if seen is not None:
         return seen
-    if p.status and not mcp.status_ok(p.status):
-        return mcp.Listing([], p.status)
+    if p.status and not mcp_tools.status_ok(p.status):
+        return mcp_tools.Listing([], p.status)
     return await read(s, agent, p)
 
 
@@ -107,7 +107,7 @@ def shown(p: Plugin) -> dict[str, Any]:
     day = time.strftime("%Y-%m-%d", time.localtime(p.status_at)) if p.status_at else ""
     if day and day != time.strftime("%Y-%m-%d"):
         when = f"{day} {when}"
-    return {"transport": TRANSPORTS.get(p.transport, ""), "read": when, "ok": mcp.status_ok(p.status),
+    return {"transport": TRANSPORTS.get(p.transport, ""), "read": when, "ok": mcp_tools.status_ok(p.status),
             "tools": [{"name": t.get("name", ""), "description": (t.get("description") or t.get("title") or ""),
                        "task": t.get("name") in hidden} for t in tools],
             "env": "\n".join(f"{k}={v}" for k, v in p.env), "args": "\n".join(p.args)}
@@ -168,7 +168,7 @@ def check_address(address: str) -> str:
         raise Refused("address", "A plugin's address is an http:// or https:// URL.")
     if any(c.isspace() or ord(c) < 0x20 or ord(c) == 0x7F for c in address):
         raise Refused("address", "An address has no spaces or control characters.")
-    if problem := mcp.bad_address(address):
+    if problem := mcp_tools.bad_address(address):
         raise Refused("address", "A plugin's address is an http:// or https:// URL with a host name."
                       if "http" in problem else "That address is not a valid URL.")
     return address
@@ -226,7 +226,7 @@ async def refused(request: Request, s: Worker, agent: Assistant, e: Refused, typ
 @post("/agents/{agent_id:str}/plugins")
 async def add_plugin(request: Request, agent_id: FromPath[str]) -> Response:
     from .agents import back
-    s = state(request)
+    s = worker(request)
     agent = agent_or_404(request, agent_id)
     kind = (await form_field(request, "kind", 10)).strip() or "http"
     typed = await typed_back(request) | {"kind": kind}
@@ -266,7 +266,7 @@ DONE = {"enable": "enabled", "disable": "disabled", "delete": "deleted", "refres
 @post("/agents/{agent_id:str}/plugins/{plugin_id:str}")
 async def change_plugin(request: Request, agent_id: FromPath[str], plugin_id: FromPath[str]) -> Response:
     from .agents import back
-    s = state(request)
+    s = worker(request)
     agent = agent_or_404(request, agent_id)
     p = s.store.plugin_row(parse_id(plugin_id, "plugin"))
     if p is None or p.agent != agent.id:

@@ -19,11 +19,11 @@ from litestar import Request, Response, get, post
 from litestar.exceptions import HTTPException
 from litestar.params import FromPath, FromQuery
 
-from .. import space
-from ..plugins import prompts as mcp_prompts, stdio as mcp_stdio, tools as mcp
+from ..run import space
+from ..plugins import prompts as mcp_prompts, stdio as mcp_stdio, tools as mcp_tools
 from ..tables import Assistant, Conversation
 from . import render
-from .request import agent_or_404, conversation_or_404, form_field, go, me, state
+from .toolkit import agent_or_404, conversation_or_404, form_field, go, me, worker
 
 TEXT_MAX = 100_000
 CHOSEN_MAX = 20  # resources attached to one message
@@ -48,17 +48,17 @@ def in_conversation(request: Request, raw: str) -> Where:
 
 def of(request: Request, convo: Conversation) -> Where:
     """A conversation checked already, with its agent (None when it was deleted)."""
-    return Where(state(request).store.agent(convo.agent) if convo.agent else None, convo)
+    return Where(worker(request).store.agent(convo.agent) if convo.agent else None, convo)
 
 
 def _offers_args(request: Request, where: Where) -> tuple[list, bool, bool]:
-    s = state(request)
+    s = worker(request)
     agent = where.agent
     if agent is None:
         return [], False, False
     owner = s.store.owner()
     return (s.store.plugins(agent.id, enabled_only=True),
-            mcp.private_ok(s.config.private_plugins, owner, agent.person),
+            mcp_tools.private_ok(s.config.private_plugins, owner, agent.person),
             mcp_stdio.allowed(s.config.stdio_plugins, owner, agent.person))
 
 
@@ -73,7 +73,7 @@ def view(request: Request, where: Where, offers: list[mcp_prompts.Offers], *, pa
     convo = where.convo
     back = f"/c/{convo.id}" if convo else f"/?agent={where.agent.id}"
     context = {"base": where.base, "back": back, "title": (convo.title if convo else "") or "New conversation",
-               "offers": offers, "skills": state(request).store.skills(), "problem": problem,
+               "offers": offers, "skills": worker(request).store.skills(), "problem": problem,
                "typed": typed or {}, "text_max": TEXT_MAX}
     if part:
         html = render.fragment("_prompts.html", csrf=render.csrf_token(request), **context)
@@ -106,7 +106,7 @@ def _plugin(request: Request, where: Where, raw: str):
 def _send(request: Request, where: Where, text: str, files: list[tuple[str, bytes]]) -> Response:
     """The message, with its files, in its conversation; for a new one, the conversation and
     its first message together (as POST /c writes them)."""
-    s = state(request)
+    s = worker(request)
     if files and not space.Reserve(s.config.data).held():
         raise HTTPException(status_code=507, detail=space.NO_UPLOADS)
     person = where.convo.person if where.convo else me(request).id
@@ -172,7 +172,7 @@ async def new_with_skill(request: Request, agent_id: FromPath[str]) -> Response:
 async def _send_skill(request: Request, where: Where) -> Response:
     name = (await form_field(request, "skill", 200)).strip()
     more = (await form_field(request, "text", TEXT_MAX)).strip()
-    if not any(sk.name == name for sk in state(request).store.skills()):
+    if not any(sk.name == name for sk in worker(request).store.skills()):
         raise HTTPException(status_code=400, detail=f"There is no skill “{name[:80]}”.")
     return _send(request, where, f"Use the skill “{name}”." + (f"\n\n{more}" if more else ""), [])
 
@@ -195,7 +195,7 @@ async def _read(request: Request, where: Where, chosen: list[str]) -> list[tuple
             files += await mcp_prompts.resource_files(p, uri, private_ok=private_ok)
         except mcp_prompts.PluginError as e:
             raise ValueError(str(e)) from None
-    limit = state(request).config.upload_max
+    limit = worker(request).config.upload_max
     if big := next((n for n, data in files if len(data) > limit), None):
         raise ValueError(f"{big} is larger than a file may be ({limit:,} bytes).")
     return files

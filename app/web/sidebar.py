@@ -21,7 +21,7 @@ from markupsafe import Markup
 from ..store import TITLE_MAX, Store
 from ..tables import Conversation
 from . import render
-from .request import conversation_or_404, done, form_field, is_htmx, local_path, me, state
+from .toolkit import conversation_or_404, done, form_field, is_htmx, local_path, me, worker
 
 PAGE = 50  # rows the sidebar (and each "More") brings
 TOP = 10 ** 15 - 1  # the end of the newest group: later than any time a row can have
@@ -138,7 +138,7 @@ def came_from(request: Request, fallback: str) -> str:
 @get("/conversations")
 async def more(request: Request, after: FromQuery[str | None] = None) -> Response:
     """The rows after `after`: for htmx, appended to the sidebar; without script, a page."""
-    s = state(request)
+    s = worker(request)
     start = parse_key(after)
     if after and start is None:
         raise HTTPException(status_code=400, detail="That “More” link is not one this site made.")
@@ -160,7 +160,7 @@ async def rename_page(request: Request, chat: FromPath[str], back: FromQuery[str
 
 @post("/c/{chat:str}/rename")
 async def rename(request: Request, chat: FromPath[str]) -> Response:
-    s = state(request)
+    s = worker(request)
     convo = conversation_or_404(request, chat)
     title = " ".join((await form_field(request, "title", TITLE_MAX * 4)).split())
     if not title:
@@ -173,7 +173,7 @@ async def rename(request: Request, chat: FromPath[str]) -> Response:
 
 @post("/c/{chat:str}/pin")
 async def pin(request: Request, chat: FromPath[str]) -> Response:
-    s = state(request)
+    s = worker(request)
     convo = conversation_or_404(request, chat)
     pinned = (await form_field(request, "pinned", 20)).strip()
     if pinned not in ("0", "1"):

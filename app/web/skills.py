@@ -15,7 +15,7 @@ from ..skills import DESCRIPTION_MAX, FILE_MAX, BadSkill
 from ..store import Store
 from ..tables import NAME_MAX, Skill
 from . import render
-from .request import form_field, go, me, skill_or_404, state
+from .toolkit import form_field, go, me, skill_or_404, worker
 
 FIELD_MAX = FILE_MAX  # characters of one form field; the skill's own limits are checked after
 
@@ -82,7 +82,7 @@ def skills_view(request: Request, status_code: int = 200, saved: str = "", probl
                 typed: dict[str, str] | None = None) -> Response:
     """The list with its forms; after a refusal, the message beside the form it came from
     (`problem`: ("new" or "import", message)) and the new skill's fields as typed."""
-    return render.page(request, "skills.html", status_code=status_code, skills=state(request).store.skills(),
+    return render.page(request, "skills.html", status_code=status_code, skills=worker(request).store.skills(),
                        saved=saved, problem=problem, typed=typed or {"name": "", "description": "", "body": ""},
                        **limits())
 
@@ -90,7 +90,7 @@ def skills_view(request: Request, status_code: int = 200, saved: str = "", probl
 @post("/skills")
 async def create_skill(request: Request) -> Response:
     editor(request)
-    s = state(request)
+    s = worker(request)
     typed = await typed_skill(request)
     try:
         added = stored(s.store, checked(typed))
@@ -102,7 +102,7 @@ async def create_skill(request: Request) -> Response:
 @post("/skills/import")
 async def import_skill(request: Request) -> Response:
     editor(request)
-    s = state(request)
+    s = worker(request)
     form = await request.form()
     upload = form.get("file")
     if not isinstance(upload, UploadFile) or not upload.filename:
@@ -137,7 +137,7 @@ def skill_view(request: Request, found: Skill, status_code: int = 200, saved: st
 @post("/skills/{skill_id:str}")
 async def save_skill(request: Request, skill_id: FromPath[str]) -> Response:
     editor(request)
-    s = state(request)
+    s = worker(request)
     found = skill_or_404(request, skill_id)
     typed = await typed_skill(request)
     try:
@@ -165,7 +165,7 @@ async def confirm_delete(request: Request, skill_id: FromPath[str]) -> Response:
 @post("/skills/{skill_id:str}/delete")
 async def delete_skill(request: Request, skill_id: FromPath[str]) -> Response:
     editor(request)
-    s = state(request)
+    s = worker(request)
     found = skill_or_404(request, skill_id)
     s.store.delete_skill(found.id)
     return go(request, "/skills?saved=deleted")

@@ -1,0 +1,1 @@
+"""The commands: tabletalk serve|migrate|backup|restore|move-to|model."""

@@ -1,0 +1,413 @@
+"""The change feed: rows changed since a rev, wake-ups within and across processes.
+
+One `Feed` per process. It reads the rows changed since the last rev it saw once per
+wake-up, for all conversations at once, renders each conversation's changes once, and
+hands the result to every follower of that conversation: a thousand followers of one
+answer cost one query and one render, not a thousand. A write in this process wakes it at
+once (`notify`); a write in another process is seen by one cheap `PRAGMA data_version`
+poll every 25 ms on this process's own feed connection, never one poll per follower.
+
+While the database cannot be reached the streams stay open: every follower is told so once
+(a banner, `render_outage`), the feed looks again every OUTAGE_POLL_SECONDS, and once the
+database answers it takes the banner away and sends what changed meanwhile, from its cursor
+as always: no page has to reload, none misses a row.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import time
+from collections import defaultdict, deque
+from collections.abc import Callable
+from pathlib import Path
+
+from ..store import db as dbm
+from ..beat import BEAT_SECONDS, beat_at_or_after
+from ..store import Store
+from ..store.outage import WORDS, unavailable
+from ..builtin import Builtin
+from ..tables import Conversation, Item
+
+log = logging.getLogger(__name__)
+
+POLL_SECONDS = 0.025
+# With no page following in this process, other processes' commits are looked for at the
+# pace the runner scans (runner.SCAN_GAP_SECONDS), on its beats: the feed's only other
+# listeners then (the runner's scans, a wait for approval, the built-in model's keeper)
+# look no more often, and an idle worker wakes 10 times a second, not 40. A page that
+# starts following brings the 25 ms polls back at once (`follow`).
+UNFOLLOWED_POLL_SECONDS = 0.1
+KEEPALIVE_SECONDS = 15.0  # a comment on every idle stream, so proxies keep it open
+FOLLOWER_BACKLOG = 256  # messages a slow follower may fall behind before it must resync
+OUTAGE_POLL_SECONDS = 0.25  # how often the database is looked for while it cannot be reached
+
+# (store, chat, changed items, changed conversation or None, deleted dom ids, what followers
+# in step have of each item or None for whole elements) -> one SSE message's HTML. The
+# store reads through the feed's own connection, inside the snapshot being sent.
+Render = Callable[[Store, int, list[Item], Conversation | None, list[str], dict | None], str]
+# (store, changed conversations, deleted dom ids) -> the conversation list's HTML
+RenderList = Callable[[Store, list[Conversation], list[str]], str]
+# (store, the built-in model's changed row, whose page) -> its fragment (app/builtin)
+RenderBuiltin = Callable[[Store, Builtin, int | None], str]
+# (what to tell a person of the database, "" once it answers again) -> every page's banner
+RenderOutage = Callable[[str], str]
+
+
+def encode(rev: int | None, html: str) -> bytes:
+    """One SSE message: its id is the rev it brings the page to (None: no id, so the page's
+    cursor, the Last-Event-ID it would reconnect with, stays where it was).
+
+    Fields are written without the optional space after the colon (a live answer is ~190
+    messages of ~40 characters each, so every byte of framing shows in the bytes a page
+    receives); a line that itself begins with a space keeps it, since a reader drops one.
+
+    A reader ends a line at CR, LF or CRLF: the HTML is split at all three (so a bare CR in
+    a tool's output cannot start an `event:` or `id:` field of its own), which HTML reads
+    alike (its parser turns CR and CRLF into LF anyway). A NUL, which HTML drops or replaces
+    too, becomes U+FFFD."""
+    lines = _LINE_BREAK.split(html.replace("\x00", "\ufffd"))
+    data = "".join(f"data:{' ' if line[:1] == ' ' else ''}{line}\n" for line in lines)
+    return (f"id:{int(rev)}\n" if rev is not None else "").encode() + f"{data}\n".encode()
+
+
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")
+
+
+KEEPALIVE = b": keep-alive\n\n"
+
+
+def _done(waiter: asyncio.Future) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
+
+
+class Follower:
+    """One open stream: a small queue of encoded messages and a future to wake it.
+
+    Kept small and cheap to wake: a thousand followers of one answer are a thousand of these
+    (no task or timer per message; keep-alives come from the feed's own loop).
+    """
+
+    __slots__ = ("chat", "person", "session", "lists", "messages", "waiter", "behind", "fresh")
+
+    def __init__(self, chat: int | None, person: int | None = None, session: str = "", lists: bool = False):
+        self.chat = chat
+        self.person = person  # whose page: a list follower gets that person's conversations only
+        self.session = session  # the sign-in it was opened under: signing out ends the stream
+        # A conversation's page also follows its person's list (the sidebar) in the same
+        # stream: one stream a page, as browsers open at most six to a host over HTTP/1.1.
+        self.lists = lists
+        self.messages: deque[tuple[int, bytes]] = deque()
+        self.waiter: asyncio.Future | None = None
+        self.behind = False  # fell too far behind: end the stream, the browser resyncs
+        # Caught up from the database, not from the feed: its page may be ahead of what
+        # followers in step have, so its next message carries whole elements, not diffs.
+        self.fresh = True
+
+    def push(self, rev: int, data: bytes) -> None:
+        if len(self.messages) >= FOLLOWER_BACKLOG:
+            self.behind = True
+        else:
+            self.messages.append((rev, data))
+        self.wake()
+
+    def wake(self) -> None:
+        waiter = self.waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    async def next(self) -> tuple[int, bytes] | None:
+        """The next message; None when woken with nothing to send (closing, behind)."""
+        if not self.messages:
+            self.waiter = asyncio.get_running_loop().create_future()
+            await self.waiter
+            self.waiter = None
+        return self.messages.popleft() if self.messages else None
+
+
+class Feed:
+    def __init__(self, path: Path | str, render: Render | None = None, render_list: RenderList | None = None,
+                 render_builtin: RenderBuiltin | None = None, render_outage: RenderOutage | None = None):
+        self.db = dbm.connect(path)
+        self.store = Store(self.db)
+        self.render = render
+        self.render_list = render_list
+        self.render_builtin = render_builtin
+        self.render_outage = render_outage
+        self.down = ""  # why the database cannot be reached now ("" while it answers)
+        self.rev = self.store.rev()
+        self.followers: dict[int | None, set[Follower]] = defaultdict(set)
+        self.sent: dict[int, dict] = {}  # per followed conversation: what followers in step have
+        self.closed = False
+        self._poked = False  # a commit in this process since the last dispatch
+        self._waiter: asyncio.Future | None = None  # the run loop's rest, cut short by a commit
+        self._tick: asyncio.Future | None = None  # done at the next dispatch (`next_change`)
+        self._task: asyncio.Task | None = None
+
+    # --- wake-ups -------------------------------------------------------------------
+
+    def notify(self) -> None:
+        """A row was committed in this process."""
+        self._poked = True
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(None)
+
+    def next_change(self) -> asyncio.Future:
+        """Done once the feed has seen a change: one future every waiter shares (never cancel
+        it; wait on it with asyncio.wait)."""
+        if self._tick is None:
+            self._tick = asyncio.get_running_loop().create_future()
+        return self._tick
+
+    def _ticked(self) -> None:
+        tick, self._tick = self._tick, None
+        if tick is not None and not tick.done():
+            tick.set_result(None)
+
+    async def changed(self, timeout: float) -> None:
+        """Wait until the feed has seen a change (or `timeout` passes). asyncio.wait, not
+        wait_for: on Python 3.11 wait_for can swallow a cancellation that arrives as it ends,
+        and a stopped run must never miss its cancellation."""
+        await asyncio.wait([self.next_change()], timeout=timeout)
+
+    async def _rest(self, poll_at: float) -> bool:
+        """Until a commit in this process (True) or `poll_at` (False). Polls are on the grid of
+        POLL_SECONDS, the runner's beats among them (app/beat.py), at least POLL_SECONDS after
+        the last look (UNFOLLOWED_POLL_SECONDS while no page follows here): a dispatch moves
+        the next poll, so while an answer is written every beat the feed wakes only with it
+        (followed, it polls at the runner's next read after a commit of this process, else at
+        the half-beat). A future and a timer, not a task: this
+        turns up to 40 times a second in every worker."""
+        if self._poked:
+            return True
+        loop = asyncio.get_running_loop()
+        self._waiter = waiter = loop.create_future()
+        timer = loop.call_at(poll_at, _done, waiter)
+        try:
+            await waiter
+        finally:
+            timer.cancel()
+            self._waiter = None
+        return self._poked
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run(), name="feed")
+
+    async def _run(self) -> None:
+        version = self._data_version()
+        looked = time.monotonic()  # when the rows were last read or polled
+        poked = False  # the last look was for a commit of this process
+        keepalive_at = time.monotonic() + KEEPALIVE_SECONDS
+        while not self.closed:
+            if time.monotonic() >= keepalive_at:  # one loop for every idle stream, not a timer each
+                keepalive_at = time.monotonic() + KEEPALIVE_SECONDS
+                for group in self.followers.values():
+                    for f in group:
+                        if not f.messages:
+                            f.push(0, KEEPALIVE)
+            if self.followers and poked:
+                # This process wrote (the runner, after its reads on a beat): it will again at
+                # its next read, a beat on, and the poll waits for that wake-up rather than
+                # taking one of its own at the half-beat between (~60-100 us each, one a
+                # message of a growing answer). Others' commits meanwhile come within a beat.
+                poll_at = beat_at_or_after(looked + BEAT_SECONDS - POLL_SECONDS / 2, POLL_SECONDS)
+            elif self.followers:
+                poll_at = beat_at_or_after(looked + POLL_SECONDS - 0.001, POLL_SECONDS)
+            else:
+                poll_at = beat_at_or_after(looked + UNFOLLOWED_POLL_SECONDS - 0.001, BEAT_SECONDS)
+            poked = await self._rest(poll_at)
+            try:
+                # Read before the dispatch's snapshot: a commit after it changes the version again.
+                seen = self._data_version()
+            except Exception as e:
+                if not (why := unavailable(e)):
+                    raise
+                self._unreachable(why)
+                self._poked = False  # (what this process wrote before is read once it is back)
+                await self._rest(time.monotonic() + OUTAGE_POLL_SECONDS)
+                looked = time.monotonic()
+                continue
+            if self.down:
+                self._answers()
+                poked = True  # what changed meanwhile, at once
+            looked = time.monotonic() if poked else poll_at
+            if not poked and seen == version:
+                continue
+            version = seen  # this dispatch covers this process's commits too: no second one
+            self._poked = False
+            before = self.rev
+            try:
+                self.dispatch()
+            except Exception as e:
+                if why := unavailable(e):
+                    self._unreachable(why)
+                    self._again(before)
+                    version = -1
+                else:  # a bad row must not stop every page following
+                    log.exception("feed dispatch failed")
+            self._ticked()
+
+    def _data_version(self) -> int:
+        return self.store.data_version()
+
+    # --- the database unreachable ---------------------------------------------------
+
+    def _unreachable(self, why: str) -> None:
+        """Every page following is told, once an outage (the runner's scan says it in the log)."""
+        if not self.down and self.render_outage is not None:
+            self._tell_all(self.render_outage(WORDS))
+        self.down = why
+
+    def _answers(self) -> None:
+        self.down = ""
+        if self.render_outage is not None:
+            self._tell_all(self.render_outage(""))
+
+    def _tell_all(self, html: str) -> None:
+        data = encode(None, html)
+        for group in self.followers.values():
+            for f in group:
+                f.push(0, data)
+
+    def _again(self, rev: int) -> None:
+        """A dispatch failed on its way (the database went): the next one reads again from
+        `rev`, and sends whole elements (a follower may have had part of this one: whole
+        elements are the same whatever it has)."""
+        self.rev = rev
+        for group in self.followers.values():
+            for f in group:
+                f.fresh = True
+
+    # --- following ------------------------------------------------------------------
+
+    def follow(self, chat: int | None, person: int | None = None, session: str = "", lists: bool = False) -> Follower:
+        f = Follower(chat, person, session, lists)
+        if not self.followers:
+            self.notify()  # the feed may rest for UNFOLLOWED_POLL_SECONDS: look now, then poll as followed
+        self.followers[chat].add(f)
+        if chat is not None:
+            self.sent.setdefault(chat, {})
+        return f
+
+    def drop(self, session: str = "", person: int | None = None, keep: str = "") -> None:
+        """End the streams opened under a session (signed out) or by a person (removed, or
+        a new password: all but the session `keep`)."""
+        for group in self.followers.values():
+            for f in group:
+                if (session and f.session == session) or (
+                        person is not None and f.person == person and not (keep and f.session == keep)):
+                    f.behind = True
+                    f.wake()
+
+    def unfollow(self, follower: Follower) -> None:
+        group = self.followers.get(follower.chat)
+        if group is not None:
+            group.discard(follower)
+            if not group:
+                del self.followers[follower.chat]
+                self.sent.pop(follower.chat, None)
+
+    def dispatch(self) -> None:
+        """Read what changed since the last rev seen and hand it to the followers."""
+        with self.store.snapshot():  # one snapshot: the rev and the rows it covers agree
+            if not self.followers:  # nobody to tell: a page opened later catches up from the rows
+                self.rev = max(self.rev, self.store.rev())
+                return
+            # only the followed conversations' rows: with no page open, a busy worker reads nothing
+            followed = [c for c in self.followers if c is not None]
+            # the rev and which other families changed, in one statement: while an answer
+            # grows, only its item did, and the reads that would find nothing are not made
+            changed = self.store.changed_since(self.rev, followed)
+            top = changed.rev
+            if top <= self.rev:
+                return
+            items = self.store.items_since(self.rev, upto=top, chats=followed) if followed else []
+            convos = self.store.conversations_since(self.rev, upto=top) if changed.conversations else []
+            # the context meter and the marker where the model's view starts
+            contexts = self.store.contexts_since(self.rev, top, followed) if changed.contexts else []
+            builtin = (self.store.builtin_since(self.rev, top) if self.render_builtin and changed.builtin
+                       else None)
+            gone: dict[int, list[str]] = defaultdict(list)
+            # tombstones of the lists (chat NULL): deleted conversations, and whose they were
+            listed_gone: list[tuple[str, int | None]] = []
+            for chat, dom, person in self.store.tombstones_since(self.rev, upto=top) if changed.tombstones else ():
+                if chat is None:
+                    listed_gone.append((dom, person))
+                elif chat in self.followers:
+                    gone[chat].append(dom)
+            self.rev = top
+            by_chat: dict[int, list[Item]] = defaultdict(list)
+            for it in items:
+                if it.chat in self.followers:
+                    by_chat[it.chat].append(it)
+            convo_of = {c.id: c for c in convos if c.id in self.followers}
+            lists = self._lists(convos, listed_gone)  # person -> their list's changes
+            told: set[Follower] = set()  # list-following conversation pages whose message carried them
+            encoded: dict[tuple[str, str], bytes] = {}  # one encoding per distinct message
+
+            def message(html: str, extra: str = "") -> bytes:
+                if (html, extra) not in encoded:
+                    encoded[(html, extra)] = encode(top, html + extra) if html or extra else b""
+                return encoded[(html, extra)]
+
+            if self.render:
+                for chat in by_chat.keys() | convo_of.keys() | gone.keys() | set(contexts):
+                    if chat in contexts:  # the context meter moved: the renderer reads the state again
+                        self.sent.setdefault(chat, {}).pop("state", None)
+                    changes = (self.store, chat, by_chat.get(chat, []), convo_of.get(chat), gone.get(chat, []))
+                    group = tuple(self.followers.get(chat, ()))
+                    # the diff is made (and encoded) once for every follower in step, and keeps
+                    # `sent` current; a dispatch with nothing a page shows sends nothing
+                    diff = self.render(*changes, self.sent.setdefault(chat, {}))
+                    whole = self.render(*changes, None) if any(f.fresh for f in group) else ""
+                    for f in group:
+                        extra = lists.get(f.person, "") if f.lists else ""
+                        if extra:
+                            told.add(f)
+                        data = message(whole if f.fresh else diff, extra)
+                        if data:
+                            f.push(top, data)
+                        f.fresh = False
+            if lists:
+                # each person's list hears of their own conversations only, rendered once per person
+                for chat, group in self.followers.items():
+                    for f in group:
+                        if (chat is None or (f.lists and f not in told)) and lists.get(f.person):
+                            f.push(top, message("", lists[f.person]))
+            if builtin is not None and self.render_builtin:
+                # the built-in model's install and server: on every open page, its own message
+                by_person: dict[int | None, str] = {}
+                for group in self.followers.values():
+                    for f in group:
+                        if f.person not in by_person:
+                            by_person[f.person] = self.render_builtin(self.store, builtin, f.person)
+                        f.push(top, message(by_person[f.person]))
+
+    def _lists(self, convos: list[Conversation], listed_gone: list[tuple[str, int | None]]) -> dict[int | None, str]:
+        """The list changes of each person with a page following their list."""
+        if not (convos or listed_gone) or not self.render_list:
+            return {}
+        people = {f.person for chat, group in self.followers.items() for f in group if chat is None or f.lists}
+        out: dict[int | None, str] = {}
+        for person in people:
+            mine = [c for c in convos if c.person == person]
+            mine_gone = [dom for dom, p in listed_gone if p == person]
+            if mine or mine_gone:
+                out[person] = self.render_list(self.store, mine, mine_gone)
+        return out
+
+    def close(self) -> None:
+        """End every stream (shutdown): followers wake and find the feed closed."""
+        self.closed = True
+        for group in self.followers.values():
+            for f in group:
+                f.wake()
+        self.notify()
+        self._ticked()
+
+    async def aclose(self) -> None:
+        self.close()
+        if self._task:
+            await asyncio.gather(self._task, return_exceptions=True)
+        self.db.conn.close()

@@ -1,0 +1,105 @@
+"""SQLite's schema as its history: an append-only list of small named migrations, applied in
+the order of MIGRATIONS by `db.migrate` (each in its own write, recorded in the `migrations`
+table). Never edit one that has landed. PostgreSQL's twin of each is in pg_migrations.py.
+
+The older ones are in app/store/schema/, in parts by era (m001_to_m010.py, then
+m011_to_m027.py), frozen; MIGRATIONS begins with theirs, in that order, and goes on with
+the ones below. A NEW MIGRATION GOES AT THE END OF THIS FILE: a function decorated with
+`@migration`, named with the number you were given (m0NN_what), after the last one here.
+"""
+from __future__ import annotations
+
+import unicodedata
+from collections.abc import Callable
+
+import sqlite_utils
+
+from ..db import bump, now  # noqa: F401  (what a migration here may take)
+from . import m001_to_m010, m011_to_m027
+from .m001_to_m010 import DEFAULT_INSTRUCTIONS  # noqa: F401  (the default agent's words; people.py)
+
+MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [*m001_to_m010.MIGRATIONS, *m011_to_m027.MIGRATIONS]
+migration = MIGRATIONS.append
+
+
+@migration
+def m028_shared_secrets(db: sqlite_utils.Database) -> None:
+    # Secrets every server of one database must agree on, kept in it rather than in a data
+    # folder (app/store/secrets.py): the key that signs forms (`secret.key`, read from the
+    # data folder's file of an install that had one) and the setup codes (one per server
+    # started, `setup <server>`, until the owner exists). On PostgreSQL files' bytes are
+    # rows too (pg_migrations.py's m028: `blobs`, `chunks`); SQLite keeps them in files/.
+    db.execute(
+        """CREATE TABLE secrets (
+            name TEXT PRIMARY KEY CHECK (length(name) BETWEEN 1 AND 200),
+            value TEXT NOT NULL CHECK (length(value) >= 16),
+            created REAL NOT NULL)""")
+
+
+def name_key(name: str) -> str:
+    """What a person's name is compared by, on both engines: its NFKC form case-folded (any
+    script: "Émile" and "émile", "Straße" and "STRASSE", a full-width "Ａda" and "Ada" are one
+    name), then NFKC again. Two people's names never have the same key (m034)."""
+    return unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", name).casefold())
+
+
+def key_names(db: sqlite_utils.Database) -> list[tuple[int, str]]:
+    """Fill `people.folded` (m034, on both engines): each name's key, the owner's first, then
+    by id, so the earliest account keeps a key two names share. A later one sharing it keeps
+    its name, its password and its rows, and gets the key plus a tab and its id: no name
+    makes that key (a name is one line of printable characters), so nobody new can take it,
+    and its person still signs in with the name exactly as they always have
+    (Store.person_named). Returns the (id, name) of the accounts keyed so."""
+    taken: set[str] = set()
+    apart = []
+    for person, name in db.execute("SELECT id, name FROM people ORDER BY owner DESC, id").fetchall():
+        key = name_key(name)
+        if key in taken:
+            key = f"{key}\t{person}"
+            apart.append((person, name))
+        taken.add(key)
+        db.execute("UPDATE people SET folded = ? WHERE id = ?", [key, person])
+    return apart
+
+
+@migration
+def m034_name_keys(db: sqlite_utils.Database) -> None:
+    # People's names are one name whatever their case, in any script, on both engines.
+    # SQLite's NOCASE folds ASCII only ("Émile" and "émile" were two people) and PostgreSQL's
+    # `nocase` collation folded by ICU's rules: one key of Python's (name_key) in a UNIQUE
+    # column of its own on both. The old UNIQUE ... COLLATE NOCASE stays on SQLite (changing
+    # it means copying the table): every pair it refuses differs only in ASCII case, so the
+    # key refuses it too. Existing names sharing a key: key_names.
+    db.execute("ALTER TABLE people ADD COLUMN folded TEXT NOT NULL DEFAULT ''")
+    key_names(db)
+    db.execute("CREATE UNIQUE INDEX people_folded ON people (folded)")
+
+
+@migration
+def m035_text_chunks(db: sqlite_utils.Database) -> None:
+    # A growing text's chunks (Runs.grow_items): while an answer grows past one chunk its text
+    # is here, in rows of CHUNK_CHARS characters (chunk n from character n * CHUNK_CHARS), and
+    # its item's `text` is empty. A row's text is rewritten whole by SQLite when any column of
+    # it changes (overflow pages and all): written whole at every beat an answer cost
+    # O(length²); now a beat rewrites the last chunk, adds the new ones and gives the item, a
+    # small row, its rev.
+    # Read back joined after `items.text` (Base._items). Gone once the item's text is written
+    # (any UPDATE that sets it, by the first trigger: a whole write, a fresh start), folded
+    # into it when the item is done without its text being set (the second: search and every
+    # reader of a finished item have it whole), and with its item (the foreign key).
+    db.execute("""CREATE TABLE text_chunks (
+        item INTEGER NOT NULL REFERENCES items(id) ON DELETE CASCADE,
+        n INTEGER NOT NULL CHECK (n >= 0),
+        text TEXT NOT NULL,
+        PRIMARY KEY (item, n))""")
+    db.execute("""CREATE TRIGGER text_chunks_written AFTER UPDATE OF text ON items
+        WHEN EXISTS (SELECT 1 FROM text_chunks WHERE item = new.id)
+        BEGIN
+            DELETE FROM text_chunks WHERE item = new.id;
+        END""")
+    db.execute("""CREATE TRIGGER text_chunks_done AFTER UPDATE OF done ON items
+        WHEN new.done = 1 AND old.text IS new.text AND EXISTS (SELECT 1 FROM text_chunks WHERE item = new.id)
+        BEGIN
+            UPDATE items SET text = text || (SELECT group_concat(text, '') FROM
+                (SELECT text FROM text_chunks WHERE item = new.id ORDER BY n)) WHERE id = new.id;
+        END""")

@@ -1,0 +1,182 @@
+"""The PostgreSQL schema: the tables, columns (in the same order), constraints and indexes the
+SQLite migrations in app/store/schema/migrations.py end in, as migrations of its own in a `migrations` table.
+
+The first migration is SQLite's end state as of `m022_plugin_page_sessions_stdio` (the
+migrations up to it in app/store/schema/migrations.py's order) in one step, frozen in
+app/store/schema/pg_m001_to_m022.py with the tables it makes; each later SQLite migration gets one
+here under the same name, appended in step
+(tests/test_pg_schema.py compares both engines' tables column by column). Types: INTEGER is
+BIGINT (SQLite's integers are 64-bit), REAL is DOUBLE PRECISION; SQLite's 0/1 columns stay
+integers with the same CHECKs. Ids are identities that are never reused, as items' and
+people's AUTOINCREMENT are in SQLite. The `nocase` ICU collation makes the store's `COLLATE
+NOCASE` valid here; people's names are unique by a key of their own (m034's `folded`, the
+same on both engines), no longer by that collation.
+
+Search is PostgreSQL's full text instead of FTS5: one `search` row per conversation title
+(id = -chat) and per user message or finished answer (id = the item's), kept by triggers as
+SQLite's are, its `doc` a tsvector of the `tabletalk` configuration (words as they are,
+lowercased, accents removed by `unaccent`: "cafe" finds "café") under a GIN index.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from .. import db as dbm
+from . import migrations
+from .pg_m001_to_m022 import INDEXED, REAL, m001_to_m022  # noqa: F401  (INDEXED: move.py)
+
+# the first, frozen, in app/store/schema/pg_m001_to_m022.py; later ones here, new ones at the end
+MIGRATIONS: list[Callable] = [m001_to_m022]
+migration = MIGRATIONS.append
+
+
+def migrate(db) -> list[str]:
+    """Apply the migrations not applied yet, each in a write (which holds the write lock, so
+    two servers starting at once apply each exactly once); returns their names."""
+    with db.write():
+        db.execute(f"CREATE TABLE IF NOT EXISTS migrations (name TEXT PRIMARY KEY, applied {REAL} NOT NULL)")
+    done = []
+    for fn in MIGRATIONS:
+        with db.write():
+            if db.execute("SELECT 1 FROM migrations WHERE name = ?", [fn.__name__]).fetchone():
+                continue
+            fn(db)
+            db.execute("INSERT INTO migrations (name, applied) VALUES (?, ?)", [fn.__name__, dbm.now()])
+        done.append(fn.__name__)
+    return done
+
+
+@migration
+def m020_model_limits(db) -> None:
+    db.execute(f"""CREATE TABLE model_limits (
+        model TEXT PRIMARY KEY,
+        "window" BIGINT CHECK ("window" IS NULL OR "window" > 0),
+        images BIGINT NOT NULL DEFAULT 1 CHECK (images IN (0, 1)),
+        tools BIGINT NOT NULL DEFAULT 1 CHECK (tools IN (0, 1)),
+        reasoning BIGINT NOT NULL DEFAULT 1 CHECK (reasoning IN (0, 1)),
+        updated {REAL} NOT NULL)""")
+    db.execute("ALTER TABLE contexts ADD COLUMN estimated BIGINT NOT NULL DEFAULT 0 CHECK (estimated IN (0, 1))")
+
+
+@migration
+def m021_builtin_model(db) -> None:
+    db.execute(f"""CREATE TABLE builtin_model (
+        id BIGINT PRIMARY KEY CHECK (id = 1),
+        state TEXT NOT NULL DEFAULT '' CHECK (state IN ('', 'wanted', 'installing', 'ready', 'failed')),
+        step BIGINT NOT NULL DEFAULT 0,
+        steps BIGINT NOT NULL DEFAULT 0,
+        what TEXT NOT NULL DEFAULT '',
+        percent BIGINT NOT NULL DEFAULT -1,
+        line TEXT NOT NULL DEFAULT '',
+        error TEXT NOT NULL DEFAULT '',
+        pid BIGINT NOT NULL DEFAULT 0,
+        started {REAL} NOT NULL DEFAULT 0,
+        finished {REAL} NOT NULL DEFAULT 0,
+        serving TEXT NOT NULL DEFAULT '',
+        url TEXT NOT NULL DEFAULT '',
+        restarts BIGINT NOT NULL DEFAULT 0,
+        updated {REAL} NOT NULL DEFAULT 0,
+        rev BIGINT NOT NULL DEFAULT 0)""")
+    db.execute("INSERT INTO builtin_model (id) VALUES (1)")
+
+
+@migration
+def m027_choice_places(db) -> None:
+    db.execute("ALTER TABLE choices ADD COLUMN place BIGINT NOT NULL DEFAULT 0")
+
+
+@migration
+def m023_plugin_requests(db) -> None:
+    db.execute("ALTER TABLE items DROP CONSTRAINT items_kind_check")
+    db.execute("ALTER TABLE items ADD CONSTRAINT items_kind_check CHECK (kind IN "
+               "('user','text','reasoning','call','plan','error','retry','stop','ask','sample'))")
+    db.execute("ALTER TABLE items DROP CONSTRAINT items_state_check")
+    db.execute("ALTER TABLE items ADD CONSTRAINT items_state_check CHECK (state IN "
+               "('','running','done','failed','approval','approved','declined',"
+               "'waiting','accepted','cancelled','lost','stopped','withdrawn'))")
+    db.execute(f"""CREATE TABLE plugin_auth (
+        plugin BIGINT PRIMARY KEY REFERENCES plugins(id) ON DELETE CASCADE,
+        client TEXT NOT NULL DEFAULT '',
+        tokens TEXT NOT NULL DEFAULT '',
+        pending TEXT NOT NULL DEFAULT '',
+        flow TEXT NOT NULL DEFAULT '',
+        updated {REAL} NOT NULL)""")
+
+
+@migration
+def m028_shared_secrets(db) -> None:
+    db.execute(f"""CREATE TABLE secrets (
+        name TEXT PRIMARY KEY CHECK (length(name) BETWEEN 1 AND 200),
+        value TEXT NOT NULL CHECK (length(value) >= 16),
+        created {REAL} NOT NULL)""")
+    # Files' bytes (app/store/blobs.py), PostgreSQL's own: SQLite keeps them in files/ beside
+    # its database. One row per content, its bytes in chunks of at most 256 KB, n from 0.
+    db.execute(f"""CREATE TABLE blobs (
+        sha256 TEXT PRIMARY KEY CHECK (length(sha256) = 64),
+        size BIGINT NOT NULL CHECK (size >= 0),
+        chunks BIGINT NOT NULL CHECK (chunks >= 0),
+        created {REAL} NOT NULL)""")
+    db.execute("""CREATE TABLE chunks (
+        sha256 TEXT NOT NULL REFERENCES blobs(sha256) ON DELETE CASCADE,
+        n BIGINT NOT NULL CHECK (n >= 0),
+        data BYTEA NOT NULL CHECK (length(data) BETWEEN 1 AND 262144),
+        PRIMARY KEY (sha256, n))""")
+
+
+@migration
+def m030_search_words_regexp(db) -> None:
+    # The same words, about 20 times quicker (PostgreSQL's own: SQLite has no such function, so
+    # no twin there): translate() looked each character up in its list of 32, which was most of
+    # the time a text's indexing took (tabletalk move-to indexes 100,000 at once). The class
+    # is the same ASCII punctuation, as ranges: ! to /, : to @, [ to `, { to ~.
+    db.execute("""CREATE OR REPLACE FUNCTION search_words(t text) RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+        SELECT regexp_replace(t, '[!-/:-@[-`{-~]', ' ', 'g')
+    $$""")
+
+
+@migration
+def m034_name_keys(db) -> None:
+    # SQLite's m034: names compared by one key of Python's (migrations.name_key) in a UNIQUE
+    # column, instead of the ICU `nocase` collation, whose idea of "the same name" was not
+    # SQLite's (nor Python's). The name itself is plain text again (`name = ?` is exact); the
+    # collation stays for the store's ORDER BY ... COLLATE NOCASE.
+    db.execute("ALTER TABLE people ADD COLUMN folded TEXT NOT NULL DEFAULT ''")
+    migrations.key_names(db)
+    db.execute("CREATE UNIQUE INDEX people_folded ON people (folded)")
+    for (name,) in db.execute("SELECT conname FROM pg_constraint WHERE conrelid = 'people'::regclass "
+                              "AND contype = 'u'").fetchall():
+        db.execute(f'ALTER TABLE people DROP CONSTRAINT "{name}"')
+    db.execute('ALTER TABLE people ALTER COLUMN name TYPE TEXT COLLATE "default"')
+    db.execute("CREATE INDEX people_name ON people (name)")
+
+
+@migration
+def m035_text_chunks(db) -> None:
+    # SQLite's m035: a growing text's text_chunks while it grows (TOAST rewrites a whole value
+    # too, and a chunk of CHUNK_CHARS ASCII characters stays under its threshold). Folded into
+    # `text` when the item is done without its text being set (before the row is written:
+    # search's trigger sees the whole text).
+    db.execute("""CREATE TABLE text_chunks (
+        item BIGINT NOT NULL REFERENCES items(id) ON DELETE CASCADE,
+        n BIGINT NOT NULL CHECK (n >= 0),
+        text TEXT NOT NULL,
+        PRIMARY KEY (item, n))""")
+    db.execute("""CREATE FUNCTION text_chunks_written() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        DELETE FROM text_chunks WHERE item = NEW.id;
+        RETURN NULL;
+    END $$""")
+    db.execute("CREATE TRIGGER text_chunks_written AFTER UPDATE OF text ON items FOR EACH ROW "
+               "EXECUTE FUNCTION text_chunks_written()")
+    db.execute("""CREATE FUNCTION text_chunks_done() RETURNS trigger LANGUAGE plpgsql AS $$
+    DECLARE tail TEXT;
+    BEGIN
+        SELECT string_agg(c.text, '' ORDER BY c.n) INTO tail FROM text_chunks c WHERE c.item = NEW.id;
+        IF tail IS NOT NULL THEN
+            NEW.text := NEW.text || tail;
+            DELETE FROM text_chunks WHERE item = NEW.id;
+        END IF;
+        RETURN NEW;
+    END $$""")
+    db.execute("CREATE TRIGGER text_chunks_done BEFORE UPDATE OF done ON items FOR EACH ROW "
+               "WHEN (NEW.done = 1 AND OLD.text IS NOT DISTINCT FROM NEW.text) EXECUTE FUNCTION text_chunks_done()")

@@ -1,0 +1,187 @@
+"""The request toolkit every route module uses: the worker a request is served by, the
+person who sent it, the ids and form fields it carries, the rows those ids name (404 unless
+they are the person's), and the answer after a form.
+
+Every `*_or_404` has one shape, `(request, raw id) -> row`: an id that is not digits, a row
+that does not exist and a row of another person's all answer the same 404, so nobody learns
+from the answer whether someone else's row is there.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterator
+from urllib.parse import quote
+
+from litestar import Request, Response
+from litestar.exceptions import HTTPException, NotFoundException
+from litestar.response import Redirect
+
+from ..files import clean_name
+from ..providers.thinking import THINKING
+from ..tables import Assistant, Conversation, Person, Skill
+from ..serve.worker import Worker
+
+TEXT_MAX = 100_000  # characters in one message
+MODEL_MAX = 200     # characters of a model's id
+SUGGESTIONS_MAX = 8  # lines of what an agent suggests asking (its settings; a new conversation shows them)
+
+
+def worker(request: Request) -> Worker:
+    """The worker serving this request: its store, feed, model clients and runner."""
+    return request.app.state.tabletalk
+
+
+def me(request: Request) -> Person:
+    """The person signed in (guard.authenticate made sure there is one)."""
+    return request.state.person
+
+
+def owner_only(request: Request) -> Person:
+    """The owner's pages do not exist for anyone else."""
+    person = me(request)
+    if not person.owner:
+        raise NotFoundException("Not found.")
+    return person
+
+
+def is_htmx(request: Request) -> bool:
+    return request.headers.get("hx-request") == "true"
+
+
+# --- ids and the rows they name -------------------------------------------------------------
+
+
+def an_id(raw: str | None) -> int | None:
+    """An id a person sent (URL, form, header): digits only and within SQLite's integers, else None."""
+    if raw and raw.isascii() and raw.isdigit() and len(raw) <= 18:
+        return int(raw)
+    return None
+
+
+def parse_id(raw: str, what: str = "conversation") -> int:
+    """An id from a URL, else 404 "No such `what`." (never a 500)."""
+    found = an_id(raw)
+    if found is None:
+        raise NotFoundException(f"No such {what}.")
+    return found
+
+
+def conversation_or_404(request: Request, raw: str) -> Conversation:
+    convo = worker(request).store.conversation(parse_id(raw))
+    if convo is None or convo.person != me(request).id:
+        raise NotFoundException("No such conversation.")
+    return convo
+
+
+def agent_or_404(request: Request, raw: str) -> Assistant:
+    agent = worker(request).store.agent(parse_id(raw, "agent"))
+    if agent is None or agent.person != me(request).id:
+        raise NotFoundException("No such agent.")
+    return agent
+
+
+def skill_or_404(request: Request, raw: str) -> Skill:
+    """Skills are everyone's (shared by all agents): any that exists."""
+    found = worker(request).store.skill(parse_id(raw, "skill"))
+    if found is None:
+        raise NotFoundException("No such skill.")
+    return found
+
+
+def person_or_404(request: Request, raw: str) -> Person:
+    """Someone the owner added (the owner's own account is not one to remove): the owner's only."""
+    owner_only(request)
+    from ..accounts.rules import Accounts  # (accounts imports the store, which this module need not load first)
+
+    found = Accounts(worker(request).store).get(parse_id(raw, "person"))
+    if found is None or found.owner:
+        raise NotFoundException("No such person.")
+    return found
+
+
+def file_or_404(request: Request, raw: str) -> tuple[dict, Iterator[bytes]]:
+    """A file's row and its bytes as a stream of chunks, when it is the person's."""
+    found = worker(request).store.file_stream(parse_id(raw, "file"))
+    if found is None or found[0]["person"] != me(request).id:
+        raise NotFoundException("No such file.")
+    return found
+
+
+# --- form fields ----------------------------------------------------------------------------
+
+
+async def form_field(request: Request, name: str, limit: int) -> str:
+    """A text field of the form ('' when it is missing); not text is a 400, too long a 413."""
+    form = await request.form()
+    value = form.get(name, "")
+    if not isinstance(value, str):
+        raise HTTPException(status_code=400, detail=f"“{name}” must be text.")
+    if len(value) > limit:
+        raise HTTPException(status_code=413, detail=f"“{name}” is too long: at most {limit:,} characters.")
+    return value
+
+
+def thinking_level(raw: str) -> str:
+    """'' (the agent's level) or one of models.THINKING, else a clear 400."""
+    level = raw.strip()
+    if level and level not in THINKING:
+        raise HTTPException(status_code=400, detail=f"The thinking level is one of {', '.join(THINKING)}.")
+    return level
+
+
+async def model_field(request: Request) -> str:
+    """The `model` field: '' (the usual one) or a model the list offers now, else a 400."""
+    model = (await form_field(request, "model", MODEL_MAX)).strip()
+    if model and worker(request).store.choice(model) is None:
+        raise HTTPException(status_code=400, detail=f"There is no model “{model}” to choose.")
+    return model
+
+
+async def attachments(request: Request, most: int, count: int) -> list[tuple[str, bytes]]:
+    """The `file` inputs of a multipart form, read and checked before anything is written:
+    (name as sent, bytes). An input left empty by the browser (no name, no bytes) is skipped."""
+    form = await request.form()
+    out: list[tuple[str, bytes]] = []
+    for value in form.getall("file") if "file" in form else []:
+        if isinstance(value, str):
+            if value:
+                raise HTTPException(status_code=400, detail="“file” must be a file.")
+            continue
+        name = value.filename or ""
+        data = await value.read(most + 1)
+        if not name and not data:
+            continue
+        shown = clean_name(name)
+        if not data:
+            raise HTTPException(status_code=400, detail=f"“{shown}” is empty: there is nothing to send.")
+        if len(data) > most:
+            raise HTTPException(status_code=413, detail=f"“{shown}” is too large: at most {most:,} bytes a file.")
+        out.append((name, data))
+        if len(out) > count:
+            raise HTTPException(status_code=413, detail=f"Too many files: at most {count} a message.")
+    return out
+
+
+def local_path(raw: object) -> str:
+    """Where to go back to: a path on this site only (never //host or a scheme)."""
+    if isinstance(raw, str) and raw.startswith("/") and not raw.startswith("//") and "\\" not in raw and len(raw) < 2000:
+        return raw
+    return "/"
+
+
+# --- the answer after a form ----------------------------------------------------------------
+
+
+def done(request: Request, back: str) -> Response:
+    """The change shows where it was made: htmx gets 204 (the feed brings the change), a plain
+    form a 303 back to the page (`back`)."""
+    if is_htmx(request):
+        return Response(b"", status_code=204)
+    return Redirect(back, status_code=303)
+
+
+def go(request: Request, to: str) -> Response:
+    """The form leads to another page (or the same one loaded again): htmx gets 204 with
+    HX-Redirect (a header: what is not ASCII in the path is %-escaped), a plain form a 303."""
+    if is_htmx(request):
+        return Response(b"", status_code=204, headers={"HX-Redirect": quote(to, safe="/?&=%:@+,;~-._!*'()")})
+    return Redirect(to, status_code=303)
