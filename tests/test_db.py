@@ -5,7 +5,8 @@ import pytest
 
 from app.store import db as dbm
 from app.store.schema import migrations
-from app.store import Store, first_words
+from app.store import Store
+from app.titles import first_words
 from app.tables import asked, item
 
 

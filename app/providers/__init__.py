@@ -9,7 +9,6 @@
     limits.py    what a model was found not to take: window, images, tools, reasoning
     wire.py      the Chat Completions stream's lines and chunks as our deltas; cache marks
     errors.py    what went wrong, in words a person reads
-    titles.py    a model's suggested title, or none
     builtin.py   the built-in model in the model list, while it is installed
 
 Import from the module that holds a name (`from app.providers.client import Providers`):

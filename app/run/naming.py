@@ -1,14 +1,14 @@
 """A conversation's title: its first words at once (Store.add), then, after the first
 answer, a short request to the model names it (after every answer waiting at a server that
 answers one request at a time); on any failure, or an answer that is no title
-(titles.py), the first words stay."""
+(app/titles.py), the first words stay."""
 from __future__ import annotations
 
 from .. import agent as loop
 from ..providers.client import Providers
-from ..titles import title_from
-from ..store import Store, first_words
+from ..store import Store
 from ..tables import Item
+from ..titles import first_words, title_from
 
 TITLE_PROMPT = ("Name this conversation in at most six words, in the language it is written in. "
                 "Answer with the name only: no quotes, no full stop.")

@@ -16,7 +16,7 @@ from .asks import Asks
 from .plugin_auth import PluginAuth
 from .branches import Branches
 from .changes import Changed, Changes
-from .chats import ITEM_COLUMNS, TITLE_MAX, TITLE_WORDS, Chats, first_words
+from .chats import ITEM_COLUMNS, Chats
 from .context import Context
 from .files import Files
 from .pages import Pages
@@ -33,4 +33,4 @@ class Store(Chats, Changes, Search, Branches, Agents, Plugins, Context, Files, P
     """Every read and write of rows, by family (one module each); see Base for the common ground."""
 
 
-__all__ = ["Store", "Changed", "ITEM_COLUMNS", "TITLE_MAX", "TITLE_WORDS", "first_words", "plugin_from_row"]
+__all__ = ["Store", "Changed", "ITEM_COLUMNS", "plugin_from_row"]

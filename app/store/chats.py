@@ -6,22 +6,10 @@ from typing import Any
 
 from . import db as dbm
 from ..tables import Conversation, Item, asked, file_ids
+from ..titles import first_words
 from .rows import Base
 
 ITEM_COLUMNS = [f.name for f in fields(Item) if f.name not in ("id",)]
-TITLE_WORDS = 8
-TITLE_MAX = 80
-
-
-def first_words(text: str) -> str:
-    """A conversation's first title: the person's first words."""
-    words = text.split()
-    title = " ".join(words[:TITLE_WORDS])
-    if len(title) > TITLE_MAX:
-        title = title[: TITLE_MAX - 1].rstrip() + "…"
-    elif len(words) > TITLE_WORDS:
-        title += "…"
-    return title
 
 
 class Chats(Base):

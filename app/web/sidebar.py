@@ -18,8 +18,9 @@ from litestar.exceptions import HTTPException
 from litestar.params import FromPath, FromQuery
 from markupsafe import Markup
 
-from ..store import TITLE_MAX, Store
+from ..store import Store
 from ..tables import Conversation
+from ..titles import TITLE_MAX
 from . import render
 from .toolkit import conversation_or_404, done, form_field, is_htmx, local_path, me, worker
 
