@@ -346,3 +346,35 @@ def chips(sources: str | list[dict[str, str]]) -> list[Chip]:
         if len(out) == CHIPS_MAX:
             break
     return out
+
+
+@dataclass(frozen=True)
+class Builtin:
+    """The built-in model's row: its install and its server."""
+
+    state: str = ""  # '' not chosen, 'wanted', 'installing', 'ready', 'failed'
+    step: int = 0
+    steps: int = 0
+    what: str = ""
+    percent: int = -1
+    line: str = ""
+    error: str = ""
+    pid: int = 0
+    started: float = 0.0
+    finished: float = 0.0
+    serving: str = ""  # '', 'starting', 'up', 'restarting', 'stopped'
+    url: str = ""
+    restarts: int = 0
+    rev: int = 0
+
+    COLUMNS = ("state", "step", "steps", "what", "percent", "line", "error", "pid", "started", "finished",
+               "serving", "url", "restarts")
+
+    @classmethod
+    def from_row(cls, row) -> "Builtin":
+        return cls(**{k: row[k] for k in (*cls.COLUMNS, "rev")})
+
+    @property
+    def busy(self) -> bool:
+        """Chosen and on its way: the page shows progress, not the offer."""
+        return self.state in ("wanted", "installing")

@@ -22,12 +22,10 @@ from collections import defaultdict, deque
 from collections.abc import Callable
 from pathlib import Path
 
-from ..store import db as dbm
+from ..store import Store, db as dbm
 from ..beat import BEAT_SECONDS, beat_at_or_after
-from ..store import Store
 from ..store.outage import WORDS, unavailable
-from ..builtin import Builtin
-from ..tables import Conversation, Item
+from ..tables import Builtin, Conversation, Item
 
 log = logging.getLogger(__name__)
 

@@ -28,7 +28,8 @@ import time
 from pathlib import Path
 
 from ..store.outage import unavailable
-from ..builtin import Builtin, Paths, alive
+from ..builtin import Paths, alive
+from ..tables import Builtin
 
 log = logging.getLogger(__name__)
 

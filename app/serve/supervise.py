@@ -31,13 +31,13 @@ from pathlib import Path
 
 import httpx2
 
-from ..store import db as dbm
+from ..store import Store, db as dbm
 from ..config import Config
-from ..store import Store
 from ..store.outage import unavailable
-from ..builtin import NAME, WINDOW, Builtin, Paths, alive
+from ..builtin import NAME, WINDOW, Paths, alive
+from ..tables import Builtin
 from .keeper import ASKING
-from ..builtin.install import Installer, InstallError, Progress
+from ..builtin.install import InstallError, Installer, Progress
 
 log = logging.getLogger(__name__)
 

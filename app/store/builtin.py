@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Any
 
 from . import db as dbm
-from ..builtin import Builtin
+from ..tables import Builtin
 from .rows import Base
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from litestar import Request, Response, post
 
-from ..builtin import Builtin
+from ..tables import Builtin
 from ..store import Store
 from . import render
 from .toolkit import done, owner_only, worker
