@@ -378,3 +378,6 @@ class Builtin:
     def busy(self) -> bool:
         """Chosen and on its way: the page shows progress, not the offer."""
         return self.state in ("wanted", "installing")
+
+
+NO_IMAGES = "no-images"  # a Choice tag: its model list says this model reads no images

@@ -14,11 +14,9 @@ import base64
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from .. import files as filestore
-from .. import skills as skillbook
+from .. import files as filestore, skills as skillbook
 from ..agent import Message, ToolCall
-from ..providers.ids import NO_IMAGES
-from ..tables import Assistant, Item, Skill, order
+from ..tables import NO_IMAGES, Assistant, Item, Skill, order
 from ..tools import memory
 from .window import shortened
 

@@ -12,7 +12,8 @@ from urllib.parse import urlsplit
 
 import httpx2
 
-from .ids import GROUP_LOCAL, LOCAL, NO_IMAGES, Choice
+from .ids import GROUP_LOCAL, LOCAL, Choice
+from ..tables import NO_IMAGES
 from .servers import Server, probe
 
 LIST_TIMEOUT = 5.0  # seconds for one catalog request: a page waits on the slowest server at refresh

@@ -16,7 +16,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
-NO_IMAGES = "no-images"  # a Choice tag: its model list says this model reads no images
 GROUP_LOCAL = "This computer"  # Ollama and the server at LOCAL_AI_URL: ids "local:NAME"
 GROUP_SERVER = "Model server"  # the server at AI_URL: bare ids
 LOCAL = "local"
