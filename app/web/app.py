@@ -10,7 +10,6 @@ import signal
 import sqlite3
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from urllib.parse import urlsplit
 
 from litestar import Litestar, Request, Response
 from litestar.exceptions import HTTPException
@@ -43,7 +42,7 @@ from . import (
     skills,
 )
 from .headers import secured
-from .toolkit import is_htmx
+from .toolkit import is_htmx, way_back
 
 log = logging.getLogger(__name__)
 
@@ -137,28 +136,6 @@ def signed_in(request: Request) -> None:
         person = Accounts(request.app.state.tabletalk.store).session(request.cookies.get(COOKIE))
         if person is not None:
             request.state.person = person
-
-
-# The page above each part of the app, for an error page to lead back to.
-PARENTS = (("/agents", "your agents"), ("/skills", "the skills"), ("/people", "the people"),
-           ("/account", "your account"), ("/search", "search"))
-
-
-def way_back(request: Request) -> tuple[str, str]:
-    """Where the error page leads: the page the person came from (the Referer, when it is a
-    page of this site and not the one that failed), else the page above the one asked for."""
-    referer = urlsplit(request.headers.get("referer", ""))
-    here = request.url
-    if (referer.scheme, referer.netloc) == (here.scheme, here.netloc) and referer.path.startswith("/") \
-            and (referer.path, referer.query) != (here.path, here.query or ""):
-        return referer.path + (f"?{referer.query}" if referer.query else ""), "the page you came from"
-    if getattr(request.state, "person", None) is None:
-        return "/signin", "sign in"
-    for prefix, label in PARENTS:
-        if here.path == prefix or here.path.startswith(prefix + "/"):
-            if here.path != prefix or request.method != "GET":
-                return prefix, label
-    return "/", "your conversations"
 
 
 def body_limit(config: configuration.Config) -> int:

@@ -9,7 +9,7 @@ from the answer whether someone else's row is there.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 from litestar import Request, Response
 from litestar.exceptions import HTTPException, NotFoundException
@@ -185,3 +185,25 @@ def go(request: Request, to: str) -> Response:
     if is_htmx(request):
         return Response(b"", status_code=204, headers={"HX-Redirect": quote(to, safe="/?&=%:@+,;~-._!*'()")})
     return Redirect(to, status_code=303)
+
+
+# The page above each part of the app, for an error page to lead back to.
+PARENTS = (("/agents", "your agents"), ("/skills", "the skills"), ("/people", "the people"),
+           ("/account", "your account"), ("/search", "search"))
+
+
+def way_back(request: Request) -> tuple[str, str]:
+    """Where the error page leads: the page the person came from (the Referer, when it is a
+    page of this site and not the one that failed), else the page above the one asked for."""
+    referer = urlsplit(request.headers.get("referer", ""))
+    here = request.url
+    if (referer.scheme, referer.netloc) == (here.scheme, here.netloc) and referer.path.startswith("/") \
+            and (referer.path, referer.query) != (here.path, here.query or ""):
+        return referer.path + (f"?{referer.query}" if referer.query else ""), "the page you came from"
+    if getattr(request.state, "person", None) is None:
+        return "/signin", "sign in"
+    for prefix, label in PARENTS:
+        if here.path == prefix or here.path.startswith(prefix + "/"):
+            if here.path != prefix or request.method != "GET":
+                return prefix, label
+    return "/", "your conversations"
