@@ -8,9 +8,9 @@ import time
 from pathlib import Path
 
 from .. import config as configuration
-from ..store import db as dbm
-from ..store import outage
+from ..store import db as dbm, outage
 from ..serve.granian import run
+from ..builtin import asks
 
 
 def migrate(config: configuration.Config) -> list[str]:
@@ -87,7 +87,7 @@ def serve(host: str, port: int, workers: int) -> None:
     from ..serve import keeper
 
     os.environ[keeper.SERVE_PID] = str(os.getpid())  # the workers', forked from here
-    if keeper.asks(builtin):
+    if asks(builtin):
         keeper.start(config.data, os.getpid())
     try:
         run(host, port, workers)

