@@ -25,11 +25,9 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from . import config as configuration
-from .store import db as dbm
-from . import markdown, tables
+from . import config as configuration, markdown, tables
+from .store import Store, db as dbm, schema
 from .providers.client import Providers
-from .store import Store
 from .providers import ids
 from .providers.ids import GROUP_LOCAL, GROUP_SERVER, LOCAL, Choice
 from .tables import Assistant, Item, Skill, chips, plugin
@@ -162,7 +160,7 @@ def open(data: str | Path | None = None) -> Store:  # noqa: A001 - the natural n
     if data is not None:
         config = dataclasses.replace(config, data=Path(data).expanduser().resolve())
     db = dbm.connect(config.database)
-    dbm.migrate(db)
+    schema.migrate(db)
     return Store(db)
 
 
@@ -185,7 +183,7 @@ def shapes(db: Any = None) -> dict[str, list[dict[str, Any]]]:
     db = db if db is not None else dbm.connect(":memory:")
     try:
         if own:
-            dbm.migrate(db)
+            schema.migrate(db)
         return Store(db).shapes()
     finally:
         if own:

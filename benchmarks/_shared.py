@@ -13,6 +13,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from app.store import schema
+
 HOST = "127.0.0.1"
 
 
@@ -35,7 +37,7 @@ def followed_conversation(prefix: str) -> Iterator[tuple]:
     with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
         path = Path(tmp) / "tabletalk.db"
         db = dbm.connect(path)
-        dbm.migrate(db)
+        schema.migrate(db)
         feed = Feed(path, render=live.chat_changes, render_list=sidebar.list_changes)
         store = Store(db, notify=feed.notify)
         try:

@@ -36,7 +36,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from app import config as configuration  # noqa: E402
-from app.store import db as dbm  # noqa: E402
+from app.store import db as dbm, schema  # noqa: E402
 from app.context import window  # noqa: E402
 from app.providers.client import Providers  # noqa: E402
 from app.store import Store  # noqa: E402
@@ -98,7 +98,7 @@ async def estimate_error(turns: int, size: int) -> list[tuple[str, str]]:
         os.environ.update(TABLETALK_DATA=str(folder), AI_URL=fake.url, AI_MODEL=MODEL, OLLAMA_HOST="")
         config = configuration.load()
         store = Store(dbm.connect(config.database))
-        dbm.migrate(store.db)
+        schema.migrate(store.db)
         providers = Providers(config)
         for n in range(1, turns + 1):
             fake.script(*answer_for(n))
@@ -180,7 +180,7 @@ def big_conversation(store: Store, items: int) -> tuple[int, object]:
 def build_time(items: int) -> list[tuple[str, str]]:
     folder = Path(tempfile.mkdtemp(prefix="tabletalk-bench-"))
     store = Store(dbm.connect(folder / "tabletalk.db"))
-    dbm.migrate(store.db)
+    schema.migrate(store.db)
     chat, user = big_conversation(store, items)
     count = store.db.conn.execute("SELECT count(*) FROM items WHERE chat = ?", [chat]).fetchone()[0]
     out = [("conversation size", f"{count:,} items")]

@@ -48,7 +48,7 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from app.store import db as dbm  # noqa: E402
+from app.store import db as dbm, schema  # noqa: E402
 from app import builtin  # noqa: E402
 from app.builtin.install import Installer, llama_wheel  # noqa: E402
 from app.store import Store  # noqa: E402
@@ -237,7 +237,7 @@ def main(argv: list[str] | None = None) -> int:
     Installer(builtin.Paths(data), lambda p: None, WHEELS).run()
     table.add("install from .cache/wheels (offline)", f"{time.monotonic() - t:.1f} s")
     db = dbm.connect(data / "tabletalk.db")
-    dbm.migrate(db)
+    schema.migrate(db)
     Store(db).set_builtin(state="ready")
     db.conn.close()
     env = {"TABLETALK_DATA": str(data), "AI_URL": "", "OLLAMA_HOST": "", "LOCAL_AI_URL": "", "AI_ACCOUNTS": "",

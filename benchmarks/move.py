@@ -19,6 +19,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from app.store import schema
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
@@ -36,7 +38,7 @@ def build(data: Path, items: int, files: int = 0) -> None:
 
     data.mkdir(parents=True, exist_ok=True)
     db = dbm.connect(data / "tabletalk.db")
-    dbm.migrate(db)
+    schema.migrate(db)
     store = Store(db)
     owner = store.add_person("owner", "x" * 20, owner=True)
     agent = store.default_agent(owner)

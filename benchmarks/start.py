@@ -48,6 +48,8 @@ import feed as fb  # noqa: E402  (benchmarks/feed.py: the served app, a raw foll
 from _shared import HOST, Table  # noqa: E402
 from tests.fakes.openai_server import FakeModelServer, text  # noqa: E402
 
+from app.store import schema
+
 FIXTURE = ROOT / "tests" / "fixtures" / "long_answer.md"
 
 
@@ -112,7 +114,7 @@ def populate(data: Path, conversations: int) -> None:
 
     data.mkdir(parents=True, exist_ok=True)
     db = dbm.connect(data / "tabletalk.db")
-    dbm.migrate(db)
+    schema.migrate(db)
     store = Store(db)
     answer = FIXTURE.read_text()[:2000]
     from app.accounts.rules import Accounts

@@ -29,6 +29,8 @@ if str(ROOT) not in sys.path:
 
 from _shared import Table, pct  # noqa: E402  (beside this script)
 
+from app.store import schema
+
 
 class DelayProxy:
     """127.0.0.1:port -> target, each chunk forwarded `delay` seconds after it arrived."""
@@ -79,7 +81,7 @@ def measure(label: str, database: str, args, table: Table, proxy: DelayProxy | N
         os.environ["AI_URL"] = "http://127.0.0.1:9/v1"  # nothing listens: no model is asked
         config = configuration.load()
         db = dbm.connect(config.database)
-        dbm.migrate(db)
+        schema.migrate(db)
         db.conn.close()
         token = signed_in(Path(tmp))
         with TestClient(create_app(config)) as client:

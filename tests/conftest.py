@@ -29,6 +29,8 @@ from tests.fakes.everything import Everything
 from tests.fakes.openai_server import FakeModelServer, text
 from tests.marks import Marks
 
+from app.store import schema
+
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking"]
@@ -112,7 +114,7 @@ def migrated_sqlite() -> Path:
     folder = Path(tempfile.mkdtemp(prefix="tabletalk-migrated-"))
     atexit.register(shutil.rmtree, folder, ignore_errors=True)
     db = dbm.connect(folder / "tabletalk.db")
-    dbm.migrate(db)
+    schema.migrate(db)
     db.conn.close()  # the last connection: the WAL is checkpointed into the file and removed
     assert not (folder / "tabletalk.db-wal").exists()
     return folder / "tabletalk.db"
@@ -146,7 +148,7 @@ def app_store(data: Path, migrate: bool = False, url: str | None = None) -> Iter
     db = dbm.connect(where if isinstance(where, str) else fresh_sqlite(where))
     try:
         if migrate:
-            dbm.migrate(db)
+            schema.migrate(db)
         yield Store(db)
     finally:
         db.conn.close()
@@ -209,7 +211,7 @@ def store(request, tmp_path: Path, engine: str):
         db = dbm.connect(url := cluster.database(migrated=True))
     else:
         db = dbm.connect(fresh_sqlite(tmp_path / "t.db"))
-    dbm.migrate(db)
+    schema.migrate(db)
     yield Store(db)
     db.conn.close()
     if url:

@@ -21,6 +21,8 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+from app.store import schema
+
 USER = "tabletalk"  # the cluster's superuser, the one the tests connect as
 
 
@@ -130,7 +132,7 @@ class Cluster:
             self._admin(f"CREATE DATABASE {name}")
             db = dbm.connect(self.url(name))
             try:
-                dbm.migrate(db)
+                schema.migrate(db)
             finally:
                 db.conn.close()
             # a template takes no connection (CREATE DATABASE refuses one with any open, and

@@ -10,10 +10,9 @@ import httpx
 import pytest
 
 from app.admin import backup
-from app.store import db as dbm
+from app.store import Store, db as dbm, schema
 from app.store.blobs import Disk
 from app.config import load
-from app.store import Store
 from app.tables import asked, item
 from tests.conftest import ROOT, Served, sqlite_only, wait_for, whole_texts
 from tests.fakes.openai_server import hold, rate, text
@@ -22,7 +21,7 @@ from tests.fakes.openai_server import hold, rate, text
 def install(data: Path) -> tuple[Store, int, int]:
     """A data folder with a conversation, an answer and two attached files."""
     db = dbm.connect(data / "tabletalk.db")
-    dbm.migrate(db)
+    schema.migrate(db)
     store = Store(db)
     chat = store.new_conversation(store.default_agent().id).id
     a = store.add_file("notes.txt", b"first file\n")

@@ -8,9 +8,8 @@ import re
 
 import pytest
 
-from app.store import db as dbm
+from app.store import Store, db as dbm, schema
 from app.store.schema import migrations
-from app.store import Store
 from tests.conftest import ask, csrf, idle, new_chat, rows, soup, wait_for
 from tests.fakes.openai_server import delay, text
 
@@ -216,7 +215,7 @@ def test_m011_gives_a_linear_conversation_its_parents(tmp_path):
     at = [m.__name__ for m in migrations.MIGRATIONS].index("m011_branches")
     m011 = migrations.MIGRATIONS.pop(at)  # a database from before it (the others applied)
     try:
-        dbm.migrate(db)
+        schema.migrate(db)
     finally:
         migrations.MIGRATIONS.insert(at, m011)
     db.conn.execute("INSERT INTO conversations (id, title, created, updated) VALUES (1, 't', 0, 0)")
@@ -225,7 +224,7 @@ def test_m011_gives_a_linear_conversation_its_parents(tmp_path):
         db.conn.execute("INSERT INTO items (id, chat, kind, turn, text, done, created, updated, rev) "
                         "VALUES (?, 1, ?, ?, ?, 1, 0, 0, ?)", [id, kind, turn, f"t{id}", id])
     db.conn.execute("UPDATE items SET steer = 1, read_after = 5 WHERE id = 6")
-    dbm.migrate(db)
+    schema.migrate(db)
     got = {r[0]: r[1] for r in db.conn.execute("SELECT id, parent FROM items WHERE kind = 'user'")}
     assert got == {1: 0, 5: 3, 6: 0, 8: 5}, "each turn follows the newest version of the one before"
     store = Store(db)

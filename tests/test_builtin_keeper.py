@@ -12,6 +12,7 @@ import pytest
 
 from app.serve import keeper
 from tests.conftest import Served, wait_for
+from app.store import schema
 
 pytestmark = pytest.mark.process  # tests/marks.py
 
@@ -22,7 +23,7 @@ def set_row(data: Path, **values) -> None:
 
     db = dbm.connect(data / "tabletalk.db")
     try:
-        dbm.migrate(db)
+        schema.migrate(db)
         Store(db).set_builtin(**values)
     finally:
         db.conn.close()

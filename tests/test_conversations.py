@@ -10,14 +10,12 @@ import httpx
 import pytest
 from bs4 import BeautifulSoup
 
-from app.store import db as dbm
+from app.store import Store, db as dbm, schema
 from app.store.schema import migrations
 from app import export
-from app.web import search
+from app.web import live, search, sidebar
 from app.feed.dispatch import Feed, encode
-from app.store import Store
 from app.tables import Conversation, Item, item
-from app.web import live, sidebar
 from tests.conftest import csrf, database_of, new_chat, rows, soup, sse_value, start_chat, texts, wait_for
 from tests.fakes.openai_server import rate, reasoning, stall, text
 
@@ -95,7 +93,7 @@ def test_the_migration_indexes_what_was_there_before_it(tmp_path):
                             "VALUES (?, 1, 1, ?, ?, ?, 0, 0, ?)", [id_, kind, text, done, id_ + 1])
     old = Store(db)
     c = old.conversation(1)
-    assert "m005_search" in dbm.migrate(db)
+    assert "m005_search" in schema.migrate(db)
     assert found(old, "ancient") == found(old, "question") == found(old, "answer") == [c.id]
     assert found(old, "mid") == []
 

@@ -3,18 +3,17 @@ import sqlite3
 
 import pytest
 
-from app.store import db as dbm
+from app.store import Store, db as dbm, schema
 from app.store.schema import migrations
-from app.store import Store
 from app.titles import first_words
 from app.tables import asked, item
 
 
 def test_migrations_apply_once_and_are_recorded(tmp_path):
     db = dbm.connect(tmp_path / "t.db")
-    applied = dbm.migrate(db)
+    applied = schema.migrate(db)
     assert applied == [fn.__name__ for fn in migrations.MIGRATIONS]
-    assert dbm.migrate(db) == []
+    assert schema.migrate(db) == []
     assert {"assistants", "conversations", "items", "choices", "plugins", "skills", "memories",
             "contexts", "files", "runs", "revs", "migrations"} <= set(db.table_names())
 
@@ -75,7 +74,7 @@ def test_a_failed_write_takes_no_rev(store):
 
 def test_rev_survives_reopening(tmp_path):
     db = dbm.connect(tmp_path / "t.db")
-    dbm.migrate(db)
+    schema.migrate(db)
     Store(db).new_conversation(None)
     rev = dbm.current_rev(db)
     db.conn.close()

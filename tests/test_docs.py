@@ -3,6 +3,7 @@ import re
 from pathlib import Path
 
 from app.config import SETTINGS
+from app.store import schema
 
 README = (Path(__file__).resolve().parent.parent / "README.md").read_text()
 
@@ -139,7 +140,7 @@ def test_the_schema_page_is_made_from_both_engines(pg_url):
 
     db = dbm.connect(pg_url)
     try:
-        dbm.migrate(db)
+        schema.migrate(db)
         made = schema_page.page(schema_page.sqlite_tables(), schema_page.postgres_tables(db))
     finally:
         db.conn.close()

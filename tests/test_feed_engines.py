@@ -5,10 +5,8 @@ conversation's lease get it one at a time, the second once the first's expires."
 import asyncio
 import threading
 
-from app.store import db as dbm
+from app.store import Store, db as dbm, postgres as pg, schema
 from app.feed.dispatch import Feed
-from app.store import Store
-from app.store import postgres as pg
 from app.tables import item
 from app.web import live
 from tests.conftest import database_of
@@ -118,7 +116,7 @@ def test_the_feeds_read_of_items_is_found_by_rev_not_by_reading_the_conversation
     look: by the rev index (the few rows changed), never the conversation's index, which
     read every row of it (through each long text's overflow pages, to reach `rev`)."""
     db = dbm.connect(tmp_path / "t.db")
-    dbm.migrate(db)
+    schema.migrate(db)
     store = Store(db)
     chat = store.new_conversation(None).id
     for _ in range(3):

@@ -1,10 +1,9 @@
 """Memory: `remember` keeps a text for the agent, later runs of that agent read it back."""
 
-from app.store import db as dbm
-from app.store import Store
+from app.store import Store, db as dbm, schema
 from app.tools import ToolContext
 from app.tools.memory import PROMPT_CHARS, PROMPT_COUNT, prompt_section, recalled, remember
-from tests.conftest import database, csrf, soup, start_chat, wait_for
+from tests.conftest import csrf, database, soup, start_chat, wait_for
 from tests.fakes.openai_server import tool_call
 
 FACT = "The person's name is Ada and she prefers metric units."
@@ -92,7 +91,7 @@ def test_remember_needs_an_agent(tmp_path):
     import asyncio
 
     db = dbm.connect(tmp_path / "t.db")
-    dbm.migrate(db)
+    schema.migrate(db)
     store = Store(db)
     try:
         asyncio.run(remember.run({"text": "x"}, ToolContext(chat=1, agent=None, store=store)))

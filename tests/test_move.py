@@ -18,6 +18,8 @@ import pytest
 from tests.conftest import OWNER, ROOT, Served, on_sqlite, password_hash, soup
 from tests.test_serve import read_events, session
 
+from app.store import schema
+
 pytestmark = pytest.mark.process
 
 
@@ -44,7 +46,7 @@ def build(data: Path) -> dict:
 
     data.mkdir(parents=True, exist_ok=True)
     db = dbm.connect(data / "tabletalk.db")
-    dbm.migrate(db)
+    schema.migrate(db)
     store = Store(db)
     people = Accounts(store)
     owner = people.add(OWNER, password_hash(), owner=True)
@@ -284,7 +286,7 @@ def test_a_database_with_rows_is_refused_and_left_alone(data, pg_url):
 
     build(data)
     pg = dbm.connect(pg_url)
-    dbm.migrate(pg)
+    schema.migrate(pg)
     Store(pg).add_skill(tables.skill("theirs", "someone else's"))
     pg.conn.close()
     before = counts(pg_url)
@@ -312,7 +314,7 @@ def test_a_database_migrated_but_empty_is_taken(data, pg_url):
 
     build(data)
     pg = dbm.connect(pg_url)
-    dbm.migrate(pg)
+    schema.migrate(pg)
     pg.conn.close()
     out = move_to(data, pg_url)
     assert out.returncode == 0, out.stderr
@@ -324,7 +326,7 @@ def test_a_newer_schema_is_refused(data, pg_url):
 
     build(data)
     pg = dbm.connect(pg_url)
-    dbm.migrate(pg)
+    schema.migrate(pg)
     with pg.write():
         pg.execute("INSERT INTO migrations (name, applied) VALUES ('m999_from_the_future', 0)")
     pg.conn.close()
@@ -430,7 +432,7 @@ def test_search_words_splits_as_it_did(pg_url):
 
     pg = dbm.connect(pg_url)
     try:
-        dbm.migrate(pg)
+        schema.migrate(pg)
         text = "".join(map(chr, range(1, 0x800))) + "café <b>bold</b> example.org 3.14 ☕ 𝔘 a\\b"
         before = pg.execute("SELECT translate(?, '!\"#$%&''()*+,-./:;<=>?@[\\]^_`{|}~', "
                             "'                                ')", [text]).fetchone()[0]
@@ -473,7 +475,7 @@ def test_a_mover_who_does_not_own_the_tables_moves_row_by_row(data, pg_url):
 
     build(data)
     pg = dbm.connect(pg_url)
-    dbm.migrate(pg)
+    schema.migrate(pg)
     pg.conn.close()
     with psycopg.connect(pg_url, autocommit=True) as conn:
         conn.execute("DROP ROLE IF EXISTS helper")

@@ -7,9 +7,7 @@ import time
 import psycopg
 import pytest
 
-from app.store import Store
-from app.store import db as dbm
-from app.store import postgres as pg
+from app.store import Store, db as dbm, postgres as pg, schema
 from tests.conftest import Served, start_chat, wait_for
 from tests.test_serve import session
 
@@ -36,7 +34,7 @@ def test_the_databases_of_a_process_share_one_bounded_pool(pg_url, monkeypatch):
         assert first.conn.raw is not second.conn.raw
         with pytest.raises(pg.PoolFull, match="TABLETALK_PG_POOL"):
             dbm.connect(pg_url)
-        dbm.migrate(first)
+        schema.migrate(first)
         listened = second.conn.raw
         second.version()  # LISTENs on its connection
         second.conn.close()
@@ -68,7 +66,7 @@ def test_after_the_server_restarts_reads_and_writes_go_on(pg_cluster, pg_url):
     """Every connection of the pool died with the restart: the one in use is given back
     broken and another taken, and the pool's check throws away the idle dead ones."""
     using, idle = dbm.connect(pg_url, pool_size=3), dbm.connect(pg_url)
-    dbm.migrate(using)
+    schema.migrate(using)
     idle.conn.close()  # back in the pool, idle
     store = Store(using)
     chat = store.new_conversation(None).id
@@ -92,7 +90,7 @@ def test_while_the_server_is_down_it_is_said_at_once_and_reached_again_once_it_i
     from app.store import outage
 
     db = dbm.connect(pg_url)
-    dbm.migrate(db)
+    schema.migrate(db)
     store = Store(db)
     try:
         pg_cluster.down()

@@ -2,7 +2,7 @@
 with the same columns in the same order, the same NOT NULLs, defaults and primary keys, so a
 SQLite migration without its PostgreSQL twin fails here."""
 from app import api
-from app.store import db as dbm
+from app.store import db as dbm, schema
 from app.store.schema import pg_migrations
 
 TYPES = {"INTEGER": "bigint", "REAL": "double precision", "TEXT": "text"}
@@ -25,8 +25,8 @@ def pg_shapes(db) -> dict[str, list[dict]]:
 def test_postgresql_has_sqlites_tables_columns_and_keys(pg_url):
     db = dbm.connect(pg_url)
     try:
-        assert dbm.migrate(db) == [fn.__name__ for fn in pg_migrations.MIGRATIONS]
-        assert dbm.migrate(db) == []
+        assert schema.migrate(db) == [fn.__name__ for fn in pg_migrations.MIGRATIONS]
+        assert schema.migrate(db) == []
         theirs, ours = api.shapes(), pg_shapes(db)
     finally:
         db.conn.close()

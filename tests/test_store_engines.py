@@ -7,9 +7,8 @@ import time
 
 import pytest
 
-from app.store import db as dbm
+from app.store import Store, db as dbm, schema
 from app.web import search
-from app.store import Store
 from app.tables import item
 
 
@@ -155,7 +154,7 @@ def test_a_listener_hears_of_every_committed_rev(pg_url, monkeypatch):
 
     monkeypatch.setattr(pg, "CATCH_UP_SECONDS", 3600.0)
     listening, writing = dbm.connect(pg_url), dbm.connect(pg_url)
-    dbm.migrate(writing)
+    schema.migrate(writing)
     listener, writer = Store(listening), Store(writing)
     try:
         start = listening.version()
@@ -190,7 +189,7 @@ def test_a_dropped_connection_is_opened_again(pg_url, monkeypatch):
     monkeypatch.setattr(pg, "CATCH_UP_SECONDS", 3600.0)
     monkeypatch.setattr(pg, "time", types.SimpleNamespace(monotonic=lambda: 60.0))
     listening, writing, admin = dbm.connect(pg_url), dbm.connect(pg_url), dbm.connect(pg_url)
-    dbm.migrate(writing)
+    schema.migrate(writing)
     writer, reader = Store(writing), Store(listening)
     try:
         chat = writer.new_conversation(None).id

@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 from .. import config as configuration
-from ..store import db as dbm, outage
+from ..store import db as dbm, outage, schema
 from ..serve.granian import run
 from ..builtin import asks
 
@@ -16,7 +16,7 @@ from ..builtin import asks
 def migrate(config: configuration.Config) -> list[str]:
     db = dbm.connect(config.database)
     try:
-        return dbm.migrate(db)
+        return schema.migrate(db)
     finally:
         db.conn.close()
 

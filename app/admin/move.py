@@ -35,10 +35,7 @@ import sqlite_utils
 
 from ..serve import datalock
 from ..config import Config
-from ..store import backup as backup_sql
-from ..store import blobs as blobstore
-from ..store import db as dbm
-from ..store import move as move_sql
+from ..store import backup as backup_sql, blobs as blobstore, db as dbm, move as move_sql, schema
 from ..store.schema import pg_migrations
 from ..store.move import MoveError
 
@@ -124,7 +121,7 @@ def _snapshot(database: Path, say: Callable[[str], None]) -> Iterator[sqlite_uti
             source.conn.close()
         copy = dbm.connect(work / database.name)
         try:
-            dbm.migrate(copy)
+            schema.migrate(copy)
             secret_key(Store(copy), database.parent)
             size = (work / database.name).stat().st_size
             say(f"Snapshot of {database} (SQLite's online backup: one consistent read): "
@@ -195,7 +192,7 @@ def move(config: Config, url: str, say: Callable[[str], None] = print) -> Moved:
         try:
             _refuse_unless_empty(target, url, counts)
             try:
-                applied = dbm.migrate(target)
+                applied = schema.migrate(target)
             except psycopg.errors.InsufficientPrivilege as e:
                 raise _rights(url, e) from None
             say(f"{masked(url)}: empty; " + (f"migrated ({len(applied)} migrations)" if applied else "migrated already"))

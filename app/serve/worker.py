@@ -12,14 +12,13 @@ from dataclasses import dataclass
 
 from ..accounts import setup
 from ..plugins import oauth as mcp_oauth
-from ..store import db as dbm
+from ..store import Store, db as dbm, outage, schema
 from ..config import Config
 from ..feed.dispatch import Feed, Render, RenderBuiltin, RenderList, RenderOutage
 from . import keeper
 from ..providers.client import Providers
 from ..run.runner import Runner
 from ..run.setup import refresh_choices
-from ..store import Store, outage
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +42,7 @@ async def running(config: Config, render: Render | None = None,
         db = dbm.connect(config.database, pool_size=config.pg_pool)  # first: it opens the process's pool
         feed = None
         try:
-            dbm.migrate(db)
+            schema.migrate(db)
             feed = Feed(config.database, render=render, render_list=render_list, render_builtin=render_builtin,
                         render_outage=render_outage)
             store = Store(db, notify=feed.notify)

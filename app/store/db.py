@@ -141,28 +141,3 @@ def current_rev(db: sqlite_utils.Database) -> int:
 def now() -> float:
     return time.time()
 
-
-def migrate(db: sqlite_utils.Database) -> list[str]:
-    """Apply the migrations not applied yet; returns their names."""
-    if postgres(db):
-        from .schema import pg_migrations
-
-        return pg_migrations.migrate(db)
-    db.conn.execute(
-        "CREATE TABLE IF NOT EXISTS migrations (name TEXT PRIMARY KEY, applied REAL NOT NULL)"
-    )
-    from .schema.migrations import MIGRATIONS
-
-    applied = {row[0] for row in db.conn.execute("SELECT name FROM migrations")}
-    done = []
-    for fn in MIGRATIONS:
-        if fn.__name__ in applied:
-            continue
-        with write(db):
-            # Another process may have applied it while we waited for the write lock.
-            if db.conn.execute("SELECT 1 FROM migrations WHERE name = ?", [fn.__name__]).fetchone():
-                continue
-            fn(db)
-            db.conn.execute("INSERT INTO migrations (name, applied) VALUES (?, ?)", [fn.__name__, now()])
-        done.append(fn.__name__)
-    return done

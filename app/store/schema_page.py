@@ -10,8 +10,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from . import Store
-from . import db as dbm
+from . import Store, db as dbm, schema
 from .schema import migrations, pg_migrations
 
 Columns = dict[str, list[dict[str, Any]]]  # table -> its columns in order
@@ -21,7 +20,7 @@ def sqlite_tables() -> Columns:
     """Every table a new SQLite database has after its migrations (FTS5's own tables aside)."""
     db = dbm.connect(":memory:")
     try:
-        dbm.migrate(db)
+        schema.migrate(db)
         return Store(db).shapes()
     finally:
         db.conn.close()
@@ -115,7 +114,7 @@ def main(argv: list[str]) -> int:
         return 2
     db = dbm.connect(argv[0])
     try:
-        dbm.migrate(db)
+        schema.migrate(db)
         sys.stdout.write(page(sqlite_tables(), postgres_tables(db)))
     finally:
         db.conn.close()
