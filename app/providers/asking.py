@@ -35,7 +35,8 @@ from .wire import FINISHED, cache_marked, deltas, sse_lines, takes_cache_marks
 if TYPE_CHECKING:
     import openai
 
-    from .client import Endpoint, Providers
+    from .client import Providers
+    from .servers import Endpoint
 
 RETRY_DELAYS = (1.0, 2.0, 4.0)  # seconds before the 2nd, 3rd and 4th try of a busy or failing server
 RETRY_AFTER_MAX = 30.0

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import httpx2
@@ -25,7 +24,7 @@ from ..tools import Tool
 from . import asking, catalog
 from .ids import GROUP_LOCAL, GROUP_SERVER, LOCAL, Account, Choice, choice_of, groups
 from .limits import Limits
-from .servers import Gate, Server
+from .servers import Endpoint, Gate, Server
 from .thinking import THINKING, thinking_fields
 
 if TYPE_CHECKING:
@@ -45,16 +44,6 @@ def no_model(choices: list[Choice]) -> str:
         return (f"No model is available: {said}. Start the model server (the list is read again by itself "
                 f"while one is down), or set AI_MODEL.")
     return "No model is available: the model server lists none and AI_MODEL is not set."
-
-
-@dataclass(frozen=True)
-class Endpoint:
-    base_url: str
-    key: str = field(repr=False)
-    model: str  # the name the server knows
-    style: str = "openai"  # "ollama": Ollama's /v1, whose thinking field differs
-    key_setting: str = "AI_KEY"  # where a refused key is set, for the person's error
-    tools: bool = True  # False: the model is sent no tools (the built-in model: see docs/local-model.md)
 
 
 class Providers:

@@ -9,7 +9,7 @@ import httpx2
 if TYPE_CHECKING:
     import openai
 
-    from .client import Endpoint
+    from .servers import Endpoint
 
 ENDED_EARLY = ("The model server ended the answer early: it stopped sending without saying the answer was "
                "finished (a server that answers one request at a time may end one when another arrives). "

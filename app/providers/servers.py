@@ -180,3 +180,13 @@ class Gate:
             self.busy += 1
         async with self._held(turn):
             yield
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    base_url: str
+    key: str = field(repr=False)
+    model: str  # the name the server knows
+    style: str = "openai"  # "ollama": Ollama's /v1, whose thinking field differs
+    key_setting: str = "AI_KEY"  # where a refused key is set, for the person's error
+    tools: bool = True  # False: the model is sent no tools (the built-in model: see docs/local-model.md)

@@ -11,7 +11,7 @@ import httpx2
 from ..agent import Delta, ModelError
 
 if TYPE_CHECKING:
-    from .client import Endpoint
+    from .servers import Endpoint
 
 
 def takes_cache_marks(endpoint: Endpoint) -> bool:
