@@ -7,10 +7,16 @@ import sys
 import time
 from pathlib import Path
 
-from .. import config as configuration
-from ..store import db as dbm, outage, schema
+from .. import builtin, config as configuration
+from ..store import Store, db as dbm, outage, schema
 from ..serve.granian import run
 from ..builtin import asks
+from ..accounts.passwords import AccountError
+from ..accounts.rules import Accounts, loopback
+from ..accounts.setup import set_up_from_settings, setup_code
+from ..serve import datalock, keeper
+from ..builtin.install import Installer, InstallError, Progress
+from . import backup, move
 
 
 def migrate(config: configuration.Config) -> list[str]:
@@ -30,12 +36,6 @@ person to open it would set it up and own it. Either
 
 
 def serve(host: str, port: int, workers: int) -> None:
-    from ..accounts.passwords import AccountError
-    from ..accounts.rules import Accounts, loopback
-    from ..accounts.setup import set_up_from_settings, setup_code
-    from ..store import Store
-
-    from ..serve import datalock
 
     config = configuration.load()
     try:
@@ -84,7 +84,6 @@ def serve(host: str, port: int, workers: int) -> None:
     # server while it is installed, in a process of its own (keeper.py), which runs only while
     # the row asks for one: started here when it does at start, else by the worker that sees
     # it come to that (app/serve/worker.py); stopped with the app.
-    from ..serve import keeper
 
     os.environ[keeper.SERVE_PID] = str(os.getpid())  # the workers', forked from here
     if asks(builtin):
@@ -98,9 +97,6 @@ def serve(host: str, port: int, workers: int) -> None:
 def model_install(config: configuration.Config) -> None:
     """`tabletalk model install`: the built-in model installed here, its progress printed; a
     running `tabletalk serve` starts it once it is ready (it follows the same row)."""
-    from .. import builtin
-    from ..builtin.install import Installer, InstallError, Progress
-    from ..store import Store
 
     migrate(config)
     db = dbm.connect(config.database)
@@ -160,8 +156,6 @@ def main(argv: list[str] | None = None) -> None:
         applied = migrate(configuration.load())
         print("applied: " + (", ".join(applied) if applied else "nothing (up to date)"))
     elif args.command == "move-to":
-        from . import move
-
         config = configuration.load()
         try:
             moved = move.move(config, args.url)
@@ -173,8 +167,6 @@ def main(argv: list[str] | None = None) -> None:
     elif args.command == "model":
         model_install(configuration.load())
     elif args.command in ("backup", "restore"):
-        from . import backup
-
         try:
             summary = getattr(backup, args.command)(configuration.load(), args.path)
         except backup.BackupError as e:

@@ -35,9 +35,10 @@ import sqlite_utils
 
 from ..serve import datalock
 from ..config import Config
-from ..store import backup as backup_sql, blobs as blobstore, db as dbm, move as move_sql, schema
+from ..store import Store, backup as backup_sql, blobs as blobstore, db as dbm, move as move_sql, schema
 from ..store.schema import pg_migrations
 from ..store.move import MoveError
+from ..accounts.setup import secret_key
 
 CONNECT_TIMEOUT = 10  # seconds: an address that does not answer is said so, not waited on for minutes
 
@@ -106,8 +107,6 @@ def _snapshot(database: Path, say: Callable[[str], None]) -> Iterator[sqlite_uti
     The key that signs forms is made a row of it (from the data folder's `secret.key` of an
     install that has not run since migration m028), so the database moved carries it and
     forms of pages open across the move stay valid, on every server."""
-    from ..accounts.setup import secret_key
-    from ..store import Store
 
     for stale in database.parent.glob(".move-to-*"):  # a move killed before it could clean up (we hold the lock)
         shutil.rmtree(stale, ignore_errors=True)

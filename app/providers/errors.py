@@ -6,10 +6,11 @@ from typing import TYPE_CHECKING
 
 import httpx2
 
+from .servers import Endpoint
+
 if TYPE_CHECKING:
     import openai
 
-    from .servers import Endpoint
 
 ENDED_EARLY = ("The model server ended the answer early: it stopped sending without saying the answer was "
                "finished (a server that answers one request at a time may end one when another arrives). "

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import httpx2
 
 from ..agent import Delta, ModelError
+from .servers import Endpoint
 
-if TYPE_CHECKING:
-    from .servers import Endpoint
 
 
 def takes_cache_marks(endpoint: Endpoint) -> bool:

@@ -34,6 +34,7 @@ from typing import Any
 import sqlite_utils
 
 from . import db as dbm
+from .schema.pg_migrations import INDEXED
 
 BATCH = 20_000  # rows read from SQLite, then written to the COPY, at a time (a progress line each)
 NOT_COPIED = {"migrations", "sqlite_sequence", "sqlite_stat1", "sqlite_stat4"}
@@ -234,7 +235,6 @@ def unindexed(pg: Any, tables: list[Table]) -> list[str]:
 def reindexed(pg: Any, definitions: list[str]) -> int:
     """The search rows the triggers would have written, then the indexes made again; the search
     rows written."""
-    from .schema.pg_migrations import INDEXED
 
     for table, trigger in SEARCH_TRIGGERS.items():
         pg.execute(f"ALTER TABLE {q(table)} ENABLE TRIGGER {q(trigger)}")
