@@ -29,7 +29,8 @@ from . import config as configuration, markdown, tables
 from .store import Store, db as dbm, schema
 from .providers.client import Providers
 from .providers import ids
-from .providers.ids import GROUP_LOCAL, GROUP_SERVER, LOCAL, Choice
+from .providers.ids import GROUP_LOCAL, GROUP_SERVER, Choice
+from .config import LOCAL
 from .tables import Assistant, Item, Skill, chips, plugin
 from .serve.worker import running
 

@@ -21,6 +21,7 @@ from app.providers.ids import GROUP_LOCAL, GROUP_SERVER, Choice, choice_of, grou
 from tests.conftest import app_client, csrf, free_port, new_chat, rows, soup, start_chat, wait_for
 from tests.fakes.ollama_server import FakeOllama, OllamaModel, ollama_model
 from tests.fakes.openai_server import FakeModelServer, text
+from app import config as configuration
 
 HI = [Message("user", "Hi")]
 KEY = "sk-test-account-key"
@@ -63,14 +64,14 @@ def test_groups_are_this_computer_then_accounts_by_name_then_the_model_server():
 
 
 def test_accounts_are_name_url_key_entries():
-    got = ids.accounts(" openrouter=https://openrouter.ai/api/v1/|sk-or-1 ;\nopenai=https://api.openai.com/v1|sk-2|gpt-4o, gpt-4o-mini;local-vllm=http://127.0.0.1:8000/v1")
+    got = configuration.accounts(" openrouter=https://openrouter.ai/api/v1/|sk-or-1 ;\nopenai=https://api.openai.com/v1|sk-2|gpt-4o, gpt-4o-mini;local-vllm=http://127.0.0.1:8000/v1")
     assert [(a.name, a.url, a.key, a.models) for a in got] == [
         ("openrouter", "https://openrouter.ai/api/v1", "sk-or-1", ()),
         ("openai", "https://api.openai.com/v1", "sk-2", ("gpt-4o", "gpt-4o-mini")),
         ("local-vllm", "http://127.0.0.1:8000/v1", "", ()),
     ]
     assert "sk-or-1" not in repr(got)  # a key never reaches a log line through repr
-    assert ids.accounts("") == ()
+    assert configuration.accounts("") == ()
 
 
 @pytest.mark.parametrize("bad, says", [

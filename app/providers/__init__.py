@@ -1,6 +1,6 @@
 """Models and the servers that answer them: the one home for model ids, catalogs and clients.
 
-    ids.py       model ids ("local:NAME", "ACCOUNT:NAME", "NAME"), `Choice` rows, AI_ACCOUNTS
+    ids.py       model ids ("local:NAME", "ACCOUNT:NAME", "NAME"), `Choice` rows
     catalog.py   what each server lists (OpenAI-style /models, Ollama's /api/tags and /api/show)
     thinking.py  thinking levels and the request fields for them
     client.py    `Providers`: where an id is answered, the model list, the streaming client

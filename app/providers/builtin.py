@@ -7,7 +7,8 @@ from pathlib import Path
 import httpx2
 
 from .catalog import openai_catalog
-from .ids import GROUP_LOCAL, LOCAL, Choice
+from .ids import GROUP_LOCAL, Choice
+from ..config import LOCAL
 from ..tables import NO_IMAGES
 from ..builtin import WINDOW, installed, url_of
 

@@ -12,7 +12,8 @@ from urllib.parse import urlsplit
 
 import httpx2
 
-from .ids import GROUP_LOCAL, LOCAL, Choice
+from .ids import GROUP_LOCAL, Choice
+from ..config import LOCAL
 from ..tables import NO_IMAGES
 from .servers import Server, probe
 

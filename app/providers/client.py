@@ -18,11 +18,11 @@ from .. import builtin
 from ..context import window
 from ..agent import Delta, Message, ModelError
 from ..netguard.sockets import PooledTransport
-from ..config import Config
+from ..config import LOCAL, Account, Config
 from ..store.outage import unavailable
 from ..tools import Tool
 from . import asking, catalog
-from .ids import GROUP_LOCAL, GROUP_SERVER, LOCAL, Account, Choice, choice_of, groups
+from .ids import GROUP_LOCAL, GROUP_SERVER, Choice, choice_of, groups
 from .limits import Limits
 from .servers import Endpoint, Gate, Server
 from .thinking import THINKING, thinking_fields

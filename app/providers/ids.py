@@ -11,14 +11,13 @@ Nothing here reads the network: catalog.py lists, client.py streams.
 """
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from urllib.parse import urlsplit
+
+from ..config import LOCAL, accounts
 
 GROUP_LOCAL = "This computer"  # Ollama and the server at LOCAL_AI_URL: ids "local:NAME"
 GROUP_SERVER = "Model server"  # the server at AI_URL: bare ids
-LOCAL = "local"
 
 
 @dataclass(frozen=True)
@@ -67,42 +66,3 @@ def groups(choices: Iterable[Choice]) -> list[tuple[str, list[Choice]]]:
 
 # --- hosted accounts --------------------------------------------------------------------
 
-ACCOUNT_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,39}")
-RESERVED = {LOCAL}
-
-
-@dataclass(frozen=True)
-class Account:
-    """A hosted OpenAI-compatible service with a key; its models are offered as "NAME:MODEL"."""
-
-    name: str
-    url: str
-    key: str = field(default="", repr=False)  # never in a log line
-    models: tuple[str, ...] = ()  # offer only these (a long catalog, e.g. OpenRouter's); () = all it lists
-
-
-def accounts(text: str) -> tuple[Account, ...]:
-    """AI_ACCOUNTS: `name=URL|key|model,model` entries split by ";" or new lines; the key and
-    the model list may be left out. Raises ValueError saying what is wrong (never echoing a key)."""
-    out: list[Account] = []
-    for n, entry in enumerate(re.split(r"[;\n]", text), start=1):
-        entry = entry.strip()
-        if not entry:
-            continue
-        name, eq, rest = entry.partition("=")
-        name = name.strip()
-        if not eq or not ACCOUNT_NAME.fullmatch(name):
-            raise ValueError(f"entry {n} must start with a name (a-z, 0-9, - or _) and “=”, as in "
-                             "openrouter=https://openrouter.ai/api/v1|KEY")
-        if name in RESERVED:
-            raise ValueError(f"“{name}” is taken by models on this computer; name the account otherwise")
-        if any(a.name == name for a in out):
-            raise ValueError(f"the account “{name}” is named twice")
-        url, _, rest = rest.partition("|")
-        key, _, models = rest.partition("|")
-        url = url.strip().rstrip("/")
-        parts = urlsplit(url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError(f"the account “{name}” needs an http(s) URL, as in https://openrouter.ai/api/v1")
-        out.append(Account(name, url, key.strip(), tuple(m.strip() for m in models.split(",") if m.strip())))
-    return tuple(out)
