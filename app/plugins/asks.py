@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from app.plugins import forms as mcp_forms
 from app.tables import item
+from app.agent import Message, ModelError
 
 if TYPE_CHECKING:
     import mcp_types as types
@@ -137,7 +138,6 @@ class Asker:
                      ) -> types.CreateMessageResult | types.ErrorData:
         import mcp_types as types
 
-        from app.agent import Message, ModelError
 
         call = self.store.running_call(self.chat)
         if call is None:
