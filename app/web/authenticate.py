@@ -21,7 +21,7 @@ from litestar.response import Redirect
 from ..accounts.rules import COOKIE, Accounts
 from . import csrf, render
 from .headers import secured
-from .toolkit import is_htmx, local_path, worker
+from .toolkit import is_htmx, local_path, way_back, worker
 
 PUBLIC = frozenset({"/setup", "/signin", "/healthz"})
 
@@ -120,7 +120,6 @@ async def forged(request: Request, public: bool) -> Response | None:
 def refusal(request: Request, status: int, detail: str) -> Response:
     if is_htmx(request):
         return Response(detail, status_code=status, media_type="text/plain; charset=utf-8")
-    from .toolkit import way_back  # the error page's own way back (app.py imports this module)
 
     where, label = way_back(request)
     return render.page(request, "error.html", status_code=status, status=status, detail=detail, back=where,

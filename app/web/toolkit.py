@@ -19,6 +19,7 @@ from ..files import clean_name
 from ..providers.thinking import THINKING
 from ..tables import Assistant, Conversation, Person, Skill
 from ..serve.worker import Worker
+from ..accounts.rules import Accounts
 
 TEXT_MAX = 100_000  # characters in one message
 MODEL_MAX = 200     # characters of a model's id
@@ -90,7 +91,6 @@ def skill_or_404(request: Request, raw: str) -> Skill:
 def person_or_404(request: Request, raw: str) -> Person:
     """Someone the owner added (the owner's own account is not one to remove): the owner's only."""
     owner_only(request)
-    from ..accounts.rules import Accounts  # (accounts imports the store, which this module need not load first)
 
     found = Accounts(worker(request).store).get(parse_id(raw, "person"))
     if found is None or found.owner:
