@@ -26,6 +26,7 @@ from .ids import GROUP_LOCAL, GROUP_SERVER, Choice, choice_of, groups
 from .limits import Limits
 from .servers import Endpoint, Gate, Server
 from .thinking import THINKING, thinking_fields
+from .builtin import listing
 
 if TYPE_CHECKING:
     import openai
@@ -237,8 +238,6 @@ class Providers:
         return found
 
     async def _list_builtin(self) -> list[Choice]:
-        from .builtin import listing
-
         url = builtin.url_of(self.config.data)
         gate = self._gates.get(url) if url else None
         if gate is not None and gate.busy and url in self._listings:

@@ -29,6 +29,7 @@ from pathlib import Path
 
 from ..store.outage import unavailable
 from ..builtin import Paths, alive, asks
+from .supervise import run
 
 log = logging.getLogger(__name__)
 
@@ -157,7 +158,6 @@ def main() -> None:
     os.pwrite(fd, f"{os.getpid()} {serve}\n".encode(), 0)
     print(os.getpid(), flush=True)
     os.dup2(2, 1)  # the starter reads one line; what it logs goes where serve's log goes
-    from .supervise import run
 
     run(serve)
 

@@ -37,6 +37,8 @@ from ..store.outage import unavailable
 from ..builtin import ASKING, NAME, WINDOW, Paths, alive
 from ..tables import Builtin
 from ..builtin.install import InstallError, Installer, Progress
+from ..providers.client import Providers
+from .. import config as configuration
 
 log = logging.getLogger(__name__)
 
@@ -247,7 +249,6 @@ class Supervisor:
 
 def refresh_choices(config: Config, store: Store) -> None:
     """The model list read again, now that the built-in model answers (every page's picker)."""
-    from ..providers.client import Providers
 
     async def read() -> None:
         providers = Providers(config)
@@ -264,7 +265,6 @@ def refresh_choices(config: Config, store: Store) -> None:
 
 def run(serve: int) -> None:
     """The supervisor's process (keeper.main, once it holds the lock): until serve ends it."""
-    from .. import config as configuration
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s built-in model: %(message)s")
     logging.getLogger("httpx2").setLevel(logging.WARNING)  # a line per health check otherwise
