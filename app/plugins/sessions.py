@@ -93,6 +93,7 @@ class Sessions:
     def __init__(self, idle: float = IDLE_SECONDS):
         self.idle = idle
         self.open: dict[tuple, Session] = {}
+        self._ending: dict[int, Session] = {}  # by id(): closes under way (a conversation deleted): a stop waits for them too
         self._locks: dict[tuple, asyncio.Lock] = {}
         self.opened = 0
         self.resumed = 0  # sessions taken over from a row
@@ -184,12 +185,11 @@ class Sessions:
             return  # ended already, or of an event loop that is gone (tests)
         s.end = end
         s.closing.set()
+        self._ending[id(s)] = s
         try:
-            await asyncio.wait_for(asyncio.shield(s.task), 10)
-        except (TimeoutError, asyncio.TimeoutError):
-            s.task.cancel()
-        except Exception:
-            pass
+            await _ended(s)
+        finally:
+            self._ending.pop(id(s), None)
 
     async def drop(self, s: Session, *, refused: bool = False) -> None:
         """Let a broken session go; `refused`: the server no longer knows it, so its row goes too."""
@@ -205,6 +205,11 @@ class Sessions:
         """Let every session go (the process stops): kept rows stay, for whoever goes on."""
         for s in list(self.open.values()):
             await self._close(s)
+        # a close begun elsewhere took its session out of `open` at once and waits for its end
+        # (up to 10 s): the stop waits for that end too, or it would outlive the process's loop
+        for s in list(self._ending.values()):
+            if s.task is not None and not s.task.done() and s.loop is asyncio.get_running_loop():
+                await _ended(s)
 
     async def sweep(self, alive: Callable[[set[int]], Iterable[int]] | None = None) -> None:
         """Close sessions idle too long, and those whose conversation is gone (`alive` tells
@@ -229,6 +234,16 @@ class Sessions:
         except Exception:
             return False
         return used is not None and time.time() - used < self.idle
+
+
+async def _ended(s: Session) -> None:
+    """Wait for a session told to close to end (10 s at most, then it is cancelled)."""
+    try:
+        await asyncio.wait_for(asyncio.shield(s.task), 10)
+    except (TimeoutError, asyncio.TimeoutError):
+        s.task.cancel()
+    except Exception:
+        pass
 
 
 _BARE = {"unreachable": "is unreachable", "timed out": "timed out", "not an MCP server": "is not an MCP server",
