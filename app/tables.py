@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import re
 from dataclasses import asdict, dataclass, fields, replace
 from collections.abc import Iterable
 from typing import Any
@@ -305,8 +306,9 @@ CHIPS_MAX = 6
 
 def sources_text(sources: Iterable[Any]) -> str:
     """A call's sources (tools.Source) as its row keeps them (`Item.sources`): JSON
-    [{"url", "title"}]."""
-    return json.dumps([{"url": s.url, "title": s.title} for s in sources])
+    [{"url", "title"}], with "document" for a passage of the person's knowledge."""
+    return json.dumps([{"url": s.url, "title": s.title} | ({"document": s.document} if s.document else {})
+                       for s in sources])
 
 
 def sources_of(text: str) -> list[dict[str, str]]:
@@ -326,14 +328,28 @@ def pretty_json(text: str) -> str | None:
         return None
 
 
+PASSAGE_PATH = re.compile(r"/knowledge/passages/(\d{1,18})")  # a passage of a person's document (web/knowledge.py)
+
+
 def chips(sources: str | list[dict[str, str]]) -> list[Chip]:
-    """Sources as chips: one per site (its first page), six at most, http(s) only."""
+    """Sources as chips: one per site (its first page), six at most, http(s) only; or one per
+    document of the person's knowledge (its passage's page here, `/knowledge/passages/N`)."""
     if isinstance(sources, str):
         sources = sources_of(sources)
     out: list[Chip] = []
     seen: set[str] = set()
     for s in sources if isinstance(sources, list) else []:
         url = s.get("url", "") if isinstance(s, dict) else ""
+        if PASSAGE_PATH.fullmatch(url):
+            document = (s.get("document") or "").strip() or "document"
+            if document in seen:
+                continue
+            seen.add(document)
+            title = (s.get("title") or "").strip() or document
+            out.append(Chip(letter=document[:1].upper(), site=document[:60], title=title[:120], url=url))
+            if len(out) == CHIPS_MAX:
+                break
+            continue
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             continue
@@ -381,3 +397,89 @@ class Builtin:
 
 
 NO_IMAGES = "no-images"  # a Choice tag: its model list says this model reads no images
+
+
+# --- knowledge (docs/knowledge.md) ------------------------------------------------------
+
+DOCUMENT_STATES = ("queued", "reading", "ready", "failed", "stopped")
+COLLECTION_NAME_MAX = 200
+COLLECTION_DESCRIPTION_MAX = 2000
+
+
+@dataclass(frozen=True)
+class Collection:
+    """A person's collection of documents, which the agents it is given to search; `shared`:
+    every person may give it to their agents (the owner shares)."""
+
+    id: int
+    person: int
+    name: str
+    description: str = ""
+    shared: bool = False
+    documents: int = 0
+    ready: int = 0
+
+    @classmethod
+    def from_row(cls, row: Any) -> Collection:
+        keys = row.keys()
+        return cls(id=row["id"], person=row["person"], name=row["name"], description=row["description"],
+                   shared=bool(row["shared"]), documents=row["documents"] if "documents" in keys else 0,
+                   ready=row["ready"] if "ready" in keys else 0)
+
+
+@dataclass(frozen=True)
+class Document:
+    """A file read into passages: its state, and how far its reading got (`pages_read` of
+    `pages`, 0 while unknown)."""
+
+    id: int
+    person: int
+    name: str
+    file: int
+    collection: int | None = None
+    chat: int | None = None
+    kind: str = ""
+    state: str = "queued"
+    reason: str = ""
+    pages: int = 0
+    pages_read: int = 0
+    passages: int = 0
+    rev: int = 0
+
+    COLUMNS = ("id", "person", "name", "file", "collection", "chat", "kind", "state", "reason", "pages",
+               "pages_read", "passages", "rev")
+
+    @classmethod
+    def from_row(cls, row: Any) -> Document:
+        return cls(**{k: row[k] for k in cls.COLUMNS})
+
+    @property
+    def busy(self) -> bool:
+        """Still to be read, or being read: its page follows it."""
+        return self.state in ("queued", "reading")
+
+    @property
+    def progress(self) -> str:
+        """How far it got, in words: "page 3 of 36", "queued", "ready: 36 pages"."""
+        if self.state == "queued":
+            return "queued"
+        if self.state == "reading":
+            return f"reading page {min(self.pages_read + 1, self.pages)} of {self.pages}" if self.pages else "reading"
+        if self.state == "ready":
+            return f"ready: {self.pages} page{'s' if self.pages != 1 else ''}, {self.passages} passages"
+        if self.state == "stopped":
+            return f"stopped at page {self.pages_read} of {self.pages}" if self.pages else "stopped"
+        return f"failed: {self.reason}" if self.reason else "failed"
+
+
+@dataclass(frozen=True)
+class Found:
+    """A passage a knowledge search found: where it is, and its text."""
+
+    passage: int
+    document: int
+    name: str  # its document's
+    page: int
+    heading: str
+    text: str
+    score: float

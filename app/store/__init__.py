@@ -19,6 +19,7 @@ from .changes import Changed, Changes
 from .chats import ITEM_COLUMNS, Chats
 from .context import Context
 from .files import Files
+from .knowledge import Knowledge, Scope
 from .pages import Pages
 from .people import People
 from .builtin import LocalModel
@@ -29,8 +30,8 @@ from .secrets import Secrets
 
 
 class Store(Chats, Changes, Search, Branches, Agents, Plugins, Context, Files, Pages, People, LocalModel, Runs,
-            Asks, PluginAuth, Secrets):
+            Asks, PluginAuth, Secrets, Knowledge):
     """Every read and write of rows, by family (one module each); see Base for the common ground."""
 
 
-__all__ = ["Store", "Changed", "ITEM_COLUMNS", "plugin_from_row"]
+__all__ = ["Store", "Changed", "ITEM_COLUMNS", "Scope", "plugin_from_row"]

@@ -21,6 +21,7 @@ NAME_LIMIT = 64  # the Chat Completions API's limit on a function name
 class Source:
     url: str
     title: str = ""
+    document: str = ""  # a passage of the person's knowledge: its document's name (one chip each)
 
 
 @dataclass(frozen=True)

@@ -103,3 +103,80 @@ def m035_text_chunks(db: sqlite_utils.Database) -> None:
             UPDATE items SET text = text || (SELECT group_concat(text, '') FROM
                 (SELECT text FROM text_chunks WHERE item = new.id ORDER BY n)) WHERE id = new.id;
         END""")
+
+
+@migration
+def m036_knowledge(db: sqlite_utils.Database) -> None:
+    # Knowledge (docs/knowledge.md): a person's collections of documents, each document read
+    # once into passages that agents search. A document is a file (its bytes kept as any
+    # file's) and its reading as durable work: `state` queued -> reading -> ready, or failed
+    # (`reason` in plain words) or stopped by the person; `pages_read` of `pages` is how far
+    # it got, and a reading taken up again (another worker, after a kill -9) starts at the
+    # page after it: a page's passages and its progress are written in one transaction. The
+    # worker reading it holds `owner` until `leased` (epoch seconds), renewed as it reads.
+    # A document is in a collection, or (`chat`) attached to a conversation and gone with it.
+    db.execute(
+        """CREATE TABLE collections (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            person INTEGER NOT NULL REFERENCES people(id) ON DELETE CASCADE,
+            name TEXT NOT NULL CHECK (length(name) BETWEEN 1 AND 200),
+            description TEXT NOT NULL DEFAULT '' CHECK (length(description) <= 2000),
+            shared INTEGER NOT NULL DEFAULT 0 CHECK (shared IN (0, 1)),
+            created REAL NOT NULL,
+            updated REAL NOT NULL,
+            rev INTEGER NOT NULL DEFAULT 0)""")
+    db.execute("CREATE INDEX collections_person ON collections (person)")
+    db.execute(
+        """CREATE TABLE documents (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            person INTEGER NOT NULL REFERENCES people(id) ON DELETE CASCADE,
+            collection INTEGER REFERENCES collections(id) ON DELETE CASCADE,
+            chat INTEGER REFERENCES conversations(id) ON DELETE CASCADE,
+            file INTEGER NOT NULL REFERENCES files(id) ON DELETE CASCADE,
+            name TEXT NOT NULL CHECK (length(name) BETWEEN 1 AND 255),
+            kind TEXT NOT NULL DEFAULT '',
+            state TEXT NOT NULL DEFAULT 'queued'
+                CHECK (state IN ('queued', 'reading', 'ready', 'failed', 'stopped')),
+            reason TEXT NOT NULL DEFAULT '',
+            pages INTEGER NOT NULL DEFAULT 0 CHECK (pages >= 0),
+            pages_read INTEGER NOT NULL DEFAULT 0 CHECK (pages_read >= 0),
+            passages INTEGER NOT NULL DEFAULT 0 CHECK (passages >= 0),
+            owner TEXT,
+            leased REAL,
+            created REAL NOT NULL,
+            updated REAL NOT NULL,
+            rev INTEGER NOT NULL DEFAULT 0,
+            CHECK ((collection IS NULL) <> (chat IS NULL)))""")
+    db.execute("CREATE INDEX documents_collection ON documents (collection)")
+    db.execute("CREATE INDEX documents_chat ON documents (chat)")
+    db.execute("CREATE INDEX documents_file ON documents (file)")
+    db.execute("CREATE INDEX documents_work ON documents (state) WHERE state IN ('queued', 'reading')")
+    # n: the passage's place within its page, from 0; (document, page, n) once: a page written
+    # again (a reading taken up after a kill) cannot double it
+    db.execute(
+        """CREATE TABLE passages (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            document INTEGER NOT NULL REFERENCES documents(id) ON DELETE CASCADE,
+            page INTEGER NOT NULL CHECK (page >= 1),
+            n INTEGER NOT NULL CHECK (n >= 0),
+            heading TEXT NOT NULL DEFAULT '',
+            text TEXT NOT NULL CHECK (length(text) >= 1),
+            UNIQUE (document, page, n))""")
+    # Which collections an agent searches (its person's own, or shared ones)
+    db.execute(
+        """CREATE TABLE agent_collections (
+            agent INTEGER NOT NULL REFERENCES assistants(id) ON DELETE CASCADE,
+            collection INTEGER NOT NULL REFERENCES collections(id) ON DELETE CASCADE,
+            PRIMARY KEY (agent, collection))""")
+    db.execute("CREATE INDEX agent_collections_collection ON agent_collections (collection)")
+    # Full text over passages: FTS5 with BM25, English stems (porter: "encoding" finds
+    # "encoded"), accents folded; its rows are the passages' (external content), kept by triggers.
+    db.execute("""CREATE VIRTUAL TABLE search_passages USING fts5(heading, text, content = 'passages',
+        content_rowid = 'id', tokenize = 'porter unicode61 remove_diacritics 2')""")
+    db.execute("""CREATE TRIGGER passages_search_insert AFTER INSERT ON passages BEGIN
+        INSERT INTO search_passages (rowid, heading, text) VALUES (new.id, new.heading, new.text);
+        END""")
+    db.execute("""CREATE TRIGGER passages_search_delete AFTER DELETE ON passages BEGIN
+        INSERT INTO search_passages (search_passages, rowid, heading, text)
+            VALUES ('delete', old.id, old.heading, old.text);
+        END""")

@@ -23,7 +23,7 @@ from collections.abc import Callable
 
 from .. import db as dbm
 from . import migrations
-from .pg_m001_to_m022 import INDEXED, REAL, m001_to_m022  # noqa: F401  (INDEXED: move.py)
+from .pg_m001_to_m022 import ID, INDEXED, REAL, m001_to_m022  # noqa: F401  (INDEXED: move.py)
 
 # the first, frozen, in app/store/schema/pg_m001_to_m022.py; later ones here, new ones at the end
 MIGRATIONS: list[Callable] = [m001_to_m022]
@@ -180,3 +180,79 @@ def m035_text_chunks(db) -> None:
     END $$""")
     db.execute("CREATE TRIGGER text_chunks_done BEFORE UPDATE OF done ON items FOR EACH ROW "
                "WHEN (NEW.done = 1 AND OLD.text IS NOT DISTINCT FROM NEW.text) EXECUTE FUNCTION text_chunks_done()")
+
+
+@migration
+def m036_knowledge(db) -> None:
+    # SQLite's m036: collections, documents, passages, agents' collections. Full text is a
+    # `search_passages` row per passage, its tsvector of the `tabletalk_english` configuration
+    # (English stems, as FTS5's porter, accents removed by `unaccent`) under a GIN index, kept
+    # by a trigger; ranked by ts_rank_cd (store/knowledge.py).
+    db.execute(f"""CREATE TABLE collections (
+        id {ID},
+        person BIGINT NOT NULL REFERENCES people(id) ON DELETE CASCADE,
+        name TEXT NOT NULL CHECK (length(name) BETWEEN 1 AND 200),
+        description TEXT NOT NULL DEFAULT '' CHECK (length(description) <= 2000),
+        shared BIGINT NOT NULL DEFAULT 0 CHECK (shared IN (0, 1)),
+        created {REAL} NOT NULL,
+        updated {REAL} NOT NULL,
+        rev BIGINT NOT NULL DEFAULT 0)""")
+    db.execute("CREATE INDEX collections_person ON collections (person)")
+    db.execute(f"""CREATE TABLE documents (
+        id {ID},
+        person BIGINT NOT NULL REFERENCES people(id) ON DELETE CASCADE,
+        collection BIGINT REFERENCES collections(id) ON DELETE CASCADE,
+        chat BIGINT REFERENCES conversations(id) ON DELETE CASCADE,
+        file BIGINT NOT NULL REFERENCES files(id) ON DELETE CASCADE,
+        name TEXT NOT NULL CHECK (length(name) BETWEEN 1 AND 255),
+        kind TEXT NOT NULL DEFAULT '',
+        state TEXT NOT NULL DEFAULT 'queued'
+            CHECK (state IN ('queued', 'reading', 'ready', 'failed', 'stopped')),
+        reason TEXT NOT NULL DEFAULT '',
+        pages BIGINT NOT NULL DEFAULT 0 CHECK (pages >= 0),
+        pages_read BIGINT NOT NULL DEFAULT 0 CHECK (pages_read >= 0),
+        passages BIGINT NOT NULL DEFAULT 0 CHECK (passages >= 0),
+        owner TEXT,
+        leased {REAL},
+        created {REAL} NOT NULL,
+        updated {REAL} NOT NULL,
+        rev BIGINT NOT NULL DEFAULT 0,
+        CHECK ((collection IS NULL) <> (chat IS NULL)))""")
+    db.execute("CREATE INDEX documents_collection ON documents (collection)")
+    db.execute("CREATE INDEX documents_chat ON documents (chat)")
+    db.execute("CREATE INDEX documents_file ON documents (file)")
+    db.execute("CREATE INDEX documents_work ON documents (state) WHERE state IN ('queued', 'reading')")
+    db.execute(f"""CREATE TABLE passages (
+        id {ID},
+        document BIGINT NOT NULL REFERENCES documents(id) ON DELETE CASCADE,
+        page BIGINT NOT NULL CHECK (page >= 1),
+        n BIGINT NOT NULL CHECK (n >= 0),
+        heading TEXT NOT NULL DEFAULT '',
+        text TEXT NOT NULL CHECK (length(text) >= 1),
+        UNIQUE (document, page, n))""")
+    db.execute("""CREATE TABLE agent_collections (
+        agent BIGINT NOT NULL REFERENCES assistants(id) ON DELETE CASCADE,
+        collection BIGINT NOT NULL REFERENCES collections(id) ON DELETE CASCADE,
+        PRIMARY KEY (agent, collection))""")
+    db.execute("CREATE INDEX agent_collections_collection ON agent_collections (collection)")
+    # English stems with no stop words dropped (english_stem drops "is", "how": FTS5 keeps
+    # every word, and the two engines find the same passages)
+    db.execute("CREATE TEXT SEARCH DICTIONARY tabletalk_stem (TEMPLATE = snowball, Language = english)")
+    db.execute("CREATE TEXT SEARCH CONFIGURATION tabletalk_english (COPY = english)")
+    db.execute("ALTER TEXT SEARCH CONFIGURATION tabletalk_english ALTER MAPPING FOR word, hword, hword_part, "
+               "asciiword, asciihword, hword_asciipart WITH unaccent, tabletalk_stem")
+    db.execute("""CREATE TABLE search_passages (
+        id BIGINT PRIMARY KEY REFERENCES passages(id) ON DELETE CASCADE,
+        document BIGINT NOT NULL,
+        doc tsvector NOT NULL)""")
+    db.execute("CREATE INDEX search_passages_doc ON search_passages USING GIN (doc)")
+    db.execute("CREATE INDEX search_passages_document ON search_passages (document)")
+    db.execute("""CREATE FUNCTION search_passages() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        INSERT INTO search_passages (id, document, doc) VALUES (NEW.id, NEW.document,
+            setweight(to_tsvector('tabletalk_english', search_words(NEW.heading)), 'A')
+            || to_tsvector('tabletalk_english', search_words(NEW.text)));
+        RETURN NULL;
+    END $$""")
+    db.execute("CREATE TRIGGER passages_search AFTER INSERT ON passages FOR EACH ROW "
+               "EXECUTE FUNCTION search_passages()")

@@ -1,0 +1,270 @@
+"""Knowledge: collections, documents, their passages and the search over them (docs/knowledge.md).
+
+A document is read as durable work, as a run is answered: a worker takes it (`owner` until
+`leased`), writes each page's passages with its progress in one transaction (`read_page`,
+which writes nothing once the document was stopped, deleted or taken by another worker),
+and a document whose lease ran out is taken again from the page after the last one written.
+Search is FTS5's BM25 on SQLite and full text ranked by ts_rank_cd on PostgreSQL, over the
+documents a question may see (`Scope`): the same shape of answer on both engines.
+"""
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from . import db as dbm
+from .rows import Base
+from ..tables import Collection, Document, Found
+
+SEARCHABLE = ("reading", "ready", "stopped")  # a document's passages are found as soon as they are written
+WORD = re.compile(r"[^\W_]+")  # a query's words: letters and digits (nothing to escape on either engine)
+QUERY_WORDS_MAX = 32
+
+
+@dataclass(frozen=True)
+class Scope:
+    """What a knowledge search may see: these collections' documents, and those attached to `chat`."""
+
+    collections: tuple[int, ...] = ()
+    chat: int | None = None
+
+
+def query_words(query: str) -> list[str]:
+    """The words a search looks for (any of them; the ranking prefers passages with more),
+    case-folded, each once, at most QUERY_WORDS_MAX."""
+    seen: dict[str, None] = {}
+    for w in WORD.findall(query.casefold()):
+        seen.setdefault(w, None)
+    return list(seen)[:QUERY_WORDS_MAX]
+
+
+class Knowledge(Base):
+    # --- collections ------------------------------------------------------------------------
+
+    _COUNTS = ("(SELECT count(*) FROM documents d WHERE d.collection = c.id) AS documents, "
+               "(SELECT count(*) FROM documents d WHERE d.collection = c.id AND d.state = 'ready') AS ready")
+
+    def add_collection(self, person: int, name: str, description: str = "", shared: bool = False) -> int:
+        with self.write() as db:
+            t = dbm.now()
+            return db.conn.execute(
+                "INSERT INTO collections (person, name, description, shared, created, updated, rev) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id",
+                [person, name, description, int(shared), t, t, dbm.bump(db)]).fetchone()[0]
+
+    def collection(self, collection: int) -> Collection | None:
+        row = self._one(f"SELECT c.*, {self._COUNTS} FROM collections c WHERE c.id = ?", [collection])
+        return Collection.from_row(row) if row else None
+
+    def collections(self, person: int) -> list[Collection]:
+        """The collections `person` may use: their own, then those shared with everyone, by name."""
+        return [Collection.from_row(r) for r in self._all(
+            f"SELECT c.*, {self._COUNTS} FROM collections c WHERE c.person = ? OR c.shared = 1 "
+            "ORDER BY c.person <> ?, c.name COLLATE NOCASE, c.id", [person, person])]
+
+    def update_collection(self, collection: int, **values) -> None:
+        if "shared" in values:
+            values["shared"] = int(values["shared"])
+        self._update("collections", collection, {"name", "description", "shared"}, values)
+
+    def delete_collection(self, collection: int) -> None:
+        """The collection, its documents and their passages; the files no row names any more."""
+        with self.write() as db:
+            files = {r[0] for r in db.conn.execute("SELECT file FROM documents WHERE collection = ?", [collection])}
+            db.conn.execute("DELETE FROM collections WHERE id = ?", [collection])
+            dbm.bump(db)
+            self._forget_document_files(files)
+
+    # --- an agent's collections ---------------------------------------------------------------
+
+    def agent_collections(self, agent: int) -> list[int]:
+        return [r[0] for r in self._all("SELECT collection FROM agent_collections WHERE agent = ? ORDER BY collection",
+                                        [agent])]
+
+    def set_agent_collections(self, agent: int, collections: Iterable[int]) -> None:
+        with self.write() as db:
+            db.conn.execute("DELETE FROM agent_collections WHERE agent = ?", [agent])
+            for c in sorted(set(collections)):
+                db.conn.execute("INSERT INTO agent_collections (agent, collection) VALUES (?, ?)", [agent, c])
+            db.conn.execute("UPDATE assistants SET rev = ? WHERE id = ?", [dbm.bump(db), agent])
+
+    def searchable_collections(self, agent: int, person: int) -> tuple[int, ...]:
+        """The agent's collections that its person may use now (their own, or shared): a
+        collection unshared or given away since is not searched."""
+        return tuple(r[0] for r in self._all(
+            "SELECT c.id FROM agent_collections a JOIN collections c ON c.id = a.collection "
+            "WHERE a.agent = ? AND (c.person = ? OR c.shared = 1) ORDER BY c.id", [agent, person]))
+
+    # --- documents ----------------------------------------------------------------------------
+
+    def add_document(self, person: int, file: int, name: str, *, collection: int | None = None,
+                     chat: int | None = None, kind: str = "", state: str = "queued", reason: str = "") -> int:
+        """A document to read (queued), or one refused before any work (`failed`, its reason)."""
+        with self.write() as db:
+            t = dbm.now()
+            return db.conn.execute(
+                "INSERT INTO documents (person, collection, chat, file, name, kind, state, reason, created, updated, rev) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
+                [person, collection, chat, file, name, kind, state, reason, t, t, dbm.bump(db)]).fetchone()[0]
+
+    _DOCUMENT = "SELECT " + ", ".join(Document.COLUMNS) + " FROM documents"
+
+    def document(self, document: int) -> Document | None:
+        row = self._one(f"{self._DOCUMENT} WHERE id = ?", [document])
+        return Document.from_row(row) if row else None
+
+    def documents(self, collection: int) -> list[Document]:
+        return [Document.from_row(r) for r in self._all(
+            f"{self._DOCUMENT} WHERE collection = ? ORDER BY id DESC", [collection])]
+
+    def documents_of_chat(self, chat: int) -> list[Document]:
+        return [Document.from_row(r) for r in self._all(f"{self._DOCUMENT} WHERE chat = ? ORDER BY id", [chat])]
+
+    def person_documents(self, person: int) -> tuple[int, int]:
+        """How many documents `person` has and the bytes of their files (the limits count them)."""
+        row = self._one("SELECT count(*), coalesce(sum(f.size), 0) FROM documents d JOIN files f ON f.id = d.file "
+                        "WHERE d.person = ?", [person])
+        return int(row[0]), int(row[1])
+
+    def delete_document(self, document: int) -> None:
+        """The document and its passages (a reading under way finds it gone and stops), and its file."""
+        with self.write() as db:
+            files = {r[0] for r in db.conn.execute("SELECT file FROM documents WHERE id = ?", [document])}
+            db.conn.execute("DELETE FROM documents WHERE id = ?", [document])
+            dbm.bump(db)
+            self._forget_document_files(files)
+
+    def _forget_document_files(self, files: set[int]) -> None:
+        """Of `files`, those no document and no item names any more (inside the deleting write)."""
+        if not files:
+            return
+        marks = ",".join("?" * len(files))
+        kept = {r[0] for r in self._all(f"SELECT file FROM documents WHERE file IN ({marks})", list(files))}
+        kept |= {r[0] for r in self._all(f"SELECT file FROM items WHERE file IN ({marks})", list(files))}
+        self.forget_files(files - kept)
+
+    def stop_document(self, document: int) -> bool:
+        """The person's Stop: a document queued or being read stops where it is (its pages so
+        far stay searchable); False when it was not under way."""
+        with self.write() as db:
+            done = db.conn.execute(
+                "UPDATE documents SET state = 'stopped', owner = NULL, leased = NULL, updated = ?, rev = ? "
+                "WHERE id = ? AND state IN ('queued', 'reading')", [dbm.now(), dbm.bump(db), document]).rowcount
+        return done > 0
+
+    def read_again(self, document: int) -> bool:
+        """A stopped or failed document queued again: a stopped one goes on after its last
+        page, a failed one starts over."""
+        with self.write() as db:
+            db.conn.execute("DELETE FROM passages WHERE document = ? AND EXISTS "
+                            "(SELECT 1 FROM documents WHERE id = ? AND state = 'failed')", [document, document])
+            done = db.conn.execute(
+                "UPDATE documents SET pages_read = CASE WHEN state = 'failed' THEN 0 ELSE pages_read END, "
+                "passages = CASE WHEN state = 'failed' THEN 0 ELSE passages END, "
+                "state = 'queued', reason = '', updated = ?, rev = ? WHERE id = ? AND state IN ('stopped', 'failed')",
+                [dbm.now(), dbm.bump(db), document]).rowcount
+        return done > 0
+
+    # --- reading, as a worker does it ---------------------------------------------------------
+
+    def take_document(self, owner: str, lease_seconds: float) -> Document | None:
+        """The oldest document waiting to be read (or whose reader's lease ran out), now
+        `owner`'s for `lease_seconds`."""
+        with self.write() as db:
+            t = dbm.now()
+            row = db.conn.execute(
+                "SELECT id FROM documents WHERE state IN ('queued', 'reading') AND (owner IS NULL OR leased < ?) "
+                "ORDER BY id LIMIT 1", [t]).fetchone()
+            if row is None:
+                return None
+            db.conn.execute("UPDATE documents SET state = 'reading', owner = ?, leased = ?, updated = ?, rev = ? "
+                            "WHERE id = ?", [owner, t + lease_seconds, t, dbm.bump(db), row[0]])
+            return Document.from_row(db.conn.execute(f"{self._DOCUMENT} WHERE id = ?", [row[0]]).fetchone())
+
+    def reading_waits(self) -> bool:
+        """Whether any document waits for a reader (a cheap look before `take_document`'s write)."""
+        return self._one("SELECT 1 FROM documents WHERE state IN ('queued', 'reading') AND "
+                         "(owner IS NULL OR leased < ?) LIMIT 1", [dbm.now()]) is not None
+
+    def renew_document(self, document: int, owner: str, lease_seconds: float) -> bool:
+        """The lease held on: False when the document is no longer `owner`'s to read."""
+        with self.write(notify=False) as db:
+            return db.conn.execute("UPDATE documents SET leased = ? WHERE id = ? AND owner = ? AND state = 'reading'",
+                                   [dbm.now() + lease_seconds, document, owner]).rowcount > 0
+
+    def read_page(self, document: int, owner: str, page: int, pages: int, passages: Sequence[tuple[str, str]],
+                  lease_seconds: float) -> bool:
+        """Page `page` of `pages` read: its passages ((heading, text), in order) and the
+        progress, in one transaction, only while the document is `owner`'s to read (False:
+        stopped, deleted or taken by another; nothing was written)."""
+        with self.write() as db:
+            t = dbm.now()
+            if db.conn.execute("SELECT 1 FROM documents WHERE id = ? AND owner = ? AND state = 'reading'",
+                               [document, owner]).fetchone() is None:
+                return False
+            added = 0
+            for n, (heading, text) in enumerate(passages):
+                if text:
+                    added += db.conn.execute(
+                        "INSERT INTO passages (document, page, n, heading, text) VALUES (?, ?, ?, ?, ?) "
+                        "ON CONFLICT (document, page, n) DO NOTHING", [document, page, n, heading, text]).rowcount
+            db.conn.execute(
+                "UPDATE documents SET pages = ?, pages_read = ?, passages = passages + ?, leased = ?, updated = ?, "
+                "rev = ? WHERE id = ?", [pages, page, added, t + lease_seconds, t, dbm.bump(db), document])
+            return True
+
+    def finish_document(self, document: int, owner: str, state: str, reason: str = "", pages: int | None = None) -> bool:
+        """The reading's end: `ready`, or `failed` with its reason; only while it is `owner`'s."""
+        with self.write() as db:
+            return db.conn.execute(
+                "UPDATE documents SET state = ?, reason = ?, pages = coalesce(?, pages), owner = NULL, leased = NULL, "
+                "updated = ?, rev = ? WHERE id = ? AND owner = ? AND state = 'reading'",
+                [state, reason[:500], pages, dbm.now(), dbm.bump(db), document, owner]).rowcount > 0
+
+    def release_documents(self, owner: str) -> None:
+        """Shutdown: what `owner` was reading is left for the next worker, from its last page."""
+        with self.write(notify=False) as db:
+            db.conn.execute("UPDATE documents SET owner = NULL, leased = NULL WHERE owner = ?", [owner])
+
+    # --- search -------------------------------------------------------------------------------
+
+    def search_passages(self, query: str, scope: Scope, limit: int = 8) -> list[Found]:
+        """The passages in `scope` that best match `query`'s words, best first."""
+        words = query_words(query)
+        if not words or (not scope.collections and scope.chat is None):
+            return []
+        marks = ",".join("?" * len(scope.collections)) or "NULL"
+        within = (f"d.state IN ({','.join('?' * len(SEARCHABLE))}) AND (d.collection IN ({marks}) OR d.chat = ?)")
+        params = [*SEARCHABLE, *scope.collections, scope.chat if scope.chat is not None else -1]
+        if dbm.postgres(self.db):
+            rows = self._all(
+                f"""SELECT p.id, p.document, d.name, p.page, p.heading, p.text, ts_rank_cd(s.doc, q) AS score
+                    FROM search_passages s JOIN passages p ON p.id = s.id JOIN documents d ON d.id = p.document,
+                         to_tsquery('tabletalk_english', ?) AS q
+                    WHERE s.doc @@ q AND {within} ORDER BY score DESC, p.id LIMIT ?""",
+                [" | ".join(words), *params, limit])
+        else:
+            rows = self._all(
+                f"""SELECT p.id, p.document, d.name, p.page, p.heading, p.text, -s.rank AS score
+                    FROM search_passages s JOIN passages p ON p.id = s.rowid JOIN documents d ON d.id = p.document
+                    WHERE search_passages MATCH ? AND s.rank MATCH 'bm25(2.0, 1.0)' AND {within}
+                    ORDER BY s.rank, p.id LIMIT ?""",
+                [" OR ".join(f'"{w}"' for w in words), *params, limit])
+        return [Found(*r) for r in rows]
+
+    def passage(self, passage: int) -> tuple[Found, Document] | None:
+        """A passage and its document (a chip opens it)."""
+        row = self._one("SELECT p.id, p.document, d.name, p.page, p.heading, p.text, 0.0 FROM passages p "
+                        "JOIN documents d ON d.id = p.document WHERE p.id = ?", [passage])
+        if row is None:
+            return None
+        found = Found(*row)
+        document = self.document(found.document)
+        return (found, document) if document else None
+
+    def page_passages(self, document: int, page: int) -> list[Found]:
+        """Every passage of one page of a document, in order (the page a chip opens)."""
+        return [Found(*r) for r in self._all(
+            "SELECT p.id, p.document, d.name, p.page, p.heading, p.text, 0.0 FROM passages p "
+            "JOIN documents d ON d.id = p.document WHERE p.document = ? AND p.page = ? ORDER BY p.n", [document, page])]

@@ -1,0 +1,115 @@
+"""Knowledge's rows on both engines: collections, documents read as leased work, page by page,
+and search over passages with the same shape of answer (app/store/knowledge.py)."""
+from __future__ import annotations
+
+import pytest
+
+from app.store import Scope
+from app.store.knowledge import query_words
+from app.tables import assistant
+
+LEASE = 30.0
+
+
+
+@pytest.fixture
+def owner(store) -> int:
+    from app.accounts.rules import Accounts
+    return Accounts(store).add("Owner", "correct horse battery").id
+
+
+def a_document(store, owner: int, collection: int, name: str = "manual.pdf", data: bytes = b"%PDF-1.4 x") -> int:
+    file = store.add_file(name, data, person=owner)
+    return store.add_document(owner, file, name, collection=collection, kind="pdf")
+
+
+def test_a_document_is_read_page_by_page_under_a_lease_and_searched(store, owner):
+    c = store.add_collection(owner, "Manuals", "GNU manuals")
+    d = a_document(store, owner, c)
+    taken = store.take_document("w1", LEASE)
+    assert taken.id == d and taken.state == "reading"
+    assert store.take_document("w2", LEASE) is None, "one reader at a time"
+    assert store.read_page(d, "w1", 1, 2, [("Intro", "ASN.1 structures are decoded from DER."),
+                                          ("Intro", "The library is called Libtasn1.")], LEASE)
+    # passages of a document being read are found at once
+    found = store.search_passages("how is DER decoded?", Scope(collections=(c,)))
+    assert [(f.page, f.heading, f.name) for f in found] == [(1, "Intro", "manual.pdf")] * 2, "any of the words"
+    assert "decoded" in found[0].text, "the passage with more of them first"
+    assert not store.read_page(d, "w2", 2, 2, [("", "stolen")], LEASE), "another worker writes nothing"
+    assert store.read_page(d, "w1", 2, 2, [("Encoding", "Encoding writes DER bytes from a tree.")], LEASE)
+    assert store.finish_document(d, "w1", "ready")
+    doc = store.document(d)
+    assert (doc.state, doc.pages, doc.pages_read, doc.passages) == ("ready", 2, 2, 3)
+    assert doc.progress == "ready: 2 pages, 3 passages"
+    # stems: "encodes" finds "Encoding"; the heading counts
+    assert [f.page for f in store.search_passages("encodes", Scope(collections=(c,)))] == [2]
+    assert store.collection(c).documents == 1 and store.collection(c).ready == 1
+
+
+def test_a_page_written_again_after_a_lost_lease_adds_no_passage(store, owner):
+    c = store.add_collection(owner, "K")
+    d = a_document(store, owner, c)
+    store.take_document("w1", -1)  # its lease already over: as after a kill -9
+    assert store.read_page(d, "w1", 1, 3, [("", "first page text")], -1)
+    again = store.take_document("w2", LEASE)
+    assert again.id == d and again.pages_read == 1, "taken again from the page after the last one written"
+    assert not store.read_page(d, "w1", 2, 3, [("", "late")], LEASE), "the old reader is fenced off"
+    assert store.read_page(d, "w2", 1, 3, [("", "first page text")], LEASE)  # written twice: once kept
+    assert store.document(d).passages == 1
+    assert len(store.page_passages(d, 1)) == 1
+
+
+def test_stop_deletion_and_reading_again(store, owner):
+    c = store.add_collection(owner, "K")
+    d = a_document(store, owner, c)
+    store.take_document("w1", LEASE)
+    store.read_page(d, "w1", 1, 5, [("", "kept after the stop")], LEASE)
+    assert store.stop_document(d)
+    assert not store.read_page(d, "w1", 2, 5, [("", "after the stop")], LEASE), "a stopped reading writes nothing"
+    assert store.document(d).progress == "stopped at page 1 of 5"
+    assert [f.text for f in store.search_passages("kept", Scope(collections=(c,)))] == ["kept after the stop"]
+    assert store.read_again(d) and store.document(d).state == "queued" and store.document(d).pages_read == 1
+    file = store.document(d).file
+    store.delete_document(d)
+    assert store.document(d) is None and store.file(file) is None, "its file goes with it"
+    assert store.search_passages("kept", Scope(collections=(c,))) == []
+
+
+def test_search_sees_only_its_scope_and_a_deleted_collection_takes_all(store, owner):
+    from app.accounts.rules import Accounts
+    other = Accounts(store).add("Eve", "another long password").id
+    mine, theirs = store.add_collection(owner, "Mine"), store.add_collection(other, "Theirs")
+    for c, who in ((mine, owner), (theirs, other)):
+        d = a_document(store, who, c, name=f"{c}.pdf")
+        store.take_document("w", LEASE)
+        store.read_page(d, "w", 1, 1, [("", "the secret word is penguin")], LEASE)
+        store.finish_document(d, "w", "ready")
+    assert {f.name for f in store.search_passages("penguin", Scope(collections=(mine,)))} == {f"{mine}.pdf"}
+    assert store.search_passages("penguin", Scope()) == []
+    # an agent's collections: only those its person may use now
+    agent = store.add_agent(assistant(name="Reader", person=owner)).id
+    store.set_agent_collections(agent, [mine, theirs])
+    assert store.searchable_collections(agent, owner) == (mine,)
+    store.update_collection(theirs, shared=True)
+    assert store.searchable_collections(agent, owner) == (mine, theirs)
+    assert [c.name for c in store.collections(owner)] == ["Mine", "Theirs"]
+    store.delete_collection(mine)
+    assert store.search_passages("penguin", Scope(collections=(mine,))) == []
+    assert store.agent_collections(agent) == [theirs]
+
+
+@pytest.mark.parametrize("query", ["", "   ", "\"*)(", "NEAR AND OR NOT", "' OR 1=1 --", "x" * 10_000,
+                                   "a:b c-d e.f", "\x00\ud800".encode("utf-8", "surrogatepass").decode("utf-8", "replace")])
+def test_any_query_is_words_or_nothing(store, owner, query):
+    c = store.add_collection(owner, "K")
+    d = a_document(store, owner, c)
+    store.take_document("w", LEASE)
+    store.read_page(d, "w", 1, 1, [("", "near and or not one")], LEASE)
+    found = store.search_passages(query, Scope(collections=(c,)))
+    assert isinstance(found, list)
+    assert len(query_words(query)) <= 32
+
+
+def test_query_words():
+    assert query_words("How is DER decoded? DER!") == ["how", "is", "der", "decoded"]
+    assert query_words("a_b") == ["a", "b"]
