@@ -558,7 +558,10 @@ def csrf(client, path: str = "/") -> str:
     return match.group(1)
 
 
-def wait_for(predicate, timeout: float = 10.0, every: float = 0.05):
+def wait_for(predicate, timeout: float = 30.0, every: float = 0.05):
+    """The predicate's first truthy value. The bound only ends a wait that would never end: a
+    passing wait returns as soon as it can, and 30 s holds on a loaded 2-core machine (10 s did
+    not: an answer to a one-pixel image took longer in a fresh-clone make test beside a burner)."""
     end = time.monotonic() + timeout
     while True:
         value = predicate()
