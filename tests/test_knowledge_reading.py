@@ -1,0 +1,96 @@
+"""Reading documents (app/knowledge): kinds told from bytes, passages cut at the right places,
+and every kind read page by page in the child, hostile files included. The documents are
+built here, at run time: PDFs written by hand (a text object per page), .docx by python-docx."""
+from __future__ import annotations
+
+import asyncio
+import os
+import zipfile
+from pathlib import Path
+
+import docx
+import pytest
+
+from app.knowledge.child import SECTION
+from app.knowledge.kinds import Unreadable, kind_of
+from app.knowledge.passages import PASSAGE, Passage, passages
+from app.knowledge.reading import read
+
+# --- passages ----------------------------------------------------------------------------------
+
+
+def test_short_paragraphs_under_one_heading_are_one_passage():
+    assert passages(3, [("Intro", "One."), ("Intro", "Two\n  lines."), ("", "")]) == [
+        Passage(3, "Intro", "One.\n\nTwo lines.")]
+
+
+def test_a_heading_change_ends_a_passage():
+    got = passages(1, [("A", "first"), ("B", "second"), ("B", "third")])
+    assert [(p.heading, p.text) for p in got] == [("A", "first"), ("B", "second\n\nthird")]
+
+
+def test_passages_break_at_paragraph_ends_first():
+    para = "x" * 600
+    got = passages(1, [("", para), ("", para), ("", para)])
+    assert [p.text for p in got] == [para, para, para]
+
+
+def test_a_long_paragraph_breaks_at_sentence_ends():
+    sentence = "This sentence has some words in it and ends here."  # 50 characters
+    got = passages(1, [("", " ".join([sentence] * 50))])
+    assert all(len(p.text) <= PASSAGE for p in got)
+    assert all(p.text.endswith("ends here.") and p.text.startswith("This") for p in got)
+    assert sum(p.text.count("ends here.") for p in got) == 50
+
+
+def test_a_long_sentence_breaks_between_words_and_a_long_word_inside_it():
+    got = passages(1, [("", " ".join(["word"] * 600))])
+    assert all(len(p.text) <= PASSAGE and p.text.startswith("word") and p.text.endswith("word") for p in got)
+    assert sum(p.text.count("word") for p in got) == 600
+    long = passages(1, [("", "y" * 2500)])
+    assert [len(p.text) for p in long] == [1000, 1000, 500]
+
+
+def test_whitespace_and_what_is_not_text_become_one_space_and_empty_passages_go():
+    got = passages(2, [("  Head\x00ing \n", "a\tb\x00\x01c\ud800d   e"), ("x", " \n\t ")])
+    assert got == [Passage(2, "Head ing", "a b c d e")]
+
+
+def test_a_huge_heading_is_cut():
+    assert len(passages(1, [("h" * 5000, "text")])[0].heading) == 300
+
+
+# --- kinds -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("head, name, kind", [
+    (b"%PDF-1.7\n...", "x.bin", "pdf"),
+    (b"\xef\xbb\xbf%PDF-1.4", "report.pdf", "pdf"),
+    (b"PK\x03\x04rest", "Letter.DOCX", "docx"),
+    (b"<html><body>hi", "page.htm", "html"),
+    (b"# Title", "notes.markdown", "markdown"),
+    (b"a,b\n1,2", "data.csv", "csv"),
+    (b"plain words", "notes.txt", "text"),
+    (b"caf\xc3\xa9 au lait \xe2\x82", "README", "text"),  # UTF-8, its last character cut by the head
+    (b"caf\xe9", "old.txt", "text"),  # Windows-1252, named as text
+    (b"\xff\xfeh\x00i\x00", "unicode.txt", "text"),  # UTF-16 with its mark
+])
+def test_kinds_are_told_from_bytes_and_names(head, name, kind):
+    assert kind_of(head, name) == kind
+
+
+@pytest.mark.parametrize("head, name, words", [
+    (b"", "x.txt", "empty"),
+    (b"hello", "x.pdf", "named .pdf"),
+    (b"PK\x03\x04", "x.zip", "zip archive"),
+    (b"PK\x03\x04", "x.xlsx", "zip archive"),
+    (b"hello", "x.docx", "named .docx"),
+    (b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1", "x.doc", "old Office"),
+    (b"\x89PNG\r\n\x1a\n\x00\x00", "x.png", "not a PDF, Word"),
+    (b"ab\x00cd", "x.txt", "not a PDF, Word"),
+    (b"\xff\xd8\xff\xe0JFIF", "photo", "not a PDF, Word"),
+])
+def test_what_is_not_read_is_refused_in_plain_words(head, name, words):
+    with pytest.raises(Unreadable) as e:
+        kind_of(head, name)
+    assert words in e.value.reason
