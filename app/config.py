@@ -47,6 +47,8 @@ SETTINGS: dict[str, tuple[str, str]] = {
                                         "each progress report starts the count again."),
     "TABLETALK_UPLOAD_MAX": ("10485760", "Largest file a message may attach, in bytes (10 MB)."),
     "TABLETALK_UPLOAD_COUNT": ("10", "Most files one message may attach."),
+    "TABLETALK_DOCUMENT_MAX": ("52428800", "Largest document a collection may hold, in bytes (50 MB)."),
+    "TABLETALK_KNOWLEDGE_MAX": ("1073741824", "Most bytes of documents one person may keep in collections (1 GiB)."),
     "TABLETALK_PASSWORD": ("", "Sets up the owner's account at start when none exists (headless setup); "
                                "ignored once an account exists."),
     "TABLETALK_OWNER": ("owner", "The owner's sign-in name when TABLETALK_PASSWORD sets the account up."),
@@ -77,6 +79,8 @@ class Config:
     accounts: tuple[Account, ...] = ()
     upload_max: int = 10 * 1024 * 1024
     upload_count: int = 10
+    document_max: int = 50 * 1024 * 1024  # one document of a collection (docs/knowledge.md)
+    knowledge_max: int = 1024 * 1024 * 1024  # all of one person's documents
     ollama_set: bool = False  # OLLAMA_HOST given: when its Ollama is down, say so (the default is only a guess)
     owner_password: str = ""
     owner_name: str = "owner"
@@ -126,6 +130,8 @@ def load() -> Config:
         accounts=_accounts(),
         upload_max=int(_number("TABLETALK_UPLOAD_MAX", int)),
         upload_count=int(_number("TABLETALK_UPLOAD_COUNT", int)),
+        document_max=int(_number("TABLETALK_DOCUMENT_MAX", int)),
+        knowledge_max=int(_number("TABLETALK_KNOWLEDGE_MAX", int)),
         ollama_set="OLLAMA_HOST" in os.environ,
         # not stripped: a password may begin or end with a space
         owner_password=os.environ.get("TABLETALK_PASSWORD", ""),

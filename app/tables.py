@@ -473,6 +473,16 @@ class Document:
 
 
 @dataclass(frozen=True)
+class Attached:
+    """A document attached to a message, as its request reads it: its row, and its text with
+    each page marked when the whole of it fits what a message may send (else None: it is
+    searched)."""
+
+    document: Document
+    text: str | None
+
+
+@dataclass(frozen=True)
 class Found:
     """A passage a knowledge search found: where it is, and its text."""
 

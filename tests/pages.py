@@ -74,6 +74,15 @@ PAGES: list[Page] = [
     Page("agent plugins", "/agents/{agent}?tab=plugins", shows=".plugin.off"),
     Page("agent memory", "/agents/{agent}?tab=memory", shows=".memories form"),
     Page("delete agent", "/agents/{agent}/delete"),
+    Page("agent knowledge", "/agents/{agent}?tab=knowledge", shows='input[name="collection"]'),
+    Page("knowledge", "/knowledge", shows=".collection-list a"),
+    # Without JavaScript a collection with a document being read reloads itself every 5 s until
+    # none is (<noscript><meta http-equiv="refresh">), as the issue asks: axe's meta-refresh, known
+    Page("collection", "/knowledge/{collection}", shows=".document.ready, .document.failed, .document.reading progress",
+         known_without_js=("meta-refresh",)),
+    Page("collection shared (not its maker)", "/knowledge/{collection}", who=GUEST, shows=".document.ready",
+         known_without_js=("meta-refresh",)),
+    Page("passage on its page", "/knowledge/passages/{passage}", shows="#passage mark"),
     Page("skills", "/skills"),
     Page("skill", "/skills/{skill}"),
     Page("skill (not the owner)", "/skills/{skill}", who=GUEST),
@@ -163,9 +172,11 @@ class World:
             skill = store.skills()[0].id
             guest = next(p.id for p in Accounts(store).all() if p.name == "someone")
             asking, ask = _plugin_asks(store)
+            collection, passage = _knowledge(store)
             done_turn = store.db.execute("SELECT min(id) FROM items WHERE chat = ? AND kind = 'user'", [done]).fetchone()[0]
         self.ids = {"done": done, "done_turn": done_turn, "waiting": waiting, "running": running,
-                    "agent": agent, "skill": skill, "guest": guest, "asking": asking, "ask": ask}
+                    "agent": agent, "skill": skill, "guest": guest, "asking": asking, "ask": ask,
+                    "collection": collection, "passage": passage}
         return self
 
 
@@ -177,6 +188,32 @@ ASKED = {"type": "object", "required": ["name"], "properties": {
     "seat": {"type": "string", "title": "Seat", "oneOf": [{"const": "a", "title": "Aisle"}, {"const": "w", "title": "Window"}]},
     "meals": {"type": "array", "title": "Meals", "items": {"enum": ["lunch", "dinner"]}, "maxItems": 2},
 }}
+
+
+def _knowledge(store) -> tuple[int, int]:
+    """A shared collection with a document read (one passage on page 2 under a heading), one that
+    failed and one being read (rows as app/run/ingest.py writes them; no reading runs)."""
+    owner = store.owner()
+    c = store.add_collection(owner, "Manuals", "The GNU manuals we use", shared=True)
+    ready = store.add_document(owner, store.add_file("libtasn1.pdf", b"%PDF-1.7 read", owner), "libtasn1.pdf",
+                               collection=c, kind="pdf", state="ready")
+    store.add_document(owner, store.add_file("scan.pdf", b"%PDF-1.7 scan", owner), "scan.pdf", collection=c,
+                       kind="pdf", state="failed",
+                       reason="This PDF has no text layer (it may be scanned images); reading scans is not supported.")
+    with store.write() as w:
+        w.conn.execute("UPDATE documents SET pages = 36, pages_read = 36, passages = 2 WHERE id = ?", [ready])
+        passage = w.conn.execute("INSERT INTO passages (document, page, n, heading, text) VALUES (?, 2, 0, 'Errors', "
+                                 "'asn1_der_decoding returns ASN1_TAG_ERROR when a tag is wrong.') RETURNING id",
+                                 [ready]).fetchone()[0]
+        w.conn.execute("INSERT INTO passages (document, page, n, heading, text) VALUES (?, 2, 1, 'Errors', "
+                       "'ASN1_DER_ERROR says the DER encoding is broken.')", [ready])
+    reading = store.add_document(owner, store.add_file("tides.csv", b"id,name\n1,a\n", owner), "tides.csv",
+                                 collection=c, kind="csv", state="stopped")
+    with store.write() as w:  # shown as being read: no worker holds it (its lease over), none takes it (stopped)
+        w.conn.execute("UPDATE documents SET state = 'reading', pages = 90, pages_read = 30, owner = 'elsewhere', "
+                       "leased = 1e12 WHERE id = ?", [reading])
+    store.set_agent_collections(store.default_agent(owner).id, [c])
+    return c, passage
 
 
 def _plugin_asks(store) -> tuple[int, int]:

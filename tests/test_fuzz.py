@@ -175,7 +175,7 @@ def test_malformed_bodies_get_a_clear_4xx(client, body, content_type):
 
 
 def test_a_body_past_the_limit_is_refused_before_it_is_read(make_client):
-    with make_client(TABLETALK_UPLOAD_MAX="1000", TABLETALK_UPLOAD_COUNT="1") as c:
+    with make_client(TABLETALK_UPLOAD_MAX="1000", TABLETALK_UPLOAD_COUNT="1", TABLETALK_DOCUMENT_MAX="1000") as c:
         chat = new_chat(c)
         r = c.post(f"{chat}/ask", content=b"x" * 5_000_000, headers={
             "Content-Type": "application/x-www-form-urlencoded", "X-CSRFToken": csrf(c)})

@@ -113,3 +113,40 @@ def test_any_query_is_words_or_nothing(store, owner, query):
 def test_query_words():
     assert query_words("How is DER decoded? DER!") == ["how", "is", "der", "decoded"]
     assert query_words("a_b") == ["a", "b"]
+
+
+def test_a_conversations_scope_is_its_agents_collections_that_its_person_may_use(store, owner):
+    from app.accounts.rules import Accounts
+
+    bea = Accounts(store).add("Bea", "correct horse battery").id
+    mine = store.add_collection(owner, "Mine")
+    hers = store.add_collection(bea, "Hers")
+    agent = store.default_agent(owner).id
+    chat = store.new_conversation(agent, person=owner).id
+    assert store.knowledge_scope(chat, agent) == Scope((), chat)
+    assert not store.has_knowledge(store.knowledge_scope(chat, agent)), "nothing to search: no tool"
+    store.set_agent_collections(agent, [mine, hers])  # hers given while it was shared, say
+    assert store.knowledge_scope(chat, agent) == Scope((mine,), chat), "not hers: she never shared it"
+    store.update_collection(hers, shared=True)
+    assert store.knowledge_scope(chat, agent) == Scope((mine, hers), chat)
+    assert store.has_knowledge(store.knowledge_scope(chat, agent))
+    assert store.knowledge_scope(10**9, agent) == Scope(), "no such conversation: nothing"
+    other = store.new_conversation(None, person=owner).id
+    assert not store.has_knowledge(store.knowledge_scope(other, None))
+    file = store.add_file("notes.txt", b"notes", person=owner)
+    store.add_document(owner, file, "notes.txt", chat=other, kind="text")
+    assert store.has_knowledge(store.knowledge_scope(other, None)), "a document attached to the conversation"
+
+
+def test_the_documents_whose_reading_moved_since_a_rev(store, owner):
+    c = store.add_collection(owner, "K")
+    before = store.rev()
+    d = a_document(store, owner, c)
+    assert [x.id for x in store.documents_since(before, store.rev())] == [d]
+    middle = store.rev()
+    assert store.documents_since(middle, store.rev()) == []
+    store.take_document("w1", LEASE)
+    store.read_page(d, "w1", 1, 9, [("", "a page")], LEASE)
+    [moved] = store.documents_since(middle, store.rev())
+    assert (moved.state, moved.pages_read, moved.pages) == ("reading", 1, 9)
+    assert store.changed_since(middle).documents and not store.changed_since(store.rev()).documents

@@ -37,6 +37,10 @@ def a_snapshot(data: Path, a: int) -> dict[str, list]:
                          "WHERE a.person = ?"),
             "memories": q("SELECT m.id, m.text FROM memories m JOIN assistants a ON a.id = m.agent WHERE a.person = ?"),
             "files": q("SELECT id, name FROM files WHERE person = ?"),
+            "collections": q("SELECT id, name, description, shared FROM collections WHERE person = ?"),
+            "documents": q("SELECT id, name, state, pages_read FROM documents WHERE person = ?"),
+            "passages": q("SELECT p.id, p.text FROM passages p JOIN documents d ON d.id = p.document "
+                          "WHERE d.person = ?"),
         }
     finally:
         db.conn.close()
@@ -67,6 +71,12 @@ def two(client, fake, data):
     other = store.add_agent(store.default_agent(a).__class__(name="A's researcher", instructions=SECRET_WORD, person=a))
     p = store.add_plugin(plugin(other.id, "http://127.0.0.1:9/mcp", name="a_plugin"))
     memory = store.add_memory(other.id, f"A likes {SECRET_WORD}")
+    collection = store.add_collection(a, f"A's {SECRET_WORD} manuals")  # and a document read into a passage
+    kept = store.add_file("manual.md", f"# {SECRET_WORD}".encode(), person=a)
+    document = store.add_document(a, kept, "manual.md", collection=collection, kind="markdown", state="ready")
+    with store.write() as w:
+        passage = w.conn.execute("INSERT INTO passages (document, page, n, heading, text) VALUES (?, 1, 0, '', ?) "
+                                 "RETURNING id", [document, f"All about {SECRET_WORD}."]).fetchone()[0]
     b_token = signed_in(data, "Bea", owner=False)
     b = db.conn.execute("SELECT id FROM people WHERE name = 'Bea'").fetchone()[0]
     b_agent = store.default_agent(b)
@@ -74,7 +84,8 @@ def two(client, fake, data):
     db.conn.close()
     return {"a": a, "b": b, "b_token": b_token, "chat": chat_id, "call": call, "item": user_item, "file": file_id,
             "agent": other.id, "a_default_agent": agent.id, "plugin": p.id, "memory": memory,
-            "b_agent": b_agent.id, "b_chat": b_chat, "person": a, "ask": asked.id}
+            "b_agent": b_agent.id, "b_chat": b_chat, "person": a, "ask": asked.id,
+            "collection": collection, "document": document, "passage": passage}
 
 
 # Field values B sends with each POST: what a page of A's would have sent, so a missing check
@@ -100,7 +111,8 @@ def fill(template: str, ids: dict) -> list[str]:
     another (a call in a conversation, a plugin or memory of an agent), A's row under B's own."""
     a = {"chat": ids["chat"], "call": ids["call"], "agent_id": ids["agent"], "plugin_id": ids["plugin"],
          "memory_id": ids["memory"], "file": ids["file"], "person_id": ids["person"],
-         "item": ids["item"], "head": ids["item"], "name": f"{ids['item']}.txt", "ask": ids["ask"]}
+         "item": ids["item"], "head": ids["item"], "name": f"{ids['item']}.txt", "ask": ids["ask"],
+         "collection_id": ids["collection"], "document_id": ids["document"], "passage_id": ids["passage"]}
     paths = [re.sub(r"\{(\w+):\w+\}", lambda m: str(a[m.group(1)]), template)]
     if re.search(r"\{(call|plugin_id|memory_id|item|head|name|ask):", template):
         mixed = dict(a, chat=ids["b_chat"], agent_id=ids["b_agent"])
@@ -130,7 +142,7 @@ def test_b_gets_404_for_every_route_naming_a_row_of_as(client, two, data):
             assert SECRET_WORD not in r.text
             assert "No such" in r.text or "Not found" in r.text, "the same answer as for a row that does not exist"
     assert len(tried) >= 20, tried
-    assert {p.split("/")[1] for _, p in tried} >= {"c", "agents", "files", "people"}
+    assert {p.split("/")[1] for _, p in tried} >= {"c", "agents", "files", "people", "knowledge"}
     assert a_snapshot(data, two["a"]) == before, "nothing of A's changed"
 
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from .. import files as filestore, skills as skillbook
 from ..agent import Message, ToolCall
-from ..tables import NO_IMAGES, Assistant, Item, Skill, order
+from ..tables import NO_IMAGES, Assistant, Attached, Item, Skill, order
 from ..tools import memory
 from .window import shortened
 
@@ -45,6 +45,24 @@ def with_plan(prompt: str, plan: str) -> str:
 
 # A file by id: (its row: name, type, size...; its bytes), or None when it is gone.
 Attachments = Callable[[int], "tuple[dict[str, Any], bytes] | None"]
+# The document a message's file became (a PDF or Word file, read into passages), or None.
+Documents = Callable[[int], Attached | None]
+
+
+def document_text(name: str, found: Attached) -> str:
+    """A document attached to a message, as the model reads it: whole, its pages marked, when
+    it fits; else named, with the way to search it (the conversation's search_knowledge)."""
+    d = found.document
+    pages = f"{d.pages} page{'s' if d.pages != 1 else ''}"
+    if d.state == "failed":
+        return f"\n\n[Attached file: {name} could not be read: {d.reason}]"
+    if found.text is not None:
+        cut = "" if d.state == "ready" else f" (read up to page {d.pages_read} of {d.pages}: the rest was not read)"
+        return f"\n\n--- Attached file: {name} ({pages}){cut} ---\n{found.text}\n--- End of {name} ---"
+    if not d.passages:
+        return f"\n\n[Attached file: {name} ({pages}): no text was found in it.]"
+    return (f"\n\n[Attached file: {name} ({pages}): too long to send whole. Search it with search_knowledge, "
+            "which returns its passages with their page numbers.]")
 
 
 def takes_images(tags: Sequence[str] = ()) -> bool:
@@ -54,9 +72,11 @@ def takes_images(tags: Sequence[str] = ()) -> bool:
     return NO_IMAGES not in tags
 
 
-def user_message(it: Item, attachments: Attachments | None, images: bool) -> Message:
+def user_message(it: Item, attachments: Attachments | None, images: bool,
+                 documents: Documents | None = None) -> Message:
     """The person's message: its text, each text file appended under its name, each image
-    as an image part (a data: URL) when the model takes images; other files are named only."""
+    as an image part (a data: URL) when the model takes images, each document read (a PDF,
+    a Word file) whole or named for search; other files are named only."""
     if not it.file_ids or attachments is None:
         return Message("user", it.text)
     text, parts = it.text, []
@@ -78,6 +98,8 @@ def user_message(it: Item, attachments: Attachments | None, images: bool) -> Mes
             text += f"\n\n[Attached image: {name}]"
         elif filestore.is_image(kind):
             text += f"\n\n[Attached image: {name}; this model does not read images, so it was not sent.]"
+        elif documents is not None and (found := documents(fid)) is not None:
+            text += document_text(name, found)
         else:
             text += f"\n\n[Attached file: {name} ({kind}, {row['size']:,} bytes), not readable here.]"
     if not parts:
@@ -113,7 +135,8 @@ class Segment:
     short: tuple[Message, ...]
 
 
-def segments(items: list[Item], *, attachments: Attachments | None = None, images: bool = True) -> list[Segment]:
+def segments(items: list[Item], *, attachments: Attachments | None = None, images: bool = True,
+             documents: Documents | None = None) -> list[Segment]:
     """The history of `items` (any order; one path: branches.on_path) as segments, oldest
     first; `images`: whether the model is sent attached images (takes_images), else they are named."""
     out: list[Segment] = []
@@ -156,7 +179,7 @@ def segments(items: list[Item], *, attachments: Attachments | None = None, image
         if it.kind == "user":
             flush()
             begin(it, it.starts_turn)
-            said = user_message(it, attachments, images)
+            said = user_message(it, attachments, images, documents)
             messages.append(said)
             short.append(said)
         elif it.kind == "text":

@@ -25,7 +25,7 @@ from pathlib import Path
 from ..store import Store, db as dbm
 from ..beat import BEAT_SECONDS, beat_at_or_after
 from ..store.outage import WORDS, unavailable
-from ..tables import Builtin, Conversation, Item
+from ..tables import Builtin, Conversation, Document, Item
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +48,8 @@ Render = Callable[[Store, int, list[Item], Conversation | None, list[str], dict 
 RenderList = Callable[[Store, list[Conversation], list[str]], str]
 # (store, the built-in model's changed row, whose page) -> its fragment (app/builtin)
 RenderBuiltin = Callable[[Store, Builtin, int | None], str]
+# (store, documents whose reading changed, whose page) -> their fragments that person may see
+RenderDocuments = Callable[[Store, list[Document], int | None], str]
 # (what to tell a person of the database, "" once it answers again) -> every page's banner
 RenderOutage = Callable[[str], str]
 
@@ -126,13 +128,15 @@ class Follower:
 
 class Feed:
     def __init__(self, path: Path | str, render: Render | None = None, render_list: RenderList | None = None,
-                 render_builtin: RenderBuiltin | None = None, render_outage: RenderOutage | None = None):
+                 render_builtin: RenderBuiltin | None = None, render_outage: RenderOutage | None = None,
+                 render_documents: RenderDocuments | None = None):
         self.db = dbm.connect(path)
         self.store = Store(self.db)
         self.render = render
         self.render_list = render_list
         self.render_builtin = render_builtin
         self.render_outage = render_outage
+        self.render_documents = render_documents
         self.down = ""  # why the database cannot be reached now ("" while it answers)
         self.rev = self.store.rev()
         self.followers: dict[int | None, set[Follower]] = defaultdict(set)
@@ -326,6 +330,8 @@ class Feed:
             contexts = self.store.contexts_since(self.rev, top, followed) if changed.contexts else []
             builtin = (self.store.builtin_since(self.rev, top) if self.render_builtin and changed.builtin
                        else None)
+            documents = (self.store.documents_since(self.rev, top) if self.render_documents and changed.documents
+                         else [])
             gone: dict[int, list[str]] = defaultdict(list)
             # tombstones of the lists (chat NULL): deleted conversations, and whose they were
             listed_gone: list[tuple[str, int | None]] = []
@@ -381,6 +387,16 @@ class Feed:
                         if f.person not in by_person:
                             by_person[f.person] = self.render_builtin(self.store, builtin, f.person)
                         f.push(top, message(by_person[f.person]))
+            if documents and self.render_documents:
+                # documents being read: to the pages that are not a conversation's (a
+                # collection's page shows them) of each person who may see them
+                shown: dict[int | None, str] = {}
+                for chat, group in self.followers.items():
+                    for f in group if chat is None else ():
+                        if f.person not in shown:
+                            shown[f.person] = self.render_documents(self.store, documents, f.person)
+                        if shown[f.person]:
+                            f.push(top, message(shown[f.person]))
 
     def _lists(self, convos: list[Conversation], listed_gone: list[tuple[str, int | None]]) -> dict[int | None, str]:
         """The list changes of each person with a page following their list."""

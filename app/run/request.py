@@ -15,7 +15,7 @@ from .. import agent as loop
 from ..context import window
 from ..context.segments import segments, system_prompt, user_message, with_plan
 from ..store import Store
-from ..tables import Assistant, Item
+from ..tables import Assistant, Attached, Item
 from ..tools import Tool
 
 
@@ -39,6 +39,11 @@ class Requests:
     def attachment(self) -> Callable[[int], tuple | None]:
         # Every step rebuilds the request: read each attached file once per run.
         return functools.cache(self.store.file_bytes)
+
+    @functools.cached_property
+    def document(self) -> Callable[[int], Attached | None]:
+        # the attached documents' text, read once per run (they were read before it began)
+        return functools.cache(functools.partial(self.store.attached, self.chat))
 
     def instructions(self) -> str:
         """The system prompt but for the plan: the agent's instructions, the skills it can load
@@ -68,7 +73,7 @@ class Requests:
         kept = context["window"] in (0, self.window) and (not context["start"] or context["start"] in path.heads)
         current = window.Cut(context["start"], context["trim"]) if kept else window.Cut()
         items = self.store.lineage_items(self.chat, path, current.start)
-        parts = segments(items, attachments=self.attachment, images=self.images)
+        parts = segments(items, attachments=self.attachment, images=self.images, documents=self.document)
         blocks = []
         for p in parts:
             full = window.request_tokens(p.messages)

@@ -388,6 +388,10 @@ class Runner(space.DiskFull):
                 run.store.update(run.turn.retry.id, done=True)
 
     async def _turn(self, run: Run, user: Item, retry: Item | None) -> None:
+        # a document attached to the message (a PDF, a Word file) is read first (run/ingest.py),
+        # so that the answer is made from all of it; a Stop meanwhile ends the wait
+        while user.file_ids and self.store.attached_reading(run.chat, user.file_ids):
+            await self.feed.changed(1.0)
         turn = run.turn = await self.setup.turn(run.chat, user, retry, self.writes, changed=self.feed.changed,
                                                 store=run.store)
         run.store.update(user.id)  # it is answered now, no longer queued: pages re-render it

@@ -21,6 +21,7 @@ from ..store import Store
 from ..tables import Assistant, Item
 from ..tools import Tool, allowed, chosen, names
 from ..tools.builtin import builtin_tools
+from ..tools.knowledge import search_knowledge
 from .turn import Turn
 from .writes import Writes
 
@@ -57,7 +58,7 @@ class Setup:
                                                        agent.model if agent else "")
         model = model or await self.default_model()
         thinking = pick(retry, user.thinking, convo.thinking if convo else "", agent.thinking if agent else "")
-        tools = await self.tools_for(agent)
+        tools = await self.tools_for(agent, chat)
         # by identity: a tool that only shows a name approval was set for does not get it
         approve = {t.name for t in tools if agent and chosen(t, names(agent.approve))}
         # what a server's failure taught about the model is read again at each step (limits)
@@ -74,14 +75,19 @@ class Setup:
             return NO_SERVER
         return "" if model else no_model(self.store.choices())
 
-    async def tools_for(self, agent: Assistant | None) -> list[Tool]:
+    async def tools_for(self, agent: Assistant | None, chat: int | None = None) -> list[Tool]:
         """The tools this agent may use now: built-in ones, then its enabled plugins' (listed
-        afresh at each run, which also refreshes each plugin's status)."""
+        afresh at each run, which also refreshes each plugin's status); and the search of
+        the person's documents when the conversation may see any (the agent's collections,
+        or files attached to it: its Knowledge tab decides, not the tools tab)."""
         found = builtin_tools()
-        taken = {t.name for t in found}
+        taken = {t.name for t in found} | {search_knowledge.name}
         if agent is not None and agent.id is not None:
             found.extend(await mcp_tools.agent_tools(self.store, self.config, agent, taken))
-        return allowed(found, agent.tools if agent else "")
+        found = allowed(found, agent.tools if agent else "")
+        if chat is not None and self.store.has_knowledge(self.store.knowledge_scope(chat, agent.id if agent else None)):
+            found.append(search_knowledge)
+        return found
 
     async def default_model(self) -> str:
         """AI_MODEL; else the first model the server at AI_URL lists, else this computer's, else an account's."""

@@ -1,5 +1,5 @@
 """One worker's moving parts, started and stopped together: the database connection, the
-change feed, the model clients and the runner. The web app's lifespan and the Python API's
+change feed, the model clients, the runner and the reader of documents. The web app's lifespan and the Python API's
 `serve` both run a worker this way."""
 from __future__ import annotations
 
@@ -14,9 +14,10 @@ from ..accounts import setup
 from ..plugins import oauth as mcp_oauth
 from ..store import Store, db as dbm, outage, schema
 from ..config import Config
-from ..feed.dispatch import Feed, Render, RenderBuiltin, RenderList, RenderOutage
+from ..feed.dispatch import Feed, Render, RenderBuiltin, RenderDocuments, RenderList, RenderOutage
 from . import keeper
 from ..providers.client import Providers
+from ..run.ingest import Ingest
 from ..run.runner import Runner
 from ..run.setup import refresh_choices
 
@@ -37,14 +38,15 @@ class Worker:
 async def running(config: Config, render: Render | None = None,
                   render_list: RenderList | None = None,
                   render_builtin: RenderBuiltin | None = None,
-                  render_outage: RenderOutage | None = None) -> AsyncIterator[Worker]:
+                  render_outage: RenderOutage | None = None,
+                  render_documents: RenderDocuments | None = None) -> AsyncIterator[Worker]:
     def opened() -> tuple[Store, Feed, bytes]:
         db = dbm.connect(config.database, pool_size=config.pg_pool)  # first: it opens the process's pool
         feed = None
         try:
             schema.migrate(db)
             feed = Feed(config.database, render=render, render_list=render_list, render_builtin=render_builtin,
-                        render_outage=render_outage)
+                        render_outage=render_outage, render_documents=render_documents)
             store = Store(db, notify=feed.notify)
             setup.set_up_from_settings(store, config)
             return store, feed, setup.secret_key(store, config.data)
@@ -62,6 +64,7 @@ async def running(config: Config, render: Render | None = None,
     mcp_oauth.attach(store)  # plugins connected with OAuth read and refresh their tokens here
     providers = Providers(config)
     runner = Runner(config, store, feed, providers)
+    ingest = Ingest(config, store, feed, runner.owner)
     providers.keep(store, runner.setup.window_of)  # what servers teach is kept in rows (providers/limits.py)
     worker = Worker(config, store, feed, providers, runner, key)
     feed.start()
@@ -73,6 +76,7 @@ async def running(config: Config, render: Render | None = None,
             if not outage.unavailable(e):  # (the database gone meanwhile: the runner's scan says it)
                 log.exception("reading the model list failed")
         runner.start()
+        ingest.start()
         # the built-in model's supervisor, started when the row comes to ask for one (serve's workers only)
         watching = asyncio.get_running_loop().create_task(keeper.watch(config.data, store, feed), name="builtin-watch")
         # What was made at start (imports: hundreds of thousands of objects) lives as long as
@@ -91,6 +95,7 @@ async def running(config: Config, render: Render | None = None,
             watching.cancel()
             await asyncio.gather(watching, return_exceptions=True)
         feed.close()
+        await ingest.stop()
         await runner.stop()
         await feed.aclose()
         await providers.close()

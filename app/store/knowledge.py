@@ -15,7 +15,8 @@ from dataclasses import dataclass
 
 from . import db as dbm
 from .rows import Base
-from ..tables import Collection, Document, Found
+from ..files import TEXT_TO_MODEL_MAX
+from ..tables import Attached, Collection, Document, Found
 
 SEARCHABLE = ("reading", "ready", "stopped")  # a document's passages are found as soon as they are written
 WORD = re.compile(r"[^\W_]+")  # a query's words: letters and digits (nothing to escape on either engine)
@@ -96,6 +97,22 @@ class Knowledge(Base):
             "SELECT c.id FROM agent_collections a JOIN collections c ON c.id = a.collection "
             "WHERE a.agent = ? AND (c.person = ? OR c.shared = 1) ORDER BY c.id", [agent, person]))
 
+    def knowledge_scope(self, chat: int, agent: int | None) -> Scope:
+        """What a search in conversation `chat` may see: its agent's collections that the
+        conversation's person may use, and the documents attached to the conversation."""
+        convo = self._one("SELECT person FROM conversations WHERE id = ?", [chat])
+        if convo is None:
+            return Scope()
+        collections = self.searchable_collections(agent, convo[0]) if agent is not None else ()
+        return Scope(collections, chat)
+
+    def has_knowledge(self, scope: Scope) -> bool:
+        """Whether `scope` holds any document to search (else no search tool is offered)."""
+        if scope.collections:
+            return True
+        return scope.chat is not None and self._one("SELECT 1 FROM documents WHERE chat = ? LIMIT 1",
+                                                    [scope.chat]) is not None
+
     # --- documents ----------------------------------------------------------------------------
 
     def add_document(self, person: int, file: int, name: str, *, collection: int | None = None,
@@ -120,6 +137,38 @@ class Knowledge(Base):
 
     def documents_of_chat(self, chat: int) -> list[Document]:
         return [Document.from_row(r) for r in self._all(f"{self._DOCUMENT} WHERE chat = ? ORDER BY id", [chat])]
+
+    def attached_reading(self, chat: int, files: Sequence[int]) -> bool:
+        """Whether a document attached to a message (its files) is still to be read: the
+        message waits for it (run/runner.py)."""
+        if not files:
+            return False
+        marks = ",".join("?" * len(files))
+        return self._one(f"SELECT 1 FROM documents WHERE chat = ? AND file IN ({marks}) "
+                         "AND state IN ('queued', 'reading') LIMIT 1", [chat, *files]) is not None
+
+    def attached(self, chat: int, file: int) -> Attached | None:
+        """The document a message's file became in conversation `chat`, with its whole text
+        (each page marked "[page N]") when it fits what a message may send, else None."""
+        row = self._one(f"{self._DOCUMENT} WHERE chat = ? AND file = ? ORDER BY id LIMIT 1", [chat, file])
+        if row is None:
+            return None
+        document = Document.from_row(row)
+        size = self._one("SELECT coalesce(sum(length(text)), 0) FROM passages WHERE document = ?", [document.id])[0]
+        if not size or size > TEXT_TO_MODEL_MAX:
+            return Attached(document, None)
+        parts, page = [], 0
+        for r in self._all("SELECT page, text FROM passages WHERE document = ? ORDER BY page, n", [document.id]):
+            if r[0] != page:
+                page = r[0]
+                parts.append(f"[page {page}]")
+            parts.append(r[1])
+        return Attached(document, "\n".join(parts))
+
+    def documents_since(self, rev: int, upto: int) -> list[Document]:
+        """The documents whose row changed after `rev` (up to `upto`): what open pages show of them."""
+        return [Document.from_row(r) for r in self._all(
+            f"{self._DOCUMENT} WHERE rev > ? AND rev <= ? ORDER BY id", [rev, upto])]
 
     def person_documents(self, person: int) -> tuple[int, int]:
         """How many documents `person` has and the bytes of their files (the limits count them)."""

@@ -15,7 +15,7 @@ from ..serve.worker import Worker
 from . import plugins as plugin_pages, render
 from .toolkit import SUGGESTIONS_MAX, agent_or_404, form_field, go, me, parse_id, worker, thinking_level
 
-TABS = ("settings", "tools", "plugins", "memory")
+TABS = ("settings", "tools", "plugins", "knowledge", "memory")
 INSTRUCTIONS_MAX = 50_000
 SUGGESTION_MAX = 200  # characters of one suggestion
 
@@ -25,6 +25,7 @@ SUGGESTION_MAX = 200  # characters of one suggestion
 SAVED = {"settings": "Saved.", "tools": "Saved.", "created": "Agent created: give it instructions and a model.",
          "added": "Plugin added.", "edited": "Plugin saved.", "enabled": "Plugin enabled.", "disabled": "Plugin disabled.",
          "deleted": "Plugin deleted.", "refreshed": "Plugin read again.", "forgotten": "Memory deleted.", "memory": "Saved.",
+         "knowledge": "Saved: the agent searches these collections from its next answer.",
          "agent-deleted": "Agent deleted.", "connected": "Connected with OAuth.",
          "disconnected": "Disconnected: its OAuth tokens are forgotten."}
 
@@ -109,6 +110,9 @@ async def agent_view(request: Request, s: Worker, agent: Assistant, tab: str, st
         context["masked"] = mcp_tools.masked
         context["stdio_ok"] = plugin_pages.stdio_ok(s, agent)
         context["name_max"] = plugin_pages.PLUGIN_NAME_MAX
+    elif tab == "knowledge":
+        context["collections"] = s.store.collections(me(request).id)
+        context["given"] = set(s.store.agent_collections(agent.id))
     elif tab == "memory":
         context["memories"] = s.store.memories(agent.id)
     return render.page(request, "agent.html", status_code=status_code, **context)
@@ -190,6 +194,21 @@ async def save_tools(request: Request, agent_id: FromPath[str]) -> Response:
     return back(request, agent, "tools", "tools")
 
 
+@post("/agents/{agent_id:str}/knowledge")
+async def save_knowledge(request: Request, agent_id: FromPath[str]) -> Response:
+    """The collections the agent searches: of those the person may use (their own or shared)."""
+    s = worker(request)
+    agent = agent_or_404(request, agent_id)
+    form = await request.form()
+    may = {c.id for c in s.store.collections(me(request).id)}
+    picked = {parse_id(v, "collection") for v in form.getall("collection") if isinstance(v, str)} \
+        if "collection" in form else set()
+    if picked - may:
+        raise HTTPException(status_code=400, detail="One of those collections is not yours to give, or is gone.")
+    s.store.set_agent_collections(agent.id, picked)
+    return back(request, agent, "knowledge", "knowledge")
+
+
 @post("/agents/{agent_id:str}/memories")
 async def save_memory_settings(request: Request, agent_id: FromPath[str]) -> Response:
     s = worker(request)
@@ -233,4 +252,4 @@ async def delete_agent(request: Request, agent_id: FromPath[str]) -> Response:
 
 
 routes = [agents, create_agent, agent_page, save_settings, save_tools, *plugin_pages.routes,
-          save_memory_settings, delete_memory, confirm_delete, delete_agent]
+          save_knowledge, save_memory_settings, delete_memory, confirm_delete, delete_agent]

@@ -33,6 +33,7 @@ from . import (
     authenticate,
     live,
     builtin,
+    knowledge,
     models,
     oauth,
     prompts,
@@ -140,8 +141,9 @@ def signed_in(request: Request) -> None:
 
 def body_limit(config: configuration.Config) -> int:
     """The largest request body: room for a message's files at their limits (each file is
-    checked in request.attachments) and the rest of its form."""
-    return config.upload_max * config.upload_count + 2_000_000
+    checked in request.attachments), or for one document of a collection at its own, and the
+    rest of the form."""
+    return max(config.upload_max * config.upload_count, config.document_max) + 2_000_000
 
 
 def create_app(config: configuration.Config | None = None) -> Litestar:
@@ -151,7 +153,8 @@ def create_app(config: configuration.Config | None = None) -> Litestar:
     @asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
         async with running(config, render=live.chat_changes, render_list=sidebar.list_changes,
-                           render_builtin=builtin.builtin_changes, render_outage=live.outage_banner) as w:
+                           render_builtin=builtin.builtin_changes, render_outage=live.outage_banner,
+                           render_documents=knowledge.document_changes) as w:
             app.state.tabletalk = w
             end_streams_on_signal(w.feed)
             yield
@@ -169,6 +172,7 @@ def create_app(config: configuration.Config | None = None) -> Litestar:
             *models.routes,
             *builtin.routes,
             *skills.routes,
+            *knowledge.routes,
             *stream.routes,
             *sidebar.routes,
             *files.routes,

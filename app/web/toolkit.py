@@ -188,7 +188,7 @@ def go(request: Request, to: str) -> Response:
 
 
 # The page above each part of the app, for an error page to lead back to.
-PARENTS = (("/agents", "your agents"), ("/skills", "the skills"), ("/people", "the people"),
+PARENTS = (("/agents", "your agents"), ("/knowledge", "your knowledge"), ("/skills", "the skills"), ("/people", "the people"),
            ("/account", "your account"), ("/search", "search"))
 
 

@@ -180,3 +180,10 @@ def m036_knowledge(db: sqlite_utils.Database) -> None:
         INSERT INTO search_passages (search_passages, rowid, heading, text)
             VALUES ('delete', old.id, old.heading, old.text);
         END""")
+
+
+@migration
+def m037_documents_rev(db: sqlite_utils.Database) -> None:
+    # Every open page follows the documents being read (the feed reads those whose rev moved
+    # past its cursor, as it reads conversations'): by rev, not by a scan of every document
+    db.execute("CREATE INDEX documents_rev ON documents (rev)")

@@ -256,3 +256,8 @@ def m036_knowledge(db) -> None:
     END $$""")
     db.execute("CREATE TRIGGER passages_search AFTER INSERT ON passages FOR EACH ROW "
                "EXECUTE FUNCTION search_passages()")
+
+
+@migration
+def m037_documents_rev(db) -> None:
+    db.execute("CREATE INDEX documents_rev ON documents (rev)")

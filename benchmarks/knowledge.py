@@ -1,0 +1,299 @@
+"""Knowledge: how fast documents become searchable, what reading costs the pages meanwhile,
+its memory, kill -9s during a reading, and search at 100,000 passages.
+
+    .venv/bin/python benchmarks/knowledge.py               # every phase, SQLite
+    .venv/bin/python benchmarks/knowledge.py --postgres    # the search phase on PostgreSQL too (a throwaway cluster)
+
+Each phase serves `tabletalk serve --workers 1` as a real process group on a temporary data
+folder and writes the documents as rows (a file and a queued document, as the upload does),
+so the time measured is the worker's: its copy, the child's reading, the page writes.
+PDFs are made here with a text layer (tests/fakes/documents.py), 50 lines of about 70
+characters a page, as a manual's pages are.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import http.client
+import os
+import signal
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _serving import Served, tree_cpu  # noqa: E402
+from _shared import Table, pct  # noqa: E402
+
+from app.accounts.rules import Accounts  # noqa: E402
+from app.knowledge.reading import read  # noqa: E402
+from app.store import Scope, Store, db as dbm, schema  # noqa: E402
+from app.tables import item  # noqa: E402
+from tests.fakes.documents import text_pdf  # noqa: E402
+
+WORDS = ("tide stone keeper harbour lantern signal beacon current channel anchor rope sail mast compass chart "
+         "depth shoal reef storm calm wind wave shore cliff lighthouse ferry dock pier buoy vessel crew").split()
+COOKIE = "tabletalk_session"
+
+
+def manual(pages: int, seed: int = 0) -> bytes:
+    lines = []
+    for p in range(1, pages + 1):
+        lines.append([f"{p}.{n} The {WORDS[(p * 7 + n + seed) % len(WORDS)]} and the "
+                      f"{WORDS[(p * 3 + n * 5 + seed) % len(WORDS)]} of chapter {p}, line {n}, doc {seed}."
+                      for n in range(50)])
+    return text_pdf(lines, outline=[(f"Chapter {p}", p) for p in range(1, pages + 1, 10)])
+
+
+def store_of(target) -> Store:
+    db = dbm.connect(target)
+    schema.migrate(db)
+    return Store(db)
+
+
+def owner_session(store: Store) -> tuple[int, str]:
+    people = Accounts(store)
+    found = people.hash_of("owner")
+    person = found[0] if found else people.add("owner", "x" * 60, owner=True)
+    return person.id, people.start_session(person.id)
+
+
+def queue(store: Store, person: int, collection: int, name: str, data: bytes) -> int:
+    return store.add_document(person, store.add_file(name, data, person), name, collection=collection, kind="pdf")
+
+
+def state(store: Store, document: int):
+    return store.document(document)
+
+
+def serving(data: Path) -> Served:
+    s = Served(data, "http://127.0.0.1:9", "none", data / "tabletalk.db", lease=3)
+    s.start()
+    s.wait_healthy()
+    return s
+
+
+def page_times(port: int, path: str, token: str, stop: threading.Event, out: list[float], every: float) -> None:
+    while not stop.is_set():
+        t = time.monotonic()
+        c = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        c.request("GET", path, headers={"Cookie": f"{COOKIE}={token}"})
+        r = c.getresponse()
+        r.read()
+        c.close()
+        if r.status == 200:
+            out.append(time.monotonic() - t)
+        stop.wait(every)
+
+
+def rss(pid: int) -> int:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def reading_child(pid: int) -> bool:
+    try:
+        return b"app.knowledge.child" in Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:  # ended meanwhile
+        return False
+
+
+def whole(data: bytes) -> list[tuple[int, str]]:
+    with tempfile.NamedTemporaryFile(suffix=".pdf") as f:
+        f.write(data)
+        f.flush()
+
+        async def go():
+            return [(page.number, p.text) async for page in read(f.name, "pdf") for p in page.passages]
+        return asyncio.run(go())
+
+
+# --- the phases ----------------------------------------------------------------------------
+
+
+def one_large(table: Table, work: Path, pages: int = 300) -> None:
+    data = work / f"large{pages}" / "data"
+    data.mkdir(parents=True)
+    store = store_of(data / "tabletalk.db")
+    person, token = owner_session(store)
+    chat = store.new_conversation(store.default_agent(person).id, "Reading meanwhile", person=person).id
+    for n in range(20):
+        u = store.add(item("user", chat, f"Question {n} about tides?", done=True))
+        store.add(item("text", chat, "An answer about tides. " * 40, turn=u.id, done=True))
+    c = store.add_collection(person, "Manuals")
+    pdf = manual(pages)
+    served = serving(data)
+    try:
+        stop, times = threading.Event(), []
+        watcher = threading.Thread(target=page_times, args=(served.port, f"/c/{chat}", token, stop, times, 0.05))
+        watcher.start()
+        time.sleep(1.0)
+        idle = list(times)
+        t0 = time.monotonic()
+        d = queue(store, person, c, "manual.pdf", pdf)
+        first = None
+        while (doc := state(store, d)).state in ("queued", "reading"):
+            if first is None and doc.passages:
+                first = time.monotonic() - t0
+            time.sleep(0.01)
+        took = time.monotonic() - t0
+        during = times[len(idle):]
+        stop.set()
+        watcher.join()
+        table.add(f"{pages}-page PDF ({len(pdf) / 2**20:.1f} MiB): first passage searchable", f"{first or took:.2f} s")
+        table.add(f"{pages}-page PDF: all {pages} pages searchable",
+                  f"{took:.2f} s ({doc.passages:,} passages, {doc.state})", "≤ 20 s" if pages <= 300 else "")
+        table.add("a conversation's page while idle: p50 / p99", f"{pct(idle, 50) * 1000:.0f} / {pct(idle, 99) * 1000:.0f} ms")
+        table.add("... while the PDF is read: p50 / p99", f"{pct(during, 50) * 1000:.0f} / {pct(during, 99) * 1000:.0f} ms "
+                  f"({len(during)} loads)", "p99 ≤ 200 ms")
+    finally:
+        served.stop()
+        store.db.conn.close()
+
+
+def many(table: Table, work: Path, count: int = 100, pages: int = 30) -> None:
+    data = work / "many" / "data"
+    data.mkdir(parents=True)
+    store = store_of(data / "tabletalk.db")
+    person, _ = owner_session(store)
+    c = store.add_collection(person, "Many")
+    served = serving(data)
+    try:
+        peak_worker = peak_child = peak_tree = 0
+        t0 = time.monotonic()
+        ids = [queue(store, person, c, f"doc{n}.pdf", manual(pages, seed=n)) for n in range(count)]
+        while True:
+            pids = tree_cpu(served.proc.pid)
+            sizes = {pid: rss(pid) for pid in pids}
+            children = {pid: size for pid, size in sizes.items() if reading_child(pid)}
+            peak_child = max([peak_child, *children.values()])
+            peak_worker = max([peak_worker, *(v for p, v in sizes.items() if p not in children and p != served.proc.pid)])
+            peak_tree = max(peak_tree, sum(sizes.values()))
+            docs = store.documents(c)
+            if not any(x.busy for x in docs):
+                break
+            time.sleep(0.05)
+        took = time.monotonic() - t0
+        states = {x.state: sum(1 for y in docs if y.state == x.state) for x in docs}
+        table.add(f"{count} PDFs of {pages} pages: all searchable",
+                  f"{took:.1f} s, {sum(x.passages for x in docs):,} passages, {states}")
+        table.add("... the worker's RSS at its peak", f"{peak_worker / 2**20:.0f} MiB", "≤ 300 MiB")
+        table.add("... a reading child's RSS at its peak", f"{peak_child / 2**20:.0f} MiB")
+        table.add("... the whole server (granian, worker, children) at its peak", f"{peak_tree / 2**20:.0f} MiB")
+        assert len(ids) == count
+    finally:
+        served.stop()
+        store.db.conn.close()
+
+
+def killed(table: Table, work: Path, kills: int = 5) -> None:
+    data = work / "killed" / "data"
+    data.mkdir(parents=True)
+    store = store_of(data / "tabletalk.db")
+    person, _ = owner_session(store)
+    c = store.add_collection(person, "Killed")
+    pdf = manual(300)
+    d = queue(store, person, c, "manual.pdf", pdf)
+    resumed = []
+    served = serving(data)
+    try:
+        for k in range(kills):
+            # kill once the reading is under way again: a few pages past where it was
+            start = state(store, d).pages_read
+            while state(store, d).pages_read < start + 20 + k * 5:
+                time.sleep(0.001)
+            at = state(store, d).pages_read
+            os.killpg(served.proc.pid, signal.SIGKILL)
+            served.proc.wait()
+            served = serving(data)
+            t = time.monotonic()
+            while state(store, d).pages_read <= at and state(store, d).state == "reading":
+                time.sleep(0.01)
+            resumed.append((at, time.monotonic() - t))
+        while state(store, d).state in ("queued", "reading"):
+            time.sleep(0.02)
+    finally:
+        served.stop()
+    doc = state(store, d)
+    got = [(r[0], r[1]) for r in store.db.conn.execute("SELECT page, text FROM passages WHERE document = ? "
+                                                       "ORDER BY page, n", [d])]
+    expected = whole(pdf)
+    duplicates = len(got) - len(set(got))
+    missing = len({p for p, _ in expected} - {p for p, _ in got})
+    table.add(f"kill -9 during a 300-page PDF, {kills} times: killed at pages",
+              ", ".join(str(a) for a, _ in resumed))
+    table.add("... reading again after each start (lease 3 s)", ", ".join(f"{s:.1f}" for _, s in resumed) + " s")
+    table.add("... duplicate passages / missing pages / passages as one whole reading",
+              f"{duplicates} / {missing} / {'yes' if got == expected else 'NO'} ({doc.state})", "0 / 0 / yes")
+    store.db.conn.close()
+
+
+def search(table: Table, work: Path, target, name: str, passages: int = 100_000, queries: int = 300) -> None:
+    store = store_of(target)
+    person, _ = owner_session(store)
+    c = store.add_collection(person, "Search")
+    t0 = time.monotonic()
+    per_page = 10
+    documents = 100
+    pages = passages // per_page // documents
+    text = lambda d, p, n: " ".join(WORDS[(d * 13 + p * 7 + n * 3 + i * i) % len(WORDS)]  # noqa: E731
+                                    for i in range(150))[:1000]
+    for d in range(documents):
+        doc = queue(store, person, c, f"d{d}.pdf", b"%PDF-1.7 " + str(d).encode())
+        store.take_document("bench", 3600)
+        for p in range(1, pages + 1):
+            store.read_page(doc, "bench", p, pages, [(f"Chapter {p}", text(d, p, n)) for n in range(per_page)], 3600)
+        store.finish_document(doc, "bench", "ready")
+    loaded = time.monotonic() - t0
+    scope = Scope(collections=(c,))
+    times = []
+    for q in range(queries):
+        words = " ".join(WORDS[(q * 5 + i * 11) % len(WORDS)] for i in range(1 + q % 4))
+        t = time.monotonic()
+        found = store.search_passages(f"where is the {words}?", scope, limit=6)
+        times.append(time.monotonic() - t)
+        assert found, words
+    table.add(f"search at {passages:,} passages ({name}): p50 / p99",
+              f"{pct(times, 50) * 1000:.1f} / {pct(times, 99) * 1000:.1f} ms ({queries} queries; loaded in {loaded:.0f} s)",
+              "≤ 20 / 50 ms")
+    store.db.conn.close()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--postgres", action="store_true", help="the search phase on PostgreSQL too")
+    parser.add_argument("--only", choices=["large", "many", "killed", "search"], help="one phase")
+    args = parser.parse_args()
+    table = Table(echo=True)
+    with tempfile.TemporaryDirectory(prefix="tabletalk-knowledge-") as tmp:
+        work = Path(tmp)
+        phases = {"large": lambda: (one_large(table, work), one_large(table, work, 3000)), "many": lambda: many(table, work),
+                  "killed": lambda: killed(table, work),
+                  "search": lambda: search(table, work, work / "search.db", "SQLite")}
+        for name, phase in phases.items():
+            if args.only in (None, name):
+                phase()
+        if args.postgres and args.only in (None, "search"):
+            from tests.pg import Cluster
+
+            cluster = Cluster(durable=True).start()
+            try:
+                search(table, work, cluster.database(), "PostgreSQL")
+            finally:
+                cluster.stop()
+    table.print()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,108 @@
+"""Knowledge in Debian's Chromium: documents added from the page become ready while the page
+follows their reading live (a progress bar that moves, Stop that works) with JavaScript, and
+by reloading itself without it; an answer's chip opens the passage on its page; no page wider
+than a phone. Screenshots, desktop and phone, light and dark: SHOTS."""
+from __future__ import annotations
+
+import os
+
+import pytest
+from playwright.sync_api import expect
+
+from tests.conftest import SHOTS, Served, rows, start_chat, wait_for
+from tests.fakes.openai_server import tool_call
+from tests.test_ingest import CSV
+from tests.test_knowledge import MANUAL
+
+pytestmark = pytest.mark.browser
+
+
+def collection(served: Served, name: str = "Manuals") -> int:
+    with served.store() as store:
+        return store.add_collection(store.owner(), name, "The GNU manuals we use")
+
+
+def no_wider_than(page, width: int) -> None:
+    assert page.evaluate("document.documentElement.scrollWidth") <= width, "nothing wider than the screen"
+
+
+def test_documents_added_from_the_page_are_followed_live_and_stopped(browser, served, tmp_path):
+    os.makedirs(SHOTS, exist_ok=True)
+    c = collection(served)
+    big = tmp_path / "tides.csv"
+    big.write_bytes(CSV * 8)
+    manual = tmp_path / "libtasn1.md"
+    manual.write_text(MANUAL)
+    with served.watched_page(browser, viewport={"width": 1280, "height": 900}) as page:
+        page.goto(f"/knowledge/{c}")
+        page.set_input_files("#add-documents input[type=file]", [str(manual), str(big)])
+        page.click("#add-documents button[type=submit]")
+        docs = {d["name"]: d["id"] for d in wait_for(lambda: rows(served.data, "SELECT id, name FROM documents") or None)}
+        ready = page.locator(f"#document-{docs['libtasn1.md']}")
+        expect(ready).to_contain_text("Ready: ", timeout=30_000)
+        reading = page.locator(f"#document-{docs['tides.csv']}")
+        bar = reading.locator("progress")
+        expect(bar).to_be_visible(timeout=30_000)  # the page was not reloaded: the feed brought it
+        first = int(bar.get_attribute("value"))
+        wait_for(lambda: int(bar.get_attribute("value") or 0) > first or None, 30, every=0.1)
+        page.screenshot(path=f"{SHOTS}/knowledge-reading-desk-light.png")
+        reading.get_by_role("button", name="Stop").click()
+        expect(reading).to_contain_text("Stopped at page", timeout=15_000)
+        expect(reading.get_by_role("button", name="Read again")).to_be_visible()
+        [d] = rows(served.data, "SELECT state, pages_read, pages FROM documents WHERE name = 'tides.csv'")
+        assert d["state"] == "stopped" and 0 < d["pages_read"] < d["pages"], d
+
+
+def test_without_javascript_a_collection_being_read_reloads_itself(browser, served):
+    c = collection(served)
+    with served.store() as store:
+        owner = store.owner()
+        file = store.add_file("tides.csv", CSV * 8, owner)
+        d = store.add_document(owner, file, "tides.csv", collection=c, kind="csv")
+    with served.watched_page(browser, java_script_enabled=False, viewport={"width": 390, "height": 844}) as page:
+        page.goto(f"/knowledge/{c}")
+        item = page.locator(f"#document-{d}")
+        expect(item).to_contain_text("Ready: ", timeout=60_000)  # by the page's own reload, every 5 s
+        no_wider_than(page, 390)
+        page.screenshot(path=f"{SHOTS}/knowledge-collection-nojs-phone-light.png", full_page=True)
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_an_answer_cites_a_page_and_its_chip_opens_it(browser, served, fake, scheme):
+    c = collection(served)
+    with served.store() as store:
+        owner = store.owner()
+        file = store.add_file("libtasn1.md", MANUAL.encode(), owner)
+        store.add_document(owner, file, "libtasn1.md", collection=c, kind="markdown")
+        agent = store.default_agent(owner).id
+        store.set_agent_collections(agent, [c])
+    wait_for(lambda: rows(served.data, "SELECT state FROM documents") == [{"state": "ready"}] or None, 60)
+    fake.script([tool_call("search_knowledge", {"query": "asn1_der_decoding wrong tag"})],
+                "It returns **ASN1_TAG_ERROR** (libtasn1.md, p. 5).")
+    with served.client() as client:
+        chat = start_chat(client, "What does asn1_der_decoding return for a wrong tag?")
+    for width, height, name in ((1280, 900, "desk"), (390, 844, "phone")):
+        with served.watched_page(browser, color_scheme=scheme, viewport={"width": width, "height": height}) as page:
+            page.goto(chat)
+            chip = page.locator(".chips a").first
+            expect(chip).to_be_visible(timeout=30_000)
+            expect(chip).to_contain_text("libtasn1.md")
+            page.screenshot(path=f"{SHOTS}/knowledge-answer-{name}-{scheme}.png")
+            with page.context.expect_page() as opened:  # (a tab of its own: the conversation stays)
+                chip.click()
+            cited = opened.value
+            expect(cited.locator("#passage mark")).to_contain_text("ASN1_TAG_ERROR")
+            no_wider_than(cited, width)
+            cited.screenshot(path=f"{SHOTS}/knowledge-passage-{name}-{scheme}.png", full_page=True)
+            cited.close()
+            page.goto("/knowledge")
+            expect(page.locator(".collection-list")).to_contain_text("Manuals")
+            no_wider_than(page, width)
+            page.screenshot(path=f"{SHOTS}/knowledge-list-{name}-{scheme}.png", full_page=True)
+            page.goto(f"/knowledge/{c}")
+            no_wider_than(page, width)
+            page.screenshot(path=f"{SHOTS}/knowledge-collection-{name}-{scheme}.png", full_page=True)
+            page.goto(f"/agents/{agent}?tab=knowledge")
+            expect(page.get_by_label("Manuals")).to_be_checked()
+            no_wider_than(page, width)
+            page.screenshot(path=f"{SHOTS}/knowledge-agent-tab-{name}-{scheme}.png", full_page=True)

@@ -1,0 +1,354 @@
+"""Knowledge as a person uses it: collections, documents added and read in the background,
+who may see and change what, an agent given a collection that searches it and cites the page."""
+import json
+import re
+
+import pytest
+
+from app.accounts.rules import Accounts
+from app.store import db as dbm
+from tests.conftest import COOKIE, csrf, database, idle, signed_in, soup, start_chat, wait_for
+from tests.fakes.openai_server import tool_call
+
+HOSTILE = '<script>alert("x")</script> & “quotes”'
+MANUAL = "\n\n".join(
+    ["# Libtasn1 manual", "Libtasn1 is a library for ASN.1 structures and DER encoding.",
+     "## Installing", "Run the configure script, then make and make install."]
+    + [f"## Section {n}\n\n" + " ".join(f"Paragraph {n} word{w} about tree structures." for w in range(60))
+       for n in range(1, 6)]
+    + ["## Errors", "The function asn1_der_decoding returns ASN1_TAG_ERROR when a tag is wrong."])
+
+
+def rows(data, sql, params=()):
+    db = dbm.connect(database(data))
+    try:
+        return [dict(r) for r in db.conn.execute(sql, params)]
+    finally:
+        db.conn.close()
+
+
+def create(client, name="Manuals", description="", status=303):
+    r = client.post("/knowledge", data={"_csrf_token": csrf(client, "/knowledge"), "name": name,
+                                        "description": description}, follow_redirects=False)
+    assert r.status_code == status, r.text
+    return r
+
+
+def made(client, name="Manuals") -> int:
+    r = create(client, name)
+    m = re.fullmatch(r"/knowledge/(\d+)\?saved=created", r.headers["location"])
+    assert m, r.headers["location"]
+    return int(m.group(1))
+
+
+def upload(client, collection, *files, status=303):
+    r = client.post(f"/knowledge/{collection}/documents", data={"_csrf_token": csrf(client, f"/knowledge/{collection}")},
+                    files=[("file", f) for f in files], follow_redirects=False)
+    assert r.status_code == status, r.text
+    return r
+
+
+def ready(data, document=None):
+    def look():
+        found = rows(data, "SELECT * FROM documents" + (" WHERE id = ?" if document else ""),
+                     [document] if document else [])
+        return found if found and all(d["state"] not in ("queued", "reading") for d in found) else None
+    return wait_for(look)
+
+
+# --- collections ------------------------------------------------------------------------
+
+
+def test_a_collection_is_made_named_and_listed(client):
+    page = soup(client.get("/knowledge"))
+    assert page.select_one('nav.main a[href="/knowledge"]'), "the header leads to Knowledge"
+    assert "No collections yet" in page.text
+    c = made(client, HOSTILE)
+    page = soup(client.get(f"/knowledge/{c}?saved=created"))
+    assert page.select_one("h1").text == HOSTILE, "the name is text, never markup"
+    assert "<script>" not in client.get("/knowledge").text
+    assert page.select_one(f"#documents-{c}").text.strip() == "No documents yet."
+
+
+@pytest.mark.parametrize("name,description,field", [("", "", "name"), ("   ", "", "name"), ("x" * 201, "", "name"),
+                                                    ("ok", "d" * 2001, "description")])
+def test_a_collection_refused_says_why_beside_its_field(client, name, description, field):
+    r = create(client, name, description, status=400)
+    page = soup(r)
+    assert page.select_one(f"#problem-{field}"), r.text
+    assert page.select_one('input[name="name"]')["value"] == name.strip(), "the form keeps what was typed"
+    assert rows(client.app.state.tabletalk.config.data, "SELECT * FROM collections") == []
+
+
+# --- documents ----------------------------------------------------------------------------
+
+
+@pytest.mark.process  # the document is read in a child process (app/knowledge/reading.py)
+def test_a_document_added_is_read_in_the_background_into_passages_with_pages_and_headings(client, data):
+    c = made(client)
+    upload(client, c, ("libtasn1.md", MANUAL.encode(), "text/markdown"))
+    [d] = ready(data)
+    assert (d["state"], d["kind"], d["reason"]) == ("ready", "markdown", ""), d
+    assert d["pages_read"] == d["pages"] >= 1
+    passages = rows(data, "SELECT page, heading, text FROM passages WHERE document = ? ORDER BY page, n", [d["id"]])
+    assert d["passages"] == len(passages) >= 3
+    assert all(len(p["text"]) <= 1200 for p in passages), "passages of about 1,000 characters"
+    assert any(p["heading"] == "Errors" and "ASN1_TAG_ERROR" in p["text"] for p in passages), passages
+    page = soup(client.get(f"/knowledge/{c}"))
+    li = page.select_one(f"#document-{d['id']}")
+    assert "Ready" in li.text and li.select_one(f'a[href="/files/{d["file"]}"]').text == "libtasn1.md"
+    assert not page.select("noscript meta[http-equiv=refresh]"), "nothing being read: the page does not reload"
+
+
+@pytest.mark.process  # the document is read in a child process (app/knowledge/reading.py)
+def test_several_documents_at_once_and_each_kind_from_its_bytes(client, data):
+    c = made(client)
+    upload(client, c, ("notes.txt", b"Plain notes about tides.\n\nThe moon pulls the sea.", "text/plain"),
+           ("table.csv", b"name,role\nAda,engineer\nGrace,admiral\n", "text/csv"),
+           ("page.html", b"<html><body><nav>menu</nav><article><h1>Tides</h1><p>" + b"The tide rises twice a day. " * 20
+            + b"</p></article><script>alert(1)</script></body></html>", "text/html"))
+    found = {d["name"]: d for d in ready(data)}
+    assert {n: (d["kind"], d["state"]) for n, d in found.items()} == {
+        "notes.txt": ("text", "ready"), "table.csv": ("csv", "ready"), "page.html": ("html", "ready")}, found
+    texts = " ".join(r["text"] for r in rows(data, "SELECT text FROM passages"))
+    assert "Grace" in texts and "tide rises" in texts and "alert(1)" not in texts
+
+
+@pytest.mark.parametrize("name,content,says", [
+    ("program.exe", b"MZ\x90\x00\x03" + bytes(range(256)) * 4, "not a PDF"),
+    ("old.doc", b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + b"\x00" * 600, "save it as .docx"),
+    ("photo.png", b"\x89PNG\r\n\x1a\n" + b"\x00" * 100, "not a PDF"),
+])
+def test_a_file_that_is_no_document_is_refused_before_anything_is_kept(client, data, name, content, says):
+    c = made(client)
+    r = upload(client, c, ("fine.txt", b"fine words", "text/plain"), (name, content, "application/octet-stream"),
+               status=400)
+    note = soup(r).select_one("#problem-file").text
+    assert name in note and says in note and "Nothing was added" in note, note
+    assert rows(data, "SELECT * FROM documents") == [], "none of the batch is kept"
+
+
+def test_an_empty_upload_and_an_empty_file_are_refused(client, data):
+    c = made(client)
+    r = client.post(f"/knowledge/{c}/documents", data={"_csrf_token": csrf(client, f"/knowledge/{c}")},
+                    follow_redirects=False)
+    assert r.status_code == 400 and "Choose one or more documents" in r.text
+    r = upload(client, c, ("empty.txt", b"", "text/plain"), status=400)
+    assert "empty" in r.text
+    assert rows(data, "SELECT * FROM documents") == []
+
+
+@pytest.mark.process  # the document is read in a child process (app/knowledge/reading.py)
+def test_the_limits_on_a_document_and_on_a_persons_room(make_client, data):
+    with make_client(TABLETALK_DOCUMENT_MAX="1000", TABLETALK_KNOWLEDGE_MAX="1500") as client:
+        c = made(client)
+        r = upload(client, c, ("big.txt", b"word " * 201, "text/plain"), status=413)
+        assert "at most 1,000 bytes" in r.text
+        upload(client, c, ("a.txt", b"a" * 900, "text/plain"))
+        r = upload(client, c, ("b.txt", b"b" * 900, "text/plain"), status=413)
+        assert "600 bytes" in r.text and "left" in r.text, r.text
+        assert [d["name"] for d in rows(data, "SELECT name FROM documents")] == ["a.txt"]
+
+
+@pytest.mark.process  # the document is read in a child process (app/knowledge/reading.py)
+def test_a_failed_document_says_why_and_read_again_starts_over(client, data):
+    c = made(client)
+    upload(client, c, ("broken.pdf", b"%PDF-1.7\n this is no pdf at all \n%%EOF", "application/pdf"))
+    [d] = ready(data)
+    assert d["state"] == "failed" and d["reason"], d
+    li = soup(client.get(f"/knowledge/{c}")).select_one(f"#document-{d['id']}")
+    assert "Failed" in li.text and d["reason"][:30] in li.text
+    assert li.select_one(f'button[formaction="/knowledge/documents/{d["id"]}/again"]')
+    r = client.post(f"/knowledge/documents/{d['id']}/again", data={"_csrf_token": csrf(client, f"/knowledge/{c}")},
+                    follow_redirects=False)
+    assert r.status_code == 303
+    [again] = ready(data)
+    assert again["state"] == "failed" and again["reason"] == d["reason"], "read again, and failed the same way"
+
+
+@pytest.mark.process  # the document is read in a child process (app/knowledge/reading.py)
+def test_a_document_deleted_takes_its_passages_and_file_with_it(client, data):
+    c = made(client)
+    upload(client, c, ("notes.txt", b"The moon pulls the sea.", "text/plain"))
+    [d] = ready(data)
+    r = client.post(f"/knowledge/documents/{d['id']}/delete", data={"_csrf_token": csrf(client, f"/knowledge/{c}")},
+                    follow_redirects=False)
+    assert r.status_code == 303 and r.headers["location"] == f"/knowledge/{c}?saved=removed"
+    assert rows(data, "SELECT * FROM documents") == [] and rows(data, "SELECT * FROM passages") == []
+    assert client.get(f"/files/{d['file']}").status_code == 404
+
+
+@pytest.mark.process  # the document is read in a child process (app/knowledge/reading.py)
+def test_deleting_a_collection_asks_to_be_sure(client, data):
+    c = made(client)
+    upload(client, c, ("notes.txt", b"The moon pulls the sea.", "text/plain"))
+    ready(data)
+    token = csrf(client, f"/knowledge/{c}")
+    r = client.post(f"/knowledge/{c}/delete", data={"_csrf_token": token}, follow_redirects=False)
+    assert r.status_code == 400 and soup(r).select_one("#problem-sure")
+    r = client.post(f"/knowledge/{c}/delete", data={"_csrf_token": token, "sure": "1"}, follow_redirects=False)
+    assert r.status_code == 303 and r.headers["location"] == "/knowledge?saved=deleted"
+    assert rows(data, "SELECT * FROM collections") == [] and rows(data, "SELECT * FROM documents") == []
+
+
+# --- who sees what --------------------------------------------------------------------------
+
+
+@pytest.mark.process  # the document is read in a child process (app/knowledge/reading.py)
+def test_another_person_neither_sees_nor_changes_a_collection_until_it_is_shared(client, data):
+    c = made(client)
+    upload(client, c, ("notes.txt", b"The moon pulls the sea.", "text/plain"))
+    [d] = ready(data)
+    [p] = rows(data, "SELECT id FROM passages")
+    owner = client.cookies.get(COOKIE)
+    client.cookies.set(COOKIE, signed_in(data, "Bea", owner=False))
+    token = csrf(client, "/knowledge")
+    for path in (f"/knowledge/{c}", f"/knowledge/passages/{p['id']}", f"/files/{d['file']}"):
+        assert client.get(path).status_code == 404, path
+    for path in (f"/knowledge/{c}", f"/knowledge/{c}/documents", f"/knowledge/{c}/delete",
+                 f"/knowledge/documents/{d['id']}/stop", f"/knowledge/documents/{d['id']}/delete"):
+        assert client.post(path, data={"_csrf_token": token, "sure": "1", "name": "x"}).status_code == 404, path
+    assert "Manuals" not in soup(client.get("/knowledge")).select_one(".collection-list").text
+    client.cookies.set(COOKIE, owner)
+    r = client.post(f"/knowledge/{c}", data={"_csrf_token": csrf(client, f"/knowledge/{c}"), "name": "Manuals",
+                                             "description": "", "shared": "1"}, follow_redirects=False)
+    assert r.status_code == 303
+    client.cookies.set(COOKIE, signed_in(data, "Bea", owner=False))
+    assert "shared with everyone" in soup(client.get("/knowledge")).select_one(".collection-list").text
+    page = soup(client.get(f"/knowledge/{c}"))
+    assert page.select_one(f"#document-{d['id']}") and not page.select("#document-%d button" % d["id"])
+    assert not page.select("#add-documents, #edit-collection, #delete-collection"), "only its maker changes it"
+    assert client.get(f"/knowledge/passages/{p['id']}").status_code == 200
+    assert client.post(f"/knowledge/documents/{d['id']}/delete", data={"_csrf_token": csrf(client, "/knowledge")}
+                       ).status_code == 403
+    assert rows(data, "SELECT id FROM documents") == [{"id": d["id"]}]
+
+
+@pytest.mark.parametrize("raw", ["0", "-1", "x", "1" * 30, "%00", "9" * 18])
+def test_ids_that_name_nothing_are_404(client, raw):
+    token = csrf(client, "/knowledge")
+    for path in (f"/knowledge/{raw}", f"/knowledge/passages/{raw}"):
+        assert client.get(path).status_code == 404, path
+    for path in (f"/knowledge/documents/{raw}/stop", f"/knowledge/documents/{raw}/again",
+                 f"/knowledge/{raw}/documents"):
+        assert client.post(path, data={"_csrf_token": token}).status_code == 404, path
+
+
+# --- an agent that searches -----------------------------------------------------------------
+
+
+def give(client, agent, *collections, status=303):
+    r = client.post(f"/agents/{agent}/knowledge", data={"_csrf_token": csrf(client, f"/agents/{agent}?tab=knowledge"),
+                                                        "collection": [str(c) for c in collections]},
+                    follow_redirects=False)
+    assert r.status_code == status, r.text
+    return r
+
+
+@pytest.mark.process  # the document is read in a child process (app/knowledge/reading.py)
+def test_an_agent_given_a_collection_searches_it_and_cites_the_page(client, data, fake):
+    c = made(client)
+    upload(client, c, ("libtasn1.md", MANUAL.encode(), "text/markdown"))
+    [d] = ready(data)
+    store = client.app.state.tabletalk.store
+    agent = store.default_agent(store.owner()).id
+    tab = soup(client.get(f"/agents/{agent}?tab=knowledge"))
+    assert tab.select_one(f'input[name="collection"][value="{c}"]:not([checked])')
+    give(client, agent, c)
+    assert soup(client.get(f"/agents/{agent}?tab=knowledge")).select_one(f'input[value="{c}"][checked]')
+
+    fake.script([tool_call("search_knowledge", {"query": "What does asn1_der_decoding return for a wrong tag?"})],
+                "It returns ASN1_TAG_ERROR (libtasn1.md, p. 1).")
+    chat = start_chat(client, "What does asn1_der_decoding return when a tag is wrong?")
+    page = idle(client, chat)
+    tools = [t["function"]["name"] for t in fake.streamed[0].get("tools", [])]
+    assert "search_knowledge" in tools, tools
+    result = fake.streamed[1]["messages"][-1]
+    assert result["role"] == "tool" and "ASN1_TAG_ERROR" in result["content"] and "libtasn1.md, p. " in result["content"]
+    [call] = rows(data, "SELECT sources FROM items WHERE kind = 'call'")
+    sources = json.loads(call["sources"])
+    assert sources and all(s["document"] == "libtasn1.md" for s in sources), sources
+    chip = page.select_one(".chips a")
+    assert chip and re.fullmatch(r"/knowledge/passages/\d+", chip["href"]) and "libtasn1.md" in chip.text
+    passage = soup(client.get(chip["href"]))
+    cited = re.search(r"\(libtasn1.md, p. (\d+) — Errors\)\nThe function asn1_der_decoding", result["content"])
+    assert cited, result["content"]
+    assert f"libtasn1.md, page {cited.group(1)} of {d['pages']}" == passage.select_one("h1").text
+    assert "ASN1_TAG_ERROR" in passage.select_one("#passage mark").text, "the passage found is marked on its page"
+    assert passage.select_one(f'a[href="/knowledge/{c}"]')
+
+
+def test_an_agent_without_knowledge_has_no_search_tool(client, fake):
+    fake.script("Hello.")
+    idle(client, start_chat(client, "Hi"))
+    tools = [t["function"]["name"] for t in fake.streamed[0].get("tools", [])]
+    assert "search_knowledge" not in tools
+
+
+@pytest.mark.process  # the document is read in a child process (app/knowledge/reading.py)
+def test_a_collection_not_the_persons_is_refused_and_an_unshared_one_is_not_searched(client, data, fake):
+    c = made(client, "Secret")
+    upload(client, c, ("secret.txt", b"The password is swordfish.", "text/plain"))
+    ready(data)
+    client.cookies.set(COOKIE, signed_in(data, "Bea", owner=False))
+    store = client.app.state.tabletalk.store
+    bea = store.default_agent(Accounts(store).session(client.cookies.get(COOKIE)).id)
+    give(client, bea.id, c, status=400)
+    assert store.agent_collections(bea.id) == []
+    store.set_agent_collections(bea.id, [c])  # given while it was shared, say: it is unshared now
+    fake.script([tool_call("search_knowledge", {"query": "password"})], "Nothing.")
+    idle(client, start_chat(client, "What is the password?"))
+    assert "search_knowledge" not in [t["function"]["name"] for t in fake.streamed[0].get("tools", [])]
+    assert "swordfish" not in json.dumps(fake.requests)
+
+
+# --- documents attached to a message ----------------------------------------------------------
+
+
+def pdf_of(pages: int, lines: int = 40) -> bytes:
+    from tests.fakes.documents import text_pdf
+
+    return text_pdf([[f"Page {p}, line {n}: the keeper lights the lantern at dusk." for n in range(lines)]
+                     + ([f"The secret harbour code is tern-{p}."] if p == pages else [])
+                     for p in range(1, pages + 1)])
+
+
+@pytest.mark.process
+def test_a_pdf_attached_to_a_message_is_read_first_and_sent_whole_with_its_pages(client, data, fake):
+    fake.script("It is tern-3 (page 3).")
+    chat = start_chat(client, "What is the harbour code?", files={"file": ("harbour.pdf", pdf_of(3), "application/pdf")})
+    idle(client, chat)
+    [d] = rows(data, "SELECT state, chat, kind, pages FROM documents")
+    assert (d["state"], d["kind"], d["pages"], d["chat"]) == ("ready", "pdf", 3, int(chat.rsplit("/", 1)[1]))
+    sent = fake.streamed[0]["messages"][-1]["content"]
+    assert "--- Attached file: harbour.pdf (3 pages) ---\n[page 1]\nPage 1, line 0" in sent, sent[:500]
+    assert "[page 3]" in sent and "tern-3" in sent and "not readable here" not in sent
+    assert "search_knowledge" in [t["function"]["name"] for t in fake.streamed[0].get("tools", [])], \
+        "its conversation may search what is attached to it"
+
+
+@pytest.mark.process
+def test_a_document_too_long_to_send_whole_is_searched_and_cited(client, data, fake):
+    fake.script([tool_call("search_knowledge", {"query": "secret harbour code"})], "It is tern-60 (p. 60).")
+    chat = start_chat(client, "What is the harbour code?", files={"file": ("long.pdf", pdf_of(60), "application/pdf")})
+    page = idle(client, chat)
+    sent = fake.streamed[0]["messages"][-1]["content"]
+    assert "[Attached file: long.pdf (60 pages): too long to send whole. Search it with search_knowledge" in sent
+    assert "Page 1, line 0" not in sent, "none of it inline"
+    result = fake.streamed[1]["messages"][-1]["content"]
+    assert "(long.pdf, p. 60)\n" in result and "tern-60" in result, result[:600]
+    assert page.select_one('.chips a[href^="/knowledge/passages/"]')
+    # a conversation deleted takes its documents with it
+    r = client.post(f"{chat}/delete", data={"_csrf_token": csrf(client, chat)}, follow_redirects=False)
+    assert r.status_code in (303, 204), r.text
+    assert rows(data, "SELECT * FROM documents") == [] and rows(data, "SELECT * FROM passages") == []
+
+
+@pytest.mark.process
+def test_another_conversation_does_not_search_what_was_attached_elsewhere(client, data, fake):
+    fake.script("Read it.")
+    idle(client, start_chat(client, "Keep this", files={"file": ("long.pdf", pdf_of(60), "application/pdf")}))
+    fake.script([tool_call("search_knowledge", {"query": "secret harbour code"})], "I do not know.")
+    idle(client, start_chat(client, "What is the harbour code?"))
+    assert "search_knowledge" not in [t["function"]["name"] for t in fake.streamed[1].get("tools", [])]
+    assert "tern-60" not in json.dumps(fake.streamed[1:])
