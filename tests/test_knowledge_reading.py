@@ -11,10 +11,8 @@ from pathlib import Path
 import docx
 import pytest
 
-from app.knowledge.child import SECTION
 from app.knowledge.kinds import Unreadable, kind_of
 from app.knowledge.passages import PASSAGE, Passage, passages
-from app.knowledge.reading import read
 
 # --- passages ----------------------------------------------------------------------------------
 
