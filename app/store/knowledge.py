@@ -21,6 +21,16 @@ from ..tables import Attached, Collection, Document, Found
 SEARCHABLE = ("reading", "ready", "stopped")  # a document's passages are found as soon as they are written
 WORD = re.compile(r"[^\W_]+")  # a query's words: letters and digits (nothing to escape on either engine)
 QUERY_WORDS_MAX = 32
+# English words so common that nearly every passage holds them: a query's word among them
+# would match (and have BM25 rank) almost every passage, costing time and adding nothing to
+# the order. They are left out of a query that has other words; a query of only such words
+# keeps them. (The index keeps every word: "to be or not to be" is still found.)
+COMMON = frozenset("""a about above after again all also am an and any are as at be because been before being
+between both but by can could did do does doing down during each few for from further had has have having he her
+here hers him his how i if in into is it its itself just me more most my no nor not now of off on once only or
+other our ours out over own same she should so some such than that the their theirs them then there these they
+this those through to too under until up very was we were what when where which while who whom why will with
+would you your yours""".split())
 
 
 @dataclass(frozen=True)
@@ -33,11 +43,12 @@ class Scope:
 
 def query_words(query: str) -> list[str]:
     """The words a search looks for (any of them; the ranking prefers passages with more),
-    case-folded, each once, at most QUERY_WORDS_MAX."""
+    case-folded, each once, at most QUERY_WORDS_MAX; COMMON ones only when there are no others."""
     seen: dict[str, None] = {}
     for w in WORD.findall(query.casefold()):
         seen.setdefault(w, None)
-    return list(seen)[:QUERY_WORDS_MAX]
+    words = [w for w in seen if w not in COMMON] or list(seen)
+    return words[:QUERY_WORDS_MAX]
 
 
 class Knowledge(Base):

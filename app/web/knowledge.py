@@ -59,17 +59,28 @@ def document_html(d: Document, mine: bool) -> str:
     return render.fragment("_document.html", d=d, mine=mine)
 
 
+def progress_html(d: Document) -> str:
+    return render.fragment("_document_progress.html", d=d, oob=True)
+
+
 def document_changes(store: Store, documents: list[Document], person: int | None) -> str:
     """The feed's message for one person's pages: the documents they may see whose reading
     moved, upserted into their collection's list where it is on the page (a new one in its
-    place, newest first). The buttons post through the page's own form, which holds the token."""
+    place, newest first). A document read on past its first page changes only its progress:
+    that part alone is sent, so its buttons are not replaced under a person's pointer (a click
+    between two pages would be lost). The buttons post through the page's own form."""
     collections: dict[int, Collection | None] = {}
     by_collection: dict[int, list[str]] = {}
+    progress = []
     for d in documents:
         if d.collection is not None and visible(store, d, person, collections):
             c = collections[d.collection]
-            by_collection.setdefault(d.collection, []).append(document_html(d, mine=c is not None and c.person == person))
-    return "".join(render.removal(f"documents-none-{c}")
+            if d.state == "reading" and d.pages_read > 0:
+                progress.append(progress_html(d))
+            else:
+                by_collection.setdefault(d.collection, []).append(
+                    document_html(d, mine=c is not None and c.person == person))
+    return "".join(progress) + "".join(render.removal(f"documents-none-{c}")
                    + f'<hx-partial hx-target="#documents-{c}" hx-swap="upsert key:data-key sort:desc">'
                    + "".join(items) + "</hx-partial>" for c, items in by_collection.items())
 
