@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import random
 import http.client
 import os
 import signal
@@ -246,8 +247,12 @@ def search(table: Table, work: Path, target, name: str, passages: int = 100_000,
     per_page = 10
     documents = 100
     pages = passages // per_page // documents
-    text = lambda d, p, n: " ".join(WORDS[(d * 13 + p * 7 + n * 3 + i * i) % len(WORDS)]  # noqa: E731
-                                    for i in range(150))[:1000]
+    # words as a language has them: a few very common ("the", "of": every passage holds them),
+    # most rare (a vocabulary of 20,000, drawn log-uniformly: Zipf's law, roughly)
+    rng = random.Random(7)
+    common = ["the", "of", "and", "to", "a", "in", "is", "that", "for", "it"]
+    word = lambda: rng.choice(common) if rng.random() < 0.4 else f"w{int(20_000 ** rng.random())}"  # noqa: E731
+    text = lambda d, p, n: " ".join(word() for _ in range(170))[:1000]  # noqa: E731
     for d in range(documents):
         doc = queue(store, person, c, f"d{d}.pdf", b"%PDF-1.7 " + str(d).encode())
         store.take_document("bench", 3600)
@@ -256,15 +261,16 @@ def search(table: Table, work: Path, target, name: str, passages: int = 100_000,
         store.finish_document(doc, "bench", "ready")
     loaded = time.monotonic() - t0
     scope = Scope(collections=(c,))
-    times = []
+    times, hits = [], 0
     for q in range(queries):
-        words = " ".join(WORDS[(q * 5 + i * 11) % len(WORDS)] for i in range(1 + q % 4))
+        words = " ".join(f"w{int(20_000 ** rng.random())}" for _ in range(1 + q % 4))
         t = time.monotonic()
-        found = store.search_passages(f"where is the {words}?", scope, limit=6)
+        found = store.search_passages(f"where is the {words} in it?", scope, limit=6)
         times.append(time.monotonic() - t)
-        assert found, words
+        hits += bool(found)
     table.add(f"search at {passages:,} passages ({name}): p50 / p99",
-              f"{pct(times, 50) * 1000:.1f} / {pct(times, 99) * 1000:.1f} ms ({queries} queries; loaded in {loaded:.0f} s)",
+              f"{pct(times, 50) * 1000:.1f} / {pct(times, 99) * 1000:.1f} ms ({queries} queries of 1-4 words and "
+              f"common ones, {hits} found some; loaded in {loaded:.0f} s)",
               "≤ 20 / 50 ms")
     store.db.conn.close()
 
