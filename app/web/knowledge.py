@@ -45,10 +45,9 @@ def document_or_404(request: Request, raw: str, change: bool = False) -> Documen
 
 
 def visible(store: Store, document: Document, person: int | None, collections: dict[int, Collection | None]) -> bool:
-    if person is None:
+    """Whether `person` may see a collection's document (its collections looked up once a message)."""
+    if person is None or document.collection is None:
         return False
-    if document.collection is None:
-        return document.person == person
     if document.collection not in collections:
         collections[document.collection] = store.collection(document.collection)
     c = collections[document.collection]
@@ -73,7 +72,7 @@ def document_changes(store: Store, documents: list[Document], person: int | None
     by_collection: dict[int, list[str]] = {}
     progress = []
     for d in documents:
-        if d.collection is not None and visible(store, d, person, collections):
+        if visible(store, d, person, collections):
             c = collections[d.collection]
             if d.state == "reading" and d.pages_read > 0:
                 progress.append(progress_html(d))
