@@ -92,3 +92,103 @@ def test_what_is_not_read_is_refused_in_plain_words(head, name, words):
     with pytest.raises(Unreadable) as e:
         kind_of(head, name)
     assert words in e.value.reason
+
+
+# --- reading, in the child ---------------------------------------------------------------------
+
+
+def read_all(path, kind, start=1, **kw):
+    from app.knowledge.reading import read
+
+    async def go():
+        return [page async for page in read(path, kind, start, **kw)]
+    return asyncio.run(go())
+
+
+@pytest.mark.process  # the child: python -m app.knowledge.child
+def test_a_pdf_is_read_page_by_page_with_its_outline_as_headings(tmp_path):
+    from tests.fakes.documents import text_pdf
+
+    path = tmp_path / "manual.pdf"
+    path.write_bytes(text_pdf([[f"Page {p} says tern-{p}."] for p in range(1, 6)],
+                              outline=[("Introduction", 1), ("Errors", 4)]))
+    pages = read_all(path, "pdf")
+    assert [(p.number, p.pages) for p in pages] == [(n, 5) for n in range(1, 6)]
+    assert [(p.passages[0].heading, p.passages[0].text) for p in pages] == [
+        ("Introduction", "Page 1 says tern-1."), ("Introduction", "Page 2 says tern-2."),
+        ("Introduction", "Page 3 says tern-3."), ("Errors", "Page 4 says tern-4."), ("Errors", "Page 5 says tern-5.")]
+    assert [p.number for p in read_all(path, "pdf", start=4)] == [4, 5], "taken up again from a page"
+
+
+@pytest.mark.process  # the child: python -m app.knowledge.child
+def test_a_pdf_without_any_text_fails_saying_so_after_its_pages(tmp_path):
+    from tests.fakes.documents import text_pdf
+
+    path = tmp_path / "scan.pdf"
+    path.write_bytes(text_pdf([[], []]))
+    with pytest.raises(Unreadable, match="no text layer"):
+        read_all(path, "pdf")
+
+
+@pytest.mark.process  # the child: python -m app.knowledge.child
+def test_a_docx_keeps_its_headings_and_tables(tmp_path):
+    d = docx.Document()
+    d.add_heading("Installing", level=1)
+    d.add_paragraph("Run configure, then make.")
+    table = d.add_table(rows=2, cols=2)
+    for r, row in enumerate([("Option", "Meaning"), ("--prefix", "where to install")]):
+        for c, value in enumerate(row):
+            table.cell(r, c).text = value
+    d.add_heading("Errors", level=2)
+    d.add_paragraph("ASN1_TAG_ERROR: a tag is wrong.")
+    path = tmp_path / "manual.docx"
+    d.save(path)
+    [page] = read_all(path, "docx")
+    found = [(p.heading, p.text) for p in page.passages]
+    assert ("Errors", "ASN1_TAG_ERROR: a tag is wrong.") in found
+    installing = " ".join(t for h, t in found if h == "Installing")
+    assert "Run configure" in installing and "--prefix | where to install" in installing, found
+
+
+@pytest.mark.process  # the child: python -m app.knowledge.child
+def test_a_page_that_takes_too_long_ends_the_reading_naming_it(tmp_path):
+    path = tmp_path / "big.csv"
+    path.write_text("a,b\n" + "".join(f"{n},{n * 2}\n" for n in range(200_000)))
+    with pytest.raises(Unreadable, match=r"Page 1 took longer than"):
+        read_all(path, "csv", page_seconds=1e-6)
+
+
+@pytest.mark.process  # the child: python -m app.knowledge.child
+def test_reading_past_its_memory_fails_in_plain_words(tmp_path):
+    path = tmp_path / "line.txt"
+    path.write_text("word " * 2_000_000)  # one 10 MB line
+    with pytest.raises(Unreadable, match="more than 40 MiB of memory"):
+        read_all(path, "text", memory=40 << 20)
+
+
+@pytest.mark.process  # the child: python -m app.knowledge.child
+def test_leaving_the_reading_kills_the_child_at_once(tmp_path):
+    from app.knowledge.reading import read
+
+    path = tmp_path / "big.csv"
+    path.write_text("a,b\n" + "".join(f"{n},{n * 2}\n" for n in range(200_000)))
+
+    def alive() -> list[int]:
+        return [int(e.name) for e in Path("/proc").iterdir() if e.name.isdigit() and _child_of_me(e)]
+
+    async def go():
+        reading = read(path, "csv")
+        first = await reading.__anext__()
+        assert len(alive()) == 1
+        await reading.aclose()
+        return first
+    assert asyncio.run(go()).number == 1
+    assert alive() == [], "killed and reaped: no zombie, no orphan"
+
+
+def _child_of_me(entry: Path) -> bool:
+    try:
+        stat = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        return int(stat[1]) == os.getpid() and b"app.knowledge.child" in (entry / "cmdline").read_bytes()
+    except OSError:
+        return False
