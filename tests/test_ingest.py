@@ -13,7 +13,7 @@ import pytest
 
 from app.knowledge.reading import read
 from app.store import db as dbm
-from tests.conftest import csrf, database, wait_for
+from tests.conftest import csrf, database, rows, wait_for
 
 pytestmark = pytest.mark.process  # documents are read in a child process (app/knowledge/reading.py)
 
@@ -21,13 +21,6 @@ ROWS = 60_000
 CSV = ("id,name,notes\n" + "".join(f"{n},row {n},the tide rises at hour {n % 24} over stone {n % 97}\n"
                                    for n in range(ROWS))).encode()
 
-
-def rows(data, sql, params=()):
-    db = dbm.connect(database(data))
-    try:
-        return [dict(r) for r in db.conn.execute(sql, params)]
-    finally:
-        db.conn.close()
 
 
 def document(data) -> dict:

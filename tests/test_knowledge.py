@@ -6,8 +6,7 @@ import re
 import pytest
 
 from app.accounts.rules import Accounts
-from app.store import db as dbm
-from tests.conftest import COOKIE, csrf, database, idle, signed_in, soup, start_chat, wait_for
+from tests.conftest import COOKIE, csrf, idle, rows, signed_in, soup, start_chat, wait_for
 from tests.fakes.openai_server import tool_call
 
 HOSTILE = '<script>alert("x")</script> & “quotes”'
@@ -18,13 +17,6 @@ MANUAL = "\n\n".join(
        for n in range(1, 6)]
     + ["## Errors", "The function asn1_der_decoding returns ASN1_TAG_ERROR when a tag is wrong."])
 
-
-def rows(data, sql, params=()):
-    db = dbm.connect(database(data))
-    try:
-        return [dict(r) for r in db.conn.execute(sql, params)]
-    finally:
-        db.conn.close()
 
 
 def create(client, name="Manuals", description="", status=303):

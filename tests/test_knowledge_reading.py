@@ -4,9 +4,7 @@ built here, at run time: PDFs written by hand (a text object per page), .docx by
 from __future__ import annotations
 
 import asyncio
-import os
 import zipfile
-from pathlib import Path
 
 import docx
 import pytest
@@ -169,26 +167,17 @@ def test_reading_past_its_memory_fails_in_plain_words(tmp_path):
 @pytest.mark.process  # the child: python -m app.knowledge.child
 def test_leaving_the_reading_kills_the_child_at_once(tmp_path):
     from app.knowledge.reading import read
+    from tests.test_ingest import my_children
 
     path = tmp_path / "big.csv"
     path.write_text("a,b\n" + "".join(f"{n},{n * 2}\n" for n in range(200_000)))
 
-    def alive() -> list[int]:
-        return [int(e.name) for e in Path("/proc").iterdir() if e.name.isdigit() and _child_of_me(e)]
-
     async def go():
         reading = read(path, "csv")
         first = await reading.__anext__()
-        assert len(alive()) == 1
+        assert len(my_children()) == 1
         await reading.aclose()
         return first
     assert asyncio.run(go()).number == 1
-    assert alive() == [], "killed and reaped: no zombie, no orphan"
+    assert my_children() == [], "killed and reaped: no zombie, no orphan"
 
-
-def _child_of_me(entry: Path) -> bool:
-    try:
-        stat = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-        return int(stat[1]) == os.getpid() and b"app.knowledge.child" in (entry / "cmdline").read_bytes()
-    except OSError:
-        return False

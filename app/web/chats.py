@@ -124,7 +124,7 @@ async def new_conversation(request: Request) -> Response:
         ids = tuple(s.store.add_file(name, data, person=who.id) for name, data in message.uploads + resources)
         convo, _ = s.store.start_conversation(agent.id if agent else None, who.id, message.text,
                                               model=message.model, files=ids, thinking=message.thinking)
-        knowledge.attach_documents(s.store, who.id, convo.id, [(i, n, d) for i, (n, d) in zip(ids, message.uploads)])
+        knowledge.attach_documents(s.store, who.id, convo.id, ids, message.uploads)
         if message.model or message.thinking:  # what was picked stays picked
             s.store.set_choice(convo.id, message.model, message.thinking)
     return go(request, f"/c/{convo.id}")
@@ -185,7 +185,7 @@ async def ask(request: Request, chat: FromPath[str]) -> Response:
         ids = tuple(s.store.add_file(name, data, person=convo.person) for name, data in message.uploads + resources)
         # "Now" with nothing running is just a message (the run it was meant for may have ended).
         steer = message.now and s.store.chat_state(convo.id)["running"]
-        knowledge.attach_documents(s.store, convo.person, convo.id, [(i, n, d) for i, (n, d) in zip(ids, message.uploads)])
+        knowledge.attach_documents(s.store, convo.person, convo.id, ids, message.uploads)
         s.store.ask(convo.id, message.text, model=message.model, files=ids, thinking=message.thinking, steer=steer)
         if picked is not None:  # what was picked stays picked
             s.store.set_choice(convo.id, *picked)

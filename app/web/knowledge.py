@@ -2,6 +2,8 @@
 delete, followed live while they are read), and a passage on its page, which a chip opens."""
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from litestar import Request, Response, get, post
 from litestar.exceptions import HTTPException, NotFoundException
 from litestar.params import FromPath, FromQuery
@@ -87,10 +89,12 @@ def document_changes(store: Store, documents: list[Document], person: int | None
 READ_ATTACHED = ("pdf", "docx")  # the kinds a message's file is read for (text files are sent as they are)
 
 
-def attach_documents(store: Store, person: int, chat: int, files: list[tuple[int, str, bytes]]) -> None:
+def attach_documents(store: Store, person: int, chat: int, files: Sequence[int],
+                     uploads: Sequence[tuple[str, bytes]]) -> None:
     """A message's PDF and Word files as documents of its conversation, read before it is
-    answered (inside the write that adds the message): (file id, name as sent, bytes)."""
-    for file, name, data in files:
+    answered (inside the write that adds the message): the files' ids, and what was uploaded
+    (name as sent, bytes) in the same order."""
+    for file, (name, data) in zip(files, uploads):
         try:
             kind = kind_of(data[:HEAD], name)
         except Unreadable:
