@@ -4,7 +4,6 @@ built here, at run time: PDFs written by hand (a text object per page), .docx by
 from __future__ import annotations
 
 import asyncio
-import zipfile
 
 import docx
 import pytest
