@@ -216,3 +216,29 @@ def test_the_collection_page_follows_a_reading_live(data, env):
             assert 'id="document-' in seen and "reading page" in seen.lower(), seen[-2000:]
     finally:
         served.stop()
+
+
+
+def test_a_reading_that_ended_before_the_pages_stream_began_is_in_its_first_message(data, env):
+    """A page rendered at rev R opens its stream (/events?since=R) a moment later, and the
+    reading may have moved on, or ended, meanwhile: the stream's first message carries the
+    document as it is now (it would otherwise show "Reading" until the page is reloaded)."""
+    from tests.conftest import Served
+
+    served = Served(data, env).start()
+    try:
+        with served.client() as client:
+            c = collection(client)
+            page = client.get(f"/knowledge/{c}").text
+            rev = page.split("/events?since=")[1].split('"')[0]
+            upload(client, c, "notes.txt", b"The moon pulls the sea.")
+            [d] = wait_for(lambda: [x for x in rows(data, "SELECT * FROM documents") if x["state"] == "ready"] or None)
+            first, deadline = "", time.monotonic() + 20
+            with client.stream("GET", f"/events?since={rev}", timeout=30) as stream:
+                for line in stream.iter_lines():  # (the stream's keep-alive comments come every few seconds)
+                    first += line + "\n"
+                    if (line.startswith("data:") and "document-" in line) or time.monotonic() > deadline:
+                        break
+            assert f'id="document-{d["id"]}"' in first and "Ready: " in first, first[:1000]
+    finally:
+        served.stop()

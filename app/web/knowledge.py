@@ -86,6 +86,12 @@ def document_changes(store: Store, documents: list[Document], person: int | None
                    + "".join(items) + "</hx-partial>" for c, items in by_collection.items())
 
 
+def documents_catch_up(store: Store, person: int | None, cursor: int, top: int) -> str:
+    """What a page's stream sends first of the documents whose reading moved after the page's
+    cursor: a reading may end between the page's render and its stream's start."""
+    return document_changes(store, store.documents_since(cursor, top), person) if cursor else ""
+
+
 READ_ATTACHED = ("pdf", "docx")  # the kinds a message's file is read for (text files are sent as they are)
 
 

@@ -23,6 +23,7 @@ from ..store.outage import unavailable
 from . import live, sidebar
 from .toolkit import an_id, conversation_or_404, me, worker
 from .builtin import builtin_catch_up
+from .knowledge import documents_catch_up
 
 HEADERS = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
 
@@ -110,7 +111,8 @@ async def list_events(request: Request, since: FromQuery[str | None] = None) -> 
         top = s.store.rev()
         if cursor > top:
             cursor = 0
-        first = list_catch_up(s.store, who.id, cursor) + builtin_catch_up(s.store, who.id, cursor)
+        first = (list_catch_up(s.store, who.id, cursor) + builtin_catch_up(s.store, who.id, cursor)
+                 + documents_catch_up(s.store, who.id, cursor, top))
     return Stream(follow(s.feed, follower, encode(top, first), top, still(request)),
                   media_type="text/event-stream", headers=HEADERS)
 
