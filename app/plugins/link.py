@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable
 from contextlib import asynccontextmanager
 from urllib.parse import urlsplit
 
+import anyio
 import httpx2
 
 from app import netguard
@@ -28,6 +29,19 @@ from app.plugins.attempt import Attempt
 from app.tables import Plugin
 
 log = logging.getLogger(__name__)
+
+
+def _not_a_parse_failure(record: logging.LogRecord) -> bool:
+    """The mcp client logs "Error parsing SSE message" with a traceback when a message came
+    for a call its caller has left (the reading end closed: a run cancelled mid-call, as a
+    worker that lost its lease cancels its runs). Nothing failed to parse and nothing is
+    lost (the call's outcome is the run's, in rows): that record is dropped, any other kept."""
+    error = record.exc_info[1] if record.exc_info else None
+    return not (record.getMessage() == "Error parsing SSE message"
+                and isinstance(error, (anyio.ClosedResourceError, anyio.BrokenResourceError)))
+
+
+logging.getLogger("mcp.client.streamable_http").addFilter(_not_a_parse_failure)
 
 STREAMABLE, SSE, STDIO = "streamable-http", "sse", "stdio"
 MAX_BYTES = 16 * 1024 * 1024  # one response (or one event) from a plugin; more is refused, not buffered
