@@ -24,7 +24,7 @@ from ..feed.dispatch import Feed
 from ..knowledge.kinds import Unreadable
 from ..knowledge.reading import read
 from ..store import Store
-from ..store.outage import unavailable
+from ..store.outage import Outage, unavailable
 from ..tables import Document
 
 log = logging.getLogger(__name__)
@@ -51,6 +51,7 @@ class Ingest:
         self.stopping = False
         self._task: asyncio.Task | None = None
         self._wake: asyncio.Future | None = None
+        self.outage = Outage()  # the database unreachable: said once every few seconds, not every look
 
     def start(self) -> None:
         self.folder.mkdir(parents=True, exist_ok=True)
@@ -78,9 +79,11 @@ class Ingest:
             changed = self.feed.next_change()
             try:
                 self.take()
+                self.outage.answered()  # (the runner's scan says the database is back)
             except Exception as e:
                 if why := unavailable(e):
-                    log.warning("documents wait to be read: %s", why)
+                    if self.outage.failed(why) is not None:
+                        log.warning("documents wait to be read: %s", why)
                 else:
                     log.exception("looking for documents to read failed")
             await asyncio.sleep(max(0.0, started + GAP_SECONDS - time.monotonic()))
