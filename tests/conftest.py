@@ -658,6 +658,22 @@ class Served:
         assert self.proc
         os.killpg(self.proc.pid, sig)
 
+    def worker_pids(self) -> list[int]:
+        """The PIDs of the workers granian spawned, first to last (respawned ones included)."""
+        return [int(p) for p in re.findall(r"Spawning worker-\d+ with PID: (\d+)", self.log.read_text())]
+
+    def stacks(self, pid: int) -> str:
+        """What each thread of worker `pid` is doing: what its faulthandler prints to the log on
+        SIGUSR2 (the worker goes on)."""
+        before = len(self.log.read_bytes())
+        try:
+            os.kill(pid, signal.SIGUSR2)
+        except ProcessLookupError:
+            return f"(worker {pid} is gone)"
+        wait_for(lambda: b"most recent call first" in self.log.read_bytes()[before:], 10, every=0.1)
+        time.sleep(0.2)  # the other threads' stacks follow the first
+        return self.log.read_bytes()[before:].decode(errors="replace")[-6000:]
+
     def stop(self, timeout: float = 10) -> float:
         """SIGTERM, then wait; returns the seconds it took to exit."""
         if not self.proc or self.proc.poll() is not None:

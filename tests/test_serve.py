@@ -117,6 +117,17 @@ def test_sigterm_ends_open_streams_and_the_server_exits_promptly(served: Served,
     assert len(ended) == 3
 
 
+def test_sigusr2_prints_where_each_thread_of_a_worker_is_and_the_worker_goes_on(served: Served, fake):
+    fake.script([stall(30), text("never")])
+    client, token = session(served)
+    start_chat(client, "wait", token=token)
+    (pid,) = served.worker_pids()
+    printed = served.stacks(pid)
+    assert "Current thread" in printed and "File " in printed, printed
+    assert client.get("/healthz").status_code == 200
+    assert served.worker_pids() == [pid], "the worker was not started again"
+
+
 def test_a_restarted_server_keeps_revs_and_serves_the_same_page(data, env, fake):
     first = Served(data, env).start()
     try:
