@@ -634,6 +634,7 @@ class Served:
         """The process started, not waited for (`ready` waits)."""
         self.data.mkdir(parents=True, exist_ok=True)
         out = open(self.log, "ab")
+        self.launched_at = out.tell()  # where this start's lines begin in the log
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "app.admin.cli", "serve", "--port", str(self.port), "--workers", str(self.workers)],
             cwd=ROOT, env=self.env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
@@ -641,13 +642,16 @@ class Served:
         return self
 
     def ready(self, timeout: float = 20) -> "Served":
-        """Waits until /healthz answers 200."""
+        """Waits until /healthz answers 200 and every worker has started: one worker's 200
+        says nothing of the others (a test that stopped the database then found its second
+        worker still starting, and waiting for it)."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"tabletalk serve exited: {self.log.read_text()[-3000:]}")
             try:
-                if httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200:
+                if (httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200
+                        and self.log.read_bytes()[self.launched_at:].count(b"Started worker-") >= self.workers):
                     return self
             except httpx.HTTPError:
                 pass
