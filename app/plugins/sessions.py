@@ -237,11 +237,14 @@ class Sessions:
 
 
 async def _ended(s: Session) -> None:
-    """Wait for a session told to close to end (10 s at most, then it is cancelled)."""
+    """Wait for a session told to close to end (10 s at most, then it is cancelled, and its
+    cancellation waited for: 5 s more at most). A task cancelled and not waited for was still
+    pending when a stopping worker's loop ended (seen under load: the server's DELETE slow)."""
     try:
         await asyncio.wait_for(asyncio.shield(s.task), 10)
     except (TimeoutError, asyncio.TimeoutError):
         s.task.cancel()
+        await asyncio.wait({s.task}, timeout=5)
     except Exception:
         pass
 
