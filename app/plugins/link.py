@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import re
 from typing import Any
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from contextlib import asynccontextmanager
 from urllib.parse import urlsplit
 
@@ -26,6 +26,7 @@ import httpx2
 from app import netguard
 from app.plugins import asks as mcp_asks
 from app.plugins.attempt import Attempt
+from app.plugins.errors import PluginError, leaves
 from app.tables import Plugin
 
 log = logging.getLogger(__name__)
@@ -49,10 +50,6 @@ CONNECT_TIMEOUT = 10.0
 # How long an open session's event stream may stay silent: sessions live long, and a call's
 # own limit (its idle time, app/plugins/sessions.py) is what notices a server that went quiet.
 STREAM_SILENCE = 3600.0
-
-
-class PluginError(Exception):
-    """A plugin call that did not give a result; the message is for the model and people."""
 
 
 _TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
@@ -313,14 +310,6 @@ def private_ok(lifted: bool, owner: int | None, agent_person: int | None) -> boo
     """CHAT_PRIVATE_PLUGINS (`lifted`) lifts the guard for the owner's agents only: the
     owner's private network is not every person's to reach."""
     return lifted and agent_person == owner
-
-
-def leaves(exc: BaseException) -> Iterable[BaseException]:
-    if isinstance(exc, BaseExceptionGroup):
-        for inner in exc.exceptions:
-            yield from leaves(inner)
-    else:
-        yield exc
 
 
 def why(exc: BaseException, attempt: Attempt, p: Plugin) -> str:
