@@ -24,7 +24,7 @@ import anyio
 import httpx2
 
 from app import netguard
-from app.plugins import asks as mcp_asks
+from app.plugins import asks as mcp_asks, stdio as mcp_stdio
 from app.plugins.attempt import Attempt
 from app.plugins.errors import PluginError, leaves
 from app.tables import Plugin
@@ -202,7 +202,6 @@ def _session_class() -> type:
             (structured content only as JSON text), so it has nothing to check for us."""
 
         def _build_capabilities(self, version: str) -> Any:  # elicitation in form mode only
-            from app.plugins import asks as mcp_asks
             return mcp_asks.declared(super()._build_capabilities(version))
 
     return Session
@@ -271,7 +270,6 @@ async def connect(p: Plugin, transport: str, *, private_ok: bool, attempt: Attem
             yield Link(s, watched, attempt, end)
 
     if transport == STDIO:
-        from app.plugins import stdio as mcp_stdio
         async with mcp_stdio.streams(p, attempt) as streams, linked(streams) as link:
             yield link
         return
@@ -315,11 +313,9 @@ def private_ok(lifted: bool, owner: int | None, agent_person: int | None) -> boo
 def why(exc: BaseException, attempt: Attempt, p: Plugin) -> str:
     """Why a connection failed, in the plain words of a plugin's status. The mcp transports
     raise from task groups, so the telling exception is a leaf of an ExceptionGroup."""
-    from app.plugins.stdio import StdioError
-
     found = [*leaves(exc), *(leaf for e in attempt.errors for leaf in leaves(e))]
     if p.kind == "stdio":
-        if started := next((leaf for leaf in found if isinstance(leaf, StdioError)), None):
+        if started := next((leaf for leaf in found if isinstance(leaf, mcp_stdio.StdioError)), None):
             return str(started)
         if any(isinstance(leaf, TimeoutError) for leaf in found):
             return "timed out"
