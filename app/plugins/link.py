@@ -24,7 +24,7 @@ import anyio
 import httpx2
 
 from app import netguard
-from app.plugins import asks as mcp_asks, stdio as mcp_stdio
+from app.plugins import asks as mcp_asks, oauth_tokens as mcp_oauth_tokens, stdio as mcp_stdio
 from app.plugins.attempt import Attempt
 from app.plugins.errors import PluginError, leaves
 from app.tables import Plugin
@@ -238,14 +238,13 @@ async def connect(p: Plugin, transport: str, *, private_ok: bool, attempt: Attem
     capabilities `initialize` declares are exactly those it has callbacks for. The server's
     elicitation and sampling requests go to `asker()` (app/plugins/asks.py; None: refused).
     `auth` signs the requests (an OAuth flow under way); else a plugin connected with OAuth
-    sends its stored tokens (app/plugins/oauth.py)."""
+    sends its stored tokens (app/plugins/oauth_tokens.py)."""
     from mcp.client.sse import sse_client
     from mcp.client.streamable_http import streamable_http_client
 
     sent = headers(p)
     if auth is None and p.kind != "stdio":
-        from app.plugins import oauth as mcp_oauth
-        auth = mcp_oauth.auth_for(p)
+        auth = mcp_oauth_tokens.auth_for(p)
     signed = auth
     hooks = {"response": [attempt.record]}
 
@@ -322,7 +321,7 @@ def why(exc: BaseException, attempt: Attempt, p: Plugin) -> str:
         said = f": {attempt.stderr}" if attempt.stderr else ""
         return f"the command ended without answering as an MCP server{said}"
     for leaf in found:
-        if type(leaf).__name__ == "NeedsSignIn":  # app/plugins/oauth.py: the stored tokens stopped working
+        if isinstance(leaf, mcp_oauth_tokens.NeedsSignIn):  # the stored tokens stopped working
             return "401: connect with OAuth again"
         if isinstance(leaf, netguard.Refused) and "larger than" in str(leaf):
             return (f"{p.name}’s answer was larger than {MAX_BYTES // (1024 * 1024)} MB, the most Tabletalk "
