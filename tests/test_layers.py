@@ -25,14 +25,6 @@ HIDDEN_ON_PURPOSE = {
 # What is not done yet (issue 29), each with its reason: test_the_known_gaps_are_still_open
 # fails once one is closed, so the list shrinks with the code.
 KNOWN_GAPS = {
-    ("app.plugins.link", "app.plugins.asks"): "link <-> asks/oauth/resume/stdio: a session's callbacks, the OAuth flow's own connection",
-    ("app.plugins.link", "app.plugins.oauth"): "(the same cycle)",
-    ("app.plugins.link", "app.plugins.stdio"): "(the same cycle: stdio's errors are caught where link connects)",
-    ("app.plugins.oauth", "app.plugins.link"): "(the same cycle)",
-    ("app.plugins.prompts", "app.plugins.link"): "(the same cycle)",
-    ("app.plugins.resume", "app.plugins.link"): "(the same cycle: PluginError)",
-    ("app.plugins.asks", "app.plugins.resume"): "(the same cycle)",
-    ("app.plugins.sessions", "app.plugins.resume"): "(the same cycle)",
     ("app.providers.asking", "app.providers.client"): "asking.py's requests take the Providers (a TYPE_CHECKING import): "
                                                       "they become its methods, or it passes them what they read",
     ("app.providers.asking", "app.providers.servers"): "(under the same TYPE_CHECKING block)",

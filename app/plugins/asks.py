@@ -27,7 +27,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from app.plugins import forms as mcp_forms
+from app.plugins import forms as mcp_forms, resume as mcp_resume
 from app.tables import item
 from app.agent import Message, ModelError
 
@@ -231,8 +231,6 @@ def resumable_calls(store: Any, chat: int, turn: int) -> dict[int, tuple[int, di
     """The turn's calls whose server's question waits, or was answered (perhaps after the
     restart, before the turn was taken up: the server may not have the answer yet), that can
     be taken up after a restart (app/plugins/resume.py): {call id: (ask id, what taking it up needs)}."""
-    from app.plugins import resume as mcp_resume
-
     found = {}
     for it in store.turn_asks(chat, turn):
         if it.state not in ("waiting", "accepted", "declined", "cancelled"):

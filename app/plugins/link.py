@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import re
 from typing import Any
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from contextlib import asynccontextmanager
 from urllib.parse import urlsplit
 
@@ -24,8 +24,9 @@ import anyio
 import httpx2
 
 from app import netguard
-from app.plugins import asks as mcp_asks
+from app.plugins import asks as mcp_asks, oauth_tokens as mcp_oauth_tokens, stdio as mcp_stdio
 from app.plugins.attempt import Attempt
+from app.plugins.errors import PluginError, leaves
 from app.tables import Plugin
 
 log = logging.getLogger(__name__)
@@ -49,10 +50,6 @@ CONNECT_TIMEOUT = 10.0
 # How long an open session's event stream may stay silent: sessions live long, and a call's
 # own limit (its idle time, app/plugins/sessions.py) is what notices a server that went quiet.
 STREAM_SILENCE = 3600.0
-
-
-class PluginError(Exception):
-    """A plugin call that did not give a result; the message is for the model and people."""
 
 
 _TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
@@ -205,7 +202,6 @@ def _session_class() -> type:
             (structured content only as JSON text), so it has nothing to check for us."""
 
         def _build_capabilities(self, version: str) -> Any:  # elicitation in form mode only
-            from app.plugins import asks as mcp_asks
             return mcp_asks.declared(super()._build_capabilities(version))
 
     return Session
@@ -242,14 +238,13 @@ async def connect(p: Plugin, transport: str, *, private_ok: bool, attempt: Attem
     capabilities `initialize` declares are exactly those it has callbacks for. The server's
     elicitation and sampling requests go to `asker()` (app/plugins/asks.py; None: refused).
     `auth` signs the requests (an OAuth flow under way); else a plugin connected with OAuth
-    sends its stored tokens (app/plugins/oauth.py)."""
+    sends its stored tokens (app/plugins/oauth_tokens.py)."""
     from mcp.client.sse import sse_client
     from mcp.client.streamable_http import streamable_http_client
 
     sent = headers(p)
     if auth is None and p.kind != "stdio":
-        from app.plugins import oauth as mcp_oauth
-        auth = mcp_oauth.auth_for(p)
+        auth = mcp_oauth_tokens.auth_for(p)
     signed = auth
     hooks = {"response": [attempt.record]}
 
@@ -274,7 +269,6 @@ async def connect(p: Plugin, transport: str, *, private_ok: bool, attempt: Attem
             yield Link(s, watched, attempt, end)
 
     if transport == STDIO:
-        from app.plugins import stdio as mcp_stdio
         async with mcp_stdio.streams(p, attempt) as streams, linked(streams) as link:
             yield link
         return
@@ -315,29 +309,19 @@ def private_ok(lifted: bool, owner: int | None, agent_person: int | None) -> boo
     return lifted and agent_person == owner
 
 
-def leaves(exc: BaseException) -> Iterable[BaseException]:
-    if isinstance(exc, BaseExceptionGroup):
-        for inner in exc.exceptions:
-            yield from leaves(inner)
-    else:
-        yield exc
-
-
 def why(exc: BaseException, attempt: Attempt, p: Plugin) -> str:
     """Why a connection failed, in the plain words of a plugin's status. The mcp transports
     raise from task groups, so the telling exception is a leaf of an ExceptionGroup."""
-    from app.plugins.stdio import StdioError
-
     found = [*leaves(exc), *(leaf for e in attempt.errors for leaf in leaves(e))]
     if p.kind == "stdio":
-        if started := next((leaf for leaf in found if isinstance(leaf, StdioError)), None):
+        if started := next((leaf for leaf in found if isinstance(leaf, mcp_stdio.StdioError)), None):
             return str(started)
         if any(isinstance(leaf, TimeoutError) for leaf in found):
             return "timed out"
         said = f": {attempt.stderr}" if attempt.stderr else ""
         return f"the command ended without answering as an MCP server{said}"
     for leaf in found:
-        if type(leaf).__name__ == "NeedsSignIn":  # app/plugins/oauth.py: the stored tokens stopped working
+        if isinstance(leaf, mcp_oauth_tokens.NeedsSignIn):  # the stored tokens stopped working
             return "401: connect with OAuth again"
         if isinstance(leaf, netguard.Refused) and "larger than" in str(leaf):
             return (f"{p.name}’s answer was larger than {MAX_BYTES // (1024 * 1024)} MB, the most Tabletalk "

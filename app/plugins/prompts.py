@@ -17,7 +17,9 @@ from typing import Any
 
 import anyio
 
-from app.plugins.link import SSE, STDIO, STREAMABLE, Attempt, PluginError, connect, why
+from app.plugins.attempt import Attempt
+from app.plugins.errors import PluginError, leaves
+from app.plugins.link import SSE, STDIO, STREAMABLE, connect, why
 from app.tables import Plugin
 
 log = logging.getLogger(__name__)
@@ -83,7 +85,6 @@ async def _with_link(p: Plugin, private_ok: bool, work: Any) -> Any:
             raise
         except Exception as exc:
             from mcp.shared.exceptions import MCPError
-            from app.plugins.link import leaves
             refused = next((e for e in leaves(exc) if isinstance(e, MCPError)), None)
             if refused is not None and not attempt.failed_http:
                 raise PluginError(f"{p.name}: {refused.message}") from None

@@ -30,6 +30,8 @@ import asyncio
 import logging
 from typing import Any
 
+from app.plugins.errors import PluginError
+
 log = logging.getLogger(__name__)
 
 REREAD_AFTER = 3.0   # seconds after an answer before the stream is read again for the result
@@ -48,8 +50,6 @@ def resumable(resume: Any) -> bool:
 async def take_up(client: Any, name: str, args: dict[str, Any], resume: dict[str, str], progress: Any,
                   asker: Any) -> Any:
     """The call's result, read again from its stream in the same session (see above)."""
-    from app.plugins.link import PluginError
-
     if client.session_id != resume["session"]:
         raise PluginError(LOST.format(why="the server no longer knows the session"))
     latest = resume["token"]

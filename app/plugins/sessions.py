@@ -39,7 +39,10 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from app.plugins.link import CONNECT_TIMEOUT, STREAMABLE, Attempt, Link, PluginError, connect, leaves, why
+from app.plugins import resume as mcp_resume
+from app.plugins.attempt import Attempt
+from app.plugins.errors import PluginError, leaves
+from app.plugins.link import CONNECT_TIMEOUT, STREAMABLE, Link, connect, why
 from app.tables import Plugin
 
 if TYPE_CHECKING:
@@ -265,7 +268,6 @@ async def call_tool(p: Plugin, mcp_name: str, args: dict[str, Any], *, chat: int
     plain words: stopped by the person, silent for `limit` s, the connection lost ...
     The server's elicitation and sampling requests during the call go to `asker`. With
     `resume` the call, sent before a restart, is taken up again, never sent (app/plugins/resume.py)."""
-    from app.plugins import resume as mcp_resume
     from mcp.shared.exceptions import MCPError
     from mcp_types import CONNECTION_CLOSED
 

@@ -31,7 +31,9 @@ if TYPE_CHECKING:
     from mcp import Client
 
 from app.plugins import asks as mcp_asks, content as mcp_content, sessions as mcp_sessions, stdio as mcp_stdio
-from app.plugins.link import SSE, STDIO, STREAMABLE, Attempt, PluginError, bad_address, connect, private_ok, why
+from app.plugins.attempt import Attempt
+from app.plugins.errors import PluginError
+from app.plugins.link import SSE, STDIO, STREAMABLE, bad_address, connect, private_ok, why
 from app.tables import Plugin
 from app.tools import NAME_LIMIT, Result, Tool, ToolContext, unique
 

@@ -13,7 +13,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
 from ..accounts import setup
-from ..plugins import oauth as mcp_oauth
+from ..plugins import oauth_tokens as mcp_oauth_tokens
 from ..store import Store, db as dbm, outage, schema
 from ..config import Config
 from ..feed.dispatch import Feed, Render, RenderBuiltin, RenderDocuments, RenderList, RenderOutage
@@ -66,7 +66,7 @@ async def running(config: Config, render: Render | None = None,
     # would start it again, and again, and then stop the whole server ("crash loop").
     store, feed, key = await outage.awaited(opened, say=log.warning)
     db = store.db
-    mcp_oauth.attach(store)  # plugins connected with OAuth read and refresh their tokens here
+    mcp_oauth_tokens.attach(store)  # plugins connected with OAuth read and refresh their tokens here
     providers = Providers(config)
     runner = Runner(config, store, feed, providers)
     ingest = Ingest(config, store, feed, runner.owner)
@@ -104,5 +104,5 @@ async def running(config: Config, render: Render | None = None,
         await runner.stop()
         await feed.aclose()
         await providers.close()
-        mcp_oauth.attach(None)
+        mcp_oauth_tokens.attach(None)
         db.conn.close()
