@@ -98,6 +98,29 @@ def test_search_sees_only_its_scope_and_a_deleted_collection_takes_all(store, ow
     assert store.agent_collections(agent) == [theirs]
 
 
+def test_a_scope_whose_passages_rank_below_the_first_look_is_searched_whole(store, owner):
+    """The best FIRST_LOOK of the whole index are looked at first: a scope with none among them
+    (another person's collection matches far better, and more often) is searched over every
+    match, with the answer it would have had; the other's passages never come."""
+    from app.accounts.rules import Accounts
+    from app.store.knowledge import FIRST_LOOK
+
+    other = Accounts(store).add("Other", "correct horse battery").id
+    mine, theirs = store.add_collection(owner, "Mine"), store.add_collection(other, "Theirs")
+    for who, c, passages in ((other, theirs, [("Anchor", "anchor anchor anchor chain")] * (FIRST_LOOK + 10)),
+                             (owner, mine, [("", "the old anchor rusts"), ("", "a rope"),
+                                            ("", "the anchor's chain is long here")])):
+        d = a_document(store, who, c)
+        store.take_document("w", LEASE)
+        assert store.read_page(d, "w", 1, 1, passages, LEASE)
+        store.finish_document(d, "w", "ready")
+    found = store.search_passages("anchor chain", Scope(collections=(mine,)), limit=6)
+    assert [f.text for f in found] == ["the anchor's chain is long here", "the old anchor rusts"]
+    assert len(store.search_passages("anchor chain", Scope(collections=(theirs,)), limit=6)) == 6
+    both = store.search_passages("anchor chain", Scope(collections=(mine, theirs)), limit=FIRST_LOOK + 20)
+    assert len(both) == FIRST_LOOK + 12, "a limit past the first look: every match in scope"
+
+
 @pytest.mark.parametrize("query", ["", "   ", "\"*)(", "NEAR AND OR NOT", "' OR 1=1 --", "x" * 10_000,
                                    "a:b c-d e.f", "\x00\ud800".encode("utf-8", "surrogatepass").decode("utf-8", "replace")])
 def test_any_query_is_words_or_nothing(store, owner, query):

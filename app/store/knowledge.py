@@ -21,6 +21,7 @@ from ..tables import Attached, Collection, Document, Found
 SEARCHABLE = ("reading", "ready", "stopped")  # a document's passages are found as soon as they are written
 WORD = re.compile(r"[^\W_]+")  # a query's words: letters and digits (nothing to escape on either engine)
 QUERY_WORDS_MAX = 32
+FIRST_LOOK = 64  # a search ranks the whole index and looks for its scope among the best of these first
 # English words so common that nearly every passage holds them: a query's word among them
 # would match (and have BM25 rank) almost every passage, costing time and adding nothing to
 # the order. They are left out of a query that has other words; a query of only such words
@@ -290,27 +291,43 @@ class Knowledge(Base):
     # --- search -------------------------------------------------------------------------------
 
     def search_passages(self, query: str, scope: Scope, limit: int = 8) -> list[Found]:
-        """The passages in `scope` that best match `query`'s words, best first."""
+        """The passages in `scope` that best match `query`'s words, best first.
+
+        Ranked first over the whole index, the best FIRST_LOOK of them, and only those are
+        joined to their documents to keep the ones in scope: joining every match (a common
+        word's can be half the index) cost more than ranking them (benchmarks/knowledge.py).
+        When fewer than `limit` of those are in scope, the search is made again within the
+        scope, over every match: the same answer either way, ties broken by id."""
         words = query_words(query)
         if not words or (not scope.collections and scope.chat is None):
             return []
+        found = self._search(words, scope, limit, max(FIRST_LOOK, limit * 4))
+        return found if found is not None else self._search(words, scope, limit, None) or []
+
+    def _search(self, words: list[str], scope: Scope, limit: int, first: int | None) -> list[Found] | None:
+        """The best `limit` in scope, from every match (`first` None) or from the best `first`
+        of the whole index: None when those held fewer than `limit` in scope."""
         marks = ",".join("?" * len(scope.collections)) or "NULL"
         within = (f"d.state IN ({','.join('?' * len(SEARCHABLE))}) AND (d.collection IN ({marks}) OR d.chat = ?)")
         params = [*SEARCHABLE, *scope.collections, scope.chat if scope.chat is not None else -1]
         if dbm.postgres(self.db):
-            rows = self._all(
-                f"""SELECT p.id, p.document, d.name, p.page, p.heading, p.text, ts_rank_cd(s.doc, q) AS score
-                    FROM search_passages s JOIN passages p ON p.id = s.id JOIN documents d ON d.id = p.document,
-                         to_tsquery('tabletalk_english', ?) AS q
-                    WHERE s.doc @@ q AND {within} ORDER BY score DESC, p.id LIMIT ?""",
-                [" | ".join(words), *params, limit])
+            terms = " | ".join(words)
+            matches = ("SELECT s.id, ts_rank_cd(s.doc, q) AS score FROM search_passages s, "
+                       "to_tsquery('tabletalk_english', ?) AS q WHERE s.doc @@ q")
+            best = f"{matches} ORDER BY score DESC, s.id LIMIT ?"
         else:
-            rows = self._all(
-                f"""SELECT p.id, p.document, d.name, p.page, p.heading, p.text, -s.rank AS score
-                    FROM search_passages s JOIN passages p ON p.id = s.rowid JOIN documents d ON d.id = p.document
-                    WHERE search_passages MATCH ? AND s.rank MATCH 'bm25(2.0, 1.0)' AND {within}
-                    ORDER BY s.rank, p.id LIMIT ?""",
-                [" OR ".join(f'"{w}"' for w in words), *params, limit])
+            terms = " OR ".join(f'"{w}"' for w in words)
+            matches = ("SELECT rowid AS id, -rank AS score FROM search_passages "
+                       "WHERE search_passages MATCH ? AND rank MATCH 'bm25(2.0, 1.0)'")
+            best = f"{matches} ORDER BY rank LIMIT ?"  # FTS5's own order (by `rank` only): a third faster
+        best = best if first is not None else matches
+        rows = self._all(
+            f"""SELECT p.id, p.document, d.name, p.page, p.heading, p.text, m.score
+                FROM ({best}) AS m JOIN passages p ON p.id = m.id JOIN documents d ON d.id = p.document
+                WHERE {within} ORDER BY m.score DESC, p.id LIMIT ?""",
+            [terms, *([first] if first is not None else []), *params, limit])
+        if first is not None and len(rows) < limit:
+            return None  # (few matches in all: the second search is as cheap)
         return [Found(*r) for r in rows]
 
     def passage(self, passage: int) -> tuple[Found, Document] | None:
