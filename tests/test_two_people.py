@@ -157,7 +157,8 @@ def test_a_rows_missing_and_a_rows_of_another_person_look_the_same(client, two):
 def test_b_sees_none_of_as_data_in_lists_search_or_the_home_page(client, two):
     client.cookies.set(COOKIE, two["b_token"])
     for path in ["/", "/agents", f"/search?q={SECRET_WORD}", f"/agents/{two['b_agent']}?tab=plugins",
-                 f"/agents/{two['b_agent']}?tab=memory", f"/c/{two['b_chat']}", "/skills", "/account"]:
+                 f"/agents/{two['b_agent']}?tab=memory", f"/agents/{two['b_agent']}?tab=knowledge", "/knowledge",
+                 f"/c/{two['b_chat']}", "/skills", "/account"]:
         r = client.get(path)
         assert r.status_code == 200, path
         shown = (r.text.replace(f"{SECRET_WORD} · Search", "").replace(f'value="{SECRET_WORD}"', "")  # the query echoed
@@ -194,6 +195,38 @@ def test_a_run_of_bs_whose_agent_is_gone_never_borrows_as_agent(client, two, fak
                                                      for m in fake.streamed[-1]["messages"]))
     system = [m["content"] for m in fake.streamed[-1]["messages"] if m["role"] == "system"]
     assert all(SECRET_WORD not in s for s in system), "not A's memories"
+    db.conn.close()
+
+
+def test_b_cannot_give_as_collection_to_bs_agent_nor_search_it_through_the_tool(client, two, fake, data):
+    """B's agent's Knowledge tab refuses A's collection; and with it in B's agent's row anyway
+    (as a collection shared once and no longer), search_knowledge in B's conversation, which
+    B's own collection makes offered, finds B's passages and never A's."""
+    client.cookies.set(COOKIE, two["b_token"])
+    r = client.post(f"/agents/{two['b_agent']}/knowledge", follow_redirects=False,
+                    data={"_csrf_token": csrf(client), "collection": str(two["collection"])})
+    assert r.status_code == 400 and SECRET_WORD not in r.text
+    db = dbm.connect(database(data))
+    store = Store(db)
+    assert store.agent_collections(two["b_agent"]) == []
+    own = store.add_collection(two["b"], "B's notes")
+    kept = store.add_file("b.md", b"# notes", person=two["b"])
+    document = store.add_document(two["b"], kept, "b.md", collection=own, kind="markdown", state="ready")
+    with store.write() as w:
+        w.conn.execute("INSERT INTO passages (document, page, n, heading, text) VALUES (?, 1, 0, '', ?)",
+                       [document, f"B's page about {SECRET_WORD[::-1]} and manuals."])
+        w.conn.execute("INSERT INTO agent_collections (agent, collection) VALUES (?, ?), (?, ?)",
+                       [two["b_agent"], own, two["b_agent"], two["collection"]])
+    fake.reset()  # (A's answer after an approval that never comes)
+    fake.script([tool_call("search_knowledge", {"query": f"{SECRET_WORD} {SECRET_WORD[::-1]} manuals"})], "done")
+    client.post(f"/c/{two['b_chat']}/ask", data={"_csrf_token": csrf(client), "text": "look it up"})
+    wait_for(lambda: db.conn.execute("SELECT 1 FROM items WHERE chat = ? AND kind = 'call' AND state = 'done'",
+                                     [two["b_chat"]]).fetchone())
+    output = db.conn.execute("SELECT output FROM items WHERE chat = ? AND kind = 'call'", [two["b_chat"]]).fetchone()[0]
+    assert SECRET_WORD[::-1] in output, "the tool ran over B's own collection"
+    assert SECRET_WORD not in output.replace(SECRET_WORD[::-1], ""), "and found nothing of A's"
+    page = client.get(f"/c/{two['b_chat']}").text
+    assert f"/knowledge/passages/{two['passage']}" not in page and f"A's {SECRET_WORD} manuals" not in page
     db.conn.close()
 
 
