@@ -6,9 +6,18 @@ BACKPRESSURE = 20_000      # concurrent requests per worker: open pages (SSE) in
 
 
 def run(host: str, port: int, workers: int) -> None:
+    import faulthandler
+    import signal
+    import sys
+
     from granian import Granian
     from granian.constants import Interfaces
 
+    # `kill -USR2 PID` prints what each thread of a worker (or of serve itself) is doing to
+    # the log, and it goes on: a worker that answers nothing says where it waits. Set here,
+    # before granian forks its workers, which keep it (the Python API's `serve` and tests,
+    # whose stderr may be no file, are left alone).
+    faulthandler.register(signal.SIGUSR2, file=sys.__stderr__, all_threads=True)
     Granian(
         target="app.web.app:create_app",
         factory=True,

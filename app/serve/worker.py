@@ -4,10 +4,8 @@ change feed, the model clients, the runner and the reader of documents. The web 
 from __future__ import annotations
 
 import asyncio
-import faulthandler
 import gc
 import logging
-import signal
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -58,9 +56,6 @@ async def running(config: Config, render: Render | None = None,
             db.conn.close()
             raise
 
-    # `kill -USR2 PID` prints what each thread of the worker is doing to its log (stderr):
-    # a worker that answers nothing says where it waits, without stopping it
-    faulthandler.register(signal.SIGUSR2, all_threads=True)
     # A worker that starts while the database cannot be reached (granian starting one again
     # during an outage) waits for it, as serve does, instead of failing its start: granian
     # would start it again, and again, and then stop the whole server ("crash loop").
