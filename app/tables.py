@@ -299,6 +299,7 @@ class Chip:
     site: str
     title: str
     url: str
+    gone: bool = False  # a passage of a document deleted since: said, not linked
 
 
 CHIPS_MAX = 6
@@ -331,22 +332,30 @@ def pretty_json(text: str) -> str | None:
 PASSAGE_PATH = re.compile(r"/knowledge/passages/(\d{1,18})")  # a passage of a person's document (web/knowledge.py)
 
 
-def chips(sources: str | list[dict[str, str]]) -> list[Chip]:
+def cited_passages(items: list) -> set[int]:
+    """The passages the items' sources name (a knowledge search's chips)."""
+    return {int(m.group(1)) for it in items if it.sources and "/knowledge/passages/" in it.sources
+            for s in sources_of(it.sources) if (m := PASSAGE_PATH.fullmatch(s["url"]))}
+
+
+def chips(sources: str | list[dict[str, str]], gone: frozenset[int] = frozenset()) -> list[Chip]:
     """Sources as chips: one per site (its first page), six at most, http(s) only; or one per
-    document of the person's knowledge (its passage's page here, `/knowledge/passages/N`)."""
+    document of the person's knowledge (its passage's page here, `/knowledge/passages/N`),
+    `gone` when that passage is among those deleted since (`gone`: their ids)."""
     if isinstance(sources, str):
         sources = sources_of(sources)
     out: list[Chip] = []
     seen: set[str] = set()
     for s in sources if isinstance(sources, list) else []:
         url = s.get("url", "") if isinstance(s, dict) else ""
-        if PASSAGE_PATH.fullmatch(url):
+        if found := PASSAGE_PATH.fullmatch(url):
             document = (s.get("document") or "").strip() or "document"
             if document in seen:
                 continue
             seen.add(document)
             title = (s.get("title") or "").strip() or document
-            out.append(Chip(letter=document[:1].upper(), site=document[:60], title=title[:120], url=url))
+            out.append(Chip(letter=document[:1].upper(), site=document[:60], title=title[:120], url=url,
+                            gone=int(found.group(1)) in gone))
             if len(out) == CHIPS_MAX:
                 break
             continue

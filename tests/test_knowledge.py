@@ -268,6 +268,12 @@ def test_an_agent_given_a_collection_searches_it_and_cites_the_page(client, data
     assert f"libtasn1.md, page {cited.group(1)} of {d['pages']}" == passage.select_one("h1").text
     assert "ASN1_TAG_ERROR" in passage.select_one("#passage mark").text, "the passage found is marked on its page"
     assert passage.select_one(f'a[href="/knowledge/{c}"]')
+    # the document deleted: the conversation says so where its chip was, and links nowhere
+    client.post(f"/knowledge/documents/{d['id']}/delete", data={"_csrf_token": csrf(client, f"/knowledge/{c}")})
+    page = soup(client.get(chat))
+    assert not page.select(".chips a"), "no link to a passage that is gone"
+    gone = page.select_one(".chips .gone")
+    assert gone and "libtasn1.md" in gone.text and "deleted since" in gone.text
 
 
 def test_an_agent_without_knowledge_has_no_search_tool(client, fake):

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from . import db as dbm
 from .rows import Base
 from ..files import TEXT_TO_MODEL_MAX
-from ..tables import Attached, Collection, Document, Found
+from ..tables import Attached, Collection, Document, Found, cited_passages
 
 SEARCHABLE = ("reading", "ready", "stopped")  # a document's passages are found as soon as they are written
 WORD = re.compile(r"[^\W_]+")  # a query's words: letters and digits (nothing to escape on either engine)
@@ -329,6 +329,16 @@ class Knowledge(Base):
         if first is not None and len(rows) < limit:
             return None  # (few matches in all: the second search is as cheap)
         return [Found(*r) for r in rows]
+
+    def passages_gone(self, items: list) -> frozenset[int]:
+        """The passages the items cite (their sources' chips) that are no longer kept: their
+        document was deleted since."""
+        cited = cited_passages(items)
+        if not cited:
+            return frozenset()
+        kept = {r[0] for r in self._all(f"SELECT id FROM passages WHERE id IN ({','.join('?' * len(cited))})",
+                                        list(cited))}
+        return frozenset(cited - kept)
 
     def passage(self, passage: int) -> tuple[Found, Document] | None:
         """A passage and its document (a chip opens it)."""

@@ -163,3 +163,4 @@ class View:
     steps: dict[int, Step] = field(default_factory=dict)  # the current path's turns, by user item id
     files: dict[int, dict[str, Any]] = field(default_factory=dict)  # file rows the items name
     editing: int | None = None                  # the message opened for editing (?edit=, without script)
+    gone: frozenset[int] = frozenset()          # passages the items cite whose document was deleted since
