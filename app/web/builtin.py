@@ -6,13 +6,13 @@ from litestar import Request, Response, post
 
 from ..tables import Builtin
 from ..store import Store
-from . import render
+from .templating import fragment
 from .toolkit import done, owner_only, worker
 from .sidebar import came_from
 
 
 def builtin_html(b: Builtin, owner: bool, oob: bool = False) -> str:
-    return render.fragment("_builtin.html", b=b, owner=owner, oob=oob)
+    return fragment("_builtin.html", b=b, owner=owner, oob=oob)
 
 
 def builtin_changes(store: Store, b: Builtin, person: int | None) -> str:

@@ -22,6 +22,7 @@ from ..store import Store
 from ..tables import Conversation
 from ..titles import TITLE_MAX
 from . import render
+from .templating import fragment, removal
 from .toolkit import conversation_or_404, done, form_field, is_htmx, local_path, me, worker
 
 PAGE = 50  # rows the sidebar (and each "More") brings
@@ -91,15 +92,15 @@ def rows_html(convos: list[Conversation], current: int | None = None, now: datet
         g = group_of(c, now)
         if g.id not in seen:
             seen.add(g.id)
-            out.append(render.fragment("_group.html", g=g, prefix=prefix))
-        out.append(render.fragment("_convo.html", convo=c, key=row_key(c), current=current, prefix=prefix))
+            out.append(fragment("_group.html", g=g, prefix=prefix))
+        out.append(fragment("_convo.html", convo=c, key=row_key(c), current=current, prefix=prefix))
     return Markup("".join(out))
 
 
 def more_html(convos: list[Conversation], oob: bool = False) -> Markup:
     """The "More" link after a full page of rows (an empty placeholder after the last)."""
     last = row_key(convos[-1]) if len(convos) == PAGE else ""
-    return Markup(render.fragment("_more.html", after=last, oob=oob))
+    return Markup(fragment("_more.html", after=last, oob=oob))
 
 
 def listing(store: Store, person: int, current: int | None = None) -> dict:
@@ -114,11 +115,11 @@ def listing(store: Store, person: int, current: int | None = None) -> dict:
 def list_changes(store: Store, convos: list[Conversation], gone: list[str] = ()) -> str:
     """One feed message for the sidebar: changed rows taken out and upserted where they now
     sort (with their group's heading), deleted ones removed."""
-    removed = "".join(render.removal(dom) for dom in gone)
+    removed = "".join(removal(dom) for dom in gone)
     if not convos:
         return removed
     ordered = sorted(convos, key=row_key, reverse=True)
-    moved = "".join(render.removal(f"c{c.id}") for c in ordered)
+    moved = "".join(removal(f"c{c.id}") for c in ordered)
     return (removed + moved + '<hx-partial hx-target="#conversations" hx-swap="upsert key:data-key sort:desc">'
             + str(rows_html(ordered)) + "</hx-partial>")
 
