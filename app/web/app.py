@@ -175,7 +175,6 @@ def create_app(config: configuration.Config | None = None) -> Litestar:
             *skills.routes,
             *knowledge.routes,
             *stream.routes,
-            *sidebar.routes,
             *files.routes,
             *shortcuts.routes,
             # compressed once per file version, each form with its own ETag (compress.py)

@@ -7,8 +7,7 @@ from litestar import Request, Response, post
 from ..tables import Builtin
 from ..store import Store
 from .templating import fragment
-from .toolkit import done, owner_only, worker
-from .sidebar import came_from
+from .toolkit import came_from, done, owner_only, worker
 
 
 def builtin_html(b: Builtin, owner: bool, oob: bool = False) -> str:

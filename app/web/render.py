@@ -6,6 +6,7 @@ from typing import Any
 from litestar import Request, Response
 
 from . import csrf, headers
+from .sidebar import listing
 from .templating import env
 
 
@@ -19,8 +20,6 @@ def page(request: Request, template: str, /, status_code: int = 200, framed: boo
     pages may frame it (headers.framed_by_this_site)."""
     me = getattr(request.state, "person", None)  # set by guard.authenticate; None signed out
     if me is not None and "side" not in context:  # every signed-in page has the sidebar
-        from .sidebar import listing  # (sidebar renders through this module)
-
         context["side"] = listing(request.app.state.tabletalk.store, me.id, context.get("current"))
     context.setdefault("current", None)
     html = env.get_template(template).render(csrf=csrf_token(request), request=request, me=me, **context)
