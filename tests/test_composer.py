@@ -284,7 +284,7 @@ def test_a_long_conversation_opens_at_its_newest_message(browser, served, fake, 
 def test_the_composer_renders_without_a_conversation_for_a_new_conversations_page():
     from bs4 import BeautifulSoup
     from app.providers.thinking import THINKING
-    from app.web.render import fragment
+    from app.web.templating import fragment
     html = fragment("_composer.html", ask_url="/c", choices=[], model="", thinking_levels=THINKING,
                     text_max=100, csrf="token")
     form = BeautifulSoup(html, "html.parser").select_one("form#composer")

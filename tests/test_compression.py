@@ -7,7 +7,7 @@ import brotli
 import pytest
 
 from app.web import compress
-from app.web.render import STATIC
+from app.web.templating import STATIC
 
 
 @pytest.mark.parametrize("header, coding", [

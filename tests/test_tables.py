@@ -101,9 +101,9 @@ def test_chips_are_one_per_site_six_at_most_http_only():
 def test_pretty_json_is_one_rule_for_the_page_and_the_export():
     from app import export
     from app.tables import pretty_json
-    from app.web import render
+    from app.web import templating
     assert pretty_json('{"cmd":"ls","é":[1]}') == '{\n  "cmd": "ls",\n  "é": [\n    1\n  ]\n}'
     assert pretty_json("not json") is None and pretty_json("") is None
-    shown = render.env.globals["pretty_json"]
+    shown = templating.env.globals["pretty_json"]
     assert shown('{"a":1}') == export.pretty('{"a":1}')[0] == '{\n  "a": 1\n}'
     assert (shown("not json"), export.pretty("not json")) == ("not json", ("not json", ""))

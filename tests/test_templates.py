@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from app.web.render import TEMPLATES, env, without_layout
+from app.web.templating import TEMPLATES, env, without_layout
 
 # a start or end tag, a statement, a comment or an expression of Jinja
 TOKEN = re.compile(r"\{#.*?#\}|\{%-?\s*(?P<word>\w+).*?-?%\}|\{\{.*?\}\}"

@@ -1,21 +1,20 @@
-"""Agents: the list, and each agent's settings, tools, plugins and memory tabs (the plugins
-tab's forms are in plugins.py)."""
+"""Agents: the list, each agent's page and the forms of its settings, tools, knowledge and
+memory tabs, deleting one (the plugins tab's forms are in plugins.py; what a tab shows is in
+agent_view.py)."""
 from __future__ import annotations
 
 from litestar import Request, Response, get, post
 from litestar.exceptions import HTTPException, NotFoundException
 from litestar.params import FromPath, FromQuery
 
-from ..plugins import tools as mcp_tools
 from ..tables import Assistant, NAME_MAX, check_name
-from ..tools import Tool, chosen, names, unique
-from ..tools.builtin import builtin_tools
-from ..providers.thinking import THINKING
+from ..tools import names
 from ..serve.worker import Worker
 from . import plugins as plugin_pages, render
+from .agent_view import TABS, agent_view, back, offered_tools
+from .plugin_listings import forget_listings
 from .toolkit import SUGGESTIONS_MAX, agent_or_404, form_field, go, me, parse_id, worker, thinking_level
 
-TABS = ("settings", "tools", "plugins", "knowledge", "memory")
 INSTRUCTIONS_MAX = 50_000
 SUGGESTION_MAX = 200  # characters of one suggestion
 
@@ -28,10 +27,6 @@ SAVED = {"settings": "Saved.", "tools": "Saved.", "created": "Agent created: giv
          "knowledge": "Saved: the agent searches these collections from its next answer.",
          "agent-deleted": "Agent deleted.", "connected": "Connected with OAuth.",
          "disconnected": "Disconnected: its OAuth tokens are forgotten."}
-
-
-def back(request: Request, agent: Assistant, tab: str, saved: str) -> Response:
-    return go(request, f"/agents/{agent.id}?tab={tab}&saved={saved}")
 
 
 def name_problem(name: str) -> str:
@@ -65,57 +60,12 @@ async def create_agent(request: Request) -> Response:
     return back(request, agent, "settings", "created")
 
 
-async def offered_tools(s: Worker, agent: Assistant) -> list[tuple[str, list[Tool], str]]:
-    """(group title, tools, note) for the Tools tab: built-in, then each enabled plugin."""
-    groups: list[tuple[str, list[Tool], str]] = [("Built in", builtin_tools(), "")]
-    taken = {t.name for t in groups[0][1]}
-    for p in s.store.plugins(agent.id, enabled_only=True):
-        listing = await plugin_pages.listing_of(s, agent, p)
-        # the names the model is given (run/setup.py: Setup.tools_for): a clash renames the later tool
-        note = "" if mcp_tools.status_ok(listing.status) else (
-            f"{listing.status}: these are its tools as listed before" if listing.tools and "as listed before"
-            not in listing.status else listing.status)
-        groups.append((f"Plugin {p.name}", unique(listing.tools, taken), note))
-    return groups
-
-
 @get("/agents/{agent_id:str}")
 async def agent_page(request: Request, agent_id: FromPath[str], tab: FromQuery[str] = "settings",
                      saved: FromQuery[str] = "") -> Response:
     s = worker(request)
     agent = agent_or_404(request, agent_id)
     return await agent_view(request, s, agent, tab if tab in TABS else "settings", saved=SAVED.get(saved, ""))
-
-
-async def agent_view(request: Request, s: Worker, agent: Assistant, tab: str, status_code: int = 200, saved: str = "",
-                     problem: tuple[str, str] | None = None, typed: dict[str, str] | None = None,
-                     plugin_typed: dict[str, str] | None = None, editing: int | None = None) -> Response:
-    """An agent's tab; after a refusal, with the message beside its field (`problem`) and the
-    form as the person typed it (`typed`: the settings, `plugin_typed`: the plugin form)."""
-    fields = ("name", "instructions", "model", "thinking", "suggestions")
-    context = {"agent": agent, "tab": tab, "tabs": TABS, "name_max": NAME_MAX, "thinking_levels": THINKING,
-               "suggestions_max": SUGGESTIONS_MAX, "saved": saved, "problem": problem,
-               "typed": typed or {k: getattr(agent, k) for k in fields},
-               "plugin_typed": plugin_typed or {}, "editing": editing}
-    if tab == "settings":
-        context["choices"] = s.store.choices()
-    elif tab == "tools":
-        context["groups"] = await offered_tools(s, agent)
-        context["use"] = names(agent.tools)
-        context["chosen"] = chosen
-        context["approve"] = names(agent.approve)
-    elif tab == "plugins":
-        context["plugins"] = await plugin_pages.rows(s, agent)
-        context["oauth"] = s.store.plugins_with_auth([row[0].id for row in context["plugins"]])  # web/oauth.py
-        context["masked"] = mcp_tools.masked
-        context["stdio_ok"] = plugin_pages.stdio_ok(s, agent)
-        context["name_max"] = plugin_pages.PLUGIN_NAME_MAX
-    elif tab == "knowledge":
-        context["collections"] = s.store.collections(me(request).id)
-        context["given"] = set(s.store.agent_collections(agent.id))
-    elif tab == "memory":
-        context["memories"] = s.store.memories(agent.id)
-    return render.page(request, "agent.html", status_code=status_code, **context)
 
 
 @post("/agents/{agent_id:str}")
@@ -247,7 +197,7 @@ async def delete_agent(request: Request, agent_id: FromPath[str]) -> Response:
     if len(s.store.agents(me(request).id)) == 1:
         return delete_view(request, s, agent, 409, "This is your only agent: make another before deleting it.")
     s.store.delete_agent(agent.id)
-    plugin_pages.forget_listings(s)
+    forget_listings(s)
     return go(request, "/agents?saved=agent-deleted")
 
 

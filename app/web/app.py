@@ -41,6 +41,7 @@ from . import (
     shortcuts,
     sidebar,
     skills,
+    templating,
 )
 from .headers import secured
 from .toolkit import is_htmx, way_back
@@ -174,11 +175,10 @@ def create_app(config: configuration.Config | None = None) -> Litestar:
             *skills.routes,
             *knowledge.routes,
             *stream.routes,
-            *sidebar.routes,
             *files.routes,
             *shortcuts.routes,
             # compressed once per file version, each form with its own ETag (compress.py)
-            *compress.static_routes(render.STATIC, max_age=3600),
+            *compress.static_routes(templating.STATIC, max_age=3600),
         ],
         lifespan=[lifespan],
         exception_handlers={Exception: error_page},

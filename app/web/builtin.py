@@ -6,13 +6,12 @@ from litestar import Request, Response, post
 
 from ..tables import Builtin
 from ..store import Store
-from . import render
-from .toolkit import done, owner_only, worker
-from .sidebar import came_from
+from .templating import fragment
+from .toolkit import came_from, done, owner_only, worker
 
 
 def builtin_html(b: Builtin, owner: bool, oob: bool = False) -> str:
-    return render.fragment("_builtin.html", b=b, owner=owner, oob=oob)
+    return fragment("_builtin.html", b=b, owner=owner, oob=oob)
 
 
 def builtin_changes(store: Store, b: Builtin, person: int | None) -> str:

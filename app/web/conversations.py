@@ -1,17 +1,73 @@
-"""Whole conversations: search them, delete one, export one (Markdown or JSON)."""
+"""Whole conversations: the list's "More" pages, search them, rename or pin one, delete one,
+export one (Markdown or JSON)."""
 from __future__ import annotations
 
 import json
 
 from litestar import Request, Response, get, post
+from litestar.exceptions import HTTPException
 from litestar.params import FromPath, FromQuery
 
 from ..store import db as dbm
 from .. import export
 from . import search
 from ..tables import Conversation
+from ..titles import TITLE_MAX
 from . import render
-from .toolkit import conversation_or_404, go, me, worker
+from .sidebar import PAGE, more_html, parse_key, rows_html
+from .toolkit import came_from, conversation_or_404, done, form_field, go, is_htmx, local_path, me, worker
+
+
+def back_to(raw: str) -> str:
+    """Where a sidebar form returns: a path of this site, else the home page."""
+    return local_path(raw.strip())
+
+
+@get("/conversations")
+async def more(request: Request, after: FromQuery[str | None] = None) -> Response:
+    """The rows after `after`: for htmx, appended to the sidebar; without script, a page."""
+    s = worker(request)
+    start = parse_key(after)
+    if after and start is None:
+        raise HTTPException(status_code=400, detail="That “More” link is not one this site made.")
+    convos = s.store.conversations(me(request).id, limit=PAGE, after=start)
+    if is_htmx(request):
+        html = ('<hx-partial hx-target="#conversations" hx-swap="upsert key:data-key sort:desc">'
+                + str(rows_html(convos)) + "</hx-partial>" + str(more_html(convos, oob=True)))
+        return Response(html, media_type="text/html; charset=utf-8")
+    return render.page(request, "conversations.html", rows=rows_html(convos, prefix="all-"), more_link=more_html(convos),
+                       first=start is None)
+
+
+@get("/c/{chat:str}/rename")
+async def rename_page(request: Request, chat: FromPath[str], back: FromQuery[str | None] = None) -> Response:
+    convo = conversation_or_404(request, chat)
+    return render.page(request, "rename.html", convo=convo, back=back_to(back or f"/c/{convo.id}"),
+                       title_max=TITLE_MAX, current=convo.id)
+
+
+@post("/c/{chat:str}/rename")
+async def rename(request: Request, chat: FromPath[str]) -> Response:
+    s = worker(request)
+    convo = conversation_or_404(request, chat)
+    title = " ".join((await form_field(request, "title", TITLE_MAX * 4)).split())
+    if not title:
+        raise HTTPException(status_code=400, detail="A title cannot be empty.")
+    if len(title) > TITLE_MAX:
+        raise HTTPException(status_code=400, detail=f"A title is at most {TITLE_MAX} characters.")
+    s.store.set_title(convo.id, title)
+    return done(request, back_to(await form_field(request, "back", 2000) or f"/c/{convo.id}"))
+
+
+@post("/c/{chat:str}/pin")
+async def pin(request: Request, chat: FromPath[str]) -> Response:
+    s = worker(request)
+    convo = conversation_or_404(request, chat)
+    pinned = (await form_field(request, "pinned", 20)).strip()
+    if pinned not in ("0", "1"):
+        raise HTTPException(status_code=400, detail="“pinned” is 0 or 1.")
+    s.store.pin(convo.id, pinned == "1")
+    return done(request, came_from(request, f"/c/{convo.id}"))  # the list stream brings the change
 
 
 @get("/search")
@@ -73,4 +129,4 @@ async def export_json(request: Request, chat: FromPath[str]) -> Response:
     return attachment(body, "application/json", convo, "json")
 
 
-routes = [search_page, confirm_delete, delete, export_markdown, export_json]
+routes = [more, rename_page, rename, pin, search_page, confirm_delete, delete, export_markdown, export_json]

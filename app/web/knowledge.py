@@ -13,6 +13,7 @@ from ..knowledge.kinds import Unreadable, kind_of
 from ..store import Store
 from ..tables import Collection, Document
 from . import render
+from .templating import fragment, removal
 from .toolkit import attachments, done, form_field, go, me, parse_id, worker
 
 NAME_MAX = 200  # the rows' own limits (m036)
@@ -57,11 +58,11 @@ def visible(store: Store, document: Document, person: int | None, collections: d
 
 
 def document_html(d: Document, mine: bool) -> str:
-    return render.fragment("_document.html", d=d, mine=mine)
+    return fragment("_document.html", d=d, mine=mine)
 
 
 def progress_html(d: Document) -> str:
-    return render.fragment("_document_progress.html", d=d, oob=True)
+    return fragment("_document_progress.html", d=d, oob=True)
 
 
 def document_changes(store: Store, documents: list[Document], person: int | None) -> str:
@@ -81,7 +82,7 @@ def document_changes(store: Store, documents: list[Document], person: int | None
             else:
                 by_collection.setdefault(d.collection, []).append(
                     document_html(d, mine=c is not None and c.person == person))
-    return "".join(progress) + "".join(render.removal(f"documents-none-{c}")
+    return "".join(progress) + "".join(removal(f"documents-none-{c}")
                    + f'<hx-partial hx-target="#documents-{c}" hx-swap="upsert key:data-key sort:desc">'
                    + "".join(items) + "</hx-partial>" for c, items in by_collection.items())
 

@@ -24,7 +24,7 @@ from ..branches import Path, Step, finished
 from ..markdown import Block
 from ..store import Store
 from ..tables import Conversation, Item
-from .render import View, answer_key, cut_key, fragment, item_dom_id, item_key, removal
+from .templating import View, answer_key, cut_key, fragment, item_dom_id, item_key, removal
 
 # The shell's slots are filled by str.replace, so no text in the shell (a call's raw input, a
 # title, a model's words) may ever read as one: each marker holds a random part of this

@@ -5,7 +5,7 @@ from litestar import Request, Response, get, post
 
 from ..providers.ids import groups
 from ..run.setup import refresh_choices
-from . import render
+from .templating import fragment
 from .toolkit import go, is_htmx, local_path, worker
 
 
@@ -22,7 +22,7 @@ async def refresh(request: Request) -> Response:
 
 
 def picked(choices: list, model: object, here: object) -> Response:
-    html = render.fragment("_picker.html", choices=choices, model=model if isinstance(model, str) else "",
+    html = fragment("_picker.html", choices=choices, model=model if isinstance(model, str) else "",
                            here=local_path(here))
     return Response(html, media_type="text/html; charset=utf-8", status_code=200)
 

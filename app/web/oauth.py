@@ -15,7 +15,7 @@ from litestar.params import FromPath
 
 from ..plugins import oauth as mcp_oauth, tools as mcp_tools
 from ..tables import Plugin
-from . import plugins as plugin_pages, render
+from . import plugin_listings, render
 from .toolkit import agent_or_404, form_field, go, parse_id, worker
 
 
@@ -35,7 +35,7 @@ def _private_ok(s, agent) -> bool:
 
 async def _relisted(s, agent, p: Plugin) -> None:
     """The plugin read again now that its tokens changed, as Refresh reads it (web/plugins.py)."""
-    await plugin_pages.read(s, agent, p)
+    await plugin_listings.read(s, agent, p)
 
 
 @post("/agents/{agent_id:str}/plugins/{plugin_id:str}/oauth")

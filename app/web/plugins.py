@@ -1,17 +1,11 @@
 """An agent's plugins tab: adding a plugin (an address, or a command when the owner allows
 it), editing one (name, address, header, secret; a command's program, arguments and
-environment), and the Refresh / Enable / Disable / Delete buttons.
-
-What is shown for each plugin (app/plugins/tools.py keeps it in the row at every listing): its
-transport, its status and when it was read, and its tools as of that status.
+environment), and the Refresh / Enable / Disable / Delete buttons; what the tab shows is
+in agent_view.py and plugin_listings.py.
 """
 from __future__ import annotations
 
-import asyncio
-import json
 import re
-import time
-from dataclasses import replace
 from typing import Any
 
 from litestar import Request, Response, post
@@ -23,94 +17,18 @@ from ..tables import Assistant, Plugin, site_name
 from ..tools import names
 from ..tools.builtin import builtin_tools
 from ..serve.worker import Worker
+from .agent_view import PLUGIN_NAME_MAX, agent_view, back
+from .plugin_listings import forget_listing, read, stdio_ok
 from .toolkit import agent_or_404, form_field, parse_id, worker
 
-PLUGIN_NAME_MAX = 40  # a plugin's name begins each of its tools' names (64 characters at most)
 ADDRESS_MAX = 2_000
 SECRET_MAX = 4_000
 HEADER_MAX = 100
 COMMAND_MAX = 1_000
 ARG_MAX = 4_000
 READ_MAX = 100_000  # what a field may carry before it is called too long beside the field (not a 413)
-TRANSPORTS = {mcp_tools.STREAMABLE: "Streamable HTTP", mcp_tools.SSE: "SSE", mcp_tools.STDIO: "stdio (a command on this machine)"}
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")
 _ENV = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-
-# Plugin tool listings last seen in this worker, so the Tools tab need not reach every
-# plugin on each visit; refreshed at each run's start (runner) and by the Refresh button.
-_listings: dict[tuple, mcp_tools.Listing] = {}
-
-
-def listed(p: Plugin) -> tuple:
-    """A listing's key: what reaching the plugin takes, with its id and agent, so a listing is
-    never shown for another plugin that came to have the same id, nor after an edit."""
-    return (p.id, p.agent, p.name, p.kind, p.address, p.header, p.secret, p.command, p.args, p.env)
-
-
-def forget_listings(s: Worker) -> None:
-    for key in list(_listings):
-        if s.store.plugin_row(key[0]) is None:
-            _listings.pop(key, None)
-
-
-def private_ok(s: Worker, agent: Assistant) -> bool:
-    return mcp_tools.private_ok(s.config.private_plugins, s.store.owner(), agent.person)
-
-
-def stdio_ok(s: Worker, agent: Assistant) -> bool:
-    return mcp_stdio.allowed(s.config.stdio_plugins, s.store.owner(), agent.person)
-
-
-async def read(s: Worker, agent: Assistant, p: Plugin) -> mcp_tools.Listing:
-    """List the plugin's tools now, and keep what it said (the row, this worker's cache)."""
-    listing = await mcp_tools.list_tools(replace(p, enabled=True), private_ok=private_ok(s, agent), timeout=5,
-                                   stdio_ok=stdio_ok(s, agent))
-    _listings[listed(p)] = listing
-    mcp_tools.record(s.store, p, listing)
-    return listing
-
-
-async def listing_of(s: Worker, agent: Assistant, p: Plugin) -> mcp_tools.Listing:
-    """The plugin's tools for the Tools tab: as last seen here, else as its row keeps them
-    (with its status), else read now."""
-    seen = _listings.get(listed(p))
-    if seen is not None and seen.ok:
-        return seen
-    kept = mcp_tools.kept_listing(p, private_ok=private_ok(s, agent))
-    if kept is not None:  # marked with the status that says it is down (Tools tab: "as listed before")
-        return replace(kept, status=seen.status if seen is not None else p.status)
-    if seen is not None:
-        return seen
-    if p.status and not mcp_tools.status_ok(p.status):
-        return mcp_tools.Listing([], p.status)
-    return await read(s, agent, p)
-
-
-async def rows(s: Worker, agent: Assistant) -> list[tuple[Plugin, dict[str, Any]]]:
-    """The agent's plugins as the tab shows them; an enabled one never read is read first."""
-    found = s.store.plugins(agent.id)
-    unread = [p for p in found if p.enabled and not p.status]
-    if unread:
-        await asyncio.gather(*(read(s, agent, p) for p in unread))
-        found = s.store.plugins(agent.id)
-    return [(p, shown(p)) for p in found]
-
-
-def shown(p: Plugin) -> dict[str, Any]:
-    """What the plugins tab shows of a plugin beside its name."""
-    try:
-        tools = [t for t in json.loads(p.listed) if isinstance(t, dict)] if p.listed else []
-    except ValueError:
-        tools = []
-    hidden = {t.get("name") for t in tools if (t.get("execution") or {}).get("taskSupport") == "required"}
-    when = time.strftime("%H:%M", time.localtime(p.status_at)) if p.status_at else ""
-    day = time.strftime("%Y-%m-%d", time.localtime(p.status_at)) if p.status_at else ""
-    if day and day != time.strftime("%Y-%m-%d"):
-        when = f"{day} {when}"
-    return {"transport": TRANSPORTS.get(p.transport, ""), "read": when, "ok": mcp_tools.status_ok(p.status),
-            "tools": [{"name": t.get("name", ""), "description": (t.get("description") or t.get("title") or ""),
-                       "task": t.get("name") in hidden} for t in tools],
-            "env": "\n".join(f"{k}={v}" for k, v in p.env), "args": "\n".join(p.args)}
 
 
 # --------------------------------------------------------------------------
@@ -218,14 +136,12 @@ def check_command(command: str, args_text: str, env_text: str) -> tuple[str, tup
 
 async def refused(request: Request, s: Worker, agent: Assistant, e: Refused, typed: dict[str, str],
                   editing: int | None = None) -> Response:
-    from .agents import agent_view
     return await agent_view(request, s, agent, "plugins", 400, problem=(e.field, e.message), plugin_typed=typed,
                             editing=editing)
 
 
 @post("/agents/{agent_id:str}/plugins")
 async def add_plugin(request: Request, agent_id: FromPath[str]) -> Response:
-    from .agents import back
     s = worker(request)
     agent = agent_or_404(request, agent_id)
     kind = (await form_field(request, "kind", 10)).strip() or "http"
@@ -265,7 +181,6 @@ DONE = {"enable": "enabled", "disable": "disabled", "delete": "deleted", "refres
 
 @post("/agents/{agent_id:str}/plugins/{plugin_id:str}")
 async def change_plugin(request: Request, agent_id: FromPath[str], plugin_id: FromPath[str]) -> Response:
-    from .agents import back
     s = worker(request)
     agent = agent_or_404(request, agent_id)
     p = s.store.plugin_row(parse_id(plugin_id, "plugin"))
@@ -278,7 +193,7 @@ async def change_plugin(request: Request, agent_id: FromPath[str], plugin_id: Fr
         s.store.update_plugin(p.id, enabled=False)
     elif action == "delete":
         s.store.delete_plugin(p.id)
-        _listings.pop(listed(p), None)
+        forget_listing(p)
         s.store.update_agent(agent.id, tools=",".join(sorted(names(agent.tools) - {every(p)})))
     elif action == "refresh":
         await read(s, agent, p)
@@ -292,7 +207,6 @@ async def change_plugin(request: Request, agent_id: FromPath[str], plugin_id: Fr
 async def save(request: Request, s: Worker, agent: Assistant, p: Plugin) -> Response:
     """The edit form: the name, and how the plugin is reached. A secret left blank is kept
     (the page never shows it); `forget` removes it."""
-    from .agents import back
     typed = await typed_back(request)
     try:
         name = check_name(s, agent, await field(request, "name", PLUGIN_NAME_MAX * 4, "A plugin's name"), this=p.id)
@@ -313,7 +227,7 @@ async def save(request: Request, s: Worker, agent: Assistant, p: Plugin) -> Resp
     changed = {k: v for k, v in changes.items() if getattr(p, k) != v}
     if changed:
         s.store.update_plugin(p.id, **changed)
-        _listings.pop(listed(p), None)
+        forget_listing(p)
         if set(changed) - {"name"}:  # reached another way: its kept sessions are of the old way
             s.store.forget_mcp_sessions(p.id)
         fresh = s.store.plugin_row(p.id)

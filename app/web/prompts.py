@@ -23,6 +23,7 @@ from ..run import space
 from ..plugins import prompts as mcp_prompts, stdio as mcp_stdio, tools as mcp_tools
 from ..tables import Assistant, Conversation
 from . import render
+from .templating import fragment
 from .toolkit import agent_or_404, conversation_or_404, form_field, go, me, worker
 
 TEXT_MAX = 100_000
@@ -76,7 +77,7 @@ def view(request: Request, where: Where, offers: list[mcp_prompts.Offers], *, pa
                "offers": offers, "skills": worker(request).store.skills(), "problem": problem,
                "typed": typed or {}, "text_max": TEXT_MAX}
     if part:
-        html = render.fragment("_prompts.html", csrf=render.csrf_token(request), **context)
+        html = fragment("_prompts.html", csrf=render.csrf_token(request), **context)
         return Response(html, media_type="text/html; charset=utf-8", status_code=status_code)
     return render.page(request, "prompts.html", status_code=status_code, current=convo.id if convo else None,
                        **context)

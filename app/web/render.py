@@ -1,126 +1,13 @@
-"""Rendering: the template environment (its filters and helpers), whole pages, fragments.
-
-Items and the feed's fragments are rendered in live.py, with the same templates, so a
-live page and a fresh render of the same rows are the same DOM.
-"""
+"""Whole pages: a page's template rendered with the person, their sidebar and the form token."""
 from __future__ import annotations
 
-import re
-from datetime import datetime, timezone
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-import jinja2
-import jinja2.ext
 from litestar import Request, Response
 
-from ..branches import Step
-from ..providers.catalog import shown_name
-from ..tables import Item, chips, pretty_json
 from . import csrf, headers
-from .ask_view import ask_view
-
-ROOT = Path(__file__).resolve().parent.parent.parent
-TEMPLATES = ROOT / "templates"
-STATIC = ROOT / "static"
-
-# Templates are written one element a line, indented: a line break and the indentation after
-# it, where they stand between two tags (the end of an HTML tag, `%}` or `#}`, then `<`, `{%`
-# or `{#`), are not the page's. They are taken out once, when a template is compiled, so the
-# page is the bytes a template written on one line gives. Whitespace between a tag and text,
-# or a space on one line (`</a> <a>`), is the page's and stays; so is everything inside
-# <pre> and <textarea>. A line may not break between text and a tag for the same reason.
-_TEXT_ELEMENTS = r"<(?P<tag>pre|textarea)\b.*?</(?P=tag)\s*>"
-_BETWEEN_TAGS = r"(?:(?<=>)|(?<=%\})|(?<=#\}))[ \t]*\n[ \t\r\n]*(?=<|\{%|\{#)"
-_LAYOUT = re.compile(f"(?P<keep>{_TEXT_ELEMENTS})|{_BETWEEN_TAGS}", re.S | re.I)
-
-
-def without_layout(source: str) -> str:
-    """A template's source without the line breaks and indentation between its tags."""
-    return _LAYOUT.sub(lambda m: m.group("keep") or "", source)
-
-
-class Layout(jinja2.ext.Extension):
-    """Takes the templates' layout out as they are compiled (once per template and process)."""
-
-    def preprocess(self, source: str, name: str | None, filename: str | None = None) -> str:
-        return without_layout(source)
-
-
-env = jinja2.Environment(
-    loader=jinja2.FileSystemLoader(TEMPLATES),
-    extensions=[Layout],
-    autoescape=True,
-    trim_blocks=True,
-    lstrip_blocks=True,
-    undefined=jinja2.StrictUndefined,
-    # templates change with the code, not while it serves: no stat of the file at every
-    # render (the live feed renders a fragment per message of every followed answer)
-    auto_reload=False,
-)
-
-
-def item_key(it: Item) -> str:
-    """The order of an item on the page (`tables.order`): its turn, then its id, fixed width so
-    any compare agrees. A steering message the model read sorts right after the item that was
-    last when it read it: that item's key with its own id appended."""
-    if it.read_after:
-        return f"{it.turn:010d}-{it.read_after:010d}-{it.id:010d}"
-    return f"{it.turn or it.id:010d}-{it.id:010d}"
-
-
-def cut_key(start: int) -> str:
-    """The place of the marker where the model's view starts: just before turn `start`."""
-    return f"{start:010d}-{0:010d}"
-
-
-def answer_key(turn: int) -> str:
-    """The place of a turn's answer actions: after every item of the turn."""
-    return f"{turn:010d}-{10**10 - 1}"
-
-
-def isotime(t: float) -> str:
-    return datetime.fromtimestamp(t, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def shorttime(t: float) -> str:
-    """When, as a person reads it; in UTC (the server does not know the reader's zone)."""
-    return datetime.fromtimestamp(t, timezone.utc).strftime("%-d %b %Y, %H:%M UTC")
-
-
-def item_dom_id(it: Item) -> str:
-    return f"i{it.id}"
-
-
-def human_size(n: float) -> str:
-    """A file's size as people read it: 980 B, 1.5 KB, 12 KB, 3.4 MB."""
-    if n < 1000:
-        return f"{int(n)} B"
-    for unit in ("KB", "MB", "GB"):
-        n /= 1000
-        if n < 999.5 or unit == "GB":
-            return f"{n:.1f} {unit}" if n < 9.95 else f"{n:.0f} {unit}"
-    return ""
-
-
-def seconds(t: float) -> str:
-    """How long the model reasoned: "4 s", "1 min 5 s" (at least 1 s)."""
-    s = max(1, round(t))
-    return f"{s} s" if s < 60 else f"{s // 60} min {s % 60} s" if s % 60 else f"{s // 60} min"
-
-
-def model_name(model_id: str) -> str:
-    """A model id as a byline shows it: a model listed by its file's path by its file's name
-    (`local:/…/SmolLM2-135M-Instruct.Q4_1.gguf` -> `local:SmolLM2-135M-Instruct.Q4_1`)."""
-    where, colon, name = model_id.partition(":")
-    return f"{where}:{shown_name(name)}" if colon else shown_name(model_id)
-
-
-env.filters.update(isotime=isotime, shorttime=shorttime, model_name=model_name)
-env.globals.update(item_key=item_key, cut_key=cut_key, answer_key=answer_key, item_dom_id=item_dom_id,
-                   pretty_json=lambda text: pretty_json(text) or text,  # what is not JSON shows as it came
-                   chips=chips, human_size=human_size, seconds=seconds, ask_view=ask_view)
+from .sidebar import listing
+from .templating import env
 
 
 def csrf_token(request: Request) -> str:
@@ -133,34 +20,8 @@ def page(request: Request, template: str, /, status_code: int = 200, framed: boo
     pages may frame it (headers.framed_by_this_site)."""
     me = getattr(request.state, "person", None)  # set by guard.authenticate; None signed out
     if me is not None and "side" not in context:  # every signed-in page has the sidebar
-        from .sidebar import listing  # (sidebar renders through this module)
-
         context["side"] = listing(request.app.state.tabletalk.store, me.id, context.get("current"))
     context.setdefault("current", None)
     html = env.get_template(template).render(csrf=csrf_token(request), request=request, me=me, **context)
     response = Response(html, media_type="text/html; charset=utf-8", status_code=status_code)
     return headers.framed_by_this_site(response) if framed else response
-
-
-def fragment(name: str, **context: Any) -> str:
-    return env.get_template(name).render(**context)
-
-
-def removal(dom: str) -> str:
-    """What takes the element with id `dom` off a page: an out-of-band delete (ids are ours:
-    letters and digits, no quoting needed)."""
-    return f'<div id="{dom}" hx-swap-oob="delete"></div>'
-
-
-# --- what an item's rendering depends on ---------------------------------------------------
-
-
-@dataclass(frozen=True)
-class View:
-    """What an item's rendering depends on beyond its own row."""
-
-    running: int | None = None                  # the user item being answered now
-    steps: dict[int, Step] = field(default_factory=dict)  # the current path's turns, by user item id
-    files: dict[int, dict[str, Any]] = field(default_factory=dict)  # file rows the items name
-    editing: int | None = None                  # the message opened for editing (?edit=, without script)
-    gone: frozenset[int] = frozenset()          # passages the items cite whose document was deleted since

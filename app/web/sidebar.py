@@ -1,5 +1,5 @@
 """The sidebar: a person's conversations, grouped by when they last said something, on every
-signed-in page; its "More" pages, and renaming and pinning a conversation.
+signed-in page (its "More" pages, renaming and pinning are in conversations.py).
 
 Rows and group headings are siblings in one list (`#conversations`), each with a `data-key`
 that sorts descending: a row's is (pinned, active, id), a heading's sits just above the rows
@@ -10,19 +10,13 @@ place). A heading left with no rows under it is hidden by CSS.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from urllib.parse import urlsplit
 from datetime import datetime, timedelta
 
-from litestar import Request, Response, get, post
-from litestar.exceptions import HTTPException
-from litestar.params import FromPath, FromQuery
 from markupsafe import Markup
 
 from ..store import Store
 from ..tables import Conversation
-from ..titles import TITLE_MAX
-from . import render
-from .toolkit import conversation_or_404, done, form_field, is_htmx, local_path, me, worker
+from .templating import fragment, removal
 
 PAGE = 50  # rows the sidebar (and each "More") brings
 TOP = 10 ** 15 - 1  # the end of the newest group: later than any time a row can have
@@ -91,15 +85,15 @@ def rows_html(convos: list[Conversation], current: int | None = None, now: datet
         g = group_of(c, now)
         if g.id not in seen:
             seen.add(g.id)
-            out.append(render.fragment("_group.html", g=g, prefix=prefix))
-        out.append(render.fragment("_convo.html", convo=c, key=row_key(c), current=current, prefix=prefix))
+            out.append(fragment("_group.html", g=g, prefix=prefix))
+        out.append(fragment("_convo.html", convo=c, key=row_key(c), current=current, prefix=prefix))
     return Markup("".join(out))
 
 
 def more_html(convos: list[Conversation], oob: bool = False) -> Markup:
     """The "More" link after a full page of rows (an empty placeholder after the last)."""
     last = row_key(convos[-1]) if len(convos) == PAGE else ""
-    return Markup(render.fragment("_more.html", after=last, oob=oob))
+    return Markup(fragment("_more.html", after=last, oob=oob))
 
 
 def listing(store: Store, person: int, current: int | None = None) -> dict:
@@ -114,74 +108,13 @@ def listing(store: Store, person: int, current: int | None = None) -> dict:
 def list_changes(store: Store, convos: list[Conversation], gone: list[str] = ()) -> str:
     """One feed message for the sidebar: changed rows taken out and upserted where they now
     sort (with their group's heading), deleted ones removed."""
-    removed = "".join(render.removal(dom) for dom in gone)
+    removed = "".join(removal(dom) for dom in gone)
     if not convos:
         return removed
     ordered = sorted(convos, key=row_key, reverse=True)
-    moved = "".join(render.removal(f"c{c.id}") for c in ordered)
+    moved = "".join(removal(f"c{c.id}") for c in ordered)
     return (removed + moved + '<hx-partial hx-target="#conversations" hx-swap="upsert key:data-key sort:desc">'
             + str(rows_html(ordered)) + "</hx-partial>")
 
 
-def back_to(raw: str) -> str:
-    """Where a sidebar form returns: a path of this site, else the home page."""
-    return local_path(raw.strip())
-
-
-def came_from(request: Request, fallback: str) -> str:
-    """The page a form was sent from (the Referer, sent for this site's own pages), else `fallback`."""
-    parts = urlsplit(request.headers.get("referer", ""))
-    if not parts.path or parts.netloc != request.url.netloc:
-        return fallback
-    return back_to(parts.path + (f"?{parts.query}" if parts.query else ""))
-
-
-@get("/conversations")
-async def more(request: Request, after: FromQuery[str | None] = None) -> Response:
-    """The rows after `after`: for htmx, appended to the sidebar; without script, a page."""
-    s = worker(request)
-    start = parse_key(after)
-    if after and start is None:
-        raise HTTPException(status_code=400, detail="That “More” link is not one this site made.")
-    convos = s.store.conversations(me(request).id, limit=PAGE, after=start)
-    if is_htmx(request):
-        html = ('<hx-partial hx-target="#conversations" hx-swap="upsert key:data-key sort:desc">'
-                + str(rows_html(convos)) + "</hx-partial>" + str(more_html(convos, oob=True)))
-        return Response(html, media_type="text/html; charset=utf-8")
-    return render.page(request, "conversations.html", rows=rows_html(convos, prefix="all-"), more_link=more_html(convos),
-                       first=start is None)
-
-
-@get("/c/{chat:str}/rename")
-async def rename_page(request: Request, chat: FromPath[str], back: FromQuery[str | None] = None) -> Response:
-    convo = conversation_or_404(request, chat)
-    return render.page(request, "rename.html", convo=convo, back=back_to(back or f"/c/{convo.id}"),
-                       title_max=TITLE_MAX, current=convo.id)
-
-
-@post("/c/{chat:str}/rename")
-async def rename(request: Request, chat: FromPath[str]) -> Response:
-    s = worker(request)
-    convo = conversation_or_404(request, chat)
-    title = " ".join((await form_field(request, "title", TITLE_MAX * 4)).split())
-    if not title:
-        raise HTTPException(status_code=400, detail="A title cannot be empty.")
-    if len(title) > TITLE_MAX:
-        raise HTTPException(status_code=400, detail=f"A title is at most {TITLE_MAX} characters.")
-    s.store.set_title(convo.id, title)
-    return done(request, back_to(await form_field(request, "back", 2000) or f"/c/{convo.id}"))
-
-
-@post("/c/{chat:str}/pin")
-async def pin(request: Request, chat: FromPath[str]) -> Response:
-    s = worker(request)
-    convo = conversation_or_404(request, chat)
-    pinned = (await form_field(request, "pinned", 20)).strip()
-    if pinned not in ("0", "1"):
-        raise HTTPException(status_code=400, detail="“pinned” is 0 or 1.")
-    s.store.pin(convo.id, pinned == "1")
-    return done(request, came_from(request, f"/c/{convo.id}"))  # the list stream brings the change
-
-
-__all__ = ["Group", "group_of", "list_changes", "listing", "row_key", "rows_html"]
-routes = [more, rename_page, rename, pin]
+__all__ = ["PAGE", "Group", "group_of", "list_changes", "listing", "more_html", "parse_key", "row_key", "rows_html"]

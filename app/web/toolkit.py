@@ -168,6 +168,14 @@ def local_path(raw: object) -> str:
     return "/"
 
 
+def came_from(request: Request, fallback: str) -> str:
+    """The page a form was sent from (the Referer, sent for this site's own pages), else `fallback`."""
+    parts = urlsplit(request.headers.get("referer", ""))
+    if not parts.path or parts.netloc != request.url.netloc:
+        return fallback
+    return local_path((parts.path + (f"?{parts.query}" if parts.query else "")).strip())
+
+
 # --- the answer after a form ----------------------------------------------------------------
 
 
