@@ -159,6 +159,20 @@ def test_a_failed_document_says_why_and_read_again_starts_over(client, data):
 
 
 @pytest.mark.process  # the document is read in a child process (app/knowledge/reading.py)
+def test_a_pdf_that_needs_a_password_fails_in_plain_words_and_the_next_one_is_read(client, data):
+    from app.knowledge.child import NO_PASSWORD
+    from tests.fakes.documents import text_pdf
+
+    c = made(client)
+    upload(client, c, ("locked.pdf", text_pdf([["tern-7 is locked"]], locked=True), "application/pdf"))
+    [d] = ready(data)
+    assert (d["state"], d["reason"], d["passages"]) == ("failed", NO_PASSWORD, 0)
+    assert NO_PASSWORD in soup(client.get(f"/knowledge/{c}")).select_one(f"#document-{d['id']}").text
+    upload(client, c, ("open.pdf", text_pdf([["tern-8 is open"]]), "application/pdf"))
+    assert [x["state"] for x in ready(data)] == ["failed", "ready"], "the worker reads on"
+
+
+@pytest.mark.process  # the document is read in a child process (app/knowledge/reading.py)
 def test_a_document_deleted_takes_its_passages_and_file_with_it(client, data):
     c = made(client)
     upload(client, c, ("notes.txt", b"The moon pulls the sea.", "text/plain"))

@@ -128,6 +128,19 @@ def test_a_pdf_without_any_text_fails_saying_so_after_its_pages(tmp_path):
 
 
 @pytest.mark.process  # the child: python -m app.knowledge.child
+def test_a_pdf_that_needs_a_password_fails_saying_so_and_nothing_of_it_is_read(tmp_path):
+    from app.knowledge.child import NO_PASSWORD
+    from tests.fakes.documents import text_pdf
+
+    path = tmp_path / "locked.pdf"
+    path.write_bytes(text_pdf([["The locked page says tern-7."]], locked=True))
+    pages = []
+    with pytest.raises(Unreadable) as refused:
+        pages = read_all(path, "pdf")
+    assert refused.value.reason == NO_PASSWORD and pages == []
+
+
+@pytest.mark.process  # the child: python -m app.knowledge.child
 def test_a_docx_keeps_its_headings_and_tables(tmp_path):
     d = docx.Document()
     d.add_heading("Installing", level=1)

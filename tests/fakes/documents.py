@@ -8,9 +8,12 @@ def _escaped(line: str) -> str:
     return line.replace("\\", "\\\\").replace("(", "\\(").replace(")", "\\)")
 
 
-def text_pdf(pages: list[list[str]], outline: list[tuple[str, int]] = ()) -> bytes:
+def text_pdf(pages: list[list[str]], outline: list[tuple[str, int]] = (), locked: bool = False) -> bytes:
     """A PDF whose page n (from 1) holds the lines `pages[n - 1]` (Latin-1 text), with an
-    outline of (title, page) entries when given."""
+    outline of (title, page) entries when given. `locked`: under the standard security
+    handler (RC4, revision 2) with a user password that is not the empty one, as a reader
+    finds a PDF it needs a password to open (its /U entry matches no password: nothing
+    here encrypts, and no reader gets past the check to the unencrypted text)."""
     objects: list[bytes] = []
 
     def add(body: bytes) -> int:
@@ -45,6 +48,10 @@ def text_pdf(pages: list[list[str]], outline: list[tuple[str, int]] = ()) -> byt
             items[0], items[-1], len(items))
         outlines = b" /Outlines %d 0 R /PageMode /UseOutlines" % root
     objects[catalog - 1] = b"<< /Type /Catalog /Pages %d 0 R" % tree + outlines + b" >>"
+    security = b""
+    if locked:
+        handler = add(b"<< /Filter /Standard /V 1 /R 2 /O <%s> /U <%s> /P -4 >>" % (b"ab" * 32, b"cd" * 32))
+        security = b" /Encrypt %d 0 R /ID [<%s> <%s>]" % (handler, b"01" * 16, b"01" * 16)
     out = bytearray(b"%PDF-1.7\n%\xe2\xe3\xcf\xd3\n")
     offsets = []
     for n, body in enumerate(objects, 1):
@@ -53,5 +60,6 @@ def text_pdf(pages: list[list[str]], outline: list[tuple[str, int]] = ()) -> byt
     xref = len(out)
     out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
     out += b"".join(b"%010d 00000 n \n" % o for o in offsets)
-    out += b"trailer\n<< /Size %d /Root %d 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, catalog, xref)
+    out += b"trailer\n<< /Size %d /Root %d 0 R" % (len(objects) + 1, catalog) + security
+    out += b" >>\nstartxref\n%d\n%%%%EOF\n" % xref
     return bytes(out)
