@@ -102,13 +102,29 @@ def build(data: Path) -> dict:
     store.add(tables.item("text", other.id, "It is a tiny PNG.", turn=asked.id, done=True))
     store.add(tables.stopped(other.id))
 
+    # knowledge: a collection the planner searches, a document read into passages on two
+    # pages, and one attached to a conversation
+    manuals = store.add_collection(owner.id, "Harbour manuals", "How the harbour works", shared=True)
+    store.set_agent_collections(planner.id, [manuals])
+    read = store.add_document(owner.id, store.add_file("tides.md", b"# Tides", person=owner.id), "tides.md",
+                              collection=manuals, kind="markdown")
+    attached = store.add_document(owner.id, store.add_file("quay.txt", b"quay", person=owner.id), "quay.txt",
+                                  chat=chat.id, kind="text")
+    for d, pages in ((read, [[("Tides", "The harbour tide turns at the tern stone.")],
+                              [("Locks", "The lock keeper opens the gate at high water.")]]),
+                     (attached, [[("", "The quay is paved with granite setts.")]])):
+        store.take_document("builder", 60)
+        for n, passages in enumerate(pages, 1):
+            assert store.read_page(d, "builder", n, len(pages), passages, 60)
+        store.finish_document(d, "builder", "ready")
+    passage = db.conn.execute("SELECT id FROM passages WHERE text LIKE '%tern stone%'").fetchone()[0]
     gone, _ = store.start_conversation(agent.id, owner.id, "This one goes")
     store.delete_conversation(gone.id)
     rev = dbm.current_rev(db)
     top = db.conn.execute("SELECT max(id) FROM items").fetchone()[0]
     db.conn.close()
     return {"chats": [chat.id, other.id], "gone": gone.id, "planner": planner.id, "file": file_id, "rev": rev, "top": top,
-            "tokens": tokens}
+            "tokens": tokens, "collection": manuals, "passage": passage}
 
 
 def move_to(data: Path, url: str, **env: str) -> subprocess.CompletedProcess:
@@ -196,7 +212,7 @@ def test_an_install_moved_is_served_from_postgresql_as_it_was(data, env, pg_url,
     key = "SELECT value FROM secrets WHERE name = 'secret.key'"
     assert rows_of(pg_url, key) == rows_of(data / "tabletalk.db", key) != [], \
         "the key that signs forms moved: a page open across the move posts its forms to any server"
-    assert re.search(r"files' bytes +1 file, 0\.0 MB", done.stdout), done.stdout
+    assert re.search(r"files' bytes +3 files, 0\.0 MB", done.stdout), done.stdout  # a picture, two documents
     assert (data / "tabletalk.db").read_bytes() == sqlite_file, "SQLite's file untouched"
     assert not list(data.glob(".move-to-*")), "the snapshot is removed"
     after = counts(pg_url)
@@ -216,6 +232,9 @@ def test_an_install_moved_is_served_from_postgresql_as_it_was(data, env, pg_url,
             assert {path: words_of(c, path) for path in settings} == settings  # agents, memory, plugin, skills
             assert c.get(f"/c/{made['chats'][1]}").status_code == 404, "Ada's conversation is hers alone"
             assert c.get(f"/c/{made['gone']}").status_code == 404
+            # knowledge: the collection, its passage's page, and search in PostgreSQL's own index
+            assert "tides.md" in c.get(f"/knowledge/{made['collection']}").text
+            assert "The harbour tide turns at the tern stone." in c.get(f"/knowledge/passages/{made['passage']}").text
         with httpx.Client(base_url=b.url, cookies={"tabletalk_session": made["tokens"]["ada"]}, timeout=10) as c:
             assert log_of(c, made["chats"][1]) == pages[made["chats"][1]]
             assert c.get(f"/files/{made['file']}").content == PNG
@@ -248,6 +267,16 @@ def test_an_install_moved_is_served_from_postgresql_as_it_was(data, env, pg_url,
             pg.conn.close()
         with b.client(timeout=10) as c:
             assert found(c, "nine") == [chat]
+        from app.store import Scope, Store
+
+        pg = dbm.connect(pg_url)
+        try:
+            searched_pg = Store(pg).search_passages("when does the tide turn at the stone",
+                                                    Scope(collections=(made["collection"],), chat=made["chats"][0]))
+            assert [f.passage for f in searched_pg][:1] == [made["passage"]]
+            assert {f.name for f in Store(pg).search_passages("granite quay", Scope(chat=made["chats"][0]))} == {"quay.txt"}
+        finally:
+            pg.conn.close()
     finally:
         b.stop()
 
