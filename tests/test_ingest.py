@@ -144,10 +144,21 @@ def test_a_reader_that_lost_its_lease_writes_nothing_more(client, data):
     assert after["owner"] == "elsewhere:1:x" and after["state"] == "reading"
 
 
-def test_a_worker_killed_mid_document_leaves_it_to_the_next_which_goes_on(data, env, tmp_path):
+@pytest.fixture(params=["sqlite", "postgresql"])
+def engine_env(request, env, monkeypatch) -> dict:
+    """The app's settings on SQLite's file, or on a PostgreSQL database of the test's own (its
+    file's bytes are rows there, copied out for the child a chunk at a time)."""
+    if request.param == "postgresql":
+        url = request.getfixturevalue("pg_url")
+        monkeypatch.setenv("DATABASE_URL", url)  # conftest's rows() read it too
+        return env | {"DATABASE_URL": url}
+    return env
+
+
+def test_a_worker_killed_mid_document_leaves_it_to_the_next_which_goes_on(data, engine_env, tmp_path):
     from tests.conftest import Served
 
-    env = env | {"TABLETALK_LEASE_SECONDS": "2"}
+    env = engine_env | {"TABLETALK_LEASE_SECONDS": "2"}
     served = Served(data, env).start()
     try:
         with served.client() as client:
