@@ -230,6 +230,39 @@ def test_the_collection_page_follows_a_reading_live(data, env):
 
 
 
+def test_a_conversations_page_follows_its_attached_documents_reading_beside_its_chip(data, env, fake):
+    """A PDF attached to a message is read before the answer: the conversation's own stream
+    brings its progress beside the attachment's chip, page by page, to "Ready"; the page
+    loaded afterwards shows it there too."""
+    from tests.conftest import Served, start_chat
+    from tests.fakes.documents import text_pdf
+
+    fake.script("First.", "It is tern-400.")
+    served = Served(data, env).start()
+    try:
+        with served.client() as client:
+            chat = start_chat(client, "Hello")
+            wait_for(lambda: len(fake.streamed) >= 1)
+            rev = client.get(chat).text.split("/events?since=")[1].split('"')[0]
+            pdf = text_pdf([[f"Page {p} line {n} of the keeper's log." for n in range(40)] for p in range(1, 401)])
+            seen, deadline = "", time.monotonic() + 60
+            with client.stream("GET", f"{chat}/events?since={rev}", timeout=30) as stream:
+                r = client.post(chat + "/ask", data={"_csrf_token": csrf(client, chat), "text": "What is the code?"},
+                                files={"file": ("log.pdf", pdf, "application/pdf")}, follow_redirects=False)
+                assert r.status_code == 303
+                for line in stream.iter_lines():
+                    seen += line + "\n"
+                    if "Ready: 400 pages" in seen or time.monotonic() > deadline:
+                        break
+            [d] = rows(data, "SELECT id, state FROM documents")
+            assert f'id="document-{d["id"]}-progress"' in seen and "Ready: 400 pages" in seen, seen[-1500:]
+            assert "Reading page" in seen or "<progress" in seen, "its progress while it was read, not only its end"
+            chip = client.get(chat).text.split('class="attachments"')[-1].split("</ul>")[0]
+            assert "log.pdf" in chip and f'id="document-{d["id"]}-progress"' in chip and "Ready: 400 pages" in chip
+    finally:
+        served.stop()
+
+
 def test_a_reading_that_ended_before_the_pages_stream_began_is_in_its_first_message(data, env):
     """A page rendered at rev R opens its stream (/events?since=R) a moment later, and the
     reading may have moved on, or ended, meanwhile: the stream's first message carries the

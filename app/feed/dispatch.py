@@ -389,14 +389,16 @@ class Feed:
                         f.push(top, message(by_person[f.person]))
             if documents and self.render_documents:
                 # documents being read: to the pages that are not a conversation's (a
-                # collection's page shows them) of each person who may see them
-                shown: dict[int | None, str] = {}
+                # collection's page shows them) of each person who may see them, and a
+                # document attached to a message to the pages of its conversation
+                shown: dict[tuple[int | None, int | None], str] = {}
                 for chat, group in self.followers.items():
-                    for f in group if chat is None else ():
-                        if f.person not in shown:
-                            shown[f.person] = self.render_documents(self.store, documents, f.person)
-                        if shown[f.person]:
-                            f.push(top, message(shown[f.person]))
+                    these = [d for d in documents if (d.collection is not None if chat is None else d.chat == chat)]
+                    for f in group if these else ():
+                        if (chat, f.person) not in shown:
+                            shown[chat, f.person] = self.render_documents(self.store, these, f.person)
+                        if shown[chat, f.person]:
+                            f.push(top, message(shown[chat, f.person]))
 
     def _lists(self, convos: list[Conversation], listed_gone: list[tuple[str, int | None]]) -> dict[int | None, str]:
         """The list changes of each person with a page following their list."""

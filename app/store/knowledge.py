@@ -150,6 +150,16 @@ class Knowledge(Base):
     def documents_of_chat(self, chat: int) -> list[Document]:
         return [Document.from_row(r) for r in self._all(f"{self._DOCUMENT} WHERE chat = ? ORDER BY id", [chat])]
 
+    def documents_attached(self, items: list) -> dict[int, Document]:
+        """The documents read from the items' attached files (a message's PDF or Word file), by file id."""
+        files = {f for it in items if it.kind == "user" for f in it.file_ids}
+        if not files:
+            return {}
+        chats = {it.chat for it in items}
+        found = self._all(f"{self._DOCUMENT} WHERE chat IN ({','.join('?' * len(chats))}) "
+                          f"AND file IN ({','.join('?' * len(files))}) ORDER BY id", [*chats, *files])
+        return {d.file: d for d in map(Document.from_row, found)}
+
     def attached_reading(self, chat: int, files: Sequence[int]) -> bool:
         """Whether a document attached to a message (its files) is still to be read: the
         message waits for it (run/runner.py)."""

@@ -68,14 +68,17 @@ def progress_html(d: Document) -> str:
 def document_changes(store: Store, documents: list[Document], person: int | None) -> str:
     """The feed's message for one person's pages: the documents they may see whose reading
     moved, upserted into their collection's list where it is on the page (a new one in its
-    place, newest first). A document read on past its first page changes only its progress:
+    place, newest first); a document attached to one of their messages, its progress beside
+    its chip (the feed gives those only to its conversation's pages). A document read on past its first page changes only its progress:
     that part alone is sent, so its buttons are not replaced under a person's pointer (a click
     between two pages would be lost). The buttons post through the page's own form."""
     collections: dict[int, Collection | None] = {}
     by_collection: dict[int, list[str]] = {}
     progress = []
     for d in documents:
-        if visible(store, d, person, collections):
+        if d.collection is None and d.chat is not None and d.person == person:
+            progress.append(progress_html(d))  # a message's attachment: its chip's progress, on its conversation's page
+        elif visible(store, d, person, collections):
             c = collections[d.collection]
             if d.state == "reading" and d.pages_read > 0:
                 progress.append(progress_html(d))
@@ -87,10 +90,14 @@ def document_changes(store: Store, documents: list[Document], person: int | None
                    + "".join(items) + "</hx-partial>" for c, items in by_collection.items())
 
 
-def documents_catch_up(store: Store, person: int | None, cursor: int, top: int) -> str:
+def documents_catch_up(store: Store, person: int | None, cursor: int, top: int, chat: int | None = None) -> str:
     """What a page's stream sends first of the documents whose reading moved after the page's
-    cursor: a reading may end between the page's render and its stream's start."""
-    return document_changes(store, store.documents_since(cursor, top), person) if cursor else ""
+    cursor (a reading may end between the page's render and its stream's start): a
+    collection's, or those attached to the messages of `chat`, the conversation on the page."""
+    if not cursor:
+        return ""
+    moved = [d for d in store.documents_since(cursor, top) if (d.chat == chat if chat else d.collection is not None)]
+    return document_changes(store, moved, person)
 
 
 READ_ATTACHED = ("pdf", "docx")  # the kinds a message's file is read for (text files are sent as they are)

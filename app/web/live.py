@@ -137,7 +137,8 @@ def page_items(store: Store, chat: int, state: dict, path: Path | None = None,
     """#items of a conversation's page: its current path (or `path`), whole; those items and their view."""
     path = path if path is not None else store.path(chat)
     items = store.path_items(chat, path)
-    view = View(state["turn"], path.heads, store.files_of(items), editing, store.passages_gone(items))
+    view = View(state["turn"], path.heads, store.files_of(items), editing, store.passages_gone(items),
+                store.documents_attached(items))
     return items_html(items, view, state), items, view
 
 
@@ -286,7 +287,7 @@ def chat_changes(store: Store, chat: int, items: list[Item], convo: Conversation
     items = [it for it in items if it.kind != "plan" and path.holds(it)]  # other branches' rows wait
     if items or pinned:
         view = View(state["turn"], path.heads, store.files_of([*items, *pinned]),
-                    gone=store.passages_gone([*items, *pinned]))
+                    gone=store.passages_gone([*items, *pinned]), documents=store.documents_attached([*items, *pinned]))
         elements, plans, pieces = [], [], []
         for it in [*items, *pinned]:
             parts = item_parts(it, view)

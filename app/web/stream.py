@@ -96,7 +96,8 @@ async def chat_events(request: Request, chat: FromPath[str], since: FromQuery[st
         items = s.store.items_since(cursor, chat=convo.id)
         gone = [dom for _, dom, _ in s.store.tombstones_since(cursor, chat=convo.id)] if cursor else []
         first = live.chat_changes(s.store, convo.id, items, convo if convo.rev > cursor else None, gone)
-        first += list_catch_up(s.store, who.id, cursor) + builtin_catch_up(s.store, who.id, cursor)
+        first += (list_catch_up(s.store, who.id, cursor) + builtin_catch_up(s.store, who.id, cursor)
+                  + documents_catch_up(s.store, who.id, cursor, top, chat=convo.id))
     return Stream(follow(s.feed, follower, encode(top, first), top, still(request)),
                   media_type="text/event-stream", headers=HEADERS)
 

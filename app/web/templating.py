@@ -144,3 +144,4 @@ class View:
     files: dict[int, dict[str, Any]] = field(default_factory=dict)  # file rows the items name
     editing: int | None = None                  # the message opened for editing (?edit=, without script)
     gone: frozenset[int] = frozenset()          # passages the items cite whose document was deleted since
+    documents: dict[int, Any] = field(default_factory=dict)  # attached files read as documents, by file id
