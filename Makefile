@@ -39,7 +39,7 @@ postgres:
 # Debian's documentation packages that benchmarks/knowledge.py's recall phase reads as its
 # corpus (benchmarks/_debian_corpus.py's SOURCES; the benchmark installs them too when missing).
 CORPUS_DOCS := postgresql-doc-15 python3.11-doc debian-reference-en debian-handbook python-django-doc \
-  python-sqlalchemy-doc git-doc cmake-doc apache2-doc debian-policy developers-reference python-pandas-doc python-scipy-doc
+  python-sqlalchemy-doc git-doc cmake-doc apache2-doc debian-policy developers-reference
 
 bench-corpus:
 	@dpkg-query -W -f='$${Status}\n' $(CORPUS_DOCS) 2>/dev/null | grep -c '^install ok installed' | grep -qx $(words $(CORPUS_DOCS)) || { \

@@ -374,7 +374,7 @@ def recall(table: Table, target, name: str, corpus, repeat: int = 5) -> list[str
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--postgres", action="store_true", help="the search phase on PostgreSQL too")
+    parser.add_argument("--postgres", action="store_true", help="search and recall on PostgreSQL too")
     parser.add_argument("--only", nargs="+", choices=["large", "many", "killed", "search", "recall"],
                         help="these phases only")
     parser.add_argument("--fresh", action="store_true", help="read Debian's documentation again (recall), not "
