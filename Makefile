@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 HOST   ?= 127.0.0.1
 PORT   ?= 8000
 
-.PHONY: setup run test test-fast migrate browser postgres npm-tools llama bench clean
+.PHONY: setup run test test-fast migrate browser postgres bench-corpus npm-tools llama bench clean
 
 setup: $(STAMP)
 
@@ -35,6 +35,16 @@ postgres:
 	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || { \
 	  echo "installing Debian's postgresql for the tests that run on PostgreSQL"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null; }
+
+# Debian's documentation packages that benchmarks/knowledge.py's recall phase reads as its
+# corpus (benchmarks/_debian_corpus.py's SOURCES; the benchmark installs them too when missing).
+CORPUS_DOCS := postgresql-doc-15 python3.11-doc debian-reference-en debian-handbook python-django-doc \
+  python-sqlalchemy-doc git-doc cmake-doc apache2-doc debian-policy developers-reference
+
+bench-corpus:
+	@dpkg-query -W -f='$${Status}\n' $(CORPUS_DOCS) 2>/dev/null | grep -c '^install ok installed' | grep -qx $(words $(CORPUS_DOCS)) || { \
+	  echo "installing Debian's documentation packages for the knowledge benchmark's corpus"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(CORPUS_DOCS) >/dev/null; }
 
 # npm packages the tests run (never fetched by the tests themselves), pinned, in one folder:
 # .cache/npm/node_modules. Add a package to NPM_TOOLS; a changed list installs again.

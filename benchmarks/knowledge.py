@@ -1,14 +1,19 @@
 """Knowledge: how fast documents become searchable, what reading costs the pages meanwhile,
-its memory, kill -9s during a reading, and search at 100,000 passages.
+its memory, kill -9s during a reading, search at 100,000 passages, and search over Debian's
+documentation with a question set whose answers are known (recall).
 
     .venv/bin/python benchmarks/knowledge.py               # every phase, SQLite
-    .venv/bin/python benchmarks/knowledge.py --postgres    # the search phase on PostgreSQL too (a throwaway cluster)
+    .venv/bin/python benchmarks/knowledge.py --postgres    # search and recall on PostgreSQL too (a throwaway cluster)
+    .venv/bin/python benchmarks/knowledge.py --only recall --postgres
 
 Each phase serves `tabletalk serve --workers 1` as a real process group on a temporary data
 folder and writes the documents as rows (a file and a queued document, as the upload does),
 so the time measured is the worker's: its copy, the child's reading, the page writes.
 PDFs are made here with a text layer (tests/fakes/documents.py), 50 lines of about 70
-characters a page, as a manual's pages are.
+characters a page, as a manual's pages are. The search phase's passages are made-up words;
+the recall phase's are Debian's documentation packages read by the app's own reader
+(_debian_corpus.py; installed when missing, the pages read kept in the temporary folder),
+asked the questions of knowledge_questions.json.
 """
 from __future__ import annotations
 
@@ -34,8 +39,11 @@ from _shared import Table, pct  # noqa: E402
 from app.accounts.rules import Accounts  # noqa: E402
 from app.knowledge.reading import read  # noqa: E402
 from app.store import Scope, Store, db as dbm, schema  # noqa: E402
+from app.store.knowledge import query_words  # noqa: E402
 from app.tables import item  # noqa: E402
 from tests.fakes.documents import text_pdf  # noqa: E402
+
+from _debian_corpus import corpus as debian_corpus, normal, questions as corpus_questions  # noqa: E402
 
 WORDS = ("tide stone keeper harbour lantern signal beacon current channel anchor rope sail mast compass chart "
          "depth shoal reef storm calm wind wave shore cliff lighthouse ferry dock pier buoy vessel crew").split()
@@ -64,8 +72,8 @@ def owner_session(store: Store) -> tuple[int, str]:
     return person.id, people.start_session(person.id)
 
 
-def queue(store: Store, person: int, collection: int, name: str, data: bytes) -> int:
-    return store.add_document(person, store.add_file(name, data, person), name, collection=collection, kind="pdf")
+def queue(store: Store, person: int, collection: int, name: str, data: bytes, kind: str = "pdf") -> int:
+    return store.add_document(person, store.add_file(name, data, person), name, collection=collection, kind=kind)
 
 
 def state(store: Store, document: int):
@@ -261,43 +269,146 @@ def search(table: Table, work: Path, target, name: str, passages: int = 100_000,
         store.finish_document(doc, "bench", "ready")
     loaded = time.monotonic() - t0
     scope = Scope(collections=(c,))
-    times, hits = [], 0
+    times, hits, matched = [], 0, []
     for q in range(queries):
         words = " ".join(f"w{int(20_000 ** rng.random())}" for _ in range(1 + q % 4))
+        question = f"where is the {words} in it?"
         t = time.monotonic()
-        found = store.search_passages(f"where is the {words} in it?", scope, limit=6)
+        found = store.search_passages(question, scope, limit=6)
         times.append(time.monotonic() - t)
         hits += bool(found)
-    table.add(f"search at {passages:,} passages ({name}): p50 / p99",
+        matched.append(matching(store, question))
+    table.add(f"search at {passages:,} passages ({name}, synthetic words): p50 / p99",
               f"{pct(times, 50) * 1000:.1f} / {pct(times, 99) * 1000:.1f} ms ({queries} queries of 1-4 words and "
               f"common ones, {hits} found some; loaded in {loaded:.0f} s)",
               "≤ 20 / 50 ms")
+    table.add("... passages a query matched (any of its words): median",
+              f"{pct(matched, 50):,} of {passages:,} ({pct(matched, 50) / passages:.0%})")
     store.db.conn.close()
+
+
+def matching(store: Store, question: str) -> int:
+    """How many passages hold any of `question`'s words, as search_passages looks for them
+    (its words, OR'ed; the same expressions): the passages its ranking has to score."""
+    words = query_words(question)
+    if not words:
+        return 0
+    if dbm.postgres(store.db):
+        return store.db.conn.execute("SELECT count(*) FROM search_passages WHERE doc @@ to_tsquery('tabletalk_english', ?)",
+                                     [" | ".join(words)]).fetchone()[0]
+    return store.db.conn.execute("SELECT count(*) FROM search_passages WHERE search_passages MATCH ?",
+                                 [" OR ".join(f'"{w}"' for w in words)]).fetchone()[0]
+
+
+def recall(table: Table, target, name: str, corpus, repeat: int = 5) -> list[str]:
+    """Debian's documentation (benchmarks/_debian_corpus.py) as the app's own reader made its
+    passages, written through `read_page` into one collection; the question set asked
+    `repeat` times (limit 6, as the tool asks). A question is answered at k when one of its
+    answer passages (in its source file, holding its phrase) is among the first k found.
+    Returns the lines that say which questions were missed, and where their answer came."""
+    docs, took, kept = corpus
+    store = store_of(target)
+    person, _ = owner_session(store)
+    c = store.add_collection(person, "Debian documentation")
+    t0 = time.monotonic()
+    ids = {}
+    for d in docs:
+        doc = queue(store, person, c, d.name, d.name.encode(), kind="html")
+        store.take_document("bench", 3600)
+        for number, pages, passages in d.pages:
+            store.read_page(doc, "bench", number, pages, [tuple(p) for p in passages], 3600)
+        store.finish_document(doc, "bench", "ready")
+        ids[d.name] = doc
+    loaded = time.monotonic() - t0
+    total = store.db.conn.execute("SELECT count(*) FROM passages").fetchone()[0]
+    questions = corpus_questions()
+    answers, absent = [], []
+    for q in questions:
+        found = set()
+        for a in q["answers"]:
+            phrase = normal(a["phrase"])
+            rows = store.db.conn.execute("SELECT id, text FROM passages WHERE document = ?",
+                                         [ids.get(a["source"], -1)]).fetchall()
+            found |= {r[0] for r in rows if phrase in normal(r[1])}
+        answers.append(found)
+        if not 1 <= len(found) <= 3:
+            absent.append(f"{q['question']!r}: {len(found)} passages of "
+                          f"{', '.join(a['source'] for a in q['answers'])} hold its phrase (1-3 should)")
+    if absent:
+        raise SystemExit("answers not in the corpus as the question set says:\n  " + "\n  ".join(absent))
+    scope = Scope(collections=(c,))
+    first = [store.search_passages(q["question"], scope, limit=6) for q in questions]  # and warms the caches
+    times = []
+    for _ in range(repeat):
+        for q in questions:
+            t = time.monotonic()
+            store.search_passages(q["question"], scope, limit=6)
+            times.append(time.monotonic() - t)
+    at5 = [bool({f.passage for f in found[:5]} & a) for found, a in zip(first, answers)]
+    at1 = [bool(found) and found[0].passage in a for found, a in zip(first, answers)]
+    matched = [matching(store, q["question"]) for q in questions]
+    sources = sorted({d.name.split("/")[0] for d in docs})
+    read = f"read by the app's reader in {took:.0f} s" + (f", {kept} of {len(sources)} sources kept from an earlier "
+                                                           "run" if kept else "")
+    table.add(f"Debian's documentation ({name}): passages", f"{total:,} of {len(docs):,} HTML files "
+              f"({len(sources)} packages; {read}); written in {loaded:.0f} s")
+    table.add(f"... {len(questions)} questions x {repeat}, limit 6: p50 / p99",
+              f"{pct(times, 50) * 1000:.1f} / {pct(times, 99) * 1000:.1f} ms", "≤ 20 / 50 ms")
+    table.add("... recall@5 / recall@1", f"{sum(at5) / len(questions):.2f} / {sum(at1) / len(questions):.2f} "
+              f"({sum(at5)} / {sum(at1)} of {len(questions)})", "recall@5 ≥ 0.9")
+    table.add("... passages a question matched (any of its words): median",
+              f"{pct(matched, 50):,} of {total:,} ({pct(matched, 50) / total:.1%}; p90 {pct(matched, 90):,})")
+    missed = []
+    for q, found, a, hit, m in zip(questions, first, answers, at5, matched):
+        if hit:
+            continue
+        deep = store.search_passages(q["question"], scope, limit=100)
+        rank = next((i + 1 for i, f in enumerate(deep) if f.passage in a), None)
+        top = found[0] if found else None
+        missed.append(f"{q['question']} [{', '.join(a['source'] for a in q['answers'])}] words "
+                      f"{query_words(q['question'])}, {m:,} matched; answer at "
+                      f"{rank if rank else '> 100'}; first: {top.name + ' ' + repr(top.heading[:50]) if top else '-'}")
+    store.db.conn.close()
+    return missed
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--postgres", action="store_true", help="the search phase on PostgreSQL too")
-    parser.add_argument("--only", choices=["large", "many", "killed", "search"], help="one phase")
+    parser.add_argument("--postgres", action="store_true", help="search and recall on PostgreSQL too")
+    parser.add_argument("--only", nargs="+", choices=["large", "many", "killed", "search", "recall"],
+                        help="these phases only")
+    parser.add_argument("--fresh", action="store_true", help="read Debian's documentation again (recall), not "
+                        "what an earlier run kept in the temporary folder")
     args = parser.parse_args()
     table = Table(echo=True)
+    missed: list[str] = []
+    runs = lambda phase: not args.only or phase in args.only  # noqa: E731
+    corpus = debian_corpus(args.fresh) if runs("recall") else None
     with tempfile.TemporaryDirectory(prefix="tabletalk-knowledge-") as tmp:
         work = Path(tmp)
         phases = {"large": lambda: (one_large(table, work), one_large(table, work, 3000)), "many": lambda: many(table, work),
                   "killed": lambda: killed(table, work),
-                  "search": lambda: search(table, work, work / "search.db", "SQLite")}
+                  "search": lambda: search(table, work, work / "search.db", "SQLite"),
+                  "recall": lambda: missed.extend(f"SQLite: {m}" for m in recall(table, work / "recall.db", "SQLite", corpus))}
         for name, phase in phases.items():
-            if args.only in (None, name):
+            if runs(name):
                 phase()
-        if args.postgres and args.only in (None, "search"):
+        if args.postgres and (runs("search") or runs("recall")):
             from tests.pg import Cluster
 
             cluster = Cluster(durable=True).start()
             try:
-                search(table, work, cluster.database(), "PostgreSQL")
+                if runs("search"):
+                    search(table, work, cluster.database(), "PostgreSQL")
+                if runs("recall"):
+                    missed.extend(f"PostgreSQL: {m}" for m in recall(table, cluster.database(), "PostgreSQL", corpus))
             finally:
                 cluster.stop()
     table.print()
+    if missed:
+        print("\nquestions whose answer was not in the first 5:")
+        for m in missed:
+            print(f"  {m}")
     return 0
 
 
