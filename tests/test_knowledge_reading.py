@@ -102,6 +102,26 @@ def read_all(path, kind, start=1, **kw):
     return asyncio.run(go())
 
 
+def test_a_web_pages_paragraphs_are_under_its_title_and_a_boxs_title_is_no_heading(tmp_path):
+    from app.knowledge.child import html_blocks
+
+    path = tmp_path / "datatype-character.html"
+    path.write_text("""<html><head><title>8.3. Character
+      Types</title></head><body><div class="sect1"><p>SQL defines two primary character types:
+      character varying(n) and character(n), where n is a positive integer, and both store
+      strings up to n characters in length in the database.</p>
+      <h3>Storage¶</h3><p>Short strings need one byte of overhead, and long strings four bytes
+      of overhead on disk in the table.</p>
+      <div class="tip"><h3>Tip</h3><p>There is no performance difference among these three
+      types, apart from increased storage space when using the blank-padded type.</p></div>
+      <p>Long values are also stored in background tables so they do not interfere.</p></div>
+      </body></html>""")
+    blocks = [(h, " ".join(p.split())) for h, p in html_blocks(path) if p.strip()]
+    assert blocks[0][0] == "8.3. Character Types", "a page with no heading kept: its title"
+    assert {h for h, _ in blocks[1:]} == {"8.3. Character Types — Storage"}, "a Tip box keeps the heading before it"
+    assert any("no performance difference" in p for _, p in blocks)
+
+
 @pytest.mark.process  # the child: python -m app.knowledge.child
 def test_a_pdf_is_read_page_by_page_with_its_outline_as_headings(tmp_path):
     from tests.fakes.documents import text_pdf

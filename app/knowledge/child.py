@@ -225,8 +225,16 @@ def markdown(text: str) -> Blocks:
     return blocks
 
 
+# The titles of a manual's boxes (DocBook's admonitions), which a reader takes for headings:
+# the paragraphs after such a box are under the heading before it.
+BOXES = frozenset({"note", "tip", "warning", "caution", "important", "see also", "example", "notes"})
+
+
 def html_blocks(path: Path) -> Blocks:
-    """The page's main text (trafilatura, as fetch_page reads pages), else all its text; scripts never run."""
+    """The page's main text (trafilatura, as fetch_page reads pages), else all its text;
+    scripts never run. Each paragraph is under the page's title and the heading above it
+    ("8.3. Character Types — Tips"): a manual's page often has no heading trafilatura keeps
+    (DocBook's titles), and its title is what the page is about."""
     import trafilatura
 
     data = path.read_bytes()
@@ -235,7 +243,37 @@ def html_blocks(path: Path) -> Blocks:
                                    favor_recall=True)
     except RecursionError:  # nested deeper than its walk goes
         text = None
-    return markdown(text) if text else [("", all_text(data))]
+    blocks = markdown(text) if text else [("", all_text(data))]
+    title, kept, last, out = page_title(data), "", None, []
+    for heading, paragraph in blocks:
+        heading = heading.replace("¶", "").strip()
+        first, _, rest = heading.partition(" ")
+        if first.strip("*_:").casefold() in BOXES or heading.casefold() in BOXES:
+            if heading != last and rest.strip():
+                out.append((under(title, kept), rest.strip()))  # a box's first words, read as its title
+        else:
+            kept = heading
+        last = heading
+        out.append((under(title, kept), paragraph))
+    return out
+
+
+def under(title: str, heading: str) -> str:
+    """A heading under its page's title, once."""
+    if not title or heading.casefold().startswith(title.casefold()):
+        return heading
+    return f"{title} — {heading}" if heading else title
+
+
+def page_title(data: bytes) -> str:
+    """The page's <title>, its whitespace made one space ("" when it has none)."""
+    from lxml import etree, html
+
+    try:
+        found = html.document_fromstring(data).findtext(".//title")
+    except (etree.ParserError, ValueError):
+        return ""
+    return " ".join((found or "").split())[:200]
 
 
 def all_text(data: bytes) -> str:
