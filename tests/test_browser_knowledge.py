@@ -106,3 +106,38 @@ def test_an_answer_cites_a_page_and_its_chip_opens_it(browser, served, fake, sch
             expect(page.get_by_label("Manuals")).to_be_checked()
             no_wider_than(page, width)
             page.screenshot(path=f"{SHOTS}/knowledge-agent-tab-{name}-{scheme}.png", full_page=True)
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_an_attached_pdfs_reading_and_a_deleted_sources_chip_on_the_conversation(browser, served, fake, scheme):
+    """A PDF attached to a message says beside its chip how its reading ended ("Ready: 3
+    pages"), and the chip of a source whose document was deleted since says so, linking
+    nowhere: desktop and phone, nothing wider than the screen."""
+    from tests.fakes.documents import text_pdf
+
+    c = collection(served)
+    with served.store() as store:
+        owner = store.owner()
+        cited = store.add_document(owner, store.add_file("libtasn1.md", MANUAL.encode(), owner), "libtasn1.md",
+                                   collection=c, kind="markdown")
+        store.set_agent_collections(store.default_agent(owner).id, [c])
+    wait_for(lambda: rows(served.data, "SELECT state FROM documents") == [{"state": "ready"}] or None, 60)
+    fake.script([tool_call("search_knowledge", {"query": "asn1_der_decoding wrong tag"})],
+                "It returns **ASN1_TAG_ERROR** (libtasn1.md, p. 5); the log says tern-3.")
+    pdf = text_pdf([[f"Page {p} of the keeper's log: the lantern is lit at dusk." for _ in range(30)] for p in range(1, 4)])
+    with served.client() as client:
+        chat = start_chat(client, "What does asn1_der_decoding return for a wrong tag, and what is in the log?",
+                          files={"file": ("keepers-log.pdf", pdf, "application/pdf")})
+        wait_for(lambda: rows(served.data, "SELECT 1 FROM items WHERE kind = 'text' AND done = 1") or None, 60)
+        token = client.get(f"/knowledge/{c}").text.split('name="_csrf_token" value="')[1].split('"')[0]
+        assert client.post(f"/knowledge/documents/{cited}/delete", data={"_csrf_token": token},
+                           follow_redirects=False).status_code == 303
+    for width, height, name in ((1280, 900, "desk"), (390, 844, "phone")):
+        with served.watched_page(browser, color_scheme=scheme, viewport={"width": width, "height": height}) as page:
+            page.goto(chat)
+            expect(page.locator(".attachments .document-progress")).to_contain_text("Ready: 3 pages")
+            gone = page.locator(".chips .gone").first
+            expect(gone).to_contain_text("deleted since")
+            expect(page.locator(".chips a")).to_have_count(0)
+            no_wider_than(page, width)
+            page.screenshot(path=f"{SHOTS}/knowledge-attached-and-gone-{name}-{scheme}.png")
