@@ -132,8 +132,9 @@ def test_an_attached_pdfs_reading_and_a_deleted_sources_chip_on_the_conversation
         token = client.get(f"/knowledge/{c}").text.split('name="_csrf_token" value="')[1].split('"')[0]
         assert client.post(f"/knowledge/documents/{cited}/delete", data={"_csrf_token": token},
                            follow_redirects=False).status_code == 303
-    for width, height, name in ((1280, 900, "desk"), (390, 844, "phone")):
-        with served.watched_page(browser, color_scheme=scheme, viewport={"width": width, "height": height}) as page:
+    for width, height, name, js in ((1280, 900, "desk", True), (390, 844, "phone", True), (390, 844, "phone-nojs", False)):
+        with served.watched_page(browser, color_scheme=scheme, viewport={"width": width, "height": height},
+                                 java_script_enabled=js) as page:
             page.goto(chat)
             expect(page.locator(".attachments .document-progress")).to_contain_text("Ready: 3 pages")
             gone = page.locator(".chips .gone").first
