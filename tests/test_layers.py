@@ -33,9 +33,6 @@ KNOWN_GAPS = {
     ("app.plugins.resume", "app.plugins.link"): "(the same cycle: PluginError)",
     ("app.plugins.asks", "app.plugins.resume"): "(the same cycle)",
     ("app.plugins.sessions", "app.plugins.resume"): "(the same cycle)",
-    ("app.providers.asking", "app.providers.client"): "asking.py's requests take the Providers (a TYPE_CHECKING import): "
-                                                      "they become its methods, or it passes them what they read",
-    ("app.providers.asking", "app.providers.servers"): "(under the same TYPE_CHECKING block)",
     ("app.web.plugins", "app.web.agents"): "the plugins tab re-renders the agent's page, which renders the tab",
     ("app.web.render", "app.web.sidebar"): "every page's sidebar is rendered by render.page, and the sidebar renders through render",
     ("app.providers.client", "app.store.outage"): "upward: the client tells a database outage apart (issue 28's work, landing)",
