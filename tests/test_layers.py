@@ -35,7 +35,6 @@ KNOWN_GAPS = {
     ("app.plugins.sessions", "app.plugins.resume"): "(the same cycle)",
     ("app.web.plugins", "app.web.agents"): "the plugins tab re-renders the agent's page, which renders the tab",
     ("app.web.render", "app.web.sidebar"): "every page's sidebar is rendered by render.page, and the sidebar renders through render",
-    ("app.providers.client", "app.store.outage"): "upward: the client tells a database outage apart (issue 28's work, landing)",
 }
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import logging
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
@@ -19,7 +18,6 @@ from .. import builtin
 from ..agent import Delta, Message, ModelError
 from ..netguard.sockets import PooledTransport
 from ..config import LOCAL, Account, Config
-from ..store.outage import unavailable
 from ..tools import Tool
 from . import asking, catalog
 from .asking import Route
@@ -33,9 +31,6 @@ if TYPE_CHECKING:
     import openai
 
 OLLAMA, LOCAL_SERVER, BUILTIN = "ollama", "local", "builtin"  # the servers a "local:" id can live on
-RELIST_SECONDS = 5.0  # how often the servers are listed again while one of them is down
-
-log = logging.getLogger(__name__)
 
 
 def no_model(choices: list[Choice]) -> str:
@@ -313,17 +308,3 @@ class Providers:
         if gate is None or gate.slots != slots:
             gate = self._gates[endpoint.base_url] = Gate(slots)
         return gate
-
-    async def relist_forever(self, store: Any, every: float = RELIST_SECONDS) -> None:
-        """While a listed server is down, list them all again every few seconds: one that
-        comes up later than Tabletalk shows in the pickers without a restart."""
-        while True:
-            await asyncio.sleep(every)
-            try:
-                if any(not c.up for c in store.choices()):
-                    found = await self.choices()
-                    if found != store.choices():
-                        store.replace_choices(found)
-            except Exception as e:
-                if not unavailable(e):  # (the database unreachable: the runner's scan says it)
-                    log.exception("listing the model servers again failed")
