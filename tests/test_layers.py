@@ -25,10 +25,6 @@ HIDDEN_ON_PURPOSE = {
 # What is not done yet (issue 29), each with its reason: test_the_known_gaps_are_still_open
 # fails once one is closed, so the list shrinks with the code.
 KNOWN_GAPS = {
-    ("app.providers.asking", "app.providers.client"): "asking.py's requests take the Providers (a TYPE_CHECKING import): "
-                                                      "they become its methods, or it passes them what they read",
-    ("app.providers.asking", "app.providers.servers"): "(under the same TYPE_CHECKING block)",
-    ("app.providers.client", "app.store.outage"): "upward: the client tells a database outage apart (issue 28's work, landing)",
 }
 
 

@@ -6,7 +6,7 @@
     client.py    `Providers`: where an id is answered, the model list, the streaming client
     servers.py   kinds of server: their window, slots and tokenizer; one request at a time
     asking.py    one request, streamed or short, and what its failures teach
-    limits.py    what a model was found not to take: window, images, tools, reasoning
+    limits.py    what a model was found not to take (window, images, tools, reasoning), and what was learned
     wire.py      the Chat Completions stream's lines and chunks as our deltas; cache marks
     errors.py    what went wrong, in words a person reads
     builtin.py   the built-in model in the model list, while it is installed

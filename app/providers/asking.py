@@ -11,6 +11,9 @@ agent loop makes the request again, built anew) or a `ModelError` in plain words
 - an answer that ends without a finish reason (llama-cpp-python ends a running request when
   another arrives) is made again once when nothing of it was written, else said to be cut;
 - an answer without usage is counted by the server's tokenizer where it has one.
+
+Its functions are passed what they read: where the request goes (a `Route`, found by the client,
+client.py, when the request begins) and what models were found to take (`limits.Lessons`).
 """
 from __future__ import annotations
 
@@ -18,7 +21,8 @@ import asyncio
 import contextlib
 import json
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import httpx2
@@ -29,14 +33,12 @@ from ..agent import Delta, Message, ModelError
 from ..tools import Tool
 from . import limits
 from .errors import EMPTY_REPLY, ENDED_EARLY, plain_words, server_says
-from .servers import Server, count_tokens
+from .limits import Lessons
+from .servers import Endpoint, Gate, Server, count_tokens
 from .wire import FINISHED, cache_marked, deltas, sse_lines, takes_cache_marks
 
 if TYPE_CHECKING:
     import openai
-
-    from .client import Providers
-    from .servers import Endpoint
 
 RETRY_DELAYS = (1.0, 2.0, 4.0)  # seconds before the 2nd, 3rd and 4th try of a busy or failing server
 RETRY_AFTER_MAX = 30.0
@@ -50,8 +52,22 @@ def transient(e: Exception) -> bool:
     return isinstance(e, (openai.RateLimitError, openai.InternalServerError))
 
 EARLY_PAUSE = 0.5  # seconds before an answer ended early is asked for again
-MIN_ANSWER = 256  # tokens an answer step may always be, whatever the estimate of the request says
 WAITING = "Waiting for the model server: it answers one request at a time, and another is running."
+
+
+@dataclass(frozen=True)
+class Route:
+    """Where a request for one model goes, as the client found it when the request began
+    (Providers.route)."""
+
+    model: str  # the id asked for (the server's own name is `endpoint.model`)
+    endpoint: Endpoint
+    client: openai.AsyncOpenAI
+    server: Server  # what the server said about itself
+    gate: Gate | None  # None: the server queues requests itself
+    http: httpx2.AsyncClient  # the client's connections, for the server's tokenizer
+    bounded: bool  # the request carries max_tokens (Providers.bounded)
+    thinking: Callable[[str | None], dict[str, Any]]  # the request fields for a thinking level
 
 
 def retry_after(e: Exception) -> float | None:
@@ -87,10 +103,11 @@ def text_of(messages: list[Message]) -> str:
     return "\n".join(out)
 
 
-def build(providers: Providers, endpoint: Endpoint, model: str, messages: list[Message], tools: list[Tool],
-          thinking: str | None, local: bool) -> dict[str, Any]:
+def build(route: Route, lessons: Lessons, messages: list[Message], tools: list[Tool],
+          thinking: str | None) -> dict[str, Any]:
     """The request's fields, by what the model was found to take."""
-    found = providers.limits_of(model)
+    found = lessons.of(route.model)
+    endpoint = route.endpoint
     sent = [m.to_api() for m in messages]
     request: dict[str, Any] = {
         "model": endpoint.model,
@@ -101,53 +118,42 @@ def build(providers: Providers, endpoint: Endpoint, model: str, messages: list[M
     if tools and found.tools and endpoint.tools:  # the built-in model is sent none (docs/local-model.md)
         request["tools"] = [t.schema() for t in tools]
     if found.reasoning:
-        request.update(providers.thinking(endpoint, thinking))
-    if local:
-        request["max_tokens"] = answer_room(providers, model, messages, tools)
+        request.update(route.thinking(thinking))
+    if route.bounded:
+        request["max_tokens"] = lessons.room(route.model, messages, tools)
     return request
 
 
-def answer_room(providers: Providers, model: str, messages: list[Message], tools: list[Tool]) -> int:
-    """max_tokens: the setting, and never more than the window leaves after this request
-    (vLLM and others refuse a request whose max_tokens does not fit)."""
-    cap = providers.config.max_tokens
-    size = providers.window_of(model) if providers.window_of else 0
-    if size:
-        ratio = providers.ratio_of(model) if providers.ratio_of else 1.0
-        used = window.calibrated(window.request_tokens(messages, tools), ratio)
-        cap = min(cap, max(MIN_ANSWER, size - used - size // 20))
-    return cap
-
-
-def failure(providers: Providers, e: Exception, endpoint: Endpoint, model: str, request: dict[str, Any],
+def failure(route: Route, lessons: Lessons, e: Exception, request: dict[str, Any],
             messages: list[Message], tools: list[Tool]) -> ModelError:
     """What a failed request means: a `Retry` when it taught something, else plain words."""
     import openai
 
+    endpoint, model = route.endpoint, route.model
     status = e.status_code if isinstance(e, openai.APIStatusError) else None
     says = server_says(e) if isinstance(e, openai.APIStatusError) else ""
     if status is None or not says:
         return ModelError(plain_words(e, endpoint))
-    found = providers.limits_of(model)
+    found = lessons.of(model)
     size = limits.overflow(says)
     if size is not False:
         counted = limits.prompt_tokens(says)
-        if counted and providers.on_count:
-            providers.on_count(model, window.request_tokens(messages, tools), counted)
+        if counted and lessons.on_count:
+            lessons.on_count(model, window.request_tokens(messages, tools), counted)
         if isinstance(size, int):
-            providers.learn(model, found.learned(window=size))
+            lessons.learn(model, found.learned(window=size))
             return limits.Retry(limits.window_notice(size), found, "window", failure=limits.too_long(size, says))
         return ModelError(limits.too_long(None, says))
     what = limits.refused(says, status, images=has_images(request["messages"]), tools="tools" in request,
                          reasoning="reasoning_effort" in request)
     if what:
-        providers.learn(model, found.learned(**{what: False}))
+        lessons.learn(model, found.learned(**{what: False}))
         return limits.Retry(limits.NOTICES[what], found, what, failure=plain_words(e, endpoint))
     return ModelError(plain_words(e, endpoint))
 
 
-async def diagnosis(providers: Providers, client: openai.AsyncOpenAI, endpoint: Endpoint, model: str,
-                    request: dict[str, Any], messages: list[Message], tools: list[Tool]) -> ModelError:
+async def diagnosis(route: Route, lessons: Lessons, request: dict[str, Any], messages: list[Message],
+                    tools: list[Tool]) -> ModelError:
     """Why a stream brought nothing: the same request, not streamed, for one token. Its error
     says what the stream could not; when it answers, the stream was empty for no reason given."""
     asked = {k: v for k, v in request.items() if k not in ("stream", "stream_options")}
@@ -156,26 +162,26 @@ async def diagnosis(providers: Providers, client: openai.AsyncOpenAI, endpoint: 
     asked |= {"stream": False, "max_tokens": 1}
     for again in (False, True):
         try:
-            await client.chat.completions.create(**asked)
+            await route.client.chat.completions.create(**asked)
         except openai.APIConnectionError:
             if again:  # the connection the stream left was closed under it: once more, anew
                 return ModelError(EMPTY_REPLY)
         except Exception as e:
-            return failure(providers, e, endpoint, model, request, messages, tools)
+            return failure(route, lessons, e, request, messages, tools)
         else:
             break
     return ModelError(EMPTY_REPLY)
 
 
-async def stream(providers: Providers, model: str, messages: list[Message], tools: list[Tool],
-                 extra: dict[str, Any] | None = None, thinking: str | None = None) -> AsyncIterator[Delta]:
-    endpoint = await providers.locate(model)
-    client = providers.client(endpoint)
-    request = build(providers, endpoint, model, messages, tools, thinking, providers.bounded(model, endpoint))
+async def stream(locate: Callable[[], Awaitable[Route]], lessons: Lessons, messages: list[Message],
+                 tools: list[Tool], extra: dict[str, Any] | None = None,
+                 thinking: str | None = None) -> AsyncIterator[Delta]:
+    """One streamed answer's deltas; `locate` finds where it goes when it begins."""
+    route = await locate()
+    request = build(route, lessons, messages, tools, thinking)
     if extra:
         request.update(extra)
-    server = providers.server(endpoint)
-    gate = providers.gate(endpoint)
+    gate = route.gate
     waited = gate is not None and gate.full
     if waited:
         yield Delta(notice=WAITING)
@@ -186,7 +192,7 @@ async def stream(providers: Providers, model: str, messages: list[Message], tool
                                f"which answers one request at a time.")
         for again in (False, True):
             ended_early = False
-            async for delta in _one(providers, client, endpoint, model, request, messages, tools, server):
+            async for delta in _one(route, lessons, request, messages, tools):
                 if delta is ENDED:
                     ended_early = True
                 else:
@@ -201,13 +207,13 @@ async def stream(providers: Providers, model: str, messages: list[Message], tool
 ENDED = Delta()  # _one's word that the answer ended early with nothing of it written
 
 
-async def _one(providers: Providers, client: openai.AsyncOpenAI, endpoint: Endpoint, model: str,
-               request: dict[str, Any], messages: list[Message], tools: list[Tool],
-               server: Server) -> AsyncIterator[Delta]:
+async def _one(route: Route, lessons: Lessons, request: dict[str, Any], messages: list[Message],
+               tools: list[Tool]) -> AsyncIterator[Delta]:
     """One try of the streamed request: its deltas, then ENDED when it ended with no finish
     reason before anything was written (the caller asks again once)."""
+    endpoint, server = route.endpoint, route.server
     tries = len(RETRY_DELAYS) + 1
-    completions = client.chat.completions.with_streaming_response
+    completions = route.client.chat.completions.with_streaming_response
     problem = ""  # what the last failed try met, for the notice once a try answers
     for attempt in range(tries):
         try:
@@ -216,9 +222,9 @@ async def _one(providers: Providers, client: openai.AsyncOpenAI, endpoint: Endpo
             break
         except Exception as e:
             if not transient(e):
-                raise failure(providers, e, endpoint, model, request, messages, tools) from e
+                raise failure(route, lessons, e, request, messages, tools) from e
             if getattr(e, "status_code", None) != 429 and \
-                    isinstance(taught := failure(providers, e, endpoint, model, request, messages, tools), limits.Retry):
+                    isinstance(taught := failure(route, lessons, e, request, messages, tools), limits.Retry):
                 raise taught from e
             if attempt == tries - 1:
                 raise ModelError(f"{plain_words(e, endpoint)} Gave up after {tries} tries.") from e
@@ -265,7 +271,7 @@ async def _one(providers: Providers, client: openai.AsyncOpenAI, endpoint: Endpo
         await opened.__aexit__(None, None, None)
     if not received and not isinstance(cut, httpx2.TimeoutException):
         # ended with nothing in it (or cut before anything came): not a wait that ran out
-        raise await diagnosis(providers, client, endpoint, model, request, messages, tools)
+        raise await diagnosis(route, lessons, request, messages, tools)
     if cut is not None:
         raise ModelError(plain_words(cut, endpoint)) from cut
     if not finished:
@@ -275,25 +281,26 @@ async def _one(providers: Providers, client: openai.AsyncOpenAI, endpoint: Endpo
         raise ModelError(ENDED_EARLY)
     if not counted and server.tokenize:
         sent = text_of(messages) + "".join(json.dumps(t, separators=(",", ":")) for t in request.get("tools", ()))
-        prompt = await count_tokens(providers.http, server, endpoint.model, sent)
+        prompt = await count_tokens(route.http, server, endpoint.model, sent)
         if prompt:
-            completion = await count_tokens(providers.http, server, endpoint.model, "".join(answer)) or 0
+            completion = await count_tokens(route.http, server, endpoint.model, "".join(answer)) or 0
             yield Delta(usage={"prompt": prompt + window.MESSAGE_TOKENS * len(messages), "completion": completion,
                                "cached": 0, "counted": 1})
 
 
-async def complete(providers: Providers, model: str, messages: list[Message], max_tokens: int = 40) -> str:
+async def complete(locate: Callable[[], Awaitable[Route]], lessons: Lessons, messages: list[Message],
+                   max_tokens: int = 40) -> str:
     """A short non-streamed request (titles), without thinking where the server can turn it
     off, after every answer waiting at a server that serves one request at a time."""
-    endpoint = await providers.locate(model)
-    gate = providers.gate(endpoint)
-    found = providers.limits_of(model)
+    route = await locate()
+    gate = route.gate
+    found = lessons.of(route.model)
     async with gate.side() if gate is not None else contextlib.nullcontext():
         try:
-            r = await providers.client(endpoint).chat.completions.create(
-                model=endpoint.model, messages=[m.to_api() for m in messages], max_tokens=max_tokens, stream=False,
-                extra_body=(providers.thinking(endpoint, "off") if found.reasoning else None) or None,
+            r = await route.client.chat.completions.create(
+                model=route.endpoint.model, messages=[m.to_api() for m in messages], max_tokens=max_tokens,
+                stream=False, extra_body=(route.thinking("off") if found.reasoning else None) or None,
             )
         except Exception as e:
-            raise ModelError(plain_words(e, endpoint)) from e
+            raise ModelError(plain_words(e, route.endpoint)) from e
     return (r.choices[0].message.content or "") if r.choices else ""

@@ -8,22 +8,21 @@ module as a `ModelError` whose message a person can read.
 from __future__ import annotations
 
 import asyncio
-import logging
-from collections.abc import AsyncIterator, Callable
+import functools
+from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
 import httpx2
 
 from .. import builtin
-from ..context import window
 from ..agent import Delta, Message, ModelError
 from ..netguard.sockets import PooledTransport
 from ..config import LOCAL, Account, Config
-from ..store.outage import unavailable
 from ..tools import Tool
 from . import asking, catalog
+from .asking import Route
 from .ids import GROUP_LOCAL, GROUP_SERVER, Choice, choice_of, groups
-from .limits import Limits
+from .limits import Lessons
 from .servers import Endpoint, Gate, Server
 from .thinking import THINKING, thinking_fields
 from .builtin import listing
@@ -32,9 +31,6 @@ if TYPE_CHECKING:
     import openai
 
 OLLAMA, LOCAL_SERVER, BUILTIN = "ollama", "local", "builtin"  # the servers a "local:" id can live on
-RELIST_SECONDS = 5.0  # how often the servers are listed again while one of them is down
-
-log = logging.getLogger(__name__)
 
 
 def no_model(choices: list[Choice]) -> str:
@@ -68,15 +64,8 @@ class Providers:
         self._servers: dict[str, Server] = {}
         self._gates: dict[str, Gate] = {}
         self._listings: dict[str, list[Choice]] = {}
-        # What models were found not to take (limits.py); the worker keeps it in rows
-        # (`remember`, `recall`) and tells the window and calibration it uses (`window_of`,
-        # `ratio_of`), and learns a server's count of a refused request (`on_count`).
-        self._limits: dict[str, Limits] = {}
-        self.remember: Callable[[str, Limits], None] | None = None
-        self.recall: Callable[[str], Limits] | None = None
-        self.window_of: Callable[[str], int] | None = None
-        self.ratio_of: Callable[[str], float] | None = None
-        self.on_count: Callable[[str, int, int], None] | None = None
+        # What models were found not to take (limits.py): the worker keeps it in rows.
+        self.lessons = Lessons(config.max_tokens)
         # on asyncio's streams, not anyio's: see asyncnet (a read per token, hundreds at once)
         self._http = httpx2.AsyncClient(
             transport=PooledTransport(limits=httpx2.Limits(max_connections=2000, max_keepalive_connections=1000)),
@@ -282,11 +271,18 @@ class Providers:
 
     def stream(self, model: str, messages: list[Message], tools: list[Tool], extra: dict[str, Any] | None = None,
                thinking: str | None = None) -> AsyncIterator[Delta]:
-        return asking.stream(self, model, messages, tools, extra, thinking)
+        return asking.stream(functools.partial(self.route, model), self.lessons, messages, tools, extra, thinking)
 
     async def complete(self, model: str, messages: list[Message], max_tokens: int = 40) -> str:
         """A short non-streamed request (titles), without thinking where the server can turn it off."""
-        return await asking.complete(self, model, messages, max_tokens)
+        return await asking.complete(functools.partial(self.route, model), self.lessons, messages, max_tokens)
+
+    async def route(self, model: str) -> Route:
+        """Where a request for `model` goes now (`locate`): the client, the word and the gate of
+        the server there."""
+        endpoint = await self.locate(model)
+        return Route(model, endpoint, self.client(endpoint), self.server(endpoint), self.gate(endpoint), self._http,
+                     self.bounded(model, endpoint), functools.partial(self.thinking, endpoint))
 
     # --- what servers said and what they taught ---------------------------------------
 
@@ -312,39 +308,3 @@ class Providers:
         if gate is None or gate.slots != slots:
             gate = self._gates[endpoint.base_url] = Gate(slots)
         return gate
-
-    def keep(self, store: Any, window_of: Callable[[str], int]) -> None:
-        """Keep what is learned in `store`'s rows (app/store: limits, calibrations), and size
-        answers by `window_of` (the window a turn is cut to)."""
-        self.remember, self.recall, self.window_of = store.set_limits, store.limits, window_of
-        self.ratio_of = lambda model: store.calibration(model)[0]
-
-        def on_count(model: str, raw: int, counted: int) -> None:
-            store.set_calibration(model, *window.learn(*store.calibration(model), raw, counted))
-
-        self.on_count = on_count
-
-    async def relist_forever(self, store: Any, every: float = RELIST_SECONDS) -> None:
-        """While a listed server is down, list them all again every few seconds: one that
-        comes up later than Tabletalk shows in the pickers without a restart."""
-        while True:
-            await asyncio.sleep(every)
-            try:
-                if any(not c.up for c in store.choices()):
-                    found = await self.choices()
-                    if found != store.choices():
-                        store.replace_choices(found)
-            except Exception as e:
-                if not unavailable(e):  # (the database unreachable: the runner's scan says it)
-                    log.exception("listing the model servers again failed")
-
-    def limits_of(self, model: str) -> Limits:
-        """What `model` was found to take: the stored word (any worker's), else this one's."""
-        if self.recall is not None:
-            return self.recall(model)
-        return self._limits.get(model) or Limits()
-
-    def learn(self, model: str, limits: Limits) -> None:
-        self._limits[model] = limits
-        if self.remember is not None:
-            self.remember(model, limits)

@@ -3,16 +3,23 @@ tools, a reasoning field.
 
 A server that says its window only in an error ("exceed context window of 2048") or fails
 on image parts it cannot read teaches the model's `Limits`; the request is then made again,
-once, without what was refused (`Retry`), and every later request is built to fit. The
-words of every server we know are read here: llama.cpp's server, llama-cpp-python, vLLM,
-OpenAI and the proxies that pass its words on, LM Studio.
+once, without what was refused (`Retry`), and every later request is built to fit
+(`Lessons`: what one process learned, or every worker's once kept in rows). The words of
+every server we know are read here: llama.cpp's server, llama-cpp-python, vLLM, OpenAI and
+the proxies that pass its words on, LM Studio.
 """
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import Any
 
-from ..agent import Again
+from ..agent import Again, Message
+from ..context import window
+from ..tools import Tool
+
+MIN_ANSWER = 256  # tokens an answer step may always be, whatever the estimate of the request says
 
 
 @dataclass(frozen=True)
@@ -26,6 +33,54 @@ class Limits:
 
     def learned(self, **what: object) -> Limits:
         return replace(self, **what)
+
+
+class Lessons:
+    """What models were found to take, for every request of one process: this process's word
+    until the worker keeps it in rows (`keep`), then any worker's. A bounded answer is sized
+    by the window a turn is cut to and the calibration of the estimate (`room`)."""
+
+    def __init__(self, max_tokens: int):
+        self.max_tokens = max_tokens  # TABLETALK_MAX_TOKENS: the most a bounded answer may be
+        self._limits: dict[str, Limits] = {}
+        self.remember: Callable[[str, Limits], None] | None = None
+        self.recall: Callable[[str], Limits] | None = None
+        self.window_of: Callable[[str], int] | None = None
+        self.ratio_of: Callable[[str], float] | None = None
+        self.on_count: Callable[[str, int, int], None] | None = None  # a server's count of a refused request
+
+    def keep(self, store: Any, window_of: Callable[[str], int]) -> None:
+        """Keep what is learned in `store`'s rows (app/store: limits, calibrations), and size
+        answers by `window_of` (the window a turn is cut to)."""
+        self.remember, self.recall, self.window_of = store.set_limits, store.limits, window_of
+        self.ratio_of = lambda model: store.calibration(model)[0]
+
+        def on_count(model: str, raw: int, counted: int) -> None:
+            store.set_calibration(model, *window.learn(*store.calibration(model), raw, counted))
+
+        self.on_count = on_count
+
+    def of(self, model: str) -> Limits:
+        """What `model` was found to take: the stored word (any worker's), else this one's."""
+        if self.recall is not None:
+            return self.recall(model)
+        return self._limits.get(model) or Limits()
+
+    def learn(self, model: str, limits: Limits) -> None:
+        self._limits[model] = limits
+        if self.remember is not None:
+            self.remember(model, limits)
+
+    def room(self, model: str, messages: list[Message], tools: list[Tool]) -> int:
+        """max_tokens: the setting, and never more than the window leaves after this request
+        (vLLM and others refuse a request whose max_tokens does not fit)."""
+        cap = self.max_tokens
+        size = self.window_of(model) if self.window_of else 0
+        if size:
+            ratio = self.ratio_of(model) if self.ratio_of else 1.0
+            used = window.calibrated(window.request_tokens(messages, tools), ratio)
+            cap = min(cap, max(MIN_ANSWER, size - used - size // 20))
+        return cap
 
 
 class Retry(Again):

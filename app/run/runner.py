@@ -30,7 +30,7 @@ from ..store import Store, db as dbm
 from ..store.rows import LeaseLost
 from ..store.outage import Outage, unavailable
 from ..tables import Item, item
-from .setup import Setup
+from .setup import Setup, relist_forever
 from .naming import name_conversation
 from .turn import Stopped, Turn
 from .writes import Writes
@@ -96,7 +96,7 @@ class Runner(space.DiskFull):
         self._tasks = [
             loop_.create_task(self._scan_forever(), name="runner-scan"),
             loop_.create_task(self._renew_forever(), name="runner-renew"),
-            loop_.create_task(self.providers.relist_forever(self.store), name="runner-relist"),
+            loop_.create_task(relist_forever(self.store, self.providers), name="runner-relist"),
         ]
 
     async def stop(self) -> None:

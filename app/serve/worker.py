@@ -65,7 +65,7 @@ async def running(config: Config, render: Render | None = None,
     providers = Providers(config)
     runner = Runner(config, store, feed, providers)
     ingest = Ingest(config, store, feed, runner.owner)
-    providers.keep(store, runner.setup.window_of)  # what servers teach is kept in rows (providers/limits.py)
+    providers.lessons.keep(store, runner.setup.window_of)  # what servers teach is kept in rows (providers/limits.py)
     worker = Worker(config, store, feed, providers, runner, key)
     feed.start()
     watching: asyncio.Task | None = None
