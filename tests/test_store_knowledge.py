@@ -98,6 +98,20 @@ def test_search_sees_only_its_scope_and_a_deleted_collection_takes_all(store, ow
     assert store.agent_collections(agent) == [theirs]
 
 
+def test_a_rare_word_outranks_common_ones_on_both_engines(store, owner):
+    """BM25's IDF on SQLite, and on PostgreSQL each word's rank times its rarity, the rare words
+    deciding what is ranked: a passage holding the one rare word of a question comes first,
+    ahead of passages full of its common words ("file", "time": a third of any manual)."""
+    c = store.add_collection(owner, "Manual")
+    d = a_document(store, owner, c)
+    store.take_document("w", LEASE)
+    common = [("Files", f"Open the file, then read the file line by line each time, file {n}.") for n in range(60)]
+    assert store.read_page(d, "w", 1, 1, [*common, ("Locale", "The keyboard layout is set with localectl.")], LEASE)
+    store.finish_document(d, "w", "ready")
+    found = store.search_passages("how do I set the file and time for localectl", Scope(collections=(c,)), limit=3)
+    assert found and "localectl" in found[0].text, [f.text for f in found]
+
+
 def test_a_scope_whose_passages_rank_below_the_first_look_is_searched_whole(store, owner):
     """The best FIRST_LOOK of the whole index are looked at first: a scope with none among them
     (another person's collection matches far better, and more often) is searched over every

@@ -9,7 +9,9 @@ documents a question may see (`Scope`): the same shape of answer on both engines
 """
 from __future__ import annotations
 
+import math
 import re
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -22,6 +24,16 @@ SEARCHABLE = ("reading", "ready", "stopped")  # a document's passages are found 
 WORD = re.compile(r"[^\W_]+")  # a query's words: letters and digits (nothing to escape on either engine)
 QUERY_WORDS_MAX = 32
 FIRST_LOOK = 64  # a search ranks the whole index and looks for its scope among the best of these first
+# PostgreSQL: a query's words held by at most this share of the passages decide which are ranked
+# (when it has any: "make", "file", "time" match a third of a manual), as BM25's IDF does
+RARE_SHARE = 0.05
+WORD_COUNTS_SECONDS = 60.0  # how long a word's count of passages is used before it is counted again
+WORD_COUNTS_MAX = 10_000  # words counted and kept; past this the counts start over
+
+
+def idf(total: int, held: int) -> float:
+    """BM25's inverse document frequency of a word `held` by that many of `total` passages."""
+    return math.log(1 + (total - held + 0.5) / (held + 0.5))
 # English words so common that nearly every passage holds them: a query's word among them
 # would match (and have BM25 rank) almost every passage, costing time and adding nothing to
 # the order. They are left out of a query that has other words; a query of only such words
@@ -321,15 +333,21 @@ class Knowledge(Base):
         within = (f"d.state IN ({','.join('?' * len(SEARCHABLE))}) AND (d.collection IN ({marks}) OR d.chat = ?)")
         params = [*SEARCHABLE, *scope.collections, scope.chat if scope.chat is not None else -1]
         if dbm.postgres(self.db):
-            terms = " | ".join(words)
-            # weights {D, C, B, A}: the heading (A) twice the text (D), as BM25's on SQLite; with
-            # PostgreSQL's own (A ten times D) a heading carried over many passages (a note's
-            # title) outranked the passage that answers: recall@5 0.00 of 69 questions
-            matches = ("SELECT s.id, ts_rank_cd('{0.1, 0.2, 0.4, 0.2}', s.doc, q) AS score FROM search_passages s, "
-                       "to_tsquery('tabletalk_english', ?) AS q WHERE s.doc @@ q")
+            # BM25's two halves that PostgreSQL's ranks lack, a word's rarity (IDF, from how many
+            # passages hold it) and the rare words deciding what is ranked at all: each word's
+            # ts_rank (the heading, weight A, twice the text, D, as on SQLite) times its IDF.
+            # With ts_rank_cd alone recall@5 was 0.06 of 69 questions, 0.26 so (SQLite 0.33).
+            total, held = self._word_counts(words)
+            words = [w for w in words if held[w]] or words
+            rare = [w for w in words if held[w] <= RARE_SHARE * total] or words
+            score = " + ".join("? * ts_rank('{0.1, 0.2, 0.4, 0.2}', s.doc, to_tsquery('tabletalk_english', ?), 0)"
+                               for _ in words)
+            asked = [*(x for w in words for x in (idf(total, held[w]), w)), " | ".join(rare)]
+            matches = (f"SELECT s.id, {score} AS score FROM search_passages s "
+                       "WHERE s.doc @@ to_tsquery('tabletalk_english', ?)")
             best = f"{matches} ORDER BY score DESC, s.id LIMIT ?"
         else:
-            terms = " OR ".join(f'"{w}"' for w in words)
+            asked = [" OR ".join(f'"{w}"' for w in words)]
             matches = ("SELECT rowid AS id, -rank AS score FROM search_passages "
                        "WHERE search_passages MATCH ? AND rank MATCH 'bm25(2.0, 1.0)'")
             best = f"{matches} ORDER BY rank LIMIT ?"  # FTS5's own order (by `rank` only): a third faster
@@ -338,10 +356,27 @@ class Knowledge(Base):
             f"""SELECT p.id, p.document, d.name, p.page, p.heading, p.text, m.score
                 FROM ({best}) AS m JOIN passages p ON p.id = m.id JOIN documents d ON d.id = p.document
                 WHERE {within} ORDER BY m.score DESC, p.id LIMIT ?""",
-            [terms, *([first] if first is not None else []), *params, limit])
+            [*asked, *([first] if first is not None else []), *params, limit])
         if first is not None and len(rows) < limit:
             return None  # (few matches in all: the second search is as cheap)
         return [Found(*r) for r in rows]
+
+    def _word_counts(self, words: list[str]) -> tuple[int, dict[str, int]]:
+        """PostgreSQL: how many passages there are, and how many hold each word, counted over
+        the GIN index at most once a WORD_COUNTS_SECONDS for a word (a rarity that lags new
+        documents by a minute ranks as well)."""
+        counts = self.__dict__.setdefault("_counted", {})
+        now = time.monotonic()
+        wanted = [w for w in ["", *words] if w not in counts or now - counts[w][1] > WORD_COUNTS_SECONDS]
+        if wanted:
+            found = self._one("SELECT " + ", ".join(
+                "(SELECT count(*) FROM search_passages)" if not w else
+                "(SELECT count(*) FROM search_passages WHERE doc @@ to_tsquery('tabletalk_english', ?))"
+                for w in wanted), [w for w in wanted if w])
+            if len(counts) > WORD_COUNTS_MAX:
+                counts.clear()
+            counts.update({w: (int(n), now) for w, n in zip(wanted, found)})
+        return counts[""][0], {w: counts[w][0] for w in words}
 
     def passages_gone(self, items: list) -> frozenset[int]:
         """The passages the items cite (their sources' chips) that are no longer kept: their
