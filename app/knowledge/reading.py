@@ -76,8 +76,13 @@ async def read(path: str | Path, kind: str, start: int = 1, *, page_seconds: flo
 
 
 async def within(waiting, seconds: float, number: int):
+    """`waiting` awaited for `seconds` at most. asyncio.timeout, not wait_for: on Python 3.11
+    wait_for loses a cancellation that comes as what it waits for is done (a child's lines
+    buffered ahead: at once), and a reading told to stop at a server's stop read on, page
+    after page, until granian killed the worker 5 s later, its document still leased."""
     try:
-        return await asyncio.wait_for(waiting, seconds)
+        async with asyncio.timeout(seconds):
+            return await waiting
     except TimeoutError:
         raise Unreadable(f"Page {number} took longer than {seconds:g} s to read.") from None
     except ValueError:  # a line longer than LINE_MAX

@@ -144,8 +144,10 @@ def problem(args: Any, schema: Any) -> str | None:
 
 
 async def check(args: Any, schema: Any) -> str | None:
-    """`problem`, in a thread, within CHECK_SECONDS (else Unusable)."""
+    """`problem`, in a thread, within CHECK_SECONDS (else Unusable). asyncio.timeout, not
+    wait_for, which on Python 3.11 can lose a Stop that comes as the check ends."""
     try:
-        return await asyncio.wait_for(asyncio.to_thread(problem, args, schema), CHECK_SECONDS)
+        async with asyncio.timeout(CHECK_SECONDS):
+            return await asyncio.to_thread(problem, args, schema)
     except TimeoutError:
         raise Unusable(f"checking the arguments took more than {CHECK_SECONDS:g} s") from None
