@@ -30,6 +30,9 @@ SETTINGS: dict[str, tuple[str, str]] = {
     "AI_KEY": ("", "API key for AI_URL, sent as a Bearer token; optional."),
     "AI_MODEL": ("", "Model id to use when a message and its agent name none; default: the first model AI_URL lists, "
                      "else the first on this computer, else an account's."),
+    "AI_EMBEDDINGS": ("", "Model id (as AI_MODEL's) whose /v1/embeddings turns knowledge passages into vectors, so "
+                          "a search finds passages by meaning as well as by their words (e.g. local:nomic-embed-text); "
+                          "empty: full-text search alone."),
     "OLLAMA_HOST": ("http://127.0.0.1:11434", "Where a local Ollama listens; its models are offered as local:NAME."),
     "LOCAL_AI_URL": ("", "Base URL of another OpenAI-compatible server on this computer; its models are local:NAME."),
     "AI_ACCOUNTS": ("", "Hosted accounts, name=URL|key;... ; their models are offered as name:MODEL."),
@@ -76,6 +79,7 @@ class Config:
     context_share: float = 0.75
     plugin_timeout: float = 600.0
     local_ai_url: str = ""
+    embeddings: str = ""  # AI_EMBEDDINGS: the model that embeds passages and questions ('' = none)
     accounts: tuple[Account, ...] = ()
     upload_max: int = 10 * 1024 * 1024
     upload_count: int = 10
@@ -120,6 +124,7 @@ def load() -> Config:
         ai_url=_get("AI_URL").rstrip("/"),
         ai_key=_get("AI_KEY"),
         ai_model=_get("AI_MODEL"),
+        embeddings=_get("AI_EMBEDDINGS"),
         ollama_host=_get("OLLAMA_HOST").rstrip("/"),
         private_plugins=_get("CHAT_PRIVATE_PLUGINS") in {"1", "true", "yes", "on"},
         context_window=int(_number("TABLETALK_CONTEXT_WINDOW", int)),

@@ -5,7 +5,7 @@ from app import api
 from app.store import db as dbm, schema
 from app.store.schema import pg_migrations
 
-TYPES = {"INTEGER": "bigint", "REAL": "double precision", "TEXT": "text"}
+TYPES = {"INTEGER": "bigint", "REAL": "double precision", "TEXT": "text", "BLOB": "bytea"}
 
 
 def pg_shapes(db) -> dict[str, list[dict]]:

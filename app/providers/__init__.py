@@ -9,6 +9,7 @@
     limits.py    what a model was found not to take (window, images, tools, reasoning), and what was learned
     wire.py      the Chat Completions stream's lines and chunks as our deltas; cache marks
     errors.py    what went wrong, in words a person reads
+    embeddings.py  texts as vectors by a server's /v1/embeddings (knowledge search by meaning)
     builtin.py   the built-in model in the model list, while it is installed
 
 Import from the module that holds a name (`from app.providers.client import Providers`):

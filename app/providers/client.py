@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import httpx2
@@ -19,7 +19,7 @@ from ..agent import Delta, Message, ModelError
 from ..netguard.sockets import PooledTransport
 from ..config import LOCAL, Account, Config
 from ..tools import Tool
-from . import asking, catalog
+from . import asking, catalog, embeddings
 from .asking import Route
 from .ids import GROUP_LOCAL, GROUP_SERVER, Choice, choice_of, groups
 from .limits import Lessons
@@ -276,6 +276,10 @@ class Providers:
     async def complete(self, model: str, messages: list[Message], max_tokens: int = 40) -> str:
         """A short non-streamed request (titles), without thinking where the server can turn it off."""
         return await asking.complete(functools.partial(self.route, model), self.lessons, messages, max_tokens)
+
+    async def embed(self, model: str, texts: Sequence[str]) -> list[bytes]:
+        """`texts` as vectors of the embedding model `model` (packed: app/knowledge/vectors.py)."""
+        return await embeddings.embed(await self.route(model), texts)
 
     async def route(self, model: str) -> Route:
         """Where a request for `model` goes now (`locate`): the client, the word and the gate of

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from ..plugins import tools as mcp_tools
 from ..config import Config
 from ..context.segments import takes_images
+from ..knowledge.ranking import Meaning
 from ..providers.client import Providers, no_model
 from ..store import Store
 from ..store.outage import unavailable
@@ -90,7 +91,12 @@ class Setup:
         return Turn(store or self.store, writes, chat, user, agent, model, retry=retry, tools=tools, approve=approve,
                     changed=changed, window=window, share=self.config.context_share,
                     images=images, thinking=thinking, limits=limits,
-                    complete=functools.partial(self.providers.complete, model))  # plugins' sampling
+                    complete=functools.partial(self.providers.complete, model),  # plugins' sampling
+                    meaning=self.meaning if self.config.embeddings else None)
+
+    async def meaning(self, text: str) -> Meaning:
+        """`text`'s vector by the embedding model (AI_EMBEDDINGS): a knowledge search's question."""
+        return Meaning(self.config.embeddings, (await self.providers.embed(self.config.embeddings, [text]))[0])
 
     def unready(self, model: str) -> str:
         """Why a turn with `model` cannot be sent to any model, in plain words ('' when it can)."""

@@ -18,6 +18,7 @@ from .. import branches
 from ..plugins import asks as mcp_asks, sessions as mcp_sessions
 from ..store import db as dbm
 from ..context.segments import DECLINED, call_id
+from ..knowledge.ranking import Meaning
 from ..store import Store
 from ..tables import Assistant, Item, item, sources_text
 from ..tools import Tool, ToolContext, memory
@@ -68,6 +69,8 @@ class Turn(Requests):
     measured: bool = True    # the last request's usage arrived (or none was made)
     # The agent's model for a plugin's sampling request: (messages, max_tokens) -> its text.
     complete: Callable[[list, int], Awaitable[str]] | None = None
+    # A question's vector by the embedding model, for search_knowledge (None: no AI_EMBEDDINGS)
+    meaning: Callable[[str], Awaitable[Meaning]] | None = None
     _prompt: str | None = field(default=None, init=False, repr=False)  # instructions(), once per run
     context: ToolContext | None = field(default=None, init=False, repr=False)  # the tools', while it runs
     # set while no tool is running: a stop waits on it for the running tool to end itself
@@ -134,7 +137,8 @@ class Turn(Requests):
         pending_calls = self.resume()
         context = self.context = ToolContext(chat=self.chat, agent=self.agent.id if self.agent else None,
                                              store=self.store, sessions=mcp_sessions.pool,
-                                             asking=mcp_asks.Run(self.changed, self.complete, self.model))
+                                             asking=mcp_asks.Run(self.changed, self.complete, self.model),
+                                             meaning=self.meaning)
         by_name = {t.name: t for t in self.tools}
         for call_item in pending_calls:
             if context.abort.is_set():

@@ -18,6 +18,7 @@ from ..feed.dispatch import Feed, Render, RenderBuiltin, RenderDocuments, Render
 from . import keeper
 from ..providers.client import Providers
 from ..run.ingest import Ingest
+from ..run.embedding import Embedding
 from ..run.runner import Runner
 from ..run.setup import refresh_choices
 
@@ -65,6 +66,7 @@ async def running(config: Config, render: Render | None = None,
     providers = Providers(config)
     runner = Runner(config, store, feed, providers)
     ingest = Ingest(config, store, feed, runner.owner)
+    embedding = Embedding(config.embeddings, store, feed, providers) if config.embeddings else None
     providers.lessons.keep(store, runner.setup.window_of)  # what servers teach is kept in rows (providers/limits.py)
     worker = Worker(config, store, feed, providers, runner, key)
     feed.start()
@@ -77,6 +79,8 @@ async def running(config: Config, render: Render | None = None,
                 log.exception("reading the model list failed")
         runner.start()
         ingest.start()
+        if embedding is not None:
+            embedding.start()
         # the built-in model's supervisor, started when the row comes to ask for one (serve's workers only)
         watching = asyncio.get_running_loop().create_task(keeper.watch(config.data, store, feed), name="builtin-watch")
         # What was made at start (imports: hundreds of thousands of objects) lives as long as
@@ -96,6 +100,8 @@ async def running(config: Config, render: Render | None = None,
             await asyncio.gather(watching, return_exceptions=True)
         feed.close()
         await ingest.stop()
+        if embedding is not None:
+            await embedding.stop()
         await runner.stop()
         await feed.aclose()
         await providers.close()

@@ -9,6 +9,7 @@ documents a question may see (`Scope`): the same shape of answer on both engines
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 import time
@@ -16,14 +17,14 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from . import db as dbm
-from .rows import Base
+from .vectors import Vectors
 from ..files import TEXT_TO_MODEL_MAX
+from ..knowledge.ranking import Meaning, fuse
 from ..tables import Attached, Collection, Document, Found, cited_passages
-
-SEARCHABLE = ("reading", "ready", "stopped")  # a document's passages are found as soon as they are written
 WORD = re.compile(r"[^\W_]+")  # a query's words: letters and digits (nothing to escape on either engine)
 QUERY_WORDS_MAX = 32
 FIRST_LOOK = 64  # a search ranks the whole index and looks for its scope among the best of these first
+FUSED = 40  # passages of each ranking (words, meaning) merged when a search has both
 # PostgreSQL: a query's words held by at most this share of the passages decide which are ranked
 # (when it has any: "make", "file", "time" match a third of a manual), as BM25's IDF does
 RARE_SHARE = 0.05
@@ -64,7 +65,7 @@ def query_words(query: str) -> list[str]:
     return words[:QUERY_WORDS_MAX]
 
 
-class Knowledge(Base):
+class Knowledge(Vectors):
     # --- collections ------------------------------------------------------------------------
 
     _COUNTS = ("(SELECT count(*) FROM documents d WHERE d.collection = c.id) AS documents, "
@@ -312,26 +313,46 @@ class Knowledge(Base):
 
     # --- search -------------------------------------------------------------------------------
 
-    def search_passages(self, query: str, scope: Scope, limit: int = 8) -> list[Found]:
-        """The passages in `scope` that best match `query`'s words, best first.
+    def search_passages(self, query: str, scope: Scope, limit: int = 8, meaning: Meaning | None = None) -> list[Found]:
+        """The passages in `scope` that best match `query`'s words, best first; with its
+        `meaning`, merged with those nearest to it by their vectors (reciprocal rank fusion of
+        the best FUSED of each: a passage worded otherwise than the question is found too).
 
-        Ranked first over the whole index, the best FIRST_LOOK of them, and only those are
-        joined to their documents to keep the ones in scope: joining every match (a common
-        word's can be half the index) cost more than ranking them (benchmarks/knowledge.py).
-        When fewer than `limit` of those are in scope, the search is made again within the
-        scope, over every match: the same answer either way, ties broken by id."""
+        Words are ranked first over the whole index, the best FIRST_LOOK of them, and only
+        those are joined to their documents to keep the ones in scope: joining every match (a
+        common word's can be half the index) cost more than ranking them
+        (benchmarks/knowledge.py). When fewer than asked of those are in scope, the search is
+        made again within the scope, over every match: the same answer either way, ties
+        broken by id."""
+        if not scope.collections and scope.chat is None:
+            return []
+        if meaning is None:
+            return self._words(query, scope, limit)
+        by_words = self._words(query, scope, max(FUSED, limit))
+        near = self.nearest_passages(meaning.model, meaning.vector, scope.collections, scope.chat, max(FUSED, limit))
+        order = fuse([f.passage for f in by_words], [p for p, _ in near])[:limit]
+        found = {f.passage: f for f in by_words}
+        found |= {f.passage: f for f in self._passages([p for p, _ in order if p not in found])}
+        return [dataclasses.replace(found[p], score=score) for p, score in order if p in found]
+
+    def _words(self, query: str, scope: Scope, limit: int) -> list[Found]:
         words = query_words(query)
-        if not words or (not scope.collections and scope.chat is None):
+        if not words:
             return []
         found = self._search(words, scope, limit, max(FIRST_LOOK, limit * 4))
         return found if found is not None else self._search(words, scope, limit, None) or []
 
+    def _passages(self, ids: list[int]) -> list[Found]:
+        if not ids:
+            return []
+        return [Found(*r) for r in self._all(
+            "SELECT p.id, p.document, d.name, p.page, p.heading, p.text, 0.0 FROM passages p "
+            f"JOIN documents d ON d.id = p.document WHERE p.id IN ({','.join('?' * len(ids))})", ids)]
+
     def _search(self, words: list[str], scope: Scope, limit: int, first: int | None) -> list[Found] | None:
         """The best `limit` in scope, from every match (`first` None) or from the best `first`
         of the whole index: None when those held fewer than `limit` in scope."""
-        marks = ",".join("?" * len(scope.collections)) or "NULL"
-        within = (f"d.state IN ({','.join('?' * len(SEARCHABLE))}) AND (d.collection IN ({marks}) OR d.chat = ?)")
-        params = [*SEARCHABLE, *scope.collections, scope.chat if scope.chat is not None else -1]
+        within, params = self.within(scope.collections, scope.chat)
         if dbm.postgres(self.db):
             # BM25's two halves that PostgreSQL's ranks lack, a word's rarity (IDF, from how many
             # passages hold it) and the rare words deciding what is ranked at all: each word's

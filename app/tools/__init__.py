@@ -13,6 +13,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from ..knowledge.ranking import Meaning
+
 
 NAME_LIMIT = 64  # the Chat Completions API's limit on a function name
 
@@ -59,6 +61,9 @@ class ToolContext:
     # A plugin's call that a restart cut while its server's question waited for the person,
     # to be taken up again rather than sent (app.plugins.resume; set by the turn for that call).
     resume: Any = None
+    # A question's vector by the embedding model, for search_knowledge (AI_EMBEDDINGS; None:
+    # none is set, the documents are searched by their words alone).
+    meaning: Callable[[str], Awaitable[Meaning]] | None = None
 
 
 @dataclass(frozen=True)

@@ -2,15 +2,19 @@
 
 An agent has this tool when it was given collections (its Knowledge tab) or its conversation
 has documents attached. The search is the store's (docs/knowledge.md): the query's words,
-ranked by BM25 on SQLite and ts_rank_cd on PostgreSQL, over the documents the conversation
-may see now. Each passage found is a source of the call: a chip under the step, which opens
+ranked by BM25 on SQLite and by each word's ts_rank and rarity on PostgreSQL, merged with
+the passages nearest to the query's vector when an embedding model is set (AI_EMBEDDINGS),
+over the documents the conversation may see now. Each passage found is a source of the call: a chip under the step, which opens
 the passage on its page.
 """
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from . import Result, Source, Tool, ToolContext
+
+log = logging.getLogger(__name__)
 
 QUERY_MAX = 500  # characters of one query (its words are what is searched: at most 32)
 FOUND = 6  # passages one search returns: about 6,000 characters, room in a small window
@@ -49,7 +53,13 @@ async def _run(args: dict[str, Any], ctx: ToolContext) -> Result:
     if ctx.store is None:
         raise RuntimeError("this tool needs the app's storage to search the documents in")
     scope = ctx.store.knowledge_scope(ctx.chat, ctx.agent)
-    found = ctx.store.search_passages(query, scope, limit=FOUND)
+    meaning = None
+    if ctx.meaning is not None:
+        try:
+            meaning = await ctx.meaning(query)
+        except Exception as e:  # the embedding model away: the words alone are searched
+            log.warning("searching by words alone, the question's vector failed: %s", e)
+    found = ctx.store.search_passages(query, scope, limit=FOUND, meaning=meaning)
     sources = tuple(Source(url=f"/knowledge/passages/{f.passage}", title=f"{f.name}, page {f.page}",
                            document=f.name) for f in found)
     return Result(passages_text(found), sources=sources)

@@ -30,6 +30,12 @@ tests, async tests (whose loop is separate) and subprocesses alike. HTTP is
 parsed by hand -- request line, headers, Content-Length body -- because that is
 all OpenAI clients send, and it keeps 500 paced streams cheap on one loop.
 
+POST /v1/embeddings answers as OpenAI's does (floats, or base64 when asked) with
+`server.embed(text)` (a ValueError it raises answers 400): by default a bag of words hashed into EMBED_DIMS numbers, where
+the words of `server.concepts` (a word -> the concept it means) count as their concept,
+so "car" and "automobile" can mean the same while sharing no letter. Each request is
+kept in `server.embedded`; `server.embed_error` (an `error(...)` step) answers instead.
+
 Run `python -m tests.fakes.openai_server --port 9999 --rate 20 --tokens 200`
 for a standalone server that answers every request with the default turn.
 """
@@ -38,6 +44,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
+import hashlib
 import collections
 import http
 import itertools
@@ -45,6 +53,7 @@ import json
 import logging
 import re
 import signal
+import struct
 import threading
 import time
 from dataclasses import dataclass
@@ -155,6 +164,7 @@ class _Finish(Step):
 Turn = Union[str, Step, "list[Step]", Callable[[dict], Any]]
 
 _log = logging.getLogger(__name__)
+EMBED_DIMS = 256  # the default embedding's numbers
 _COMPACT = (",", ":")  # OpenAI sends compact JSON
 _WORDS = re.compile(r"\s*\S+\s*")
 
@@ -369,6 +379,10 @@ class FakeModelServer:
         self.connections = 0  # TCP connections accepted; lets tests see keep-alive reuse
         self.errors: list[BaseException] = []  # exceptions raised by callable turns / server bugs
         self.record_times = False
+        self.concepts: dict[str, str] = {}  # word -> what it means, for the default embedding
+        self.embed: Callable[[str], list[float]] = self._bag_of_words
+        self.embedded: list[dict] = []  # every /v1/embeddings request's body
+        self.embed_error: Any = None  # an error(...) step: /v1/embeddings answers it instead
         self.sent_at: list[float] = []
         self._queue: collections.deque = collections.deque()
         self._cond = threading.Condition()
@@ -558,6 +572,8 @@ class FakeModelServer:
             if name in self.models:
                 return self._send_json(writer, 200, self._model_json(name, self.models[name]), req.keep_alive)
             return self._send_error(writer, error(404, f"The model '{name}' does not exist"), req.keep_alive)
+        if req.method == "POST" and path == "/v1/embeddings":
+            return self._embeddings(req, writer)
         if req.method == "POST" and path == "/v1/chat/completions":
             try:
                 body = json.loads(req.body or b"null")
@@ -583,6 +599,43 @@ class FakeModelServer:
             finally:
                 self.active -= 1
         return self._send_error(writer, error(404, f"Unknown path {req.method} {req.path}", code="unknown_url"), req.keep_alive)
+
+    def _bag_of_words(self, text: str) -> list[float]:
+        vector = [0.0] * EMBED_DIMS
+        for word in re.findall(r"[^\W_]+", text.casefold()):
+            meant = self.concepts.get(word, word)
+            vector[int.from_bytes(hashlib.blake2b(meant.encode(), digest_size=4).digest(), "big") % EMBED_DIMS] += 1.0
+        vector[-1] += 0.01  # (never all zeros)
+        return vector
+
+    def _embeddings(self, req: _Request, writer) -> bool:
+        try:
+            body = json.loads(req.body or b"null")
+            if not isinstance(body, dict):
+                raise ValueError("body must be a JSON object")
+        except ValueError as e:
+            return self._send_error(writer, error(400, f"Invalid JSON body: {e}"), req.keep_alive)
+        self.embedded.append(body)
+        if self.embed_error is not None:
+            return self._send_error(writer, self.embed_error, req.keep_alive)
+        texts = body.get("input")
+        texts = [texts] if isinstance(texts, str) else texts
+        if not isinstance(texts, list) or not texts or not all(isinstance(t, str) for t in texts):
+            return self._send_error(writer, error(400, "'input' must be a string or a list of strings"), req.keep_alive)
+        if body.get("model") not in self.models:
+            return self._send_error(writer, error(404, f"The model '{body.get('model')}' does not exist"), req.keep_alive)
+        data = []
+        for n, t in enumerate(texts):
+            try:
+                vector = self.embed(t)
+            except ValueError as e:  # the text refused, as llama.cpp's "input is too large"
+                return self._send_error(writer, error(400, str(e)), req.keep_alive)
+            if body.get("encoding_format") == "base64":
+                vector = base64.b64encode(struct.pack(f"<{len(vector)}f", *vector)).decode()
+            data.append({"object": "embedding", "index": n, "embedding": vector})
+        tokens = sum(len(t.split()) for t in texts)
+        return self._send_json(writer, 200, {"object": "list", "data": data, "model": body["model"],
+                                             "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}, req.keep_alive)
 
     def _record(self, req: _Request, body: Any = None) -> None:
         with self._cond:

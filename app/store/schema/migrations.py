@@ -187,3 +187,15 @@ def m037_documents_rev(db: sqlite_utils.Database) -> None:
     # Every open page follows the documents being read (the feed reads those whose rev moved
     # past its cursor, as it reads conversations'): by rev, not by a scan of every document
     db.execute("CREATE INDEX documents_rev ON documents (rev)")
+
+
+@migration
+def m038_passage_vectors(db: sqlite_utils.Database) -> None:
+    # A passage's vector from the embedding model (AI_EMBEDDINGS), for search by meaning beside
+    # full text (docs/knowledge.md): float32s, unit length, written after the passage by
+    # app/run/embedding.py; `model` says whose, so a model changed since is embedded again
+    db.execute(
+        """CREATE TABLE passage_vectors (
+            passage INTEGER PRIMARY KEY REFERENCES passages(id) ON DELETE CASCADE,
+            model TEXT NOT NULL,
+            vector BLOB NOT NULL CHECK (length(vector) >= 4))""")

@@ -261,3 +261,12 @@ def m036_knowledge(db) -> None:
 @migration
 def m037_documents_rev(db) -> None:
     db.execute("CREATE INDEX documents_rev ON documents (rev)")
+
+
+@migration
+def m038_passage_vectors(db) -> None:
+    db.execute(
+        """CREATE TABLE passage_vectors (
+            passage BIGINT PRIMARY KEY REFERENCES passages(id) ON DELETE CASCADE,
+            model TEXT NOT NULL,
+            vector BYTEA NOT NULL CHECK (length(vector) >= 4))""")
