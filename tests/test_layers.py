@@ -162,12 +162,13 @@ def test_the_known_gaps_are_still_open():
 
 
 @pytest.mark.process
+@pytest.mark.timeout(600)
 def test_every_module_imports_on_its_own():
     """Each module of app/, imported first in a fresh interpreter (a fork of one that has
     loaded only the libraries), loads: no module needs another loaded before it."""
     script = """
 import importlib, os, sys
-import litestar, sqlite_utils, markdown_it, pygments, httpx2, argon2  # the libraries, once
+import litestar, sqlite_utils, markdown_it, pygments, httpx2, argon2, numpy, openai, mcp  # the libraries, once
 failed = []
 for name in sys.argv[1:]:
     pid = os.fork()

@@ -20,6 +20,7 @@ from .chats import ITEM_COLUMNS, Chats
 from .context import Context
 from .files import Files
 from .knowledge import Knowledge, Scope
+from ..knowledge.vectors import Codes
 from .pages import Pages
 from .people import People
 from .builtin import LocalModel
@@ -32,6 +33,12 @@ from .secrets import Secrets
 class Store(Chats, Changes, Search, Branches, Agents, Plugins, Context, Files, Pages, People, LocalModel, Runs,
             Asks, PluginAuth, Secrets, Knowledge):
     """Every read and write of rows, by family (one module each); see Base for the common ground."""
+
+    def __init__(self, db, notify=lambda: None):
+        super().__init__(db, notify)
+        # What this process keeps of the rows between searches (a fenced view shares them):
+        self.word_counts: dict[str, tuple[int, float]] = {}  # PostgreSQL: passages holding a word, when counted
+        self.codes: dict[str, Codes] = {}  # the embedding model's vectors' sign bits: a search's first look
 
 
 __all__ = ["Store", "Changed", "ITEM_COLUMNS", "Scope", "plugin_from_row"]

@@ -125,11 +125,12 @@ def write(db: sqlite_utils.Database) -> Iterator[sqlite_utils.Database]:
         raise
 
 
-def bump(db: sqlite_utils.Database, n: int = 1) -> int:
+def bump(db: sqlite_utils.Database, n: int = 1, told: bool = True) -> int:
     """Take the next rev (or the next `n`, returning the last); call inside `write` so the rev
-    and the row it marks commit together."""
+    and the row it marks commit together. Not `told`: other processes' feeds are not woken
+    for it on PostgreSQL (a row no page shows, ordered by the rev all the same)."""
     rev = db.conn.execute("UPDATE revs SET rev = rev + ? WHERE id = 1 RETURNING rev", [n]).fetchone()[0]
-    if postgres(db):
+    if postgres(db) and told:
         db.bumped = rev  # told to other processes when the write commits (store/postgres.py)
     return rev
 

@@ -66,6 +66,8 @@ def query_words(query: str) -> list[str]:
 
 
 class Knowledge(Vectors):
+    word_counts: dict[str, tuple[int, float]]  # (Store.__init__)
+
     # --- collections ------------------------------------------------------------------------
 
     _COUNTS = ("(SELECT count(*) FROM documents d WHERE d.collection = c.id) AS documents, "
@@ -306,6 +308,13 @@ class Knowledge(Vectors):
                 "updated = ?, rev = ? WHERE id = ? AND owner = ? AND state = 'reading'",
                 [state, reason[:500], pages, dbm.now(), dbm.bump(db), document, owner]).rowcount > 0
 
+    def sent_document(self, document: int, how: str) -> None:
+        """How a conversation's request had its attached document ("whole" or "searched"), for
+        its chip: written (and followed by its pages) only when it changed."""
+        with self.write() as db:
+            db.conn.execute("UPDATE documents SET sent = ?, rev = ? WHERE id = ? AND sent != ?",
+                            [how, dbm.bump(db), document, how])
+
     def release_documents(self, owner: str) -> None:
         """Shutdown: what `owner` was reading is left for the next worker, from its last page."""
         with self.write(notify=False) as db:
@@ -386,7 +395,7 @@ class Knowledge(Vectors):
         """PostgreSQL: how many passages there are, and how many hold each word, counted over
         the GIN index at most once a WORD_COUNTS_SECONDS for a word (a rarity that lags new
         documents by a minute ranks as well)."""
-        counts = self.__dict__.setdefault("_counted", {})
+        counts = self.word_counts
         now = time.monotonic()
         wanted = [w for w in ["", *words] if w not in counts or now - counts[w][1] > WORD_COUNTS_SECONDS]
         if wanted:

@@ -3,23 +3,31 @@
 
 A vector row is the passage's (deleted with it) and names the model that made it: a
 passage whose vector is missing, or was made by another model than AI_EMBEDDINGS now, is
-embedded (again) by app/run/embedding.py. The nearest are scored outside SQL, on both engines
-alike (app/knowledge/vectors.py: neither sqlite-vec, whose extension most Pythons cannot
-load, nor pgvector, which Debian does not package, can be counted on), read a batch at a
-time in the order of their passage, within what the question may see.
+embedded (again) by app/run/embedding.py. The nearest are found outside SQL, the same on
+both engines (app/knowledge/vectors.py; neither sqlite-vec, which this Python cannot load,
+nor pgvector, which Debian does not package, can be counted on): a first look over the
+vectors' sign bits held in this process's memory (`Codes`, read again only from the rows new
+since), then the few hundred it keeps scored exactly from their rows, within what the
+question may see. When those hold fewer than asked (a scope whose codes are gone since), every
+vector in scope is read and scored, a batch at a time.
 """
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+from . import db as dbm
 from .rows import Base
-from ..knowledge.vectors import Nearest
+from ..knowledge.vectors import Codes, Nearest, code
 
 SEARCHABLE = ("reading", "ready", "stopped")  # a document's passages are found as soon as they are written
-BATCH = 2048  # vectors read and scored at a time: ~2 MB at 256 dimensions
+BATCH = 2048  # vectors read and scored at a time when every one in scope is: ~3 MB at 384 numbers
+FIRST_LOOK = 256  # passages the first look keeps to be scored exactly (or 8 times those asked for)
+GONE_SHARE = 0.1  # of those, gone since (their document deleted): the codes are read again
 
 
 class Vectors(Base):
+    codes: dict[str, Codes]  # (Store.__init__) one model's codes, this process's first look
+
     def within(self, collections: Sequence[int], chat: int | None) -> tuple[str, list]:
         """The SQL condition (on `d`, the documents) and its values for a search's scope."""
         marks = ",".join("?" * len(collections)) or "NULL"
@@ -42,15 +50,17 @@ class Vectors(Base):
 
     def write_vectors(self, model: str, vectors: Sequence[tuple[int, bytes]]) -> int:
         """Passages' vectors by `model` (replacing another model's), for the passages still
-        kept (one deleted meanwhile is passed over); how many were written."""
+        kept (one deleted meanwhile is passed over); how many were written. They take one
+        rev, in commit order, so that a worker's codes read what is new since their last."""
         written = 0
         with self.write(notify=False) as db:
+            rev = dbm.bump(db, told=False)  # (no page shows a vector: no feed is woken for one)
             for passage, vector in vectors:
                 written += db.conn.execute(
-                    "INSERT INTO passage_vectors (passage, model, vector) SELECT ?, ?, ? "
-                    "WHERE EXISTS (SELECT 1 FROM passages WHERE id = ?) "
-                    "ON CONFLICT (passage) DO UPDATE SET model = excluded.model, vector = excluded.vector",
-                    [passage, model, vector, passage]).rowcount
+                    "INSERT INTO passage_vectors (passage, model, rev, vector, code) SELECT ?, ?, ?, ?, ? "
+                    "WHERE EXISTS (SELECT 1 FROM passages WHERE id = ?) ON CONFLICT (passage) DO UPDATE "
+                    "SET model = excluded.model, rev = excluded.rev, vector = excluded.vector, code = excluded.code",
+                    [passage, model, rev, vector, code(vector), passage]).rowcount
         return written
 
     def vector_counts(self, model: str) -> tuple[int, int]:
@@ -65,6 +75,50 @@ class Vectors(Base):
                          limit: int) -> list[tuple[int, float]]:
         """The `limit` passages in scope whose vectors by `model` are nearest to `query` (a
         packed vector of the same model): (passage, cosine), nearest first."""
+        codes = self._codes(model)
+        looked, more = codes.first_look(query, collections, chat, max(FIRST_LOOK, limit * 8))
+        nearest = Nearest(query, limit)
+        if looked:
+            where, params = self.within(collections, chat)
+            rows = self._all(
+                f"""SELECT v.passage, v.vector, CASE WHEN {where} THEN 1 ELSE 0 END FROM passage_vectors v
+                    JOIN passages p ON p.id = v.passage JOIN documents d ON d.id = p.document
+                    WHERE v.model = ? AND v.passage IN ({','.join('?' * len(looked))})""",
+                [*params, model, *looked])
+            if len(looked) - len(rows) > GONE_SHARE * len(looked):
+                codes.stale = True
+            kept = [r for r in rows if r[2]]
+            nearest.add([r[0] for r in kept], [r[1] for r in kept])
+            if len(kept) >= limit or not more and len(rows) == len(looked):
+                return nearest.best()
+        elif not more:
+            return []  # no vector in scope
+        return self._scan(model, query, collections, chat, limit)
+
+    def _codes(self, model: str) -> Codes:
+        """`model`'s codes as the rows have them now: those new since the last look added, or
+        all read again (the first look of this process, a rewritten or deleted vector seen)."""
+        codes = self.codes.get(model)
+        newest = int(self._one("SELECT coalesce(max(rev), 0) FROM passage_vectors WHERE model = ?", [model])[0])
+        if codes is None or codes.stale or newest < codes.rev:
+            self.codes.clear()  # (one model at a time: AI_EMBEDDINGS's)
+            codes = self.codes[model] = Codes()
+        if newest > codes.rev:
+            new = self._code_rows(model, codes.rev)
+            if not codes.add(new):
+                codes = self.codes[model] = Codes()
+                codes.add(self._code_rows(model, 0))
+        return codes
+
+    def _code_rows(self, model: str, after: int) -> list[tuple]:
+        return [tuple(r) for r in self._all(
+            """SELECT v.passage, v.rev, d.collection, d.chat, v.code FROM passage_vectors v
+               JOIN passages p ON p.id = v.passage JOIN documents d ON d.id = p.document
+               WHERE v.model = ? AND v.rev > ? ORDER BY v.rev, v.passage""", [model, after])]
+
+    def _scan(self, model: str, query: bytes, collections: Sequence[int], chat: int | None,
+              limit: int) -> list[tuple[int, float]]:
+        """Every vector in scope read and scored, a batch at a time in passage order."""
         where, params = self.within(collections, chat)
         nearest, after = Nearest(query, limit), 0
         while True:
@@ -80,4 +134,3 @@ class Vectors(Base):
                 break
             after = rows[-1][0]
         return nearest.best()
-

@@ -193,9 +193,14 @@ def m037_documents_rev(db: sqlite_utils.Database) -> None:
 def m038_passage_vectors(db: sqlite_utils.Database) -> None:
     # A passage's vector from the embedding model (AI_EMBEDDINGS), for search by meaning beside
     # full text (docs/knowledge.md): float32s, unit length, written after the passage by
-    # app/run/embedding.py; `model` says whose, so a model changed since is embedded again
+    # app/run/embedding.py; `model` says whose, so a model changed since is embedded again.
+    # `code` is its signs, one bit a number, what a search's first look compares in memory;
+    # `rev` (db.bump's, in commit order) lets a worker read only the codes new since its last
     db.execute(
         """CREATE TABLE passage_vectors (
             passage INTEGER PRIMARY KEY REFERENCES passages(id) ON DELETE CASCADE,
             model TEXT NOT NULL,
-            vector BLOB NOT NULL CHECK (length(vector) >= 4))""")
+            rev INTEGER NOT NULL,
+            vector BLOB NOT NULL CHECK (length(vector) >= 4),
+            code BLOB NOT NULL)""")
+    db.execute("CREATE INDEX passage_vectors_rev ON passage_vectors (model, rev)")

@@ -269,4 +269,7 @@ def m038_passage_vectors(db) -> None:
         """CREATE TABLE passage_vectors (
             passage BIGINT PRIMARY KEY REFERENCES passages(id) ON DELETE CASCADE,
             model TEXT NOT NULL,
-            vector BYTEA NOT NULL CHECK (length(vector) >= 4))""")
+            rev BIGINT NOT NULL,
+            vector BYTEA NOT NULL CHECK (length(vector) >= 4),
+            code BYTEA NOT NULL)""")
+    db.execute("CREATE INDEX passage_vectors_rev ON passage_vectors (model, rev)")
