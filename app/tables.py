@@ -454,9 +454,10 @@ class Document:
     pages_read: int = 0
     passages: int = 0
     rev: int = 0
+    sent: str = ""  # attached to a message: how its last request had it, "whole" or "searched" ("" not yet)
 
     COLUMNS = ("id", "person", "name", "file", "collection", "chat", "kind", "state", "reason", "pages",
-               "pages_read", "passages", "rev")
+               "pages_read", "passages", "rev", "sent")
 
     @classmethod
     def from_row(cls, row: Any) -> Document:
@@ -475,7 +476,9 @@ class Document:
         if self.state == "reading":
             return f"reading page {min(self.pages_read + 1, self.pages)} of {self.pages}" if self.pages else "reading"
         if self.state == "ready":
-            return f"ready: {self.pages} page{'s' if self.pages != 1 else ''}, {self.passages} passages"
+            read = f"ready: {self.pages} page{'s' if self.pages != 1 else ''}, {self.passages} passages"
+            return read + {"whole": ", sent whole to the model", "searched": ", searched: too long for the model to be "
+                           "sent whole"}.get(self.sent, "")
         if self.state == "stopped":
             return f"stopped at page {self.pages_read} of {self.pages}" if self.pages else "stopped"
         return f"failed: {self.reason}" if self.reason else "failed"

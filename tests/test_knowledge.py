@@ -6,7 +6,7 @@ import re
 import pytest
 
 from app.accounts.rules import Accounts
-from tests.conftest import COOKIE, csrf, idle, rows, signed_in, soup, start_chat, wait_for
+from tests.conftest import COOKIE, ask, csrf, idle, rows, signed_in, soup, start_chat, wait_for
 from tests.fakes.openai_server import tool_call
 
 HOSTILE = '<script>alert("x")</script> & “quotes”'
@@ -354,6 +354,31 @@ def test_a_document_too_long_to_send_whole_is_searched_and_cited(client, data, f
     r = client.post(f"{chat}/delete", data={"_csrf_token": csrf(client, chat)}, follow_redirects=False)
     assert r.status_code in (303, 204), r.text
     assert rows(data, "SELECT * FROM documents") == [] and rows(data, "SELECT * FROM passages") == []
+
+
+@pytest.mark.process
+def test_a_document_that_fits_a_message_but_not_the_models_window_is_searched_and_its_chip_says_so(client, data, fake):
+    """Ten pages (~25,000 characters) are less than any file may send, but more than half of
+    what an 8,192-token window leaves a request: searched there; sent whole to a model of
+    128,000 tokens; each time its chip says which, on every page that shows it."""
+    fake.models["big-model"] = 128_000
+    client.post("/models/refresh", data={"_csrf_token": csrf(client)})
+    fake.script([tool_call("search_knowledge", {"query": "secret harbour code"})], "It is tern-10 (p. 10).")
+    chat = start_chat(client, "What is the harbour code?", model="fake-model",
+                      files={"file": ("ten.pdf", pdf_of(10), "application/pdf")})
+    page = idle(client, chat)
+    sent = fake.streamed[0]["messages"][-1]["content"]
+    assert "[Attached file: ten.pdf (10 pages): too long to send whole. Search it" in sent and "Page 1, line 0" not in sent
+    assert "tern-10" in fake.streamed[1]["messages"][-1]["content"], "found by the search"
+    assert "searched: too long for the model to be sent whole" in page.select_one(".attachments .document-progress").text
+    [d] = rows(data, "SELECT sent FROM documents")
+    assert d["sent"] == "searched"
+    fake.script("It is tern-10.")
+    ask(client, chat, "And with the big model?", model="big-model")
+    page = idle(client, chat)
+    assert "--- Attached file: ten.pdf (10 pages) ---" in json.dumps(fake.streamed[-1]["messages"]), "whole, in its message"
+    assert "sent whole to the model" in page.select_one(".attachments .document-progress").text
+    assert rows(data, "SELECT sent FROM documents")[0]["sent"] == "whole"
 
 
 @pytest.mark.process

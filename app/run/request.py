@@ -18,6 +18,11 @@ from ..store import Store
 from ..tables import Assistant, Attached, Item
 from ..tools import Tool
 
+# Of what the window leaves a request, the share attached documents may fill whole together:
+# the rest is the conversation's, the tools' and the instructions'. An 8,192-token window
+# (share 0.75) sends ~12,000 characters whole, a 128,000-token one up to the 100,000 any file may.
+DOCUMENTS_SHARE = 0.5
+
 
 class Requests:
     store: Store
@@ -34,6 +39,7 @@ class Requests:
     estimate: int
     measured: bool
     _prompt: str | None
+    _documents_sent: int  # the tokens of the attached documents this run sends whole
 
     @functools.cached_property
     def attachment(self) -> Callable[[int], tuple | None]:
@@ -42,8 +48,26 @@ class Requests:
 
     @functools.cached_property
     def document(self) -> Callable[[int], Attached | None]:
-        # the attached documents' text, read once per run (they were read before it began)
-        return functools.cache(functools.partial(self.store.attached, self.chat))
+        # the attached documents' text, read and decided once per run (they were read before it began)
+        return functools.cache(self._document)
+
+    def _document(self, file: int) -> Attached | None:
+        """A document attached to a message as this run's requests send it: whole while the
+        documents attached so far (in the order the conversation has them) fit DOCUMENTS_SHARE
+        of what the window leaves a request, else with its text left out, so that the model
+        searches it (search_knowledge) instead of the request being too long. Its chip says
+        which (Store.sent_document)."""
+        found = self.store.attached(self.chat, file)
+        if found is None or found.document.state != "ready":
+            return found
+        tokens = len(found.text) // window.CHARS_PER_TOKEN if found.text is not None else None
+        room = int(self.window * self.share * DOCUMENTS_SHARE) - self._documents_sent if self.window else None
+        whole = tokens is not None and (room is None or tokens <= room)
+        if whole:
+            self._documents_sent += tokens
+        if found.document.passages:
+            self.store.sent_document(found.document.id, "whole" if whole else "searched")
+        return found if whole else Attached(found.document, None)
 
     def instructions(self) -> str:
         """The system prompt but for the plan: the agent's instructions, the skills it can load

@@ -72,6 +72,7 @@ class Turn(Requests):
     # A question's vector by the embedding model, for search_knowledge (None: no AI_EMBEDDINGS)
     meaning: Callable[[str], Awaitable[Meaning]] | None = None
     _prompt: str | None = field(default=None, init=False, repr=False)  # instructions(), once per run
+    _documents_sent: int = field(default=0, init=False, repr=False)  # (request.py: Requests._document)
     context: ToolContext | None = field(default=None, init=False, repr=False)  # the tools', while it runs
     # set while no tool is running: a stop waits on it for the running tool to end itself
     idle: asyncio.Event = field(default_factory=asyncio.Event, init=False, repr=False)

@@ -204,3 +204,11 @@ def m038_passage_vectors(db: sqlite_utils.Database) -> None:
             vector BLOB NOT NULL CHECK (length(vector) >= 4),
             code BLOB NOT NULL)""")
     db.execute("CREATE INDEX passage_vectors_rev ON passage_vectors (model, rev)")
+
+
+@migration
+def m039_documents_sent(db: sqlite_utils.Database) -> None:
+    # A document attached to a message is sent whole when it fits the model's window, else
+    # searched (docs/knowledge.md): which, as its conversation's last request had it, so that
+    # its chip can say so
+    db.execute("ALTER TABLE documents ADD COLUMN sent TEXT NOT NULL DEFAULT ''")

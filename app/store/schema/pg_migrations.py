@@ -273,3 +273,8 @@ def m038_passage_vectors(db) -> None:
             vector BYTEA NOT NULL CHECK (length(vector) >= 4),
             code BYTEA NOT NULL)""")
     db.execute("CREATE INDEX passage_vectors_rev ON passage_vectors (model, rev)")
+
+
+@migration
+def m039_documents_sent(db) -> None:
+    db.execute("ALTER TABLE documents ADD COLUMN sent TEXT NOT NULL DEFAULT ''")
