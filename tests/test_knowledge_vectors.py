@@ -15,6 +15,7 @@ from app.knowledge.vectors import Codes, Nearest, code, pack
 from app.providers.client import Providers
 from app.run.embedding import Embedding
 from app.store import Scope
+from app.tables import Assistant
 from tests.conftest import idle, rows, start_chat, wait_for
 from tests.fakes.openai_server import FakeModelServer, error, tool_call
 from tests.test_knowledge import give, made, ready, upload
@@ -197,6 +198,30 @@ def test_the_codes_read_what_is_new_since_and_all_again_once_a_deleted_documents
     assert codes.stale, "most of the first look was gone: read again next time"
     store.nearest_passages("m", query, (c,), None, 6)
     assert len(store.codes["m"]) == 30
+
+
+def test_another_persons_passages_are_not_found_by_meaning_however_near(store, owner):
+    """The attack probe: B's agent given A's collection anyway, and B's question the very
+    vector of A's passage: nothing of A's, by the codes' first look nor by the scan."""
+    from app.accounts.rules import Accounts
+
+    bea = Accounts(store).add("Bea", "correct horse battery staple").id
+    a_collection, b_collection = store.add_collection(owner, "A's"), store.add_collection(bea, "B's")
+    read(store, owner, a_collection, ["A's secret: the vault opens at dawn."])
+    read(store, bea, b_collection, ["B's notes on gardening."])
+    rng = np.random.default_rng(2)
+    vectors = {p: pack(rng.standard_normal(64)) for p, _ in store.passages_to_embed("m", 0, 10)}
+    store.write_vectors("m", list(vectors.items()))
+    [secret] = [p for p, t in store.passages_to_embed("other", 0, 10) if "vault" in t]
+    agent = store.default_agent(bea) or store.add_agent(Assistant(name="B's agent", person=bea))
+    store.set_agent_collections(agent.id, [a_collection, b_collection])  # given while it was shared, say
+    chat = store.new_conversation(agent.id, person=bea).id
+    scope = store.knowledge_scope(chat, agent.id)
+    assert a_collection not in scope.collections
+    question = "the vault at dawn"
+    found = store.search_passages(question, scope, meaning=Meaning("m", vectors[secret]))
+    assert found and all("vault" not in f.text for f in found)
+    assert secret not in [p for p, _ in store._scan("m", vectors[secret], scope.collections, scope.chat, 10)]
 
 
 def rows_of(store, table: str) -> int:
