@@ -20,7 +20,7 @@ from ..providers.client import Providers
 from ..run.ingest import Ingest
 from ..run.embedding import Embedding
 from ..run.runner import Runner
-from ..run.setup import refresh_choices
+from ..run.choices import refresh_choices
 
 log = logging.getLogger(__name__)
 
@@ -67,7 +67,7 @@ async def running(config: Config, render: Render | None = None,
     runner = Runner(config, store, feed, providers)
     ingest = Ingest(config, store, feed, runner.owner)
     embedding = Embedding(config.embeddings, store, feed, providers) if config.embeddings else None
-    providers.lessons.keep(store, runner.setup.window_of)  # what servers teach is kept in rows (providers/limits.py)
+    providers.lessons.keep(store, runner.turn_setup.window_of)  # what servers teach is kept in rows (providers/limits.py)
     worker = Worker(config, store, feed, providers, runner, key)
     feed.start()
     watching: asyncio.Task | None = None

@@ -15,7 +15,7 @@ from litestar.params import FromPath
 from ..plugins import stdio as mcp_stdio, tools as mcp_tools
 from ..tables import Assistant, Plugin, site_name
 from ..tools import names
-from ..tools.builtin import builtin_tools
+from ..tools.standard import builtin_tools
 from ..serve.worker import Worker
 from .agent_view import PLUGIN_NAME_MAX, agent_view, back
 from .plugin_listings import forget_listing, read, stdio_ok

@@ -3,16 +3,12 @@
 The agent (the conversation's, else its person's first), the model and thinking level
 (Again's, the conversation's pick, the message's, the agent's, else the default), the
 tools (built-ins, then the agent's enabled plugins, listed afresh), which of them wait for
-approval, the model's window and whether it reads images. Needs no runner: a `Setup` and a
-`Writes` make a Turn anywhere (tests/test_setup.py). The model list the turns choose from is
-kept in rows here too: read at start and on demand (`refresh_choices`), and again while a
-server is down (`relist_forever`, the runner's).
+approval, the model's window and whether it reads images. Needs no runner: a `TurnSetup`
+and a `Writes` make a Turn anywhere (tests/test_turn_setup.py).
 """
 from __future__ import annotations
 
-import asyncio
 import functools
-import logging
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -23,40 +19,15 @@ from ..context.segments import takes_images
 from ..knowledge.ranking import Meaning
 from ..providers.client import Providers, no_model
 from ..store import Store
-from ..store.outage import unavailable
 from ..tables import Assistant, Item
 from ..tools import Tool, allowed, chosen, names
-from ..tools.builtin import builtin_tools
 from ..tools.knowledge import search_knowledge
+from ..tools.standard import builtin_tools
 from .turn import Turn
 from .writes import Writes
 
 NO_SERVER = ("No model server is set up: start Ollama, or start Tabletalk with AI_URL "
              "(an OpenAI-compatible server) or AI_ACCOUNTS set (see the README).")
-RELIST_SECONDS = 5.0  # how often the servers are listed again while one of them is down
-
-log = logging.getLogger(__name__)
-
-
-async def refresh_choices(store: Store, providers: Providers) -> None:
-    """The model list, read at start and on demand (POST /models/refresh): every provider's
-    models; one that is down is a row saying so and keeps none of its old models."""
-    store.replace_choices(await providers.choices())
-
-
-async def relist_forever(store: Store, providers: Providers, every: float = RELIST_SECONDS) -> None:
-    """While a listed server is down, list them all again every few seconds (the runner's):
-    one that comes up later than Tabletalk shows in the pickers without a restart."""
-    while True:
-        await asyncio.sleep(every)
-        try:
-            if any(not c.up for c in store.choices()):
-                found = await providers.choices()
-                if found != store.choices():
-                    store.replace_choices(found)
-        except Exception as e:
-            if not unavailable(e):  # (the database unreachable: the runner's scan says it)
-                log.exception("listing the model servers again failed")
 
 
 def pick(retry: Item | None, asked: str, sticky: str, default: str) -> str:
@@ -66,7 +37,7 @@ def pick(retry: Item | None, asked: str, sticky: str, default: str) -> str:
 
 
 @dataclass
-class Setup:
+class TurnSetup:
     config: Config
     store: Store
     providers: Providers
