@@ -4,6 +4,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from app.config import Config
+from app.plugins.sessions import Sessions
 from app.providers.client import Providers, no_model
 from app.providers.ids import Choice
 from app.run.turn_setup import NO_SERVER, TurnSetup
@@ -18,7 +19,7 @@ def config(**values) -> Config:
 
 def setup_of(store, **values) -> TurnSetup:
     c = config(**values)
-    return TurnSetup(c, store, Providers(c))
+    return TurnSetup(c, store, Providers(c), Sessions())
 
 
 def turn_of(setup, store, chat, user, retry=None):

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from .. import agent as loop
 from . import space
-from ..plugins import sessions as mcp_sessions
+from ..plugins.sessions import Sessions
 from ..beat import beat_at_or_after
 from ..config import Config
 from ..feed.dispatch import Feed
@@ -65,11 +65,12 @@ class Run:
 
 
 class Runner(space.DiskFull):
-    def __init__(self, config: Config, store: Store, feed: Feed, providers: Providers):
+    def __init__(self, config: Config, store: Store, feed: Feed, providers: Providers, sessions: Sessions):
         self.config = config
         self.store = store
         self.feed = feed
         self.providers = providers
+        self.sessions = sessions  # the worker's plugin sessions: its turns' calls, swept here
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
         self.lease_seconds = config.lease_seconds
         self.shared = bool(config.database_url)  # other servers' runners scan the same rows
@@ -78,7 +79,7 @@ class Runner(space.DiskFull):
         # every turn's growing text, written once a beat
         self.writes = Writes(store, full=self.disk_full, quiet=None if dbm.postgres(store.db) else self.quiet,
                              owner=self.owner)
-        self.turn_setup = TurnSetup(config, store, providers)
+        self.turn_setup = TurnSetup(config, store, providers, sessions)
         self.stopping = False
         self._wake: asyncio.Future | None = None  # done: scan again at once (a run ended)
         self._scanned = 0  # the rev the last scan read up to
@@ -111,7 +112,6 @@ class Runner(space.DiskFull):
             t.cancel()
         await asyncio.gather(*self._tasks, *self._side, return_exceptions=True)
         self.writes.close()
-        await mcp_sessions.pool.close_all()
 
     def quiet(self) -> bool:
         """Whether a write of growing text need not wake the feed at once: no page follows in
@@ -248,7 +248,7 @@ class Runner(space.DiskFull):
         while not self.stopping:
             await asyncio.sleep(self.renew_seconds)
             try:  # plugin sessions of deleted conversations, and idle ones, are closed
-                await mcp_sessions.pool.sweep(self.store.existing)
+                await self.sessions.sweep(self.store.existing)
             except Exception as e:
                 if not unavailable(e):  # (the scan says an outage)
                     log.exception("closing plugin sessions failed")

@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from ..plugins import tools as mcp_tools
+from ..plugins.sessions import Sessions
 from ..config import Config
 from ..context.segments import takes_images
 from ..knowledge.ranking import Meaning
@@ -41,6 +42,7 @@ class TurnSetup:
     config: Config
     store: Store
     providers: Providers
+    sessions: Sessions  # the worker's plugin sessions, which the turns' plugin calls are made in
 
     async def turn(self, chat: int, user: Item, retry: Item | None, writes: Writes,
                    changed: Callable[[float], Awaitable[None]] | None = None, store: Store | None = None) -> Turn:
@@ -53,7 +55,11 @@ class TurnSetup:
                                                        agent.model if agent else "")
         model = model or await self.default_model()
         thinking = pick(retry, user.thinking, convo.thinking if convo else "", agent.thinking if agent else "")
-        tools = await self.tools_for(agent, chat)
+        # a plugin's call keeps its rows through the run's store, and may ask the person (its
+        # wake-ups) or the agent's model (sampling)
+        plugins = mcp_tools.PluginRun(self.sessions, store or self.store, changed,
+                                      functools.partial(self.providers.complete, model), model)
+        tools = await self.tools_for(agent, chat, plugins)
         # by identity: a tool that only shows a name approval was set for does not get it
         approve = {t.name for t in tools if agent and chosen(t, names(agent.approve))}
         # what a server's failure taught about the model is read again at each step (limits)
@@ -62,7 +68,6 @@ class TurnSetup:
         return Turn(store or self.store, writes, chat, user, agent, model, retry=retry, tools=tools, approve=approve,
                     changed=changed, window=window, share=self.config.context_share,
                     images=images, thinking=thinking, limits=limits,
-                    complete=functools.partial(self.providers.complete, model),  # plugins' sampling
                     meaning=self.meaning if self.config.embeddings else None)
 
     async def meaning(self, text: str) -> Meaning:
@@ -75,15 +80,16 @@ class TurnSetup:
             return NO_SERVER
         return "" if model else no_model(self.store.choices())
 
-    async def tools_for(self, agent: Assistant | None, chat: int | None = None) -> list[Tool]:
+    async def tools_for(self, agent: Assistant | None, chat: int | None, plugins: mcp_tools.PluginRun) -> list[Tool]:
         """The tools this agent may use now: built-in ones, then its enabled plugins' (listed
-        afresh at each run, which also refreshes each plugin's status); and the search of
-        the person's documents when the conversation may see any (the agent's collections,
-        or files attached to it: its Knowledge tab decides, not the tools tab)."""
+        afresh at each run, which also refreshes each plugin's status; given to the run as
+        `plugins`); and the search of the person's documents when the conversation may see
+        any (the agent's collections, or files attached to it: its Knowledge tab decides, not
+        the tools tab)."""
         found = builtin_tools()
         taken = {t.name for t in found} | {search_knowledge.name}
         if agent is not None and agent.id is not None:
-            found.extend(await mcp_tools.agent_tools(self.store, self.config, agent, taken))
+            found.extend(await mcp_tools.agent_tools(self.store, self.config, agent, taken, plugins))
         found = allowed(found, agent.tools if agent else "")
         if chat is not None and self.store.has_knowledge(self.store.knowledge_scope(chat, agent.id if agent else None)):
             found.append(search_knowledge)
