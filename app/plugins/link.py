@@ -194,7 +194,7 @@ class _Watched:
 def _session_class() -> type:
     from mcp.client.session import ClientSession
 
-    class Session(ClientSession):
+    class McpClientSession(ClientSession):  # the mcp package's, as Tabletalk uses it (sessions.py holds one)
         async def validate_tool_result(self, name: str, result: Any) -> None:
             """Not done: the check of structured output against the tool's output schema runs
             the plugin's patterns on `re`, on the event loop, against text the same plugin sent
@@ -204,7 +204,7 @@ def _session_class() -> type:
         def _build_capabilities(self, version: str) -> Any:  # elicitation in form mode only
             return mcp_asks.declared(super()._build_capabilities(version))
 
-    return Session
+    return McpClientSession
 
 
 # The client capabilities every connection declares, as the callbacks that answer them
