@@ -40,7 +40,7 @@ from app.store import db as dbm, schema  # noqa: E402
 from app.context import window  # noqa: E402
 from app.providers.client import Providers  # noqa: E402
 from app.store import Store  # noqa: E402
-from app.tools.builtin import builtin_tools  # noqa: E402
+from app.tools.standard import builtin_tools  # noqa: E402
 from app.run.turn import Turn  # noqa: E402
 from app.run.writes import Writes  # noqa: E402
 from tests.fakes.openai_server import FakeModelServer, text, tool_call, usage  # noqa: E402

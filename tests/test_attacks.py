@@ -405,7 +405,7 @@ def test_a_plugin_cannot_capture_another_tools_calls_or_its_approval(plugins_ser
 
 def test_tool_names_are_unique_and_plugins_do_not_take_a_builtins_prefix():
     from app.tools import Result, Tool, unique
-    from app.tools.builtin import builtin_tools
+    from app.tools.standard import builtin_tools
     from app.web.plugins import reserved
 
     async def run(args, ctx):

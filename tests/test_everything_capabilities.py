@@ -6,7 +6,7 @@ import pytest
 
 from app.plugins import link as mcp_link
 from app.plugins.sessions import Sessions
-from app.plugins.tools import list_tools
+from app.plugins.tools import PluginRun, for_run, list_tools
 from app.tables import plugin
 from app.tools import ToolContext
 from tests.fakes.everything import Everything
@@ -43,8 +43,8 @@ async def test_a_conversations_session_sees_the_tools_the_listing_showed(everyth
     listing = await list_tools(plugin(1, everything.url, name="ev"), private_ok=True)
     sessions = Sessions()
     try:
-        await listing.tools[0].run({"message": "x"} if listing.tools[0].name == "ev_echo" else {},
-                                   ToolContext(chat=1, agent=1, sessions=sessions))
+        [first] = for_run(listing.tools[:1], PluginRun(sessions))
+        await first.run({"message": "x"} if first.name == "ev_echo" else {}, ToolContext(chat=1, agent=1))
         held = next(iter(sessions.open.values()))
         seen = {t.name for t in (await held.client.list_tools()).tools}
         assert seen == set(listing.names.values()) | {"simulate-research-query"}

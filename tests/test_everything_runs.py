@@ -97,14 +97,13 @@ def test_audience_annotations_are_respected(with_plugin, fake, kind, page_says, 
 
 
 def test_deleting_the_conversation_closes_its_plugin_session(with_plugin, fake):
-    from app.plugins import sessions as mcp_sessions
-
     client = with_plugin
+    sessions = client.app.state.tabletalk.sessions  # the worker's
     fake.script([tool_call("127_0_0_1_toggle-simulated-logging", {})], "On.")
     chat = start_chat(client, "logging on")
     finished_call(client, chat)
     number = int(chat.rsplit("/", 1)[1])
-    assert [s.chat for s in mcp_sessions.pool.open.values()].count(number) == 1
+    assert [s.chat for s in sessions.open.values()].count(number) == 1
     r = client.post(chat + "/delete", data={"_csrf_token": csrf(client)}, follow_redirects=False)
     assert r.status_code == 303
-    wait_for(lambda: number not in {s.chat for s in mcp_sessions.pool.open.values()}, timeout=10)
+    wait_for(lambda: number not in {s.chat for s in sessions.open.values()}, timeout=10)

@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from app.plugins.sessions import Sessions
-from app.plugins.tools import list_tools
+from app.plugins.tools import PluginRun, for_run, list_tools
 from app.tables import Assistant, plugin
 from app.tools import ToolContext
 from tests.fakes.everything import Everything
@@ -37,6 +37,13 @@ async def toggle_of(p):
     return {t.name: t for t in listing.tools}["ev_toggle-simulated-logging"]
 
 
+async def toggled(toggle, sessions: Sessions, store, chat: int) -> str:
+    """The toggle called in conversation `chat` by a run whose plugin calls are made in
+    `sessions` (a worker's) and keep their rows in `store`."""
+    [given] = for_run([toggle], PluginRun(sessions, store))
+    return (await given.run({}, ToolContext(chat=chat, agent=None))).text
+
+
 def session_of(text: str) -> str:
     return re.search(r"session (\S+)", text)[1]
 
@@ -46,11 +53,10 @@ async def test_another_worker_goes_on_in_the_same_session(store, everything):
     toggle = await toggle_of(p)
     one, two = Sessions(), Sessions()  # two workers (or one, before and after a restart)
     try:
-        first = (await toggle.run({}, ToolContext(chat=chat, agent=p.agent, store=store, sessions=one))).text
+        first = await toggled(toggle, one, store, chat)
         assert first.startswith("Started simulated")
         await one.close_all()  # the worker stopped: the session is let go, not ended
-        second = (await toggle.run({}, ToolContext(chat=chat, agent=p.agent, store=store,
-                                               sessions=two))).text
+        second = await toggled(toggle, two, store, chat)
         assert second.startswith("Stopped simulated"), second
         assert session_of(second) == session_of(first)
         assert (one.opened, two.opened, two.resumed) == (1, 0, 1), "no second handshake"
@@ -64,11 +70,10 @@ async def test_a_session_the_server_forgot_is_opened_again_transparently(store, 
     toggle = await toggle_of(p)
     one, two = Sessions(), Sessions()
     try:
-        first = (await toggle.run({}, ToolContext(chat=chat, agent=p.agent, store=store, sessions=one))).text
+        first = await toggled(toggle, one, store, chat)
         await one.close_all()
         await asyncio.to_thread(everything.restart)  # the server forgot every session
-        again = (await toggle.run({}, ToolContext(chat=chat, agent=p.agent, store=store,
-                                              sessions=two))).text
+        again = await toggled(toggle, two, store, chat)
         assert again.startswith("Started simulated"), again
         assert session_of(again) != session_of(first)
         assert (two.resumed, two.opened) == (1, 1), "tried the kept one, then opened a new one"
@@ -84,8 +89,7 @@ async def test_a_deleted_conversation_ends_its_session(store, everything):
     toggle = await toggle_of(p)
     sessions = Sessions()
     try:
-        first = (await toggle.run({}, ToolContext(chat=chat, agent=p.agent, store=store,
-                                              sessions=sessions))).text
+        first = await toggled(toggle, sessions, store, chat)
         key = next(iter(sessions.open))
         assert store.mcp_session(chat, p.id, key[2]) is not None
 

@@ -3,6 +3,7 @@ import pytest
 
 from app import config as configuration
 from app.config import Config
+from app.plugins.sessions import Sessions
 from app.run.runner import LEASE_SECONDS, Runner
 
 
@@ -23,7 +24,7 @@ def test_a_runner_takes_and_renews_its_leases_for_that_long(store, tmp_path, mon
     monkeypatch.setenv("TABLETALK_DATA", str(tmp_path))
     monkeypatch.setenv("TABLETALK_LEASE_SECONDS", "4")
     config: Config = configuration.load()
-    runner = Runner(config, store, feed=None, providers=None)
+    runner = Runner(config, store, feed=None, providers=None, sessions=Sessions())
     assert runner.renew_seconds == pytest.approx(4 / 3)
     chat = store.new_conversation(None).id
     before = dbm.now()
@@ -44,7 +45,7 @@ async def test_work_beside_a_run_that_fails_logs_a_bug_and_not_an_outage(store, 
     from app.store.postgres import Unreachable
 
     monkeypatch.setenv("TABLETALK_DATA", str(tmp_path))
-    runner = Runner(configuration.load(), store, feed=None, providers=None)
+    runner = Runner(configuration.load(), store, feed=None, providers=None, sessions=Sessions())
 
     async def fails(e: Exception) -> None:
         raise e

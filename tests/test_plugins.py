@@ -12,7 +12,8 @@ import pytest
 
 from app.plugins.link import STREAMABLE
 from app.plugins.sessions import Sessions
-from app.plugins.tools import NAME_LIMIT, PluginError, call, list_tools, masked, refresh, tool_name
+from app.plugins.tools import (NAME_LIMIT, PluginError, PluginRun, call, for_run, list_tools, masked, refresh,
+                               tool_name)
 from app.tables import Plugin, plugin
 from app.tools import ToolContext
 from tests.fakes.mcp_server import LONG_NAME, FakeMCPServer, NotMCPServer, free_port
@@ -46,7 +47,12 @@ def server(request, streamable, sse):
 async def tools_of(server: FakeMCPServer, **kw):
     listing = await list_tools(plugin(1, server.url, name="fake"), private_ok=True, **kw)
     assert listing.ok, listing.status
-    return {t.name: t for t in listing.tools}
+    return {t.name: t for t in given(listing.tools)}
+
+
+def given(tools):
+    """Listed tools given to a run of their own: sessions, and no rows."""
+    return for_run(tools, PluginRun(Sessions()))
 
 
 def context(**kw) -> ToolContext:
@@ -170,12 +176,12 @@ async def test_the_secret_is_sent_and_never_shown(locked, caplog):
     # a bare secret on Authorization goes out as a Bearer token
     accepted = await list_tools(plugin(1, locked.url, "Authorization", secret, name="locked"), private_ok=True)
     assert accepted.status == "10 tools"
-    add = next(t for t in accepted.tools if t.name == "locked_add")
+    add = next(t for t in given(accepted.tools) if t.name == "locked_add")
     assert (await add.run({"a": 1, "b": 1}, context())).text == "2"
 
     with pytest.raises(PluginError) as failed:
         await call(plugin(1, locked.url, "Authorization", wrong), "add", {"a": 1, "b": 1}, context(),
-                   private_ok=True)
+                   PluginRun(Sessions()), private_ok=True)
     assert str(failed.value) == "401: the server refused the secret"
 
     seen = " ".join([missing.status, refused.status, accepted.status, str(failed.value),

@@ -194,6 +194,7 @@ async def test_a_plugin_down_after_a_restart_offers_its_kept_tools_and_says_why(
     """This process never listed it (a restart), and it does not answer: the run offers the
     tools its row keeps, and a call to one tells the model the plugin is unreachable."""
     from app.plugins import tools as mcp_tools
+    from app.plugins.sessions import Sessions
     from app.config import Config
     from app.tables import Assistant, plugin
     from app.tools import ToolContext
@@ -204,12 +205,13 @@ async def test_a_plugin_down_after_a_restart_offers_its_kept_tools_and_says_why(
                     context_window=8192, model_timeout=60)
     with FakeMCPServer() as mcp:
         p = store.add_plugin(plugin(agent.id, mcp.url, name="ev"))
-        assert [t.name for t in await mcp_tools.agent_tools(store, config, agent, set())][:1]
+        run = mcp_tools.PluginRun(Sessions(), store)
+        assert [t.name for t in await mcp_tools.agent_tools(store, config, agent, set(), run)][:1]
     dead = f"http://127.0.0.1:{free_port()}/mcp"
     store.update_plugin(p.id, address=dead)  # the server is gone (and this process forgets it listed it)
     mcp_tools._last.clear()
     mcp_tools._down.clear()
-    tools = {t.name: t for t in await mcp_tools.agent_tools(store, config, agent, set())}
+    tools = {t.name: t for t in await mcp_tools.agent_tools(store, config, agent, set(), run)}
     assert "ev_add" in tools
     assert store.plugin_row(p.id).status.startswith("unreachable (")
     assert "as listed before" in store.plugin_row(p.id).status

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from app.plugins.sessions import Sessions
-from app.plugins.tools import list_tools
+from app.plugins.tools import PluginRun, for_run, list_tools
 from app.tables import Plugin
 from app.tools import ToolContext
 from tests.conftest import csrf, soup
@@ -29,11 +29,12 @@ def command(*args: str, name: str = "fake", env: tuple = ()) -> Plugin:
                   env=env, id=hash(name) % 10_000)
 
 
-async def tools_of(p: Plugin) -> dict:
+async def tools_of(p: Plugin, sessions: Sessions) -> dict:
+    """The command's tools, given to a run whose calls are made in `sessions`."""
     listing = await list_tools(p, private_ok=False, stdio_ok=True)
     assert listing.ok, listing.status
     assert listing.transport == "stdio"
-    return {t.name: t for t in listing.tools}
+    return {t.name: t for t in for_run(listing.tools, PluginRun(sessions))}
 
 
 def alive(pid: int) -> bool:
@@ -48,15 +49,16 @@ def alive(pid: int) -> bool:
 
 
 async def test_a_command_runs_once_per_conversation_session_and_stops_when_closed():
-    tools, sessions = await tools_of(command(env=(("GREETING", "hello"),))), Sessions()
+    sessions = Sessions()
+    tools = await tools_of(command(env=(("GREETING", "hello"),)), sessions=sessions)
     try:
-        who = (await tools["fake_whoami"].run({}, ToolContext(chat=1, agent=1, sessions=sessions))).text
+        who = (await tools["fake_whoami"].run({}, ToolContext(chat=1, agent=1))).text
         assert "GREETING=hello" in who and "SECRET_HOME=True" in who, who
         pid = int(re.search(r"pid (\d+)", who)[1])
-        counted = [(await tools["fake_count"].run({}, ToolContext(chat=1, agent=1, sessions=sessions))).text
+        counted = [(await tools["fake_count"].run({}, ToolContext(chat=1, agent=1))).text
                    for _ in range(2)]
         assert counted == ["1", "2"], "the same process from call to call"
-        other = (await tools["fake_count"].run({}, ToolContext(chat=2, agent=1, sessions=sessions))).text
+        other = (await tools["fake_count"].run({}, ToolContext(chat=2, agent=1))).text
         assert other == "1", "another conversation has a process of its own"
         assert alive(pid)
         await sessions.close_chat(1)
@@ -88,10 +90,11 @@ async def test_commands_do_not_run_unless_allowed(tmp_path):
 async def test_server_everything_over_stdio_keeps_its_session_state():
     p = Plugin(agent=1, name="ev", address="", kind="stdio", command=shutil.which("node"),
                args=("--import", LOOPBACK.as_uri(), str(PACKAGE), "stdio"), id=9)
-    tools, sessions = await tools_of(p), Sessions()
+    sessions = Sessions()
+    tools = await tools_of(p, sessions=sessions)
     assert {"ev_echo", "ev_get-sum", "ev_toggle-simulated-logging"} <= set(tools)
     try:
-        ctx = ToolContext(chat=1, agent=1, sessions=sessions)
+        ctx = ToolContext(chat=1, agent=1)
         assert (await tools["ev_echo"].run({"message": "über stdio"}, ctx)).text == "Echo: über stdio"
         first = (await tools["ev_toggle-simulated-logging"].run({}, ctx)).text
         second = (await tools["ev_toggle-simulated-logging"].run({}, ctx)).text

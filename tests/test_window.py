@@ -7,7 +7,7 @@ from app.context import window
 from app.agent import Message, ToolCall
 from app.context.segments import segments
 from app.tables import item
-from app.context.window import Block, Cut, TooLong, choose, cost, learn
+from app.context.window import Span, Cut, TooLong, choose, cost, learn
 
 
 def test_the_raw_count_is_characters_over_four_plus_framing():
@@ -44,28 +44,28 @@ def turns(n, size=100, long_output=0):
     """n turns of `size` raw tokens each (a call with a long output adds `long_output`)."""
     out = []
     for t in range(1, n + 1):
-        out.append(Block(t * 10, True, size + long_output, size + min(long_output, 20)))
+        out.append(Span(t * 10, True, size + long_output, size + min(long_output, 20)))
     return out
 
 
 def test_a_view_that_fits_is_kept_as_it_is():
-    blocks = turns(5)
-    assert choose(blocks, 50, Cut(0, 0), budget=1000) == Cut(0, 0)
-    assert choose(blocks[2:], 50, Cut(30, 30), budget=1000) == Cut(30, 30), "a cut view stays put while it fits"
+    spans = turns(5)
+    assert choose(spans, 50, Cut(0, 0), budget=1000) == Cut(0, 0)
+    assert choose(spans[2:], 50, Cut(30, 30), budget=1000) == Cut(30, 30), "a cut view stays put while it fits"
 
 
 def test_long_outputs_go_first_then_the_oldest_turns_in_one_chunk():
-    blocks = turns(10, size=100, long_output=200)  # 3,000 raw tokens, 1,200 once outputs are shortened
-    cut = choose(blocks, 0, Cut(), budget=2500)
+    spans = turns(10, size=100, long_output=200)  # 3,000 raw tokens, 1,200 once outputs are shortened
+    cut = choose(spans, 0, Cut(), budget=2500)
     assert cut.start == 0 and cut.trim > 0, "shortening outputs was enough: no turn is left out"
-    assert cost(blocks, 0, cut) <= 2500 * window.PRUNE_TO
-    cut = choose(blocks, 0, Cut(), budget=900)
-    assert cut.start > 10 and cost(blocks, 0, cut) <= 900 * window.PRUNE_TO, "then whole early turns"
+    assert cost(spans, 0, cut) <= 2500 * window.PRUNE_TO
+    cut = choose(spans, 0, Cut(), budget=900)
+    assert cut.start > 10 and cost(spans, 0, cut) <= 900 * window.PRUNE_TO, "then whole early turns"
     assert cut.trim == 100, "everything before the latest turn is shortened"
     # Hysteresis: with room left after the cut, the next turns are added without moving it.
-    grown, moves = list(blocks), 0
+    grown, moves = list(spans), 0
     for t in range(11, 30):
-        grown.append(Block(t * 10, True, 300, 120))
+        grown.append(Span(t * 10, True, 300, 120))
         now = choose([b for b in grown if b.turn >= cut.start], 0, cut, budget=900)
         moves += now != cut
         cut = now
@@ -75,23 +75,23 @@ def test_long_outputs_go_first_then_the_oldest_turns_in_one_chunk():
 
 def test_the_quick_sums_agree_with_the_plain_count():
     rng = random.Random(3)
-    blocks = []
+    spans = []
     for t in range(1, 40):
-        blocks.append(Block(t, True, rng.randint(5, 90), 5))
-        blocks.extend(Block(t, False, rng.randint(5, 900), rng.randint(5, 60)) for _ in range(rng.randint(0, 3)))
-    sums = window._Sums(blocks)
+        spans.append(Span(t, True, rng.randint(5, 90), 5))
+        spans.extend(Span(t, False, rng.randint(5, 900), rng.randint(5, 60)) for _ in range(rng.randint(0, 3)))
+    sums = window._Sums(spans)
     for _ in range(500):
-        cut = Cut(rng.choice([0, *range(1, 41)]), rng.choice([0, *range(1, 42)]), rng.randint(0, len(blocks) + 2))
-        assert sums.cost(7, cut) == cost(blocks, 7, cut), cut
+        cut = Cut(rng.choice([0, *range(1, 41)]), rng.choice([0, *range(1, 42)]), rng.randint(0, len(spans) + 2))
+        assert sums.cost(7, cut) == cost(spans, 7, cut), cut
 
 
 def test_the_latest_turn_is_never_left_out_and_its_older_outputs_go_before_an_error():
-    blocks = [Block(10, True, 100, 100), Block(20, True, 50, 50), Block(20, False, 900, 60), Block(20, False, 80, 80)]
-    cut = choose(blocks, 0, Cut(), budget=600)
+    spans = [Span(10, True, 100, 100), Span(20, True, 50, 50), Span(20, False, 900, 60), Span(20, False, 80, 80)]
+    cut = choose(spans, 0, Cut(), budget=600)
     assert cut.start == 20 and cut.inner == 3, "only the latest turn, its older long output shortened"
-    assert cost(blocks, 0, cut) == 50 + 60 + 80
+    assert cost(spans, 0, cut) == 50 + 60 + 80
     with pytest.raises(TooLong) as e:
-        choose([Block(10, True, 5000, 5000)], 100, Cut(), budget=1000, ratio=1.5)
+        choose([Span(10, True, 5000, 5000)], 100, Cut(), budget=1000, ratio=1.5)
     assert e.value.tokens == round(5100 * 1.5)
 
 

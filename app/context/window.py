@@ -107,7 +107,7 @@ def learn(ratio: float, samples: int, raw: int, reported: int) -> tuple[float, i
 
 
 @dataclass(frozen=True)
-class Block:
+class Span:
     """A run of the history's messages: a whole turn's start (`starts`: the view may begin
     here) or a later model step or message within turn `turn` (turns are user item ids, in
     history order). `full` and `short` are its raw tokens as sent whole and with its long
@@ -122,19 +122,19 @@ class Block:
 @dataclass(frozen=True)
 class Cut:
     """The model's view: the turns from `start` on (0: all); long outputs shortened in the
-    turns before `trim` and, in the latest turn, in its first `inner` blocks. `start` and
+    turns before `trim` and, in the latest turn, in its first `inner` spans. `start` and
     `trim` are kept with the conversation; `inner` is chosen afresh for each request."""
 
     start: int = 0
     trim: int = 0
     inner: int = 0
 
-    def shows(self, block: Block) -> bool:
-        return block.turn >= self.start
+    def shows(self, span: Span) -> bool:
+        return span.turn >= self.start
 
-    def shortens(self, index: int, block: Block) -> bool:
-        """Whether blocks[index] goes with its long outputs shortened."""
-        return block.turn < self.trim or index < self.inner
+    def shortens(self, index: int, span: Span) -> bool:
+        """Whether spans[index] goes with its long outputs shortened."""
+        return span.turn < self.trim or index < self.inner
 
 
 class TooLong(Exception):
@@ -145,19 +145,19 @@ class TooLong(Exception):
         self.tokens = tokens
 
 
-def cost(blocks: Sequence[Block], fixed: int, cut: Cut) -> int:
-    """Raw tokens of a request with this view: `fixed` (system prompt, tools) and the blocks."""
-    return fixed + sum(b.short if cut.shortens(i, b) else b.full for i, b in enumerate(blocks) if cut.shows(b))
+def cost(spans: Sequence[Span], fixed: int, cut: Cut) -> int:
+    """Raw tokens of a request with this view: `fixed` (system prompt, tools) and the spans."""
+    return fixed + sum(b.short if cut.shortens(i, b) else b.full for i, b in enumerate(spans) if cut.shows(b))
 
 
 class _Sums:
-    """`cost` in constant time for blocks in history order (turns never decrease), so
+    """`cost` in constant time for spans in history order (turns never decrease), so
     choosing among a thousand turns does not cost a thousand passes over them."""
 
-    def __init__(self, blocks: Sequence[Block]):
-        self.turns = [b.turn for b in blocks]
-        self.full = list(accumulate((b.full for b in blocks), initial=0))
-        self.short = list(accumulate((b.short for b in blocks), initial=0))
+    def __init__(self, spans: Sequence[Span]):
+        self.turns = [b.turn for b in spans]
+        self.full = list(accumulate((b.full for b in spans), initial=0))
+        self.short = list(accumulate((b.short for b in spans), initial=0))
 
     def cost(self, fixed: int, cut: Cut) -> int:
         n = len(self.turns)
@@ -166,22 +166,22 @@ class _Sums:
         return fixed + self.short[whole] - self.short[shown] + self.full[n] - self.full[whole]
 
 
-def choose(blocks: Sequence[Block], fixed: int, current: Cut, budget: int, ratio: float = 1.0) -> Cut:
+def choose(spans: Sequence[Span], fixed: int, current: Cut, budget: int, ratio: float = 1.0) -> Cut:
     """The view for the next request. The current one while it fits, so the request's start
     stays the same; else the least cut that brings it down to PRUNE_TO of the budget: long
     outputs of earlier turns shortened, oldest turn first; then earlier turns left out,
     oldest first; then, for a latest turn that still does not fit, its own older outputs
     shortened. Raises TooLong when nothing fits."""
     current = Cut(current.start, current.trim)
-    if not blocks:
+    if not spans:
         return current
-    sums = _Sums(blocks)
+    sums = _Sums(spans)
     limit = budget / ratio  # in raw tokens
     if sums.cost(fixed, current) <= limit:
         return current
     target = limit * PRUNE_TO
-    turns = sorted({b.turn for b in blocks if b.starts and current.shows(b)})
-    latest = max(b.turn for b in blocks)  # the turn being answered
+    turns = sorted({b.turn for b in spans if b.starts and current.shows(b)})
+    latest = max(b.turn for b in spans)  # the turn being answered
     # 1. long outputs of earlier turns
     for trim in (t for t in turns if current.trim < t <= latest):
         if sums.cost(fixed, cut := Cut(current.start, trim)) <= target:
@@ -192,9 +192,9 @@ def choose(blocks: Sequence[Block], fixed: int, current: Cut, budget: int, ratio
         if sums.cost(fixed, cut := Cut(start, trim)) <= target:
             return cut
     # 3. the latest turn alone: sent if it fits at all, its older outputs shortened if need
-    # be, never those of its last block (the model has not read them yet).
+    # be, never those of its last span (the model has not read them yet).
     start = max(current.start, latest)
-    own = [i for i, b in enumerate(blocks) if b.turn >= start]
+    own = [i for i, b in enumerate(spans) if b.turn >= start]
     for inner in [0, *own[1:]]:
         if sums.cost(fixed, cut := Cut(start, trim, inner)) <= limit:
             return cut

@@ -52,15 +52,6 @@ ENDED = {
 Complete = Callable[[list, int], Awaitable[str]]  # (messages, max_tokens) -> the model's text
 
 
-@dataclass(frozen=True)
-class Run:
-    """What the run a call belongs to lends its plugin's requests (ToolContext.asking)."""
-
-    changed: Callable[[float], Awaitable[None]] | None  # wakes when any row changed (the feed)
-    complete: Complete | None = None  # the agent's model, for sampling
-    model: str = ""
-
-
 @dataclass
 class Asker:
     """What a plugin's request to the person needs from the run its call is part of; held by
@@ -80,14 +71,6 @@ class Asker:
     # cannot be; app/plugins/resume.py), and who is told once a question was answered.
     resumable: Callable[[], dict | None] = lambda: None
     answered: Callable[[], None] = lambda: None
-
-    @classmethod
-    def of(cls, ctx: Any, plugin: str) -> Asker | None:
-        """The asker for a call made with this ToolContext (None outside a run)."""
-        run = getattr(ctx, "asking", None)
-        if ctx.store is None or run is None:
-            return None
-        return cls(ctx.store, ctx.chat, plugin, run.changed, run.complete, run.model, ctx.abort)
 
     # --- elicitation --------------------------------------------------------------
 

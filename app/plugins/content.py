@@ -53,7 +53,9 @@ def _audience(block: Any) -> tuple[bool, bool]:
 
 
 @dataclass
-class _Parts:
+class _ByAudience:
+    """A result's text as each of its audiences gets it: the model, and the page."""
+
     model: list[str] = field(default_factory=list)
     page: list[str] = field(default_factory=list)
 
@@ -69,7 +71,7 @@ def convert(result: types.CallToolResult, tool: str, store: Any = None, chat: in
     as the conversation's person's file."""
     import mcp_types as types
 
-    parts = _Parts()
+    parts = _ByAudience()
     sources: list[Source] = []
     file_id: int | None = None
     unsent = False

@@ -194,7 +194,7 @@ class _Watched:
 def _session_class() -> type:
     from mcp.client.session import ClientSession
 
-    class Session(ClientSession):
+    class McpClientSession(ClientSession):  # the mcp package's, as Tabletalk uses it (sessions.py holds one)
         async def validate_tool_result(self, name: str, result: Any) -> None:
             """Not done: the check of structured output against the tool's output schema runs
             the plugin's patterns on `re`, on the event loop, against text the same plugin sent
@@ -204,7 +204,7 @@ def _session_class() -> type:
         def _build_capabilities(self, version: str) -> Any:  # elicitation in form mode only
             return mcp_asks.declared(super()._build_capabilities(version))
 
-    return Session
+    return McpClientSession
 
 
 # The client capabilities every connection declares, as the callbacks that answer them
@@ -229,7 +229,8 @@ def declared() -> set[str]:
 async def connect(p: Plugin, transport: str, *, private_ok: bool, attempt: Attempt,
                   timeout: float = CONNECT_TIMEOUT, read_timeout: float = STREAM_SILENCE,
                   resume: tuple[str, str] | None = None, asker: Callable[[], Any] = lambda: None,
-                  auth: httpx2.Auth | None = None, **callbacks):
+                  auth: httpx2.Auth | None = None, tokens: mcp_oauth_tokens.TokenRows | None = None,
+                  **callbacks):
     """An initialized `Link` on the plugin, over `transport`, through the guard (a stdio
     plugin is its command, started here and stopped on leaving). `resume` is a Streamable HTTP
     session to go on in (its id and the server's `initialize` answer, JSON), without a new
@@ -238,13 +239,13 @@ async def connect(p: Plugin, transport: str, *, private_ok: bool, attempt: Attem
     capabilities `initialize` declares are exactly those it has callbacks for. The server's
     elicitation and sampling requests go to `asker()` (app/plugins/asks.py; None: refused).
     `auth` signs the requests (an OAuth flow under way); else a plugin connected with OAuth
-    sends its stored tokens (app/plugins/oauth_tokens.py)."""
+    sends the tokens kept in `tokens` (app/plugins/oauth_tokens.py; None: none are sent)."""
     from mcp.client.sse import sse_client
     from mcp.client.streamable_http import streamable_http_client
 
     sent = headers(p)
-    if auth is None and p.kind != "stdio":
-        auth = mcp_oauth_tokens.auth_for(p)
+    if auth is None and tokens is not None and p.kind != "stdio":
+        auth = mcp_oauth_tokens.auth_for(p, tokens)
     signed = auth
     hooks = {"response": [attempt.record]}
 

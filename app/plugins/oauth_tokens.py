@@ -7,15 +7,15 @@ Every connection to a plugin connected with OAuth (listing, calls, sessions) goe
 a flow by itself, so a plugin whose refresh fails reads "401: connect with OAuth again".
 The flow that gets the tokens in the first place is app/plugins/oauth.py's.
 
-The store this needs is the worker's (`attach`, at start): connections are made where no
-store is passed.
+Where the tokens are kept (`TokenRows`: the worker's store) is given to each connection by
+whoever makes it (a listing, the conversation's session, the composer's prompts).
 """
 from __future__ import annotations
 
 import json
 import logging
 import time
-from typing import Any
+from typing import Any, Protocol
 
 from app.tables import Plugin
 
@@ -24,12 +24,15 @@ log = logging.getLogger(__name__)
 CALLBACK_PATH = "/oauth/callback"
 CLIENT_NAME = "Tabletalk"
 
-_store: Any = None  # the worker's Store (attach)
 
+class TokenRows(Protocol):
+    """Where plugins' OAuth tokens are kept: their `plugin_auth` rows (app.store.Store)."""
 
-def attach(store: Any) -> None:
-    global _store
-    _store = store
+    def plugin_auth(self, plugin: int) -> dict[str, Any] | None: ...
+
+    def set_plugin_auth(self, plugin: int, **values: str) -> None: ...
+
+    def plugin_row(self, plugin_id: int) -> Plugin | None: ...
 
 
 class RowStorage:
@@ -37,7 +40,7 @@ class RowStorage:
     a time, so a provider made later (another connection, another process) knows when to
     refresh it."""
 
-    def __init__(self, store: Any, plugin: int):
+    def __init__(self, store: TokenRows, plugin: int):
         self.store, self.plugin = store, plugin
 
     async def get_tokens(self):
@@ -89,14 +92,14 @@ class NeedsSignIn(Exception):
     """The stored tokens no longer work and only the person can sign in again."""
 
 
-def auth_for(p: Plugin) -> Any:
-    """The httpx auth for a plugin connected with OAuth (None for the others): the stored
-    tokens, refreshed as they expire; never a new flow."""
-    if _store is None or p.id is None or p.kind == "stdio":
+def auth_for(p: Plugin, tokens: TokenRows) -> Any:
+    """The httpx auth for a plugin connected with OAuth (None for the others): the tokens kept
+    in `tokens`, refreshed as they expire; never a new flow."""
+    if p.id is None or p.kind == "stdio":
         return None
     try:
-        row = _store.plugin_auth(p.id)
-        same = _store.plugin_row(p.id)
+        row = tokens.plugin_auth(p.id)
+        same = tokens.plugin_row(p.id)
     except Exception:  # the store of a worker that stopped (its database closed)
         log.info("plugin %s: no store to read its OAuth tokens from", p.name)
         return None
@@ -108,4 +111,4 @@ def auth_for(p: Plugin) -> Any:
     async def refuse(*_: Any) -> Any:
         raise NeedsSignIn(f"{p.name}: connect with OAuth again (the server no longer takes its tokens)")
 
-    return client_provider(p, RowStorage(_store, p.id), redirect, refuse, refuse)
+    return client_provider(p, RowStorage(tokens, p.id), redirect, refuse, refuse)

@@ -20,6 +20,7 @@ import anyio
 from app.plugins.attempt import Attempt
 from app.plugins.errors import PluginError, leaves
 from app.plugins.link import SSE, STDIO, STREAMABLE, connect, why
+from app.plugins.oauth_tokens import TokenRows
 from app.tables import Plugin
 
 log = logging.getLogger(__name__)
@@ -70,8 +71,9 @@ def _transports(p: Plugin) -> tuple[str, ...]:
     return (p.transport,) if p.transport in (STREAMABLE, SSE) else (STREAMABLE, SSE)
 
 
-async def _with_link(p: Plugin, private_ok: bool, work: Any) -> Any:
-    """`work(link)` over a short connection to the plugin; PluginError in plain words."""
+async def _with_link(p: Plugin, private_ok: bool, tokens: TokenRows | None, work: Any) -> Any:
+    """`work(link)` over a short connection to the plugin (its OAuth tokens, if it has some, kept
+    in `tokens`); PluginError in plain words."""
     attempt = Attempt()
     last = "not an MCP server"
     for transport in _transports(p):
@@ -79,7 +81,7 @@ async def _with_link(p: Plugin, private_ok: bool, work: Any) -> Any:
         try:
             with anyio.fail_after(TIMEOUT):
                 async with connect(p, transport, private_ok=private_ok, attempt=attempt, timeout=TIMEOUT,
-                                   read_timeout=TIMEOUT) as link:
+                                   read_timeout=TIMEOUT, tokens=tokens) as link:
                     return await work(link)
         except PluginError:
             raise
@@ -95,7 +97,8 @@ async def _with_link(p: Plugin, private_ok: bool, work: Any) -> Any:
     raise PluginError(f"{p.name}: {last}")
 
 
-async def offers(plugins: list[Plugin], *, private_ok: bool, stdio_ok: bool) -> list[Offers]:
+async def offers(plugins: list[Plugin], *, private_ok: bool, stdio_ok: bool,
+                 tokens: TokenRows | None = None) -> list[Offers]:
     """The prompts and resources of the plugins that said they have some, read in parallel."""
 
     async def one(p: Plugin) -> Offers:
@@ -126,7 +129,7 @@ async def offers(plugins: list[Plugin], *, private_ok: bool, stdio_ok: bool) -> 
                         break
 
         try:
-            await _with_link(p, private_ok, read)
+            await _with_link(p, private_ok, tokens, read)
         except PluginError as e:
             found.problem = str(e)
         return found
@@ -146,11 +149,11 @@ def check_arguments(prompt: Prompt, given: dict[str, str]) -> str:
     return ""
 
 
-async def prompt_message(p: Plugin, name: str, arguments: dict[str, str], *, private_ok: bool
-                         ) -> tuple[str, list[tuple[str, bytes]]]:
+async def prompt_message(p: Plugin, name: str, arguments: dict[str, str], *, private_ok: bool,
+                         tokens: TokenRows | None = None) -> tuple[str, list[tuple[str, bytes]]]:
     """The prompt's messages as one message's text (each message's role named when there are
     several speakers), and the files its images and embedded resources become."""
-    result = await _with_link(p, private_ok, lambda link: link.get_prompt(name, arguments))
+    result = await _with_link(p, private_ok, tokens, lambda link: link.get_prompt(name, arguments))
     parts: list[str] = []
     files: list[tuple[str, bytes]] = []
     roles = {m.role for m in result.messages}
@@ -183,9 +186,10 @@ def _content_text(content: Any, files: list[tuple[str, bytes]], name: str) -> st
     return ""
 
 
-async def resource_files(p: Plugin, uri: str, *, private_ok: bool) -> list[tuple[str, bytes]]:
+async def resource_files(p: Plugin, uri: str, *, private_ok: bool,
+                         tokens: TokenRows | None = None) -> list[tuple[str, bytes]]:
     """The resource's contents as files to attach (name, bytes)."""
-    result = await _with_link(p, private_ok, lambda link: link.read_resource(uri))
+    result = await _with_link(p, private_ok, tokens, lambda link: link.read_resource(uri))
     files = [f for c in result.contents for f in _resource_files(c, _last_part(uri))]
     if not files:
         raise PluginError(f"{p.name}’s resource {uri} came back empty")

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Mapping
 from typing import Any
 
 from app.plugins.errors import PluginError
@@ -47,7 +48,7 @@ def resumable(resume: Any) -> bool:
             and isinstance(resume.get("token"), str) and bool(resume["token"]))
 
 
-async def take_up(client: Any, name: str, args: dict[str, Any], resume: dict[str, str], progress: Any,
+async def take_up(client: Any, name: str, args: dict[str, Any], resume: Mapping[str, str], progress: Any,
                   asker: Any) -> Any:
     """The call's result, read again from its stream in the same session (see above)."""
     if client.session_id != resume["session"]:

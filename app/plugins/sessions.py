@@ -33,16 +33,18 @@ import hashlib
 import logging
 import math
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import anyio
 
 from app.plugins import resume as mcp_resume
+from app.plugins.asks import Asker
 from app.plugins.attempt import Attempt
 from app.plugins.errors import PluginError, leaves
 from app.plugins.link import CONNECT_TIMEOUT, STREAMABLE, Link, connect, why
+from app.plugins.oauth_tokens import TokenRows
 from app.tables import Plugin
 
 if TYPE_CHECKING:
@@ -69,7 +71,7 @@ class Session:
     resumed: bool = False  # taken over from the row, not opened here
     store: Any = None  # where the session's row is kept (None: nowhere)
     end: bool = False  # when closed: ended on the server too (DELETE), not only let go here
-    asker: Any = None  # the run of the call in flight, for the server's requests (app/plugins/asks.py)
+    asker: Asker | None = None  # the run of the call in flight, for the server's requests
 
     @property
     def alive(self) -> bool:
@@ -91,7 +93,8 @@ def fingerprint(p: Plugin, transport: str) -> str:
 
 
 class Sessions:
-    """This process's open sessions. `opened` counts handshakes (for tests and the log)."""
+    """A worker's open sessions (app/serve/worker.py makes one and gives it to its runner).
+    `opened` counts handshakes (for tests and the log)."""
 
     def __init__(self, idle: float = IDLE_SECONDS):
         self.idle = idle
@@ -117,7 +120,9 @@ class Sessions:
             kept = None
             if store is not None and transport == STREAMABLE and p.id is not None:
                 kept = store.mcp_session(chat, p.id, key[2])
-            fresh = await self._open(key, p, chat, transport, private_ok, kept)
+            # a plugin's OAuth tokens are no conversation's: read and refreshed unfenced too
+            fresh = await self._open(key, p, chat, transport, private_ok, kept,
+                                     store.unfenced if store is not None else None)
             if kept is None and store is not None and p.id is not None and fresh.client is not None:
                 sid = fresh.client.session_id
                 if sid and len(sid) <= 1000 and sid.isascii() and sid.isprintable():
@@ -129,10 +134,10 @@ class Sessions:
             return fresh
 
     async def _open(self, key: tuple, p: Plugin, chat: int, transport: str, private_ok: bool,
-                    kept: tuple[str, str] | None = None) -> Session:
+                    kept: tuple[str, str] | None = None, tokens: TokenRows | None = None) -> Session:
         s = Session(key, chat, p, transport, asyncio.get_running_loop(), resumed=kept is not None)
         ready: asyncio.Future = s.loop.create_future()
-        s.task = s.loop.create_task(self._hold(s, private_ok, ready, kept), name=f"mcp-{p.name}-{chat}")
+        s.task = s.loop.create_task(self._hold(s, private_ok, ready, kept, tokens), name=f"mcp-{p.name}-{chat}")
         try:
             await asyncio.wait_for(asyncio.shield(ready), CONNECT_TIMEOUT)
         except BaseException as exc:
@@ -150,10 +155,11 @@ class Sessions:
             self.resumed += 1
         return s
 
-    async def _hold(self, s: Session, private_ok: bool, ready: asyncio.Future, kept: tuple[str, str] | None) -> None:
+    async def _hold(self, s: Session, private_ok: bool, ready: asyncio.Future, kept: tuple[str, str] | None,
+                    tokens: TokenRows | None) -> None:
         try:
             async with connect(s.plugin, s.transport, private_ok=private_ok, attempt=s.attempt,
-                               resume=kept, asker=lambda: s.asker) as client:
+                               resume=kept, asker=lambda: s.asker, tokens=tokens) as client:
                 s.client = client
                 ready.set_result(None)
                 await s.closing.wait()
@@ -255,23 +261,21 @@ async def _ended(s: Session) -> None:
 _BARE = {"unreachable": "is unreachable", "timed out": "timed out", "not an MCP server": "is not an MCP server",
          "the connection was lost": "lost the connection"}  # a status, as the model is told it
 
-pool = Sessions()  # this process's sessions (every worker is a process of its own)
-
 
 async def call_tool(p: Plugin, mcp_name: str, args: dict[str, Any], *, chat: int, transport: str,
                     private_ok: bool, limit: float, abort: asyncio.Event,
                     progressed: Callable[[float, float | None, str | None], Any],
-                    sessions: Sessions | None = None, store: Any = None,
-                    dispatched: Callable[[], Any] = lambda: None, asker: Any = None,
-                    resume: dict[str, str] | None = None) -> types.CallToolResult:
-    """One tool call in the conversation's session with the plugin. Raises PluginError in
-    plain words: stopped by the person, silent for `limit` s, the connection lost ...
-    The server's elicitation and sampling requests during the call go to `asker`. With
-    `resume` the call, sent before a restart, is taken up again, never sent (app/plugins/resume.py)."""
+                    sessions: Sessions, store: Any = None,
+                    dispatched: Callable[[], Any] = lambda: None, asker: Asker | None = None,
+                    resume: Mapping[str, str] | None = None) -> types.CallToolResult:
+    """One tool call in the conversation's session with the plugin, one of `sessions`. Raises
+    PluginError in plain words: stopped by the person, silent for `limit` s, the connection
+    lost ... The server's elicitation and sampling requests during the call go to `asker`.
+    With `resume` the call, sent before a restart, is taken up again, never sent
+    (app/plugins/resume.py)."""
     from mcp.shared.exceptions import MCPError
     from mcp_types import CONNECTION_CLOSED
 
-    sessions = sessions or pool
     for second in (False, True):
         if abort.is_set():
             raise PluginError("Stopped by the person before the call was made.")

@@ -8,7 +8,9 @@ Transport: Streamable HTTP first, then SSE when the server says it speaks only t
 (app/plugins/link.py). The transport that worked is remembered by the listed tools.
 
 A tool call goes through the conversation's session with the plugin, kept open from call
-to call and run to run (app/plugins/sessions.py): stateful servers keep their state.
+to call and run to run (app/plugins/sessions.py): stateful servers keep their state. A
+listed tool is called once it is given to a run (`for_run`): the worker's sessions, the
+run's rows and what its server's questions need come with the run, not with each call.
 """
 from __future__ import annotations
 
@@ -18,8 +20,8 @@ import json
 import logging
 import re
 import time
-from collections.abc import Iterable
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -34,10 +36,12 @@ from app.plugins import asks as mcp_asks, content as mcp_content, sessions as mc
 from app.plugins.attempt import Attempt
 from app.plugins.errors import PluginError
 from app.plugins.link import SSE, STDIO, STREAMABLE, bad_address, connect, private_ok, why
+from app.plugins.oauth_tokens import TokenRows
 from app.tables import Plugin
 from app.tools import NAME_LIMIT, Result, Tool, ToolContext, unique
 
-__all__ = ["Listing", "PluginError", "call", "list_tools", "masked", "private_ok", "refresh", "tool_name"]
+__all__ = ["Listing", "PluginError", "PluginRun", "call", "for_run", "list_tools", "masked", "private_ok", "refresh",
+           "tool_name"]
 
 log = logging.getLogger(__name__)
 
@@ -102,10 +106,12 @@ def identity(p: Plugin, mcp_name: str) -> str:
 
 
 async def list_tools(p: Plugin, *, private_ok: bool, timeout: float = 10,
-                     call_timeout: float = CALL_TIMEOUT, stdio_ok: bool = False) -> Listing:
-    """The plugin's tools (see _list_tools), remembered for `refresh` (see DOWN_SECONDS)."""
+                     call_timeout: float = CALL_TIMEOUT, stdio_ok: bool = False,
+                     tokens: TokenRows | None = None) -> Listing:
+    """The plugin's tools (see _list_tools), remembered for `refresh` (see DOWN_SECONDS).
+    `tokens`: where the OAuth tokens of a plugin connected so are kept (the worker's store)."""
     listing = await _list_tools(p, private_ok=private_ok, timeout=timeout, call_timeout=call_timeout,
-                                stdio_ok=stdio_ok)
+                                stdio_ok=stdio_ok, tokens=tokens)
     key = _identity(p, private_ok)
     if listing.ok:
         _last[key] = listing
@@ -116,7 +122,8 @@ async def list_tools(p: Plugin, *, private_ok: bool, timeout: float = 10,
 
 
 async def _list_tools(p: Plugin, *, private_ok: bool, timeout: float = 10,
-                      call_timeout: float = CALL_TIMEOUT, stdio_ok: bool = False) -> Listing:
+                      call_timeout: float = CALL_TIMEOUT, stdio_ok: bool = False,
+                      tokens: TokenRows | None = None) -> Listing:
     """The plugin's tools as our Tools (`{p.name}_{tool}`), and its status: "3 tools", or
     why not ("refused: ...", "unreachable", "401: the server refused the secret",
     "timed out", "not an MCP server"). Never raises for the plugin's failures.
@@ -133,7 +140,7 @@ async def _list_tools(p: Plugin, *, private_ok: bool, timeout: float = 10,
         try:
             with anyio.fail_after(max(0.0, deadline - anyio.current_time())):
                 async with connect(p, transport, private_ok=private_ok, attempt=attempt,
-                                   timeout=timeout, read_timeout=timeout) as client:
+                                   timeout=timeout, read_timeout=timeout, tokens=tokens) as client:
                     found = await _all_tools(client)
                     caps = client.server_capabilities
         except Exception as exc:
@@ -184,7 +191,7 @@ def _listing(p: Plugin, found: list[types.Tool], transport: str, *, private_ok: 
             name=name,
             description=(mcp_tool.description or mcp_tool.title or "").strip(),
             parameters=schema,
-            run=_runner(p, mcp_tool.name, transport, private_ok=private_ok, timeout=call_timeout),
+            run=PluginCall(p, mcp_tool.name, transport, private_ok, call_timeout),
             idempotent=bool(hints and (hints.read_only_hint or hints.idempotent_hint)),
             plugin=p.name,
             key=identity(p, mcp_tool.name),
@@ -285,7 +292,8 @@ def defaults_optional(schema: Any) -> Any:
 
 
 async def refresh(plugins: Iterable[Plugin], *, private_ok: bool, timeout: float = 10,
-                  call_timeout: float = CALL_TIMEOUT, stdio_ok: bool = False) -> dict[int | None, Listing]:
+                  call_timeout: float = CALL_TIMEOUT, stdio_ok: bool = False,
+                  tokens: TokenRows | None = None) -> dict[int | None, Listing]:
     """Every enabled plugin's listing, by plugin id, read concurrently (see DOWN_SECONDS)."""
     enabled = [p for p in plugins if p.enabled]
 
@@ -298,7 +306,8 @@ async def refresh(plugins: Iterable[Plugin], *, private_ok: bool, timeout: float
         task = _pending.get(key)
         if task is None or task.done():
             task = _pending[key] = asyncio.ensure_future(
-                list_tools(p, private_ok=private_ok, timeout=timeout, call_timeout=call_timeout, stdio_ok=stdio_ok))
+                list_tools(p, private_ok=private_ok, timeout=timeout, call_timeout=call_timeout, stdio_ok=stdio_ok,
+                           tokens=tokens))
             task.add_done_callback(lambda t: _pending.pop(key, None) if _pending.get(key) is t else None)
         if last is not None or down is not None:  # known, or known to have been down
             done, _ = await asyncio.wait({task}, timeout=WAIT_KNOWN_STDIO if p.kind == "stdio" else WAIT_KNOWN)
@@ -311,8 +320,8 @@ async def refresh(plugins: Iterable[Plugin], *, private_ok: bool, timeout: float
     return {p.id: listing for p, listing in zip(enabled, listings)}
 
 
-async def agent_tools(store: Any, config: Any, agent: Any, taken: set[str]) -> list[Tool]:
-    """The tools of the agent's enabled plugins for a run, listed afresh (see refresh), named
+async def agent_tools(store: Any, config: Any, agent: Any, taken: set[str], run: PluginRun) -> list[Tool]:
+    """The tools of the agent's enabled plugins for `run`, listed afresh (see refresh), named
     apart from `taken` (the oldest plugin keeps a name); each listing goes into its row."""
     enabled = store.plugins(agent.id, enabled_only=True)
     if not enabled:
@@ -320,13 +329,13 @@ async def agent_tools(store: Any, config: Any, agent: Any, taken: set[str]) -> l
     owner = store.owner()
     listings = await refresh(enabled, private_ok=private_ok(config.private_plugins, owner, agent.person),
                              call_timeout=config.plugin_timeout,
-                             stdio_ok=mcp_stdio.allowed(config.stdio_plugins, owner, agent.person))
+                             stdio_ok=mcp_stdio.allowed(config.stdio_plugins, owner, agent.person), tokens=store)
     found: list[Tool] = []
     for p in enabled:
         listing = listings.get(p.id)
         if listing is not None:
             record(store, p, listing)
-            found.extend(unique(listing.tools, taken))
+            found.extend(unique(for_run(listing.tools, run), taken))
     return found
 
 
@@ -335,19 +344,51 @@ async def agent_tools(store: Any, config: Any, agent: Any, taken: set[str]) -> l
 # --------------------------------------------------------------------------
 
 
-def _runner(p: Plugin, mcp_name: str, transport: str, *, private_ok: bool, timeout: float):
-    async def run(args: dict[str, Any], ctx: ToolContext) -> Result:
-        return await call(p, mcp_name, args, ctx, transport=transport, private_ok=private_ok, timeout=timeout)
+@dataclass(frozen=True)
+class PluginRun:
+    """What a run gives its plugins' calls: the worker's sessions they are made in, the rows
+    they keep things in (the run's store, held to its lease: a result's image, the server's
+    questions; None: nothing is kept), and for the server's questions to the person and
+    requests for the model's words, the run's wake-ups and the agent's model (no store or no
+    wake-ups: they are refused)."""
 
-    return run
+    sessions: mcp_sessions.Sessions
+    store: Any = None
+    changed: Callable[[float], Awaitable[None]] | None = None  # wakes when any row changed (the feed)
+    complete: mcp_asks.Complete | None = None  # the agent's model, for sampling
+    model: str = ""
 
 
-async def call(p: Plugin, mcp_name: str, args: dict[str, Any], ctx: ToolContext, *, transport: str = STREAMABLE,
-               private_ok: bool, timeout: float = CALL_TIMEOUT) -> Result:
-    """Call one MCP tool in the conversation's session with the plugin. Raises PluginError
-    with the server's text for an error result, and with a plain reason for a server silent
-    for `timeout` s (progress restarts the count), a lost connection or `ctx.abort` (which
-    cancels the call at once)."""
+@dataclass(frozen=True)
+class PluginCall:
+    """A plugin tool's `run`: its call in the conversation's session with the plugin, once
+    the tool is given to a run (`given`; a tool only listed has none and refuses)."""
+
+    plugin: Plugin
+    mcp_name: str
+    transport: str
+    private_ok: bool
+    timeout: float
+    given: PluginRun | None = None
+
+    async def __call__(self, args: dict[str, Any], ctx: ToolContext) -> Result:
+        if self.given is None:
+            raise PluginError(f"{self.plugin.name}: a listed tool is called only in a run")
+        return await call(self.plugin, self.mcp_name, args, ctx, self.given, transport=self.transport,
+                          private_ok=self.private_ok, timeout=self.timeout)
+
+
+def for_run(tools: list[Tool], run: PluginRun) -> list[Tool]:
+    """`tools` as `run` calls them: each plugin tool's calls made in its sessions and rows."""
+    return [replace(t, run=replace(t.run, given=run)) if isinstance(t.run, PluginCall) else t for t in tools]
+
+
+async def call(p: Plugin, mcp_name: str, args: dict[str, Any], ctx: ToolContext, run: PluginRun, *,
+               transport: str = STREAMABLE, private_ok: bool, timeout: float = CALL_TIMEOUT) -> Result:
+    """Call one MCP tool in the conversation's session with the plugin, one of `run`'s. Raises
+    PluginError with the server's text for an error result, and with a plain reason for a
+    server silent for `timeout` s (progress restarts the count), a lost connection or
+    `ctx.abort` (which cancels the call at once)."""
 
     async def progressed(progress: float, total: float | None, message: str | None) -> None:
         text = message or (f"{progress:g}/{total:g}" if total else f"{progress:g}")
@@ -356,13 +397,13 @@ async def call(p: Plugin, mcp_name: str, args: dict[str, Any], ctx: ToolContext,
         except Exception:  # a broken progress sink must not fail the call
             log.exception("progress of %s_%s", p.name, mcp_name)
 
-    asker = mcp_asks.Asker.of(ctx, p.name)
+    asker = (mcp_asks.Asker(run.store, ctx.chat, p.name, run.changed, run.complete, run.model, ctx.abort)
+             if run.store is not None and run.changed is not None else None)
     try:
         result = await mcp_sessions.call_tool(p, mcp_name, args, chat=ctx.chat, transport=transport,
                                               private_ok=private_ok, limit=timeout, abort=ctx.abort,
-                                              progressed=progressed, sessions=ctx.sessions, store=ctx.store,
-                                              dispatched=ctx.dispatched, asker=asker,
-                                              resume=getattr(ctx, "resume", None))
+                                              progressed=progressed, sessions=run.sessions, store=run.store,
+                                              dispatched=ctx.dispatched, asker=asker, resume=ctx.resume)
     except asyncio.CancelledError:
         raise  # a Stop or a shutdown: the turn ends its requests (mcp_asks.ended)
     except BaseException:
@@ -374,5 +415,5 @@ async def call(p: Plugin, mcp_name: str, args: dict[str, Any], ctx: ToolContext,
     if result.is_error:
         text = mcp_content.convert(result, mcp_name).text
         raise PluginError(text or f"{mcp_name} failed without saying why")
-    return mcp_content.convert(result, mcp_name, ctx.store, ctx.chat)
+    return mcp_content.convert(result, mcp_name, run.store, ctx.chat)
 

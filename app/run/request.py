@@ -98,10 +98,10 @@ class Requests:
         current = window.Cut(context["start"], context["trim"]) if kept else window.Cut()
         items = self.store.lineage_items(self.chat, path, current.start)
         parts = segments(items, attachments=self.attachment, images=self.images, documents=self.document)
-        blocks = []
+        spans = []
         for p in parts:
             full = window.request_tokens(p.messages)
-            blocks.append(window.Block(p.turn, p.starts, full,
+            spans.append(window.Span(p.turn, p.starts, full,
                                        full if p.short is p.messages else window.request_tokens(p.short)))
         instructions = self.instructions()
         plan = self.store.plan(self.chat)
@@ -112,37 +112,37 @@ class Requests:
         if self.window:
             budget = int(self.window * self.share)
             try:
-                cut = window.choose(blocks, fixed, current, budget, ratio)
+                cut = window.choose(spans, fixed, current, budget, ratio)
             except window.TooLong as e:
-                cut = self.fit_outputs(parts, blocks, fixed, current, budget, ratio)
+                cut = self.fit_outputs(parts, spans, fixed, current, budget, ratio)
                 if cut is None:
-                    raise loop.ModelError(self.too_long(e.tokens, blocks, ratio)) from None
+                    raise loop.ModelError(self.too_long(e.tokens, spans, ratio)) from None
         else:
             cut = current
         # The plan rides in the system prompt only once the call that set it is out of view.
         seen_plan = any(it.kind == "call" and it.name == "update_plan" and it.turn >= cut.start for it in items)
         prompt = with_plan(instructions, plan.text if plan and not seen_plan else "")
         messages = [loop.Message("system", prompt)] if prompt else []
-        for i, (b, p) in enumerate(zip(blocks, parts)):
+        for i, (b, p) in enumerate(zip(spans, parts)):
             if cut.shows(b):
                 messages.extend(p.short if cut.shortens(i, b) else p.messages)
         self.raw = window.request_tokens(messages, self.tools)
         self.estimate = window.calibrated(self.raw, ratio)
         if (cut.start, cut.trim, self.window) != (context["start"], context["trim"], context["window"]):
             # a write only when the view moved (rarely): the estimate goes with the usage
-            hidden = [b for b in blocks if not cut.shows(b)]
+            hidden = [b for b in spans if not cut.shows(b)]
             before = context if kept else {"turns_out": 0, "left_out": 0}
             self.store.set_context(self.chat, start=cut.start, trim=cut.trim, window=self.window,
                                    turns_out=before["turns_out"] + sum(1 for b in hidden if b.starts),
                                    left_out=before["left_out"] + window.calibrated(sum(b.full for b in hidden), ratio))
         return messages
 
-    def fit_outputs(self, parts: list, blocks: list[window.Block], fixed: int, current: window.Cut,
+    def fit_outputs(self, parts: list, spans: list[window.Span], fixed: int, current: window.Cut,
                     budget: int, ratio: float) -> window.Cut | None:
         """The latest step's tool outputs are too long for any request: send them with their
         middle left out (window.fitted), as long as will fit, so the run goes on; the rows
-        keep them whole. None when even that does not fit. Changes `parts` and `blocks`."""
-        last, block = parts[-1], blocks[-1]
+        keep them whole. None when even that does not fit. Changes `parts` and `spans`."""
+        last, span = parts[-1], spans[-1]
         outputs = [len(m.content) for m in last.messages if m.role == "tool" and isinstance(m.content, str)]
         cap = max(outputs, default=0) // 2
         while cap >= window.KEPT_OUTPUT:
@@ -151,15 +151,15 @@ class Requests:
                 else m for m in last.messages)
             parts[-1] = replace(last, messages=messages, short=messages)
             tokens = window.request_tokens(messages)
-            blocks[-1] = replace(block, full=tokens, short=tokens)
+            spans[-1] = replace(span, full=tokens, short=tokens)
             try:
-                return window.choose(blocks, fixed, current, budget, ratio)
+                return window.choose(spans, fixed, current, budget, ratio)
             except window.TooLong:
                 cap //= 2
-        parts[-1], blocks[-1] = last, block
+        parts[-1], spans[-1] = last, span
         return None
 
-    def too_long(self, tokens: int, blocks: list[window.Block], ratio: float = 1.0) -> str:
+    def too_long(self, tokens: int, spans: list[window.Span], ratio: float = 1.0) -> str:
         """Why nothing was sent, in plain words: the tools, when they take most of it."""
         budget = int(self.window * self.share)
         tools = window.calibrated(window.tools_tokens(self.tools), ratio)
@@ -174,7 +174,7 @@ class Requests:
             return (f"The tools this agent offers take about {tools:,} tokens, and {self.model} takes {budget:,} "
                     f"for a request (of its {self.window:,}): {listed}. Nothing was sent. Untick the tools you "
                     f"do not need on the agent’s Tools tab, or choose a model with a larger window.")
-        what = ("Your message is too long" if sum(1 for b in blocks if b.turn == self.user.id) == 1
+        what = ("Your message is too long" if sum(1 for b in spans if b.turn == self.user.id) == 1
                 else "This answer has grown too long")
         return (f"{what} for the model’s context window: it needs about {tokens:,} tokens, and "
                 f"{self.model} takes {budget:,} for a request (of its {self.window:,}). Nothing was sent. "

@@ -4,7 +4,7 @@ Started with every worker (app/serve/worker.py). Work is found from rows, never 
 (store/runs.py: a `user` item not done, a `retry` or `stop` not handled). A conversation
 is answered by one worker at a time, the one holding its lease in `runs`; the lease is
 renewed while it works and taken over once it expires. Within a conversation the pending
-items are handled one at a time, in order: each by a Turn (turn.py) that setup.py makes,
+items are handled one at a time, in order: each by a Turn (turn.py) that turn_setup.py makes,
 which turns the agent loop's events into rows through the runner's one write buffer
 (writes.py). After a conversation's first answer titles.py names it.
 """
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from .. import agent as loop
 from . import space
-from ..plugins import sessions as mcp_sessions
+from ..plugins.sessions import Sessions
 from ..beat import beat_at_or_after
 from ..config import Config
 from ..feed.dispatch import Feed
@@ -30,9 +30,10 @@ from ..store import Store, db as dbm
 from ..store.rows import LeaseLost
 from ..store.outage import Outage, unavailable
 from ..tables import Item, item
-from .setup import Setup, relist_forever
+from .choices import relist_forever
 from .naming import name_conversation
 from .turn import Stopped, Turn
+from .turn_setup import TurnSetup
 from .writes import Writes
 
 log = logging.getLogger(__name__)
@@ -64,11 +65,12 @@ class Run:
 
 
 class Runner(space.DiskFull):
-    def __init__(self, config: Config, store: Store, feed: Feed, providers: Providers):
+    def __init__(self, config: Config, store: Store, feed: Feed, providers: Providers, sessions: Sessions):
         self.config = config
         self.store = store
         self.feed = feed
         self.providers = providers
+        self.sessions = sessions  # the worker's plugin sessions: its turns' calls, swept here
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
         self.lease_seconds = config.lease_seconds
         self.shared = bool(config.database_url)  # other servers' runners scan the same rows
@@ -77,7 +79,7 @@ class Runner(space.DiskFull):
         # every turn's growing text, written once a beat
         self.writes = Writes(store, full=self.disk_full, quiet=None if dbm.postgres(store.db) else self.quiet,
                              owner=self.owner)
-        self.setup = Setup(config, store, providers)
+        self.turn_setup = TurnSetup(config, store, providers, sessions)
         self.stopping = False
         self._wake: asyncio.Future | None = None  # done: scan again at once (a run ended)
         self._scanned = 0  # the rev the last scan read up to
@@ -110,7 +112,6 @@ class Runner(space.DiskFull):
             t.cancel()
         await asyncio.gather(*self._tasks, *self._side, return_exceptions=True)
         self.writes.close()
-        await mcp_sessions.pool.close_all()
 
     def quiet(self) -> bool:
         """Whether a write of growing text need not wake the feed at once: no page follows in
@@ -247,7 +248,7 @@ class Runner(space.DiskFull):
         while not self.stopping:
             await asyncio.sleep(self.renew_seconds)
             try:  # plugin sessions of deleted conversations, and idle ones, are closed
-                await mcp_sessions.pool.sweep(self.store.existing)
+                await self.sessions.sweep(self.store.existing)
             except Exception as e:
                 if not unavailable(e):  # (the scan says an outage)
                     log.exception("closing plugin sessions failed")
@@ -392,10 +393,10 @@ class Runner(space.DiskFull):
         # so that the answer is made from all of it; a Stop meanwhile ends the wait
         while user.file_ids and self.store.attached_reading(run.chat, user.file_ids):
             await self.feed.changed(1.0)
-        turn = run.turn = await self.setup.turn(run.chat, user, retry, self.writes, changed=self.feed.changed,
-                                                store=run.store)
+        turn = run.turn = await self.turn_setup.turn(run.chat, user, retry, self.writes, changed=self.feed.changed,
+                                                     store=run.store)
         run.store.update(user.id)  # it is answered now, no longer queued: pages re-render it
-        if why := self.setup.unready(turn.model):
+        if why := self.turn_setup.unready(turn.model):
             turn.emit(loop.Failed(why))
         else:
             await turn.run(self.providers.stream_fn(turn.model, thinking=turn.thinking or None))

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from .. import agent as loop
 from .. import branches
-from ..plugins import asks as mcp_asks, sessions as mcp_sessions
+from ..plugins import asks as mcp_asks
 from ..store import db as dbm
 from ..context.segments import DECLINED, call_id
 from ..knowledge.ranking import Meaning
@@ -67,8 +67,6 @@ class Turn(Requests):
     raw: int = 0             # the last request's raw token count, for calibration by its usage
     estimate: int = 0        # ... and its calibrated estimate, kept with the usage
     measured: bool = True    # the last request's usage arrived (or none was made)
-    # The agent's model for a plugin's sampling request: (messages, max_tokens) -> its text.
-    complete: Callable[[list, int], Awaitable[str]] | None = None
     # A question's vector by the embedding model, for search_knowledge (None: no AI_EMBEDDINGS)
     meaning: Callable[[str], Awaitable[Meaning]] | None = None
     _prompt: str | None = field(default=None, init=False, repr=False)  # instructions(), once per run
@@ -137,9 +135,7 @@ class Turn(Requests):
             return
         pending_calls = self.resume()
         context = self.context = ToolContext(chat=self.chat, agent=self.agent.id if self.agent else None,
-                                             store=self.store, sessions=mcp_sessions.pool,
-                                             asking=mcp_asks.Run(self.changed, self.complete, self.model),
-                                             meaning=self.meaning)
+                                             store=self.store, meaning=self.meaning)
         by_name = {t.name: t for t in self.tools}
         for call_item in pending_calls:
             if context.abort.is_set():

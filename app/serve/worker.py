@@ -1,6 +1,6 @@
 """One worker's moving parts, started and stopped together: the database connection, the
-change feed, the model clients, the runner and the reader of documents. The web app's lifespan and the Python API's
-`serve` both run a worker this way."""
+change feed, the model clients, the plugin sessions, the runner and the reader of documents.
+The web app's lifespan and the Python API's `serve` both run a worker this way."""
 from __future__ import annotations
 
 import asyncio
@@ -11,7 +11,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
 from ..accounts import setup
-from ..plugins import oauth_tokens as mcp_oauth_tokens
+from ..plugins.sessions import Sessions
 from ..store import Store, db as dbm, outage, schema
 from ..config import Config
 from ..feed.dispatch import Feed, Render, RenderBuiltin, RenderDocuments, RenderList, RenderOutage
@@ -20,7 +20,7 @@ from ..providers.client import Providers
 from ..run.ingest import Ingest
 from ..run.embedding import Embedding
 from ..run.runner import Runner
-from ..run.setup import refresh_choices
+from ..run.choices import refresh_choices
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +31,7 @@ class Worker:
     store: Store
     feed: Feed
     providers: Providers
+    sessions: Sessions  # the plugin sessions its conversations hold (closed when it stops)
     runner: Runner
     key: bytes  # signs forms (web/csrf.py): the database's, the same on every server of it
 
@@ -62,13 +63,13 @@ async def running(config: Config, render: Render | None = None,
     # would start it again, and again, and then stop the whole server ("crash loop").
     store, feed, key = await outage.awaited(opened, say=log.warning)
     db = store.db
-    mcp_oauth_tokens.attach(store)  # plugins connected with OAuth read and refresh their tokens here
     providers = Providers(config)
-    runner = Runner(config, store, feed, providers)
+    sessions = Sessions()
+    runner = Runner(config, store, feed, providers, sessions)
     ingest = Ingest(config, store, feed, runner.owner)
     embedding = Embedding(config.embeddings, store, feed, providers) if config.embeddings else None
-    providers.lessons.keep(store, runner.setup.window_of)  # what servers teach is kept in rows (providers/limits.py)
-    worker = Worker(config, store, feed, providers, runner, key)
+    providers.lessons.keep(store, runner.turn_setup.window_of)  # what servers teach is kept in rows (providers/limits.py)
+    worker = Worker(config, store, feed, providers, sessions, runner, key)
     feed.start()
     watching: asyncio.Task | None = None
     try:
@@ -103,7 +104,7 @@ async def running(config: Config, render: Render | None = None,
         if embedding is not None:
             await embedding.stop()
         await runner.stop()
+        await sessions.close_all()  # the runs are over: their sessions go (kept rows stay)
         await feed.aclose()
         await providers.close()
-        mcp_oauth_tokens.attach(None)
         db.conn.close()

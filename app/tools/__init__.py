@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Protocol
 
 from ..knowledge.ranking import Meaning
+from ..tables import Found, Skill
 
 
 NAME_LIMIT = 64  # the Chat Completions API's limit on a function name
@@ -35,13 +37,52 @@ class Result:
     unsent: bool = False  # `file` is for the person only: not sent to the model
 
 
+# What the built-in tools read and write of the rows: a small protocol for each (app.store.Store
+# is all of them; the tools layer stands below the store and names only what it uses).
+
+class Plans(Protocol):
+    """update_plan's: the conversation's checklist."""
+
+    def set_plan(self, chat: int, text: str) -> Any: ...
+
+
+class Memories(Protocol):
+    """remember's: the agent's memories, checked and added in one transaction."""
+
+    def write(self) -> AbstractContextManager[Any]: ...
+
+    def memories(self, agent: int) -> list[dict[str, Any]]: ...
+
+    def outside_output(self, chat: int, inside: tuple[str, ...]) -> bool: ...
+
+    def add_memory(self, agent: int, text: str, *, outside: bool = False, chat: int | None = None) -> int: ...
+
+
+class Skills(Protocol):
+    """load_skill's: the shared skills."""
+
+    def skills(self) -> list[Skill]: ...
+
+
+class Passages(Protocol):
+    """search_knowledge's: what the conversation may see of the person's documents, searched."""
+
+    def knowledge_scope(self, chat: int, agent: int | None) -> Any: ...
+
+    def search_passages(self, query: str, scope: Any, limit: int = 8, meaning: Meaning | None = None
+                        ) -> list[Found]: ...
+
+
+class ToolStore(Plans, Memories, Skills, Passages, Protocol):
+    """Every row a built-in tool may read or write: nothing else of the store reaches a tool."""
+
+
 @dataclass
 class ToolContext:
-    """What a running tool may know and use.
-
-    `store` is the plumbing for tools that keep something in the conversation or the agent
-    (the plan, memories, skills); tools that only reach out (pages, plugins) leave it alone.
-    """
+    """What a running tool may know and use: its conversation and agent, the person's Stop, a
+    sink for progress, and the rows the built-in tools keep things in. A plugin's tool gets
+    what its calls need (the worker's sessions, the run's rows) when it is given to a run
+    (app/plugins/tools.py), not here."""
 
     chat: int
     agent: int | None
@@ -51,16 +92,11 @@ class ToolContext:
     # do nothing). A tool with `dispatches` calls it itself; for the others it is called
     # just before `run`.
     dispatched: Callable[[], None] = lambda: None
-    store: Any = None  # app.store.Store; Any keeps tools importable without the storage layer
-    # The plugin sessions a plugin's call is made in (app.plugins.sessions.Sessions; None: this
-    # process's pool, mcp_sessions.pool).
-    sessions: Any = None
-    # What a plugin's request to the person during the call needs of the run: its wake-ups and
-    # its model (app.plugins.asks.Run; None: such requests are refused).
-    asking: Any = None
-    # A plugin's call that a restart cut while its server's question waited for the person,
-    # to be taken up again rather than sent (app.plugins.resume; set by the turn for that call).
-    resume: Any = None
+    store: ToolStore | None = None  # None: the tools that keep something refuse, in words
+    # A call a restart cut after it was sent, to be taken up rather than sent again: what its
+    # tool kept for that (a plugin's, while its server's question waited: app/plugins/resume.py;
+    # set by the turn for that call only).
+    resume: Mapping[str, str] | None = None
     # A question's vector by the embedding model, for search_knowledge (AI_EMBEDDINGS; None:
     # none is set, the documents are searched by their words alone).
     meaning: Callable[[str], Awaitable[Meaning]] | None = None

@@ -7,7 +7,7 @@ from litestar import Request, Response
 from ..plugins import tools as mcp_tools
 from ..tables import Assistant, NAME_MAX
 from ..tools import Tool, chosen, names, unique
-from ..tools.builtin import builtin_tools
+from ..tools.standard import builtin_tools
 from ..providers.thinking import THINKING
 from ..serve.worker import Worker
 from . import plugin_listings, render

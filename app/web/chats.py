@@ -83,7 +83,7 @@ async def index(request: Request, agent: FromQuery[str | None] = None) -> Respon
 
 
 @dataclass(frozen=True)
-class Message:
+class Composed:
     """A message as the composer sends it, checked, its files read (nothing written yet)."""
 
     text: str
@@ -93,7 +93,7 @@ class Message:
     uploads: list[tuple[str, bytes]]
 
 
-async def message_of(request: Request, s: Worker) -> Message:
+async def message_of(request: Request, s: Worker) -> Composed:
     text = (await form_field(request, "text", TEXT_MAX)).strip()
     thinking = thinking_level(await form_field(request, "thinking", 20))
     when = (await form_field(request, "when", 20)).strip()
@@ -105,7 +105,7 @@ async def message_of(request: Request, s: Worker) -> Message:
     uploads = await attachments(request, s.config.upload_max, s.config.upload_count)
     if uploads and not space.Reserve(s.config.data).held():  # the disk is full: keep its last room for answers
         raise HTTPException(status_code=507, detail=space.NO_UPLOADS)
-    return Message(text, model, thinking, WHEN[when], uploads)
+    return Composed(text, model, thinking, WHEN[when], uploads)
 
 
 @post("/c")

@@ -4,7 +4,7 @@ from __future__ import annotations
 from litestar import Request, Response, get, post
 
 from ..providers.ids import groups
-from ..run.setup import refresh_choices
+from ..run.choices import refresh_choices
 from .templating import fragment
 from .toolkit import go, is_htmx, local_path, worker
 

@@ -53,7 +53,7 @@ def stdio_ok(s: Worker, agent: Assistant) -> bool:
 async def read(s: Worker, agent: Assistant, p: Plugin) -> mcp_tools.Listing:
     """List the plugin's tools now, and keep what it said (the row, this worker's cache)."""
     listing = await mcp_tools.list_tools(replace(p, enabled=True), private_ok=private_ok(s, agent), timeout=5,
-                                   stdio_ok=stdio_ok(s, agent))
+                                         stdio_ok=stdio_ok(s, agent), tokens=s.store)
     _listings[listed(p)] = listing
     mcp_tools.record(s.store, p, listing)
     return listing

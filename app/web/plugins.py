@@ -15,11 +15,11 @@ from litestar.params import FromPath
 from ..plugins import stdio as mcp_stdio, tools as mcp_tools
 from ..tables import Assistant, Plugin, site_name
 from ..tools import names
-from ..tools.builtin import builtin_tools
+from ..tools.standard import builtin_tools
 from ..serve.worker import Worker
 from .agent_view import PLUGIN_NAME_MAX, agent_view, back
 from .plugin_listings import forget_listing, read, stdio_ok
-from .toolkit import agent_or_404, form_field, parse_id, worker
+from .toolkit import Refused, agent_or_404, form_field, parse_id, worker
 
 ADDRESS_MAX = 2_000
 SECRET_MAX = 4_000
@@ -36,18 +36,11 @@ _ENV = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # --------------------------------------------------------------------------
 
 
-class Refused(Exception):
-    """A field the form must show again with a message beside it: (field, message)."""
-
-    def __init__(self, field: str, message: str):
-        super().__init__(message)
-        self.field, self.message = field, message
-
-
 async def field(request: Request, name: str, most: int, what: str) -> str:
     value = (await form_field(request, name, READ_MAX)).strip()
     if len(value) > most:
-        raise Refused(name, f"{what} is too long: at most {most:,} characters (this one has {len(value):,}).")
+        raise Refused(field=name,
+                      message=f"{what} is too long: at most {most:,} characters (this one has {len(value):,}).")
     return value
 
 
@@ -59,15 +52,18 @@ def reserved(name: str) -> bool:
 
 def check_name(s: Worker, agent: Assistant, name: str, this: int | None = None) -> str:
     if len(name) > PLUGIN_NAME_MAX:
-        raise Refused("name", f"A plugin's name is at most {PLUGIN_NAME_MAX} characters: it begins each of its "
+        raise Refused(field="name",
+                      message=f"A plugin's name is at most {PLUGIN_NAME_MAX} characters: it begins each of its "
                               f"tools' names.")
     if not _NAME.fullmatch(name):
-        raise Refused("name", "A plugin's name has letters, digits, - and _ only, and begins with a letter or a "
+        raise Refused(field="name",
+                      message="A plugin's name has letters, digits, - and _ only, and begins with a letter or a "
                               "digit: it begins each of its tools' names.")
     if reserved(name):
-        raise Refused("name", f"“{name}” would make its tools read as built-in ones: choose another name.")
+        raise Refused(field="name",
+                      message=f"“{name}” would make its tools read as built-in ones: choose another name.")
     if any(p.name.lower() == name.lower() and p.id != this for p in s.store.plugins(agent.id)):
-        raise Refused("name", f"This agent has a plugin named “{name}” already.")
+        raise Refused(field="name", message=f"This agent has a plugin named “{name}” already.")
     return name
 
 
@@ -83,49 +79,53 @@ def free_name(s: Worker, agent: Assistant, base: str) -> str:
 
 def check_address(address: str) -> str:
     if not address:
-        raise Refused("address", "A plugin's address is an http:// or https:// URL.")
+        raise Refused(field="address", message="A plugin's address is an http:// or https:// URL.")
     if any(c.isspace() or ord(c) < 0x20 or ord(c) == 0x7F for c in address):
-        raise Refused("address", "An address has no spaces or control characters.")
+        raise Refused(field="address", message="An address has no spaces or control characters.")
     if problem := mcp_tools.bad_address(address):
-        raise Refused("address", "A plugin's address is an http:// or https:// URL with a host name."
+        raise Refused(field="address",
+                      message="A plugin's address is an http:// or https:// URL with a host name."
                       if "http" in problem else "That address is not a valid URL.")
     return address
 
 
 def check_header(header: str) -> str:
     if header and not all(c.isascii() and (c.isalnum() or c in "-_") for c in header):
-        raise Refused("header", "A header name has letters, digits, - and _ only.")
+        raise Refused(field="header", message="A header name has letters, digits, - and _ only.")
     return header
 
 
 def check_secret(secret: str) -> str:
     if secret and (not secret.isascii() or any(ord(c) < 0x20 or ord(c) == 0x7F for c in secret)):
-        raise Refused("secret", "A secret is sent as a header: plain ASCII characters only, no line breaks.")
+        raise Refused(field="secret",
+                      message="A secret is sent as a header: plain ASCII characters only, no line breaks.")
     return secret
 
 
 def check_command(command: str, args_text: str, env_text: str) -> tuple[str, tuple[str, ...], tuple[tuple[str, str], ...]]:
     if not command:
-        raise Refused("command", "A command plugin needs the program to run (e.g. /usr/bin/node).")
+        raise Refused(field="command",
+                      message="A command plugin needs the program to run (e.g. /usr/bin/node).")
     if any(ord(c) < 0x20 or ord(c) == 0x7F for c in command):
-        raise Refused("command", "The program's name has no control characters.")
+        raise Refused(field="command", message="The program's name has no control characters.")
     args = tuple(a for a in (line.strip() for line in args_text.splitlines()) if a)
     if len(args) > mcp_stdio.ARGS_MAX:
-        raise Refused("args", f"At most {mcp_stdio.ARGS_MAX} arguments, one a line.")
+        raise Refused(field="args", message=f"At most {mcp_stdio.ARGS_MAX} arguments, one a line.")
     if any("\0" in a for a in args):
-        raise Refused("args", "An argument has no NUL characters.")
+        raise Refused(field="args", message="An argument has no NUL characters.")
     env: list[tuple[str, str]] = []
     for line in env_text.splitlines():
         if not line.strip():
             continue
         key, eq, value = line.strip().partition("=")
         if not eq or not _ENV.fullmatch(key):
-            raise Refused("env", f"Each line is NAME=value, the name of letters, digits and _: not “{line.strip()[:40]}”.")
+            raise Refused(field="env", message=f"Each line is NAME=value, the name of letters, digits and _: "
+                                               f"not “{line.strip()[:40]}”.")
         if "\0" in value:
-            raise Refused("env", "A value has no NUL characters.")
+            raise Refused(field="env", message="A value has no NUL characters.")
         env.append((key, value))
     if len(env) > mcp_stdio.ENV_MAX:
-        raise Refused("env", f"At most {mcp_stdio.ENV_MAX} variables.")
+        raise Refused(field="env", message=f"At most {mcp_stdio.ENV_MAX} variables.")
     return command, args, tuple(env)
 
 
@@ -249,8 +249,8 @@ async def stdio_fields(request: Request, s, agent) -> tuple[str, tuple[str, ...]
     """A stdio plugin's program, arguments and environment from its form, checked; refused
     when commands run on this machine are off for this agent."""
     if not stdio_ok(s, agent):
-        raise Refused("stdio", "Commands run on this machine are off: the owner may turn them on "
-                               "(TABLETALK_STDIO_PLUGINS=1), for the owner's agents only.")
+        raise Refused(field="stdio", message="Commands run on this machine are off: the owner may turn them on "
+                                             "(TABLETALK_STDIO_PLUGINS=1), for the owner's agents only.")
     return check_command(await field(request, "command", COMMAND_MAX, "The program"),
                          await field(request, "args", ARG_MAX * 10, "The arguments"),
                          await field(request, "env", ARG_MAX * 10, "The environment"))

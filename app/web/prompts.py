@@ -65,7 +65,7 @@ def _offers_args(request: Request, where: Where) -> tuple[list, bool, bool]:
 
 async def _offers(request: Request, where: Where) -> list[mcp_prompts.Offers]:
     plugins, private_ok, stdio_ok = _offers_args(request, where)
-    return await mcp_prompts.offers(plugins, private_ok=private_ok, stdio_ok=stdio_ok)
+    return await mcp_prompts.offers(plugins, private_ok=private_ok, stdio_ok=stdio_ok, tokens=worker(request).store)
 
 
 def view(request: Request, where: Where, offers: list[mcp_prompts.Offers], *, part: bool = False,
@@ -142,7 +142,8 @@ async def _send_prompt(request: Request, where: Where) -> Response:
     given = {k[4:]: v for k, v in form.items() if k.startswith("arg.") and isinstance(v, str)}
     if any(len(v) > mcp_prompts.ARGUMENT_MAX for v in given.values()) or len(given) > 100:
         raise HTTPException(status_code=413, detail="Those arguments are too long.")
-    offers = await mcp_prompts.offers([p], private_ok=private_ok, stdio_ok=True)
+    tokens = worker(request).store  # where plugins connected with OAuth keep their tokens
+    offers = await mcp_prompts.offers([p], private_ok=private_ok, stdio_ok=True, tokens=tokens)
     prompt = next((x for o in offers for x in o.prompts if x.name == name), None)
     key = f"{p.id}/{name}"
     if prompt is None:
@@ -153,7 +154,7 @@ async def _send_prompt(request: Request, where: Where) -> Response:
                     problem=(key, bad), typed={f"{key}/{k}": v for k, v in given.items()})
     arguments = {a.name: given.get(a.name, "") for a in prompt.arguments if given.get(a.name, "").strip()}
     try:
-        text, files = await mcp_prompts.prompt_message(p, name, arguments, private_ok=private_ok)
+        text, files = await mcp_prompts.prompt_message(p, name, arguments, private_ok=private_ok, tokens=tokens)
     except mcp_prompts.PluginError as e:
         return view(request, where, await _offers(request, where), status_code=502, problem=(key, str(e)),
                     typed={f"{key}/{k}": v for k, v in given.items()})
@@ -193,7 +194,7 @@ async def _read(request: Request, where: Where, chosen: list[str]) -> list[tuple
         plugin_id, _, uri = value.partition(" ")
         p, private_ok = _plugin(request, where, plugin_id)
         try:
-            files += await mcp_prompts.resource_files(p, uri, private_ok=private_ok)
+            files += await mcp_prompts.resource_files(p, uri, private_ok=private_ok, tokens=worker(request).store)
         except mcp_prompts.PluginError as e:
             raise ValueError(str(e)) from None
     limit = worker(request).config.upload_max

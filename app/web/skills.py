@@ -15,17 +15,9 @@ from ..skills import DESCRIPTION_MAX, FILE_MAX, BadSkill
 from ..store import Store
 from ..tables import NAME_MAX, Skill
 from . import render
-from .toolkit import form_field, go, me, skill_or_404, worker
+from .toolkit import Refused, form_field, go, me, skill_or_404, worker
 
 FIELD_MAX = FILE_MAX  # characters of one form field; the skill's own limits are checked after
-
-
-class Refused(Exception):
-    """A skill the form cannot save as it is: shown beside the form, which keeps what was typed."""
-
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status, self.message = status, message
 
 
 # What the skill pages say after a save (`?saved=KEY`; only these keys, never the URL's text).
@@ -36,7 +28,8 @@ def unique(store: Store, new: Skill, own: int | None = None) -> None:
     """Names are unique, and two that differ only in case would confuse a model: refused too."""
     for s in store.skills():
         if s.id != own and skillbook.same_name(s.name, new.name):
-            raise Refused(409, f"A skill named “{s.name}” already exists: choose another name, or edit that skill.")
+            raise Refused(status=409, message=f"A skill named “{s.name}” already exists: choose another name, "
+                                              "or edit that skill.")
 
 
 def stored(store: Store, new: Skill, own: int | None = None) -> Skill:
@@ -48,7 +41,7 @@ def stored(store: Store, new: Skill, own: int | None = None) -> Skill:
         store.update_skill(own, new)
         return store.skill(own)
     except sqlite3.IntegrityError:  # the same name, written by someone else just now
-        raise Refused(409, f"A skill named “{new.name}” already exists.") from None
+        raise Refused(status=409, message=f"A skill named “{new.name}” already exists.") from None
 
 
 async def typed_skill(request: Request) -> dict[str, str]:
@@ -60,7 +53,7 @@ def checked(typed: dict[str, str]) -> Skill:
     try:
         return skillbook.checked(typed["name"], typed["description"], typed["body"])
     except BadSkill as e:
-        raise Refused(400, str(e)) from None
+        raise Refused(status=400, message=str(e)) from None
 
 
 def editor(request: Request) -> None:
@@ -113,7 +106,7 @@ async def import_skill(request: Request) -> Response:
         try:
             new = skillbook.parsed(data)
         except BadSkill as e:
-            raise Refused(413 if len(data) > FILE_MAX else 400, str(e)) from None
+            raise Refused(status=413 if len(data) > FILE_MAX else 400, message=str(e)) from None
         added = stored(s.store, new)
     except Refused as e:
         return skills_view(request, e.status, problem=("import", f"{upload.filename[:100]}: {e.message}"))

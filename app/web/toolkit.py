@@ -26,6 +26,15 @@ MODEL_MAX = 200     # characters of a model's id
 SUGGESTIONS_MAX = 8  # lines of what an agent suggests asking (its settings; a new conversation shows them)
 
 
+class Refused(Exception):
+    """What a form sent that cannot be saved as it is: the form is shown again as typed, with
+    `message` beside `field` (the form's own place when ''), answered with `status`."""
+
+    def __init__(self, message: str, *, field: str = "", status: int = 400) -> None:
+        super().__init__(message)
+        self.message, self.field, self.status = message, field, status
+
+
 def worker(request: Request) -> Worker:
     """The worker serving this request: its store, feed, model clients and runner."""
     return request.app.state.tabletalk

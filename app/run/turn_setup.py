@@ -3,60 +3,32 @@
 The agent (the conversation's, else its person's first), the model and thinking level
 (Again's, the conversation's pick, the message's, the agent's, else the default), the
 tools (built-ins, then the agent's enabled plugins, listed afresh), which of them wait for
-approval, the model's window and whether it reads images. Needs no runner: a `Setup` and a
-`Writes` make a Turn anywhere (tests/test_setup.py). The model list the turns choose from is
-kept in rows here too: read at start and on demand (`refresh_choices`), and again while a
-server is down (`relist_forever`, the runner's).
+approval, the model's window and whether it reads images. Needs no runner: a `TurnSetup`
+and a `Writes` make a Turn anywhere (tests/test_turn_setup.py).
 """
 from __future__ import annotations
 
-import asyncio
 import functools
-import logging
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from ..plugins import tools as mcp_tools
+from ..plugins.sessions import Sessions
 from ..config import Config
 from ..context.segments import takes_images
 from ..knowledge.ranking import Meaning
 from ..providers.client import Providers, no_model
 from ..store import Store
-from ..store.outage import unavailable
 from ..tables import Assistant, Item
 from ..tools import Tool, allowed, chosen, names
-from ..tools.builtin import builtin_tools
 from ..tools.knowledge import search_knowledge
+from ..tools.standard import builtin_tools
 from .turn import Turn
 from .writes import Writes
 
 NO_SERVER = ("No model server is set up: start Ollama, or start Tabletalk with AI_URL "
              "(an OpenAI-compatible server) or AI_ACCOUNTS set (see the README).")
-RELIST_SECONDS = 5.0  # how often the servers are listed again while one of them is down
-
-log = logging.getLogger(__name__)
-
-
-async def refresh_choices(store: Store, providers: Providers) -> None:
-    """The model list, read at start and on demand (POST /models/refresh): every provider's
-    models; one that is down is a row saying so and keeps none of its old models."""
-    store.replace_choices(await providers.choices())
-
-
-async def relist_forever(store: Store, providers: Providers, every: float = RELIST_SECONDS) -> None:
-    """While a listed server is down, list them all again every few seconds (the runner's):
-    one that comes up later than Tabletalk shows in the pickers without a restart."""
-    while True:
-        await asyncio.sleep(every)
-        try:
-            if any(not c.up for c in store.choices()):
-                found = await providers.choices()
-                if found != store.choices():
-                    store.replace_choices(found)
-        except Exception as e:
-            if not unavailable(e):  # (the database unreachable: the runner's scan says it)
-                log.exception("listing the model servers again failed")
 
 
 def pick(retry: Item | None, asked: str, sticky: str, default: str) -> str:
@@ -66,10 +38,11 @@ def pick(retry: Item | None, asked: str, sticky: str, default: str) -> str:
 
 
 @dataclass
-class Setup:
+class TurnSetup:
     config: Config
     store: Store
     providers: Providers
+    sessions: Sessions  # the worker's plugin sessions, which the turns' plugin calls are made in
 
     async def turn(self, chat: int, user: Item, retry: Item | None, writes: Writes,
                    changed: Callable[[float], Awaitable[None]] | None = None, store: Store | None = None) -> Turn:
@@ -82,7 +55,11 @@ class Setup:
                                                        agent.model if agent else "")
         model = model or await self.default_model()
         thinking = pick(retry, user.thinking, convo.thinking if convo else "", agent.thinking if agent else "")
-        tools = await self.tools_for(agent, chat)
+        # a plugin's call keeps its rows through the run's store, and may ask the person (its
+        # wake-ups) or the agent's model (sampling)
+        plugins = mcp_tools.PluginRun(self.sessions, store or self.store, changed,
+                                      functools.partial(self.providers.complete, model), model)
+        tools = await self.tools_for(agent, chat, plugins)
         # by identity: a tool that only shows a name approval was set for does not get it
         approve = {t.name for t in tools if agent and chosen(t, names(agent.approve))}
         # what a server's failure taught about the model is read again at each step (limits)
@@ -91,7 +68,6 @@ class Setup:
         return Turn(store or self.store, writes, chat, user, agent, model, retry=retry, tools=tools, approve=approve,
                     changed=changed, window=window, share=self.config.context_share,
                     images=images, thinking=thinking, limits=limits,
-                    complete=functools.partial(self.providers.complete, model),  # plugins' sampling
                     meaning=self.meaning if self.config.embeddings else None)
 
     async def meaning(self, text: str) -> Meaning:
@@ -104,15 +80,16 @@ class Setup:
             return NO_SERVER
         return "" if model else no_model(self.store.choices())
 
-    async def tools_for(self, agent: Assistant | None, chat: int | None = None) -> list[Tool]:
+    async def tools_for(self, agent: Assistant | None, chat: int | None, plugins: mcp_tools.PluginRun) -> list[Tool]:
         """The tools this agent may use now: built-in ones, then its enabled plugins' (listed
-        afresh at each run, which also refreshes each plugin's status); and the search of
-        the person's documents when the conversation may see any (the agent's collections,
-        or files attached to it: its Knowledge tab decides, not the tools tab)."""
+        afresh at each run, which also refreshes each plugin's status; given to the run as
+        `plugins`); and the search of the person's documents when the conversation may see
+        any (the agent's collections, or files attached to it: its Knowledge tab decides, not
+        the tools tab)."""
         found = builtin_tools()
         taken = {t.name for t in found} | {search_knowledge.name}
         if agent is not None and agent.id is not None:
-            found.extend(await mcp_tools.agent_tools(self.store, self.config, agent, taken))
+            found.extend(await mcp_tools.agent_tools(self.store, self.config, agent, taken, plugins))
         found = allowed(found, agent.tools if agent else "")
         if chat is not None and self.store.has_knowledge(self.store.knowledge_scope(chat, agent.id if agent else None)):
             found.append(search_knowledge)

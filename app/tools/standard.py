@@ -1,4 +1,4 @@
-"""The built-in tools every agent can be given."""
+"""The standard tools: the ones built into Tabletalk, which every agent can be given."""
 from __future__ import annotations
 
 from . import Tool

@@ -4,9 +4,10 @@ from dataclasses import replace
 from pathlib import Path
 
 from app.config import Config
+from app.plugins.sessions import Sessions
 from app.providers.client import Providers, no_model
 from app.providers.ids import Choice
-from app.run.setup import NO_SERVER, Setup
+from app.run.turn_setup import NO_SERVER, TurnSetup
 from app.run.writes import Writes
 
 
@@ -16,9 +17,9 @@ def config(**values) -> Config:
     return replace(base, **values)
 
 
-def setup_of(store, **values) -> Setup:
+def setup_of(store, **values) -> TurnSetup:
     c = config(**values)
-    return Setup(c, store, Providers(c))
+    return TurnSetup(c, store, Providers(c), Sessions())
 
 
 def turn_of(setup, store, chat, user, retry=None):
