@@ -187,13 +187,14 @@ SESSION = [""]  # the Cookie header of the signed-in owner, once a Web has signe
 
 GRANIAN_RAISED = """
 import sys
-from app import cli, config, db as dbm
+from app import config
+from app.admin import cli
+from app.accounts.setup import set_up_from_settings
+from app.store import Store, db as dbm
 from granian import Granian
 from granian.constants import Interfaces
 conf = config.load()
 cli.migrate(conf)
-from app.accounts import set_up_from_settings
-from app.store import Store
 set_up_from_settings(Store(dbm.connect(conf.database)), conf)
 port, backpressure = int(sys.argv[1]), int(sys.argv[2])
 Granian(target="app.web.app:create_app", factory=True, interface=Interfaces.ASGI, address="127.0.0.1",
