@@ -2,10 +2,10 @@
 
 An item renders as a *shell* (its element with two slots), a *state* (a small span: growing,
 done, running ...) and a *body* (its Markdown as keyed blocks, or a call's output). The
-feed keeps, per followed conversation, what it last sent of each item (`Sent`); the next
-message then carries the whole element only when the shell changed (a new item, a new
-version, queued -> answered), the state span when only it changed, and for the body only
-the changed blocks (out-of-band by id), the new blocks (upsert, harmless on replay) and,
+feed keeps, per followed conversation, what its pages have (app/feed/followed.py: of each
+item, its `Sent`); the next message then carries the whole element only when the shell
+changed (a new item, a new version, queued -> answered), the state span when only it
+changed, and for the body only the changed blocks (out-of-band by id), the new blocks (upsert, harmless on replay) and,
 where a block only grew at its end, just the added text (`beforeend` on its last element).
 Children of `#items` and of a body are joined with no whitespace: htmx's upsert keeps
 elements only, and a fresh render must be the same DOM as a live one.
@@ -21,6 +21,7 @@ from markupsafe import Markup, escape
 
 from .. import markdown
 from ..branches import Path, Step, finished
+from ..feed.followed import Followed, Sent
 from ..markdown import Block
 from ..store import Store
 from ..tables import Conversation, Item
@@ -47,15 +48,6 @@ class Parts:
     def element(self) -> str:
         return (self.shell.replace(SLOT_STATE, self.state, 1)
                 .replace(SLOT_BODY, "".join(b.html for b in self.blocks), 1))
-
-
-@dataclass
-class Sent:
-    """What a follower has of an item: its shell, state span and body blocks."""
-
-    shell: str
-    state: str
-    blocks: tuple[Block, ...]
 
 
 def state_html(it: Item) -> str:
@@ -198,10 +190,10 @@ def forked(path: Path, items: list[Item]) -> bool:
 ANSWER_CHANGES = ("user", "retry", "stop", "error")  # a growing text or call cannot end an answer
 
 
-def answers_changed(store: Store, chat: int, path: Path, items: list[Item], sent: dict | None,
+def answers_changed(store: Store, chat: int, path: Path, items: list[Item], followed: Followed,
                     out: list[str]) -> list[str]:
     """The actions of the answers `items` may have ended or changed, where they differ from
-    what followers have (`sent`); a row that went away is deleted (into `out`)."""
+    what the pages have (`followed.answers`); a row that went away is deleted (into `out`)."""
     steps = path.heads
     turns = sorted({it.turn for it in items if it.turn in steps and (it.done or it.kind in ANSWER_CHANGES)})
     rows = []
@@ -210,14 +202,13 @@ def answers_changed(store: Store, chat: int, path: Path, items: list[Item], sent
         version = [it for it in store.turn_items(chat, turn, turn) if it.id != turn and path.holds(it)
                    and it.kind != "retry"]
         html = answer_html(chat, step, version)
-        before = sent.get(f"a{turn}") if sent is not None else None
+        before = followed.answers.get(turn)
         if html != before:
             if html:
                 rows.append(html)
             elif before:  # (a row goes only when its answer goes on: a message read after it)
                 out.append(removal(f"a{turn}"))
-        if sent is not None:
-            sent[f"a{turn}"] = html
+        followed.answers[turn] = html
     return rows
 
 
@@ -242,93 +233,118 @@ def _state_fragment(name: str, state: tuple, context: tuple) -> str:
 
 
 def chat_changes(store: Store, chat: int, items: list[Item], convo: Conversation | None,
-                 gone: list[str] = (), sent: dict[int | str, Sent | str] | None = None) -> str:
-    """One feed message for a conversation.
-
-    With `sent` (what followers in step have), only the differences, and `sent` is brought
-    up to date; without it, whole elements (for a follower that has just caught up).
-    """
+                 gone: list[str] = (), followed: Followed | None = None) -> str:
+    """One feed message for a conversation: what changed (`items`, `convo`, the deleted dom
+    ids `gone`) as the difference from what `followed` says its pages have, which is brought
+    up to date. Without `followed`, whole elements (a page that has just caught up from the
+    database: the difference from nothing)."""
     if f"c{chat}" in gone:  # the conversation itself was deleted: say so, take the composer away
         return DELETED
-    parts_out = [removal(dom) for dom in gone]
-    # Only growing text of items followers have: the conversation's state is as it was (a run
-    # starts, ends, waits or is decided by other rows; the context meter by its own row, and
-    # the feed drops the kept state when that changes). Else it is read again.
-    grown = (sent is not None and "state" in sent and items and convo is None and not gone
-             and all(it.kind in MARKDOWN_KINDS and not it.done and it.id in sent for it in items))
-    state = sent["state"] if grown else store.chat_state(chat)
-    if sent is not None:
-        sent["state"] = state
+    followed = followed if followed is not None else Followed().nothing()
+    if only_grown(followed, items, convo, gone):
+        return grown(store, chat, items, followed)
+    return in_step(store, chat, items, convo, gone, followed)
+
+
+def only_grown(followed: Followed, items: list[Item], convo: Conversation | None, gone: list[str]) -> bool:
+    """Whether the only rows that changed are growing text of items the pages have."""
+    return (followed.state is not None and bool(items) and convo is None and not gone
+            and all(it.kind in MARKDOWN_KINDS and not it.done and it.id in followed.items for it in items))
+
+
+def grown(store: Store, chat: int, items: list[Item], followed: Followed) -> str:
+    """The message when `only_grown`: the conversation's state is the one the pages have (a
+    run starts, ends, waits or is decided only with other rows; the context meter by its own
+    row, and the feed then forgets the kept state), so neither it nor what is made of it alone
+    (the status, the marker, the run's end) is read, made or compared again: only the items."""
+    out: list[str] = []
+    items_changed(store, chat, items, followed.path, followed.state, followed, out)
+    return "".join(out)
+
+
+def in_step(store: Store, chat: int, items: list[Item], convo: Conversation | None, gone: list[str],
+            followed: Followed) -> str:
+    """The message for any change: the state read again, the path where it may have moved,
+    the items, and the fragments made of the state where they differ from what the pages have."""
+    out = [removal(dom) for dom in gone]
+    state = followed.state = store.chat_state(chat)
     # The path changes only with a user or retry row (an edit, Again, a pager's choice, a
-    # message): then it is read again, and when it is not the one followers have with turns
+    # message): then it is read again, and when it is not the one the pages have with turns
     # added at its end, #items is sent whole (branches are few, and rarely switched).
     heads_changed = any(it.kind in ("user", "retry") for it in items)
-    known: Path | None = sent.get("path") if sent is not None else None
-    path = store.path(chat) if known is None or heads_changed else known
-    if sent is not None:
-        sent["path"] = path
-    pinned = [it for it in items if it.kind == "plan"]
+    known = followed.path
+    path = followed.path = store.path(chat) if known is None or heads_changed else known
     if known is not None:
         whole = heads_changed and not path.extends(known)
-    else:  # a follower that caught up from the database: its path is not known here
+    else:  # a page that caught up from the database: its path is not known here
         whole = heads_changed and forked(path, items)
     if whole:
-        html, shown, view = page_items(store, chat, state, path)
-        parts_out.append(f'<hx-partial hx-target="#items" hx-swap="innerHTML">{html}</hx-partial>')
-        if sent is not None:  # what followers have now: this (an answer's actions: unknown, sent again)
-            for key in [k for k in sent if k not in ("path", "status")]:
-                del sent[key]
-            for it in shown:
-                if not it.done or it.kind == "call":
-                    parts = item_parts(it, view)
-                    sent[it.id] = Sent(parts.shell, parts.state, parts.blocks)
-            sent["cut"] = state_fragment("_cut.html", state)
-        items = []
-    items = [it for it in items if it.kind != "plan" and path.holds(it)]  # other branches' rows wait
-    if items or pinned:
-        view = View(state["turn"], path.heads, store.files_of([*items, *pinned]),
-                    gone=store.passages_gone([*items, *pinned]), documents=store.documents_attached([*items, *pinned]))
-        elements, plans, pieces = [], [], []
-        for it in [*items, *pinned]:
-            parts = item_parts(it, view)
-            element, small = item_changes(it, parts, sent.get(it.id) if sent is not None else None)
-            if element is not None and it.read_after:  # a message the model read moves to where it read it
-                parts_out.append(placed(item_dom_id(it), element))
-            elif element is not None:
-                (plans if it.kind == "plan" else elements).append(element)
-            pieces.extend(small)
-            if sent is not None:
-                if it.done and it.kind != "call":
-                    sent.pop(it.id, None)  # finished: it changes again only as a whole (a new version)
-                else:
-                    sent[it.id] = Sent(parts.shell, parts.state, parts.blocks)
-        elements.extend(answers_changed(store, chat, path, items, sent, parts_out))
-        if elements:
-            parts_out.append('<hx-partial hx-target="#items" hx-swap="upsert key:data-key">'
-                             + "".join(elements) + "</hx-partial>")
-        if plans:  # the plan is pinned above the composer, not in the log
-            parts_out.append('<hx-partial hx-target="#plan" hx-swap="upsert">' + "".join(plans) + "</hx-partial>")
-        parts_out.extend(pieces)
-    if grown:  # the state followers have, so its marker, status and turn as they were sent
-        return "".join(parts_out)
+        out.append(whole_items(store, chat, state, path, followed))
+        items = [it for it in items if it.kind == "plan"]  # the plan is pinned apart from #items
+    items_changed(store, chat, items, path, state, followed, out)
     cut = state_fragment("_cut.html", state)
-    if sent is None or sent.get("cut", "") != cut:  # where the model's view starts moved (rarely)
-        parts_out.append(placed("cut", cut))
-    if sent is not None:
-        sent["cut"] = cut
-    if sent is not None:  # a run this page watched ended: say so to a screen reader
-        ended = sent.get("turn")
-        if ended and ended != state["turn"]:
-            parts_out.append(fragment("_announce.html", text=announcement(store.last_of_turn(chat, ended)), oob=True))
-        sent["turn"] = state["turn"]
+    if followed.cut != cut:  # where the model's view starts moved (rarely)
+        out.append(placed("cut", cut))
+        followed.cut = cut
+    ended = followed.turn  # a run the pages watched ended: say so to a screen reader
+    if ended and ended != state["turn"]:
+        out.append(fragment("_announce.html", text=announcement(store.last_of_turn(chat, ended)), oob=True))
+    followed.turn = state["turn"]
     status = state_fragment("_status.html", state, chat=chat, oob=True)
-    if sent is None or sent.get("status") != status:  # most messages leave it as it was
-        parts_out.append(status)
-    if sent is not None:
-        sent["status"] = status
+    if followed.status != status:  # most messages leave it as it was
+        out.append(status)
+        followed.status = status
     if convo is not None:
-        parts_out.append(fragment("_title.html", convo=convo, oob=True))
-    return "".join(parts_out)
+        out.append(fragment("_title.html", convo=convo, oob=True))
+    return "".join(out)
+
+
+def whole_items(store: Store, chat: int, state: dict[str, Any], path: Path, followed: Followed) -> str:
+    """#items whole, for a path that moved at a fork; what the pages have is then that."""
+    html, shown, view = page_items(store, chat, state, path)
+    # (the state is read again at the next message, and an answer's actions are unknown: sent again)
+    followed.state, followed.turn = None, None
+    followed.items.clear()
+    followed.answers.clear()
+    for it in shown:
+        if not it.done or it.kind == "call":
+            parts = item_parts(it, view)
+            followed.items[it.id] = Sent(parts.shell, parts.state, parts.blocks)
+    followed.cut = state_fragment("_cut.html", state)
+    return f'<hx-partial hx-target="#items" hx-swap="innerHTML">{html}</hx-partial>'
+
+
+def items_changed(store: Store, chat: int, items: list[Item], path: Path, state: dict[str, Any],
+                  followed: Followed, out: list[str]) -> None:
+    """The changed items of the path (and the plan, pinned above the composer) into `out`:
+    each whole, or the pieces that bring what the pages have up to it; and the actions of the
+    answers they may have ended."""
+    pinned = [it for it in items if it.kind == "plan"]
+    items = [it for it in items if it.kind != "plan" and path.holds(it)]  # other branches' rows wait
+    if not (items or pinned):
+        return
+    shown = [*items, *pinned]
+    view = View(state["turn"], path.heads, store.files_of(shown),
+                gone=store.passages_gone(shown), documents=store.documents_attached(shown))
+    elements, plans, pieces = [], [], []
+    for it in shown:
+        parts = item_parts(it, view)
+        element, small = item_changes(it, parts, followed.items.get(it.id))
+        if element is not None and it.read_after:  # a message the model read moves to where it read it
+            out.append(placed(item_dom_id(it), element))
+        elif element is not None:
+            (plans if it.kind == "plan" else elements).append(element)
+        pieces.extend(small)
+        if it.done and it.kind != "call":
+            followed.items.pop(it.id, None)  # finished: it changes again only as a whole (a new version)
+        else:
+            followed.items[it.id] = Sent(parts.shell, parts.state, parts.blocks)
+    elements.extend(answers_changed(store, chat, path, items, followed, out))
+    if elements:
+        out.append('<hx-partial hx-target="#items" hx-swap="upsert key:data-key">' + "".join(elements) + "</hx-partial>")
+    if plans:  # the plan is pinned above the composer, not in the log
+        out.append('<hx-partial hx-target="#plan" hx-swap="upsert">' + "".join(plans) + "</hx-partial>")
+    out.extend(pieces)
 
 
 def outage_banner(words: str) -> str:
@@ -355,4 +371,4 @@ def announcement(last: Item | None) -> str:
     return f"{'Answer finished' if last.kind == 'text' else 'The answer ended with an error'}: {words}"
 
 
-__all__ = ["Parts", "Sent", "chat_changes", "item_parts", "items_html", "outage_banner"]
+__all__ = ["Parts", "chat_changes", "item_parts", "items_html", "outage_banner"]
