@@ -4,7 +4,10 @@ The pages that follow a conversation in step with the feed all have the same thi
 as first rendered, then every message since): `Followed` says what that is, so that the next
 message is only the difference (app/web/live.py makes it and brings this up to date). A page
 that has just caught up from the database has something the feed does not know: it is sent
-whole elements, made as the difference from `Followed.nothing()`, which knows nothing.
+whole elements, made as the difference from `Followed.nothing()`, which knows nothing. It
+also holds the renders of the conversation's answers, so that each render of a growing
+answer goes on from the last one: the feed follows the answer, so the feed keeps them, and
+drops them with the conversation when no page follows it any more.
 """
 from __future__ import annotations
 
@@ -12,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..branches import Path
-from ..markdown import Block
+from ..markdown import Block, Rendering
 
 
 @dataclass
@@ -47,7 +50,13 @@ class Followed:
     turn: int | None = None
     # #status as sent (templates/_status.html); None: not known, so it is sent.
     status: str | None = None
+    # The Markdown items' renders (app/markdown's Rendering: a growing one goes on from the
+    # last one's head and blocks, a finished one is made once), by item id: those still
+    # growing, and the last few finished (app/web/live.py drops the older ones). Shared with
+    # `nothing()`: a page that catches up renders the same texts in the same dispatch.
+    renders: dict[int, Rendering] = field(default_factory=dict)
 
     def nothing(self) -> Followed:
-        """What a page that caught up from the database is known to have: nothing."""
-        return Followed(cut=None)
+        """What a page that caught up from the database is known to have: nothing (but the
+        renders of this conversation's answers, which any page's render may go on from)."""
+        return Followed(cut=None, renders=self.renders)

@@ -22,7 +22,7 @@ from markupsafe import Markup, escape
 from .. import markdown
 from ..branches import Path, Step, finished
 from ..feed.followed import Followed, Sent
-from ..markdown import Block
+from ..markdown import Block, Rendering
 from ..store import Store
 from ..tables import Conversation, Item
 from .templating import View, answer_key, cut_key, fragment, item_dom_id, item_key, removal
@@ -68,22 +68,45 @@ def state_html(it: Item) -> str:
     return f'<span id="{dom}-s" class="state {state}">{label}</span>'
 
 
-def body_blocks(it: Item) -> tuple[Block, ...]:
+def body_blocks(it: Item, rendering: Rendering | None = None) -> tuple[Block, ...]:
+    """The item's body as blocks; a Markdown item's through `rendering` when one follows it."""
     dom = item_dom_id(it)
     if it.kind in MARKDOWN_KINDS:
         # while it grows, a render whose blocks only grow at their ends (see markdown.keyed)
-        return tuple(markdown.keyed(it.text or "", dom, growing=not it.done))
+        if rendering is None:
+            return tuple(markdown.keyed(it.text or "", dom, growing=not it.done))
+        return tuple(rendering.blocks(it.text or "", growing=not it.done))
     if it.kind == "call":
         return (Block(f"{dom}-o", f'<pre class="output" id="{dom}-o">{escape(it.shown or it.output)}</pre>'),)
     return ()
 
 
-def item_parts(it: Item, view: View = View()) -> Parts:
+def item_parts(it: Item, view: View = View(), rendering: Rendering | None = None) -> Parts:
     if it.kind in MARKDOWN_KINDS:  # their shell reads only these fields, never the view
         shell = _markdown_shell(it.kind, it.id, it.turn, it.read_after, it.steer, it.state, it.done, it.thought)
     else:
         shell = fragment("_item.html", it=it, view=view, slot_state=Markup(SLOT_STATE), slot_body=Markup(SLOT_BODY))
-    return Parts(shell, state_html(it), body_blocks(it))
+    return Parts(shell, state_html(it), body_blocks(it, rendering))
+
+
+FINISHED_KEPT = 4  # finished answers whose render a followed conversation keeps
+
+
+def rendering_of(followed: Followed, it: Item) -> Rendering | None:
+    """The renders of a Markdown item the feed follows (made at its first): a growing
+    answer's next render goes on from the last one, and a finished one is rendered once
+    for the message, a page that caught up and the announcement of the run's end. A new
+    one drops the finished ones but the last FINISHED_KEPT."""
+    if it.kind not in MARKDOWN_KINDS:
+        return None
+    renders = followed.renders
+    rendering = renders.get(it.id)
+    if rendering is None:
+        rendering = renders[it.id] = Rendering(item_dom_id(it))
+        finished_ = [key for key, kept in renders.items() if kept.finished]
+        for key in finished_[:-FINISHED_KEPT]:
+            del renders[key]
+    return rendering
 
 
 @functools.lru_cache(maxsize=512)
@@ -106,11 +129,14 @@ def answer_html(chat: int, step: Step, version: list[Item]) -> str:
     return fragment("_answer.html", chat=chat, step=step, answer=answer)
 
 
-def items_html(items: list[Item], view: View = View(), state: dict | None = None) -> Markup:
+def items_html(items: list[Item], view: View = View(), state: dict | None = None,
+               renders: dict[int, Rendering] | None = None) -> Markup:
     """The items (in page order, one path: branches.on_path) as the page shows them, the
     actions under each finished answer of `view.steps`, and the marker where the model's view
-    starts when `state` (Store.chat_state) says some turns are left out."""
-    elements = [(item_key(it), item_parts(it, view).element) for it in items]
+    starts when `state` (Store.chat_state) says some turns are left out. `renders`: the
+    feed's renders of the items it follows (Followed.renders), which these go on from."""
+    renders = renders or {}
+    elements = [(item_key(it), item_parts(it, view, renders.get(it.id)).element) for it in items]
     by_turn: dict[int, list[Item]] = {}
     for it in items:
         by_turn.setdefault(it.turn or it.id or 0, []).append(it)
@@ -125,13 +151,15 @@ def items_html(items: list[Item], view: View = View(), state: dict | None = None
 
 
 def page_items(store: Store, chat: int, state: dict, path: Path | None = None,
-               editing: int | None = None) -> tuple[Markup, list[Item], View]:
-    """#items of a conversation's page: its current path (or `path`), whole; those items and their view."""
+               editing: int | None = None, renders: dict[int, Rendering] | None = None
+               ) -> tuple[Markup, list[Item], View]:
+    """#items of a conversation's page: its current path (or `path`), whole; those items and
+    their view. `renders`: see items_html."""
     path = path if path is not None else store.path(chat)
     items = store.path_items(chat, path)
     view = View(state["turn"], path.heads, store.files_of(items), editing, store.passages_gone(items),
                 store.documents_attached(items))
-    return items_html(items, view, state), items, view
+    return items_html(items, view, state, renders), items, view
 
 
 def placed(dom: str, html: str) -> str:
@@ -288,7 +316,9 @@ def in_step(store: Store, chat: int, items: list[Item], convo: Conversation | No
         followed.cut = cut
     ended = followed.turn  # a run the pages watched ended: say so to a screen reader
     if ended and ended != state["turn"]:
-        out.append(fragment("_announce.html", text=announcement(store.last_of_turn(chat, ended)), oob=True))
+        last = store.last_of_turn(chat, ended)
+        rendering = followed.renders.get(last.id) if last is not None else None
+        out.append(fragment("_announce.html", text=announcement(last, rendering), oob=True))
     followed.turn = state["turn"]
     status = state_fragment("_status.html", state, chat=chat, oob=True)
     if followed.status != status:  # most messages leave it as it was
@@ -301,14 +331,14 @@ def in_step(store: Store, chat: int, items: list[Item], convo: Conversation | No
 
 def whole_items(store: Store, chat: int, state: dict[str, Any], path: Path, followed: Followed) -> str:
     """#items whole, for a path that moved at a fork; what the pages have is then that."""
-    html, shown, view = page_items(store, chat, state, path)
+    html, shown, view = page_items(store, chat, state, path, renders=followed.renders)
     # (the state is read again at the next message, and an answer's actions are unknown: sent again)
     followed.state, followed.turn = None, None
     followed.items.clear()
     followed.answers.clear()
     for it in shown:
-        if not it.done or it.kind == "call":
-            parts = item_parts(it, view)
+        if not it.done or it.kind == "call":  # (the renders made above: the same blocks again)
+            parts = item_parts(it, view, followed.renders.get(it.id))
             followed.items[it.id] = Sent(parts.shell, parts.state, parts.blocks)
     followed.cut = state_fragment("_cut.html", state)
     return f'<hx-partial hx-target="#items" hx-swap="innerHTML">{html}</hx-partial>'
@@ -328,7 +358,7 @@ def items_changed(store: Store, chat: int, items: list[Item], path: Path, state:
                 gone=store.passages_gone(shown), documents=store.documents_attached(shown))
     elements, plans, pieces = [], [], []
     for it in shown:
-        parts = item_parts(it, view)
+        parts = item_parts(it, view, rendering_of(followed, it))
         element, small = item_changes(it, parts, followed.items.get(it.id))
         if element is not None and it.read_after:  # a message the model read moves to where it read it
             out.append(placed(item_dom_id(it), element))
@@ -356,15 +386,17 @@ def outage_banner(words: str) -> str:
 ANNOUNCED = 200  # characters of an answer a screen reader hears when it ends
 
 
-def announcement(last: Item | None) -> str:
-    """What the live region says when a run ends: the start of its answer as plain text."""
+def announcement(last: Item | None, rendering: Rendering | None = None) -> str:
+    """What the live region says when a run ends: the start of its answer as plain text.
+    `rendering`: the answer's, whose final render the feed's message made just now (then
+    not a second whole render: the same words)."""
     if last is None or last.kind == "text" and not (last.text or "").strip():
         return "Answer finished."
     if last.kind == "stop":
         return "Stopped."
-    # the blocks the feed's message rendered just now (markdown.keyed keeps the last final
-    # render per key), not a second whole render: the same words
-    html = " ".join(b.html for b in markdown.keyed(last.text or "", item_dom_id(last)))
+    text = last.text or ""
+    blocks = rendering.blocks(text) if rendering is not None else markdown.keyed(text, item_dom_id(last))
+    html = " ".join(b.html for b in blocks)
     words = " ".join(Markup(html).striptags().split())
     if len(words) > ANNOUNCED:
         words = words[:ANNOUNCED].rsplit(" ", 1)[0] + "…"
