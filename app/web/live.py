@@ -103,8 +103,8 @@ def rendering_of(followed: Followed, it: Item) -> Rendering | None:
     rendering = renders.get(it.id)
     if rendering is None:
         rendering = renders[it.id] = Rendering(item_dom_id(it))
-        finished_ = [key for key, kept in renders.items() if kept.finished]
-        for key in finished_[:-FINISHED_KEPT]:
+        ended = [key for key, kept in renders.items() if kept.finished]
+        for key in ended[:-FINISHED_KEPT]:
             del renders[key]
     return rendering
 
