@@ -11,7 +11,7 @@ The answer (tests/fixtures/long_answer.md, `k` times over for a size `k`) grows 
 Printed per answer: the process CPU of the dispatches alone (`time.process_time`: the
 writes and this script are not counted), the messages and bytes the follower got (a
 digest of them, to see that a change sends the same bytes), and the characters given to
-markdown-it's block parser (`growing.PARSED`). Each size runs in a process of its own;
+markdown-it's block parser (`markdown.counting()`). Each size runs in a process of its own;
 round 1 is its first answer (Pygments'
 lexers and Jinja's templates made on first use); later rounds answer again in the same
 conversation, as a warm worker does. On a machine shared with other work this moves far
@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from app.markdown import growing  # noqa: E402
+from app.markdown import counting  # noqa: E402
 from app.tables import asked, item  # noqa: E402
 from _shared import Growing, followed_conversation  # noqa: E402
 
@@ -48,23 +48,24 @@ def answer_rounds(size: int, rounds: int, per_write: int) -> list[dict]:
             answer = store.add(item("text", chat, "", turn=user.id))
             feed.dispatch()
             follower.messages.clear()
-            cpu, sent, messages, digest = 0.0, 0, 0, hashlib.sha256()
-            parsed = growing.PARSED[0]
+            cpu, sent, messages, digest, parsed = 0.0, 0, 0, hashlib.sha256(), 0
             ends = [*range(per_write, len(words), per_write), len(words)]
             grown = Growing(store, answer.id)
             for k, end in enumerate(ends):
                 grown.add("".join(words[end - per_write if k else 0:end]), done=k == len(ends) - 1)
                 if k == len(ends) - 1:
                     store.update(user.id, done=True)
-                started = time.process_time()
-                feed.dispatch()
-                cpu += time.process_time() - started
+                with counting() as work:
+                    started = time.process_time()
+                    feed.dispatch()
+                    cpu += time.process_time() - started
+                parsed += work.parsed
                 while follower.messages:
                     _, data = follower.messages.popleft()
                     sent, messages = sent + len(data), messages + 1
                     digest.update(data)
             out.append({"words": len(words), "writes": len(ends), "cpu": cpu, "messages": messages,
-                        "bytes": sent, "parsed": growing.PARSED[0] - parsed, "digest": digest.hexdigest()[:10]})
+                        "bytes": sent, "parsed": parsed, "digest": digest.hexdigest()[:10]})
     return out
 
 

@@ -7,8 +7,9 @@ paragraphs with bold, italic, inline code and links, a nested bullet list, a num
 list, a table, four fenced code blocks in four languages, a blockquote, a reference
 link). It streams as a model sends it: tokens of 3-5 characters; the runner writes every
 50 ms, so between two renders the text grows by ~step characters (step 10 = 2.5 tokens
-per flush = 50 tokens/s). Each flush renders `keyed(text, key, growing=True)` and counts
-what the feed (app/web/live.py) would send a follower for it:
+per flush = 50 tokens/s). Each flush renders the text growing, through one `Rendering` (as
+the feed renders an answer it follows), and counts what the feed (app/web/live.py) would
+send a follower for it:
 
 - a new block: its html;
 - an unchanged block: nothing;
@@ -17,7 +18,7 @@ what the feed (app/web/live.py) would send a follower for it:
 - any other changed block: its whole html + 40 bytes (`hx-swap-oob="true"`);
 - a block that is gone: 50 bytes (`<div id=... hx-swap-oob="delete"></div>`).
 
-The answer ends with one more render, `keyed(text, key)` (growing=False: the final HTML),
+The answer ends with one more render, growing=False (the final HTML),
 counted the same way. The ratio is bytes sent / the final HTML's bytes; the goal is
 <= 1.5 at step 10. keyed() time is per growing call (mean, p99: the calls between two
 grid points get the first one's render from a cache) and per call that rendered
@@ -26,9 +27,9 @@ characters of visible text a growing render shows fewer than the final render of
 same prefix (the reveal grid plus what waits at the edge), mean and p95 over the renders.
 
 For comparison, the same streams rendered with growing=False throughout (the behaviour
-before `growing`), and with growing=True but no reveal grid (REVEAL_STEP = 1: each
-flush shows all it can, so a follower gets an update per flush). `--reveal N` sets
-app.markdown.growing.REVEAL_STEP (the grid: characters a growing render moves on by) for a run.
+before `growing`), and with growing=True but no reveal grid (`Pace(reveal=1)`: each
+flush shows all it can, so a follower gets an update per flush). `--reveal N` renders at
+`Pace(reveal=N)` (the grid: characters a growing render moves on by).
 """
 from __future__ import annotations
 
@@ -45,8 +46,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from app.markdown import blocks as keyed_blocks, growing as growing_render, incremental  # noqa: E402  (what a run reaches into)
-from app.markdown import append_at, keyed, render  # noqa: E402
+from app.markdown import PACE, Pace, Rendering, append_at, counting, keyed, render  # noqa: E402
 
 ANSWER_PATH = ROOT / "tests" / "fixtures" / "long_answer.md"
 KEY = "i-42"
@@ -133,22 +133,21 @@ class Run:
         return self.feed.sent / self.final_bytes
 
 
-def simulate(text: str, step: float, growing: bool = True, seed: int = 1) -> Run:
+def simulate(text: str, step: float, growing: bool = True, seed: int = 1, pace: Pace = PACE) -> Run:
     feed = Feed()
     times: list[float] = []
     fresh: list[float] = []  # the calls that rendered (not the same grid point again)
     prefixes = flushes(text, step, seed)
-    keyed_blocks._GROWN.clear()
+    rendering = Rendering(KEY, pace)
     for prefix in prefixes:
-        src = incremental.growing_source(prefix)
-        again = keyed_blocks._GROWN.get((KEY, len(src), growing_render.REVEAL_STEP), ("",))[0][:len(src)] == src
-        t0 = time.perf_counter()
-        blocks = keyed(prefix, KEY, growing=growing) if growing else keyed(prefix, KEY)
-        times.append((time.perf_counter() - t0) * 1000)
-        if not again:
+        with counting() as work:
+            t0 = time.perf_counter()
+            blocks = rendering.blocks(prefix, growing=True) if growing else keyed(prefix, KEY)
+            times.append((time.perf_counter() - t0) * 1000)
+        if work.renders or not growing:
             fresh.append(times[-1])
         feed.send(blocks)
-    final = keyed(text, KEY)  # the answer is done: the final render
+    final = rendering.blocks(text)  # the answer is done: the final render
     feed.send(final)
     assert feed.held == {b.id: b.html for b in final}
     return Run(step, len(prefixes), sum(len(b.html) for b in final), feed, times, fresh)
@@ -166,41 +165,35 @@ def visible(html: str) -> int:
     return len(html_lib.unescape(_TAGS.sub("", html)))
 
 
-def lags(text: str, step: float, seed: int = 1) -> list[int]:
+def lags(text: str, step: float, seed: int = 1, pace: Pace = PACE) -> list[int]:
     """Characters of visible text each growing render shows fewer than the final render
     of the same prefix."""
     return [
-        visible(render(p)) - visible(render(p, growing=True)) for p in flushes(text, step, seed)
+        visible(render(p)) - visible(render(p, growing=True, pace=pace)) for p in flushes(text, step, seed)
     ]
 
 
 def without_grid(text: str, step: float, seed: int) -> Run:
-    saved = growing_render.REVEAL_STEP
-    growing_render.REVEAL_STEP = 1
-    try:
-        return simulate(text, step, True, seed)
-    finally:
-        growing_render.REVEAL_STEP = saved
+    return simulate(text, step, True, seed, Pace(reveal=1))
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--steps", default="4,10,40", help="characters per flush")
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--reveal", type=int, default=None, help="REVEAL_STEP for this run")
+    parser.add_argument("--reveal", type=int, default=None, help="the reveal grid for this run (REVEAL_STEP)")
     args = parser.parse_args(argv)
-    if args.reveal is not None:
-        growing_render.REVEAL_STEP = args.reveal
+    pace = Pace(reveal=args.reveal) if args.reveal is not None else PACE
     text = load_answer()
     steps = [float(s) for s in args.steps.split(",")]
     keyed(text, KEY)  # warm: lexers, highlight of the closed fences, inline cache
-    runs = [simulate(text, step, True, args.seed) for step in steps]
+    runs = [simulate(text, step, True, args.seed, pace) for step in steps]
     olds = [simulate(text, step, False, args.seed) for step in steps]
     bares = [without_grid(text, step, args.seed) for step in steps]
-    behind = [lags(text, step, args.seed) for step in steps]
+    behind = [lags(text, step, args.seed, pace) for step in steps]
 
     print(f"answer: {len(text):,} chars ({ANSWER_PATH.relative_to(ROOT)}), "
-          f"REVEAL_STEP={growing_render.REVEAL_STEP}")
+          f"REVEAL_STEP={pace.reveal}")
     head = (f"{'step':>5} {'renders':>7} {'final B':>8} {'sent B':>8} {'ratio':>6} "
             f"{'appends':>7} {'repl':>5} {'new':>4} {'gone':>4} {'repl B':>7} "
             f"{'ms mean':>7} {'ms p99':>6} {'render ms':>9} {'lag mean':>8} {'lag p95':>7} "

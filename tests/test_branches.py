@@ -187,6 +187,7 @@ def test_branches_survive_a_restart_search_finds_any_branch_export_has_the_curre
 
 
 def test_a_switch_is_a_write_the_feed_sends_as_the_whole_list(store):
+    from app.feed.followed import Followed
     from app.tables import item
     from app.web import live
 
@@ -196,7 +197,7 @@ def test_a_switch_is_a_write_the_feed_sends_as_the_whole_list(store):
     store.update(user.id, done=True)
     store.again(store.item(user.id))
     store.add(item("text", chat, "Two.", turn=user.id, done=True))
-    sent: dict = {}
+    sent = Followed()
     live.chat_changes(store, chat, store.items_since(0), None, [], sent)  # followers in step: this page
     rev = store.rev()
     store.choose_answer(store.item(user.id), user.id)  # the pager, in another tab

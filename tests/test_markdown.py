@@ -766,21 +766,36 @@ import sys  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import app.markdown as markdown_module  # noqa: E402
-import app.markdown.growing as growing_module  # noqa: E402  (REVEAL_STEP is read there)
+from app.markdown import Pace, Rendering  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 LONG_ANSWER = (ROOT / "tests" / "fixtures" / "long_answer.md").read_text(encoding="utf-8")
 GRID = markdown_module.REVEAL_STEP
+GROWING = [markdown_module.PACE]  # the pace of this module's growing renders (`no_grid` sets another)
+_RENDERINGS: dict[tuple[str, Pace], Rendering] = {}
 
 
 def grown(text: str, key: str = "k") -> list[Block]:
-    return keyed(text, key, growing=True)
+    """The growing render of `text`, going on from the last one of `key` at this pace (as the
+    feed's renders of an answer do)."""
+    pace = GROWING[0]
+    rendering = _RENDERINGS.get((key, pace))
+    if rendering is None:
+        rendering = _RENDERINGS[key, pace] = Rendering(key, pace)
+    return rendering.blocks(text, growing=True)
+
+
+def grown_html(text: str) -> str:
+    """`render(text, growing=True)` at this pace."""
+    return render(text, growing=True, pace=GROWING[0])
 
 
 @pytest.fixture
-def no_grid(monkeypatch):
+def no_grid():
     """Growing renders without the reveal grid: each prefix shows all it can."""
-    monkeypatch.setattr(growing_module, "REVEAL_STEP", 1)
+    GROWING[0] = Pace(reveal=1)
+    yield
+    GROWING[0] = markdown_module.PACE
 
 
 def benchmark():
@@ -983,7 +998,7 @@ def test_growing_stream_is_safe_and_keyed(text):
         blocks = grown(prefix)
         assert [b.id for b in blocks] == [f"k-{n}" for n in range(len(blocks))]
         assert len(blocks) <= len(final)
-        assert render(prefix, growing=True) == "".join(inner(b.html) + "\n" for b in blocks)
+        assert grown_html(prefix) == "".join(inner(b.html) + "\n" for b in blocks)
         for b in blocks:
             if b.html not in checked:  # each block's html once (most repeat)
                 checked.add(b.html)
@@ -1324,9 +1339,11 @@ def test_growing_math_property(blocks, step):
     """Any mix of math, money and the new block kinds, with and without the reveal grid:
     every growing render is inert and keyed like the final one, and every block before
     the last is already final."""
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(growing_module, "REVEAL_STEP", step)
+    GROWING[0] = Pace(reveal=step)
+    try:
         check_growing(blocks)
+    finally:
+        GROWING[0] = markdown_module.PACE
 
 
 def check_growing(blocks: list[str]) -> None:
@@ -1336,7 +1353,7 @@ def check_growing(blocks: list[str]) -> None:
     final_by_id = {b.id: b.html for b in final}
     for n in range(1, len(text) + 1):
         got = grown(text[:n])
-        assert render(text[:n], growing=True) == "".join(inner(b.html) + "\n" for b in got)
+        assert grown_html(text[:n]) == "".join(inner(b.html) + "\n" for b in got)
         assert_inert(joined(got))
         for b in got[:-1]:
             assert b.html == final_by_id.get(b.id), (text[:n], b.id)

@@ -1,6 +1,6 @@
 """Markdown rendering is linear in its input, growing or not: counts, not times.
 
-The growing edge's scanner counts the characters it steps over (`labels.SCANNED`); a
+The growing edge's scanner counts the characters it steps over (`markdown.counting()`); a
 growing render of hostile text (thousands of `[`, `![`, "[`", unmatched delimiters ...)
 may step over each character a bounded number of times, the same bound at 1,000 and
 at 8,000 repetitions. Before, `_link` scanned to the end from every `[`: 4,000 `[` cost
@@ -11,18 +11,16 @@ from pathlib import Path
 import pytest
 
 from app import markdown
-from app.markdown import blocks, labels, scan
+from app.markdown import Pace, Rendering, labels
 
 HOSTILE = ["[", "![", "[`", "`[", "[a](", "[a][", "[a](b ", "_a a* ", "*a _a ", "<a ", "` `` ", "\\[", "a_ "]
 PER_CHAR = 40  # the replay of the last grid points scans the edge ~17 times, each linear
 
 
 def scanned(text: str) -> int:
-    blocks._GROWN.clear()
-    scan._SCAN_CACHE.clear()
-    before = labels.SCANNED[0]
-    markdown.keyed(text, "k", growing=True)
-    return labels.SCANNED[0] - before
+    with markdown.counting() as work:
+        markdown.keyed(text, "k", growing=True)
+    return work.scanned
 
 
 @pytest.mark.parametrize("unit", HOSTILE)
@@ -36,9 +34,9 @@ def test_a_growing_render_scans_each_character_a_bounded_number_of_times(unit):
 
 def test_label_ends_are_found_once_for_nested_and_unclosed_brackets():
     text = labels.Text("[" * 5000 + "a" + "]" * 2500)
-    before = labels.SCANNED[0]
-    ends = [text.label_end(i) for i in range(5000)]
-    assert labels.SCANNED[0] - before <= 2 * len(text.s)
+    with markdown.counting() as work:
+        ends = [text.label_end(i) for i in range(5000)]
+    assert work.scanned <= 2 * len(text.s)
     assert ends[2500] == 5000 + 1 + 2499 and ends[4999] == 5001 and ends[0] == -1
     # the same answers as a walk from each `[` alone
     for i in (0, 1, 2499, 2500, 3000, 4999):
@@ -57,6 +55,20 @@ def test_label_walks_skip_code_spans_and_escapes_like_before():
         assert labels.Text(s).label_end(i) == end, s
 
 
+def find_run(s: str, start: int, char: str, size: int) -> int:
+    """Start of the first run of exactly `size` `char`s at or after `start`, or -1: a search
+    from `start` (what labels.Text.run answers from its index)."""
+    i = s.find(char, start)
+    while i >= 0:
+        j = i
+        while j < len(s) and s[j] == char:
+            j += 1
+        if j - i == size:
+            return i
+        i = s.find(char, j)
+    return -1
+
+
 def test_runs_index_agrees_with_a_search():
     s = "a ` b `` c ``` d `` e ` f"
     text = labels.Text(s)
@@ -64,15 +76,14 @@ def test_runs_index_agrees_with_a_search():
         if start and s[start - 1] == "`" and s[start] == "`":
             continue  # never asked inside a run
         for size in (1, 2, 3, 4):
-            assert text.run(start, size) == labels._find_run(s, start, "`", size), (start, size)
+            assert text.run(start, size) == find_run(s, start, "`", size), (start, size)
 
 
 RICH = "a [link](https://example.com/) and **bold**"
 
 
 def test_inline_syntax_past_the_budget_is_shown_as_text():
-    from app.markdown.engine import INLINE_BUDGET
-
+    INLINE_BUDGET = markdown.INLINE_BUDGET
     hostile = "[" * (INLINE_BUDGET + 1)
     parts = markdown.render(f"{RICH}\n\n{hostile}\n\n{RICH}").split("</p>\n")
     assert '<a href="https://example.com/"' in parts[0] and "<strong>bold</strong>" in parts[0]
@@ -101,29 +112,22 @@ def test_a_hostile_megabyte_is_scanned_a_bounded_number_of_times(unit):
 def test_a_growing_answer_parses_only_from_its_last_open_block():
     # the long answer 4 times over, streamed 40 characters a flush (840 renders): blocks
     # before the open one are parsed a bounded number of times, not again at every flush
-    from pathlib import Path
-
-    from app.markdown import growing, incremental
-
     answer = "\n\n".join([(Path(__file__).parent / "fixtures" / "long_answer.md").read_text()] * 4)
-    blocks._GROWN.clear()
-    incremental._HEADS.pop("stream", None)
-    before = growing.PARSED[0]
-    for end in range(40, len(answer) + 40, 40):
-        markdown.keyed(answer[:end], "stream", growing=True)
-    parsed = growing.PARSED[0] - before
+    stream = Rendering("stream")
+    with markdown.counting() as work:
+        for end in range(40, len(answer) + 40, 40):
+            last = stream.blocks(answer[:end], growing=True)
     renders = len(answer) // 40
     # a whole parse at every flush was renders * len / 2 (~420x the answer)
     # each render parses its region (from the block holding the last 640 characters): ~38x
-    assert parsed <= 60 * len(answer), f"{parsed:,} characters parsed in {renders} renders"
-    head = incremental._HEADS["stream"]
-    assert head.blocks > 100 and head.chars > len(answer) - 2_000
+    assert work.parsed <= 60 * len(answer), f"{work.parsed:,} characters parsed in {renders} renders"
+    # what the renders found final reaches nearly to the end: one more step parses little
+    with markdown.counting() as step:
+        stream.blocks(answer + "\n\nOne more paragraph, growing as the answer goes on.", growing=True)
+    assert step.parsed <= 2_000, step.parsed
     # and it is the render a whole parse gives
-    incremental._HEADS.pop("fresh", None)
-    blocks._GROWN.clear()
     whole = [b.html.replace('id="fresh-', 'id="stream-') for b in markdown.keyed(answer, "fresh", growing=True)]
-    blocks._GROWN.clear()
-    assert [b.html for b in markdown.keyed(answer, "stream", growing=True)] == whole
+    assert [b.html for b in last] == whole
 
 
 TRICKY = [
@@ -140,20 +144,16 @@ TRICKY = [
 
 
 @pytest.mark.parametrize("text", TRICKY)
-def test_the_incremental_growing_render_is_the_whole_one(text, monkeypatch):
-    from app.markdown import incremental
-
+def test_the_incremental_growing_render_is_the_whole_one(text):
     # without the cadence (a big open block rendered less often, on purpose unlike a
     # fresh render), the kept head changes nothing
-    monkeypatch.setattr(incremental, "_CADENCE_SHARE", 1 << 30)
+    pace = Pace(cadence=0)
     for step in (7, 40):
-        incremental._HEADS.pop("inc", None)
+        rendering = Rendering("inc", pace)
         for end in range(step, len(text) + step, step):
-            blocks._GROWN.clear()
-            inc = [b.html for b in markdown.keyed(text[:end], "inc", growing=True)]
-            incremental._HEADS.pop("whole", None)
+            inc = [b.html for b in rendering.blocks(text[:end], growing=True)]
             whole = [b.html.replace('id="whole-', 'id="inc-')
-                     for b in markdown.keyed(text[:end], "whole", growing=True)]
+                     for b in markdown.keyed(text[:end], "whole", growing=True, pace=pace)]
             assert inc == whole, (step, end, text[:end][-80:])
 
 
@@ -165,18 +165,14 @@ CUT = [
 
 
 @pytest.mark.parametrize("text", CUT)
-def test_a_block_cut_without_a_parse_is_what_a_parse_gives(text, monkeypatch):
-    # growing._cut_block makes the tokens of a cut fence or paragraph from the first parse:
-    # the same render as parsing the cut text
-    from app.markdown import growing, incremental
-
+def test_a_block_cut_without_a_parse_is_what_a_parse_gives(text):
+    # a growing render makes the tokens of a cut fence or paragraph from the first parse
+    # (Pace.cuts): the same render as parsing the cut text
     for step in (7, 40):
         renders = []
         for cuts in (True, False):
-            monkeypatch.setattr(growing, "_CUTS", cuts)
-            incremental._HEADS.pop("cut", None)
-            blocks._GROWN.clear()
-            renders.append([[b.html for b in markdown.keyed(text[:end], "cut", growing=True)]
+            rendering = Rendering("cut", Pace(cuts=cuts))
+            renders.append([[b.html for b in rendering.blocks(text[:end], growing=True)]
                             for end in range(step, len(text) + step, step)])
         assert renders[0] == renders[1]
 
@@ -194,25 +190,18 @@ def test_each_character_of_a_growing_answer_is_parsed_and_rendered_a_bounded_num
     # without a break, streamed 60 characters a render: the same bound per character at
     # both sizes. Before pieces.py (the open block parsed whole at every render) it was
     # 21-27x parsed; a whole parse of the answer at every render would be ~700x.
-    from app.markdown import code, growing, incremental
-
     text, fence = _with_long_blocks(k)
     html = "".join(b.html for b in markdown.keyed(text, "final"))
-    incremental._HEADS.pop("long", None)
-    blocks._GROWN.clear()
-
-    def counts():
-        return growing.PARSED[0], labels.SCANNED[0], code.HIGHLIGHTED[0], incremental.RENDERED[0]
-
-    before = counts()
-    for end in range(60, len(text) + 60, 60):
-        markdown.keyed(text[:end], "long", growing=True)
-    parsed, scanned, highlighted, rendered = (after - was for after, was in zip(counts(), before))
+    rendering = Rendering("long")
+    with markdown.counting() as work:
+        for end in range(60, len(text) + 60, 60):
+            rendering.blocks(text[:end], growing=True)
+    parsed, scanned, highlighted, rendered = work.parsed, work.scanned, work.highlighted, work.rendered
     assert parsed <= 12 * len(text), parsed / len(text)  # block parser, and the checks standing for it
     assert scanned <= 6 * len(text), scanned / len(text)  # the edge's label scans
     assert highlighted <= 4 * len(text), highlighted / len(text)  # code given to Pygments
     assert rendered <= 16 * len(html), rendered / len(html)  # HTML made, against the answer's
-    if k > 1:  # past a chunk of lines (code.FENCE_CHUNK) each line is lexed a bounded number of times
+    if k > 1:  # past a chunk of lines (64, code.py) each line is lexed a bounded number of times
         assert highlighted <= 5 * len(fence), highlighted / len(fence)
 
 
@@ -276,25 +265,20 @@ def test_a_growing_render_looks_at_the_whole_answer_once():
     # one (a memcmp); the rest is the part after the head. Before: ~4 passes over the
     # whole answer per render (the CR and NUL tests, the source and guard compares, the
     # cut's copy), so a 20,000-token answer's renders cost more than 10x a 2,000-token one's.
-    from app.markdown import incremental
-
     text = "\n\n".join([(Path(__file__).parent / "fixtures" / "long_answer.md").read_text()] * 6)
-    incremental._HEADS.pop("touched", None)
-    blocks._GROWN.clear()
+    touched = Rendering("touched")
     per_render = []
     for end in range(120, len(text), 120):
         before = _TOUCHED[0]
-        markdown.keyed(_Touched(text[:end]), "touched", growing=True)
+        touched.blocks(_Touched(text[:end]), growing=True)
         per_render.append((end, _TOUCHED[0] - before))
     late = [(end, n) for end, n in per_render if end > len(text) // 2]
     assert all(n <= end + 5_000 for end, n in late), max(n - end for end, n in late)
     # and with a CR in the answer (normalized: a copy each render, as before), the same render
     crlf = text.replace("\n", "\r\n")
-    incremental._HEADS.pop("crlf", None)
+    rendering = Rendering("crlf")
     for end in range(len(crlf) - 2_000, len(crlf), 40):
-        got = [b.html for b in markdown.keyed(_Touched(crlf[:end]), "crlf", growing=True)]
-    incremental._HEADS.pop("fresh-crlf", None)
-    blocks._GROWN.clear()
+        got = [b.html for b in rendering.blocks(_Touched(crlf[:end]), growing=True)]
     whole = [b.html.replace('id="fresh-crlf-', 'id="crlf-')
              for b in markdown.keyed(crlf[:end], "fresh-crlf", growing=True)]
     assert got == whole
@@ -317,40 +301,33 @@ PLAIN = [
 
 
 @pytest.mark.parametrize("text", PLAIN)
-def test_a_paragraph_grown_by_plain_text_is_what_a_full_render_gives(text, monkeypatch):
-    # incremental._grown_tip adds plain text to the last paragraph without a parse, the
-    # edge's replay or a render: the same blocks as the full growing render, at every step
-    from app.markdown import incremental
-
+def test_a_paragraph_grown_by_plain_text_is_what_a_full_render_gives(text):
+    # a growing render adds plain text to the last paragraph without a parse, the edge's
+    # replay or a render (the tip, Pace.tips): the same blocks as the full growing render,
+    # at every step
     for step in (7, 13, 40, 97):
         renders = []
         for tips in (True, False):
-            monkeypatch.setattr(incremental, "_TIPS", tips)
-            incremental._HEADS.pop("tip", None)
-            blocks._GROWN.clear()
-            renders.append([[b.html for b in markdown.keyed(text[:end], "tip", growing=True)]
+            rendering = Rendering("tip", Pace(tips=tips))
+            renders.append([[b.html for b in rendering.blocks(text[:end], growing=True)]
                             for end in range(step, len(text) + step, step)])
         assert renders[0] == renders[1], step
 
 
 def test_a_paragraph_growing_by_plain_words_is_not_parsed_or_rendered_again():
     # 40 characters at a time of a long plain paragraph: once it shows whole, each render
-    # looks only at what was added (the tip: incremental._grown_tip). Without it, the
-    # paragraph (parsed, scanned, rendered) once every ~sixteenth of its length
-    # (_cadence): here ~100,000 characters parsed and ~80,000 of HTML made
-    from app.markdown import growing, incremental
-
+    # looks only at what was added (the tip). Without it, the paragraph (parsed, scanned,
+    # rendered) once every ~sixteenth of its length (the cadence): here ~100,000
+    # characters parsed and ~80,000 of HTML made
     text = "# A title\n\nSome *intro* text with `code`.\n\n" + (
         "Plain words of a long paragraph, as an answer often has them, one after another. " * 60)
-    incremental._HEADS.pop("plain", None)
-    blocks._GROWN.clear()
+    rendering = Rendering("plain")
     start = len(text) - 4_000
     for end in range(40, start, 40):
-        markdown.keyed(text[:end], "plain", growing=True)
-    before = growing.PARSED[0], labels.SCANNED[0], incremental.RENDERED[0]
-    for end in range(start, len(text), 40):
-        markdown.keyed(text[:end], "plain", growing=True)
-    parsed, scanned, rendered = (after - was for after, was in zip(
-        (growing.PARSED[0], labels.SCANNED[0], incremental.RENDERED[0]), before))
+        rendering.blocks(text[:end], growing=True)
+    with markdown.counting() as work:
+        for end in range(start, len(text), 40):
+            rendering.blocks(text[:end], growing=True)
+    parsed, scanned, rendered = work.parsed, work.scanned, work.rendered
     assert parsed <= 4_000 and rendered <= 4_000, (parsed, rendered)
     assert scanned <= 2 * 4_000, scanned

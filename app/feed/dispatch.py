@@ -26,6 +26,7 @@ from ..store import Store, db as dbm
 from ..beat import BEAT_SECONDS, beat_at_or_after
 from ..store.outage import WORDS, unavailable
 from ..tables import Builtin, Conversation, Document, Item
+from .followed import Followed
 
 log = logging.getLogger(__name__)
 
@@ -40,10 +41,10 @@ KEEPALIVE_SECONDS = 15.0  # a comment on every idle stream, so proxies keep it o
 FOLLOWER_BACKLOG = 256  # messages a slow follower may fall behind before it must resync
 OUTAGE_POLL_SECONDS = 0.25  # how often the database is looked for while it cannot be reached
 
-# (store, chat, changed items, changed conversation or None, deleted dom ids, what followers
-# in step have of each item or None for whole elements) -> one SSE message's HTML. The
-# store reads through the feed's own connection, inside the snapshot being sent.
-Render = Callable[[Store, int, list[Item], Conversation | None, list[str], dict | None], str]
+# (store, chat, changed items, changed conversation or None, deleted dom ids, what the pages
+# in step have, brought up to date) -> one SSE message's HTML. The store reads through the
+# feed's own connection, inside the snapshot being sent.
+Render = Callable[[Store, int, list[Item], Conversation | None, list[str], Followed], str]
 # (store, changed conversations, deleted dom ids) -> the conversation list's HTML
 RenderList = Callable[[Store, list[Conversation], list[str]], str]
 # (store, the built-in model's changed row, whose page) -> its fragment (app/builtin)
@@ -140,7 +141,7 @@ class Feed:
         self.down = ""  # why the database cannot be reached now ("" while it answers)
         self.rev = self.store.rev()
         self.followers: dict[int | None, set[Follower]] = defaultdict(set)
-        self.sent: dict[int, dict] = {}  # per followed conversation: what followers in step have
+        self.followed: dict[int, Followed] = {}  # per followed conversation: what pages in step have
         self.closed = False
         self._poked = False  # a commit in this process since the last dispatch
         self._waiter: asyncio.Future | None = None  # the run loop's rest, cut short by a commit
@@ -289,7 +290,7 @@ class Feed:
             self.notify()  # the feed may rest for UNFOLLOWED_POLL_SECONDS: look now, then poll as followed
         self.followers[chat].add(f)
         if chat is not None:
-            self.sent.setdefault(chat, {})
+            self.followed.setdefault(chat, Followed())
         return f
 
     def drop(self, session: str = "", person: int | None = None, keep: str = "") -> None:
@@ -308,7 +309,7 @@ class Feed:
             group.discard(follower)
             if not group:
                 del self.followers[follower.chat]
-                self.sent.pop(follower.chat, None)
+                self.followed.pop(follower.chat, None)
 
     def dispatch(self) -> None:
         """Read what changed since the last rev seen and hand it to the followers."""
@@ -357,14 +358,16 @@ class Feed:
 
             if self.render:
                 for chat in by_chat.keys() | convo_of.keys() | gone.keys() | set(contexts):
+                    followed = self.followed.setdefault(chat, Followed())
                     if chat in contexts:  # the context meter moved: the renderer reads the state again
-                        self.sent.setdefault(chat, {}).pop("state", None)
+                        followed.state = None
                     changes = (self.store, chat, by_chat.get(chat, []), convo_of.get(chat), gone.get(chat, []))
                     group = tuple(self.followers.get(chat, ()))
                     # the diff is made (and encoded) once for every follower in step, and keeps
-                    # `sent` current; a dispatch with nothing a page shows sends nothing
-                    diff = self.render(*changes, self.sent.setdefault(chat, {}))
-                    whole = self.render(*changes, None) if any(f.fresh for f in group) else ""
+                    # `followed` current; a dispatch with nothing a page shows sends nothing.
+                    # A follower that caught up from the database gets the difference from nothing.
+                    diff = self.render(*changes, followed)
+                    whole = self.render(*changes, followed.nothing()) if any(f.fresh for f in group) else ""
                     for f in group:
                         extra = lists.get(f.person, "") if f.lists else ""
                         if extra:

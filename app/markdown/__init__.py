@@ -28,13 +28,33 @@ Public API
     HTML a longer text gives it minus something at its end: the feed can send appends.
     ``growing=False`` is the final render, exactly as before. The rules that keep the
     HTML safe are the same for both.
+``Rendering(key, pace=PACE)``, ``.blocks(text, growing=False) -> list[Block]``
+    ``keyed`` for one text rendered again and again as it grows (an answer the feed
+    follows): each render goes on from what the last one found (``keyed`` makes a fresh
+    one each call). All that a render keeps between two calls is here; whoever follows
+    the text holds it (app/feed/followed.py) and drops it with the text. ``.finished``:
+    the last render was the final one.
+``Pace(reveal=REVEAL_STEP, cadence=16, tips=True, cuts=True)``
+    How a growing render moves on (the reveal grid, the cadence of a big open block) and
+    the shortcuts it takes; the app renders at ``PACE``. Tests and benchmarks give another
+    (no grid; a shortcut off, to compare with the render it stands for).
 ``block_changes(sent, blocks) -> Changes``  (a NamedTuple: changed, new, gone)
     What to send to a page that holds ``sent`` (id -> html) of this item: blocks whose
     html changed, blocks not sent yet, and sent ids that no longer exist.
+    ``changes_since(old, new)`` is the same for two tuples of blocks, linear only in C
+    over the blocks they share at the start.
 ``append_at(old_html, new_html) -> tuple[int, str] | None``
     The append path: when ``new_html`` is ``old_html`` with balanced HTML inserted just
     before one of the closing tags that end it, (depth, the inserted part), else None;
     ``depth`` 0 is the block element, 1 its last element child, ...
+``task_counts(text) -> (done, total)``
+    The task list boxes of a text (the plan card's "3 of 5 done").
+``counting() -> Work``
+    A context manager: the work every render does inside it (characters parsed, scanned,
+    highlighted, HTML made; growing and final renders made), for the tests and benchmarks that prove
+    rendering linear by counts, not times.
+``REVEAL_STEP``, ``INLINE_BUDGET``, ``MATH_MAX``, ``MATHML_ELEMENTS``, ``MATHML_ATTRIBUTES``,
+``CODE_CLASS``, ``BLOCK_CLASS``: the limits and names the pages, styles and tests share.
 
 Growing text (``growing=True``; the details are at the top of ``growing.py``):
 
@@ -66,15 +86,15 @@ it has (its first words reach the page with the first write).
 Speed: one module-level MarkdownIt; lexers and highlighted fences are cached, and so are
 inline children (see ``_inline_cached``). Every pass is linear in its input:
 
-- ``keyed(text, key, growing=True)`` keeps, per key, the blocks before the last open one
-  (their tokens and HTML: once the lines that end them are whole they never change) and
+- A ``Rendering``'s growing render keeps the blocks before the last open one (their
+  tokens and HTML: once the lines that end them are whole they never change) and
   parses again only from there (from the block holding the look-back window's start);
   a new reference definition re-renders the kept blocks. The long answer streamed 40
   characters a flush gives the block parser ~38x its length in all (a whole parse per
   flush was ~420x at 4 times its length, and grew with it).
 - A big open block is rendered every sixteenth of its length instead of every grid
-  step (``incremental._cadence``): each byte of it is parsed a bounded number of times.
-- A render looks at the whole answer once (the compare with the key's last text); a
+  step (``incremental.cadence``): each byte of it is parsed a bounded number of times.
+- A render looks at the whole answer once (the compare with the last render's text); a
   paragraph that grew by plain text is the last render plus that text, escaped
   (``incremental._grown_tip``: no parse, no replay, no render).
 - The edge scanner (``scan``) finds link labels by one remembering walk and backtick
@@ -108,6 +128,7 @@ Parts
 -----
 One concern per module; each imports only from those listed above it.
 
+``counting`` the work renders do, counted while a test or a benchmark counts it.
 ``mathml``   math delimiters, and LaTeX -> allow-listed MathML (latex2mathml).
 ``code``     code blocks: their wrapper, Pygments' lexers, highlighting (whole, or growing).
 ``engine``   the one configured MarkdownIt and its safety rules (links, images,
@@ -115,33 +136,44 @@ One concern per module; each imports only from those listed above it.
 ``labels``   link label ends and backtick runs of one text, each found once.
 ``scan``     the inline delimiter/link scanner the growing edge uses.
 ``edge``     where a growing answer's last block stops showing (uses ``scan``).
-``growing``  the growing render: reveal grid, the region parsed again, no close skipped.
-``settled``  the complete blocks between a key's head and its open last block, their tokens kept.
-``incremental``  what a key's last growing render found final, kept; the cadence.
-``blocks``   ``render``, ``keyed`` and ``Block`` (uses ``engine`` and ``growing``).
-``diff``     ``block_changes``, ``Changes``, ``append_at`` (compares rendered HTML only).
+``growing``  the growing render: reveal grid, the region parsed again, no close skipped;
+             ``Pace``.
+``settled``  the complete blocks between a head and its open last block, their tokens kept.
+``incremental``  what a text's last growing render found final (``Head``); the cadence.
+``blocks``   ``render``, ``keyed``, ``Rendering`` and ``Block`` (uses ``engine``,
+             ``growing`` and ``incremental``).
+``diff``     ``block_changes``, ``changes_since``, ``Changes``, ``append_at`` (compares
+             rendered HTML only).
 
-This package only hands on the public API above (its modules import nothing from it);
-``REVEAL_STEP`` is ``growing``'s, read there at call time by ``growing``, ``incremental``
-and ``blocks`` (a run sets ``app.markdown.growing.REVEAL_STEP``; the package's name is the
-same value, for reading).
+This package only hands on the public API above (its modules import nothing from it).
+The app, the benchmarks and the tests use this face; only the unit tests of ``labels``'
+index import that module. Module-level caches are only of what a content decides (a
+formula's MathML, an inline run's tokens, a fence's highlighting, a lexer, a scan), never
+of one text's renders: those are its ``Rendering``'s.
 """
 
 from __future__ import annotations
 
-from .blocks import BLOCK_CLASS, Block, keyed, render
+from .blocks import BLOCK_CLASS, Block, Rendering, keyed, render
+from .counting import Work, counting
 from .diff import Changes, append_at, block_changes, changes_since
-from .engine import CODE_CLASS, task_counts
+from .engine import CODE_CLASS, INLINE_BUDGET, task_counts
+from .growing import PACE, REVEAL_STEP, Pace
 from .mathml import ATTRIBUTES as MATHML_ATTRIBUTES
 from .mathml import ELEMENTS as MATHML_ELEMENTS
 from .mathml import MATH_MAX
-from .growing import REVEAL_STEP
 
 __all__ = [
     "Block",
     "Changes",
     "render",
     "keyed",
+    "Rendering",
+    "Pace",
+    "PACE",
+    "counting",
+    "Work",
+    "INLINE_BUDGET",
     "block_changes",
     "changes_since",
     "append_at",

@@ -15,8 +15,9 @@ from pygments.formatters import HtmlFormatter
 from pygments.lexers import get_lexer_by_name
 from pygments.util import ClassNotFound
 
+from . import counting
+
 CODE_CLASS = "hl"  # Pygments' cssclass; static/code.css styles `.hl`
-HIGHLIGHTED = [0]  # characters of code given to Pygments (the tests count them)
 
 _FORMATTER = HtmlFormatter(cssclass=CODE_CLASS, wrapcode=True)
 _PRE = '<pre tabindex="0">'  # focusable: a long line scrolls with the keyboard
@@ -52,7 +53,8 @@ def _highlight(lang: str, code: str) -> str | None:
     lexer = lexer_of(lang.lower())
     if lexer is None:
         return None
-    HIGHLIGHTED[0] += len(code)
+    if counting.COUNTING:
+        counting.add("highlighted", len(code))
     html = _pygments_highlight(code, lexer, _FORMATTER).rstrip("\n")
     return html.replace("<pre>", _PRE, 1)
 
@@ -87,7 +89,8 @@ _NOWRAP = HtmlFormatter(nowrap=True)
 @functools.lru_cache(maxsize=1024)
 def _chunk_html(lang: str, chunk: str) -> str:
     lexer = lexer_of(lang.lower())
-    HIGHLIGHTED[0] += len(chunk)
+    if counting.COUNTING:
+        counting.add("highlighted", len(chunk))
     return _pygments_highlight(chunk, lexer, _NOWRAP) if lexer is not None else escapeHtml(chunk)
 
 

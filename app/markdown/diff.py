@@ -41,7 +41,7 @@ def block_changes(sent: dict[str, str], blocks: list[Block]) -> Changes:
 
 
 # Blocks before the last few of a growing render are the same objects render after render
-# (blocks._WRAPPED): `changes_since` checks them with one list comparison (a pointer check
+# (blocks.Rendering keeps them): `changes_since` checks them with one list comparison (a pointer check
 # each, in C) and diffs only the last _TAIL by id.
 _TAIL = 8
 

@@ -12,25 +12,43 @@ last block itself stops is ``edge``'s, the inline part of it ``scan``'s. The res
 from __future__ import annotations
 
 import re
-from itertools import accumulate
 from collections.abc import Callable
+from dataclasses import dataclass
+from itertools import accumulate
 from typing import Any
 
 from markdown_it.rules_core.state_core import StateCore
 from markdown_it.token import Token
 
+from . import counting
 from .engine import BUDGET_KEY, GROWING_KEY, INLINE_BUDGET, MD, top_level
 from .edge import RAW, SYNTAX_LINE, Edge, edge_end
 from .scan import INF, closers_of, scan_inline
 
-# characters a growing render moves on by (the reveal grid, 1 below). Read at call time, here
-# and by incremental and blocks (`reveal_step()`), so that a test or
-# benchmarks/markdown_stream.py that sets it for a run is heard.
-REVEAL_STEP = 40
+REVEAL_STEP = 40  # characters a growing render moves on by (the reveal grid, see 1 below)
+# While the open (last) block is longer than this many grid steps, the cut moves on by this
+# share of it instead (incremental.cadence)
+CADENCE = 16
 
 
-def reveal_step() -> int:
-    return REVEAL_STEP
+@dataclass(frozen=True)
+class Pace:
+    """How a growing render moves on, and the shortcuts it takes: the app renders at `PACE`.
+    A test or a benchmark gives another: a grid of its own, or a shortcut turned off to
+    compare with the render it stands for (the same blocks)."""
+
+    reveal: int = REVEAL_STEP  # the reveal grid; 1 (or less): none, each render shows all it can
+    cadence: int = CADENCE  # a big open block moves on by 1/cadence of its length (0: by the grid)
+    tips: bool = True  # a paragraph grown by plain text is the last render plus it (incremental)
+    cuts: bool = True  # a cut fence or paragraph is made from the first parse's tokens (below)
+
+    @property
+    def grid(self) -> int:
+        """The reveal grid, 0 for none."""
+        return self.reveal if self.reveal > 1 else 0
+
+
+PACE = Pace()
 
 # --------------------------------------------------------------------------- how
 #
@@ -88,7 +106,7 @@ def reveal_step() -> int:
 # starts too late can only cost a block re-sent once, never a wrong render.
 _LOOKBACK = 8
 # a region longer than this (one huge open block, rendered on a coarse cadence anyway:
-# see _cadence) is not replayed: its ~9 scans would cost more than a re-sent block
+# see incremental.cadence) is not replayed: its ~9 scans would cost more than a re-sent block
 _REPLAY_MAX = 20_000
 
 NEWLINES = re.compile(r"\r\n?")
@@ -106,13 +124,11 @@ def line_starts(text: str) -> list[int]:
 _PLUS_ONE = (1).__add__
 
 
-# Characters given to markdown-it's block parser, for the tests that prove a growing answer
-# is parsed a bounded number of times (tests/test_markdown_linear.py).
-PARSED = [0]
-
-
 def block_tokens(src: str, env: dict[str, Any]) -> list[Token]:
-    PARSED[0] += len(src)
+    """markdown-it's block tokens of `src` (counted: a growing answer is parsed a bounded
+    number of times, tests/test_markdown_linear.py)."""
+    if counting.COUNTING:
+        counting.add("parsed", len(src))
     tokens: list[Token] = []
     MD.block.parse(src, MD, env, tokens)
     return tokens
@@ -127,17 +143,18 @@ def finish(tokens: list[Token], env: dict[str, Any]) -> list[Token]:
     return state.tokens
 
 
-def growing_tokens(src: str, env: dict[str, Any], found: dict[str, Any] | None = None,
-                    grid: int | None = None, parse: Callable[[str, dict[str, Any]], list[Token]] = block_tokens,
-                    ) -> list[Token]:
+def growing_tokens(src: str, env: dict[str, Any], found: dict[str, Any] | None = None, pace: Pace = PACE,
+                   grid: int | None = None, parse: Callable[[str, dict[str, Any]], list[Token]] = block_tokens,
+                   ) -> list[Token]:
     """Tokens of `src` (see growing_source) as the growing render shows it. `found`,
     when given, receives what `_advance` needs: the region's first line ("line"), the
     line starts ("starts"), the block tokens before the region ("final": the full
     parse's, inline finished), the references the parse found ("refs"), where the last
-    block starts ("open"). `parse` makes the block tokens of `src` (incremental's keeps
-    the complete blocks it parsed before: settled.py)."""
+    block starts ("open"). `grid`: the previous render's distance (`pace.grid` unless said);
+    `parse` makes the block tokens of `src` (incremental's keeps the complete blocks it
+    parsed before: settled.py)."""
     if grid is None:
-        grid = REVEAL_STEP if REVEAL_STEP > 1 else 0
+        grid = pace.grid
     limit = len(src)  # this render's grid point
     env[GROWING_KEY] = True
     known = dict(env.get("references") or {})  # defined before `src` (keyed's head)
@@ -189,18 +206,19 @@ def growing_tokens(src: str, env: dict[str, Any], found: dict[str, Any] | None =
     if found is not None:  # where the shown text ends when it is all of `src` (incremental's tip)
         found["shown"] = origin + len(stable) if stable == region.rstrip() else -1
     if stable != region:
-        tokens = tokens[:at] + _reparsed(stable, region, tokens[at:], starts[line:], origin, env)
+        tokens = tokens[:at] + _reparsed(stable, region, tokens[at:], starts[line:], origin, env, pace.cuts)
     return finish(tokens, env)
 
 
 def _reparsed(stable: str, region: str, toks: list[Token], starts: list[int], origin: int,
-              env: dict[str, Any]) -> list[Token]:
+              env: dict[str, Any], cuts: bool) -> list[Token]:
     """The block tokens of `stable` (the region cut back, closers added). When the cut is
     in the region's last block and a blank line is before that block, the blocks before it
     are this parse's (`toks`) and only the last is parsed again: no block rule looks past
     a blank line from above (the same reason the head may move on there), and the cut
     keeps that block's first line or waits whole (`_assemble`: a line of only syntax
-    waits, so `1.` or `-` cannot start a list item that joins the list above)."""
+    waits, so `1.` or `-` cannot start a list item that joins the list above). `cuts`: a cut
+    fence or paragraph at the margin is made without a parse (`_cut_block`)."""
     if not stable.strip():
         return []
     last = top_level(toks)[-1][0]
@@ -209,7 +227,7 @@ def _reparsed(stable: str, region: str, toks: list[Token], starts: list[int], or
         at = starts[line] - origin
         blank = bool(line) and not region[starts[line - 1] - origin:at].strip()
         if len(stable) > at and stable.startswith(region[:at]):
-            cut = _cut_block(stable, region, at, toks[last:], blank) if _CUTS else None
+            cut = _cut_block(stable, region, at, toks[last:], blank) if cuts else None
             if cut is not None:
                 return toks[:last] + cut
             if last and blank:
@@ -220,8 +238,6 @@ def _reparsed(stable: str, region: str, toks: list[Token], starts: list[int], or
                 return toks[:last] + tail
     return block_tokens(stable, env)
 
-
-_CUTS = True  # tests compare with a parse of the cut text (tests/test_markdown_linear.py)
 
 
 def _cut_block(stable: str, region: str, at: int, block: list[Token], blank: bool) -> list[Token] | None:

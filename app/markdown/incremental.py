@@ -1,11 +1,12 @@
-"""The growing render, incremental: what a key's last growing render found final is kept.
+"""The growing render, incremental: what a text's last growing render found final is kept.
 
 Why a module of its own: ``growing`` decides how the end of a streaming answer shows;
-this module decides how little of it to parse again. Per key (an item's dom id) it keeps
-the blocks before the last render's region (``_Head``: their tokens and HTML), parses
-only the rest (``growing.growing_tokens`` on the tail), moves the head on when blocks
-become final, and sets the cadence at which a big open block is rendered (the cut of
-``growing_source``). ``blocks.keyed(growing=True)`` goes through ``growing_inner``.
+this module decides how little of it to parse again. A ``Head`` holds the blocks before
+the last render's region (their tokens and HTML); the next render parses only the rest
+(``growing.growing_tokens`` on the tail), moves the head on when blocks become final, and
+sets the cadence at which a big open block is rendered (the cut of ``growing_view``).
+Whoever renders the text again keeps its head (``blocks.Rendering``, through
+``growing_inner``).
 """
 
 from __future__ import annotations
@@ -16,37 +17,38 @@ from typing import Any, NamedTuple
 from markdown_it.common.utils import escapeHtml
 from markdown_it.token import Token
 
+from . import counting
 from .engine import BUDGET_KEY, GROWING_KEY, INLINE_BUDGET, MD, top_level, spend
-from .growing import NEWLINES, finish, growing_tokens, reveal_step
+from .growing import NEWLINES, PACE, Pace, finish, growing_tokens
 from .settled import Settled
 from .scan import scan_inline
 
 
-def growing_source(text: str, key: str | None = None) -> str:
-    """The text a growing render starts from: normalized (as markdown-it does) and cut
-    to the last grid point. With `key` (keyed's), a big open block moves the cut on by
-    more than the grid: see `_cadence`."""
-    view = growing_view(text, key)
+def growing_source(text: str, pace: Pace = PACE) -> str:
+    """The text a growing render with no head starts from: normalized (as markdown-it
+    does) and cut to the last grid point."""
+    view = growing_view(text, None, pace)
     return view.text[:view.cut]
 
 
-class _View(NamedTuple):
-    """What a growing render of a key renders: `text[:cut]`, `text` normalized."""
+class View(NamedTuple):
+    """What a growing render renders: `text[:cut]`, `text` normalized."""
 
     text: str  # the text given, or its normalized copy when it has a CR or a NUL
     cut: int  # the grid point (or the cadence's)
-    same: bool  # text[:cut] starts with the key's last rendered source (head.last)
-    raw: str | None  # the key's last rendered text when `text` starts with it, else None
+    same: bool  # text[:cut] starts with the head's last rendered source (head.last)
+    raw: str | None  # the head's last rendered text when `text` starts with it, else None
     clean: bool  # `text` is the text as given: it had nothing to normalize
 
 
-def growing_view(text: str, key: str | None = None) -> _View:
-    """`growing_source`, without a pass over the whole answer in Python or a copy of it
-    when `text` extends the text the key last rendered (a growing answer: every render
-    but the first). Then one prefix compare (a memcmp) stands for the checks that need
-    the whole text: the newline normalization looks at the added part only, and the
-    head's source and guard hold because they are prefixes of that text."""
-    head = _HEADS.get(key) if key is not None else None
+def growing_view(text: str, head: Head | None, pace: Pace = PACE) -> View:
+    """What to render of `text` after the render `head` ended (None: none), without a
+    pass over the whole answer in Python or a copy of it when `text` extends the text
+    the head last rendered (a growing answer: every render but the first). Then one
+    prefix compare (a memcmp) stands for the checks that need the whole text: the newline
+    normalization looks at the added part only, and the head's source and guard hold
+    because they are prefixes of that text. After a head, a big open block moves the cut
+    on by more than the grid: see `cadence`."""
     raw = None
     if head is not None and head.clean and text.startswith(head.raw):
         raw = head.raw
@@ -58,18 +60,18 @@ def growing_view(text: str, key: str | None = None) -> _View:
     else:
         src = _normalized(text)
         same = head is not None and src.startswith(head.last)
-    grid = reveal_step() if reveal_step() > 1 else 0
+    grid = pace.grid
     if not grid:
-        return _View(src, len(src), same, raw, src is text)
+        return View(src, len(src), same, raw, src is text)
     # A text shorter than one step shows what it has: the first words of an answer reach
     # the page with the first write, not ~10 tokens later (benchmarks/first_token.py).
     cut = len(src) - len(src) % grid if len(src) >= grid else len(src)
     if head is not None and head.cut < cut and same:
-        step = _cadence(cut - head.open_at, grid)
+        step = cadence(cut - head.open_at, pace)
         if step > grid:
             cut = head.cut + step * ((cut - head.cut) // step)
     # `same` was of the text; of its cut: the last source is no longer than it
-    return _View(src, cut, same and head is not None and head.cut <= cut, raw, src is text)
+    return View(src, cut, same and head is not None and head.cut <= cut, raw, src is text)
 
 
 def _normalized(text: str) -> str:
@@ -81,22 +83,22 @@ def _normalized(text: str) -> str:
     return text.replace("\0", "\ufffd") if "\0" in text else text
 
 
-def _cadence(open_size: int, grid: int) -> int:
+def cadence(open_size: int, pace: Pace) -> int:
     """How far the cut moves on while the last (open) block is `open_size` long: the
-    grid, or a sixteenth of the block once that is more (a multiple of the grid). Each
-    render of the open block parses and scans all of it, so a block of n characters
-    would cost n^2 / grid over its growth; with a step of n / 16 it costs ~32 n (a
-    paragraph of 10,000 characters shows ~600 at a time, an answer's usual blocks of a
-    few hundred are not slowed)."""
-    step = open_size // _CADENCE_SHARE
+    grid, or a sixteenth of the block (`pace.cadence`) once that is more (a multiple of
+    the grid). Each render of the open block parses and scans all of it, so a block of n
+    characters would cost n^2 / grid over its growth; with a step of n / 16 it costs
+    ~32 n (a paragraph of 10,000 characters shows ~600 at a time, an answer's usual blocks
+    of a few hundred are not slowed)."""
+    grid = pace.grid
+    if not pace.cadence:
+        return grid
+    step = open_size // pace.cadence
     return max(grid, step - step % grid)
 
 
-_CADENCE_SHARE = 16
-
-
-class _Head:
-    """What a key's last growing render found final: its first top-level blocks.
+class Head:
+    """What a text's last growing render found final: its first top-level blocks.
 
     Blocks before the last one of a render never change as the text grows (block
     structure is decided line by line, and each block's end by its lines and the one
@@ -120,51 +122,45 @@ class _Head:
         self.shown_refs: dict[str, Any] = {}  # the references `html` was rendered with
         self.html: list[str] = []  # each head block's inner HTML
         self.left = INLINE_BUDGET  # the inline budget (engine.py) the head's blocks left
-        self.raw = ""  # the (normalized) text of the last render for the key: it rendered raw[:cut]
+        self.raw = ""  # the (normalized) text of the last render: it rendered raw[:cut]
         self.clean = False  # raw is the text as given (no CR or NUL to normalize)
         self.cut = 0
         self.open_at = 0  # where that render's last block started
-        self.pieces = Settled()  # the complete blocks after the head, parsed (pieces.py)
+        self.pieces = Settled()  # the complete blocks after the head, parsed (settled.py)
         self.rendered: dict[int, tuple] = {}  # the last render's blocks after the head: _rendered
         self.tip: _Tip | None = None  # the last render ended in a paragraph shown whole: _grown_tip
 
     @property
     def last(self) -> str:
-        """The last source rendered for the key (a copy: for the rare checks only)."""
+        """The last source rendered (a copy: for the rare checks only)."""
         return self.raw[:self.cut]
 
 
-_HEADS: dict[str, _Head] = {}  # per key (an item's dom id); the oldest dropped first
-_HEADS_MAX = 256
-
-
-def growing_inner(view: _View, key: str) -> list[str]:
-    """Each top-level block's inner HTML (no trailing newline) for keyed(growing=True):
-    what `growing_tokens(view.text[:view.cut])` renders to, re-parsing only from the
-    key's head on."""
+def growing_inner(view: View, head: Head | None, pace: Pace = PACE) -> tuple[list[str], Head]:
+    """Each top-level block's inner HTML (no trailing newline) for a growing render, and
+    the head the next render starts from: what `growing_tokens(view.text[:view.cut])`
+    renders to, re-parsing only from `head` on (`view` is `growing_view`'s after it)."""
     text, cut = view.text, view.cut
-    head = _HEADS.get(key)
-    grid = reveal_step() if reveal_step() > 1 else 0
+    grid = pace.grid
     step = grid
     if head is not None and grid and view.same:
-        step = _cadence(cut - head.open_at, grid)  # as growing_view cut it
+        step = cadence(cut - head.open_at, pace)  # as growing_view cut it
     # the guard is a prefix of the last source (head.guard <= head.cut): `same` holds it
     if head is None or not (cut >= head.guard and (
             view.same or text.startswith(head.guard_text[:head.guard]))):
-        head = _Head()
-    elif head.tip is not None and view.same and _TIPS:
+        head = Head()
+    elif head.tip is not None and view.same and pace.tips:
         grown = _grown_tip(head, text, cut)
         if grown is not None:
             head.raw, head.clean, head.cut = text, view.clean, cut
-            _keep(key, head)
-            return grown
+            return grown, head
     head.tip = None
     env: dict[str, Any] = {"references": dict(head.refs)} if head.refs else {}
     env[BUDGET_KEY] = head.left
     found: dict[str, Any] = {}
     base = head.chars
-    tokens = growing_tokens(text[head.chars:cut], env, found, step,
-                             lambda text, env, p=head.pieces, at=head.chars, line=head.lines: p.parse(text, env, at, line))
+    tokens = growing_tokens(text[head.chars:cut], env, found, pace, step,
+                            lambda text, env, p=head.pieces, at=head.chars, line=head.lines: p.parse(text, env, at, line))
     refs = env.get("references") or {}
     if head.html and _defined(head.shown_refs) != _defined(refs):
         # a definition arrived: links in the head's blocks may resolve now
@@ -178,16 +174,7 @@ def growing_inner(view: _View, key: str) -> list[str]:
     _advance(head, text, found, tail, refs)
     head.pieces.keep(head.chars)
     head.raw, head.clean, head.cut = text, view.clean, cut
-    _keep(key, head)
-    return inner
-
-
-def _keep(key: str, head: _Head) -> None:
-    if key in _HEADS:
-        del _HEADS[key]  # (re)inserted last: the dict's order is its age
-    elif len(_HEADS) >= _HEADS_MAX:
-        _HEADS.pop(next(iter(_HEADS)))
-    _HEADS[key] = head
+    return inner, head
 
 
 class _Tip(NamedTuple):
@@ -208,7 +195,6 @@ class _Tip(NamedTuple):
 # a newline (a new line may start a block, end one, or be a setext underline) is tested apart
 _NOT_PLAIN = re.compile(r"[\[\]!*_~`<&\\$:@|\n\r\0]")
 _WORD_END = frozenset(".,;?'\"")
-_TIPS = True  # tests compare with the render the tip stands for (tests/test_markdown_linear.py)
 
 
 def _tip(tokens: list[Token], inner: list[str], text: str, cut: int, shown: int,
@@ -238,7 +224,7 @@ def _tip(tokens: list[Token], inner: list[str], text: str, cut: int, shown: int,
     if not closes or not inner[-1].endswith(closes):
         return None
     return _Tip(cut, shown, content, inner, refs, len(closes))
-def _grown_tip(head: _Head, text: str, cut: int) -> list[str] | None:
+def _grown_tip(head: Head, text: str, cut: int) -> list[str] | None:
     """The render of `text[:cut]` when it is the tip's with plain text added to its
     paragraph's one line: the same blocks, the last with the escaped text added before its
     `</p>` -- what a parse, the edge and a render give there (no block rule starts inside a
@@ -270,10 +256,6 @@ def _defined(refs: dict[str, Any]) -> dict[str, tuple]:
     return {label: (ref.get("href"), ref.get("title")) for label, ref in refs.items()}
 
 
-# Characters of HTML the growing render made (not taken from a memo): the tests' count.
-RENDERED = [0]
-
-
 def _rendered(tokens: list[Token], env: dict[str, Any], memo: dict[int, tuple] | None = None,
               refs: str = "") -> list[str]:
     """Each top-level block's inner HTML. With `memo` (a head's): a block made of the same
@@ -289,7 +271,8 @@ def _rendered(tokens: list[Token], env: dict[str, Any], memo: dict[int, tuple] |
         else:
             inner = MD.renderer.render(tokens[start:end], MD.options, env)
             inner = inner[:-1] if inner.endswith("\n") else inner
-            RENDERED[0] += len(inner)
+            if counting.COUNTING:
+                counting.add("rendered", len(inner))
         kept[id(first)] = (first, last, end - start, refs, inner)  # (the tokens kept alive: ids stay theirs)
         out.append(inner)
     if memo is not None:
@@ -298,7 +281,7 @@ def _rendered(tokens: list[Token], env: dict[str, Any], memo: dict[int, tuple] |
     return out
 
 
-def _advance(head: _Head, src: str, found: dict[str, Any], tail: list[str],
+def _advance(head: Head, src: str, found: dict[str, Any], tail: list[str],
              refs: dict[str, Any]) -> None:
     """Move the head on over the blocks this render found final (those before its region,
     from the full parse), up to the last block start where that is safe: the line before

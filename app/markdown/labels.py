@@ -4,7 +4,7 @@ Why a module of its own: the edge scanner (``scan``) asks, from every ``[``, whe
 label ends, and from every backtick run, where a run of the same length is next. Asked
 naively (a walk to the end each time) a text of n ``[`` costs n^2. ``Text`` answers
 both from what one walk of the text learns, and counts the characters it steps over
-(``SCANNED``), so that tests can assert the bound as a count.
+(``counting``), so that tests can assert the bound as a count.
 """
 
 from __future__ import annotations
@@ -12,21 +12,7 @@ from __future__ import annotations
 import bisect
 import re
 
-
-def _find_run(s: str, start: int, char: str, size: int) -> int:
-    """Start of the first run of exactly `size` `char`s at or after `start`, or -1.
-    (`start` is not inside a run. A scan asks this of the same text many times: see
-    `Text.run`, which answers from one index of the runs.)"""
-    n = len(s)
-    i = s.find(char, start)
-    while i >= 0:
-        j = i
-        while j < n and s[j] == char:
-            j += 1
-        if j - i == size:
-            return i
-        i = s.find(char, j)
-    return -1
+from . import counting
 
 
 class Text:
@@ -47,7 +33,8 @@ class Text:
         self.owner: list[int] = []  # at a position a walk passed: the `[` innermost there, or -1
 
     def run(self, start: int, size: int) -> int:
-        """`_find_run(s, start, "`", size)`, from the index."""
+        """Start of the first run of exactly `size` backticks at or after `start` (not inside a
+        run), or -1: from the index of the runs, made at the first question."""
         runs = self.runs
         if runs is None:
             runs = self.runs = {}
@@ -115,12 +102,11 @@ class Text:
 
 _BACKTICKS = re.compile("`+")
 
-# Characters the scanner stepped over, for the tests that prove each pass is linear in
-# its input (tests/test_markdown.py); a plain counter, cheap next to the work it counts.
-SCANNED = [0]
-
 
 def count_scanned(steps: int) -> None:
-    SCANNED[0] += steps
+    """Characters the scanner stepped over, for whoever counts (tests/test_markdown_linear.py
+    proves each pass linear in its input by them)."""
+    if counting.COUNTING:
+        counting.add("scanned", steps)
 
 

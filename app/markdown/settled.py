@@ -1,4 +1,4 @@
-"""Complete blocks between a key's head and its open last block: their block tokens, kept.
+"""Complete blocks between a head and its open last block: their block tokens, kept.
 
 Why a module of its own: ``incremental`` keeps the blocks a growing render found final
 (the head); the blocks after it that the render still looks at (the region of
@@ -26,8 +26,9 @@ from typing import Any
 
 from markdown_it.token import Token
 
+from . import counting
 from .engine import top_level
-from .growing import PARSED, block_tokens, line_starts
+from .growing import block_tokens, line_starts
 
 
 class _Piece:
@@ -65,7 +66,8 @@ class _Open:
         """The block's tokens when `text[pos:]` is this block grown, else None."""
         if not text.startswith(self.text, pos):
             return None
-        PARSED[0] += len(text) - pos - self.checked  # the characters looked at
+        if counting.COUNTING:  # the characters looked at, instead of a parse
+            counting.add("parsed", len(text) - pos - self.checked)
         new = text[pos + self.checked:]
         first = self.tokens[0]
         lines = self.lines + new.count("\n") + (0 if text.endswith("\n") else 1)

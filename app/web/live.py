@@ -2,10 +2,10 @@
 
 An item renders as a *shell* (its element with two slots), a *state* (a small span: growing,
 done, running ...) and a *body* (its Markdown as keyed blocks, or a call's output). The
-feed keeps, per followed conversation, what it last sent of each item (`Sent`); the next
-message then carries the whole element only when the shell changed (a new item, a new
-version, queued -> answered), the state span when only it changed, and for the body only
-the changed blocks (out-of-band by id), the new blocks (upsert, harmless on replay) and,
+feed keeps, per followed conversation, what its pages have (app/feed/followed.py: of each
+item, its `Sent`); the next message then carries the whole element only when the shell
+changed (a new item, a new version, queued -> answered), the state span when only it
+changed, and for the body only the changed blocks (out-of-band by id), the new blocks (upsert, harmless on replay) and,
 where a block only grew at its end, just the added text (`beforeend` on its last element).
 Children of `#items` and of a body are joined with no whitespace: htmx's upsert keeps
 elements only, and a fresh render must be the same DOM as a live one.
@@ -21,7 +21,8 @@ from markupsafe import Markup, escape
 
 from .. import markdown
 from ..branches import Path, Step, finished
-from ..markdown import Block
+from ..feed.followed import Followed, Sent
+from ..markdown import Block, Rendering
 from ..store import Store
 from ..tables import Conversation, Item
 from .templating import View, answer_key, cut_key, fragment, item_dom_id, item_key, removal
@@ -49,15 +50,6 @@ class Parts:
                 .replace(SLOT_BODY, "".join(b.html for b in self.blocks), 1))
 
 
-@dataclass
-class Sent:
-    """What a follower has of an item: its shell, state span and body blocks."""
-
-    shell: str
-    state: str
-    blocks: tuple[Block, ...]
-
-
 def state_html(it: Item) -> str:
     """The item's state span ('' for kinds whose state the page does not show)."""
     dom = item_dom_id(it)
@@ -76,22 +68,45 @@ def state_html(it: Item) -> str:
     return f'<span id="{dom}-s" class="state {state}">{label}</span>'
 
 
-def body_blocks(it: Item) -> tuple[Block, ...]:
+def body_blocks(it: Item, rendering: Rendering | None = None) -> tuple[Block, ...]:
+    """The item's body as blocks; a Markdown item's through `rendering` when one follows it."""
     dom = item_dom_id(it)
     if it.kind in MARKDOWN_KINDS:
         # while it grows, a render whose blocks only grow at their ends (see markdown.keyed)
-        return tuple(markdown.keyed(it.text or "", dom, growing=not it.done))
+        if rendering is None:
+            return tuple(markdown.keyed(it.text or "", dom, growing=not it.done))
+        return tuple(rendering.blocks(it.text or "", growing=not it.done))
     if it.kind == "call":
         return (Block(f"{dom}-o", f'<pre class="output" id="{dom}-o">{escape(it.shown or it.output)}</pre>'),)
     return ()
 
 
-def item_parts(it: Item, view: View = View()) -> Parts:
+def item_parts(it: Item, view: View = View(), rendering: Rendering | None = None) -> Parts:
     if it.kind in MARKDOWN_KINDS:  # their shell reads only these fields, never the view
         shell = _markdown_shell(it.kind, it.id, it.turn, it.read_after, it.steer, it.state, it.done, it.thought)
     else:
         shell = fragment("_item.html", it=it, view=view, slot_state=Markup(SLOT_STATE), slot_body=Markup(SLOT_BODY))
-    return Parts(shell, state_html(it), body_blocks(it))
+    return Parts(shell, state_html(it), body_blocks(it, rendering))
+
+
+FINISHED_KEPT = 4  # finished answers whose render a followed conversation keeps
+
+
+def rendering_of(followed: Followed, it: Item) -> Rendering | None:
+    """The renders of a Markdown item the feed follows (made at its first): a growing
+    answer's next render goes on from the last one, and a finished one is rendered once
+    for the message, a page that caught up and the announcement of the run's end. A new
+    one drops the finished ones but the last FINISHED_KEPT."""
+    if it.kind not in MARKDOWN_KINDS:
+        return None
+    renders = followed.renders
+    rendering = renders.get(it.id)
+    if rendering is None:
+        rendering = renders[it.id] = Rendering(item_dom_id(it))
+        ended = [key for key, kept in renders.items() if kept.finished]
+        for key in ended[:-FINISHED_KEPT]:
+            del renders[key]
+    return rendering
 
 
 @functools.lru_cache(maxsize=512)
@@ -114,11 +129,14 @@ def answer_html(chat: int, step: Step, version: list[Item]) -> str:
     return fragment("_answer.html", chat=chat, step=step, answer=answer)
 
 
-def items_html(items: list[Item], view: View = View(), state: dict | None = None) -> Markup:
+def items_html(items: list[Item], view: View = View(), state: dict | None = None,
+               renders: dict[int, Rendering] | None = None) -> Markup:
     """The items (in page order, one path: branches.on_path) as the page shows them, the
     actions under each finished answer of `view.steps`, and the marker where the model's view
-    starts when `state` (Store.chat_state) says some turns are left out."""
-    elements = [(item_key(it), item_parts(it, view).element) for it in items]
+    starts when `state` (Store.chat_state) says some turns are left out. `renders`: the
+    feed's renders of the items it follows (Followed.renders), which these go on from."""
+    renders = renders or {}
+    elements = [(item_key(it), item_parts(it, view, renders.get(it.id)).element) for it in items]
     by_turn: dict[int, list[Item]] = {}
     for it in items:
         by_turn.setdefault(it.turn or it.id or 0, []).append(it)
@@ -133,13 +151,15 @@ def items_html(items: list[Item], view: View = View(), state: dict | None = None
 
 
 def page_items(store: Store, chat: int, state: dict, path: Path | None = None,
-               editing: int | None = None) -> tuple[Markup, list[Item], View]:
-    """#items of a conversation's page: its current path (or `path`), whole; those items and their view."""
+               editing: int | None = None, renders: dict[int, Rendering] | None = None
+               ) -> tuple[Markup, list[Item], View]:
+    """#items of a conversation's page: its current path (or `path`), whole; those items and
+    their view. `renders`: see items_html."""
     path = path if path is not None else store.path(chat)
     items = store.path_items(chat, path)
     view = View(state["turn"], path.heads, store.files_of(items), editing, store.passages_gone(items),
                 store.documents_attached(items))
-    return items_html(items, view, state), items, view
+    return items_html(items, view, state, renders), items, view
 
 
 def placed(dom: str, html: str) -> str:
@@ -198,10 +218,10 @@ def forked(path: Path, items: list[Item]) -> bool:
 ANSWER_CHANGES = ("user", "retry", "stop", "error")  # a growing text or call cannot end an answer
 
 
-def answers_changed(store: Store, chat: int, path: Path, items: list[Item], sent: dict | None,
+def answers_changed(store: Store, chat: int, path: Path, items: list[Item], followed: Followed,
                     out: list[str]) -> list[str]:
     """The actions of the answers `items` may have ended or changed, where they differ from
-    what followers have (`sent`); a row that went away is deleted (into `out`)."""
+    what the pages have (`followed.answers`); a row that went away is deleted (into `out`)."""
     steps = path.heads
     turns = sorted({it.turn for it in items if it.turn in steps and (it.done or it.kind in ANSWER_CHANGES)})
     rows = []
@@ -210,14 +230,13 @@ def answers_changed(store: Store, chat: int, path: Path, items: list[Item], sent
         version = [it for it in store.turn_items(chat, turn, turn) if it.id != turn and path.holds(it)
                    and it.kind != "retry"]
         html = answer_html(chat, step, version)
-        before = sent.get(f"a{turn}") if sent is not None else None
+        before = followed.answers.get(turn)
         if html != before:
             if html:
                 rows.append(html)
             elif before:  # (a row goes only when its answer goes on: a message read after it)
                 out.append(removal(f"a{turn}"))
-        if sent is not None:
-            sent[f"a{turn}"] = html
+        followed.answers[turn] = html
     return rows
 
 
@@ -242,93 +261,120 @@ def _state_fragment(name: str, state: tuple, context: tuple) -> str:
 
 
 def chat_changes(store: Store, chat: int, items: list[Item], convo: Conversation | None,
-                 gone: list[str] = (), sent: dict[int | str, Sent | str] | None = None) -> str:
-    """One feed message for a conversation.
-
-    With `sent` (what followers in step have), only the differences, and `sent` is brought
-    up to date; without it, whole elements (for a follower that has just caught up).
-    """
+                 gone: list[str] = (), followed: Followed | None = None) -> str:
+    """One feed message for a conversation: what changed (`items`, `convo`, the deleted dom
+    ids `gone`) as the difference from what `followed` says its pages have, which is brought
+    up to date. Without `followed`, whole elements (a page that has just caught up from the
+    database: the difference from nothing)."""
     if f"c{chat}" in gone:  # the conversation itself was deleted: say so, take the composer away
         return DELETED
-    parts_out = [removal(dom) for dom in gone]
-    # Only growing text of items followers have: the conversation's state is as it was (a run
-    # starts, ends, waits or is decided by other rows; the context meter by its own row, and
-    # the feed drops the kept state when that changes). Else it is read again.
-    grown = (sent is not None and "state" in sent and items and convo is None and not gone
-             and all(it.kind in MARKDOWN_KINDS and not it.done and it.id in sent for it in items))
-    state = sent["state"] if grown else store.chat_state(chat)
-    if sent is not None:
-        sent["state"] = state
+    followed = followed if followed is not None else Followed().nothing()
+    if only_grown(followed, items, convo, gone):
+        return grown(store, chat, items, followed)
+    return in_step(store, chat, items, convo, gone, followed)
+
+
+def only_grown(followed: Followed, items: list[Item], convo: Conversation | None, gone: list[str]) -> bool:
+    """Whether the only rows that changed are growing text of items the pages have."""
+    return (followed.state is not None and bool(items) and convo is None and not gone
+            and all(it.kind in MARKDOWN_KINDS and not it.done and it.id in followed.items for it in items))
+
+
+def grown(store: Store, chat: int, items: list[Item], followed: Followed) -> str:
+    """The message when `only_grown`: the conversation's state is the one the pages have (a
+    run starts, ends, waits or is decided only with other rows; the context meter by its own
+    row, and the feed then forgets the kept state), so neither it nor what is made of it alone
+    (the status, the marker, the run's end) is read, made or compared again: only the items."""
+    out: list[str] = []
+    items_changed(store, chat, items, followed.path, followed.state, followed, out)
+    return "".join(out)
+
+
+def in_step(store: Store, chat: int, items: list[Item], convo: Conversation | None, gone: list[str],
+            followed: Followed) -> str:
+    """The message for any change: the state read again, the path where it may have moved,
+    the items, and the fragments made of the state where they differ from what the pages have."""
+    out = [removal(dom) for dom in gone]
+    state = followed.state = store.chat_state(chat)
     # The path changes only with a user or retry row (an edit, Again, a pager's choice, a
-    # message): then it is read again, and when it is not the one followers have with turns
+    # message): then it is read again, and when it is not the one the pages have with turns
     # added at its end, #items is sent whole (branches are few, and rarely switched).
     heads_changed = any(it.kind in ("user", "retry") for it in items)
-    known: Path | None = sent.get("path") if sent is not None else None
-    path = store.path(chat) if known is None or heads_changed else known
-    if sent is not None:
-        sent["path"] = path
-    pinned = [it for it in items if it.kind == "plan"]
+    known = followed.path
+    path = followed.path = store.path(chat) if known is None or heads_changed else known
     if known is not None:
         whole = heads_changed and not path.extends(known)
-    else:  # a follower that caught up from the database: its path is not known here
+    else:  # a page that caught up from the database: its path is not known here
         whole = heads_changed and forked(path, items)
     if whole:
-        html, shown, view = page_items(store, chat, state, path)
-        parts_out.append(f'<hx-partial hx-target="#items" hx-swap="innerHTML">{html}</hx-partial>')
-        if sent is not None:  # what followers have now: this (an answer's actions: unknown, sent again)
-            for key in [k for k in sent if k not in ("path", "status")]:
-                del sent[key]
-            for it in shown:
-                if not it.done or it.kind == "call":
-                    parts = item_parts(it, view)
-                    sent[it.id] = Sent(parts.shell, parts.state, parts.blocks)
-            sent["cut"] = state_fragment("_cut.html", state)
-        items = []
-    items = [it for it in items if it.kind != "plan" and path.holds(it)]  # other branches' rows wait
-    if items or pinned:
-        view = View(state["turn"], path.heads, store.files_of([*items, *pinned]),
-                    gone=store.passages_gone([*items, *pinned]), documents=store.documents_attached([*items, *pinned]))
-        elements, plans, pieces = [], [], []
-        for it in [*items, *pinned]:
-            parts = item_parts(it, view)
-            element, small = item_changes(it, parts, sent.get(it.id) if sent is not None else None)
-            if element is not None and it.read_after:  # a message the model read moves to where it read it
-                parts_out.append(placed(item_dom_id(it), element))
-            elif element is not None:
-                (plans if it.kind == "plan" else elements).append(element)
-            pieces.extend(small)
-            if sent is not None:
-                if it.done and it.kind != "call":
-                    sent.pop(it.id, None)  # finished: it changes again only as a whole (a new version)
-                else:
-                    sent[it.id] = Sent(parts.shell, parts.state, parts.blocks)
-        elements.extend(answers_changed(store, chat, path, items, sent, parts_out))
-        if elements:
-            parts_out.append('<hx-partial hx-target="#items" hx-swap="upsert key:data-key">'
-                             + "".join(elements) + "</hx-partial>")
-        if plans:  # the plan is pinned above the composer, not in the log
-            parts_out.append('<hx-partial hx-target="#plan" hx-swap="upsert">' + "".join(plans) + "</hx-partial>")
-        parts_out.extend(pieces)
-    if grown:  # the state followers have, so its marker, status and turn as they were sent
-        return "".join(parts_out)
+        out.append(whole_items(store, chat, state, path, followed))
+        items = [it for it in items if it.kind == "plan"]  # the plan is pinned apart from #items
+    items_changed(store, chat, items, path, state, followed, out)
     cut = state_fragment("_cut.html", state)
-    if sent is None or sent.get("cut", "") != cut:  # where the model's view starts moved (rarely)
-        parts_out.append(placed("cut", cut))
-    if sent is not None:
-        sent["cut"] = cut
-    if sent is not None:  # a run this page watched ended: say so to a screen reader
-        ended = sent.get("turn")
-        if ended and ended != state["turn"]:
-            parts_out.append(fragment("_announce.html", text=announcement(store.last_of_turn(chat, ended)), oob=True))
-        sent["turn"] = state["turn"]
+    if followed.cut != cut:  # where the model's view starts moved (rarely)
+        out.append(placed("cut", cut))
+        followed.cut = cut
+    ended = followed.turn  # a run the pages watched ended: say so to a screen reader
+    if ended and ended != state["turn"]:
+        last = store.last_of_turn(chat, ended)
+        rendering = followed.renders.get(last.id) if last is not None else None
+        out.append(fragment("_announce.html", text=announcement(last, rendering), oob=True))
+    followed.turn = state["turn"]
     status = state_fragment("_status.html", state, chat=chat, oob=True)
-    if sent is None or sent.get("status") != status:  # most messages leave it as it was
-        parts_out.append(status)
-    if sent is not None:
-        sent["status"] = status
+    if followed.status != status:  # most messages leave it as it was
+        out.append(status)
+        followed.status = status
     if convo is not None:
-        parts_out.append(fragment("_title.html", convo=convo, oob=True))
-    return "".join(parts_out)
+        out.append(fragment("_title.html", convo=convo, oob=True))
+    return "".join(out)
+
+
+def whole_items(store: Store, chat: int, state: dict[str, Any], path: Path, followed: Followed) -> str:
+    """#items whole, for a path that moved at a fork; what the pages have is then that."""
+    html, shown, view = page_items(store, chat, state, path, renders=followed.renders)
+    # (the state is read again at the next message, and an answer's actions are unknown: sent again)
+    followed.state, followed.turn = None, None
+    followed.items.clear()
+    followed.answers.clear()
+    for it in shown:
+        if not it.done or it.kind == "call":  # (the renders made above: the same blocks again)
+            parts = item_parts(it, view, followed.renders.get(it.id))
+            followed.items[it.id] = Sent(parts.shell, parts.state, parts.blocks)
+    followed.cut = state_fragment("_cut.html", state)
+    return f'<hx-partial hx-target="#items" hx-swap="innerHTML">{html}</hx-partial>'
+
+
+def items_changed(store: Store, chat: int, items: list[Item], path: Path, state: dict[str, Any],
+                  followed: Followed, out: list[str]) -> None:
+    """The changed items of the path (and the plan, pinned above the composer) into `out`:
+    each whole, or the pieces that bring what the pages have up to it; and the actions of the
+    answers they may have ended."""
+    pinned = [it for it in items if it.kind == "plan"]
+    items = [it for it in items if it.kind != "plan" and path.holds(it)]  # other branches' rows wait
+    if not (items or pinned):
+        return
+    shown = [*items, *pinned]
+    view = View(state["turn"], path.heads, store.files_of(shown),
+                gone=store.passages_gone(shown), documents=store.documents_attached(shown))
+    elements, plans, pieces = [], [], []
+    for it in shown:
+        parts = item_parts(it, view, rendering_of(followed, it))
+        element, small = item_changes(it, parts, followed.items.get(it.id))
+        if element is not None and it.read_after:  # a message the model read moves to where it read it
+            out.append(placed(item_dom_id(it), element))
+        elif element is not None:
+            (plans if it.kind == "plan" else elements).append(element)
+        pieces.extend(small)
+        if it.done and it.kind != "call":
+            followed.items.pop(it.id, None)  # finished: it changes again only as a whole (a new version)
+        else:
+            followed.items[it.id] = Sent(parts.shell, parts.state, parts.blocks)
+    elements.extend(answers_changed(store, chat, path, items, followed, out))
+    if elements:
+        out.append('<hx-partial hx-target="#items" hx-swap="upsert key:data-key">' + "".join(elements) + "</hx-partial>")
+    if plans:  # the plan is pinned above the composer, not in the log
+        out.append('<hx-partial hx-target="#plan" hx-swap="upsert">' + "".join(plans) + "</hx-partial>")
+    out.extend(pieces)
 
 
 def outage_banner(words: str) -> str:
@@ -340,19 +386,21 @@ def outage_banner(words: str) -> str:
 ANNOUNCED = 200  # characters of an answer a screen reader hears when it ends
 
 
-def announcement(last: Item | None) -> str:
-    """What the live region says when a run ends: the start of its answer as plain text."""
+def announcement(last: Item | None, rendering: Rendering | None = None) -> str:
+    """What the live region says when a run ends: the start of its answer as plain text.
+    `rendering`: the answer's, whose final render the feed's message made just now (then
+    not a second whole render: the same words)."""
     if last is None or last.kind == "text" and not (last.text or "").strip():
         return "Answer finished."
     if last.kind == "stop":
         return "Stopped."
-    # the blocks the feed's message rendered just now (markdown.keyed keeps the last final
-    # render per key), not a second whole render: the same words
-    html = " ".join(b.html for b in markdown.keyed(last.text or "", item_dom_id(last)))
+    text = last.text or ""
+    blocks = rendering.blocks(text) if rendering is not None else markdown.keyed(text, item_dom_id(last))
+    html = " ".join(b.html for b in blocks)
     words = " ".join(Markup(html).striptags().split())
     if len(words) > ANNOUNCED:
         words = words[:ANNOUNCED].rsplit(" ", 1)[0] + "…"
     return f"{'Answer finished' if last.kind == 'text' else 'The answer ended with an error'}: {words}"
 
 
-__all__ = ["Parts", "Sent", "chat_changes", "item_parts", "items_html", "outage_banner"]
+__all__ = ["Parts", "chat_changes", "item_parts", "items_html", "outage_banner"]

@@ -95,7 +95,10 @@ async def chat_events(request: Request, chat: FromPath[str], since: FromQuery[st
             cursor = 0  # a cursor from another database (or a restore): resync everything
         items = s.store.items_since(cursor, chat=convo.id)
         gone = [dom for _, dom, _ in s.store.tombstones_since(cursor, chat=convo.id)] if cursor else []
-        first = live.chat_changes(s.store, convo.id, items, convo if convo.rev > cursor else None, gone)
+        # the difference from nothing, rendered from the feed's last renders of the answers
+        # (a page reconnecting while a long answer grows does not parse it all again)
+        first = live.chat_changes(s.store, convo.id, items, convo if convo.rev > cursor else None, gone,
+                                  s.feed.followed[convo.id].nothing())
         first += (list_catch_up(s.store, who.id, cursor) + builtin_catch_up(s.store, who.id, cursor)
                   + documents_catch_up(s.store, who.id, cursor, top, chat=convo.id))
     return Stream(follow(s.feed, follower, encode(top, first), top, still(request)),

@@ -24,20 +24,39 @@ ROOT = Path(__file__).resolve().parent.parent.parent
 TEMPLATES = ROOT / "templates"
 STATIC = ROOT / "static"
 
-# Templates are written one element a line, indented: a line break and the indentation after
-# it, where they stand between two tags (the end of an HTML tag, `%}` or `#}`, then `<`, `{%`
-# or `{#`), are not the page's. They are taken out once, when a template is compiled, so the
-# page is the bytes a template written on one line gives. Whitespace between a tag and text,
-# or a space on one line (`</a> <a>`), is the page's and stays; so is everything inside
-# <pre> and <textarea>. A line may not break between text and a tag for the same reason.
-_TEXT_ELEMENTS = r"<(?P<tag>pre|textarea)\b.*?</(?P=tag)\s*>"
-_BETWEEN_TAGS = r"(?:(?<=>)|(?<=%\})|(?<=#\}))[ \t]*\n[ \t\r\n]*(?=<|\{%|\{#)"
-_LAYOUT = re.compile(f"(?P<keep>{_TEXT_ELEMENTS})|{_BETWEEN_TAGS}", re.S | re.I)
+# Templates are written one element a line, indented, and no line longer than 200
+# characters (tests/test_templates.py). The line breaks and indentation that layout adds are
+# not the page's: they are taken out once, when a template is compiled, so the page is the
+# bytes the template written on one line gives:
+# - between two tags (the end of an HTML tag, `%}` or `#}`, then `<`, `{%` or `{#`): nothing;
+# - between an attribute's closing quote and a `{% if %}` that adds one (it carries its own
+#   space): nothing;
+# - between words of text, between a word and a tag after it, or between a tag's attributes
+#   (not after `>`, `%}` or `#}`, not before `{%` or `{#`: there Jinja's trim_blocks and
+#   lstrip_blocks act): one space, the one the break stands for;
+# - between `%}` and an attribute (`name=`) in a tag: one space.
+# Everything inside <pre> and <textarea> (not their start tags), and inside Jinja's own
+# tags, stays as written.
+_TEXT_ELEMENT = r"(?P<start><(?P<tag>pre|textarea)\b[^>]*>)(?P<text>.*?</(?P=tag)\s*>)"
+_KEPT = r"\{\{.*?\}\}|\{%.*?%\}|\{#.*?#\}"
+_BREAK = r"[ \t]*\n[ \t\r\n]*"
+_BETWEEN_TAGS = rf"(?:(?:(?<=>)|(?<=%\}})|(?<=#\}})){_BREAK}(?=<|\{{%|\{{#)|(?<=\"){_BREAK}(?=\{{%))"
+_IN_A_LINE = (rf"(?:(?<=[^\s>])(?<!%\}})(?<!#\}}){_BREAK}(?=[^\s<{{]|\{{\{{)|(?<=[^\s>}}]){_BREAK}(?=<)"
+              rf"|(?<=%\}}){_BREAK}(?=[A-Za-z_:][-\w:.]*=))")
+_LAYOUT = re.compile(f"{_TEXT_ELEMENT}|(?P<keep>{_KEPT})|(?P<none>{_BETWEEN_TAGS})|{_IN_A_LINE}", re.S | re.I)
 
 
 def without_layout(source: str) -> str:
-    """A template's source without the line breaks and indentation between its tags."""
-    return _LAYOUT.sub(lambda m: m.group("keep") or "", source)
+    """A template's source without the line breaks and indentation of its layout."""
+    return _LAYOUT.sub(_without, source)
+
+
+def _without(m: re.Match) -> str:
+    if m.group("text") is not None:  # a <pre> or <textarea>: its start tag laid out, its text as written
+        return without_layout(m.group("start")) + m.group("text")
+    if m.group("keep") is not None:
+        return m.group("keep")
+    return "" if m.group("none") is not None else " "
 
 
 class Layout(jinja2.ext.Extension):
