@@ -187,3 +187,19 @@ sys.exit(1 if failed else 0)
     done = subprocess.run([sys.executable, "-c", script, *MODULES], cwd=ROOT, capture_output=True, text=True,
                           timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_each_store_method_is_one_familys():
+    """Store is one object over its families of rows (one module each, docs/architecture.md):
+    a method is found by its family's module, so no two families may define one name (the
+    later in the MRO would hide the other)."""
+    from app.store import Store
+
+    where: dict[str, list[str]] = {}
+    for cls in Store.__mro__:
+        if cls.__module__.startswith("app.store") and cls is not Store:
+            for name in vars(cls):
+                if not name.startswith("__"):
+                    where.setdefault(name, []).append(f"{cls.__module__}.{cls.__name__}")
+    twice = {name: found for name, found in where.items() if len(found) > 1}
+    assert twice == {}, f"defined by more than one family: {twice}"

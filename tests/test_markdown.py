@@ -12,7 +12,7 @@ from app.markdown import (
     MATHML_ATTRIBUTES,
     MATHML_ELEMENTS,
     Block,
-    Changes,
+    BlockChanges,
     append_at,
     block_changes,
     keyed,
@@ -675,7 +675,7 @@ def test_block_changes():
     sent = {"k-0": "<a0>", "k-1": "<a1>", "k-2": "<a2>"}
     blocks = [Block("k-0", "<a0>"), Block("k-1", "<b1>"), Block("k-3", "<b3>")]
     changes = block_changes(sent, blocks)
-    assert isinstance(changes, Changes) and isinstance(changes, tuple)
+    assert isinstance(changes, BlockChanges) and isinstance(changes, tuple)
     changed, new, gone = changes
     assert changed == [Block("k-1", "<b1>")]
     assert new == [Block("k-3", "<b3>")]

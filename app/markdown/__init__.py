@@ -38,7 +38,7 @@ Public API
     How a growing render moves on (the reveal grid, the cadence of a big open block) and
     the shortcuts it takes; the app renders at ``PACE``. Tests and benchmarks give another
     (no grid; a shortcut off, to compare with the render it stands for).
-``block_changes(sent, blocks) -> Changes``  (a NamedTuple: changed, new, gone)
+``block_changes(sent, blocks) -> BlockChanges``  (a NamedTuple: changed, new, gone)
     What to send to a page that holds ``sent`` (id -> html) of this item: blocks whose
     html changed, blocks not sent yet, and sent ids that no longer exist.
     ``changes_since(old, new)`` is the same for two tuples of blocks, linear only in C
@@ -142,7 +142,7 @@ One concern per module; each imports only from those listed above it.
 ``incremental``  what a text's last growing render found final (``Head``); the cadence.
 ``blocks``   ``render``, ``keyed``, ``Rendering`` and ``Block`` (uses ``engine``,
              ``growing`` and ``incremental``).
-``diff``     ``block_changes``, ``changes_since``, ``Changes``, ``append_at`` (compares
+``diff``     ``block_changes``, ``changes_since``, ``BlockChanges``, ``append_at`` (compares
              rendered HTML only).
 
 This package only hands on the public API above (its modules import nothing from it).
@@ -156,7 +156,7 @@ from __future__ import annotations
 
 from .blocks import BLOCK_CLASS, Block, Rendering, keyed, render
 from .counting import Work, counting
-from .diff import Changes, append_at, block_changes, changes_since
+from .diff import BlockChanges, append_at, block_changes, changes_since
 from .engine import CODE_CLASS, INLINE_BUDGET, task_counts
 from .growing import PACE, REVEAL_STEP, Pace
 from .mathml import ATTRIBUTES as MATHML_ATTRIBUTES
@@ -165,7 +165,7 @@ from .mathml import MATH_MAX
 
 __all__ = [
     "Block",
-    "Changes",
+    "BlockChanges",
     "render",
     "keyed",
     "Rendering",

@@ -15,13 +15,13 @@ from typing import NamedTuple
 from .blocks import Block
 
 
-class Changes(NamedTuple):
+class BlockChanges(NamedTuple):
     changed: list[Block]
     new: list[Block]
     gone: list[str]
 
 
-def block_changes(sent: dict[str, str], blocks: list[Block]) -> Changes:
+def block_changes(sent: dict[str, str], blocks: list[Block]) -> BlockChanges:
     """(changed, new, gone) of `blocks` against what a page holds (`sent`: id -> html).
 
     `changed` keeps the order of `blocks`, `new` too (ids ascending), `gone` the order of
@@ -37,7 +37,7 @@ def block_changes(sent: dict[str, str], blocks: list[Block]) -> Changes:
             changed.append(block)
     ids = {block.id for block in blocks}
     gone = [id_ for id_ in sent if id_ not in ids]
-    return Changes(changed, new, gone)
+    return BlockChanges(changed, new, gone)
 
 
 # Blocks before the last few of a growing render are the same objects render after render
@@ -46,7 +46,7 @@ def block_changes(sent: dict[str, str], blocks: list[Block]) -> Changes:
 _TAIL = 8
 
 
-def changes_since(old: tuple[Block, ...], new: tuple[Block, ...]) -> tuple[Changes, dict[str, str]]:
+def changes_since(old: tuple[Block, ...], new: tuple[Block, ...]) -> tuple[BlockChanges, dict[str, str]]:
     """`block_changes` of `new` against the blocks a page holds (`old`, as sent), and the
     html of the old blocks that changed by id (for `append_at`). Linear only in C over the
     blocks both share at the start: the cost of a followed answer's message does not grow
