@@ -55,6 +55,7 @@ class Item:
     unsent: bool = False    # a call's file is for the person only: not sent to the model
     dispatched: bool = False  # a call sent to its tool (it may have run from here on)
     interrupted: bool = False  # a call a restart cut: with `dispatched`, it may have run
+    knowledge: str = ""     # a user item's picks with "/": collections and documents searched for it ("c3,d7")
     id: int | None = None
     created: float = 0.0
     updated: float = 0.0
@@ -220,11 +221,63 @@ def item(kind: str, chat: int | None = None, text: str = "", **values: Any) -> I
 
 
 def asked(chat: int | None, text: str, model: str = "", files: list[int] | tuple[int, ...] = (),
-          thinking: str = "", steer: bool = False) -> Item:
+          thinking: str = "", steer: bool = False, knowledge: str = "") -> Item:
     """The person's message: a `user` item, not done until it is answered. With `steer`, sent
-    "now": the run going reads it at its next step instead of answering it after."""
+    "now": the run going reads it at its next step instead of answering it after. `knowledge`:
+    the collections and documents picked for it (`Picks`)."""
     return Item(kind="user", chat=chat, text=text, model=model, files=",".join(str(f) for f in files),
-                thinking=thinking, steer=steer)
+                thinking=thinking, steer=steer, knowledge=knowledge)
+
+
+@dataclass(frozen=True)
+class Scope:
+    """What a knowledge search may see: these collections' documents, those attached to
+    `chat`, and these documents (picked for one message)."""
+
+    collections: tuple[int, ...] = ()
+    chat: int | None = None
+    documents: tuple[int, ...] = ()
+
+
+PICKS_MAX = 20  # collections and documents picked for one message
+
+
+@dataclass(frozen=True)
+class Picks:
+    """The collections and documents a person picked for one message with "/" (or "#"): searched
+    for its answer beside the agent's own. Kept on the message as "c3,d7"."""
+
+    collections: tuple[int, ...] = ()
+    documents: tuple[int, ...] = ()
+
+    @classmethod
+    def parse(cls, text: str) -> Picks:
+        """From the message's column, or from the composer's fields joined by commas ("c3",
+        "d7"); ValueError for anything else, or more than PICKS_MAX."""
+        collections, documents = [], []
+        for part in filter(None, (p.strip() for p in text.split(","))):
+            kind, number = part[:1], part[1:]
+            if kind not in ("c", "d") or not number.isdigit() or len(number) > 18:
+                raise ValueError(f"“{part[:40]}” names no collection or document")
+            (collections if kind == "c" else documents).append(int(number))
+        picks = cls(tuple(dict.fromkeys(collections)), tuple(dict.fromkeys(documents)))
+        if len(picks.collections) + len(picks.documents) > PICKS_MAX:
+            raise ValueError(f"at most {PICKS_MAX} collections and documents a message")
+        return picks
+
+    def __str__(self) -> str:
+        return ",".join([f"c{c}" for c in self.collections] + [f"d{d}" for d in self.documents])
+
+    def __bool__(self) -> bool:
+        return bool(self.collections or self.documents)
+
+
+def picks_of(it: Item) -> Picks:
+    """A message's picks as kept (written by the web, checked there): none where unreadable."""
+    try:
+        return Picks.parse(it.knowledge)
+    except ValueError:
+        return Picks()
 
 
 def retried(chat: int | None, model: str = "") -> Item:

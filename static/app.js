@@ -433,9 +433,11 @@
     new MutationObserver(follow).observe(heading.parentNode, { childList: true });  // #title is swapped whole
   }
 
-  // --- prompts (mcp-a): "/" at the start of the composer shows the agent's prompts, the skills
-  // and the resources over it (the page /c/N/prompts, its list alone); typing on filters them,
-  // Enter opens the first one's form, Escape closes. Their forms post as they do on the page.
+  // --- prompts (mcp-a): "/" at the start of the composer shows the agent's prompts, the skills,
+  // the resources and the person's knowledge over it (the page /c/N/prompts, its list alone);
+  // typing on filters them, Enter opens the first one's form, Escape closes. Their forms post as
+  // they do on the page. "#" shows the same at the knowledge, typing on filters collections and
+  // documents by name.
   (function () {
     var link = document.querySelector("#composer .prompts-link"), box = composerBox();
     if (!link || !box) return;
@@ -446,20 +448,32 @@
     }
     function filter() {
       if (!pop) return;
-      var word = box.value.replace(/^\//, "").trim().toLowerCase();
+      var hash = box.value.charAt(0) === "#", word = box.value.replace(/^[\/#]/, "").trim().toLowerCase();
       pop.querySelectorAll("details.prompt").forEach(function (d) {
         var name = (d.querySelector("summary code") || {}).textContent || "";
-        d.hidden = !!word && name.toLowerCase().indexOf(word) < 0;
+        d.hidden = !!word && !hash && name.toLowerCase().indexOf(word) < 0;
       });
+      pop.querySelectorAll("form.picks label.check").forEach(function (l) {
+        var name = (l.querySelector("input") || { getAttribute: function () { return ""; } }).getAttribute("data-name") || "";
+        l.hidden = !!word && hash && name.toLowerCase().indexOf(word) < 0;
+      });
+      if (hash && word) {  // a document that matches shows, its collection's list opened
+        pop.querySelectorAll("form.picks details").forEach(function (d) {
+          d.open = !!d.querySelector("label.check:not([hidden])");
+        });
+      }
+      pop.classList.toggle("knowledge-only", hash);  // "#": the person's knowledge alone
     }
     function open() {
       if (pop) { filter(); return; }
       pop = document.createElement("div");
       pop.className = "prompt-popover";
       pop.setAttribute("role", "dialog");
-      pop.setAttribute("aria-label", "Prompts, skills and resources");
+      pop.setAttribute("aria-label", "Prompts, skills, resources and knowledge");
       pop.textContent = "Loading prompts…";
-      document.getElementById("composer").before(pop);
+      var composerNow = document.getElementById("composer");
+      pop.style.setProperty("--composer-h", composerNow.offsetHeight + "px");
+      composerNow.before(pop);
       var mine = pop;
       fetch(link.getAttribute("data-prompts"), { credentials: "same-origin" }).then(function (r) {
         return r.ok ? r.text() : Promise.reject(r.status);
@@ -468,15 +482,28 @@
         pop.innerHTML = html;
         var attachButton = pop.querySelector("form.resources button[type=submit]");
         if (attachButton) attachButton.textContent = "Attach to the message";
+        var pickButton = pop.querySelector("form.picks button[type=submit]");
+        if (pickButton) pickButton.textContent = "Search them for the message";
+        pop.querySelectorAll("form.resources label:has(textarea), form.picks label:has(textarea)").forEach(function (l) {
+          l.hidden = true;  // the composer's own box is the message
+        });
         filter();
       }, function () { if (pop === mine) pop.textContent = "The prompts could not be read: open the page instead."; });
     }
     box.addEventListener("input", function () {
-      if (box.value.charAt(0) === "/" && box.value.indexOf("\n") < 0) open(); else close();
+      var first = box.value.charAt(0);
+      if ((first === "/" || first === "#") && box.value.indexOf("\n") < 0) open(); else close();
     });
     document.addEventListener("keydown", function (e) {
       if (!pop || e.target !== box) return;
       if (e.key === "Escape") { e.preventDefault(); e.stopImmediatePropagation(); close(); }
+      else if (e.key === "Enter" && !e.shiftKey && box.value.charAt(0) === "#") {
+        // "#": Enter goes to the first collection or document shown, to tick it (Space)
+        var pick = Array.prototype.find.call(pop.querySelectorAll("form.picks label.check"), function (l) {
+          return !l.hidden && l.offsetParent !== null;
+        });
+        if (pick) { e.preventDefault(); e.stopImmediatePropagation(); pick.querySelector("input").focus(); }
+      }
       else if (e.key === "Enter" && !e.shiftKey && shown().length) {
         e.preventDefault(); e.stopImmediatePropagation();
         var first = shown()[0];
@@ -494,38 +521,40 @@
       if (!list) {
         list = document.createElement("ul");
         list.className = "picked-resources";
-        list.setAttribute("aria-label", "Resources to attach");
+        list.setAttribute("aria-label", "Resources to attach and knowledge to search");
         composer.querySelector(".box").prepend(list);
       }
       return list;
     }
-    function attach(value, label) {
-      if (composer.querySelector('input[name=resource][value="' + CSS.escape(value) + '"]')) return;
+    function attach(field_name, value, label) {
+      if (composer.querySelector('input[name=' + field_name + '][value="' + CSS.escape(value) + '"]')) return;
       var field = document.createElement("input");
-      field.type = "hidden"; field.name = "resource"; field.value = value;
+      field.type = "hidden"; field.name = field_name; field.value = value;
       composer.append(field);
       var chip = document.createElement("li"), name = document.createElement("span"), x = document.createElement("button");
       name.textContent = label;
-      x.type = "button"; x.textContent = "×"; x.setAttribute("aria-label", "Do not attach " + label);
+      x.type = "button"; x.textContent = "×";
+      x.setAttribute("aria-label", (field_name === "knowledge" ? "Do not search " : "Do not attach ") + label);
       x.addEventListener("click", function () { field.remove(); chip.remove(); box.focus(); });
       chip.append(name, x);
       chips().append(chip);
     }
     document.addEventListener("submit", function (e) {
       var form = e.target;
-      if (!pop || !pop.contains(form) || !form.classList.contains("resources")) return;
+      if (!pop || !pop.contains(form) || !(form.classList.contains("resources") || form.classList.contains("picks"))) return;
       e.preventDefault();
-      form.querySelectorAll("input[name=resource]:checked").forEach(function (c) {
-        attach(c.value, c.getAttribute("data-name") || c.value);
+      form.querySelectorAll("input[name=resource]:checked, input[name=knowledge]:checked").forEach(function (c) {
+        attach(c.name, c.value, c.getAttribute("data-name") || c.value);
       });
-      if (box.value.charAt(0) === "/") box.value = "";
+      var first = box.value.charAt(0);
+      if (first === "/" || first === "#") box.value = "";
       close();
       box.focus();
     }, true);
     document.addEventListener("htmx:after:request", function (e) {
       var c = e.detail && e.detail.ctx, st = c && c.response ? c.response.status : 0;
       if (e.target !== composer || !st || st >= 400) return;
-      composer.querySelectorAll("input[name=resource]").forEach(function (f) { f.remove(); });
+      composer.querySelectorAll("input[name=resource], input[name=knowledge]").forEach(function (f) { f.remove(); });
       var list = composer.querySelector("ul.picked-resources");
       if (list) list.remove();
     });

@@ -142,3 +142,65 @@ def test_an_attached_pdfs_reading_and_a_deleted_sources_chip_on_the_conversation
             expect(page.locator(".chips a")).to_have_count(0)
             no_wider_than(page, width)
             page.screenshot(path=f"{SHOTS}/knowledge-attached-and-gone-{name}-{scheme}.png")
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_hash_in_the_composer_picks_a_collection_for_one_message(browser, served, fake, scheme):
+    """"#" at the start of a message shows the person's collections and documents over the
+    composer; typing filters them; the ones ticked ride with the message as chips (removable),
+    and the message shows them once sent. Without script the "/" page's form does the same.
+    Desktop and phone, nothing wider than the screen."""
+    c = collection(served, "Tide tables")
+    other = collection(served, "Recipes")
+    with served.store() as store:
+        owner = store.owner()
+        store.add_document(owner, store.add_file("libtasn1.md", MANUAL.encode(), owner), "libtasn1.md",
+                           collection=c, kind="markdown")
+    wait_for(lambda: rows(served.data, "SELECT state FROM documents") == [{"state": "ready"}] or None, 60)
+    with served.client() as client:
+        chat = start_chat(client, "Hello")
+    wait_for(lambda: rows(served.data, "SELECT 1 FROM items WHERE kind = 'text' AND done = 1") or None, 60)
+    for width, height, name in ((1280, 900, "desk"), (390, 844, "phone")):
+        fake.script(f"Searched ({name}).")
+        with served.watched_page(browser, color_scheme=scheme, viewport={"width": width, "height": height}) as page:
+            page.goto(chat)
+            box = page.locator("#text")
+            box.click()
+            box.type("#tide")
+            pop = page.locator(".prompt-popover form.picks")
+            expect(pop).to_be_visible()
+            expect(pop.get_by_label("Tide tables")).to_be_visible()
+            expect(pop.get_by_label("Recipes")).to_be_hidden()  # filtered by the name typed
+            no_wider_than(page, width)
+            page.screenshot(path=f"{SHOTS}/knowledge-pick-{name}-{scheme}.png")
+            box.press("Enter")  # to the first collection shown, ticked with Space
+            expect(pop.get_by_label("Tide tables")).to_be_focused()
+            page.keyboard.press("Space")
+            pop.get_by_role("button", name="Search them for the message").click()
+            chip = page.locator("#composer ul.picked-resources li")
+            expect(chip).to_have_count(1)
+            expect(chip).to_contain_text("Tide tables")
+            expect(box).to_have_value("")
+            box.fill("What is high tide at noon?")
+            box.press("Enter")
+            sent = page.locator(".item.user").last
+            expect(sent.locator(".picks a.pick")).to_contain_text("Tide tables")
+            expect(page.locator("#composer ul.picked-resources li")).to_have_count(0)
+            no_wider_than(page, width)
+            page.screenshot(path=f"{SHOTS}/knowledge-picked-{name}-{scheme}.png")
+    [last] = rows(served.data, "SELECT knowledge FROM items WHERE kind = 'user' ORDER BY id DESC LIMIT 1")
+    assert last["knowledge"] == f"c{c}"
+    assert other not in [c]
+    fake.script("Without script.")
+    with served.watched_page(browser, color_scheme=scheme, java_script_enabled=False,
+                             viewport={"width": 390, "height": 844}) as page:
+        page.goto(f"{chat}/prompts")
+        form = page.locator("form.picks")
+        form.get_by_label("Recipes").check()
+        form.get_by_label("Message").fill("Any soup?")
+        no_wider_than(page, 390)
+        page.screenshot(path=f"{SHOTS}/knowledge-pick-nojs-phone-{scheme}.png", full_page=True)
+        form.get_by_role("button", name="Send, searching them").click()
+        expect(page.locator(".item.user").last.locator(".picks")).to_contain_text("Recipes")
+    [last] = rows(served.data, "SELECT knowledge FROM items WHERE kind = 'user' ORDER BY id DESC LIMIT 1")
+    assert last["knowledge"] == f"c{other}"

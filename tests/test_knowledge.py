@@ -389,3 +389,94 @@ def test_another_conversation_does_not_search_what_was_attached_elsewhere(client
     idle(client, start_chat(client, "What is the harbour code?"))
     assert "search_knowledge" not in [t["function"]["name"] for t in fake.streamed[1].get("tools", [])]
     assert "tern-60" not in json.dumps(fake.streamed[1:])
+
+
+# --- picked for one message with "/" ----------------------------------------------------------
+
+
+@pytest.mark.process  # documents are read in a child process
+def test_a_collection_picked_for_a_message_is_searched_for_it_alone(client, data, fake):
+    """Not given to the agent, the collection is searched for the message it was picked for:
+    the model is told, the tool offered and finds its passage, the message shows the pick;
+    the next message, with no pick, has no search at all."""
+    c = made(client, "Garage")
+    upload(client, c, ("libtasn1.md", MANUAL.encode(), "text/markdown"))
+    [d] = ready(data)
+    fake.script([tool_call("search_knowledge", {"query": "ASN1_TAG_ERROR tag"})], "A wrong tag (libtasn1.md, p. 1).")
+    chat = start_chat(client, "When is ASN1_TAG_ERROR returned?", knowledge=f"c{c}")
+    page = idle(client, chat)
+    asked = fake.streamed[0]["messages"][-1]["content"]
+    assert "[For this message the person picked the collection “Garage”: search_knowledge searches them.]" in asked
+    assert "search_knowledge" in [t["function"]["name"] for t in fake.streamed[0]["tools"]]
+    assert "ASN1_TAG_ERROR when a tag is wrong" in fake.streamed[1]["messages"][-1]["content"]
+    chip = page.select_one(".item.user .picks a.pick")
+    assert chip["href"] == f"/knowledge/{c}" and chip.select_one(".name").text == "Garage"
+    [item] = rows(data, "SELECT knowledge FROM items WHERE kind = 'user'")
+    assert item["knowledge"] == f"c{c}"
+    fake.script("Nothing to search now.")
+    ask(client, chat, "And the weather?")
+    idle(client, chat)
+    assert "search_knowledge" not in [t["function"]["name"] for t in fake.streamed[-1].get("tools", [])], \
+        "picked for one message, not for the conversation"
+    # one document of it, picked (the form's fields as the composer sends them)
+    fake.script("Picked the document.")
+    ask(client, chat, "What does the manual say?", knowledge=f"d{d['id']}")
+    page = idle(client, chat)
+    assert "the document “libtasn1.md”" in fake.streamed[-1]["messages"][-1]["content"]
+    assert page.select(".item.user")[-1].select_one(".picks a.pick")["href"] == f"/knowledge/{c}#document-{d['id']}"
+
+
+@pytest.mark.process
+def test_what_is_not_the_persons_to_pick_is_refused_and_nothing_is_written(client, data, fake):
+    c = made(client, "Mine")
+    chat = start_chat(client, "Hello")
+    idle(client, chat)
+    theirs = Accounts(client.app.state.tabletalk.store).add("Bea", "correct horse battery staple").id
+    store = client.app.state.tabletalk.store
+    hidden = store.add_collection(theirs, "Bea's diary")
+    before = rows(data, "SELECT count(*) AS n FROM items")[0]["n"]
+    for picked, says in [(f"c{hidden}", "not one you may search"), ("c999999", "not one you may search"),
+                         ("x1", "names no collection or document"), ("c1; DROP TABLE items", "names no collection"),
+                         (",".join(f"c{c}" for _ in range(21)), None)]:
+        r = ask(client, chat, "Read it", ok=False, knowledge=picked.split(","))
+        if says is None:  # the same collection twenty-one times is one pick
+            assert r.status_code == 303, r.text
+            continue
+        assert r.status_code == 400 and says in r.text, (picked, r.status_code, r.text[:300])
+    r = ask(client, chat, "Too many", ok=False, knowledge=[f"c{n}" for n in range(1, 30)])
+    assert r.status_code == 400 and "at most 20" in r.text
+    assert rows(data, "SELECT count(*) AS n FROM items WHERE kind = 'user'")[0]["n"] == 2, "only the allowed one"
+    assert before < rows(data, "SELECT count(*) AS n FROM items")[0]["n"]
+    store.update_collection(hidden, shared=True)
+    ask(client, chat, "Read Bea's, shared now", knowledge=f"c{hidden}")
+
+
+@pytest.mark.process
+def test_without_script_the_slash_page_sends_a_message_with_its_picks(client, data, fake):
+    c = made(client, "Manuals")
+    upload(client, c, ("libtasn1.md", MANUAL.encode(), "text/markdown"))
+    [d] = ready(data)
+    chat = start_chat(client, "Hello")
+    idle(client, chat)
+    page = soup(client.get(f"{chat}/prompts"))
+    form = page.select_one("form.picks")
+    assert form["action"] == f"{chat}/knowledge"
+    assert {i["value"] for i in form.select("input[name=knowledge]")} == {f"c{c}", f"d{d['id']}"}
+    token = csrf(client, f"{chat}/prompts")
+    r = client.post(f"{chat}/knowledge", data={"_csrf_token": token, "text": "Summarise it"}, follow_redirects=False)
+    assert r.status_code == 400 and "Tick a collection or document" in soup(r).select_one("form.picks .problem").text
+    r = client.post(f"{chat}/knowledge", data={"_csrf_token": token, "knowledge": f"c{c}"}, follow_redirects=False)
+    assert r.status_code == 400 and "Write what to ask" in r.text
+    fake.script("Summary.")
+    r = client.post(f"{chat}/knowledge", data={"_csrf_token": token, "knowledge": f"c{c}", "text": "Summarise it"},
+                    follow_redirects=False)
+    assert r.status_code == 303 and r.headers["location"].startswith(chat)
+    idle(client, chat)
+    assert rows(data, "SELECT knowledge FROM items WHERE text = 'Summarise it'")[0]["knowledge"] == f"c{c}"
+    # a new conversation's "/" page picks too
+    agent = client.app.state.tabletalk.store.default_agent(client.app.state.tabletalk.store.owner()).id
+    fake.script("New one.")
+    r = client.post(f"/new/{agent}/knowledge", data={"_csrf_token": token, "knowledge": f"d{d['id']}", "text": "Hi"},
+                    follow_redirects=False)
+    assert r.status_code == 303
+    assert rows(data, "SELECT knowledge FROM items WHERE text = 'Hi'")[0]["knowledge"] == f"d{d['id']}"

@@ -57,23 +57,26 @@ def test_the_first_look_keeps_the_nearest_by_their_signs_within_the_scope():
     assert len(code(vectors[0])) == 16
     codes = Codes()
     # passages 1-200 in collection 7, 201-300 attached to conversation 9
-    assert codes.add([(i + 1, i + 1, 7 if i < 200 else None, None if i < 200 else 9, code(v)) for i, v in enumerate(vectors)])
+    assert codes.add([(i + 1, i + 1, 7 if i < 200 else None, None if i < 200 else 9, 1000 + i // 50, code(v))
+                      for i, v in enumerate(vectors)])
     assert len(codes) == 300 and codes.rev == 300
     query = vectors[41]  # passage 42's own vector: distance 0
     signs = lambda v: np.unpackbits(np.frombuffer(code(v), dtype=np.uint8))  # noqa: E731
     distance = {i + 1: int((signs(v) != signs(query)).sum()) for i, v in enumerate(vectors)}
-    looked, more = codes.first_look(query, [7], None, 10)
+    looked, more = codes.first_look(query, [7], None, (), 10)
     assert looked[0] == 42 and more
     assert sorted(distance[p] for p in looked) == sorted(distance[p] for p in range(1, 201))[:10]
     assert all(p <= 200 for p in looked), "only the collection's"
-    looked, more = codes.first_look(query, [], 9, 500)
+    looked, more = codes.first_look(query, [], 9, (), 500)
     assert sorted(looked) == list(range(201, 301)) and not more, "only the conversation's, all of them"
-    assert codes.first_look(query, [8], None, 10) == ([], False)
-    assert codes.first_look(pack([1.0, 2.0]), [7], None, 10) == ([], True), "another width: scored from the rows"
+    assert codes.first_look(query, [8], None, (), 10) == ([], False)
+    looked, more = codes.first_look(query, [], None, (1001,), 100)
+    assert sorted(looked) == list(range(51, 101)) and not more, "one document's (picked for a message)"
+    assert codes.first_look(pack([1.0, 2.0]), [7], None, (), 10) == ([], True), "another width: scored from the rows"
     # a passage held already (written again), or another width, asks for all to be read again
-    assert not codes.add([(5, 301, 7, None, code(vectors[4]))])
-    assert not codes.add([(400, 302, 7, None, code(pack([1.0, 2.0])))])
-    assert codes.add([(401, 303, 7, None, code(vectors[0]))]) and len(codes) == 301 and codes.rev == 303
+    assert not codes.add([(5, 301, 7, None, 1000, code(vectors[4]))])
+    assert not codes.add([(400, 302, 7, None, 1000, code(pack([1.0, 2.0])))])
+    assert codes.add([(401, 303, 7, None, 1000, code(vectors[0]))]) and len(codes) == 301 and codes.rev == 303
 
 
 def test_reciprocal_rank_fusion_prefers_what_both_rankings_found():
@@ -161,9 +164,9 @@ def test_a_large_index_is_looked_at_by_its_codes_and_found_as_every_vector_score
     store.write_vectors("m", list(vectors.items()))
     query = pack(topic + rng.standard_normal(96) * 0.3)
     scans = statements_like(store, "ORDER BY v.passage LIMIT")
-    found = store.nearest_passages("m", query, (c,), None, 6)
+    found = store.nearest_passages("m", query, Scope((c,)), 6)
     assert {p for p, _ in found} <= set(near)
-    assert [p for p, _ in found] == [p for p, _ in store._scan("m", query, (c,), None, 6)], "as if every one were scored"
+    assert [p for p, _ in found] == [p for p, _ in store._scan("m", query, Scope((c,)), 6)], "as if every one were scored"
     assert len(scans) == 1, "only the comparison's own scan: the search read the first look's rows, not every vector"
     assert len(store.codes["m"]) == 2000
     assert all(p in ids[:1500] for p, _ in found), "the collection's only"
@@ -185,18 +188,18 @@ def test_the_codes_read_what_is_new_since_and_all_again_once_a_deleted_documents
     first = read(store, owner, c, [f"first {n}" for n in range(40)])
     store.write_vectors("m", [(p, pack(rng.standard_normal(32))) for p, _ in store.passages_to_embed("m", 0, 100)])
     query = pack(rng.standard_normal(32))
-    assert len(store.nearest_passages("m", query, (c,), None, 6)) == 6
+    assert len(store.nearest_passages("m", query, Scope((c,)), 6)) == 6
     codes = store.codes["m"]
     assert len(codes) == 40
     read(store, owner, c, [f"second {n}" for n in range(30)])
     store.write_vectors("m", [(p, pack(rng.standard_normal(32))) for p, _ in store.passages_to_embed("m", 0, 100)])
-    store.nearest_passages("m", query, (c,), None, 6)
+    store.nearest_passages("m", query, Scope((c,)), 6)
     assert store.codes["m"] is codes and len(codes) == 70, "the new rows added to those held"
     store.delete_document(first)
-    found = store.nearest_passages("m", query, (c,), None, 6)
+    found = store.nearest_passages("m", query, Scope((c,)), 6)
     assert len(found) == 6 and all(p not in codes.ids[:40] for p, _ in found), "none of the deleted document's"
     assert codes.stale, "most of the first look was gone: read again next time"
-    store.nearest_passages("m", query, (c,), None, 6)
+    store.nearest_passages("m", query, Scope((c,)), 6)
     assert len(store.codes["m"]) == 30
 
 
@@ -221,7 +224,7 @@ def test_another_persons_passages_are_not_found_by_meaning_however_near(store, o
     question = "the vault at dawn"
     found = store.search_passages(question, scope, meaning=Meaning("m", vectors[secret]))
     assert found and all("vault" not in f.text for f in found)
-    assert secret not in [p for p, _ in store._scan("m", vectors[secret], scope.collections, scope.chat, 10)]
+    assert secret not in [p for p, _ in store._scan("m", vectors[secret], scope, 10)]
 
 
 def rows_of(store, table: str) -> int:

@@ -188,3 +188,39 @@ def test_the_documents_whose_reading_moved_since_a_rev(store, owner):
     [moved] = store.documents_since(middle, store.rev())
     assert (moved.state, moved.pages_read, moved.pages) == ("reading", 1, 9)
     assert store.changed_since(middle).documents and not store.changed_since(store.rev()).documents
+
+
+def test_picks_are_searched_only_while_the_person_may_use_them(store):
+    from app.accounts.rules import Accounts
+    from app.tables import Picks, asked
+
+    people = Accounts(store)
+    ann, bea = people.add("Ann", "correct horse battery one").id, people.add("Bea", "correct horse battery two").id
+    mine, theirs = store.add_collection(ann, "Mine"), store.add_collection(bea, "Theirs")
+    doc = store.add_document(bea, store.add_file("t.md", b"x", person=bea), "t.md", collection=theirs, kind="md")
+    chat = store.new_conversation(None, person=ann).id
+    wanted = Picks((mine, theirs), (doc,))
+    assert store.usable_picks(ann, wanted) == Picks((mine,), ())
+    assert store.knowledge_scope(chat, None, wanted) == Scope((mine,), chat, ())
+    store.update_collection(theirs, shared=True)
+    assert store.usable_picks(ann, wanted) == wanted
+    assert store.knowledge_scope(chat, None, wanted) == Scope((mine, theirs), chat, (doc,))
+    store.update_collection(theirs, shared=False)  # unshared since it was picked: not searched
+    assert store.knowledge_scope(chat, None, wanted) == Scope((mine,), chat, ())
+    said = store.add(asked(chat, "Hi", knowledge=str(wanted)))
+    assert store.items_picks([said]) == {said.id: [("collection", mine, "Mine", mine), ("collection", theirs, "Theirs", theirs),
+                                                   ("document", doc, "t.md", theirs)]}
+    store.delete_document(doc)
+    assert [n[0] for n in store.items_picks([said])[said.id]] == ["collection", "collection"], "a deleted one left out"
+
+
+def test_picks_parse_what_the_composer_sends_and_nothing_else():
+    from app.tables import Picks
+
+    assert str(Picks.parse("c3, d7,c3,,")) == "c3,d7"
+    assert not Picks.parse("")
+    for bad in ["x3", "c", "c-1", "c3;d4", "d1e5", "c" + "9" * 19]:
+        with pytest.raises(ValueError):
+            Picks.parse(bad)
+    with pytest.raises(ValueError, match="at most 20"):
+        Picks.parse(",".join(f"d{n}" for n in range(21)))

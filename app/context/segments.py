@@ -47,6 +47,7 @@ def with_plan(prompt: str, plan: str) -> str:
 Attachments = Callable[[int], "tuple[dict[str, Any], bytes] | None"]
 # The document a message's file became (a PDF or Word file, read into passages), or None.
 Documents = Callable[[int], Attached | None]
+Picked = Callable[[Item], Sequence[tuple]]  # a message's picks, named (Store.picked_names)
 
 
 def document_text(name: str, found: Attached) -> str:
@@ -72,13 +73,25 @@ def takes_images(tags: Sequence[str] = ()) -> bool:
     return NO_IMAGES not in tags
 
 
+def picked_text(names: Sequence[tuple]) -> str:
+    """What the person picked with "/" for a message ("collection"/"document", id, name, ...), as
+    the model reads it under the message."""
+    if not names:
+        return ""
+    said = [f"the {kind} “{name}”" for kind, _, name, *_ in names]
+    listed = said[0] if len(said) == 1 else ", ".join(said[:-1]) + " and " + said[-1]
+    return f"\n\n[For this message the person picked {listed}: search_knowledge searches them.]"
+
+
 def user_message(it: Item, attachments: Attachments | None, images: bool,
-                 documents: Documents | None = None) -> Message:
+                 documents: Documents | None = None, picked: Picked | None = None) -> Message:
     """The person's message: its text, each text file appended under its name, each image
     as an image part (a data: URL) when the model takes images, each document read (a PDF,
-    a Word file) whole or named for search; other files are named only."""
+    a Word file) whole or named for search; other files are named only; then what was
+    picked for it with "/" (`picked`: the names of its picks)."""
+    note = picked_text(picked(it)) if picked is not None and it.knowledge else ""
     if not it.file_ids or attachments is None:
-        return Message("user", it.text)
+        return Message("user", it.text + note)
     text, parts = it.text, []
     for fid in it.file_ids:
         found = attachments(fid)
@@ -102,6 +115,7 @@ def user_message(it: Item, attachments: Attachments | None, images: bool,
             text += document_text(name, found)
         else:
             text += f"\n\n[Attached file: {name} ({kind}, {row['size']:,} bytes), not readable here.]"
+    text += note
     if not parts:
         return Message("user", text)
     return Message("user", [{"type": "text", "text": text}, *parts])
@@ -136,7 +150,7 @@ class Segment:
 
 
 def segments(items: list[Item], *, attachments: Attachments | None = None, images: bool = True,
-             documents: Documents | None = None) -> list[Segment]:
+             documents: Documents | None = None, picked: Picked | None = None) -> list[Segment]:
     """The history of `items` (any order; one path: branches.on_path) as segments, oldest
     first; `images`: whether the model is sent attached images (takes_images), else they are named."""
     out: list[Segment] = []
@@ -179,7 +193,7 @@ def segments(items: list[Item], *, attachments: Attachments | None = None, image
         if it.kind == "user":
             flush()
             begin(it, it.starts_turn)
-            said = user_message(it, attachments, images, documents)
+            said = user_message(it, attachments, images, documents, picked)
             messages.append(said)
             short.append(said)
         elif it.kind == "text":

@@ -85,6 +85,7 @@ class Codes:
         self.ids = np.empty(0, dtype=np.int64)
         self.collections = np.empty(0, dtype=np.int64)  # -1: none (attached to a conversation)
         self.chats = np.empty(0, dtype=np.int64)  # -1: none (in a collection)
+        self.documents = np.empty(0, dtype=np.int64)
         self.words = np.empty((0, 0), dtype=np.uint64)
         self.rev = 0  # the newest vector row held (its rev)
         self.stale = False  # read them all again at the next search
@@ -92,34 +93,40 @@ class Codes:
     def __len__(self) -> int:
         return int(self.ids.size)
 
-    def add(self, rows: Sequence[tuple[int, int, int | None, int | None, bytes]]) -> bool:
-        """Rows (passage, rev, collection, chat, code), newer than those held, added; False
-        when they cannot be (a passage held already, written again, or codes of another
-        width): then read them all again."""
+    def add(self, rows: Sequence[tuple[int, int, int | None, int | None, int, bytes]]) -> bool:
+        """Rows (passage, rev, collection, chat, document, code), newer than those held, added;
+        False when they cannot be (a passage held already, written again, or codes of
+        another width): then read them all again."""
         if not rows:
             return True
-        width = len(rows[0][4])
-        if width % 8 or any(len(r[4]) != width for r in rows) or (len(self) and width != self.words.shape[1] * 8):
+        width = len(rows[0][5])
+        if width % 8 or any(len(r[5]) != width for r in rows) or (len(self) and width != self.words.shape[1] * 8):
             return False
         ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
         if len(self) and np.isin(ids, self.ids).any() or np.unique(ids).size != ids.size:
             return False
-        words = np.frombuffer(b"".join(bytes(r[4]) for r in rows), dtype=np.uint64).reshape(len(rows), -1)
+        words = np.frombuffer(b"".join(bytes(r[5]) for r in rows), dtype=np.uint64).reshape(len(rows), -1)
         self.words = np.concatenate([self.words, words]) if len(self) else words
         self.ids = np.concatenate([self.ids, ids])
         self.collections = np.concatenate([self.collections, np.fromiter(
             (-1 if r[2] is None else r[2] for r in rows), dtype=np.int64, count=len(rows))])
         self.chats = np.concatenate([self.chats, np.fromiter(
             (-1 if r[3] is None else r[3] for r in rows), dtype=np.int64, count=len(rows))])
+        self.documents = np.concatenate([self.documents, np.fromiter((r[4] for r in rows), dtype=np.int64,
+                                                                     count=len(rows))])
         self.rev = max(self.rev, max(r[1] for r in rows))
         return True
 
-    def first_look(self, query: bytes, collections: Sequence[int], chat: int | None, n: int) -> tuple[list[int], bool]:
-        """The `n` passages in scope whose codes are nearest to `query`'s (a packed vector),
-        nearest first, and whether there were more in scope than those."""
+    def first_look(self, query: bytes, collections: Sequence[int], chat: int | None, documents: Sequence[int],
+                   n: int) -> tuple[list[int], bool]:
+        """The `n` passages in scope (these collections', `chat`'s, these documents') whose
+        codes are nearest to `query`'s (a packed vector), nearest first, and whether there
+        were more in scope than those."""
         within = np.isin(self.collections, np.asarray(collections, dtype=np.int64))
         if chat is not None:
             within |= self.chats == chat
+        if documents:
+            within |= np.isin(self.documents, np.asarray(documents, dtype=np.int64))
         where = np.flatnonzero(within)
         if where.size == 0:
             return [], False

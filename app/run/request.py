@@ -15,7 +15,7 @@ from .. import agent as loop
 from ..context import window
 from ..context.segments import segments, system_prompt, user_message, with_plan
 from ..store import Store
-from ..tables import Assistant, Attached, Item
+from ..tables import Assistant, Attached, Item, picks_of
 from ..tools import Tool
 
 # Of what the window leaves a request, the share attached documents may fill whole together:
@@ -50,6 +50,10 @@ class Requests:
     def document(self) -> Callable[[int], Attached | None]:
         # the attached documents' text, read and decided once per run (they were read before it began)
         return functools.cache(self._document)
+
+    def picked(self, it: Item) -> list[tuple[str, int, str, int]]:
+        """What the person picked for a message with "/", named (those deleted since left out)."""
+        return self.store.picked_names(picks_of(it))
 
     def _document(self, file: int) -> Attached | None:
         """A document attached to a message as this run's requests send it: whole while the
@@ -97,7 +101,8 @@ class Requests:
         kept = context["window"] in (0, self.window) and (not context["start"] or context["start"] in path.heads)
         current = window.Cut(context["start"], context["trim"]) if kept else window.Cut()
         items = self.store.lineage_items(self.chat, path, current.start)
-        parts = segments(items, attachments=self.attachment, images=self.images, documents=self.document)
+        parts = segments(items, attachments=self.attachment, images=self.images, documents=self.document,
+                         picked=self.picked)
         spans = []
         for p in parts:
             full = window.request_tokens(p.messages)
@@ -187,7 +192,7 @@ class Requests:
         if not unread:
             return []
         self.store.read_steers([it.id for it in unread], self.user.id)
-        return [user_message(it, self.attachment, self.images) for it in unread]
+        return [user_message(it, self.attachment, self.images, picked=self.picked) for it in unread]
 
     def usage(self, prompt: int, completion: int, cached: int, counted: bool = False) -> None:
         """The server's count for the last request (or its tokenizer's, `counted`): shown in

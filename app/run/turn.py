@@ -20,7 +20,7 @@ from ..store import db as dbm
 from ..context.segments import DECLINED, call_id
 from ..knowledge.ranking import Meaning
 from ..store import Store
-from ..tables import Assistant, Item, item, sources_text
+from ..tables import Assistant, Item, item, picks_of, sources_text
 from ..tools import Tool, ToolContext, memory
 from .request import Requests
 from .writes import Writes
@@ -135,7 +135,7 @@ class Turn(Requests):
             return
         pending_calls = self.resume()
         context = self.context = ToolContext(chat=self.chat, agent=self.agent.id if self.agent else None,
-                                             store=self.store, meaning=self.meaning)
+                                             store=self.store, meaning=self.meaning, picks=picks_of(self.user))
         by_name = {t.name: t for t in self.tools}
         for call_item in pending_calls:
             if context.abort.is_set():

@@ -20,7 +20,7 @@ from ..context.segments import takes_images
 from ..knowledge.ranking import Meaning
 from ..providers.client import Providers, no_model
 from ..store import Store
-from ..tables import Assistant, Item
+from ..tables import Assistant, Item, Picks, picks_of
 from ..tools import Tool, allowed, chosen, names
 from ..tools.knowledge import search_knowledge
 from ..tools.standard import builtin_tools
@@ -59,7 +59,7 @@ class TurnSetup:
         # wake-ups) or the agent's model (sampling)
         plugins = mcp_tools.PluginRun(self.sessions, store or self.store, changed,
                                       functools.partial(self.providers.complete, model), model)
-        tools = await self.tools_for(agent, chat, plugins)
+        tools = await self.tools_for(agent, chat, plugins, picks_of(user))
         # by identity: a tool that only shows a name approval was set for does not get it
         approve = {t.name for t in tools if agent and chosen(t, names(agent.approve))}
         # what a server's failure taught about the model is read again at each step (limits)
@@ -80,18 +80,20 @@ class TurnSetup:
             return NO_SERVER
         return "" if model else no_model(self.store.choices())
 
-    async def tools_for(self, agent: Assistant | None, chat: int | None, plugins: mcp_tools.PluginRun) -> list[Tool]:
+    async def tools_for(self, agent: Assistant | None, chat: int | None, plugins: mcp_tools.PluginRun,
+                        picks: Picks = Picks()) -> list[Tool]:
         """The tools this agent may use now: built-in ones, then its enabled plugins' (listed
         afresh at each run, which also refreshes each plugin's status; given to the run as
         `plugins`); and the search of the person's documents when the conversation may see
-        any (the agent's collections, or files attached to it: its Knowledge tab decides, not
-        the tools tab)."""
+        any (the agent's collections, files attached to it, or what was picked for the
+        message, `picks`: its Knowledge tab decides, not the tools tab)."""
         found = builtin_tools()
         taken = {t.name for t in found} | {search_knowledge.name}
         if agent is not None and agent.id is not None:
             found.extend(await mcp_tools.agent_tools(self.store, self.config, agent, taken, plugins))
         found = allowed(found, agent.tools if agent else "")
-        if chat is not None and self.store.has_knowledge(self.store.knowledge_scope(chat, agent.id if agent else None)):
+        if chat is not None and self.store.has_knowledge(self.store.knowledge_scope(chat, agent.id if agent else None,
+                                                                                      picks)):
             found.append(search_knowledge)
         return found
 

@@ -19,8 +19,9 @@ from .changes import Changed, Changes
 from .chats import ITEM_COLUMNS, Chats
 from .context import Context
 from .files import Files
-from .knowledge import Knowledge, Scope
+from .knowledge import Knowledge
 from ..knowledge.vectors import Codes
+from ..tables import Scope
 from .pages import Pages
 from .people import People
 from .builtin import LocalModel

@@ -17,10 +17,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from . import db as dbm
-from .vectors import Vectors
+from .vectors import SEARCHABLE, Vectors
 from ..files import TEXT_TO_MODEL_MAX
 from ..knowledge.ranking import Meaning, fuse
-from ..tables import Attached, Collection, Document, Found, cited_passages
+from ..tables import Attached, Collection, Document, Found, Picks, Scope, cited_passages, picks_of
 WORD = re.compile(r"[^\W_]+")  # a query's words: letters and digits (nothing to escape on either engine)
 QUERY_WORDS_MAX = 32
 FIRST_LOOK = 64  # a search ranks the whole index and looks for its scope among the best of these first
@@ -45,14 +45,6 @@ here hers him his how i if in into is it its itself just me more most my no nor 
 other our ours out over own same she should so some such than that the their theirs them then there these they
 this those through to too under until up very was we were what when where which while who whom why will with
 would you your yours""".split())
-
-
-@dataclass(frozen=True)
-class Scope:
-    """What a knowledge search may see: these collections' documents, and those attached to `chat`."""
-
-    collections: tuple[int, ...] = ()
-    chat: int | None = None
 
 
 def query_words(query: str) -> list[str]:
@@ -124,21 +116,76 @@ class Knowledge(Vectors):
             "SELECT c.id FROM agent_collections a JOIN collections c ON c.id = a.collection "
             "WHERE a.agent = ? AND (c.person = ? OR c.shared = 1) ORDER BY c.id", [agent, person]))
 
-    def knowledge_scope(self, chat: int, agent: int | None) -> Scope:
+    def knowledge_scope(self, chat: int, agent: int | None, picks: Picks = Picks()) -> Scope:
         """What a search in conversation `chat` may see: its agent's collections that the
-        conversation's person may use, and the documents attached to the conversation."""
+        conversation's person may use, the documents attached to the conversation, and what
+        was picked for the message being answered, of that what the person may use now."""
         convo = self._one("SELECT person FROM conversations WHERE id = ?", [chat])
         if convo is None:
             return Scope()
         collections = self.searchable_collections(agent, convo[0]) if agent is not None else ()
-        return Scope(collections, chat)
+        usable = self.usable_picks(convo[0], picks)
+        return Scope(tuple(sorted({*collections, *usable.collections})), chat, usable.documents)
 
     def has_knowledge(self, scope: Scope) -> bool:
         """Whether `scope` holds any document to search (else no search tool is offered)."""
-        if scope.collections:
+        if scope.collections or scope.documents:
             return True
         return scope.chat is not None and self._one("SELECT 1 FROM documents WHERE chat = ? LIMIT 1",
                                                     [scope.chat]) is not None
+
+    def usable_picks(self, person: int, picks: Picks) -> Picks:
+        """Of `picks`, the collections `person` may use (their own, or shared) and the
+        documents in them: what another person keeps is never theirs to pick."""
+        if not picks:
+            return picks
+        usable = "(c.person = ? OR c.shared = 1)"
+        collections = tuple(r[0] for r in self._all(
+            f"SELECT c.id FROM collections c WHERE c.id IN ({','.join('?' * len(picks.collections)) or 'NULL'}) "
+            f"AND {usable} ORDER BY c.id", [*picks.collections, person])) if picks.collections else ()
+        documents = tuple(r[0] for r in self._all(
+            f"SELECT d.id FROM documents d JOIN collections c ON c.id = d.collection "
+            f"WHERE d.id IN ({','.join('?' * len(picks.documents))}) AND {usable} ORDER BY d.id",
+            [*picks.documents, person])) if picks.documents else ()
+        return Picks(collections, documents)
+
+    def picked_names(self, picks: Picks) -> list[tuple[str, int, str, int]]:
+        """What `picks` name, as a message shows them: ("collection" or "document", id, name,
+        the collection it is or is in), in the order picked; one deleted since is left out."""
+        names = {("collection", r[0]): (r[1], r[0]) for r in self._all(
+            f"SELECT id, name FROM collections WHERE id IN ({','.join('?' * len(picks.collections))})",
+            list(picks.collections))} if picks.collections else {}
+        names |= {("document", r[0]): (r[1], r[2]) for r in self._all(
+            f"SELECT id, name, collection FROM documents WHERE id IN ({','.join('?' * len(picks.documents))}) "
+            "AND collection IS NOT NULL", list(picks.documents))} if picks.documents else {}
+        wanted = [("collection", c) for c in picks.collections] + [("document", d) for d in picks.documents]
+        return [(kind, i, *names[kind, i]) for kind, i in wanted if (kind, i) in names]
+
+    def items_picks(self, items: list) -> dict[int, list[tuple[str, int, str, int]]]:
+        """The picks of the messages among `items`, named (picked_names), by item id: one read
+        for all of them."""
+        picked = {it.id: picks_of(it) for it in items if it.kind == "user" and it.knowledge}
+        if not picked:
+            return {}
+        every = Picks(tuple({c for p in picked.values() for c in p.collections}),
+                      tuple({d for p in picked.values() for d in p.documents}))
+        named = {(n[0], n[1]): n for n in self.picked_names(every)}
+        return {item: [named[k] for k in [*(("collection", c) for c in p.collections),
+                                          *(("document", d) for d in p.documents)] if k in named]
+                for item, p in picked.items()}
+
+    def pickable(self, person: int) -> list[tuple[Collection, list[Document]]]:
+        """What `person` may pick for a message: their collections and those shared, each with
+        its documents that can be searched (read, or being read)."""
+        collections = self.collections(person)
+        documents: dict[int, list[Document]] = {c.id: [] for c in collections}
+        if collections:
+            for r in self._all(
+                    f"{self._DOCUMENT} WHERE collection IN ({','.join('?' * len(collections))}) "
+                    f"AND state IN ({','.join('?' * len(SEARCHABLE))}) ORDER BY name COLLATE NOCASE, id",
+                    [*documents, *SEARCHABLE]):
+                documents[r["collection"]].append(Document.from_row(r))
+        return [(c, documents[c.id]) for c in collections]
 
     # --- documents ----------------------------------------------------------------------------
 
@@ -333,12 +380,12 @@ class Knowledge(Vectors):
         (benchmarks/knowledge.py). When fewer than asked of those are in scope, the search is
         made again within the scope, over every match: the same answer either way, ties
         broken by id."""
-        if not scope.collections and scope.chat is None:
+        if not scope.collections and scope.chat is None and not scope.documents:
             return []
         if meaning is None:
             return self._words(query, scope, limit)
         by_words = self._words(query, scope, max(FUSED, limit))
-        near = self.nearest_passages(meaning.model, meaning.vector, scope.collections, scope.chat, max(FUSED, limit))
+        near = self.nearest_passages(meaning.model, meaning.vector, scope, max(FUSED, limit))
         order = fuse([f.passage for f in by_words], [p for p, _ in near])[:limit]
         found = {f.passage: f for f in by_words}
         found |= {f.passage: f for f in self._passages([p for p, _ in order if p not in found])}
@@ -361,7 +408,7 @@ class Knowledge(Vectors):
     def _search(self, words: list[str], scope: Scope, limit: int, first: int | None) -> list[Found] | None:
         """The best `limit` in scope, from every match (`first` None) or from the best `first`
         of the whole index: None when those held fewer than `limit` in scope."""
-        within, params = self.within(scope.collections, scope.chat)
+        within, params = self.within(scope)
         if dbm.postgres(self.db):
             # BM25's two halves that PostgreSQL's ranks lack, a word's rarity (IDF, from how many
             # passages hold it) and the rare words deciding what is ranked at all: each word's

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from . import db as dbm
 from .rows import Base
 from ..knowledge.vectors import Codes, Nearest, code
+from ..tables import Scope
 
 SEARCHABLE = ("reading", "ready", "stopped")  # a document's passages are found as soon as they are written
 BATCH = 2048  # vectors read and scored at a time when every one in scope is: ~3 MB at 384 numbers
@@ -28,11 +29,12 @@ GONE_SHARE = 0.1  # of those, gone since (their document deleted): the codes are
 class Vectors(Base):
     codes: dict[str, Codes]  # (Store.__init__) one model's codes, this process's first look
 
-    def within(self, collections: Sequence[int], chat: int | None) -> tuple[str, list]:
+    def within(self, scope: Scope) -> tuple[str, list]:
         """The SQL condition (on `d`, the documents) and its values for a search's scope."""
-        marks = ",".join("?" * len(collections)) or "NULL"
-        return (f"d.state IN ({','.join('?' * len(SEARCHABLE))}) AND (d.collection IN ({marks}) OR d.chat = ?)",
-                [*SEARCHABLE, *collections, chat if chat is not None else -1])
+        marks = ",".join("?" * len(scope.collections)) or "NULL"
+        picked = f" OR d.id IN ({','.join('?' * len(scope.documents))})" if scope.documents else ""
+        return (f"d.state IN ({','.join('?' * len(SEARCHABLE))}) AND (d.collection IN ({marks}) OR d.chat = ?{picked})",
+                [*SEARCHABLE, *scope.collections, scope.chat if scope.chat is not None else -1, *scope.documents])
 
     def passages_to_embed(self, model: str, after: int, limit: int, skip: Sequence[int] = ()) -> list[tuple[int, str]]:
         """Up to `limit` passages after id `after`, in order, with no vector of `model` (and
@@ -71,15 +73,14 @@ class Vectors(Base):
                 WHERE d.state IN ({','.join('?' * len(SEARCHABLE))})""", [model, *SEARCHABLE])
         return int(row[0]), int(row[1])
 
-    def nearest_passages(self, model: str, query: bytes, collections: Sequence[int], chat: int | None,
-                         limit: int) -> list[tuple[int, float]]:
-        """The `limit` passages in scope whose vectors by `model` are nearest to `query` (a
+    def nearest_passages(self, model: str, query: bytes, scope: Scope, limit: int) -> list[tuple[int, float]]:
+        """The `limit` passages in `scope` whose vectors by `model` are nearest to `query` (a
         packed vector of the same model): (passage, cosine), nearest first."""
         codes = self._codes(model)
-        looked, more = codes.first_look(query, collections, chat, max(FIRST_LOOK, limit * 8))
+        looked, more = codes.first_look(query, scope.collections, scope.chat, scope.documents, max(FIRST_LOOK, limit * 8))
         nearest = Nearest(query, limit)
         if looked:
-            where, params = self.within(collections, chat)
+            where, params = self.within(scope)
             rows = self._all(
                 f"""SELECT v.passage, v.vector, CASE WHEN {where} THEN 1 ELSE 0 END FROM passage_vectors v
                     JOIN passages p ON p.id = v.passage JOIN documents d ON d.id = p.document
@@ -93,7 +94,7 @@ class Vectors(Base):
                 return nearest.best()
         elif not more:
             return []  # no vector in scope
-        return self._scan(model, query, collections, chat, limit)
+        return self._scan(model, query, scope, limit)
 
     def _codes(self, model: str) -> Codes:
         """`model`'s codes as the rows have them now: those new since the last look added, or
@@ -112,14 +113,13 @@ class Vectors(Base):
 
     def _code_rows(self, model: str, after: int) -> list[tuple]:
         return [tuple(r) for r in self._all(
-            """SELECT v.passage, v.rev, d.collection, d.chat, v.code FROM passage_vectors v
+            """SELECT v.passage, v.rev, d.collection, d.chat, d.id, v.code FROM passage_vectors v
                JOIN passages p ON p.id = v.passage JOIN documents d ON d.id = p.document
                WHERE v.model = ? AND v.rev > ? ORDER BY v.rev, v.passage""", [model, after])]
 
-    def _scan(self, model: str, query: bytes, collections: Sequence[int], chat: int | None,
-              limit: int) -> list[tuple[int, float]]:
+    def _scan(self, model: str, query: bytes, scope: Scope, limit: int) -> list[tuple[int, float]]:
         """Every vector in scope read and scored, a batch at a time in passage order."""
-        where, params = self.within(collections, chat)
+        where, params = self.within(scope)
         nearest, after = Nearest(query, limit), 0
         while True:
             rows = self._all(

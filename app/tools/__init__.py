@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from ..knowledge.ranking import Meaning
-from ..tables import Found, Skill
+from ..tables import Found, Picks, Skill
 
 
 NAME_LIMIT = 64  # the Chat Completions API's limit on a function name
@@ -67,7 +67,7 @@ class Skills(Protocol):
 class Passages(Protocol):
     """search_knowledge's: what the conversation may see of the person's documents, searched."""
 
-    def knowledge_scope(self, chat: int, agent: int | None) -> Any: ...
+    def knowledge_scope(self, chat: int, agent: int | None, picks: Picks = Picks()) -> Any: ...
 
     def search_passages(self, query: str, scope: Any, limit: int = 8, meaning: Meaning | None = None
                         ) -> list[Found]: ...
@@ -100,6 +100,8 @@ class ToolContext:
     # A question's vector by the embedding model, for search_knowledge (AI_EMBEDDINGS; None:
     # none is set, the documents are searched by their words alone).
     meaning: Callable[[str], Awaitable[Meaning]] | None = None
+    # What the person picked with "/" for the message being answered: searched too.
+    picks: Picks = field(default_factory=Picks)
 
 
 @dataclass(frozen=True)

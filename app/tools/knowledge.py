@@ -1,7 +1,7 @@
 """`search_knowledge`: passages of the person's documents that answer a question, with their page.
 
-An agent has this tool when it was given collections (its Knowledge tab) or its conversation
-has documents attached. The search is the store's (docs/knowledge.md): the query's words,
+An agent has this tool when it was given collections (its Knowledge tab), its conversation
+has documents attached, or the person picked collections or documents for the message ("/"). The search is the store's (docs/knowledge.md): the query's words,
 ranked by BM25 on SQLite and by each word's ts_rank and rarity on PostgreSQL, merged with
 the passages nearest to the query's vector when an embedding model is set (AI_EMBEDDINGS),
 over the documents the conversation may see now. Each passage found is a source of the call: a chip under the step, which opens
@@ -20,8 +20,8 @@ QUERY_MAX = 500  # characters of one query (its words are what is searched: at m
 FOUND = 6  # passages one search returns: about 6,000 characters, room in a small window
 
 DESCRIPTION = (
-    "Search the person's documents (their knowledge collections given to you, and files attached "
-    "to this conversation) for passages about a question. Use it whenever the answer may be in "
+    "Search the person's documents (their knowledge collections given to you or picked for this "
+    "message, and files attached to this conversation) for passages about a question. Use it whenever the answer may be in "
     "their documents. Write the query as the words such a passage would contain. Each passage "
     "comes with its document and page: cite them in your answer as (document, p. N), and say "
     "when the documents do not answer the question."
@@ -52,7 +52,7 @@ async def _run(args: dict[str, Any], ctx: ToolContext) -> Result:
         raise ValueError(f"the query is too long ({len(query):,} characters, at most {QUERY_MAX}); use fewer words")
     if ctx.store is None:
         raise RuntimeError("this tool needs the app's storage to search the documents in")
-    scope = ctx.store.knowledge_scope(ctx.chat, ctx.agent)
+    scope = ctx.store.knowledge_scope(ctx.chat, ctx.agent, ctx.picks)
     meaning = None
     if ctx.meaning is not None:
         try:

@@ -120,10 +120,12 @@ async def new_conversation(request: Request) -> Response:
         return go(request, f"/?agent={agent.id}" if agent else "/")
     message = await message_of(request, s)
     resources = await prompts.attached_resources(request, prompts.Where(agent)) if agent else []  # picked with "/"
+    picks = await knowledge.picks_field(request, s.store, who.id)  # picked with "/" too
     with s.store.write():  # the files, the conversation and its first message, or none of them
         ids = tuple(s.store.add_file(name, data, person=who.id) for name, data in message.uploads + resources)
         convo, _ = s.store.start_conversation(agent.id if agent else None, who.id, message.text,
-                                              model=message.model, files=ids, thinking=message.thinking)
+                                              model=message.model, files=ids, thinking=message.thinking,
+                                              knowledge=picks)
         knowledge.attach_documents(s.store, who.id, convo.id, ids, message.uploads)
         if message.model or message.thinking:  # what was picked stays picked
             s.store.set_choice(convo.id, message.model, message.thinking)
@@ -181,12 +183,14 @@ async def ask(request: Request, chat: FromPath[str]) -> Response:
     message = await message_of(request, s)
     picked = await new_choice(request, convo, message.model, message.thinking)
     resources = await prompts.attached_resources(request, prompts.of(request, convo))  # picked with "/"
+    picks = await knowledge.picks_field(request, s.store, convo.person)  # picked with "/" too
     with s.store.write():  # the file rows and the message together, or neither
         ids = tuple(s.store.add_file(name, data, person=convo.person) for name, data in message.uploads + resources)
         # "Now" with nothing running is just a message (the run it was meant for may have ended).
         steer = message.now and s.store.chat_state(convo.id)["running"]
         knowledge.attach_documents(s.store, convo.person, convo.id, ids, message.uploads)
-        s.store.ask(convo.id, message.text, model=message.model, files=ids, thinking=message.thinking, steer=steer)
+        s.store.ask(convo.id, message.text, model=message.model, files=ids, thinking=message.thinking, steer=steer,
+                    knowledge=picks)
         if picked is not None:  # what was picked stays picked
             s.store.set_choice(convo.id, *picked)
     return done(request, f"/c/{convo.id}#end")

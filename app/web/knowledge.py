@@ -11,7 +11,7 @@ from litestar.params import FromPath, FromQuery
 from ..files import clean_name
 from ..knowledge.kinds import Unreadable, kind_of
 from ..store import Store
-from ..tables import Collection, Document
+from ..tables import Collection, Document, Picks
 from . import render
 from .templating import fragment, removal
 from .toolkit import attachments, done, form_field, go, me, parse_id, worker
@@ -45,6 +45,22 @@ def document_or_404(request: Request, raw: str, change: bool = False) -> Documen
     elif found.person != me(request).id:
         raise NotFoundException("No such document.")
     return found
+
+
+async def picks_field(request: Request, store: Store, person: int) -> str:
+    """The collections and documents picked for a message with "/" (`knowledge` fields: "c3",
+    "d7"), as the message keeps them; 400 in words for what is not one, or not the person's
+    to pick (another's, or deleted since)."""
+    form = await request.form()
+    values = [v for v in form.getall("knowledge") if isinstance(v, str)] if "knowledge" in form else []
+    try:
+        picks = Picks.parse(",".join(values))
+    except ValueError as e:
+        raise HTTPException(status_code=400, detail=f"Not sent: {e}.") from None
+    if store.usable_picks(person, picks) != picks:
+        raise HTTPException(status_code=400, detail="Not sent: a collection or document picked for it is not "
+                                                    "one you may search (deleted, or unshared since).")
+    return str(picks)
 
 
 def visible(store: Store, document: Document, person: int | None, collections: dict[int, Collection | None]) -> bool:

@@ -158,7 +158,7 @@ def page_items(store: Store, chat: int, state: dict, path: Path | None = None,
     path = path if path is not None else store.path(chat)
     items = store.path_items(chat, path)
     view = View(state["turn"], path.heads, store.files_of(items), editing, store.passages_gone(items),
-                store.documents_attached(items))
+                store.documents_attached(items), store.items_picks(items))
     return items_html(items, view, state, renders), items, view
 
 
@@ -354,8 +354,8 @@ def items_changed(store: Store, chat: int, items: list[Item], path: Path, state:
     if not (items or pinned):
         return
     shown = [*items, *pinned]
-    view = View(state["turn"], path.heads, store.files_of(shown),
-                gone=store.passages_gone(shown), documents=store.documents_attached(shown))
+    view = View(state["turn"], path.heads, store.files_of(shown), gone=store.passages_gone(shown),
+                documents=store.documents_attached(shown), picks=store.items_picks(shown))
     elements, plans, pieces = [], [], []
     for it in shown:
         parts = item_parts(it, view, rendering_of(followed, it))

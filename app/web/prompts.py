@@ -22,7 +22,7 @@ from litestar.params import FromPath, FromQuery
 from ..run import space
 from ..plugins import prompts as mcp_prompts, stdio as mcp_stdio, tools as mcp_tools
 from ..tables import Assistant, Conversation
-from . import render
+from . import knowledge, render
 from .templating import fragment
 from .toolkit import agent_or_404, conversation_or_404, form_field, go, me, worker
 
@@ -73,8 +73,10 @@ def view(request: Request, where: Where, offers: list[mcp_prompts.Offers], *, pa
          ) -> Response:
     convo = where.convo
     back = f"/c/{convo.id}" if convo else f"/?agent={where.agent.id}"
+    store = worker(request).store
     context = {"base": where.base, "back": back, "title": (convo.title if convo else "") or "New conversation",
-               "offers": offers, "skills": worker(request).store.skills(), "problem": problem,
+               "offers": offers, "skills": store.skills(), "problem": problem,
+               "pickable": store.pickable(convo.person if convo else me(request).id),
                "typed": typed or {}, "text_max": TEXT_MAX}
     if part:
         html = fragment("_prompts.html", csrf=render.csrf_token(request), **context)
@@ -104,9 +106,9 @@ def _plugin(request: Request, where: Where, raw: str):
     return found, private_ok
 
 
-def _send(request: Request, where: Where, text: str, files: list[tuple[str, bytes]]) -> Response:
-    """The message, with its files, in its conversation; for a new one, the conversation and
-    its first message together (as POST /c writes them)."""
+def _send(request: Request, where: Where, text: str, files: list[tuple[str, bytes]], picks: str = "") -> Response:
+    """The message, with its files (and its picks), in its conversation; for a new one, the
+    conversation and its first message together (as POST /c writes them)."""
     s = worker(request)
     if files and not space.Reserve(s.config.data).held():
         raise HTTPException(status_code=507, detail=space.NO_UPLOADS)
@@ -114,9 +116,9 @@ def _send(request: Request, where: Where, text: str, files: list[tuple[str, byte
     with s.store.write():  # the files and the message (and a new conversation) together, or none
         ids = tuple(s.store.add_file(name, data, person=person) for name, data in files)
         if where.convo:
-            s.store.ask(where.convo.id, text, files=ids)
+            s.store.ask(where.convo.id, text, files=ids, knowledge=picks)
             return go(request, f"/c/{where.convo.id}#end")
-        convo, _ = s.store.start_conversation(where.agent.id, person, text, files=ids)
+        convo, _ = s.store.start_conversation(where.agent.id, person, text, files=ids, knowledge=picks)
     return go(request, f"/c/{convo.id}")
 
 
@@ -240,5 +242,29 @@ async def _send_resources(request: Request, where: Where) -> Response:
     return _send(request, where, text or "Attached: " + ", ".join(n for n, _ in files), files)
 
 
+@post("/c/{chat:str}/knowledge")
+async def send_picks(request: Request, chat: FromPath[str]) -> Response:
+    return await _send_picks(request, _where(request, chat, None))
+
+
+@post("/new/{agent_id:str}/knowledge")
+async def new_with_picks(request: Request, agent_id: FromPath[str]) -> Response:
+    return await _send_picks(request, _where(request, None, agent_id))
+
+
+async def _send_picks(request: Request, where: Where) -> Response:
+    """A message with the collections and documents ticked to search for it (the page's form,
+    without script; with script they are picked into the composer instead)."""
+    person = where.convo.person if where.convo else me(request).id
+    picks = await knowledge.picks_field(request, worker(request).store, person)
+    text = (await form_field(request, "text", TEXT_MAX)).strip()
+    problem = ("Tick a collection or document to search." if not picks else
+               "Write what to ask of them." if not text else "")
+    if problem:
+        return view(request, where, await _offers(request, where), status_code=400, problem=("knowledge", problem),
+                    typed={"text": text})
+    return _send(request, where, text, [], picks)
+
+
 routes = [prompts_page, new_prompts_page, send_prompt, new_with_prompt, send_skill, new_with_skill, send_resources,
-          new_with_resources]
+          new_with_resources, send_picks, new_with_picks]

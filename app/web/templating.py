@@ -164,3 +164,4 @@ class View:
     editing: int | None = None                  # the message opened for editing (?edit=, without script)
     gone: frozenset[int] = frozenset()          # passages the items cite whose document was deleted since
     documents: dict[int, Any] = field(default_factory=dict)  # attached files read as documents, by file id
+    picks: dict[int, list] = field(default_factory=dict)  # messages' picks with "/", named, by item id

@@ -212,3 +212,11 @@ def m039_documents_sent(db: sqlite_utils.Database) -> None:
     # searched (docs/knowledge.md): which, as its conversation's last request had it, so that
     # its chip can say so
     db.execute("ALTER TABLE documents ADD COLUMN sent TEXT NOT NULL DEFAULT ''")
+
+
+@migration
+def m040_items_knowledge(db: sqlite_utils.Database) -> None:
+    # A message's picks with "/" (or "#"): the collections and documents searched for its answer
+    # beside the agent's own ("c3,d7"; tables.Picks). Checked against the person when sent and
+    # again when searched, so a collection unshared since is not
+    db.execute("ALTER TABLE items ADD COLUMN knowledge TEXT NOT NULL DEFAULT ''")

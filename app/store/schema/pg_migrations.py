@@ -278,3 +278,8 @@ def m038_passage_vectors(db) -> None:
 @migration
 def m039_documents_sent(db) -> None:
     db.execute("ALTER TABLE documents ADD COLUMN sent TEXT NOT NULL DEFAULT ''")
+
+
+@migration
+def m040_items_knowledge(db) -> None:
+    db.execute("ALTER TABLE items ADD COLUMN knowledge TEXT NOT NULL DEFAULT ''")
