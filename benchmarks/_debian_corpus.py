@@ -6,7 +6,7 @@ Not a benchmark itself (`make bench` skips files starting with "_"); benchmarks/
 same); each HTML file is read by app/knowledge/reading.py's `read`, as ingestion reads an
 upload (the reading child, trafilatura, the passages of about 1,000 characters), and the
 pages read are kept in the system's temporary folder (never in the repository), keyed by the
-packages' versions and app/knowledge's code, so a second run does not read them again.
+packages' versions and the reader's code (READER), so a second run does not read them again.
 """
 from __future__ import annotations
 
@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+READER = ("kinds.py", "passages.py", "reading.py", "child.py")  # app/knowledge's modules that read a file
 QUESTIONS = Path(__file__).resolve().parent / "knowledge_questions.json"
 
 # source name -> (Debian package, folder, the files of it that are read)
@@ -88,10 +89,10 @@ def files(source: str) -> list[tuple[str, Path]]:
 
 def cache_path(source: str) -> Path:
     """Where `source`'s pages read are kept: the temporary folder, keyed by its package's
-    version and the reader's code (app/knowledge), so a changed reader reads them again."""
+    version and the reader's code (READER), so a changed reader reads them again."""
     key = hashlib.sha256(f"{source} {version(SOURCES[source][0])}".encode())
-    for f in sorted((ROOT / "app" / "knowledge").glob("*.py")):
-        key.update(f.read_bytes())
+    for f in READER:
+        key.update((ROOT / "app" / "knowledge" / f).read_bytes())
     return Path(tempfile.gettempdir()) / f"tabletalk-corpus-{source}-{key.hexdigest()[:12]}.json"
 
 

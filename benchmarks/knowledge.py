@@ -19,6 +19,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import hashlib
+import subprocess
 import random
 import http.client
 import os
@@ -34,9 +37,14 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _serving import Served, tree_cpu  # noqa: E402
-from _shared import Table, pct  # noqa: E402
+from _shared import Table, free_port, pct  # noqa: E402
 
 from app.accounts.rules import Accounts  # noqa: E402
+from app.config import Config, load as load_config  # noqa: E402
+from app.knowledge.ranking import Meaning  # noqa: E402
+from app.knowledge.vectors import FLOAT  # noqa: E402
+from app.providers.client import Providers  # noqa: E402
+from app.run.embedding import Embedding  # noqa: E402
 from app.knowledge.reading import read  # noqa: E402
 from app.store import Scope, Store, db as dbm, schema  # noqa: E402
 from app.store.knowledge import query_words  # noqa: E402
@@ -284,7 +292,38 @@ def search(table: Table, work: Path, target, name: str, passages: int = 100_000,
               "≤ 20 / 50 ms")
     table.add("... passages a query matched (any of its words): median",
               f"{pct(matched, 50):,} of {passages:,} ({pct(matched, 50) / passages:.0%})")
+    hybrid(table, store, scope, rng, queries // 3)
     store.db.conn.close()
+
+
+def hybrid(table: Table, store: Store, scope: Scope, rng: random.Random, queries: int, dims: int = 384) -> None:
+    """The same passages with vectors (random, `dims` numbers: an embedding model's size, the
+    ranking's cost does not depend on what they mean), searched by words and meaning."""
+    import numpy as np
+
+    generator = np.random.default_rng(7)
+    ids = [r[0] for r in store.db.conn.execute("SELECT id FROM passages ORDER BY id")]
+    t0 = time.monotonic()
+    for start in range(0, len(ids), 2048):
+        part = ids[start:start + 2048]
+        matrix = generator.standard_normal((len(part), dims)).astype(np.float32)
+        matrix /= np.linalg.norm(matrix, axis=1, keepdims=True)
+        store.write_vectors("bench", [(p, matrix[i].astype(FLOAT).tobytes()) for i, p in enumerate(part)])
+    loaded = time.monotonic() - t0
+    first, times = None, []
+    for q in range(queries + 1):
+        vector = generator.standard_normal(dims)
+        words = " ".join(f"w{int(20_000 ** rng.random())}" for _ in range(1 + q % 4))
+        t = time.monotonic()
+        store.search_passages(f"where is the {words} in it?", scope, limit=6,
+                              meaning=Meaning("bench", (vector / np.linalg.norm(vector)).astype(FLOAT).tobytes()))
+        if first is None:
+            first = time.monotonic() - t  # (a worker's first search by meaning)
+        else:
+            times.append(time.monotonic() - t)
+    table.add(f"... with vectors of {dims} numbers (random), words and meaning: p50 / p99",
+              f"{pct(times, 50) * 1000:.1f} / {pct(times, 99) * 1000:.1f} ms ({queries} queries; the first "
+              f"{first * 1000:.0f} ms; vectors written in {loaded:.0f} s)", "≤ 20 / 50 ms")
 
 
 def matching(store: Store, question: str) -> int:
@@ -300,13 +339,16 @@ def matching(store: Store, question: str) -> int:
                                  [" OR ".join(f'"{w}"' for w in words)]).fetchone()[0]
 
 
-def recall(table: Table, target, name: str, corpus, repeat: int = 5) -> list[str]:
+def recall(table: Table, target, name: str, corpus, repeat: int = 5, embedder: "Embedder | None" = None) -> list[str]:
     """Debian's documentation (benchmarks/_debian_corpus.py) as the app's own reader made its
     passages, written through `read_page` into one collection; the question set asked
     `repeat` times (limit 6, as the tool asks). A question is answered at k when one of its
     answer passages (in its source file, holding its phrase) is among the first k found.
     Returns the lines that say which questions were missed, and where their answer came."""
     docs, took, kept = corpus
+    packages = len({d.name.split("/")[0] for d in docs})
+    if embedder is not None:
+        docs = embedder.subset(docs)
     store = store_of(target)
     person, _ = owner_session(store)
     c = store.add_collection(person, "Debian documentation")
@@ -348,9 +390,10 @@ def recall(table: Table, target, name: str, corpus, repeat: int = 5) -> list[str
     at1 = [bool(found) and found[0].passage in a for found, a in zip(first, answers)]
     matched = [matching(store, q["question"]) for q in questions]
     sources = sorted({d.name.split("/")[0] for d in docs})
-    read = f"read by the app's reader in {took:.0f} s" + (f", {kept} of {len(sources)} sources kept from an earlier "
+    read = f"read by the app's reader in {took:.0f} s" + (f", {kept} of {packages} packages kept from an earlier "
                                                            "run" if kept else "")
-    table.add(f"Debian's documentation ({name}): passages", f"{total:,} of {len(docs):,} HTML files "
+    table.add(f"Debian's documentation ({name}{', a subset' if embedder else ''}): passages",
+              f"{total:,} of {len(docs):,} HTML files "
               f"({len(sources)} packages; {read}); written in {loaded:.0f} s")
     table.add(f"... {len(questions)} questions x {repeat}, limit 6: p50 / p99",
               f"{pct(times, 50) * 1000:.1f} / {pct(times, 99) * 1000:.1f} ms", "≤ 20 / 50 ms")
@@ -358,18 +401,160 @@ def recall(table: Table, target, name: str, corpus, repeat: int = 5) -> list[str
               f"({sum(at5)} / {sum(at1)} of {len(questions)})", "recall@5 ≥ 0.9")
     table.add("... passages a question matched (any of its words): median",
               f"{pct(matched, 50):,} of {total:,} ({pct(matched, 50) / total:.1%}; p90 {pct(matched, 90):,})")
+    meanings: list[Meaning | None] = [None] * len(questions)
+    if embedder is not None:
+        meanings = embedder.hybrid(table, store, name, questions, answers, scope, repeat)
     missed = []
     for q, found, a, hit, m in zip(questions, first, answers, at5, matched):
         if hit:
             continue
         deep = store.search_passages(q["question"], scope, limit=100)
+        hybrid = ""
+        if embedder is not None:
+            near = store.search_passages(q["question"], scope, limit=100, meaning=meanings[questions.index(q)])
+            at = next((i + 1 for i, f in enumerate(near) if f.passage in a), None)
+            hybrid = f"; hybrid: at {at if at else '> 100'}"
         rank = next((i + 1 for i, f in enumerate(deep) if f.passage in a), None)
         top = found[0] if found else None
         missed.append(f"{q['question']} [{', '.join(a['source'] for a in q['answers'])}] words "
                       f"{query_words(q['question'])}, {m:,} matched; answer at "
-                      f"{rank if rank else '> 100'}; first: {top.name + ' ' + repr(top.heading[:50]) if top else '-'}")
+                      f"{rank if rank else '> 100'}{hybrid}; first: {top.name + ' ' + repr(top.heading[:50]) if top else '-'}")
     store.db.conn.close()
     return missed
+
+
+class Embedder:
+    """all-MiniLM-L6-v2 behind /v1/embeddings (benchmarks/_embedding_server.py, in the venv of
+    `make bench-embeddings`), and the app's own parts that use it: `Providers.embed` through
+    AI_URL, and the background `Embedding` that gives passages their vectors."""
+
+    MODEL = "all-minilm-l6-v2"
+    VENV = ROOT / ".cache" / "embed" / "bin" / "python"
+
+    def __init__(self, passages: int):
+        self.passages = passages
+
+    def subset(self, docs: list) -> list:
+        """The documents that hold the questions' answers, then others drawn at random (the
+        same each run), until about `passages` passages: embedding all of Debian's
+        documentation would take this CPU hours (~5 GFLOP a passage of 256 tokens)."""
+        answering = {a["source"] for q in corpus_questions() for a in q["answers"]}
+        chosen = [d for d in docs if d.name in answering]
+        others = [d for d in docs if d.name not in answering]
+        random.Random(1).shuffle(others)
+        count = lambda d: sum(len(passages) for _, _, passages in d.pages)  # noqa: E731
+        total = sum(count(d) for d in chosen)
+        for d in others:
+            if total >= self.passages:
+                break
+            chosen.append(d)
+            total += count(d)
+        return sorted(chosen, key=lambda d: d.name)
+
+    def __enter__(self) -> "Embedder":
+        if not self.VENV.exists():
+            subprocess.run(["make", "-C", str(ROOT), "bench-embeddings"], check=True)
+        self.port = free_port()
+        self.server = subprocess.Popen([str(self.VENV), str(Path(__file__).parent / "_embedding_server.py"),
+                                        "--port", str(self.port)], stdout=subprocess.PIPE, text=True,
+                                       env={**os.environ, "EMBED_THREADS": os.environ.get("EMBED_THREADS", "2")})
+        assert "listening" in (self.server.stdout.readline() or ""), "the embedding server did not start"
+        config = load_config()
+        self.config = Config(**{**config.__dict__, "ai_url": f"http://127.0.0.1:{self.port}/v1", "ai_key": "",
+                                "ollama_host": "", "local_ai_url": "", "accounts": (), "embeddings": self.MODEL})
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.server.terminate()
+        self.server.wait(10)
+
+    def kept(self, store: Store) -> Path:
+        """Where this corpus's vectors are kept between runs: keyed by its passages' texts."""
+        key = hashlib.sha256(self.MODEL.encode())
+        for (text,) in store.db.conn.execute("SELECT text FROM passages ORDER BY id"):
+            key.update(text.encode())
+        return Path(tempfile.gettempdir()) / f"tabletalk-vectors-{key.hexdigest()[:12]}.npy"
+
+    def embed_all(self, store: Store) -> tuple[float, int]:
+        """Every passage's vector, by the app's background embedding (or as an earlier run kept
+        them): (seconds, passages embedded now)."""
+        import numpy as np
+
+        ids = [r[0] for r in store.db.conn.execute("SELECT id FROM passages ORDER BY id")]
+        kept = self.kept(store)
+        if kept.exists():
+            matrix = np.load(kept)
+            if len(matrix) == len(ids):
+                store.write_vectors(self.MODEL, [(p, matrix[i].astype(FLOAT).tobytes()) for i, p in enumerate(ids)])
+                return 0.0, 0
+
+        async def run() -> int:
+            providers = Providers(self.config)
+            try:
+                worker = Embedding(self.MODEL, store, None, providers)
+                while await worker.step():
+                    pass
+                return worker.embedded
+            finally:
+                await providers.close()
+
+        t = time.monotonic()
+        embedded = asyncio.run(run())
+        took = time.monotonic() - t
+        vectors = dict(store.db.conn.execute("SELECT passage, vector FROM passage_vectors").fetchall())
+        np.save(kept, np.stack([np.frombuffer(vectors[p], dtype=FLOAT) for p in ids]))
+        return took, embedded
+
+    def questions(self, texts: list[str]) -> tuple[list[Meaning], list[float]]:
+        """Each question's vector as search_knowledge asks for it (one request each), and the times."""
+        async def run() -> tuple[list[Meaning], list[float]]:
+            providers = Providers(self.config)
+            out, times = [], []
+            try:
+                for text in texts:
+                    t = time.monotonic()
+                    [vector] = await providers.embed(self.MODEL, [text])
+                    times.append(time.monotonic() - t)
+                    out.append(Meaning(self.MODEL, vector))
+            finally:
+                await providers.close()
+            return out, times
+
+        return asyncio.run(run())
+
+    def hybrid(self, table: Table, store: Store, name: str, questions: list[dict], answers: list[set],
+               scope: Scope, repeat: int) -> list[Meaning]:
+        took, embedded = self.embed_all(store)
+        total = store.db.conn.execute("SELECT count(*) FROM passages").fetchone()[0]
+        table.add(f"... with embeddings ({self.MODEL}, 384 numbers, PyTorch on the CPU): passages embedded",
+                  f"{embedded:,} in {took:.0f} s ({embedded / took:.0f} a second)" if embedded else
+                  f"{total:,}, kept from an earlier run")
+        meanings, asked = self.questions([q["question"] for q in questions])
+        first = [store.search_passages(q["question"], scope, limit=6, meaning=m) for q, m in zip(questions, meanings)]
+        times = []
+        for _ in range(repeat):
+            for q, m in zip(questions, meanings):
+                t = time.monotonic()
+                store.search_passages(q["question"], scope, limit=6, meaning=m)
+                times.append(time.monotonic() - t)
+        at5 = sum(bool({f.passage for f in found[:5]} & a) for found, a in zip(first, answers))
+        at1 = sum(bool(found) and found[0].passage in a for found, a in zip(first, answers))
+        table.add("... hybrid search (words and meaning): p50 / p99",
+                  f"{pct(times, 50) * 1000:.1f} / {pct(times, 99) * 1000:.1f} ms (and the question's vector: "
+                  f"{pct(asked, 50) * 1000:.0f} / {pct(asked, 99) * 1000:.0f} ms)", "≤ 20 / 50 ms")
+        table.add("... hybrid recall@5 / recall@1", f"{at5 / len(questions):.2f} / {at1 / len(questions):.2f} "
+                  f"({at5} / {at1} of {len(questions)})", "recall@5 ≥ 0.9")
+        by_meaning = [store.nearest_passages(self.MODEL, m.vector, scope, 5) for m in meanings]
+        alone = sum(bool({p for p, _ in near} & a) for near, a in zip(by_meaning, answers))
+        table.add("... meaning alone recall@5", f"{alone / len(questions):.2f} ({alone} of {len(questions)})")
+        # the first look (the vectors' signs) against every vector scored: of the 40 nearest
+        # (what is merged with the words' ranking), how many it finds
+        kept = [len({p for p, _ in store.nearest_passages(self.MODEL, m.vector, scope, 40)}
+                    & {p for p, _ in store._scan(self.MODEL, m.vector, scope, 40)}) / 40
+                for m in meanings]
+        table.add("... the first look's 40 nearest, of every vector scored's: mean / worst",
+                  f"{sum(kept) / len(kept):.0%} / {min(kept):.0%}")
+        return meanings
 
 
 def main() -> int:
@@ -379,17 +564,23 @@ def main() -> int:
                         help="these phases only")
     parser.add_argument("--fresh", action="store_true", help="read Debian's documentation again (recall), not "
                         "what an earlier run kept in the temporary folder")
+    parser.add_argument("--embeddings", type=int, metavar="PASSAGES", help="recall with search by meaning too, "
+                        "over a subset of the corpus of about PASSAGES passages (the answers' files and others "
+                        "drawn at random): all-MiniLM-L6-v2 on PyTorch's CPU build, served on 127.0.0.1 from "
+                        ".cache/embed (make bench-embeddings), embeds ~2-6 passages a second on one core")
     args = parser.parse_args()
     table = Table(echo=True)
     missed: list[str] = []
     runs = lambda phase: not args.only or phase in args.only  # noqa: E731
     corpus = debian_corpus(args.fresh) if runs("recall") else None
-    with tempfile.TemporaryDirectory(prefix="tabletalk-knowledge-") as tmp:
+    embedder = Embedder(args.embeddings) if args.embeddings and runs("recall") else None
+    with tempfile.TemporaryDirectory(prefix="tabletalk-knowledge-") as tmp, embedder or contextlib.nullcontext():
         work = Path(tmp)
         phases = {"large": lambda: (one_large(table, work), one_large(table, work, 3000)), "many": lambda: many(table, work),
                   "killed": lambda: killed(table, work),
                   "search": lambda: search(table, work, work / "search.db", "SQLite"),
-                  "recall": lambda: missed.extend(f"SQLite: {m}" for m in recall(table, work / "recall.db", "SQLite", corpus))}
+                  "recall": lambda: missed.extend(f"SQLite: {m}" for m in recall(table, work / "recall.db", "SQLite", corpus,
+                                                                                  embedder=embedder))}
         for name, phase in phases.items():
             if runs(name):
                 phase()
@@ -401,7 +592,8 @@ def main() -> int:
                 if runs("search"):
                     search(table, work, cluster.database(), "PostgreSQL")
                 if runs("recall"):
-                    missed.extend(f"PostgreSQL: {m}" for m in recall(table, cluster.database(), "PostgreSQL", corpus))
+                    missed.extend(f"PostgreSQL: {m}" for m in recall(table, cluster.database(), "PostgreSQL", corpus,
+                                                                      embedder=embedder))
             finally:
                 cluster.stop()
     table.print()
