@@ -118,6 +118,16 @@ class Providers:
             await asyncio.gather(self._list_ollama(), self._list_local_server())
         return self.endpoint(model)
 
+    async def takes_tools(self, model: str) -> bool:
+        """Whether a turn with `model` offers it tools at all: not the built-in model (docs/
+        local-model.md), nor a model whose server says they never reach it (servers.py). Tools
+        sent there would only be counted against its window, and its usage would not match."""
+        try:
+            endpoint = await self.locate(model)
+        except ModelError:
+            return True  # where it is answered is not known now: its request says why
+        return endpoint.tools and self.server(endpoint).tools
+
     def client(self, endpoint: Endpoint) -> openai.AsyncOpenAI:
         key = (endpoint.base_url, endpoint.key)
         if key not in self._clients:

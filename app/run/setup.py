@@ -2,11 +2,12 @@
 
 The agent (the conversation's, else its person's first), the model and thinking level
 (Again's, the conversation's pick, the message's, the agent's, else the default), the
-tools (built-ins, then the agent's enabled plugins, listed afresh), which of them wait for
-approval, the model's window and whether it reads images. Needs no runner: a `Setup` and a
-`Writes` make a Turn anywhere (tests/test_setup.py). The model list the turns choose from is
-kept in rows here too: read at start and on demand (`refresh_choices`), and again while a
-server is down (`relist_forever`, the runner's).
+tools (built-ins, then the agent's enabled plugins, listed afresh; none for a model that
+takes none: Providers.takes_tools), which of them wait for approval, the model's window and
+whether it reads images. Needs no runner: a `Setup` and a `Writes` make a Turn anywhere
+(tests/test_setup.py). The model list the turns choose from is kept in rows here too: read
+at start and on demand (`refresh_choices`), and again while a server is down
+(`relist_forever`, the runner's).
 """
 from __future__ import annotations
 
@@ -82,7 +83,7 @@ class Setup:
                                                        agent.model if agent else "")
         model = model or await self.default_model()
         thinking = pick(retry, user.thinking, convo.thinking if convo else "", agent.thinking if agent else "")
-        tools = await self.tools_for(agent, chat)
+        tools = await self.tools_for(agent, chat) if await self.providers.takes_tools(model) else []
         # by identity: a tool that only shows a name approval was set for does not get it
         approve = {t.name for t in tools if agent and chosen(t, names(agent.approve))}
         # what a server's failure taught about the model is read again at each step (limits)
