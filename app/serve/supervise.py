@@ -34,7 +34,7 @@ import httpx2
 from ..store import Store, db as dbm
 from ..config import Config
 from ..store.outage import unavailable
-from ..builtin import ASKING, NAME, WINDOW, Paths, alive
+from ..builtin import ASKING, NAME, Paths, alive, runtime
 from ..tables import Builtin
 from ..builtin.install import InstallError, Installer, Progress
 from ..providers.client import Providers
@@ -77,11 +77,11 @@ def port_of(url: str) -> int:
         return 0
 
 
-def server_argv(paths: Paths, port: int) -> list[str]:
-    """llama-cpp-python's OpenAI-compatible server for the built-in model. Requests wait for
-    each other (interrupt_requests off: by default a second request ended the running one)."""
-    return [str(paths.python), "-m", "llama_cpp.server", "--model", str(paths.gguf()), "--model_alias", NAME,
-            "--host", "127.0.0.1", "--port", str(port), "--n_ctx", str(WINDOW), "--interrupt_requests", "False"]
+def server_argv(paths: Paths, port: int, threads: int) -> list[str]:
+    """The installed runtime's OpenAI-compatible server for the built-in model (runtime.py)."""
+    gguf = paths.gguf()
+    assert gguf is not None  # installed: its files are there (checked at the supervisor's start)
+    return runtime.server_argv(runtime.installed(paths) or runtime.XLLAMACPP, paths.python, gguf, port, threads)
 
 
 class Supervisor:
@@ -194,7 +194,7 @@ class Supervisor:
         with open(self.paths.server_log, "ab") as out:
             out.write(f"\n== start {time.strftime('%Y-%m-%d %H:%M:%S')} on port {port}\n".encode())
             out.flush()
-            self.proc = subprocess.Popen(server_argv(self.paths, port), stdout=out, stderr=subprocess.STDOUT,
+            self.proc = subprocess.Popen(server_argv(self.paths, port, self.config.model_threads), stdout=out, stderr=subprocess.STDOUT,
                                          stdin=subprocess.DEVNULL, start_new_session=True,
                                          preexec_fn=die_with_parent)
         self._up_since = time.monotonic()
