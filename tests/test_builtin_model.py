@@ -196,6 +196,14 @@ def test_a_computer_without_libgomp_is_told_before_anything_is_installed(tmp_pat
     assert not builtin.Paths(tmp_path).root.exists()  # nothing begun
 
 
+def test_a_disk_without_room_is_told_before_anything_is_installed(tmp_path):
+    paths = builtin.Paths(tmp_path)
+    with pytest.raises(InstallError, match=r"needs about 400 MB free .* and it has 12 MB"):
+        Installer(paths, lambda p: None, runtime=runtime.XLLAMACPP, find=lambda name: "libgomp.so.1",
+                  free=lambda path: 12_000_000).run()
+    assert not paths.venv.exists() and not paths.install_log.exists()
+
+
 def test_the_server_is_started_with_the_window_the_threads_and_loopback(tmp_path):
     python, gguf = tmp_path / "python", tmp_path / "m.gguf"
     argv = runtime.server_argv(runtime.XLLAMACPP, python, gguf, 8123, 1)

@@ -59,7 +59,8 @@ class LlamaServer:
         self.proc: subprocess.Popen | None = None
 
     def start(self) -> LlamaServer:
-        argv = runtime.server_argv(runtime.XLLAMACPP, PYTHON, Path(weights()), self.port, 1, self.embeddings)
+        argv = runtime.server_argv(runtime.XLLAMACPP, PYTHON, Path(weights()), self.port, 1,
+                                    embeddings=self.embeddings)
         self.proc = subprocess.Popen(argv, stdout=open(self.log, "ab"), stderr=subprocess.STDOUT,
                                      start_new_session=True)
         deadline = time.monotonic() + 120

@@ -35,6 +35,7 @@ from .runtime import LLAMA_CPP_PYTHON, LLAMA_VERSION, PORTABLE, XLLAMACPP, Runti
     no_wheel_fits, try_argv
 
 TAIL = 12  # lines of a failed step's output kept for its error
+ROOM = {"xllamacpp": 400_000_000, "llama-cpp-python": 1_500_000_000}  # free bytes an install needs (pip's copies too)
 
 
 class InstallError(Exception):
@@ -94,12 +95,14 @@ class Installer:
     `runtime`: the one this computer gets (runtime.chosen), unless given."""
 
     def __init__(self, paths: Paths, report: Report, wheels: Path | None = None, runtime: Runtime | None = None,
-                 find: Callable[[str], str | None] = ctypes.util.find_library):
+                 find: Callable[[str], str | None] = ctypes.util.find_library,
+                 free: Callable[[Path], int] = lambda path: shutil.disk_usage(path).free):
         self.paths = paths
         self.report = report
         self.wheels = wheels
         self.runtime = runtime or chosen()
         self.find = find  # how a system library is found (runtime.missing_libraries)
+        self.free = free  # the free bytes of the disk a folder is on
         self._proc: subprocess.Popen | None = None
         self.cancelled = False
 
@@ -123,6 +126,10 @@ class Installer:
         if lacking := missing_libraries(self.runtime, find=self.find):
             raise InstallError(lacking)
         self.paths.root.mkdir(parents=True, exist_ok=True)
+        need, free = ROOM[self.runtime.name], self.free(self.paths.root)
+        if free < need:
+            raise InstallError(f"The built-in model needs about {need / 1e6:,.0f} MB free on the disk of "
+                               f"{self.paths.root}, and it has {free / 1e6:,.0f} MB. Make room, then choose it again.")
         self.paths.stamp.unlink(missing_ok=True)  # not installed until every step is through
         steps = self.steps()
         with open(self.paths.install_log, "ab") as self._log:

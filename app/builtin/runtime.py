@@ -155,16 +155,17 @@ print(repr(model.create_completion("Hello", max_tokens=2)["choices"][0]["text"])
 }
 
 
-def server_argv(runtime: Runtime, python: Path, gguf: Path, port: int, threads: int,
-                embeddings: bool = False) -> list[str]:
-    """The command that serves `gguf` as NAME on 127.0.0.1:`port` with a window of WINDOW
-    (`embeddings`: xllamacpp's answers /v1/embeddings too). llama-cpp-python's requests wait for each other (interrupt_requests off: by default a
-    second request ended the running one)."""
+def server_argv(runtime: Runtime, python: Path, gguf: Path, port: int, threads: int, name: str = NAME,
+                window: int = WINDOW, embeddings: bool = False) -> list[str]:
+    """The command that serves `gguf` as `name` on 127.0.0.1:`port` with a window of `window`
+    (SmolLM2's, unless a brought model's; `embeddings`: xllamacpp's answers /v1/embeddings
+    too). llama-cpp-python's requests wait for each other (interrupt_requests off: by default
+    a second request ended the running one)."""
     if runtime is XLLAMACPP:
-        return [str(python), "-c", SERVE, str(gguf), NAME, str(port), str(WINDOW), str(threads),
+        return [str(python), "-c", SERVE, str(gguf), name, str(port), str(window), str(threads),
                 "embeddings" if embeddings else "chat"]
-    return [str(python), "-m", "llama_cpp.server", "--model", str(gguf), "--model_alias", NAME,
-            "--host", "127.0.0.1", "--port", str(port), "--n_ctx", str(WINDOW), "--interrupt_requests", "False",
+    return [str(python), "-m", "llama_cpp.server", "--model", str(gguf), "--model_alias", name,
+            "--host", "127.0.0.1", "--port", str(port), "--n_ctx", str(window), "--interrupt_requests", "False",
             "--n_threads", str(threads), "--n_threads_batch", str(threads)]
 
 

@@ -88,7 +88,9 @@ class Providers:
         if kind == LOCAL and name in self._local[BUILTIN] - self._local[OLLAMA] - self._local[LOCAL_SERVER]:
             if not (url := builtin.url_of(self.config.data)):  # between a death and its restart
                 raise ModelError("The built-in model is starting again; try again in a moment.")
-            return Endpoint(url, "", name, key_setting="the built-in model (Tabletalk sends it no key)", tools=False)
+            # SmolLM2 is never sent tools; a model the owner brought is, where its server says it reads them
+            return Endpoint(url, "", name, key_setting="the built-in model (Tabletalk sends it no key)",
+                            tools=name != builtin.NAME)
         if kind == LOCAL:
             # Ollama's when it listed the name (it wins a name both list) or is the only one.
             elsewhere = name not in self._local[OLLAMA] and (name in self._local[LOCAL_SERVER] or not self.ollama)

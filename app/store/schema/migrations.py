@@ -199,3 +199,10 @@ def m038_passage_vectors(db: sqlite_utils.Database) -> None:
             passage INTEGER PRIMARY KEY REFERENCES passages(id) ON DELETE CASCADE,
             model TEXT NOT NULL,
             vector BLOB NOT NULL CHECK (length(vector) >= 4))""")
+
+
+@migration
+def m039_builtin_model_brought(db: sqlite_utils.Database) -> None:
+    # The model the built-in model's runtime serves: '' SmolLM2 (the one it installs), else a
+    # GGUF file the owner brought, by its name under data/models/ (app/builtin/brought.py)
+    db.execute("ALTER TABLE builtin_model ADD COLUMN model TEXT NOT NULL DEFAULT ''")

@@ -270,3 +270,8 @@ def m038_passage_vectors(db) -> None:
             passage BIGINT PRIMARY KEY REFERENCES passages(id) ON DELETE CASCADE,
             model TEXT NOT NULL,
             vector BYTEA NOT NULL CHECK (length(vector) >= 4))""")
+
+
+@migration
+def m039_builtin_model_brought(db) -> None:
+    db.execute("ALTER TABLE builtin_model ADD COLUMN model TEXT NOT NULL DEFAULT ''")
