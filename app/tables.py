@@ -443,10 +443,11 @@ class Builtin:
     serving: str = ""  # '', 'starting', 'up', 'restarting', 'stopped'
     url: str = ""
     restarts: int = 0
+    model: str = ""  # what it serves: '' SmolLM2, else a GGUF the owner brought (its file under data/models/)
     rev: int = 0
 
     COLUMNS = ("state", "step", "steps", "what", "percent", "line", "error", "pid", "started", "finished",
-               "serving", "url", "restarts")
+               "serving", "url", "restarts", "model")
 
     @classmethod
     def from_row(cls, row) -> "Builtin":

@@ -1,19 +1,27 @@
-"""The built-in model through Tabletalk against the same server hit directly: what Tabletalk adds.
+"""The built-in model's runtimes side by side (llama.cpp's server from xllamacpp's wheel, and
+llama-cpp-python built here, the fallback), each through Tabletalk and directly; and the time
+from "Use the built-in model" to the first answer on a clean data folder.
 
-    .venv/bin/python benchmarks/local_model.py [--runs N] [--prompt TEXT]
+    .venv/bin/python benchmarks/local_model.py [--runs N] [--prompt TEXT] [--threads N]
+                                               [--runtimes xllamacpp,llama-cpp-python] [--fresh]
 
-Needs the wheels `make llama` keeps in .cache/wheels. The built-in model is installed from
-them into a temporary data folder (as the page's "Use the built-in model" does, offline),
-`tabletalk serve` starts and supervises its server (llama-cpp-python 0.3.36, SmolLM2-135M-
-Instruct Q4_1, portable build), and each of N rounds measures, one after the other:
+Needs the wheels `make llama` keeps in .cache/wheels; the old runtime, llama-cpp-python, only
+when its wheel (built once with `CMAKE_ARGS=-DGGML_NATIVE=OFF pip wheel --no-deps -w
+.cache/wheels llama-cpp-python==0.3.36`, and its server's dependencies beside it) is there
+too, else that side is left out and said so. For each runtime the built-in model is installed
+from .cache/wheels into a temporary data folder, offline (as the page's "Use the built-in
+model" does; the install's time is reported), `tabletalk serve` starts and supervises its
+server (SmolLM2-135M-Instruct Q4_1, TABLETALK_MODEL_THREADS threads), and then N rounds, the
+runtimes alternating within each round (A B, A B ...: both in one sitting, the load shared),
+each measuring, one after the other:
 
 1. Through Tabletalk: a message posted to a conversation with the composer's form while
    the conversation's live stream (`GET /c/ID/events`, what a page follows) is open.
    First token: from the POST until the first stream message that carries the answer's
    text (so it includes Tabletalk's request set-up, the model's prompt processing, the
    runner's 50 ms writes, the feed and the 40-character reveal grid). Tokens/s: the answer's
-   tokens after those that first message showed (the server's own tokenizer,
-   /extras/tokenize) over the time from that message to the one that marks the answer done.
+   tokens after those that first message showed (the server's own tokenizer) over the time
+   from that message to the one that marks the answer done.
 2. Directly: the very request Tabletalk sent (recorded by a pass-through proxy in front of
    the model server: the workers are pointed at it through the address file the supervisor
    writes, model/server.json) sent again straight to the server. First token: until the
@@ -24,9 +32,18 @@ The model samples (Tabletalk sends no temperature), so answers differ in length 
 the two; each side's tokens/s is its own tokens over its own time. Before each measurement
 the server is left idle (Tabletalk's title request after a first answer runs to its end) and
 sent a small unrelated request (it keeps the last prompt's state, which would make the
-second of two identical requests look quicker). LOCAL_MODEL_DEBUG=1 prints what the page's
-stream received, with times. Prints a table of medians (and each run's first tokens: on a busy machine they vary more
-than Tabletalk's part in them) and the load average, and exits.
+second of two identical requests look quicker). Each round's prompt is its own ("Round N.
+..."). llama.cpp's server also keeps earlier prompts in memory and takes what a new one
+shares with them (the agent's instructions, through Tabletalk, as it does for a person): the
+direct request, Tabletalk's again, is sent to it with `cache_prompt: false`, so both
+runtimes' direct first tokens process the whole prompt. LOCAL_MODEL_DEBUG=1 prints what the page's
+stream received, with times.
+
+--fresh: a clean data folder, no TABLETALK_MODEL_WHEELS and an empty pip cache of its own
+(PIP_CACHE_DIR), the owner's "Use the built-in model" posted as the page posts it, then a
+message once it is ready: the times from the choice to ready, to the first answer's first
+token, and to its end (the issue's goal: an answer within 30 s on 2 cores). Prints a table
+and the load average, and exits.
 """
 from __future__ import annotations
 
@@ -50,7 +67,8 @@ sys.path.insert(0, str(ROOT))
 
 from app.store import db as dbm, schema  # noqa: E402
 from app import builtin  # noqa: E402
-from app.builtin.install import Installer, llama_wheel  # noqa: E402
+from app.builtin import runtime  # noqa: E402
+from app.builtin.install import Installer  # noqa: E402
 from app.store import Store  # noqa: E402
 from tests.conftest import Served  # noqa: E402
 
@@ -131,7 +149,10 @@ class Proxy:
 
 
 def tokens_of(server: str, text: str) -> int:
-    r = httpx.post(f"{server}/extras/tokenize", json={"input": text}, timeout=30)
+    """`text`'s tokens by the server's own tokenizer (llama.cpp's /tokenize, else llama-cpp-python's)."""
+    r = httpx.post(f"{server}/tokenize", json={"content": text}, timeout=30)
+    if r.status_code == 404:
+        r = httpx.post(f"{server}/extras/tokenize", json={"input": text}, timeout=30)
     r.raise_for_status()
     return len(r.json()["tokens"])
 
@@ -223,71 +244,157 @@ def through_tabletalk(s: Served, data: Path, server: str, prompt: str, proxy: Pr
     return shows[0] - t0, after / (ends[0] - shows[0]) if ends[0] > shows[0] and after > 0 else float("nan"), n
 
 
+ENV = {"AI_URL": "", "OLLAMA_HOST": "", "LOCAL_AI_URL": "", "AI_ACCOUNTS": "", "AI_MODEL": f"local:{builtin.NAME}"}
+FLUSH = json.dumps({"model": builtin.NAME, "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 4,
+                    "stream": True}).encode()
+
+
+class Side:
+    """One runtime: installed into a data folder of its own, served by a `tabletalk serve` of
+    its own, with the proxy in front of its model server."""
+
+    def __init__(self, which: runtime.Runtime, threads: int, table: Table):
+        self.runtime = which
+        self.data = Path(tempfile.mkdtemp(prefix=f"tabletalk-{which.package}-")) / "data"
+        self.env = ENV | {"TABLETALK_DATA": str(self.data), "TABLETALK_MODEL_THREADS": str(threads)}
+        self.table = table
+        self.results: dict[str, list[tuple[float, float, int]]] = {"tabletalk": [], "direct": []}
+
+    def label(self, what: str) -> str:
+        return f"{self.runtime.name}: {what}"
+
+    def start(self) -> None:
+        t = time.monotonic()
+        Installer(builtin.Paths(self.data), lambda p: None, WHEELS, runtime=self.runtime).run()
+        self.table.add(self.label("install from .cache/wheels (offline)"), f"{time.monotonic() - t:.1f} s")
+        db = dbm.connect(self.data / "tabletalk.db")
+        schema.migrate(db)
+        Store(db).set_builtin(state="ready")
+        db.conn.close()
+        t = time.monotonic()
+        self.served = Served(self.data, self.env).start()
+        while not builtin.url_of(self.data):
+            if time.monotonic() - t > 120:
+                raise SystemExit(f"the built-in model's server ({self.runtime.name}) did not come up")
+            time.sleep(0.1)
+        self.table.add(self.label("serve start -> model server up"), f"{time.monotonic() - t:.1f} s")
+        self.server = builtin.url_of(self.data).removesuffix("/v1")
+        self.proxy = Proxy(int(self.server.rsplit(":", 1)[1]))
+        address = builtin.Paths(self.data).address
+        found = json.loads(address.read_text())
+        address.write_text(json.dumps({**found, "url": f"http://{HOST}:{self.proxy.port}/v1"}))
+        direct(self.server, FLUSH)  # the model's first run is slower: not counted
+
+    def round(self, prompt: str) -> None:
+        # the server keeps the last prompt's state: an unrelated request first, so neither
+        # side finds the other's prompt ready
+        self.proxy.idle()
+        direct(self.server, FLUSH)
+        self.results["tabletalk"].append(through_tabletalk(self.served, self.data, self.server, prompt, self.proxy))
+        self.proxy.idle()
+        direct(self.server, FLUSH)
+        replay = self.proxy.bodies[-1]
+        if self.runtime is runtime.XLLAMACPP:  # llama.cpp keeps earlier prompts: this one would be a whole hit
+            replay = json.dumps({**json.loads(replay), "cache_prompt": False}).encode()
+        self.results["direct"].append(direct(self.server, replay))
+
+    def report(self, runs: int) -> None:
+        for side, how in (("direct", "directly"), ("tabletalk", "through Tabletalk")):
+            first = statistics.median(r[0] for r in self.results[side])
+            rate = statistics.median(r[1] for r in self.results[side])
+            tokens = statistics.median(r[2] for r in self.results[side])
+            self.table.add(self.label(f"first token, {how} (median of {runs})"), f"{first * 1000:.0f} ms")
+            self.table.add(self.label(f"tokens/s, {how}"), f"{rate:.1f} (answers of ~{tokens:.0f} tokens)")
+        pairs = list(zip(self.results["tabletalk"], self.results["direct"]))
+        self.table.add(self.label("first token each run, directly / through Tabletalk"),
+                       ", ".join(f"{d[0] * 1000:.0f}/{tt[0] * 1000:.0f}" for tt, d in pairs) + " ms")
+        self.table.add(self.label("first token: Tabletalk adds (median)"),
+                       f"{statistics.median(tt[0] - d[0] for tt, d in pairs) * 1000:.0f} ms")
+        self.table.add(self.label("tokens/s through Tabletalk / directly (median)"),
+                       f"{statistics.median(tt[1] / d[1] for tt, d in pairs):.2f}")
+        sent = json.loads(self.proxy.bodies[-1])
+        usage = httpx.post(f"{self.server}/v1/chat/completions", json={**sent, "stream": False, "max_tokens": 1},
+                           timeout=300).json()["usage"]
+        self.table.add(self.label("prompt tokens of Tabletalk's request"),
+                       f"{usage['prompt_tokens']} ({len(sent.get('tools') or [])} tools)")
+
+    def stop(self) -> None:
+        if hasattr(self, "served"):
+            self.served.stop()
+
+
+def fresh(table: Table, prompt: str, threads: int) -> None:
+    """From the owner's choice on a clean data folder, with nothing cached, to the first answer."""
+    folder = Path(tempfile.mkdtemp(prefix="tabletalk-fresh-"))
+    data = folder / "data"
+    env = ENV | {"TABLETALK_DATA": str(data), "TABLETALK_MODEL_WHEELS": "", "PIP_CACHE_DIR": str(folder / "pip-cache"),
+                 "TABLETALK_MODEL_THREADS": str(threads)}
+    s = Served(data, env).start()
+    try:
+        with s.client() as c:
+            token = re.search(r'name="_csrf_token" value="([^"]+)"', c.get("/").text)[1]
+            chosen = time.monotonic()
+            r = c.post("/model/builtin", data={"_csrf_token": token}, headers={"referer": f"{s.url}/"},
+                       follow_redirects=False)
+            assert r.status_code == 303, r.text
+        db = sqlite3.connect(data / "tabletalk.db")
+        try:
+            while (row := db.execute("SELECT state, serving, error FROM builtin_model").fetchone())[:2] != ("ready", "up"):
+                if row[0] == "failed":
+                    raise SystemExit(f"the install failed: {row[2]}")
+                if time.monotonic() - chosen > 600:
+                    raise SystemExit(f"not ready in 600 s: {row}")
+                time.sleep(0.05)
+        finally:
+            db.close()
+        ready = time.monotonic()
+        server = builtin.url_of(data).removesuffix("/v1")
+        proxy = Proxy(int(server.rsplit(":", 1)[1]))  # through_tabletalk reads what it records
+        address = builtin.Paths(data).address
+        address.write_text(json.dumps({**json.loads(address.read_text()), "url": f"http://{HOST}:{proxy.port}/v1"}))
+        asked = time.monotonic()
+        first, _, _ = through_tabletalk(s, data, server, prompt, proxy)
+        ended = time.monotonic()
+    finally:
+        s.stop()
+    table.add("fresh: 'Use the built-in model' -> ready (installed, server up)", f"{ready - chosen:.1f} s")
+    table.add("fresh: 'Use the built-in model' -> the first answer's first token", f"{asked + first - chosen:.1f} s")
+    table.add("fresh: 'Use the built-in model' -> the first answer done", f"{ended - chosen:.1f} s")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--prompt", default="Write a short paragraph about the sea.")
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--runtimes", default="xllamacpp,llama-cpp-python")
+    parser.add_argument("--fresh", action="store_true", help="also: the owner's choice to the first answer, from the index")
     args = parser.parse_args(argv)
-    if llama_wheel(WHEELS) is None:
+    if runtime.XLLAMACPP.wheel_in(WHEELS) is None:
         raise SystemExit("run `make llama` first: it keeps the built-in model's wheels in .cache/wheels")
-    folder = Path(tempfile.mkdtemp(prefix="tabletalk-local-model-"))
-    data = folder / "data"
     table = Table(echo=True)
-    t = time.monotonic()
-    Installer(builtin.Paths(data), lambda p: None, WHEELS).run()
-    table.add("install from .cache/wheels (offline)", f"{time.monotonic() - t:.1f} s")
-    db = dbm.connect(data / "tabletalk.db")
-    schema.migrate(db)
-    Store(db).set_builtin(state="ready")
-    db.conn.close()
-    env = {"TABLETALK_DATA": str(data), "AI_URL": "", "OLLAMA_HOST": "", "LOCAL_AI_URL": "", "AI_ACCOUNTS": "",
-           "AI_MODEL": f"local:{builtin.NAME}"}
-    t = time.monotonic()
-    s = Served(data, env).start()
+    table.add("threads (TABLETALK_MODEL_THREADS)", str(args.threads))
+    sides = []
+    for name in args.runtimes.split(","):
+        which = next(r for r in runtime.RUNTIMES if r.name == name)
+        if which.wheel_in(WHEELS) is None:
+            table.add(f"{which.name}: left out", f"no {which.wheel}-*.whl in {WHEELS}")
+            continue
+        sides.append(Side(which, args.threads, table))
     try:
-        address = builtin.Paths(data).address
-        while not builtin.url_of(data):
-            if time.monotonic() - t > 120:
-                raise SystemExit("the built-in model's server did not come up")
-            time.sleep(0.1)
-        table.add("serve start -> model server up", f"{time.monotonic() - t:.1f} s")
-        server = builtin.url_of(data).removesuffix("/v1")
-        upstream = int(server.rsplit(":", 1)[1])
-        proxy = Proxy(upstream)
-        found = json.loads(address.read_text())
-        address.write_text(json.dumps({**found, "url": f"http://{HOST}:{proxy.port}/v1"}))
-        results: dict[str, list[tuple[float, float, int]]] = {"tabletalk": [], "direct": []}
-        flush = json.dumps({"model": builtin.NAME, "messages": [{"role": "user", "content": "Hi"}],
-                            "max_tokens": 4, "stream": True}).encode()
-        direct(server, flush)  # the model's first run is slower: not counted
-        for _ in range(args.runs):
-            # the server keeps the last prompt's state: an unrelated request first, so neither
-            # side finds the other's prompt ready
-            proxy.idle()
-            direct(server, flush)
-            results["tabletalk"].append(through_tabletalk(s, data, server, args.prompt, proxy))
-            proxy.idle()
-            direct(server, flush)
-            results["direct"].append(direct(server, proxy.bodies[-1]))
-        for side, label in (("direct", "directly"), ("tabletalk", "through Tabletalk")):
-            first = statistics.median(r[0] for r in results[side])
-            rate = statistics.median(r[1] for r in results[side])
-            tokens = statistics.median(r[2] for r in results[side])
-            table.add(f"first token, {label} (median of {args.runs})", f"{first * 1000:.0f} ms")
-            table.add(f"tokens/s, {label}", f"{rate:.1f} (answers of ~{tokens:.0f} tokens)")
-        table.add("first token each run, directly / through Tabletalk", ", ".join(
-            f"{d[0] * 1000:.0f}/{tt[0] * 1000:.0f}" for tt, d in zip(results["tabletalk"], results["direct"])) + " ms")
-        overhead = [tt[0] - d[0] for tt, d in zip(results["tabletalk"], results["direct"])]
-        table.add("first token: Tabletalk adds (median)", f"{statistics.median(overhead) * 1000:.0f} ms")
-        ratio = statistics.median(results["tabletalk"][i][1] / results["direct"][i][1] for i in range(args.runs))
-        table.add("tokens/s through Tabletalk / directly (median)", f"{ratio:.2f}")
-        sent = json.loads(proxy.bodies[-1])
-        usage = httpx.post(f"{server}/v1/chat/completions", json={**sent, "stream": False, "max_tokens": 1},
-                           timeout=300).json()["usage"]
-        table.add("prompt tokens of Tabletalk's request", f"{usage['prompt_tokens']} ({len(sent.get('tools') or [])} tools)")
-        table.add("load average (1 min) at the end", f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+        for side in sides:
+            side.start()
+        for n in range(1, args.runs + 1):
+            for side in sides:  # a prompt of each round's own: no runtime finds it cached whole
+                side.round(f"Round {n}. {args.prompt}")
+        for side in sides:
+            side.report(args.runs)
     finally:
-        s.stop()
+        for side in sides:
+            side.stop()
+    if args.fresh:
+        fresh(table, args.prompt, args.threads)
+    table.add("load average (1 min) at the end", f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     table.print()
     return 0
 

@@ -87,7 +87,7 @@ def name_of(pid: int, serve: int) -> str:
         return "serve"
     if "app.serve.supervise" in line:
         return "supervisor"
-    if "llama_cpp.server" in line:
+    if "llama_cpp.server" in line or "xllamacpp" in line:
         return "model server"
     return "worker" if "app.admin.cli" in line or "granian" in line or "python" in line else line[:30]
 

@@ -95,6 +95,7 @@ PAGES: list[Page] = [
     Page("account, theme saved", "/account?saved=theme"),
     Page("people", "/people"),
     Page("remove person", "/people/{guest}/delete"),
+    Page("the built-in model", "/model", shows="#builtin"),
     Page("keyboard shortcuts", "/help/keys"),
     Page("not found", "/no/such/page", status=404),
     Page("no such conversation", "/c/99999", status=404),

@@ -1,6 +1,7 @@
 """The built-in model (app/builtin): the offer on the page, the owner's choice, the row every
-page follows, the progress the installer reads from pip and the build, and the pins the
-Makefile shares with the app. The real install, server and supervisor: test_builtin_serve.py."""
+page follows, the progress the installer reads from pip and the build, which runtime a
+computer gets and how it is started, and the pins the Makefile shares with the app. The real
+install, server and supervisor: test_builtin_serve.py."""
 from __future__ import annotations
 
 import re
@@ -9,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from app import builtin
-from app.builtin.install import Installer, InstallError, Progress, llama_wheel, percent_in, readable
+from app.builtin import runtime
+from app.builtin.install import Installer, InstallError, Progress, percent_in, readable
 from tests.conftest import COOKIE, ROOT, app_client, csrf, signed_in, soup
 
 NO_SERVER = {"AI_URL": "", "OLLAMA_HOST": "", "LOCAL_AI_URL": "", "AI_ACCOUNTS": ""}
@@ -149,22 +151,88 @@ def test_a_step_that_fails_says_which_and_why(tmp_path):
     assert "working" in paths.install_log.read_text()
 
 
-def test_a_wheel_built_before_spares_the_build(tmp_path):
+def test_the_prebuilt_wheel_is_four_steps_and_compiles_nothing(tmp_path):
     paths = builtin.Paths(tmp_path)
-    steps = [what for what, _ in Installer(paths, lambda p: None).steps()]
-    assert any("Building llama.cpp" in s for s in steps)
+    steps = [what for what, _ in Installer(paths, lambda p: None, runtime=runtime.XLLAMACPP).steps()]
+    assert len(steps) == 4 and "xllamacpp" in steps[1]
+    assert not any("Building" in what for what in steps)
+
+
+def test_where_no_wheel_fits_llama_cpp_is_built_saying_why_and_how_long_unless_built_before(tmp_path):
+    paths = builtin.Paths(tmp_path)
+    steps = [what for what, _ in Installer(paths, lambda p: None, runtime=runtime.LLAMA_CPP_PYTHON).steps()]
+    build = next(what for what in steps if "Building llama.cpp" in what)
+    assert "about 10 minutes on 2 cores" in build and len(steps) == 5
     paths.wheels.mkdir(parents=True)
-    (paths.wheels / f"llama_cpp_python-{builtin.LLAMA_VERSION}-py3-none-linux_x86_64.whl").write_bytes(b"")
-    assert llama_wheel(paths.wheels) is not None
-    assert not any("Building" in what for what, _ in Installer(paths, lambda p: None).steps())
+    (paths.wheels / f"llama_cpp_python-{runtime.LLAMA_VERSION}-py3-none-linux_x86_64.whl").write_bytes(b"")
+    assert runtime.LLAMA_CPP_PYTHON.wheel_in(paths.wheels) is not None
+    steps = [what for what, _ in Installer(paths, lambda p: None, runtime=runtime.LLAMA_CPP_PYTHON).steps()]
+    assert not any("Building" in what for what in steps) and len(steps) == 4
 
 
-def test_the_makefile_pins_what_the_app_installs():
+def test_which_computers_a_wheel_fits():
+    assert runtime.no_wheel_fits("linux", "x86_64", ("glibc", "2.36")) == ""
+    assert runtime.no_wheel_fits("linux", "aarch64", ("glibc", "2.17")) == ""
+    assert runtime.no_wheel_fits("darwin", "arm64", ("", ""), "14.1") == ""
+    assert "musl" in runtime.no_wheel_fits("linux", "x86_64", ("musl", "1.2.4"))
+    assert "2.17 or newer" in runtime.no_wheel_fits("linux", "x86_64", ("glibc", "2.12"))
+    assert "riscv64" in runtime.no_wheel_fits("linux", "riscv64", ("glibc", "2.36"))
+    assert "13 or newer" in runtime.no_wheel_fits("darwin", "x86_64", ("", ""), "12.7")
+    assert runtime.no_wheel_fits("freebsd14", "amd64", ("", "")) != ""
+
+
+def test_a_computer_without_libgomp_is_told_before_anything_is_installed(tmp_path):
+    """The Linux wheel links GNU's OpenMP without carrying it (Debian's libgomp1)."""
+    def lacking(name: str) -> None:
+        return None
+
+    words = runtime.missing_libraries(runtime.XLLAMACPP, "linux", find=lacking)
+    assert "libgomp.so.1" in words and "apt-get install libgomp1" in words
+    assert runtime.missing_libraries(runtime.XLLAMACPP, "linux", find=lambda name: "libgomp.so.1") == ""
+    assert runtime.missing_libraries(runtime.XLLAMACPP, "darwin", find=lacking) == ""
+    assert runtime.missing_libraries(runtime.LLAMA_CPP_PYTHON, "linux", find=lacking) == ""
+    with pytest.raises(InstallError, match="libgomp1"):
+        Installer(builtin.Paths(tmp_path), lambda p: None, runtime=runtime.XLLAMACPP, find=lacking).run()
+    assert not builtin.Paths(tmp_path).root.exists()  # nothing begun
+
+
+def test_a_disk_without_room_is_told_before_anything_is_installed(tmp_path):
+    paths = builtin.Paths(tmp_path)
+    with pytest.raises(InstallError, match=r"needs about 400 MB free .* and it has 12 MB"):
+        Installer(paths, lambda p: None, runtime=runtime.XLLAMACPP, find=lambda name: "libgomp.so.1",
+                  free=lambda path: 12_000_000).run()
+    assert not paths.venv.exists() and not paths.install_log.exists()
+
+
+def test_the_server_is_started_with_the_window_the_threads_and_loopback(tmp_path):
+    python, gguf = tmp_path / "python", tmp_path / "m.gguf"
+    argv = runtime.server_argv(runtime.XLLAMACPP, python, gguf, 8123, 1)
+    assert argv[:2] == [str(python), "-c"] and "xllamacpp.Server(params)" in argv[2]
+    assert argv[3:] == [str(gguf), builtin.NAME, "8123", str(builtin.WINDOW), "1", "chat"]
+    assert 'params.hostnames = ["127.0.0.1"]' in argv[2] and 'params.cors_origins = ""' in argv[2]
+    compiled = runtime.server_argv(runtime.LLAMA_CPP_PYTHON, python, gguf, 8123, 2)
+    assert compiled[1:3] == ["-m", "llama_cpp.server"] and ["--n_threads", "2"] == compiled[-4:-2]
+    assert compiled[compiled.index("--host") + 1] == "127.0.0.1"
+
+
+def test_the_runtime_installed_is_recognised_from_the_venv(tmp_path):
+    paths = builtin.Paths(tmp_path)
+    assert runtime.installed(paths) is None
+    for found in runtime.RUNTIMES:
+        package = paths.venv / "lib/python3.11/site-packages" / found.package
+        package.mkdir(parents=True)
+        (package / "__init__.py").write_text("")
+        assert runtime.installed(paths) is found
+        (package / "__init__.py").unlink()
+
+
+def test_the_makefile_pins_what_the_app_installs_and_compiles_nothing():
     makefile = (ROOT / "Makefile").read_text()
-    assert re.search(rf"^LLAMA_VERSION\s*:= {re.escape(builtin.LLAMA_VERSION)}$", makefile, re.M)
+    assert re.search(rf"^XLLAMACPP_VERSION\s*:= {re.escape(runtime.XLLAMACPP_VERSION)}$", makefile, re.M)
     assert re.search(rf"^SMOLLM2_VERSION\s*:= {re.escape(builtin.SMOLLM2_VERSION)}$", makefile, re.M)
-    assert 'CMAKE_ARGS="-DGGML_NATIVE=OFF"' in makefile and "--no-cache-dir" in makefile
-    assert re.search(r"^test: .*\bllama\b", makefile, re.M)
+    assert "--only-binary=:all:" in makefile
+    assert "CMAKE_ARGS" not in makefile and "llama-cpp-python" not in makefile and "build-essential" not in makefile
+    assert re.search(r"^test: .*\bllama\b", makefile, re.M) and re.search(r"^llama: libgomp\b", makefile, re.M)
 
 
 def test_the_address_of_a_server_that_is_gone_is_not_used(tmp_path: Path):

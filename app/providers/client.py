@@ -88,7 +88,9 @@ class Providers:
         if kind == LOCAL and name in self._local[BUILTIN] - self._local[OLLAMA] - self._local[LOCAL_SERVER]:
             if not (url := builtin.url_of(self.config.data)):  # between a death and its restart
                 raise ModelError("The built-in model is starting again; try again in a moment.")
-            return Endpoint(url, "", name, key_setting="the built-in model (Tabletalk sends it no key)", tools=False)
+            # SmolLM2 is never sent tools; a model the owner brought is, where its server says it reads them
+            return Endpoint(url, "", name, key_setting="the built-in model (Tabletalk sends it no key)",
+                            tools=name != builtin.NAME)
         if kind == LOCAL:
             # Ollama's when it listed the name (it wins a name both list) or is the only one.
             elsewhere = name not in self._local[OLLAMA] and (name in self._local[LOCAL_SERVER] or not self.ollama)
@@ -117,6 +119,16 @@ class Providers:
         if kind == LOCAL and not known and self.ollama and self.config.local_ai_url:
             await asyncio.gather(self._list_ollama(), self._list_local_server())
         return self.endpoint(model)
+
+    async def takes_tools(self, model: str) -> bool:
+        """Whether a turn with `model` offers it tools at all: not the built-in model (docs/
+        local-model.md), nor a model whose server says they never reach it (servers.py). Tools
+        sent there would only be counted against its window, and its usage would not match."""
+        try:
+            endpoint = await self.locate(model)
+        except ModelError:
+            return True  # where it is answered is not known now: its request says why
+        return endpoint.tools and self.server(endpoint).tools
 
     def client(self, endpoint: Endpoint) -> openai.AsyncOpenAI:
         key = (endpoint.base_url, endpoint.key)

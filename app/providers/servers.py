@@ -5,8 +5,13 @@ keeps requests to a server that serves one at a time from cutting each other off
 Every kind is recognised from its own model list (`kind_of`), then asked where it says more:
 
     llama.cpp's server   /v1/models entries owned by "llamacpp" (with `meta`); GET /props:
-                         default_generation_settings.n_ctx and total_slots, else GET /slots;
-                         POST /tokenize counts tokens
+                         default_generation_settings.n_ctx and total_slots, else GET /slots,
+                         and chat_template_caps.supports_tools (false: the model's chat
+                         template renders no tools, and the server leaves them out of the
+                         prompt: SmolLM2's took as many tokens with 600 tokens of tools as
+                         without); POST /tokenize counts tokens. It queues requests beyond
+                         its slots, reports usage in its stream, and refuses a request past
+                         the window with both numbers (limits.py)
     llama-cpp-python     entries owned by "me" with empty `permissions`; says no window (it is
                          learned from its errors, limits.py), serves one request at a time and
                          by default ends the running one when another arrives;
@@ -38,6 +43,7 @@ class Server:
     slots: int = 0  # requests it serves at once; 0: as many as it is sent (it queues them itself)
     windows: dict[str, int] = field(default_factory=dict)  # the window per model name, where it says
     tokenize: str = ""  # the URL that counts tokens of a text ('' = none)
+    tools: bool = True  # False: it says tools never reach its model (a chat template without them)
 
 
 def kind_of(entries: list[dict[str, Any]]) -> str:
@@ -83,18 +89,21 @@ async def probe(http: httpx2.AsyncClient, url: str, entries: list[dict[str, Any]
     if kind == LLAMA_CPP:
         props = await _get(http, f"{base}/props", headers)
         window = slots = None
+        tools = True
         if isinstance(props, dict):
             settings = props.get("default_generation_settings")
             window = _positive(settings.get("n_ctx")) if isinstance(settings, dict) else None
             window = window or _positive(props.get("n_ctx"))
             slots = _positive(props.get("total_slots"))
+            caps = props.get("chat_template_caps")
+            tools = not (isinstance(caps, dict) and caps.get("supports_tools") is False)
         if window is None:
             found = await _get(http, f"{base}/slots", headers)
             if isinstance(found, list) and found and isinstance(found[0], dict):
                 window = _positive(found[0].get("n_ctx"))
                 slots = slots or len(found)
         return Server(LLAMA_CPP, slots=slots or 1, windows={n: window for n in names} if window else {},
-                      tokenize=f"{base}/tokenize")
+                      tokenize=f"{base}/tokenize", tools=tools)
     if kind == LLAMA_CPP_PYTHON:
         return Server(LLAMA_CPP_PYTHON, slots=1, tokenize=f"{base}/extras/tokenize/count")
     if kind == LM_STUDIO:

@@ -2,9 +2,10 @@
 
 The agent (the conversation's, else its person's first), the model and thinking level
 (Again's, the conversation's pick, the message's, the agent's, else the default), the
-tools (built-ins, then the agent's enabled plugins, listed afresh), which of them wait for
-approval, the model's window and whether it reads images. Needs no runner: a `TurnSetup`
-and a `Writes` make a Turn anywhere (tests/test_turn_setup.py).
+tools (built-ins, then the agent's enabled plugins, listed afresh; none for a model that
+takes none: Providers.takes_tools), which of them wait for approval, the model's window and
+whether it reads images. Needs no runner: a `TurnSetup` and a `Writes` make a Turn anywhere
+(tests/test_turn_setup.py).
 """
 from __future__ import annotations
 
@@ -59,7 +60,7 @@ class TurnSetup:
         # wake-ups) or the agent's model (sampling)
         plugins = mcp_tools.PluginRun(self.sessions, store or self.store, changed,
                                       functools.partial(self.providers.complete, model), model)
-        tools = await self.tools_for(agent, chat, plugins, picks_of(user))
+        tools = await self.tools_for(agent, chat, plugins, picks_of(user)) if await self.providers.takes_tools(model) else []
         # by identity: a tool that only shows a name approval was set for does not get it
         approve = {t.name for t in tools if agent and chosen(t, names(agent.approve))}
         # what a server's failure taught about the model is read again at each step (limits)

@@ -7,6 +7,9 @@ the row asks for one), ended with serve: granian forks workers from serve's proc
 time (a dead one is started again), and a fork must not copy a thread that may hold a lock.
 It reads the `builtin_model` row twice a second and writes what it does there, so every page
 follows; once the row asks for nothing (an install failed, say) and no server runs, it ends.
+It serves the model the row names: SmolLM2, or a GGUF the owner brought (app/builtin/
+brought.py), switched to at once when the owner chooses another, and given up for SmolLM2,
+with words in the row, when it stops the server GIVE_UP times before it ever answered.
 The model server listens on loopback only, on a free port (the last one when it is free);
 where is written to model/server.json for the workers' model clients (`url_of`). The model
 server runs in a session of its own (a Ctrl-C in the terminal reaches Tabletalk, which stops
@@ -34,7 +37,7 @@ import httpx2
 from ..store import Store, db as dbm
 from ..config import Config
 from ..store.outage import unavailable
-from ..builtin import ASKING, NAME, WINDOW, Paths, alive
+from ..builtin import ASKING, NAME, WINDOW, Paths, alive, brought, runtime
 from ..tables import Builtin
 from ..builtin.install import InstallError, Installer, Progress
 from ..providers.client import Providers
@@ -47,6 +50,7 @@ START_SECONDS = 120.0  # a server that loads its model for longer than this is s
 BACKOFF = (1.0, 2.0, 4.0, 8.0, 16.0, 30.0, 60.0)  # pauses before each restart after a death
 STEADY_SECONDS = 60.0  # up this long, a death is a new one: the pause starts from the first again
 STOP_SECONDS = 5.0  # SIGTERM, then this long before SIGKILL
+GIVE_UP = 3  # deaths in a row of a brought model that never answered, before SmolLM2 is served again
 
 PR_SET_PDEATHSIG = 1
 
@@ -77,13 +81,6 @@ def port_of(url: str) -> int:
         return 0
 
 
-def server_argv(paths: Paths, port: int) -> list[str]:
-    """llama-cpp-python's OpenAI-compatible server for the built-in model. Requests wait for
-    each other (interrupt_requests off: by default a second request ended the running one)."""
-    return [str(paths.python), "-m", "llama_cpp.server", "--model", str(paths.gguf()), "--model_alias", NAME,
-            "--host", "127.0.0.1", "--port", str(port), "--n_ctx", str(WINDOW), "--interrupt_requests", "False"]
-
-
 class Supervisor:
     def __init__(self, config: Config, wheels: Path | None = None, serve: int = 0):
         self.config = config
@@ -96,6 +93,9 @@ class Supervisor:
         self._up_since = 0.0
         self._deaths = 0  # in a row, for the pause before the next start
         self._next_start = 0.0
+        self.serving = ""  # the row's `model` the server runs for ('' SmolLM2)
+        self._name = NAME  # what the server calls its model
+        self._answered = False  # the server came up since the model it serves was chosen
 
     def stop(self, *_: object) -> None:
         """Stop the install or the model server, then `run` returns (serve is ending). A signal
@@ -172,6 +172,13 @@ class Supervisor:
     # --- the server -----------------------------------------------------------------
 
     def _keep(self, store: Store, row: Builtin) -> None:
+        if self.proc is not None and row.model != self.serving:
+            # the owner chose another model: this server stops, and the chosen one starts at once
+            store.set_builtin(serving="starting")
+            self.paths.address.unlink(missing_ok=True)  # no request goes to it meanwhile
+            self._end(self.proc)
+            self.proc = None
+            self._deaths, self._next_start = 0, 0.0
         if self.proc is None:
             if time.monotonic() >= self._next_start:
                 self._start_server(store, row)
@@ -187,16 +194,35 @@ class Supervisor:
             return
         self._died(store, row, f"exited with {code}")
 
+    def _chosen(self, store: Store, row: Builtin) -> tuple[Path, str, int]:
+        """The model file the row asks for, its name and its window: a brought one while it is
+        there and its header checks, else SmolLM2 (and the row says why)."""
+        if row.model:
+            found = brought.one(self.config.data, row.model)
+            if found is not None and not found.problem:
+                return brought.folder(self.config.data) / found.file, found.name, found.window
+            why = found.problem if found else f"it is no longer in {brought.folder(self.config.data)}"
+            store.set_builtin(model="", error=f"{row.model} cannot be served: {why}. SmolLM2 is served instead.")
+        gguf = self.paths.gguf()
+        assert gguf is not None  # installed: its files are there (checked at the supervisor's start)
+        return gguf, NAME, WINDOW
+
     def _start_server(self, store: Store, row: Builtin) -> None:
+        gguf, name, window = self._chosen(store, row)
+        chosen = row.model if name != NAME else ""  # (a brought one that cannot be served: SmolLM2)
+        if chosen != self.serving:
+            self.serving, self._answered = chosen, False
+        self._name = name
         port = free_port(port_of(row.url))
         url = f"http://127.0.0.1:{port}/v1"
+        argv = runtime.server_argv(runtime.installed(self.paths) or runtime.XLLAMACPP, self.paths.python, gguf, port,
+                                   self.config.model_threads, name, window)
         self.paths.root.mkdir(parents=True, exist_ok=True)
         with open(self.paths.server_log, "ab") as out:
-            out.write(f"\n== start {time.strftime('%Y-%m-%d %H:%M:%S')} on port {port}\n".encode())
+            out.write(f"\n== start {time.strftime('%Y-%m-%d %H:%M:%S')} on port {port}: {gguf.name}\n".encode())
             out.flush()
-            self.proc = subprocess.Popen(server_argv(self.paths, port), stdout=out, stderr=subprocess.STDOUT,
-                                         stdin=subprocess.DEVNULL, start_new_session=True,
-                                         preexec_fn=die_with_parent)
+            self.proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                         start_new_session=True, preexec_fn=die_with_parent)
         self._up_since = time.monotonic()
         store.set_builtin(serving="starting", url=url)
 
@@ -209,9 +235,10 @@ class Supervisor:
     def _up(self, store: Store, row: Builtin) -> None:
         assert self.proc is not None
         tmp = self.paths.address.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"url": row.url, "pid": self.proc.pid, "model": NAME}))
+        tmp.write_text(json.dumps({"url": row.url, "pid": self.proc.pid, "model": self._name}))
         tmp.replace(self.paths.address)
         self._up_since = time.monotonic()
+        self._answered = True
         refresh_choices(self.config, store)  # first: a page that says it is up lists it
         store.set_builtin(serving="up")
 
@@ -225,6 +252,14 @@ class Supervisor:
         self._next_start = time.monotonic() + pause
         log.warning("the built-in model server %s; starting it again in %g s (see %s)", how, pause,
                     self.paths.server_log)
+        if self.serving and not self._answered and self._deaths >= GIVE_UP:
+            # a brought model that stops the runtime before it ever answers is not tried forever
+            log.warning("%s stopped the built-in model's server %d times: serving SmolLM2 again", self.serving, GIVE_UP)
+            store.set_builtin(serving="restarting", restarts=row.restarts + 1, model="",
+                              error=f"{self.serving} stopped llama.cpp's server {GIVE_UP} times before it answered "
+                                    f"(it {how}; {self.paths.server_log} says why). SmolLM2 is served instead.")
+            self._deaths, self._next_start = 0, 0.0
+            return
         store.set_builtin(serving="restarting", restarts=row.restarts + 1)
 
     def _stop_server(self, store: Store) -> None:

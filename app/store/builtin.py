@@ -38,3 +38,13 @@ class LocalModel(Base):
                 "line = '', error = '', pid = 0, started = ?, finished = 0, updated = ?, rev = ? "
                 "WHERE id = 1 AND state IN ('', 'failed')", [dbm.now(), dbm.now(), dbm.bump(db)])
         return cur.rowcount == 1
+
+    def use_builtin_model(self, file: str) -> bool:
+        """The owner chose what the installed runtime serves ('' SmolLM2, else a GGUF under
+        data/models/): the supervisor switches to it. False when nothing changed (not
+        installed, or chosen already): of two choices at once, the one written last is served."""
+        with self.write() as db:
+            cur = db.conn.execute(
+                "UPDATE builtin_model SET model = ?, error = '', updated = ?, rev = ? "
+                "WHERE id = 1 AND state = 'ready' AND model <> ?", [file, dbm.now(), dbm.bump(db), file])
+        return cur.rowcount == 1

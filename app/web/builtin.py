@@ -1,13 +1,23 @@
-"""The built-in model's page part: the owner chooses it (POST /model/builtin), and every
-open page follows its install and its server live (`builtin_changes`, from the feed)."""
+"""The built-in model's page part and its own page: the owner chooses it (POST /model/builtin),
+and every open page follows its install and its server live (`builtin_changes`, from the
+feed); on /model the owner sees the models on this computer (SmolLM2 and the GGUF files
+brought into data/models/, each checked by its header), chooses the one served (POST
+/model/use) and removes a brought one (POST /model/remove)."""
 from __future__ import annotations
 
-from litestar import Request, Response, post
+import asyncio
 
+from litestar import Request, Response, get, post
+from litestar.params import FromQuery
+
+from ..builtin import brought
 from ..tables import Builtin
 from ..store import Store
+from . import render
 from .templating import fragment
-from .toolkit import came_from, done, owner_only, worker
+from .toolkit import came_from, done, form_field, go, owner_only, worker
+
+SAVED = {"used": "Chosen: it is served in a few seconds.", "removed": "Removed."}
 
 
 def builtin_html(b: Builtin, owner: bool, oob: bool = False) -> str:
@@ -34,4 +44,60 @@ async def choose(request: Request) -> Response:
     return done(request, came_from(request, "/"))  # the live feed brings the progress
 
 
-routes = [choose]
+async def models_page(request: Request, problem: str = "", status: int = 200, saved: str = "") -> Response:
+    s = worker(request)
+    found = await asyncio.to_thread(brought.found, s.config.data)  # headers read from disk (cached)
+    return render.page(request, "model.html", status_code=status, b=s.store.builtin(), models=found,
+                       folder=brought.folder(s.config.data), window_max=brought.WINDOW_MAX, problem=problem,
+                       saved=SAVED.get(saved, ""))
+
+
+@get("/model")
+async def model_page(request: Request, saved: FromQuery[str] = "") -> Response:
+    """The built-in model's own page (the owner's alone): its state and the models it can serve."""
+    owner_only(request)
+    return await models_page(request, saved=saved)
+
+
+@post("/model/use")
+async def use(request: Request) -> Response:
+    """Serve another model: SmolLM2 ('') or a brought file that checks; the supervisor switches."""
+    owner_only(request)
+    s = worker(request)
+    file = await form_field(request, "model", 300)
+    if file:
+        found = await asyncio.to_thread(brought.one, s.config.data, file)
+        if found is None or found.problem:
+            why = found.problem if found else f"there is no {file} in {brought.folder(s.config.data)}"
+            return await models_page(request, f"{file} cannot be served: {why}.", 400)
+    if s.store.builtin().state != "ready":
+        return await models_page(request, "Install the built-in model first: it is what serves a model.", 409)
+    s.store.use_builtin_model(file)
+    return go(request, "/model?saved=used")
+
+
+@get("/model/remove")
+async def confirm_remove(request: Request, model: FromQuery[str] = "") -> Response:
+    owner_only(request)
+    s = worker(request)
+    found = await asyncio.to_thread(brought.one, s.config.data, model[:300])
+    if found is None:
+        return await models_page(request, f"There is no {model[:300]} in {brought.folder(s.config.data)} to remove.", 404)
+    return render.page(request, "model_remove.html", m=found, folder=brought.folder(s.config.data),
+                       served=s.store.builtin().model == found.file)
+
+
+@post("/model/remove")
+async def remove(request: Request) -> Response:
+    """Take a brought model off this computer; the one served is switched from first."""
+    owner_only(request)
+    s = worker(request)
+    file = await form_field(request, "model", 300)
+    if s.store.builtin().model == file:
+        s.store.use_builtin_model("")
+    if not await asyncio.to_thread(brought.remove, s.config.data, file):
+        return await models_page(request, f"There is no {file} in {brought.folder(s.config.data)} to remove.", 404)
+    return go(request, "/model?saved=removed")
+
+
+routes = [choose, model_page, use, confirm_remove, remove]

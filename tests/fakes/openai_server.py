@@ -363,6 +363,7 @@ class FakeModelServer:
             raise ValueError(f"unknown server kind {kind!r}")
         self.kind = kind
         self.slots = slots  # llama.cpp's total_slots
+        self.template_tools = True  # llama.cpp's /props chat_template_caps.supports_tools
         self.probes: list[str] = []  # the paths of every request beyond chat and the model list
         self.active = self.most_active = 0
         # llama-cpp-python ignores stream_options.include_usage: no usage chunk ever
@@ -682,7 +683,10 @@ class FakeModelServer:
         if self.kind == "llama.cpp" and get and path == "/props":
             return self._send_json(writer, 200, {"default_generation_settings": {"n_ctx": ctx, "params": {}},
                                                  "total_slots": self.slots, "model_path": "model.gguf",
-                                                 "modalities": {"vision": False, "audio": False}}, req.keep_alive)
+                                                 "modalities": {"vision": False, "audio": False},
+                                                 "chat_template_caps": {"supports_tools": self.template_tools,
+                                                                        "supports_system_role": True}},
+                                   req.keep_alive)
         if self.kind == "llama.cpp" and get and path == "/slots":
             return self._send_json(writer, 200, [{"id": i, "n_ctx": ctx, "is_processing": False}
                                                  for i in range(self.slots)], req.keep_alive)

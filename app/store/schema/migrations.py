@@ -220,3 +220,10 @@ def m040_items_knowledge(db: sqlite_utils.Database) -> None:
     # beside the agent's own ("c3,d7"; tables.Picks). Checked against the person when sent and
     # again when searched, so a collection unshared since is not
     db.execute("ALTER TABLE items ADD COLUMN knowledge TEXT NOT NULL DEFAULT ''")
+
+
+@migration
+def m041_builtin_model_brought(db: sqlite_utils.Database) -> None:
+    # The model the built-in model's runtime serves: '' SmolLM2 (the one it installs), else a
+    # GGUF file the owner brought, by its name under data/models/ (app/builtin/brought.py)
+    db.execute("ALTER TABLE builtin_model ADD COLUMN model TEXT NOT NULL DEFAULT ''")

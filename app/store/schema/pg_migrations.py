@@ -283,3 +283,8 @@ def m039_documents_sent(db) -> None:
 @migration
 def m040_items_knowledge(db) -> None:
     db.execute("ALTER TABLE items ADD COLUMN knowledge TEXT NOT NULL DEFAULT ''")
+
+
+@migration
+def m041_builtin_model_brought(db) -> None:
+    db.execute("ALTER TABLE builtin_model ADD COLUMN model TEXT NOT NULL DEFAULT ''")
