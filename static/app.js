@@ -636,6 +636,7 @@
       xhr.setRequestHeader("Content-Type", "application/octet-stream");
       if (file.size) xhr.setRequestHeader("Content-Range", "bytes " + from + "-" + (file.size - 1) + "/" + file.size);
       xhr.upload.onprogress = function (p) { got(from + p.loaded); };
+      say(from ? "Going on from " + megabytes(from) + "…" : "Uploading " + file.name + "…");
       xhr.onload = function () {
         var answer = {};
         try { answer = JSON.parse(xhr.responseText); } catch (err) { /* not the route's JSON */ }
@@ -657,7 +658,7 @@
     stop.onclick = function () { stopped = true; if (xhr) xhr.abort(); };
     send.disabled = true; input.disabled = true; stop.hidden = false; shown.hidden = false; stopped = false;
     got(0);
-    say("Uploading " + file.name + "…");
+    say("Uploading " + file.name + "…");  // said again once the server answered where to start
     ask();
   });
 })();

@@ -24,7 +24,7 @@ from collections.abc import AsyncIterator
 from litestar import Request, Response, get, post
 from litestar.exceptions import InternalServerException
 from litestar.params import FromQuery
-from multipart import MultipartSegment, ParserError, PushMultipartParser
+from multipart import MultipartError, MultipartSegment, PushMultipartParser
 
 from ..builtin import upload
 from . import csrf
@@ -144,11 +144,11 @@ async def from_form(request: Request, boundary: str) -> Response:
     s = worker(request)
     try:
         parser = PushMultipartParser(boundary, max_segment_count=4)
-    except ParserError:
+    except MultipartError:
         return await form_refused(request, "The form could not be read.", 400)
     up: upload.Upload | None = None
     writer: Writer | None = None
-    checked = False
+    checked = bool(request.headers.get(csrf.HEADER))  # a token in the header: the middleware checked it
     field, segment = bytearray(), None
     try:
         async for chunk in body(request):
@@ -185,8 +185,8 @@ async def from_form(request: Request, boundary: str) -> Response:
         parser.close()
     except upload.NotTaken as e:
         return await form_refused(request, str(e), STATUS[e.kind])
-    except ParserError:
-        return await form_refused(request, "The form could not be read: it ended before its file did.", 400)
+    except MultipartError:
+        return await form_refused(request, "The form could not be read: it was cut short, or it is not this page's form.", 400)
     except Cut:
         return await form_refused(request, "The upload was cut off.", 400)  # nobody reads it
     finally:
