@@ -613,6 +613,7 @@
       setTimeout(ask, wait * 1000);
     }
     function ask() {
+      if (stopped) return;
       var query = "?file=" + encodeURIComponent(file.name) + "&key=" + k.key + "&size=" + file.size;
       var request = new XMLHttpRequest();
       request.open("GET", "/model/upload" + query);
@@ -650,12 +651,16 @@
         ended(answer.problem || "The upload failed (" + xhr.status + ").");
       };
       xhr.onerror = function () { again("The connection to Tabletalk was lost at " + megabytes(+bar.value) + "."); };
-      xhr.onabort = function () {
-        ended("Stopped at " + megabytes(+bar.value) + ". Choose the same file and Upload again to go on from there.");
-      };
+      xhr.onabort = halted;
       xhr.send(file.slice(from));
     }
-    stop.onclick = function () { stopped = true; if (xhr) xhr.abort(); };
+    function halted() {
+      ended("Stopped at " + megabytes(+bar.value) + ". Choose the same file and Upload again to go on from there.");
+    }
+    stop.onclick = function () {
+      stopped = true;
+      if (xhr && xhr.readyState !== XMLHttpRequest.DONE) xhr.abort(); else halted();  // sending, or waiting to try again
+    };
     send.disabled = true; input.disabled = true; stop.hidden = false; shown.hidden = false; stopped = false;
     got(0);
     say("Uploading " + file.name + "…");  // said again once the server answered where to start

@@ -20,6 +20,7 @@ from app.builtin.install import Installer
 from app.builtin.runtime import XLLAMACPP
 from tests.conftest import ON_POSTGRES, SHOTS, Served, app_store, rows, wait_for
 from tests.fakes import gguf as made
+from tests.test_axe import AXE, describe
 from tests.test_builtin_serve import WHEELS, answers, served as served_model
 from tests.test_builtin_brought import SMOLLM2
 
@@ -71,6 +72,14 @@ def no_wider_than(page, width: int) -> None:
     assert page.evaluate("document.documentElement.scrollWidth") <= width, "nothing wider than the screen"
 
 
+def no_axe_violations(page, what: str) -> None:
+    if not AXE.exists():
+        pytest.fail("axe-core is missing: `make npm-tools` installs it, as `make test` does")
+    page.evaluate(AXE.read_text())
+    result = page.evaluate("() => axe.run(document, {resultTypes: ['violations']})")
+    assert not result["violations"], f"{what}: {describe(result['violations'])}"
+
+
 def rows_named(page) -> list[str]:
     return [t.strip() for t in page.locator("table.models tbody th").all_inner_texts()]
 
@@ -93,6 +102,7 @@ def test_with_javascript_the_page_shows_how_far_the_upload_got_then_the_model_li
         expect(page.locator("#model-upload .upload-count")).to_contain_text(f"of {len(MODEL) / 1e6:.0f} MB")
         expect(page.locator("#model-upload .upload-stop")).to_be_visible()
         page.screenshot(path=f"{SHOTS}/model-upload-js-{device}-{scheme}.png", full_page=True)
+        no_axe_violations(page, f"uploading, {device} {scheme}")
         page.wait_for_url("**/model?saved=uploaded", timeout=60_000)
         assert name in rows_named(page)
         expect(page.locator(".saved")).to_contain_text("Uploaded")
@@ -124,6 +134,28 @@ def test_with_javascript_an_upload_cut_by_a_killed_worker_goes_on_from_where_it_
     assert part() == []
 
 
+def test_with_javascript_stop_keeps_what_came_and_the_same_file_chosen_again_goes_on(browser, installed, tmp_path):
+    path = made.write(tmp_path / "Stopped.gguf", MODEL)
+    with installed.watched_page(browser, viewport=PHONE, color_scheme="dark") as page:
+        page.goto("/model")
+        throttled(page.context, page, 4_000_000)
+        page.set_input_files("#model-upload input[type=file]", str(path))
+        page.click("#model-upload button[type=submit]")
+        bar = page.locator("#model-upload progress")
+        wait_for(lambda: float(bar.get_attribute("value") or 0) > 6_000_000 or None, timeout=30, every=0.05)
+        page.locator("#model-upload .upload-stop").click()
+        expect(page.locator("#model-upload .upload-status")).to_contain_text("Stopped at")
+        expect(page.locator("#model-upload .upload-stop")).to_be_hidden()
+        page.reload()  # later, from a new page: the browser kept the upload's key
+        throttled(page.context, page, 4_000_000)
+        page.set_input_files("#model-upload input[type=file]", str(path))
+        page.click("#model-upload button[type=submit]")
+        expect(page.locator("#model-upload .upload-status")).to_contain_text("Going on from")
+        page.wait_for_url("**/model?saved=uploaded", timeout=60_000)
+        assert "Stopped" in rows_named(page)
+    assert (brought.folder(installed.data) / "Stopped.gguf").read_bytes() == MODEL
+
+
 def test_with_javascript_a_file_that_is_not_a_model_says_why_and_leaves_nothing(browser, installed, tmp_path):
     path = tmp_path / "holiday.gguf"
     path.write_bytes(b"a photo, not a model" * 100_000)
@@ -137,6 +169,7 @@ def test_with_javascript_a_file_that_is_not_a_model_says_why_and_leaves_nothing(
         no_wider_than(page, PHONE["width"])
         status.scroll_into_view_if_needed()
         page.screenshot(path=f"{SHOTS}/model-upload-refused-js-phone-light.png")
+        no_axe_violations(page, "refused, phone light")  # (axe needs script: this state, with it)
     assert not [n for n in os.listdir(brought.folder(installed.data)) if "holiday" in n]
 
 

@@ -254,6 +254,27 @@ def test_a_part_nobody_goes_on_with_is_given_up(tmp_path):
     assert upload.sweep(tmp_path) == 1 and left(tmp_path) == []
 
 
+def test_no_room_is_refused_before_a_byte_and_a_disk_that_fills_stops_the_upload(tmp_path):
+    """The disk as its free space says it (a running server's: test_builtin_upload_served.py)."""
+    disk = {"free": upload.KEEP_LEAST + 3_000_000}  # room for 3 MB past what is kept
+    free = lambda folder: (10**9, disk["free"])  # noqa: E731
+    up = upload.Upload(tmp_path, "Mine.gguf", KEY, len(MODEL), 1 << 30, free)
+    with pytest.raises(upload.NotTaken, match="no room for Mine.gguf.*it needs 4 MB, and 3 MB are free") as e:
+        up.ask()
+    assert e.value.kind == "room"
+    with pytest.raises(upload.NotTaken, match="no room"):
+        up.claim(0)
+    assert left(tmp_path) == []
+    up = upload.Upload(tmp_path, "Mine.gguf", KEY, None, 1 << 30, free)  # its size unknown: it goes on while there is room
+    up.claim(0)
+    up.write(MODEL[:upload.CHECK_EVERY // 2])
+    disk["free"] = upload.KEEP_LEAST - 1  # something else took the room meanwhile
+    with pytest.raises(upload.NotTaken, match="The disk filled up while Mine.gguf was uploading"):
+        up.write(b"\0" * (upload.CHECK_EVERY // 2))
+    up.close()
+    assert left(tmp_path) == []
+
+
 def test_the_room_kept_is_a_fiftieth_of_the_disk_within_bounds():
     assert upload.keep(10 * 10**9) == 200_000_000
     assert upload.keep(10**9) == upload.KEEP_LEAST

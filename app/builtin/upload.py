@@ -14,7 +14,7 @@ second upload of the same name while one does is refused; a part nobody writes i
 is taken once, by a rename no other upload makes at the same moment (a lock on the folder),
 and never over a model already there.
 
-The web's side (app/web/builtin.py) reads the request and hands the bytes over.
+The web's side (app/web/model_upload.py) reads the request and hands the bytes over.
 """
 from __future__ import annotations
 
@@ -48,8 +48,8 @@ def disk(path: Path) -> tuple[int, int]:
 class NotTaken(Exception):
     """An upload refused or failed; the message says why, for a person. `kind`: name, taken,
     busy (another upload of the name), again (this upload's request that was cut still
-    writes), room, size (past the limit), length (not the size it said), model, or behind (the part holds less than a continuation starts
-    from: `have`)."""
+    writes), room, size (past the limit), length (not the size it said), model, or behind
+    (the part holds less than a continuation starts from: `have`)."""
 
     def __init__(self, kind: str, message: str, have: int = 0):
         super().__init__(message)
