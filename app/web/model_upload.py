@@ -39,7 +39,7 @@ DONE = "/model?saved=uploaded"
 _RANGE = re.compile(r"^bytes (\d{1,15})-(\d{1,15})/(\d{1,15})$")
 
 
-class Cut(Exception):
+class ClientGone(Exception):
     """The client went away before its body ended."""
 
 
@@ -48,7 +48,7 @@ async def body(request: Request) -> AsyncIterator[bytes]:
         async for chunk in request.stream():
             yield chunk
     except InternalServerException as e:  # litestar's word for a client gone mid-body
-        raise Cut from e
+        raise ClientGone from e
 
 
 class Writer:
@@ -127,7 +127,7 @@ async def from_script(request: Request) -> Response:
         await asyncio.to_thread(up.finish)
     except upload.NotTaken as e:
         return answer(str(e), STATUS[e.kind], e.kind)
-    except Cut:
+    except ClientGone:
         cut = bool(key)  # its part kept, what came of it, for its page to go on from
         try:
             await writer.flush()
@@ -187,7 +187,7 @@ async def from_form(request: Request, boundary: str) -> Response:
         return await form_refused(request, str(e), STATUS[e.kind])
     except MultipartError:
         return await form_refused(request, "The form could not be read: it was cut short, or it is not this page's form.", 400)
-    except Cut:
+    except ClientGone:
         return await form_refused(request, "The upload was cut off.", 400)  # nobody reads it
     finally:
         if up is not None:
