@@ -96,6 +96,7 @@ def test_setting_up_the_owner_signs_them_in_and_claims_what_was_there(fresh, dat
     db.conn.close()
     page = soup(fresh.get("/setup"))
     assert {i["name"] for i in page.select("main form [name]")} == {"_csrf_token", "code", "name", "password", "again"}
+    assert "made before this install had accounts" in page.text, "it has a conversation from before"
     r = set_up(fresh)
     assert r.status_code == 303 and r.headers["location"] == "/"
     cookie = r.headers["set-cookie"]
@@ -131,6 +132,16 @@ def test_setup_refuses_bad_names_and_passwords_clearly(fresh, data, name, passwo
     r = set_up(fresh, name=name, password=password, again=again)
     assert r.status_code in (400, 413) and says in soup(r).select_one("main").text
     assert db_rows(data, "SELECT count(*) FROM people") == [(0,)]
+    if r.status_code == 400:  # the field to type in again is the one focused
+        assert soup(r).select_one("[autofocus]")["name"] == ("name" if says in ("name", "80", "one line") else "password")
+
+
+def test_a_fresh_installs_setup_speaks_of_no_earlier_conversations(fresh):
+    page = soup(fresh.get("/setup"))
+    assert "Make the owner's account." in page.text
+    assert "before this install had accounts" not in page.text
+    assert page.select_one("[autofocus]")["name"] == "code"
+    assert soup(fresh.get("/setup?code=abc")).select_one("[autofocus]")["name"] == "name"
 
 
 def test_behind_https_the_session_cookie_is_secure(fresh):

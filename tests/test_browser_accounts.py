@@ -2,13 +2,14 @@
 JavaScript), and every page rendered under the Content-Security-Policy with no console error."""
 from __future__ import annotations
 
+import os
 import re
 
 import pytest
 from playwright.sync_api import expect
 
 from app.tables import skill
-from tests.conftest import Served, csrf, rows, start_chat, wait_for
+from tests.conftest import SHOTS, Served, csrf, rows, start_chat, wait_for
 from tests.fakes.openai_server import text, tool_call
 
 pytestmark = pytest.mark.browser
@@ -36,8 +37,20 @@ def test_setting_up_the_owner_then_signing_out_and_in(browser, data, env, javasc
         page.goto("/")
         expect(page).to_have_url(f"{served.url}/setup")
         code = re.search(r"/setup\?code=(\S+)", served.log.read_text()).group(1)
+        form = page.locator("main form").bounding_box()
+        centre = form["x"] + form["width"] / 2
+        assert abs(centre - page.viewport_size["width"] / 2) < 2, "the form stands in the page's centre"
         page.get_by_label("Setup code").fill(code)  # as printed where it was started
         page.get_by_label("Your name").fill("Ada Lovelace")
+        page.get_by_label("Password", exact=True).fill("analytical engine")
+        page.get_by_label("The password again").fill("analytical engines")
+        page.get_by_role("button", name="Set up").click()
+        expect(page.locator(".problem")).to_contain_text("The two passwords differ")
+        expect(page.get_by_label("Password", exact=True)).to_be_focused()  # not the name, which was right
+        expect(page.get_by_label("Your name")).to_have_value("Ada Lovelace")
+        os.makedirs(SHOTS, exist_ok=True)
+        page.screenshot(path=os.path.join(SHOTS, f"setup-refused{'' if javascript else '-nojs'}.png"))
+        problems.clear()  # (the refusal's 400, asked for)
         page.get_by_label("Password", exact=True).fill("analytical engine")
         page.get_by_label("The password again").fill("analytical engine")
         page.get_by_role("button", name="Set up").click()

@@ -83,6 +83,11 @@ class People(Base):
                 self.add_agent(Assistant(name="Assistant", instructions=migrations.DEFAULT_INSTRUCTIONS, person=person_id))
         return person_id
 
+    def unclaimed(self) -> bool:
+        """Whether there are conversations made before the owner's account (CLAIMED's rows
+        the owner's setup claims): only an install older than accounts, or the Python API's."""
+        return self._one("SELECT 1 FROM conversations WHERE person IS NULL LIMIT 1") is not None
+
     def remove_person(self, person_id: int) -> bool:
         """Someone's account and everything of theirs; never the owner's. Their conversations
         go as deleting them does (with tombstones, so their ids are never anyone else's)."""

@@ -38,11 +38,21 @@ def signed_in(request: Request, token: str, to: str) -> Response:
 # --- setting up the owner ------------------------------------------------------------------
 
 
+def setup_view(request: Request, status_code: int = 200, name: str = "", error: str = "", code: str = "",
+               focus: str = "") -> Response:
+    """The setup form; after a refusal with the name kept and the field at fault (`focus`:
+    "code", "name" or "password") focused. It mentions the conversations the owner claims
+    only on an install that has some (made before it had accounts)."""
+    return render.page(request, "setup.html", status_code=status_code, name=name[:NAME_MAX], error=error,
+                       name_max=NAME_MAX, code=code[:100], focus=focus or ("name" if code else "code"),
+                       unclaimed=worker(request).store.unclaimed())
+
+
 @get("/setup")
 async def setup_page(request: Request, code: FromQuery[str] = "") -> Response:
     if Accounts(worker(request).store).count():
         return Redirect("/signin", status_code=303)
-    return render.page(request, "setup.html", name="", error="", name_max=NAME_MAX, code=code[:100])
+    return setup_view(request, code=code)
 
 
 NOT_THE_CODE = ("That setup code is not right. It is printed where Tabletalk was started (tabletalk serve), "
@@ -64,17 +74,18 @@ async def set_up(request: Request) -> Response:
     # none yet (an app not started by `tabletalk serve`): this server's is made, to be read from the database
     codes = setup_codes(s.store) or [setup_code(s.store, s.config.data)]
     if not code or not any(hmac.compare_digest(sent, c.encode()) for c in codes):
-        return render.page(request, "setup.html", status_code=403, name=name[:NAME_MAX], error=NOT_THE_CODE,
-                           name_max=NAME_MAX, code="")
+        return setup_view(request, 403, name, NOT_THE_CODE, focus="code")
     try:
         name = person_name(name)
+    except AccountError as e:
+        return setup_view(request, 400, name, str(e), code, focus="name")
+    try:  # (a refused password: the name was fine, the password fields are where to type)
         if password != again:
             raise AccountError("The two passwords differ: type the same one twice.")
         hashed = await asyncio.to_thread(hash_password, password)
         owner = people.add(name, hashed, owner=True)
     except AccountError as e:
-        return render.page(request, "setup.html", status_code=400, name=name[:NAME_MAX], error=str(e),
-                           name_max=NAME_MAX, code=code)
+        return setup_view(request, 400, name, str(e), code, focus="password")
     setup_done(s.store)
     return signed_in(request, people.start_session(owner.id), "/")
 
