@@ -107,6 +107,14 @@
     setFiles(form);
     return true;
   }
+  function offerThinking(form, models) {
+    var thinking = form.querySelector("select.thinking-pick"), mark = form.querySelector(".no-thinking");
+    var picked = models.options[models.selectedIndex];
+    if (!thinking || !mark || !picked) return;
+    var thinks = picked.hasAttribute("data-thinks");
+    thinking.hidden = !thinks; mark.hidden = thinks;
+    if (!thinks) thinking.value = "";
+  }
   function setUp() {
     var form = composer();
     if (!form) return;
@@ -142,18 +150,24 @@
       if (data && data.files && data.files.length && addFiles(form, data.files) && !data.getData("text/plain")) e.preventDefault();
     });
     // A model or thinking level picked sticks: reset keeps it, and the conversation stores it.
-    form.querySelectorAll("select.pick").forEach(function (sel) {
-      sel.addEventListener("change", function () {
-        Array.prototype.forEach.call(sel.options, function (o) { o.defaultSelected = o.selected; });
-        var url = form.dataset.choiceUrl;
-        if (!url) return;
-        var body = new FormData();
-        ["_csrf_token", "model", "thinking"].forEach(function (name) {
-          var field = form.elements.namedItem(name);
-          if (field) body.append(name, field.value);
-        });
-        fetch(url, {method: "POST", body: body, credentials: "same-origin", headers: {"HX-Request": "true"}});
+    // The Thinking picker is offered for a model that thinks (its option says data-thinks);
+    // for another a mark stands in its place, and no level stays picked for it. (On the form:
+    // the model picker is swapped anew while a server is down.)
+    form.addEventListener("change", function (e) {
+      var sel = e.target;
+      if (!sel.matches || !sel.matches("select.pick")) return;
+      if (sel.name === "model") offerThinking(form, sel);
+      [sel, form.elements.namedItem("thinking")].forEach(function (s) {
+        if (s && s.options) Array.prototype.forEach.call(s.options, function (o) { o.defaultSelected = o.selected; });
       });
+      var url = form.dataset.choiceUrl;
+      if (!url) return;
+      var body = new FormData();
+      ["_csrf_token", "model", "thinking"].forEach(function (name) {
+        var field = form.elements.namedItem(name);
+        if (field) body.append(name, field.value);
+      });
+      fetch(url, {method: "POST", body: body, credentials: "same-origin", headers: {"HX-Request": "true"}});
     });
     // A conversation opens at its newest message (unless the address names another place).
     if (document.getElementById("items") && (!location.hash || location.hash === "#end")) {

@@ -58,6 +58,16 @@ class Agents(Base):
                    tools = excluded.tools, reasoning = excluded.reasoning, updated = excluded.updated""",
                 [model, limits.window, int(limits.images), int(limits.tools), int(limits.reasoning), dbm.now()])
 
+    def saw_thought(self, model: str) -> None:
+        """`model` was seen thinking (an answer with reasoning): its Thinking picker is offered."""
+        with self.write() as db:
+            db.conn.execute("INSERT INTO model_limits (model, updated, thought) VALUES (?, ?, 1) "
+                            "ON CONFLICT (model) DO UPDATE SET thought = 1", [model, dbm.now()])
+
+    def seen_thinking(self) -> set[str]:
+        """The models seen thinking (saw_thought)."""
+        return {r[0] for r in self._all("SELECT model FROM model_limits WHERE thought = 1")}
+
     # --- agents ---------------------------------------------------------------------
 
     def agent(self, agent_id: int) -> Assistant | None:

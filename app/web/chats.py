@@ -14,7 +14,7 @@ from ..providers.thinking import THINKING
 from ..store.outage import public, unavailable
 from ..tables import Assistant, Conversation, Item, Person, again, decided, stopped
 from ..serve.worker import Worker
-from . import knowledge, live, prompts, render
+from . import answering, knowledge, live, prompts, render
 from .toolkit import (
     SUGGESTIONS_MAX,
     TEXT_MAX,
@@ -74,7 +74,7 @@ async def index(request: Request, agent: FromQuery[str | None] = None) -> Respon
         suggestions=suggestions_of(chosen),
         configured=s.providers.configured,
         builtin=s.store.builtin(),
-        choices=s.store.choices(),
+        **answering.composer(s, chosen),
         model="",
         state={"running": False},
         text_max=TEXT_MAX,
@@ -143,17 +143,19 @@ async def conversation(request: Request, chat: FromPath[str], edit: FromQuery[st
         chat_state = s.store.chat_state(convo.id)
         items, _, _ = live.page_items(s.store, convo.id, chat_state, editing=an_id(edit))
         plan = s.store.plan(convo.id)
-        choices = s.store.choices()
+        agent = answering.agent_of(s.store, convo)
+        pickers = answering.composer(s, agent, convo.model, convo.thinking)
     return render.page(
         request, "chat.html",
         convo=convo,
+        agent=agent,
         current=convo.id,
         side_live=False,  # its own stream brings the sidebar's changes
         items=items,
         plan=live.items_html([plan] if plan else []),
         state=chat_state,
         rev=rev,
-        choices=choices,
+        **pickers,
         configured=s.providers.configured,
         builtin=s.store.builtin(),
         text_max=TEXT_MAX,

@@ -243,3 +243,10 @@ def m042_password_resets(db: sqlite_utils.Database) -> None:
             expires REAL NOT NULL)""")
     db.execute("CREATE INDEX resets_person ON resets (person)")
 
+
+@migration
+def m043_model_limits_thought(db: sqlite_utils.Database) -> None:
+    # Whether a model was seen thinking (an answer of it with reasoning, app/run/turn.py): the
+    # composer offers its Thinking picker for such models and those whose listing says they
+    # think, and not for the others
+    db.execute("ALTER TABLE model_limits ADD COLUMN thought INTEGER NOT NULL DEFAULT 0 CHECK (thought IN (0, 1))")

@@ -300,3 +300,7 @@ def m042_password_resets(db) -> None:
             expires {REAL} NOT NULL)""")
     db.execute("CREATE INDEX resets_person ON resets (person)")
 
+
+@migration
+def m043_model_limits_thought(db) -> None:
+    db.execute("ALTER TABLE model_limits ADD COLUMN thought BIGINT NOT NULL DEFAULT 0 CHECK (thought IN (0, 1))")
