@@ -19,10 +19,12 @@
     }
   });
 
-  // Enter sends, Shift+Enter makes a new line (not while an IME is composing).
+  // Enter sends, Shift+Enter makes a new line (not while an IME is composing). On a touch
+  // screen return makes a new line, as a phone's keyboard promises, and the arrow sends.
+  var touch = !!(window.matchMedia && matchMedia("(hover: none) and (pointer: coarse)").matches);
   document.addEventListener("keydown", function (e) {
     var t = e.target;
-    if (e.key !== "Enter" || e.shiftKey || e.isComposing || !t.matches || !t.matches("#composer textarea")) return;
+    if (touch || e.key !== "Enter" || e.shiftKey || e.isComposing || !t.matches || !t.matches("#composer textarea")) return;
     e.preventDefault();
     if (t.value.trim() === "") return;
     t.form.requestSubmit();
@@ -119,7 +121,9 @@
     var form = composer();
     if (!form) return;
     var ta = form.querySelector("textarea");
-    if (ta && ta.dataset.jsPlaceholder) ta.placeholder = ta.dataset.jsPlaceholder; // Enter sends only with script
+    // what Enter does is said only with script, which makes it send (a touch screen's return does not)
+    var said = ta && (touch ? ta.dataset.touchPlaceholder : ta.dataset.jsPlaceholder);
+    if (said) ta.placeholder = said;
     if (ta) { fit(ta); ta.addEventListener("input", function () { fit(ta); }); }
     var input = form.querySelector('input[type="file"]');
     if (input && canSet) input.addEventListener("change", function () {
@@ -243,7 +247,8 @@
   // the title. Without script the Rename link opens a page with a form.
   document.addEventListener("click", function (e) {
     var r = e.target.closest && e.target.closest("a[data-rename]");
-    var row = r && r.closest("li.convo"), link = row && row.querySelector("a.open");
+    var row = r && r.closest("li.convo");
+    var link = row ? row.querySelector("a.open") : r && r.closest("#chat-menu") && document.getElementById("title");
     var form = document.getElementById("side-form");
     if (!link || !form) return;
     e.preventDefault();
@@ -263,7 +268,11 @@
       var body = new URLSearchParams({_csrf_token: form.querySelector("[name=_csrf_token]").value, title: title});
       fetch("/c/" + r.getAttribute("data-rename") + "/rename", {method: "POST", body: body, credentials: "same-origin",
                                                                  headers: {"HX-Request": "true"}})
-        .then(function (res) { if (res.ok) link.textContent = title; else link.title = "The title was not saved"; })
+        .then(function (res) {
+          if (!res.ok) { link.title = "The title was not saved"; return; }
+          link.textContent = title;
+          if (link.hasAttribute("title")) link.title = title;
+        })
         .finally(back);  // the live list brings the row as saved
     }
     input.addEventListener("keydown", function (k) {
@@ -272,6 +281,29 @@
     });
     input.addEventListener("blur", function () { end(true); });
   });
+
+  // --- Menus (⋯ by a sidebar row, by a conversation's title): a <details>, which opens without
+  // script; with it one is open at a time, and Esc or a click elsewhere closes it.
+  var MENUS = "details.acts[open], details.menu[open]";
+  document.addEventListener("click", function (e) {
+    document.querySelectorAll(MENUS).forEach(function (d) { if (!d.contains(e.target)) d.open = false; });
+  });
+  document.addEventListener("toggle", function (e) {  // (toggle does not bubble: caught on its way down)
+    var d = e.target;
+    if (!d.open || !d.matches || !d.matches(MENUS)) return;
+    document.querySelectorAll(MENUS).forEach(function (o) { if (o !== d) o.open = false; });
+  }, true);
+  document.addEventListener("keydown", function (e) {
+    if (e.key !== "Escape" || e.isComposing) return;
+    var open = document.querySelectorAll(MENUS);
+    if (!open.length) return;
+    e.preventDefault(); e.stopImmediatePropagation();  // Esc closes the menu, and stops no answer
+    open.forEach(function (d) {
+      var inside = d.contains(document.activeElement);
+      d.open = false;
+      if (inside) d.querySelector("summary").focus();
+    });
+  }, true);
 
   // A picker that only changes what the page shows (the new conversation's agent) applies at once.
   document.addEventListener("change", function (e) {
@@ -345,12 +377,12 @@
     var b = document.querySelector('[hx-post$="/stop"]');
     return b && (b.form || b);
   }
-  // Approve, Decline and Stop go away (the live feed replaces them) while their request runs:
+  // Approve, Decline, Again and Stop go away (the live feed replaces them) while their request runs:
   // focus goes to the message box as they are used, not to the page's body. (Sending keeps it
   // there: see the composer's handler above.)
   document.addEventListener("htmx:before:request", function (e) {
     var el = e.target, url = el && el.getAttribute && (el.getAttribute("hx-post") || "");
-    if (!url || !/\/(stop|calls\/\d+)$/.test(url)) return;
+    if (!url || !/\/(stop|calls\/\d+|again)$/.test(url)) return;
     var box = composerBox();
     if (box) box.focus();
   });
@@ -415,11 +447,21 @@
     if (words) setTimeout(function () { el.textContent = words + "\u00a0"; }, 150);
   });
 
-  // Keep the newest part of the conversation in view while it grows, unless the person scrolled up.
-  var stick = true;
+  // Keep the newest part of the conversation in view while it grows, unless the person scrolled
+  // up; then ↓ (in the dock) shows, and takes them back to it.
+  var stick = true, latest = document.querySelector(".dock .to-latest");
   window.addEventListener("scroll", function () {
     stick = window.innerHeight + window.scrollY >= document.body.scrollHeight - 80;
+    if (latest) latest.hidden = stick;
   }, { passive: true });
+  if (latest) latest.addEventListener("click", function () {
+    var keyboard = latest.matches(":focus-visible");
+    stick = true;
+    latest.hidden = true;
+    window.scrollTo(0, document.body.scrollHeight);
+    var box = composerBox();
+    if (keyboard && box) box.focus({preventScroll: true});  // not left on a button that went away
+  });
   // Only a conversation's page follows its end: elsewhere (an agent's page, the account) the
   // sidebar's live rows are swapped in too, and must not move the page.
   document.addEventListener("htmx:after:swap", function () {
