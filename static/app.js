@@ -305,6 +305,62 @@
     });
   }, true);
 
+  // "Again with another model": the ▾ beside Again opens a small menu of the models (the page's
+  // own form, ?menu=1); the button pressed makes the answer again with that model. Esc or a
+  // click elsewhere closes it. Without script the ▾ is a link to the same choice as a page.
+  function closeAgain(back) {
+    document.querySelectorAll(".again-wrap .again-menu").forEach(function (m) {
+      var link = m.parentNode.querySelector("a.again-with");
+      m.remove();
+      if (link) { link.setAttribute("aria-expanded", "false"); if (back) link.focus(); }
+    });
+  }
+  document.addEventListener("click", function (e) {
+    var link = e.target.closest && e.target.closest("a.again-with");
+    if (!link) { if (!e.target.closest || !e.target.closest(".again-menu")) closeAgain(false); return; }
+    e.preventDefault();
+    var wrap = link.parentNode, open = wrap.querySelector(".again-menu");
+    closeAgain(false);
+    if (open) return;
+    link.setAttribute("aria-haspopup", "true");
+    fetch(link.href + "?menu=1", {credentials: "same-origin"}).then(function (r) {
+      if (!r.ok) throw new Error(r.status); return r.text();
+    }).then(function (html) {
+      var menu = new DOMParser().parseFromString(html, "text/html").querySelector("form.again-menu");
+      if (!menu || !link.isConnected) return;
+      menu = document.importNode(menu, true);
+      wrap.appendChild(menu);
+      link.setAttribute("aria-expanded", "true");
+      var dock = document.querySelector(".dock"), room = dock ? dock.getBoundingClientRect().top : innerHeight;
+      if (menu.getBoundingClientRect().bottom > room) menu.classList.add("up");  // no room below: above it
+      var first = menu.querySelector("button");
+      if (first) first.focus();
+    }).catch(function () { location.assign(link.href); });  // the page, then
+  });
+  document.addEventListener("keydown", function (e) {
+    if (e.key === "Escape" && document.querySelector(".again-wrap .again-menu")) {
+      e.preventDefault(); e.stopImmediatePropagation();
+      closeAgain(true);
+    }
+  }, true);
+  document.addEventListener("submit", function (e) {
+    var form = e.target;
+    if (!form.matches || !form.matches(".again-menu")) return;
+    e.preventDefault();
+    var data = new FormData(form);
+    if (e.submitter && e.submitter.name) data.append(e.submitter.name, e.submitter.value);
+    fetch(form.action, {method: "POST", body: data, credentials: "same-origin", headers: {"HX-Request": "true"}})
+      .then(function (r) {
+        if (!r.ok) return r.text().then(function (t) { throw new Error(t || r.status); });
+        closeAgain(false);
+        var box = composerBox();
+        if (box) box.focus();  // Again hides itself while the new version is written
+      }).catch(function (err) {
+        var p = form.querySelector(".error") || form.appendChild(document.createElement("p"));
+        p.className = "error"; p.setAttribute("role", "alert"); p.textContent = String(err.message || err);
+      });
+  });
+
   // A picker that only changes what the page shows (the new conversation's agent) applies at once.
   document.addEventListener("change", function (e) {
     var t = e.target;

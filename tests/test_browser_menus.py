@@ -5,6 +5,7 @@ names the agent it is with."""
 from __future__ import annotations
 
 import os
+import re
 
 import pytest
 from playwright.sync_api import expect
@@ -111,3 +112,41 @@ def test_a_long_sidebar_title_has_its_whole_title_as_a_tooltip(browser, served: 
     finally:
         context.close()
 
+
+def test_again_with_another_model_is_a_small_menu_under_the_answer(browser, served: Served, fake):
+    """▾ beside Again: a menu of the models under the answer (not a page), closed by Esc; the
+    model pressed makes a new version of the answer. Without script ▾ is that choice's page."""
+    fake.models["other-model"] = 4096
+    fake.script("The first version.", "The version by the other model.")
+    client = served.client(timeout=10)
+    client.post("/models/refresh", data={"_csrf_token": client.get("/").text.split('name="_csrf_token" value="')[1]
+                                         .split('"')[0]})
+    chat = start_chat(client, "Say something")
+    idle(client, chat)
+    for javascript in (False, True):
+        context = served.context(browser, viewport={"width": 1280, "height": 800}, java_script_enabled=javascript)
+        try:
+            page = context.new_page()
+            page.goto(chat)
+            more = page.get_by_role("link", name="Again with another model")
+            more.click()
+            if not javascript:
+                expect(page).to_have_url(re.compile(r"/answers/\d+/again$"))
+                continue
+            menu = page.locator(".again-menu")
+            expect(menu.get_by_role("button")).to_have_text(["fake-model", "other-model"])
+            expect(menu.get_by_role("button", name="fake-model")).to_be_focused()
+            assert page.url.endswith(chat), "no page of its own"
+            os.makedirs(SHOTS, exist_ok=True)
+            page.screenshot(path=os.path.join(SHOTS, "menu-again.png"))
+            page.keyboard.press("Escape")
+            expect(menu).to_have_count(0)
+            expect(more).to_be_focused()
+            more.click()
+            menu.get_by_role("button", name="other-model").click()
+            expect(page.locator(".answer-actions .pager .count")).to_have_text("2 / 2", timeout=15_000)
+            expect(page.locator("article.text").last).to_have_text("The version by the other model.")
+            expect(page.locator("#text")).to_be_focused()
+            assert fake.streamed[-1]["model"] == "other-model"
+        finally:
+            context.close()
