@@ -46,7 +46,10 @@ async def agents(request: Request) -> Response:
 
 def agents_view(request: Request, status_code: int = 200, saved: str = "", problem: tuple[str, str] | None = None,
                 name: str = "") -> Response:
-    return render.page(request, "agents.html", status_code=status_code, agents=worker(request).store.agents(me(request).id),
+    store = worker(request).store
+    listed = store.agents(me(request).id)
+    return render.page(request, "agents.html", status_code=status_code, agents=listed,
+                       counts={a.id: store.conversations_count(agent=a.id) for a in listed},
                        name_max=NAME_MAX, saved=saved, problem=problem, name=name)
 
 
@@ -65,7 +68,8 @@ async def agent_page(request: Request, agent_id: FromPath[str], tab: FromQuery[s
                      saved: FromQuery[str] = "") -> Response:
     s = worker(request)
     agent = agent_or_404(request, agent_id)
-    return await agent_view(request, s, agent, tab if tab in TABS else "settings", saved=SAVED.get(saved, ""))
+    return await agent_view(request, s, agent, tab if tab in TABS else "settings", saved=SAVED.get(saved, ""),
+                            created=saved == "created")
 
 
 @post("/agents/{agent_id:str}")
