@@ -44,3 +44,28 @@ def test_an_agent_is_made_and_a_conversation_started_with_it(browser, served: Se
         expect(page.locator("h1")).to_have_text("New conversation with Researcher")
     finally:
         context.close()
+
+
+@pytest.mark.parametrize("javascript", [True, False])
+def test_a_memory_is_added_and_changed_by_hand_from_the_account_page(browser, served: Served, javascript):
+    context = served.context(browser, viewport={"width": 390, "height": 844}, java_script_enabled=javascript)
+    try:
+        page = context.new_page()
+        page.goto("/account")
+        page.locator(".memory-list").get_by_role("link", name="Assistant").click()
+        expect(page.locator(".tabs a[aria-current]")).to_have_text("Memory")
+        page.get_by_label("Add a memory").fill("I live in Lyon.")
+        page.get_by_role("button", name="Add", exact=True).click()
+        expect(page.locator(".saved[role=status]").first).to_have_text("Memory added: the agent reads it from its next answer.")
+        memory = page.locator("ul.memories li").first
+        expect(memory).to_contain_text("I live in Lyon.")
+        memory.locator("summary").click()
+        memory.get_by_label("The memory").fill("I live in Paris.")
+        memory.get_by_role("button", name="Save").click()
+        expect(page.locator("ul.memories li").first.locator(".memory > span")).to_have_text("I live in Paris.")
+        os.makedirs(SHOTS, exist_ok=True)
+        page.screenshot(path=os.path.join(SHOTS, f"memory{'' if javascript else '-nojs'}.png"), full_page=True)
+        page.goto("/account")
+        expect(page.locator(".memory-list li").first).to_contain_text("1 memory")
+    finally:
+        context.close()

@@ -110,6 +110,18 @@ class Agents(Base):
         return self._one(f"SELECT 1 FROM items WHERE chat = ? AND kind = 'call' AND output != '' "
                         f"AND name NOT IN ({marks}) LIMIT 1", [chat, *inside]) is not None
 
+    def set_memory(self, agent: int, memory: int, text: str) -> bool:
+        """The memory's text as the person wrote it (its mark of outside text stays)."""
+        with self.write() as db:
+            return db.conn.execute("UPDATE memories SET text = ? WHERE id = ? AND agent = ?",
+                                   [text, memory, agent]).rowcount == 1
+
+    def memory_counts(self, person: int) -> dict[int, int]:
+        """How many memories each of the person's agents keeps, by agent id (agents with none left out)."""
+        return {r[0]: r[1] for r in self._all(
+            "SELECT agent, count(*) FROM memories WHERE agent IN (SELECT id FROM assistants WHERE person = ?) "
+            "GROUP BY agent", [person])}
+
     def delete_memory(self, agent: int, memory: int) -> bool:
         with self.write() as db:
             return db.conn.execute("DELETE FROM memories WHERE id = ? AND agent = ?", [memory, agent]).rowcount == 1

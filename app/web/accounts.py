@@ -150,8 +150,10 @@ async def sign_out(request: Request) -> Response:
 
 def account_view(request: Request, status_code: int = 200, error: str = "", changed: bool = False,
                  saved: str = "", theme_error: str = "") -> Response:
+    store, person = worker(request).store, me(request)
     return render.page(request, "account.html", status_code=status_code, error=error, changed=changed,
-                       saved=saved, theme_error=theme_error, themes=THEMES)
+                       saved=saved, theme_error=theme_error, themes=THEMES, agents=store.agents(person.id),
+                       memory_counts=store.memory_counts(person.id))
 
 
 @get("/account")

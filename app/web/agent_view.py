@@ -6,7 +6,7 @@ from litestar import Request, Response
 
 from ..plugins import tools as mcp_tools
 from ..tables import Assistant, NAME_MAX
-from ..tools import Tool, chosen, names, unique
+from ..tools import Tool, chosen, memory, names, unique
 from ..tools.standard import builtin_tools
 from ..providers.thinking import THINKING
 from ..serve.worker import Worker
@@ -65,4 +65,5 @@ async def agent_view(request: Request, s: Worker, agent: Assistant, tab: str, st
         context["given"] = set(s.store.agent_collections(agent.id))
     elif tab == "memory":
         context["memories"] = s.store.memories(agent.id)
+        context["memory_max"] = memory.TEXT_MAX
     return render.page(request, "agent.html", status_code=status_code, **context)
