@@ -238,9 +238,31 @@
       else a.removeAttribute("aria-current");
     });
   }
+  // Typing in its search box filters the rows by title at once (a heading whose rows are all
+  // filtered out goes too); Enter still searches every message (/search).
+  var sideQ = document.getElementById("side-q"), filtered = document.getElementById("side-filtered");
+  function folded(text) { return text.normalize("NFKD").replace(/[\u0300-\u036f]/g, "").toLowerCase(); }
+  function filterSide(list) {
+    var typed = sideQ ? sideQ.value.trim() : "", word = folded(typed), shown = 0, heading = null, under = 0;
+    function closeHeading() { if (heading) heading.hidden = !!word && under === 0; }
+    Array.prototype.forEach.call(list.children, function (li) {
+      if (li.classList.contains("group")) { closeHeading(); heading = li; under = 0; return; }
+      var a = li.querySelector("a.open"), keep = !word || (!!a && folded(a.textContent).indexOf(word) >= 0);
+      li.hidden = !keep;
+      if (keep) { shown++; under++; }
+    });
+    closeHeading();
+    if (filtered) filtered.textContent = !word ? "" : (shown ? shown + (shown === 1 ? " title has " : " titles have ") + "“" + typed + "”."
+                                                           : "No title has “" + typed + "”.") + " Enter searches the messages too.";
+  }
   var list = document.getElementById("conversations");
-  if (list && window.MutationObserver) {
-    new MutationObserver(function () { markCurrent(list); }).observe(list, {childList: true});
+  if (list && sideQ) {
+    if (sideQ.dataset.filterPlaceholder) sideQ.placeholder = sideQ.dataset.filterPlaceholder;
+    sideQ.addEventListener("input", function () { filterSide(list); });
+  }
+  if (list && window.MutationObserver) {  // live rows come filtered as the box says
+    new MutationObserver(function () { markCurrent(list); if (sideQ && sideQ.value.trim()) filterSide(list); })
+      .observe(list, {childList: true});
   }
 
   // Rename in place: the row's title becomes a field; Enter (or leaving it) saves, Esc keeps
