@@ -133,3 +133,39 @@ def test_the_setup_page_renders_under_the_csp(browser, data, env):
     finally:
         context.close()
         served.stop()
+
+
+def test_the_owner_passes_on_a_link_that_sets_a_forgotten_password(browser, served: Served):
+    """People: New password link shows the link once, Copy puts it on the clipboard; opened
+    signed out (phone, dark), it sets the password and signs that browser in as the person."""
+    client = served.client(timeout=10, follow_redirects=True)
+    client.post("/people", data={"_csrf_token": csrf(client, "/people"), "name": "Bea", "password": "bea's password"})
+    context = served.context(browser, permissions=["clipboard-read", "clipboard-write"])
+    try:
+        page = context.new_page()
+        page.goto("/people")
+        expect(page.locator(".people-list tbody td:nth-child(2)")).to_have_text(["The owner: you", "Added by you"])
+        page.get_by_role("button", name="New password link for Bea").click()
+        link = page.locator("#reset-link").inner_text()
+        page.get_by_role("button", name="Copy").click()
+        assert page.evaluate("navigator.clipboard.readText()") == link
+    finally:
+        context.close()
+    context = browser.new_context(viewport={"width": 390, "height": 844}, color_scheme="dark", is_mobile=True,
+                                  has_touch=True)
+    try:
+        page = context.new_page()
+        page.goto(link)
+        expect(page.get_by_label("New password", exact=True)).to_be_focused()
+        os.makedirs(SHOTS, exist_ok=True)
+        page.screenshot(path=os.path.join(SHOTS, "reset-phone-dark.png"))
+        page.get_by_label("New password", exact=True).fill("bea's new password")
+        page.get_by_label("New password again").fill("bea's new password")
+        page.get_by_role("button", name="Set the password").click()
+        expect(page).to_have_url(f"{served.url}/")
+        page.goto(f"{served.url}/account")
+        expect(page.locator("h1")).to_have_text("Bea")
+        page.goto(link)
+        expect(page.locator(".problem")).to_contain_text("does not work any more")
+    finally:
+        context.close()

@@ -69,7 +69,7 @@ def test_no_conversation_is_written_before_its_first_message(browser, served: Se
     try:
         page = context.new_page()
         page.goto("/agents")
-        page.get_by_role("link", name="New conversation").click()
+        page.get_by_role("link", name="New conversation", exact=True).click()
         expect(page).to_have_url(f"{served.url}/")
         expect(page.locator("h1")).to_have_text("New conversation")
         page.reload()
