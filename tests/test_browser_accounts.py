@@ -148,7 +148,7 @@ def test_the_owner_passes_on_a_link_that_sets_a_forgotten_password(browser, serv
         page.get_by_role("button", name="New password link for Bea").click()
         link = page.locator("#reset-link").inner_text()
         page.get_by_role("button", name="Copy").click()
-        assert page.evaluate("navigator.clipboard.readText()") == link
+        wait_for(lambda: page.evaluate("navigator.clipboard.readText()") == link, timeout=10)  # (written after the click)
     finally:
         context.close()
     context = browser.new_context(viewport={"width": 390, "height": 844}, color_scheme="dark", is_mobile=True,
