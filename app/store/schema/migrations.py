@@ -227,3 +227,26 @@ def m041_builtin_model_brought(db: sqlite_utils.Database) -> None:
     # The model the built-in model's runtime serves: '' SmolLM2 (the one it installs), else a
     # GGUF file the owner brought, by its name under data/models/ (app/builtin/brought.py)
     db.execute("ALTER TABLE builtin_model ADD COLUMN model TEXT NOT NULL DEFAULT ''")
+
+
+@migration
+def m042_password_resets(db: sqlite_utils.Database) -> None:
+    # A one-time link the owner makes for someone who forgot their password (the People
+    # page): the sha256 of its token (the token itself is only in the link), whose password it
+    # sets, until when. Used once, it goes, with the person's sessions; a new one for the same
+    # person replaces it
+    db.execute(
+        """CREATE TABLE resets (
+            id TEXT PRIMARY KEY CHECK (length(id) = 64),
+            person INTEGER NOT NULL REFERENCES people(id) ON DELETE CASCADE,
+            created REAL NOT NULL,
+            expires REAL NOT NULL)""")
+    db.execute("CREATE INDEX resets_person ON resets (person)")
+
+
+@migration
+def m043_model_limits_thought(db: sqlite_utils.Database) -> None:
+    # Whether a model was seen thinking (an answer of it with reasoning, app/run/turn.py): the
+    # composer offers its Thinking picker for such models and those whose listing says they
+    # think, and not for the others
+    db.execute("ALTER TABLE model_limits ADD COLUMN thought INTEGER NOT NULL DEFAULT 0 CHECK (thought IN (0, 1))")
