@@ -8,11 +8,11 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import sqlite3
 
 import pytest
 
-from app.tables import Item
+from app.accounts.api_keys import ApiKeys
+from app.tables import Item, Person
 from app.web.completions import Completion, Place, Transcript
 from tests.conftest import COOKIE, csrf, rows, signed_in, soup, wait_for
 from tests.fakes.openai_server import reasoning, text, tool_call
@@ -95,13 +95,13 @@ def test_a_key_needs_a_name_and_an_agent_of_ones_own(client):
     assert r.status_code == 400 and "no such agent" in r.text
 
 
-def test_an_expired_key_is_refused(client, data):
-    key = make_key(client)
-    db = sqlite3.connect(data / "tabletalk.db")
-    db.execute("UPDATE api_keys SET expires = 1")
-    db.commit()
-    db.close()
-    refusal(client.get("/v1/models", headers=bearer(key)), 401, "invalid_api_key")
+def test_an_expired_key_is_refused(client):
+    store = client.app.state.tabletalk.store
+    owner = Person("owner", owner=True, id=store.owner())
+    made_long_ago, _ = ApiKeys(store, clock=lambda: 1_000_000.0).make(owner, "old", "7")
+    refusal(client.get("/v1/models", headers=bearer(made_long_ago)), 401, "invalid_api_key")
+    lasting, _ = ApiKeys(store).make(owner, "new", "7")
+    assert client.get("/v1/models", headers=bearer(lasting)).status_code == 200
 
 
 def test_another_persons_key_is_revoked_by_nobody_else(client, data):
@@ -324,10 +324,8 @@ def test_a_history_with_the_clients_results_goes_on_from_them(client, data, fake
 
 def test_a_call_that_waits_for_approval_too_long_is_declined_in_words(client, data, fake):
     key = make_key(client)
-    db = sqlite3.connect(data / "tabletalk.db")
-    db.execute("UPDATE assistants SET approve = 'remember'")
-    db.commit()
-    db.close()
+    store = client.app.state.tabletalk.store
+    store.update_agent(store.default_agent(store.owner()).id, approve="remember")
     client.post("/people/api", data={"_csrf_token": csrf(client, "/people"), "mode": "everyone", "per_minute": "60",
                                      "approval_seconds": "1"})
     fake.script([tool_call("remember", {"text": "x"})], [text("I could not.")])

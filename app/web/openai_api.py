@@ -235,11 +235,6 @@ def functions_of(raw: object) -> list[dict[str, Any]]:
 async def completions(request: Request) -> Response:
     s = worker(request)
     who = caller(request)  # before anything of the body is read
-    request_row, wait = ApiKeys(s.store).count(who.person, who.key, who.settings)
-    if wait:
-        raise ApiError(429, f"Too many requests: at most {who.settings.per_minute} a minute. Try again in "
-                            f"{wait:.0f} s.", "rate_limit_error", "rate_limit_exceeded",
-                       headers={"Retry-After": str(int(wait + 0.999))})
     body = await body_of(request)
     agent = agent_of(s, who, body.get("model"))
     messages, system = messages_of(body.get("messages"))
@@ -251,8 +246,17 @@ async def completions(request: Request) -> Response:
         raise ApiError(400, "Only one answer a request (n = 1).", param="n")
     options = body.get("stream_options") or {}
     usage = bool(options.get("include_usage")) if isinstance(options, dict) else False
-    convo, turn, place = write(s, who, agent, request.headers.get(CONVERSATION), messages, system, functions)
-    s.store.api_request_asked(request_row, convo.id, turn.id)
+    # One transaction: the request counted (and refused past the limit), the rows it writes,
+    # what it asked. One commit wakes the runner: a write before it would have had the runner
+    # scan for nothing, and then wait out its gap (~100 ms) before finding the message.
+    with s.store.write():
+        request_row, wait = ApiKeys(s.store).count(who.person, who.key, who.settings)
+        if wait:
+            raise ApiError(429, f"Too many requests: at most {who.settings.per_minute} a minute. Try again in "
+                                f"{wait:.0f} s.", "rate_limit_error", "rate_limit_exceeded",
+                           headers={"Retry-After": str(int(wait + 0.999))})
+        convo, turn, place = write(s, who, agent, request.headers.get(CONVERSATION), messages, system, functions)
+        s.store.api_request_asked(request_row, convo.id, turn.id)
     transcript = Transcript(place, f"agent-{agent}", page_of(request, convo.id), frozenset(
         f["function"]["name"] for f in functions))
     before = s.store.turn_usage(turn.id)
