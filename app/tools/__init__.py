@@ -121,6 +121,7 @@ class Tool:
     def identity(self) -> str:
         return self.key or self.name
     dispatches: bool = False  # it calls ctx.dispatched() itself, when its request leaves
+    summary: str = ""  # what it does in a line for a person (an agent's Tools tab); the description is the model's
     # A function an API client brought (docs/api.md): the model may call it, the client runs
     # it. Its calls are handed back (agent.ToolHandedOver), never run here.
     client: bool = False

@@ -1,6 +1,6 @@
 """What one's account page and the owner's people page show, whichever form answered: the
-theme, the password, one's API keys (accounts.py, api_keys.py), the people and who may use
-the API."""
+theme, the password, one's agents' memories, one's API keys (accounts.py, api_keys.py), the
+people and who may use the API."""
 from __future__ import annotations
 
 from typing import Any
@@ -31,6 +31,7 @@ def account_view(request: Request, status_code: int = 200, **context: Any) -> Re
     return render.page(request, "account.html", status_code=status_code, themes=THEMES,
                        keys=keys.of(person), api_open=keys.settings().allows(person), api_base=api_base(request),
                        agents=agents, agent_names={a.id: a.name for a in agents}, expiries=EXPIRIES,
+                       memory_counts=s.store.memory_counts(person.id),
                        name_max=NAME_MAX, **(shown | context))
 
 
