@@ -115,6 +115,8 @@ $(LLAMA_STAMP): | $(STAMP)
 # The llm command (simonw/llm, PyPI), pinned, in a venv of its own (.cache/llm): the API's tests
 # configure Tabletalk as one of its OpenAI-compatible models and run it as a person would
 # (tests/test_openai_api_served.py, docs/api.md). Installed once; a changed pin installs again.
+# The venv is made at .cache's real path: its scripts name their python by absolute path, so a
+# worktree whose .cache links to another checkout's makes one that checkout can run too.
 LLM_VERSION := 0.36
 LLM_VENV    := .cache/llm
 LLM_STAMP   := $(LLM_VENV)/.installed-llm-$(LLM_VERSION)
@@ -122,8 +124,9 @@ LLM_STAMP   := $(LLM_VENV)/.installed-llm-$(LLM_VERSION)
 llm: $(LLM_STAMP)
 
 $(LLM_STAMP):
-	rm -rf $(LLM_VENV) && $(PYTHON) -m venv $(LLM_VENV)
-	$(LLM_VENV)/bin/python -m pip install --quiet --disable-pip-version-check llm==$(LLM_VERSION)
+	mkdir -p .cache && rm -rf $(LLM_VENV)
+	venv="$$(realpath -m $(LLM_VENV))" && $(PYTHON) -m venv "$$venv" && \
+	  "$$venv/bin/python" -m pip install --quiet --disable-pip-version-check llm==$(LLM_VERSION)
 	touch $@
 
 # The suite runs in TEST_WORKERS processes (pytest-xdist): alone it leaves 2 cores two thirds
