@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from .agents import Agents
 from .api_chats import ApiChats, NotWritten
-from .api_keys import ApiKeys
+from .api_keys import ApiAccess
 from .asks import Asks
 from .plugin_auth import PluginAuth
 from .branches import Branches
@@ -34,7 +34,7 @@ from .secrets import Secrets
 
 
 class Store(Chats, Changes, Search, Branches, Agents, Plugins, Context, Files, Pages, People, LocalModel, Runs,
-            Asks, PluginAuth, Secrets, Knowledge, ApiKeys, ApiChats):
+            Asks, PluginAuth, Secrets, Knowledge, ApiAccess, ApiChats):
     """Every read and write of rows, by family (one module each); see Base for the common ground."""
 
     def __init__(self, db, notify=lambda: None):

@@ -15,7 +15,9 @@ from .rows import Base
 REQUESTS_KEPT_SECONDS = 30 * 24 * 3600  # what the account page counts: the last 30 days
 
 
-class ApiKeys(Base):
+class ApiAccess(Base):
+    """The rows of who may use the API: keys, the requests counted, the install's settings."""
+
     # --- keys -----------------------------------------------------------------------------
 
     def add_api_key(self, person: int, name: str, hashed: str, shown: str, *, agent: int | None = None,
