@@ -12,7 +12,7 @@ import re
 import pytest
 
 from app.accounts.api_keys import ApiKeys
-from app.tables import Item, Person
+from app.tables import Item, Person, assistant
 from app.web.completions import Completion, Place, Transcript
 from tests.conftest import COOKIE, csrf, rows, signed_in, soup, wait_for
 from tests.fakes.openai_server import reasoning, text, tool_call
@@ -178,8 +178,6 @@ def test_every_refusal_is_in_the_openai_shape(client, data, fake):
 def test_a_key_for_one_agent_reaches_no_other(client, data):
     store = client.app.state.tabletalk.store
     owner = store.owner()
-    from app.tables import assistant
-
     other = store.add_agent(assistant(None, "Other", person=owner))
     first = store.agents(owner)[0]
     key = make_key(client, agent=str(first.id))

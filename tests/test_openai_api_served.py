@@ -64,9 +64,9 @@ def test_the_openai_library_talks_to_an_agent_that_uses_a_tool_and_its_memory(ap
         messages=[{"role": "user", "content": "What do I like?"}]))
     assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == "You like green tea."
     assert chunks[-1].usage.total_tokens > 0 and chunks[-2].choices[0].finish_reason == "stop"
-    assert "likes green tea" in fake.requests[-1]["messages"][0]["content"], "what it remembered, in its prompt"
-    assert fake.requests[-1]["messages"][1:3] == [{"role": "user", "content": "I like green tea."},
-                                                  fake.requests[-1]["messages"][2]], "the same conversation"
+    asked = messages_of(fake, "What do I like?")
+    assert "likes green tea" in asked[0]["content"], "what it remembered, in its prompt"
+    assert asked[1] == {"role": "user", "content": "I like green tea."}, "the same conversation"
 
 
 def test_a_call_approved_on_the_web_page_lets_its_stream_finish(api, fake):
@@ -101,6 +101,24 @@ def test_a_call_approved_on_the_web_page_lets_its_stream_finish(api, fake):
     assert events[2]["state"] == "done" and content == "Remembered, with your leave."
 
 
+def test_a_client_that_drops_leaves_the_run_going_and_its_answer_in_the_conversation(api, fake):
+    served, key = api
+    answer = " ".join(f"word{i}" for i in range(60))
+    fake.script([rate(40), text(answer)])
+    with httpx.stream("POST", served.url + "/v1/chat/completions", headers={"Authorization": f"Bearer {key}"},
+                      json={"model": "agent-1", "stream": True,
+                            "messages": [{"role": "user", "content": "Say the words"}]}, timeout=30) as r:
+        chat = int(r.headers["tabletalk-conversation"])
+        next(line for line in r.iter_lines() if '"content":"word' in line)
+    # the client is gone after its first words; the answer goes on without it
+    with served.store() as store:
+        wait_for(lambda: [(it.text, it.done) for it in store.items(chat) if it.kind == "text"] == [(answer, True)],
+                 timeout=60)
+    again = httpx.get(f"{served.url}/v1/conversations/{chat}/stream", headers={"Authorization": f"Bearer {key}"},
+                      timeout=30)
+    assert Completion_of(sse_payloads(again.text)).content == answer, "come back later: the whole answer"
+
+
 def test_a_stream_cut_by_a_kill_9_is_taken_up_again_with_curl(data, env, fake):
     answer = " ".join(f"word{i}" for i in range(80))
     fake.script([rate(40), text(answer)], [rate(200), text(answer)])
@@ -128,7 +146,8 @@ def test_a_stream_cut_by_a_kill_9_is_taken_up_again_with_curl(data, env, fake):
                                "-H", f"Authorization: Bearer {key}", "-H", f"Last-Event-ID: {place}"],
                               capture_output=True, text=True, timeout=90)
         assert rest.stdout.rstrip().endswith("data: [DONE]"), rest.stdout[-500:]
-        assert Completion_of(seen + sse_payloads(rest.stdout)).content == answer, "what the client had, then the rest, is the answer"
+        assert Completion_of(seen + sse_payloads(rest.stdout)).content == answer, \
+            "what the client had, then the rest, is the answer"
         with second.store() as store:
             assert [it.text for it in store.items(int(chat)) if it.kind == "text"] == [answer]
     finally:
@@ -173,6 +192,11 @@ def llm_home(tmp_path) -> dict[str, str]:
     return {"LLM_USER_PATH": str(home), "PATH": f"{LLM.parent}{os.pathsep}{os.environ['PATH']}"}
 
 
+def messages_of(fake, asked: str) -> list[dict]:
+    """The messages of the model request that answered `asked` (not a title's request)."""
+    return next(r["messages"] for r in reversed(fake.requests) if {"role": "user", "content": asked} in r["messages"])
+
+
 def run_block(code: str, env: dict[str, str], cwd: Path, python: bool = False) -> str:
     command = [sys.executable, "-c", code] if python else ["bash", "-euo", "pipefail", "-c", code]
     done = subprocess.run(command, env={**os.environ, **env}, cwd=cwd, capture_output=True, text=True, timeout=120)
@@ -183,14 +207,16 @@ def run_block(code: str, env: dict[str, str], cwd: Path, python: bool = False) -
 def test_every_example_of_the_api_doc_runs_as_written(api, fake, llm_home, tmp_path):
     served, key = api
     env = {"TABLETALK_URL": served.url, "TABLETALK_KEY": key, **llm_home}
-    fake.default = [text("Hello.")]
     shell, python = blocks("sh"), blocks("python")
     assert len(shell) == 3 and len(python) == 2, "the examples this test knows"
 
+    # each client talks to an agent that uses a tool (remember) and then its memory
+    fake.script([tool_call("remember", {"text": "The person counts in English."})], [text("Hello.")])
     out = run_block(shell[0], env, tmp_path)
-    assert '"id":"agent-1"' in out and '"content":"Hello."' in out
+    assert '"id":"agent-1"' in out and '"content":"Hello."' in out and '"type":"tool_result"' in out
     fake.script([rate(50), text("One, two, three, four, five.")])
     out = run_block(shell[1], env, tmp_path)
+    assert "counts in English" in messages_of(fake, "Count to five.")[0]["content"], "curl's memory, in a new one"
     assert out.rstrip().endswith("data: [DONE]")
     # (where the third place falls depends on how the rows grew: the two halves make the answer)
     had = sse_payloads((tmp_path / "stream.txt").read_text(), upto_id=3)
@@ -206,9 +232,11 @@ def test_every_example_of_the_api_doc_runs_as_written(api, fake, llm_home, tmp_p
     *_, asked, told = fake.streamed[-1]["messages"]
     assert told == {"role": "tool", "content": "Oslo: rain, 12 C", "tool_call_id": asked["tool_calls"][0]["id"]}
 
-    fake.script([text("Bonjour !")], [text("Hallo!")])
+    fake.script([tool_call("remember", {"text": "The person learns French and German."})], [text("Bonjour !")],
+                [text("Hallo!")])
     out = run_block(shell[2], env, tmp_path)
-    assert out.splitlines() == ["Bonjour !", "Hallo!"]
+    assert out.splitlines() == ["Bonjour !", "Hallo!"], "llm shows the answer's text, not the tool's events"
+    assert "learns French and German" in messages_of(fake, "And in German?")[0]["content"], "llm's memory, next"
     with served.store() as store:
         made = [c for c in store.conversations(store.owner()) if c.origin == "api"]
     assert len(made) == 6, "every request a conversation of the API's"
