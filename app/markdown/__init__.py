@@ -28,14 +28,16 @@ Public API
     HTML a longer text gives it minus something at its end: the feed can send appends.
     ``growing=False`` is the final render, exactly as before. The rules that keep the
     HTML safe are the same for both.
-``Rendering(key, pace=PACE)``, ``.blocks(text, growing=False) -> list[Block]``
+``Rendering(key, pace=PACE)``, ``.blocks(text, growing=False, now=None) -> list[Block]``
     ``keyed`` for one text rendered again and again as it grows (an answer the feed
     follows): each render goes on from what the last one found (``keyed`` makes a fresh
-    one each call). All that a render keeps between two calls is here; whoever follows
+    one each call). ``now`` (a monotonic clock's seconds) measures the stream's pace: a
+    slow stream's render shows all it can instead of waiting for the grid. All that a render keeps between two calls is here; whoever follows
     the text holds it (app/feed/followed.py) and drops it with the text. ``.finished``:
     the last render was the final one.
-``Pace(reveal=REVEAL_STEP, cadence=16, tips=True, cuts=True)``
-    How a growing render moves on (the reveal grid, the cadence of a big open block) and
+``Pace(reveal=REVEAL_STEP, cadence=16, tips=True, cuts=True, slow=4)``
+    How a growing render moves on (the reveal grid, the cadence of a big open block, the
+    grid steps a second under which a stream is slow) and
     the shortcuts it takes; the app renders at ``PACE``. Tests and benchmarks give another
     (no grid; a shortcut off, to compare with the render it stands for).
 ``block_changes(sent, blocks) -> BlockChanges``  (a NamedTuple: changed, new, gone)

@@ -21,6 +21,7 @@ from .growing import PACE, Pace, growing_tokens
 from .incremental import Head, growing_inner, growing_source, growing_view
 
 BLOCK_CLASS = "md"
+MARK_SECONDS = 0.25  # a stream's pace is measured over the last quarter to half second
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,7 +62,7 @@ class Rendering:
     it). Nothing is kept between two texts but through a `Rendering`: whoever follows the
     text holds it, and drops it with the text."""
 
-    __slots__ = ("key", "pace", "_safe_key", "_head", "_grown", "_wrapped", "_final")
+    __slots__ = ("key", "pace", "_safe_key", "_head", "_grown", "_wrapped", "_final", "_marks")
 
     def __init__(self, key: str, pace: Pace = PACE) -> None:
         self.key = key  # block n's id is f"{key}-{n}" (an item's dom id)
@@ -77,21 +78,40 @@ class Rendering:
         # so their Blocks are kept too and a render makes only its changed blocks
         self._wrapped: tuple[list[str], list[Block]] = ([], [])
         self._final: tuple[str, tuple[Block, ...]] | None = None  # (text, blocks) of the final render
+        # the stream's pace: (when, how long the text was) at the last two marks, a quarter
+        # second or more apart (`_slow`)
+        self._marks: tuple[float, int, float, int] | None = None
 
     @property
     def finished(self) -> bool:
         """Whether the last render was the final one (of a text that is done)."""
         return self._final is not None
 
-    def blocks(self, text: str, growing: bool = False) -> list[Block]:
-        """`keyed(text, self.key, growing)`, from what the last renders found."""
+    def blocks(self, text: str, growing: bool = False, now: float | None = None) -> list[Block]:
+        """`keyed(text, self.key, growing)`, from what the last renders found. `now` (a
+        monotonic clock's seconds), given at each growing render, measures the stream's
+        pace: a slow one shows all it can at each render instead of on the reveal grid."""
         if not text:
             return []
-        return self._growing(text) if growing else self._finished(text)
+        return self._growing(text, now is not None and self._slow(len(text), now)) if growing else (
+            self._finished(text))
 
-    def _growing(self, text: str) -> list[Block]:
+    def _slow(self, length: int, now: float) -> bool:
+        """Whether the text grows by fewer than `pace.slow` grid steps a second, measured
+        from a mark a quarter to half a second old (the first renders: since the first)."""
+        marks = self._marks
+        if marks is None:
+            self._marks = (now, length, now, length)
+            return False
+        then, was, mark, at = marks
+        if now - mark >= MARK_SECONDS:
+            self._marks = (mark, at, now, length)
+        elapsed = now - then
+        return elapsed > 0 and length - was < self.pace.slow * self.pace.grid * elapsed
+
+    def _growing(self, text: str, slow: bool = False) -> list[Block]:
         # only the blocks from the last open one on are parsed again (incremental.py)
-        view = growing_view(text, self._head, self.pace)
+        view = growing_view(text, self._head, self.pace, slow)
         # the flushes between two grid points all render the same text: once. The same
         # text when it is the one kept (the last render's, which this one extends: then
         # no compare of the whole answer) or equal to it up to the cut

@@ -29,6 +29,10 @@ REVEAL_STEP = 40  # characters a growing render moves on by (the reveal grid, se
 # While the open (last) block is longer than this many grid steps, the cut moves on by this
 # share of it instead (incremental.cadence)
 CADENCE = 16
+# A stream that grows by fewer grid steps a second than this is a slow one (a local model at
+# 5-30 tokens a second): each render shows all it can instead of waiting for the grid
+# (blocks.Rendering measures the pace, incremental.growing_view cuts)
+SLOW = 4
 
 
 @dataclass(frozen=True)
@@ -41,6 +45,7 @@ class Pace:
     cadence: int = CADENCE  # a big open block moves on by 1/cadence of its length (0: by the grid)
     tips: bool = True  # a paragraph grown by plain text is the last render plus it (incremental)
     cuts: bool = True  # a cut fence or paragraph is made from the first parse's tokens (below)
+    slow: float = SLOW  # under this many grid steps a second a stream shows all it can (0: never)
 
     @property
     def grid(self) -> int:
@@ -65,7 +70,13 @@ PACE = Pace()
 #    characters a flush, the ~60 bytes each append costs would be twice the HTML it
 #    carries. REVEAL_STEP <= 1: no grid (and no replay, see 3). A text shorter than one
 #    step is rendered whole (incremental.growing_source): an answer's first words show
-#    with its first write (a few more messages per answer, once).
+#    with its first write (a few more messages per answer, once). Nor does a slow stream
+#    wait for the grid: while the text grows by fewer than SLOW steps a second (a local
+#    model at 5-30 tokens a second, a word every 100 ms), each render shows all it can, so
+#    its words reach the page one by one as they are written; a faster one, whose grid
+#    step fills in under a quarter second anyway, still moves on by the grid. Whoever
+#    renders with a clock measures the pace (blocks.Rendering, given `now`); without one
+#    the grid holds. The render after one off the grid replays from that one's cut (3).
 # 2. The edge (the end of the last top-level block) is stabilised:
 #    - a trailing line made only of block syntax (`-`, `1.`, `##`, `>`, "```",
 #      `|---|:-` ...) waits: it may become a list item, heading, hr, fence, table or
@@ -85,7 +96,7 @@ PACE = Pace()
 # 3. No close skipped. A render whose change spans the close of an element that the
 #    previous render showed open (`**bol` -> `**bold** and`, a list item ending and the
 #    next starting) is not an append. The previous render was this function at the
-#    previous grid point: replaying the last _LOOKBACK grid points (each stops at the
+#    previous grid point: replaying the last LOOKBACK grid points (each stops at the
 #    first close after the one before, or where its edge held back) gives where it
 #    stopped, and this render stops at the first close of an element open there; what
 #    follows comes one grid step later, as an append after it. (The replay starts from
@@ -99,12 +110,12 @@ PACE = Pace()
 # `*`, `_`, `~` or "`" cannot produce raw HTML or a link that the text does not have.
 
 # Grid points replayed to find the previous render's edge. It also sets how much is parsed
-# again at each render (the region: the blocks holding the last _LOOKBACK grid steps),
+# again at each render (the region: the blocks holding the last LOOKBACK grid steps),
 # the largest part of a followed answer's CPU. 8 (320 characters) sends the same bytes as
 # 16 did for the long answer of the tests (benchmarks/markdown_stream.py, seeds 1-3, steps
 # 4/10/40: the same appends and re-sent blocks) for a third less parsed; a replay that
 # starts too late can only cost a block re-sent once, never a wrong render.
-_LOOKBACK = 8
+LOOKBACK = 8
 # a region longer than this (one huge open block, rendered on a coarse cadence anyway:
 # see incremental.cadence) is not replayed: its ~9 scans would cost more than a re-sent block
 _REPLAY_MAX = 20_000
@@ -187,7 +198,7 @@ def growing_tokens(src: str, env: dict[str, Any], found: dict[str, Any] | None =
     if not spans:
         return finish(tokens, env)
     # the region: the top-level blocks from the one holding the look-back window's start
-    reach = len(src) - grid * _LOOKBACK
+    reach = len(src) - grid * LOOKBACK
     first = len(spans) - 1
     while first > 0 and starts[(tokens[spans[first][0]].map or [0])[0]] > reach:
         first -= 1
@@ -289,7 +300,7 @@ def _stable_region(
     if grid and previous > 0 and len(region) <= _REPLAY_MAX:
         marks, edges = _marks(region, starts, toks, refs, edge)
         point, steps = previous, 1
-        while point - grid > 0 and steps < _LOOKBACK:
+        while point - grid > 0 and steps < LOOKBACK:
             point -= grid
             steps += 1
         # replay: what the renders at the last grid points showed (the oldest one is

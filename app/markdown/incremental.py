@@ -19,7 +19,7 @@ from markdown_it.token import Token
 
 from . import counting
 from .engine import BUDGET_KEY, GROWING_KEY, INLINE_BUDGET, MD, top_level, spend
-from .growing import NEWLINES, PACE, Pace, finish, growing_tokens
+from .growing import LOOKBACK, NEWLINES, PACE, Pace, finish, growing_tokens
 from .settled import Settled
 from .scan import scan_inline
 
@@ -39,16 +39,19 @@ class GrowingView(NamedTuple):
     same: bool  # text[:cut] starts with the head's last rendered source (head.last)
     raw: str | None  # the head's last rendered text when `text` starts with it, else None
     clean: bool  # `text` is the text as given: it had nothing to normalize
+    free: bool = False  # `cut` is where the text ends, off the grid (a slow stream's render)
 
 
-def growing_view(text: str, head: Head | None, pace: Pace = PACE) -> GrowingView:
+def growing_view(text: str, head: Head | None, pace: Pace = PACE, slow: bool = False) -> GrowingView:
     """What to render of `text` after the render `head` ended (None: none), without a
     pass over the whole answer in Python or a copy of it when `text` extends the text
     the head last rendered (a growing answer: every render but the first). Then one
     prefix compare (a memcmp) stands for the checks that need the whole text: the newline
     normalization looks at the added part only, and the head's source and guard hold
     because they are prefixes of that text. After a head, a big open block moves the cut
-    on by more than the grid: see `cadence`."""
+    on by more than the grid: see `cadence`. `slow`: the text grows slowly (Pace.slow),
+    and the render shows all it can while its open block is within the grid's cadence; a
+    cut never moves back from the last render's."""
     raw = None
     if head is not None and head.clean and text.startswith(head.raw):
         raw = head.raw
@@ -70,8 +73,13 @@ def growing_view(text: str, head: Head | None, pace: Pace = PACE) -> GrowingView
         step = cadence(cut - head.open_at, pace)
         if step > grid:
             cut = head.cut + step * ((cut - head.cut) // step)
+    free = slow and (head is None or not same or cadence(len(src) - head.open_at, pace) <= grid)
+    if free:
+        cut = len(src)
+    elif head is not None and same and cut < head.cut <= len(src):
+        cut, free = head.cut, head.free  # the last render was a slow stream's, past this grid point
     # `same` was of the text; of its cut: the last source is no longer than it
-    return GrowingView(src, cut, same and head is not None and head.cut <= cut, raw, src is text)
+    return GrowingView(src, cut, same and head is not None and head.cut <= cut, raw, src is text, free)
 
 
 def _normalized(text: str) -> str:
@@ -108,7 +116,7 @@ class Head:
     cached by content)."""
 
     __slots__ = ("guard", "guard_text", "chars", "lines", "tokens", "blocks", "refs", "shown_refs",
-                 "html", "left", "raw", "clean", "cut", "open_at", "pieces", "rendered", "tip")
+                 "html", "left", "raw", "clean", "cut", "open_at", "pieces", "rendered", "tip", "free", "free_at")
 
     def __init__(self) -> None:
         # a later text must start with guard_text[:guard] for the head to hold (a length
@@ -125,6 +133,8 @@ class Head:
         self.raw = ""  # the (normalized) text of the last render: it rendered raw[:cut]
         self.clean = False  # raw is the text as given (no CR or NUL to normalize)
         self.cut = 0
+        self.free = False  # that render's cut was off the grid (GrowingView.free)
+        self.free_at = -1  # the last such render's cut
         self.open_at = 0  # where that render's last block started
         self.pieces = Settled()  # the complete blocks after the head, parsed (settled.py)
         self.rendered: dict[int, tuple] = {}  # the last render's blocks after the head: _rendered
@@ -145,6 +155,12 @@ def growing_inner(view: GrowingView, head: Head | None, pace: Pace = PACE) -> tu
     step = grid
     if head is not None and grid and view.same:
         step = cadence(cut - head.open_at, pace)  # as growing_view cut it
+        if view.free or (head.free_at >= 0 and cut - head.free_at <= grid * LOOKBACK):
+            # this render or one the replay would go back to is off the grid (a slow
+            # stream's): no replay, whose chain of grid points would not be the renders
+            # made (growing.py, 3); the render shows all it can, and a close it skips
+            # re-sends that block once
+            step = 0
     # the guard is a prefix of the last source (head.guard <= head.cut): `same` holds it
     if head is None or not (cut >= head.guard and (
             view.same or text.startswith(head.guard_text[:head.guard]))):
@@ -152,9 +168,13 @@ def growing_inner(view: GrowingView, head: Head | None, pace: Pace = PACE) -> tu
     elif head.tip is not None and view.same and pace.tips:
         grown = _grown_tip(head, text, cut)
         if grown is not None:
-            head.raw, head.clean, head.cut = text, view.clean, cut
+            head.raw, head.clean, head.cut, head.free = text, view.clean, cut, view.free
+            if view.free:
+                head.free_at = cut
             return grown, head
     head.tip = None
+    if view.free:
+        head.free_at = cut
     env: dict[str, Any] = {"references": dict(head.refs)} if head.refs else {}
     env[BUDGET_KEY] = head.left
     found: dict[str, Any] = {}
@@ -173,7 +193,7 @@ def growing_inner(view: GrowingView, head: Head | None, pace: Pace = PACE) -> tu
     head.tip = _tip(tokens, inner, text, cut, base + found.get("shown", -1) if found.get("shown", -1) >= 0 else -1, refs)
     _advance(head, text, found, tail, refs)
     head.pieces.keep(head.chars)
-    head.raw, head.clean, head.cut = text, view.clean, cut
+    head.raw, head.clean, head.cut, head.free = text, view.clean, cut, view.free
     return inner, head
 
 

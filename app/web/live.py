@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import secrets
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -77,7 +78,7 @@ def body_blocks(it: Item, rendering: Rendering | None = None) -> tuple[Block, ..
         # while it grows, a render whose blocks only grow at their ends (see markdown.keyed)
         if rendering is None:
             return tuple(markdown.keyed(it.text or "", dom, growing=not it.done))
-        return tuple(rendering.blocks(it.text or "", growing=not it.done))
+        return tuple(rendering.blocks(it.text or "", growing=not it.done, now=time.monotonic()))
     if it.kind == "call":
         return (Block(f"{dom}-o", f'<pre class="output" id="{dom}-o">{escape(it.shown or it.output)}</pre>'),)
     return ()
