@@ -171,8 +171,13 @@ async def attachments(request: Request, most: int, count: int) -> list[tuple[str
 
 
 def local_path(raw: object) -> str:
-    """Where to go back to: a path on this site only (never //host or a scheme)."""
-    if isinstance(raw, str) and raw.startswith("/") and not raw.startswith("//") and "\\" not in raw and len(raw) < 2000:
+    """Where to go back to: a path on this site only (never //host or a scheme), else "/".
+
+    No whitespace or control character anywhere: a browser drops tab, CR and LF from a URL
+    before it reads it (the WHATWG URL parser), so `/<TAB>/evil.example/` would be
+    `//evil.example/`, another site; nothing a path of ours holds needs one (a space is %20)."""
+    if (isinstance(raw, str) and raw.startswith("/") and not raw.startswith("//") and "\\" not in raw
+            and len(raw) < 2000 and not any(c.isspace() or not c.isprintable() for c in raw)):
         return raw
     return "/"
 
