@@ -568,3 +568,15 @@ def test_a_way_back_with_whitespace_or_control_characters_stays_on_the_site(serv
     shown = page(client, f"{chat}/rename?back=%2Fsearch%3Fq%3Dtwo%2520words")
     assert shown.select_one("section.rename a")["href"] == "/search?q=two%20words"
 
+
+def test_the_error_pages_way_back_is_a_local_path_whatever_the_referer(served):
+    client = served.client(timeout=10)
+    offsite = []
+    for referer in (f"{served.url}//evil.example/x", f"{served.url}/%09/evil.example/x",
+                    f"{served.url}/\t/evil.example/x", f"{served.url}/\\evil.example/x"):
+        shown = BeautifulSoup(client.get("/c/999999", headers={"Referer": referer}).text, "html.parser")
+        back = shown.select_one(".error-page a")["href"]
+        offsite += [back] if off_site(served, back) else []
+    assert offsite == []
+    shown = BeautifulSoup(client.get("/c/999999", headers={"Referer": f"{served.url}/agents"}).text, "html.parser")
+    assert shown.select_one(".error-page a")["href"] == "/agents"  # a page of the site is still the way back

@@ -219,9 +219,12 @@ def way_back(request: Request) -> tuple[str, str]:
     page of this site and not the one that failed), else the page above the one asked for."""
     referer = urlsplit(request.headers.get("referer", ""))
     here = request.url
-    if (referer.scheme, referer.netloc) == (here.scheme, here.netloc) and referer.path.startswith("/") \
+    came = referer.path + (f"?{referer.query}" if referer.query else "")
+    # the Referer's path passes the check every way back passes: `http://APP//evil.example/x`
+    # is this origin, and its path `//evil.example/x` a link off the site
+    if (referer.scheme, referer.netloc) == (here.scheme, here.netloc) and local_path(came) == came \
             and (referer.path, referer.query) != (here.path, here.query or ""):
-        return referer.path + (f"?{referer.query}" if referer.query else ""), "the page you came from"
+        return came, "the page you came from"
     if getattr(request.state, "person", None) is None:
         return "/signin", "sign in"
     for prefix, label in PARENTS:
