@@ -580,3 +580,50 @@ def test_the_error_pages_way_back_is_a_local_path_whatever_the_referer(served):
     assert offsite == []
     shown = BeautifulSoup(client.get("/c/999999", headers={"Referer": f"{served.url}/agents"}).text, "html.parser")
     assert shown.select_one(".error-page a")["href"] == "/agents"  # a page of the site is still the way back
+
+
+def test_pages_for_someone_signed_in_are_kept_by_no_cache(served, fake):
+    fake.script("A private answer.")
+    client = served.client(timeout=10)
+    chat = ask(client, "private words")
+    settled(client, chat)
+    paths = ["/", chat, f"{chat}/watch", f"{chat}/export.md", "/agents", "/account", "/knowledge", "/skills",
+             "/search?q=private", "/help/keys", "/c/999999", "/no/such/page"]
+    kept = [(path, r.status_code, r.headers.get("cache-control")) for path in paths
+            if "no-store" not in ((r := client.get(path)).headers.get("cache-control") or "")]
+    fragment = client.get(chat, headers={"HX-Request": "true"})
+    refused = client.post("/agents", data={"_csrf_token": "forged", "name": "X"})  # a refusal's page is theirs too
+    kept += [(p, r.status_code, r.headers.get("cache-control")) for p, r in (("htmx", fragment), ("403", refused))
+             if "no-store" not in (r.headers.get("cache-control") or "")]
+    assert kept == []
+    with httpx.Client(base_url=served.url) as anyone:  # nobody signed in: the sign-in page is nobody's
+        assert "no-store" not in (anyone.get("/signin").headers.get("cache-control") or "")
+
+
+@pytest.mark.browser
+def test_back_after_sign_out_does_not_show_the_conversation_again(served, fake):
+    """The review's replay: Chromium's back/forward cache showed the private page after Sign
+    out (Clear-Site-Data: "cache" did not stop it). Playwright turns that cache off for its
+    browsers: this one has it on, as a person's Chromium does."""
+    from playwright.sync_api import sync_playwright
+
+    from tests.conftest import CHROMIUM, CHROMIUM_ARGS
+
+    fake.script("The answer only the owner may read.")
+    chat = ask(served.client(timeout=10), "my private question")
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS,
+                                    ignore_default_args=["--disable-back-forward-cache"])
+        context = served.context(browser)
+        page_ = context.new_page()
+        page_.goto(served.url + chat)
+        page_.wait_for_selector("article.text")
+        page_.evaluate("window.stillHere = 'restored'")  # survives only in a page kept whole in memory
+        page_.get_by_role("button", name="Sign out").click()
+        page_.wait_for_url(served.url + "/signin**")
+        page_.go_back(wait_until="commit")  # a page restored from that cache fires no load event
+        page_.wait_for_url(served.url + "/signin**")  # the page asked again: sign in first
+        page_.wait_for_load_state()
+        assert page_.evaluate("window.stillHere") is None
+        assert "my private question" not in page_.content()
+        browser.close()

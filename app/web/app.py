@@ -43,7 +43,7 @@ from . import (
     skills,
     templating,
 )
-from .headers import secured
+from .headers import private, secured
 from .toolkit import is_htmx, way_back
 
 log = logging.getLogger(__name__)
@@ -105,8 +105,10 @@ def error_page(request: Request, exc: Exception) -> Response:
         return secured(Response(str(detail), status_code=status, media_type="text/plain; charset=utf-8"))
     signed_in(request)
     where, label = way_back(request)
-    return secured(render.page(request, "error.html", status_code=status, status=status, detail=detail,
-                                      back=where, back_label=label))
+    response = secured(render.page(request, "error.html", status_code=status, status=status, detail=detail,
+                                   back=where, back_label=label))
+    # an address no route has is answered before the middleware that keeps pages private
+    return private(response) if getattr(request.state, "person", None) is not None else response
 
 
 OUTAGE_REFRESH_SECONDS = 5  # how often the page of a database that cannot be reached asks again

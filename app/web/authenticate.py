@@ -20,7 +20,7 @@ from litestar.response import Redirect
 
 from ..accounts.rules import COOKIE, Accounts
 from . import csrf, render
-from .headers import secured
+from .headers import kept_private, secured
 from .toolkit import is_htmx, local_path, way_back, worker
 
 PUBLIC = frozenset({"/setup", "/signin", "/healthz"})
@@ -79,6 +79,8 @@ class Authenticate:
             receive = limited(receive, PUBLIC_BODY_MAX)
         request: Request = Request(scope, receive)
         refused = await authenticate(request)
+        if getattr(request.state, "session", None):  # signed in: nothing served to them is cached
+            send = kept_private(send)
         if refused is None and unsafe:
             refused = await forged(request, public)
         if refused is not None:
