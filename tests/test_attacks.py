@@ -627,3 +627,25 @@ def test_back_after_sign_out_does_not_show_the_conversation_again(served, fake):
         assert page_.evaluate("window.stillHere") is None
         assert "my private question" not in page_.content()
         browser.close()
+
+
+def test_every_text_response_names_its_charset_once(served, fake):
+    fake.script("Read it.")
+    client = served.client(timeout=10)
+    r = client.post("/c", data={"_csrf_token": token_of(client), "text": "a file"},
+                    files={"file": ("notes.txt", b"plain words\n", "text/plain")}, follow_redirects=False)
+    chat = r.headers["location"]
+    file_id = page(client, chat).select_one('a[href^="/files/"]')["href"]
+    settled(client, chat)
+    responses = {
+        "file": client.get(file_id), "page": client.get(chat), "export": client.get(f"{chat}/export.md"),
+        "htmx error": client.get("/c/999999", headers={"HX-Request": "true"}),
+        "css": client.get("/static/app.css"), "script": client.get("/static/app.js"),
+        "feed": None,
+    }
+    with client.stream("GET", f"{chat}/events?since=0") as feed:
+        responses["feed"] = feed
+    doubled = {name: r.headers["content-type"] for name, r in responses.items()
+               if r.headers["content-type"].lower().count("charset") != 1}
+    assert doubled == {}
+    assert responses["file"].headers["content-type"] == "text/plain; charset=utf-8"

@@ -102,7 +102,7 @@ def error_page(request: Request, exc: Exception) -> Response:
     if status == 404 and str(detail) == "Not Found":  # Litestar's own, for an address no route has
         detail = "There is no page at this address."
     if is_htmx(request) or request.url.path.endswith("/events"):
-        return secured(Response(str(detail), status_code=status, media_type="text/plain; charset=utf-8"))
+        return secured(Response(str(detail), status_code=status, media_type="text/plain"))
     signed_in(request)
     where, label = way_back(request)
     response = secured(render.page(request, "error.html", status_code=status, status=status, detail=detail,
@@ -124,7 +124,7 @@ def outage_page(request: Request) -> Response:
     else:
         detail = "What you sent was not saved: send it again once the database is back."
     if is_htmx(request) or request.url.path.endswith("/events"):
-        return secured(Response(f"{WORDS} {detail}", status_code=503, media_type="text/plain; charset=utf-8",
+        return secured(Response(f"{WORDS} {detail}", status_code=503, media_type="text/plain",
                                 headers={"Retry-After": str(OUTAGE_REFRESH_SECONDS)}))
     where, label = way_back(request)
     response = render.page(request, "error.html", status_code=503, status=503, detail=detail, back=where,

@@ -32,7 +32,7 @@ def to_sign_in(request: Request, setup: bool) -> Response:
         target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
         where += "?next=" + quote(local_path(target), safe="/")
     if is_htmx(request) or request.url.path.endswith("/events"):
-        return Response("Sign in first.", status_code=401, media_type="text/plain; charset=utf-8",
+        return Response("Sign in first.", status_code=401, media_type="text/plain",
                         headers={"HX-Redirect": where})
     return Redirect(where, status_code=303)
 
@@ -121,7 +121,7 @@ async def forged(request: Request, public: bool) -> Response | None:
 
 def refusal(request: Request, status: int, detail: str) -> Response:
     if is_htmx(request):
-        return Response(detail, status_code=status, media_type="text/plain; charset=utf-8")
+        return Response(detail, status_code=status, media_type="text/plain")
 
     where, label = way_back(request)
     return render.page(request, "error.html", status_code=status, status=status, detail=detail, back=where,

@@ -33,7 +33,7 @@ def idle(store: Store, convo: Conversation) -> None:
 
 
 def raw_text(text: str) -> Response:
-    return Response(text, media_type="text/plain; charset=utf-8", headers={"Cache-Control": "no-store"})
+    return Response(text, media_type="text/plain", headers={"Cache-Control": "no-store"})
 
 
 def txt_id(name: str) -> str:

@@ -24,7 +24,7 @@ async def refresh(request: Request) -> Response:
 def picked(choices: list, model: object, here: object) -> Response:
     html = fragment("_picker.html", choices=choices, model=model if isinstance(model, str) else "",
                            here=local_path(here))
-    return Response(html, media_type="text/html; charset=utf-8", status_code=200)
+    return Response(html, media_type="text/html", status_code=200)
 
 
 @get("/models/picker")

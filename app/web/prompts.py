@@ -80,7 +80,7 @@ def view(request: Request, where: Where, offers: list[mcp_prompts.Offers], *, pa
                "typed": typed or {}, "text_max": TEXT_MAX}
     if part:
         html = fragment("_prompts.html", csrf=render.csrf_token(request), **context)
-        return Response(html, media_type="text/html; charset=utf-8", status_code=status_code)
+        return Response(html, media_type="text/html", status_code=status_code)
     return render.page(request, "prompts.html", status_code=status_code, current=convo.id if convo else None,
                        **context)
 
