@@ -374,12 +374,55 @@ def sources_of(text: str) -> list[dict[str, str]]:
     return [s for s in found if isinstance(s, dict) and isinstance(s.get("url"), str)] if isinstance(found, list) else []
 
 
-def pretty_json(text: str) -> str | None:
-    """A call's input as people read JSON (indented, as written); None when it is not JSON."""
+# Stored JSON a page parses to show (a call's input, a plugin's question) is parsed only within
+# these bounds: json's parser and printer recurse once a level, so ~1,000 levels of `{"a":`
+# (a few KB a model may send as a call's input) raised RecursionError on every render, and
+# the conversation's page, export and feed answered 500 for good.
+PARSED_MAX = 100_000  # characters
+DEPTH_MAX = 100       # levels of nesting
+INPUT_SHOWN = 100_000  # characters of a call's input shown as it came (not JSON, or past the bounds)
+_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+_BRACKET = re.compile(r"[\[\]{}]")
+
+
+def nesting(text: str) -> int:
+    """How deeply JSON text nests (arrays and objects), read without parsing it: linear, no
+    recursion. Brackets inside strings do not count."""
+    depth = deepest = 0
+    for bracket in _BRACKET.findall(_STRING.sub("", text)):
+        depth = depth + 1 if bracket in "[{" else depth - 1
+        deepest = max(deepest, depth)
+    return deepest
+
+
+def bounded_json(text: str) -> Any:
+    """Stored JSON text parsed for a page; ValueError when it is not JSON or past the bounds."""
+    if len(text) > PARSED_MAX or nesting(text) > DEPTH_MAX:
+        raise ValueError("too long or too deeply nested to parse for a page")
     try:
-        return json.dumps(json.loads(text), indent=2, ensure_ascii=False)
-    except (ValueError, TypeError):
+        return json.loads(text)
+    except RecursionError:  # the bounds leave room; a nearly full stack must not make it a 500
+        raise ValueError("too deeply nested to parse here") from None
+
+
+def pretty_json(text: str) -> str | None:
+    """A call's input as people read JSON (indented, as written); None when it is not JSON, or
+    too long or deep to parse for display (then it is shown as it came: `input_shown`)."""
+    try:
+        return json.dumps(bounded_json(text), indent=2, ensure_ascii=False)
+    except (ValueError, TypeError, RecursionError):
         return None
+
+
+def input_shown(text: str) -> str:
+    """A call's input as a page shows it: indented JSON, else as it came, cut at INPUT_SHOWN
+    characters (saying how many more there are: the export has them all)."""
+    pretty = pretty_json(text)
+    if pretty is not None:
+        return pretty
+    if len(text) <= INPUT_SHOWN:
+        return text
+    return text[:INPUT_SHOWN] + f"\n… {len(text) - INPUT_SHOWN:,} more characters not shown"
 
 
 PASSAGE_PATH = re.compile(r"/knowledge/passages/(\d{1,18})")  # a passage of a person's document (web/knowledge.py)

@@ -649,3 +649,19 @@ def test_every_text_response_names_its_charset_once(served, fake):
                if r.headers["content-type"].lower().count("charset") != 1}
     assert doubled == {}
     assert responses["file"].headers["content-type"] == "text/plain; charset=utf-8"
+
+
+def test_deeply_nested_call_input_leaves_the_conversation_readable(served, fake):
+    """A few KB of `{"a":` as a call's input made its page, export and feed answer 500 for good."""
+    deep = '{"a":' * 1_000 + "1" + "}" * 1_000
+    fake.script([tool_call("update_plan", deep)], "All done.")
+    client = served.client(timeout=10)
+    chat = ask(client, "plan it")
+    done = settled(client, chat)
+    statuses = {path: client.get(path).status_code for path in (chat, f"{chat}/export.md", f"{chat}/export.json",
+                                                                 f"{chat}/watch", "/")}
+    assert set(statuses.values()) == {200}, statuses
+    assert done.select_one("article.call pre.input").text == deep  # shown as it came (cut past 100,000 characters)
+    assert "All done." in done.select("article.text")[-1].text
+    lines = sse_lines(served, f"{chat}/events?since=0", b"All done.")
+    assert any(b'{&#34;a&#34;:{&#34;a&#34;:' in line or b'{"a":{"a":' in line for line in lines)
