@@ -56,6 +56,7 @@ class Item:
     dispatched: bool = False  # a call sent to its tool (it may have run from here on)
     interrupted: bool = False  # a call a restart cut: with `dispatched`, it may have run
     knowledge: str = ""     # a user item's picks with "/": collections and documents searched for it ("c3,d7")
+    outside: bool = False   # a user item whose text a plugin wrote (a prompt): outside text (docs/security.md)
     id: int | None = None
     created: float = 0.0
     updated: float = 0.0
@@ -89,6 +90,7 @@ class Item:
         data["unsent"] = bool(data.get("unsent"))
         data["dispatched"] = bool(data.get("dispatched"))
         data["interrupted"] = bool(data.get("interrupted"))
+        data["outside"] = bool(data.get("outside"))
         # the field names straight from the class: dataclasses.fields() per row was most of
         # the cost of reading a long conversation
         return cls(**{name: data[name] for name in cls.__dataclass_fields__ if name in data})
@@ -221,12 +223,13 @@ def item(kind: str, chat: int | None = None, text: str = "", **values: Any) -> I
 
 
 def asked(chat: int | None, text: str, model: str = "", files: list[int] | tuple[int, ...] = (),
-          thinking: str = "", steer: bool = False, knowledge: str = "") -> Item:
+          thinking: str = "", steer: bool = False, knowledge: str = "", outside: bool = False) -> Item:
     """The person's message: a `user` item, not done until it is answered. With `steer`, sent
     "now": the run going reads it at its next step instead of answering it after. `knowledge`:
-    the collections and documents picked for it (`Picks`)."""
+    the collections and documents picked for it (`Picks`). `outside`: its text is a plugin's
+    (a prompt the person picked), not the person's own words."""
     return Item(kind="user", chat=chat, text=text, model=model, files=",".join(str(f) for f in files),
-                thinking=thinking, steer=steer, knowledge=knowledge)
+                thinking=thinking, steer=steer, knowledge=knowledge, outside=outside)
 
 
 @dataclass(frozen=True)

@@ -60,9 +60,20 @@ def test_agents_memories_and_skills(store):
     memory = store.add_memory(agent.id, "likes tea", outside=True, chat=chat)
     assert [(m["text"], m["outside"], m["chat"]) for m in store.memories(agent.id)] == [("likes tea", 1, chat)]
     assert store.delete_memory(agent.id, memory) and store.memories(agent.id) == []
-    assert not store.outside_output(chat, ("remember",))
+    assert not store.outside_text(chat, ("remember",))
+    store.ask(chat, "my own words")
+    store.add(item("call", chat, name="remember", output="Remembered.", turn=0, done=True))
+    assert not store.outside_text(chat, ("remember",))  # the person's words and an inside tool's
     store.add(item("call", chat, name="fetch_page", output="text", turn=0, done=True))
-    assert store.outside_output(chat, ("remember",))
+    assert store.outside_text(chat, ("remember",))
+    # what else a plugin (or a file) brings in: a prompt's text, attachments, a question or sampling
+    for outside in (lambda c: store.ask(c, "a prompt's words", outside=True),
+                    lambda c: store.ask(c, "see the file", files=(store.add_file("a.txt", b"words"),)),
+                    lambda c: store.add(item("ask", c, "Which one?", turn=0)),
+                    lambda c: store.add(item("sample", c, "Write this", turn=0))):
+        other = store.new_conversation(agent.id).id
+        outside(other)
+        assert store.outside_text(other, ("remember",))
     b = store.add_skill(Skill(name="beta", body="b"))
     store.add_skill(Skill(name="Alpha", body="a"))
     with pytest.raises(sqlite3.IntegrityError):

@@ -106,9 +106,11 @@ def _plugin(request: Request, where: Where, raw: str):
     return found, private_ok
 
 
-def _send(request: Request, where: Where, text: str, files: list[tuple[str, bytes]], picks: str = "") -> Response:
+def _send(request: Request, where: Where, text: str, files: list[tuple[str, bytes]], picks: str = "",
+          outside: bool = False) -> Response:
     """The message, with its files (and its picks), in its conversation; for a new one, the
-    conversation and its first message together (as POST /c writes them)."""
+    conversation and its first message together (as POST /c writes them). `outside`: the
+    text is a plugin's (a prompt), outside text for memories (docs/security.md)."""
     s = worker(request)
     if files and not space.Reserve(s.config.data).held():
         raise HTTPException(status_code=507, detail=space.NO_UPLOADS)
@@ -116,9 +118,10 @@ def _send(request: Request, where: Where, text: str, files: list[tuple[str, byte
     with s.store.write():  # the files and the message (and a new conversation) together, or none
         ids = tuple(s.store.add_file(name, data, person=person) for name, data in files)
         if where.convo:
-            s.store.ask(where.convo.id, text, files=ids, knowledge=picks)
+            s.store.ask(where.convo.id, text, files=ids, knowledge=picks, outside=outside)
             return go(request, f"/c/{where.convo.id}#end")
-        convo, _ = s.store.start_conversation(where.agent.id, person, text, files=ids, knowledge=picks)
+        convo, _ = s.store.start_conversation(where.agent.id, person, text, files=ids, knowledge=picks,
+                                              outside=outside)
     return go(request, f"/c/{convo.id}")
 
 
@@ -160,7 +163,7 @@ async def _send_prompt(request: Request, where: Where) -> Response:
     except mcp_prompts.PluginError as e:
         return view(request, where, await _offers(request, where), status_code=502, problem=(key, str(e)),
                     typed={f"{key}/{k}": v for k, v in given.items()})
-    return _send(request, where, text, files)
+    return _send(request, where, text, files, outside=True)
 
 
 @post("/c/{chat:str}/skills")

@@ -227,3 +227,11 @@ def m041_builtin_model_brought(db: sqlite_utils.Database) -> None:
     # The model the built-in model's runtime serves: '' SmolLM2 (the one it installs), else a
     # GGUF file the owner brought, by its name under data/models/ (app/builtin/brought.py)
     db.execute("ALTER TABLE builtin_model ADD COLUMN model TEXT NOT NULL DEFAULT ''")
+
+
+@migration
+def m042_items_outside(db: sqlite_utils.Database) -> None:
+    # A message whose text a plugin wrote (a prompt picked with "/"): outside text, like a
+    # tool's output, for memory vetting and the `outside` mark (docs/security.md). A message's
+    # attachments count by themselves (its `files`)
+    db.execute("ALTER TABLE items ADD COLUMN outside INTEGER NOT NULL DEFAULT 0 CHECK (outside IN (0, 1))")

@@ -288,3 +288,8 @@ def m040_items_knowledge(db) -> None:
 @migration
 def m041_builtin_model_brought(db) -> None:
     db.execute("ALTER TABLE builtin_model ADD COLUMN model TEXT NOT NULL DEFAULT ''")
+
+
+@migration
+def m042_items_outside(db) -> None:
+    db.execute("ALTER TABLE items ADD COLUMN outside BIGINT NOT NULL DEFAULT 0 CHECK (outside IN (0, 1))")
