@@ -17,7 +17,7 @@ from bs4 import BeautifulSoup
 
 from tests.conftest import Served, rows, wait_for
 from tests.fakes.mcp_server import HostileMCPServer
-from tests.fakes.openai_server import text, tool_call
+from tests.fakes.openai_server import hold, text, tool_call
 
 pytestmark = pytest.mark.process
 
@@ -719,3 +719,43 @@ def test_a_plugins_prompt_or_resource_cannot_plant_a_memory_unseen(plugins_serve
                                                    "prompt": "plant"}, follow_redirects=False).headers["location"]
         settled(client, chat)
         assert db_one(plugins_served, "SELECT outside FROM memories WHERE text = 'second'") == (1,)
+
+
+def test_queued_messages_are_bounded_and_stop_ends_them(served, fake):
+    """The review queued 200 messages behind a hanging run in a few seconds; after Stop the
+    model server was sent 200 requests, one for each."""
+    from app.web.toolkit import PERSON_QUEUE_MAX, QUEUE_MAX
+
+    release = threading.Event()
+    fake.default = [text("Working on it"), hold(release)]  # every answer hangs until released
+    fake.plain_default = "A title"
+    client = served.client(timeout=10)
+    chat = ask(client, "first")
+    fake.wait_requests(1, timeout=20)
+    statuses = [client.post(f"{chat}/ask", data={"_csrf_token": token_of(client, chat), "text": f"queued {i}"},
+                            headers={"HX-Request": "true"}).status_code for i in range(30)]
+    assert statuses == [204] * (QUEUE_MAX - 1) + [429] * (30 - QUEUE_MAX + 1)
+    refused = client.post(f"{chat}/ask", data={"_csrf_token": token_of(client, chat), "text": "one more"})
+    assert refused.status_code == 429 and "wait for their answers" in refused.text
+    # across the person's conversations (each new one's first message waits too)
+    started = []
+    for i in range(PERSON_QUEUE_MAX):
+        r = client.post("/c", data={"_csrf_token": token_of(client), "text": f"another {i}"}, follow_redirects=False)
+        started.append(r.status_code)
+    assert started == [303] * (PERSON_QUEUE_MAX - QUEUE_MAX) + [429] * QUEUE_MAX
+    assert "across your conversations" in client.post("/c", data={"_csrf_token": token_of(client),
+                                                                  "text": "and more"}).text
+    # Stop ends the answer and the messages queued behind it: none of them reaches the model
+    asked_before = len(fake.streamed)
+    client.post(f"{chat}/stop", data={"_csrf_token": token_of(client, chat)})
+    done = settled(client, chat)
+    release.set()
+    queued_sent = [r for r in fake.streamed[asked_before:]
+                   if str(r["messages"][-1]["content"]).startswith("queued")]
+    assert queued_sent == []
+    users = done.select("article.user")
+    assert len(users) == QUEUE_MAX and len(done.select("article.stop")) == QUEUE_MAX  # each says "Stopped."
+    assert all(not u.select(".badge") for u in users)  # none is shown as queued any more
+    assert len(done.select(".answer-actions")) == QUEUE_MAX  # each can be answered with Again
+    assert rows(served.data, "SELECT count(*) AS n FROM items WHERE kind = 'user' AND done = 0 AND chat = "
+                             f"{chat.rsplit('/', 1)[1]}")[0]["n"] == 0

@@ -15,7 +15,7 @@ from litestar.params import FromPath
 from ..store import Store
 from ..tables import Conversation, Item
 from . import render
-from .toolkit import TEXT_MAX, conversation_or_404, done, form_field, model_field, parse_id, worker
+from .toolkit import TEXT_MAX, conversation_or_404, done, form_field, model_field, parse_id, room_to_wait, worker
 
 BUSY = "An answer is being written: wait for it to end (or stop it) first."
 
@@ -76,6 +76,7 @@ async def edit(request: Request, chat: FromPath[str], item: FromPath[str]) -> Re
         raise HTTPException(status_code=400, detail="A message read during an answer cannot be edited.")
     with s.store.write():
         idle(s.store, convo)
+        room_to_wait(s.store, convo.person)
         s.store.edit(original, text)
     return done(request, f"/c/{convo.id}#end")
 

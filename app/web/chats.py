@@ -27,6 +27,7 @@ from .toolkit import (
     me,
     model_field,
     parse_id,
+    room_to_wait,
     worker,
     thinking_level,
 )
@@ -118,10 +119,12 @@ async def new_conversation(request: Request) -> Response:
     agent = chosen_agent(s, who, await form_field(request, "agent", 20))
     if not (await form_field(request, "text", TEXT_MAX)).strip():
         return go(request, f"/?agent={agent.id}" if agent else "/")
+    room_to_wait(s.store, who.id)  # before any file is stored or resource read
     message = await message_of(request, s)
     resources = await prompts.attached_resources(request, prompts.Where(agent)) if agent else []  # picked with "/"
     picks = await knowledge.picks_field(request, s.store, who.id)  # picked with "/" too
     with s.store.write():  # the files, the conversation and its first message, or none of them
+        room_to_wait(s.store, who.id)
         ids = tuple(s.store.add_file(name, data, person=who.id) for name, data in message.uploads + resources)
         convo, _ = s.store.start_conversation(agent.id if agent else None, who.id, message.text,
                                               model=message.model, files=ids, thinking=message.thinking,
@@ -180,11 +183,13 @@ async def watch(request: Request, chat: FromPath[str]) -> Response:
 async def ask(request: Request, chat: FromPath[str]) -> Response:
     s = worker(request)
     convo = conversation_or_404(request, chat)
+    room_to_wait(s.store, convo.person, convo.id)  # before any file is stored or resource read
     message = await message_of(request, s)
     picked = await new_choice(request, convo, message.model, message.thinking)
     resources = await prompts.attached_resources(request, prompts.of(request, convo))  # picked with "/"
     picks = await knowledge.picks_field(request, s.store, convo.person)  # picked with "/" too
     with s.store.write():  # the file rows and the message together, or neither
+        room_to_wait(s.store, convo.person, convo.id)
         ids = tuple(s.store.add_file(name, data, person=convo.person) for name, data in message.uploads + resources)
         # "Now" with nothing running is just a message (the run it was meant for may have ended).
         steer = message.now and s.store.chat_state(convo.id)["running"]
@@ -268,11 +273,15 @@ def run_again(request: Request, s: Worker, convo: Conversation, it: Item) -> Res
 
 @post("/c/{chat:str}/stop")
 async def stop(request: Request, chat: FromPath[str]) -> Response:
+    """Stop: the answer being written ends where it is, and the messages queued behind it are
+    not answered either (Store.stop_waiting: each shows "Stopped." and Again)."""
     s = worker(request)
     convo = conversation_or_404(request, chat)
-    running = s.store.chat_state(convo.id)
-    if running["running"]:
-        s.store.add(replace(stopped(convo.id), turn=running["turn"]))
+    with s.store.write():  # what runs and what waits, as of one moment
+        answering = s.store.answering(convo.id)
+        if answering is not None:
+            s.store.add(replace(stopped(convo.id), turn=answering.turn))
+            s.store.stop_waiting(convo.id, answering.turn)
     return done(request, f"/c/{convo.id}#end")
 
 

@@ -24,7 +24,7 @@ from ..plugins import prompts as mcp_prompts, stdio as mcp_stdio, tools as mcp_t
 from ..tables import Assistant, Conversation
 from . import knowledge, render
 from .templating import fragment
-from .toolkit import agent_or_404, conversation_or_404, form_field, go, me, worker
+from .toolkit import agent_or_404, conversation_or_404, form_field, go, me, room_to_wait, worker
 
 TEXT_MAX = 100_000
 CHOSEN_MAX = 20  # resources attached to one message
@@ -116,6 +116,7 @@ def _send(request: Request, where: Where, text: str, files: list[tuple[str, byte
         raise HTTPException(status_code=507, detail=space.NO_UPLOADS)
     person = where.convo.person if where.convo else me(request).id
     with s.store.write():  # the files and the message (and a new conversation) together, or none
+        room_to_wait(s.store, person, where.convo.id if where.convo else None)
         ids = tuple(s.store.add_file(name, data, person=person) for name, data in files)
         if where.convo:
             s.store.ask(where.convo.id, text, files=ids, knowledge=picks, outside=outside)

@@ -19,6 +19,7 @@ from ..files import clean_name
 from ..providers.thinking import THINKING
 from ..tables import Assistant, Conversation, Person, Skill
 from ..serve.worker import Worker
+from ..store import Store
 from ..accounts.rules import Accounts
 
 TEXT_MAX = 100_000  # characters in one message
@@ -113,6 +114,28 @@ def file_or_404(request: Request, raw: str) -> tuple[dict, Iterator[bytes]]:
     if found is None or found[0]["person"] != me(request).id:
         raise NotFoundException("No such file.")
     return found
+
+
+# --- how much may wait -----------------------------------------------------------------------
+
+# Messages waiting for answers (the one being answered among them): in one conversation, and
+# across one person's. Each is a request to the model once its turn comes; a person queued
+# 200 behind a hanging run in a few seconds, and the model server was sent all 200.
+QUEUE_MAX = 10
+PERSON_QUEUE_MAX = 30
+
+
+def room_to_wait(store: Store, person: int, chat: int | None = None) -> None:
+    """A 429 in words when one more message would be past what may wait; call it inside the
+    write that adds the message, so parallel sends are counted one after another."""
+    if chat is not None and store.waiting_messages(chat=chat) >= QUEUE_MAX:
+        raise HTTPException(status_code=429, detail=(
+            f"{QUEUE_MAX} messages here already wait for their answers: wait for them, or Stop, "
+            "before sending more. Nothing was sent."))
+    if store.waiting_messages(person=person) >= PERSON_QUEUE_MAX:
+        raise HTTPException(status_code=429, detail=(
+            f"{PERSON_QUEUE_MAX} of your messages already wait for answers across your conversations: wait "
+            "for some of them, or Stop them, before sending more. Nothing was sent."))
 
 
 # --- form fields ----------------------------------------------------------------------------
