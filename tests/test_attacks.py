@@ -759,3 +759,26 @@ def test_queued_messages_are_bounded_and_stop_ends_them(served, fake):
     assert len(done.select(".answer-actions")) == QUEUE_MAX  # each can be answered with Again
     assert rows(served.data, "SELECT count(*) AS n FROM items WHERE kind = 'user' AND done = 0 AND chat = "
                              f"{chat.rsplit('/', 1)[1]}")[0]["n"] == 0
+
+
+def test_a_plugins_huge_result_shows_its_head_and_downloads_whole(plugins_served, fake):
+    """A 7 MB result made a 7.36 MB conversation page on every load, and the feed sent it whole."""
+    from app.web.live import OUTPUT_SHOWN
+
+    count = 300_000  # "line N\n" each: ~3.7 MB
+    with HostileMCPServer({}) as mcp:
+        client = plugins_served.client(timeout=30, follow_redirects=True)
+        agent = agent_path(client)
+        client.post(agent + "/plugins", data={"_csrf_token": token_of(client, agent), "address": mcp.url})
+        fake.script([tool_call("127_0_0_1_lines", {"count": count})], "Many lines.")
+        chat = ask(client, "count")
+        done = settled(client, chat, timeout=60)
+        whole = "".join(f"line {i}\n" for i in range(1, count + 1))
+        output = done.select_one("article.call pre.output")
+        assert output.text.startswith(whole[:OUTPUT_SHOWN]) and len(output.text) < OUTPUT_SHOWN + 200
+        sizes = {"page": len(client.get(chat).content), "watch": len(client.get(f"{chat}/watch").content),
+                 "feed": len(b"".join(sse_lines(plugins_served, f"{chat}/events?since=0", b"Many lines.")))}
+        assert all(size < 200_000 for size in sizes.values()), sizes
+        download = client.get(output.select_one("a.whole")["href"])
+        assert download.text == whole and download.headers["content-disposition"].startswith("attachment")
+        assert len(client.get(f"{chat}/export.md").text) > len(whole)  # the export keeps it whole too

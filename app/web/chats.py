@@ -8,6 +8,7 @@ from litestar import Request, Response, get, post
 from litestar.params import FromPath, FromQuery
 from litestar.exceptions import HTTPException, NotFoundException
 
+from .. import files as filestore
 from ..run import space
 from ..accounts.rules import COOKIE, Accounts
 from ..providers.thinking import THINKING
@@ -258,6 +259,19 @@ async def decide(request: Request, chat: FromPath[str], call: FromPath[str]) -> 
     return done(request, f"/c/{convo.id}#end")
 
 
+@get("/c/{chat:str}/calls/{call:str}/output")
+async def call_output(request: Request, chat: FromPath[str], call: FromPath[str]) -> Response:
+    """A call's whole output (what its page shows the head of: live.OUTPUT_SHOWN), as a download."""
+    s = worker(request)
+    convo = conversation_or_404(request, chat)
+    it = s.store.item(parse_id(call, "call"))
+    if it is None or it.chat != convo.id or it.kind != "call":
+        raise NotFoundException("No such call.")
+    return Response(it.shown or it.output, media_type="text/plain", headers={
+        "Content-Disposition": filestore.disposition(f"{it.name or 'tool'}-output-{it.id}.txt", inline=False),
+        "X-Content-Type-Options": "nosniff"})
+
+
 def run_again(request: Request, s: Worker, convo: Conversation, it: Item) -> Response:
     """"Run again" on a call a restart cut once it was sent (it may have run): the person
     checked. A new call with the same input runs at the end of its turn, and the model goes on."""
@@ -305,4 +319,4 @@ async def healthz(request: Request) -> Response:
     return Response(body)
 
 
-routes = [index, new_conversation, conversation, watch, ask, choose, retry, decide, stop, healthz]
+routes = [index, new_conversation, conversation, watch, ask, choose, retry, decide, call_output, stop, healthz]
