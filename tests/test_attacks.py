@@ -16,7 +16,7 @@ import pytest
 from bs4 import BeautifulSoup
 
 from tests.conftest import Served, rows, wait_for
-from tests.fakes.mcp_server import HostileMCPServer
+from tests.fakes.mcp_server import FakeMCPServer, HostileMCPServer
 from tests.fakes.openai_server import hold, text, tool_call
 
 pytestmark = pytest.mark.process
@@ -782,3 +782,35 @@ def test_a_plugins_huge_result_shows_its_head_and_downloads_whole(plugins_served
         download = client.get(output.select_one("a.whole")["href"])
         assert download.text == whole and download.headers["content-disposition"].startswith("attachment")
         assert len(client.get(f"{chat}/export.md").text) > len(whole)  # the export keeps it whole too
+
+
+def test_plugin_secrets_are_stored_sealed_and_old_ones_sealed_at_start(data, env):
+    from app.tables import plugin
+
+    typed = "s3cret-value-123"
+    with FakeMCPServer(require=f"Bearer {typed}") as mcp:
+        served = Served(data, {**env, "CHAT_PRIVATE_PLUGINS": "1"})
+        with served.store() as store:  # a plugin as a release before sealing stored it: as typed
+            agent = store.default_agent(store.owner())
+            made = store.add_plugin(plugin(agent.id, mcp.url, name="old", header="Authorization"))
+            store.db.conn.execute("UPDATE plugins SET secret = ? WHERE id = ?", [typed, made.id])
+            store.db.conn.commit()
+        assert rows(data, "SELECT secret FROM plugins") == [{"secret": typed}]
+        served.start()
+        try:
+            client = served.client(timeout=20, follow_redirects=True)
+            path = f"/agents/{agent.id}"
+            client.post(path + "/plugins", data={"_csrf_token": token_of(client, path), "name": "new",
+                                                 "address": mcp.url, "header": "Authorization", "secret": typed})
+            stored = [r["secret"] for r in rows(data, "SELECT secret FROM plugins ORDER BY id")]
+            assert len(stored) == 2 and all(s.startswith("sealed:v1:") and typed not in s for s in stored), stored
+            assert len(set(stored)) == 2  # each sealed under a nonce of its own
+            # both still reach their server with the secret: listing their tools answers
+            client.post(f"{path}/plugins/{made.id}", data={"_csrf_token": token_of(client, path), "action": "refresh"})
+            statuses = [r["status"] for r in rows(data, "SELECT status FROM plugins ORDER BY id")]
+            assert statuses == ["10 tools", "10 tools"], statuses
+            assert mcp.refused == 0 and typed not in client.get(path + "?tab=plugins").text
+        finally:
+            served.stop()
+        left = b"".join(f.read_bytes() for f in data.glob("tabletalk.db*"))
+        assert typed.encode() not in left  # not even in the database file's free space

@@ -104,6 +104,33 @@ def test_plugins_and_their_mcp_sessions(store):
     assert store.plugins(agent) == []
 
 
+def test_plugin_secrets_are_kept_sealed_with_the_apps_key(store):
+    from app.store import sealed
+
+    def stored() -> list[str]:
+        return [r[0] for r in store.db.conn.execute("SELECT secret FROM plugins ORDER BY id").fetchall()]
+
+    agent = store.default_agent().id
+    p = store.add_plugin(Plugin(agent=agent, name="p", address="http://x", header="X-Key", secret="typed-1"))
+    assert p.secret == "typed-1" and stored()[0].startswith(sealed.PREFIX) and "typed-1" not in stored()[0]
+    store.update_plugin(p.id, secret="typed-2")
+    assert store.plugin_row(p.id).secret == "typed-2" and "typed-2" not in stored()[0]
+    none = store.add_plugin(Plugin(agent=agent, name="q", address="http://y"))
+    assert stored()[1] == "" and none.secret == ""
+    # a row a release before sealing wrote: read as it is, sealed at the next start
+    with store.write() as db:
+        db.conn.execute("UPDATE plugins SET secret = 'as-typed' WHERE id = ?", [none.id])
+    assert store.plugin_row(none.id).secret == "as-typed"
+    assert store.seal_plugin_secrets() == 1 and store.seal_plugin_secrets() == 0
+    assert stored()[1].startswith(sealed.PREFIX) and store.plugin_row(none.id).secret == "as-typed"
+    # sealed with another key (or damaged): no secret, never an exception
+    other = sealed.Seal(b"another database's key", "plugins.secret").seal("theirs")
+    with store.write() as db:
+        db.conn.execute("UPDATE plugins SET secret = ? WHERE id = ?", [other, none.id])
+    assert store.plugin_row(none.id).secret == ""
+    assert sealed.Seal(b"k", "plugins.secret").open(sealed.Seal(b"k", "models.key").seal("x")) == ""
+
+
 def test_files_contexts_calibrations_and_deleting(store):
     chat = store.new_conversation(None).id
     file_id = store.add_file("notes.txt", b"hello")

@@ -51,7 +51,9 @@ async def running(config: Config, render: Render | None = None,
                         render_outage=render_outage, render_documents=render_documents)
             store = Store(db, notify=feed.notify)
             setup.set_up_from_settings(store, config)
-            return store, feed, setup.secret_key(store, config.data)
+            key = setup.secret_key(store, config.data)
+            store.seal_plugin_secrets()  # those stored as typed before they were sealed: with the key just read
+            return store, feed, key
         except BaseException:
             if feed is not None:
                 feed.db.conn.close()
