@@ -814,3 +814,84 @@ def test_plugin_secrets_are_stored_sealed_and_old_ones_sealed_at_start(data, env
             served.stop()
         left = b"".join(f.read_bytes() for f in data.glob("tabletalk.db*"))
         assert typed.encode() not in left  # not even in the database file's free space
+
+
+def multipart(fields: dict[str, str], name: str, size: int, boundary: str = "tabletalk-test") -> tuple[bytes, bytes]:
+    """A multipart body's start (the fields, a file part's head) and its end, the file's `size`
+    bytes of text to come between them."""
+    head = b"".join(f'--{boundary}\r\nContent-Disposition: form-data; name="{k}"\r\n\r\n{v}\r\n'.encode()
+                    for k, v in fields.items())
+    head += (f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="{name}"\r\n'
+             "Content-Type: text/plain\r\n\r\n").encode()
+    return head, f"\r\n--{boundary}--\r\n".encode()
+
+
+def test_uploads_at_once_and_a_persons_room_for_files_are_bounded(data, env, fake):
+    """One person stored 1.08 GB in 16 s, and parallel messages of 10 x 9 MB each were held in
+    the server's memory. Now: at most 3 uploads of one person at once in a worker, refused
+    before their bodies are read; a room for files per person (TABLETALK_STORAGE_MAX)."""
+    import socket
+
+    from app.web.uploads import UPLOADS_AT_ONCE
+
+    room = 3 * 1024 * 1024
+    served = Served(data, {**env, "TABLETALK_STORAGE_MAX": str(room)}).start()
+    try:
+        client = served.client(timeout=30)
+        chat = served.empty_chat()
+        token = token_of(client, chat)
+        headers = {"x-csrftoken": token, "HX-Request": "true", "Content-Type": "multipart/form-data; boundary=tabletalk-test"}
+        released = threading.Event()
+        statuses: list[int] = []
+
+        def held(k: int) -> None:  # an upload whose body arrives only once `released` is set
+            start, end = multipart({"text": f"held {k}"}, f"held-{k}.txt", 1000)
+
+            def body():
+                yield start + b"x" * 500
+                released.wait(30)
+                yield b"x" * 500 + end
+
+            with httpx.Client(base_url=served.url, cookies=served.cookies, timeout=60) as own:
+                statuses.append(own.post(f"{chat}/ask", content=body(), headers=headers).status_code)
+
+        threads = [threading.Thread(target=held, args=(k,)) for k in range(UPLOADS_AT_ONCE)]
+        for t in threads:
+            t.start()
+        # a fourth is refused at once while the three are under way (the probe has no text: had it
+        # come before them, it would have been refused for that, and nothing written either way)
+        fourth = wait_for(lambda: (r := client.post(f"{chat}/ask", data={"text": ""}, headers={
+            "x-csrftoken": token, "HX-Request": "true"}, files={"file": ("f.txt", b"four", "text/plain")}))
+                          .status_code != 400 and r, timeout=20)
+        assert fourth.status_code == 429 and "uploads are being received already" in fourth.text
+        assert statuses == []
+        released.set()
+        for t in threads:
+            t.join(30)
+        assert statuses == [204] * UPLOADS_AT_ONCE
+        assert rows(data, "SELECT count(*) AS n FROM items WHERE kind = 'user'")[0]["n"] == UPLOADS_AT_ONCE
+        # the person's room: 2 MB fit, 2 MB more do not (nothing of them kept)
+        two = b"y" * (2 * 1024 * 1024)
+        assert client.post(f"{chat}/ask", data={"text": "two"}, files={"file": ("two.txt", two, "text/plain")},
+                           headers={"x-csrftoken": token, "HX-Request": "true"}).status_code == 204
+        stored = rows(data, "SELECT count(*) AS n, sum(size) AS size FROM files")[0]
+        more = client.post(f"{chat}/ask", data={"text": "more"}, files={"file": ("more.txt", b"z" * (2 * 1024 * 1024),
+                                                                                  "text/plain")},
+                           headers={"x-csrftoken": token, "HX-Request": "true"})
+        assert more.status_code == 413 and "of your room for files are left" in more.text
+        assert rows(data, "SELECT count(*) AS n, sum(size) AS size FROM files")[0] == stored
+        # past the room by its length alone: refused before a byte of the body is read
+        start, end = multipart({"text": "huge"}, "huge.txt", 50 * 1024 * 1024)
+        with socket.create_connection(("127.0.0.1", served.port), timeout=20) as raw:
+            raw.sendall((f"POST {chat}/ask HTTP/1.1\r\nHost: 127.0.0.1:{served.port}\r\n"
+                         f"Cookie: tabletalk_session={served.cookies['tabletalk_session']}\r\n"
+                         f"x-csrftoken: {token}\r\nHX-Request: true\r\n"
+                         "Content-Type: multipart/form-data; boundary=tabletalk-test\r\n"
+                         f"Content-Length: {len(start) + 50 * 1024 * 1024 + len(end)}\r\n\r\n").encode())
+            answer = raw.recv(65536)  # not a byte of the body sent
+        assert answer.startswith(b"HTTP/1.1 413") and b"of your room for files are left" in answer
+        # the person's use of their room, on their account page and the owner's People page
+        assert "of your 3.1 MB for files" in page(client, "/account").get_text(" ")
+        assert "of 3.1 MB" in page(client, "/people").select_one(".people-list li").get_text(" ")
+    finally:
+        served.stop()

@@ -6,9 +6,10 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
+from collections import Counter
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..accounts import setup
 from ..plugins.sessions import Sessions
@@ -34,6 +35,8 @@ class Worker:
     sessions: Sessions  # the plugin sessions its conversations hold (closed when it stops)
     runner: Runner
     key: bytes  # signs forms (web/csrf.py): the database's, the same on every server of it
+    # who is sending files to this worker now, and how many requests each (web/uploads.py)
+    receiving: Counter[int] = field(default_factory=Counter)
 
 
 @asynccontextmanager

@@ -139,8 +139,10 @@ async def sign_out(request: Request) -> Response:
 
 def account_view(request: Request, status_code: int = 200, error: str = "", changed: bool = False,
                  saved: str = "", theme_error: str = "") -> Response:
+    s = worker(request)
     return render.page(request, "account.html", status_code=status_code, error=error, changed=changed,
-                       saved=saved, theme_error=theme_error, themes=THEMES)
+                       saved=saved, theme_error=theme_error, themes=THEMES,
+                       used=s.store.person_files(me(request).id), storage_max=s.config.storage_max)
 
 
 @get("/account")
@@ -195,8 +197,15 @@ PEOPLE_SAVED = {"added": "Added: tell them their name and password.", "removed":
 @get("/people")
 async def people_page(request: Request, saved: FromQuery[str] = "") -> Response:
     owner_only(request)
-    return render.page(request, "people.html", people=Accounts(worker(request).store).all(), name="", error="",
-                       name_max=NAME_MAX, saved=PEOPLE_SAVED.get(saved, ""))
+    return people_view(request, saved=PEOPLE_SAVED.get(saved, ""))
+
+
+def people_view(request: Request, status_code: int = 200, name: str = "", error: str = "", saved: str = "") -> Response:
+    """The owner's People page: each person, with how much of their room for files they use."""
+    s = worker(request)
+    return render.page(request, "people.html", status_code=status_code, people=Accounts(s.store).all(), name=name,
+                       error=error, name_max=NAME_MAX, saved=saved, used=s.store.files_by_person(),
+                       storage_max=s.config.storage_max)
 
 
 @post("/people")
@@ -209,8 +218,7 @@ async def add_person(request: Request) -> Response:
         name = person_name(name)
         people.add(name, await asyncio.to_thread(hash_password, password))
     except AccountError as e:
-        return render.page(request, "people.html", status_code=400, people=people.all(), name=name[:NAME_MAX],
-                           error=str(e), name_max=NAME_MAX, saved="")
+        return people_view(request, 400, name=name[:NAME_MAX], error=str(e))
     return go(request, "/people?saved=added")
 
 

@@ -19,7 +19,7 @@ from litestar.datastructures import Cookie
 from litestar.response import Redirect
 
 from ..accounts.rules import COOKIE, Accounts
-from . import csrf, render
+from . import csrf, render, uploads
 from .headers import kept_private, secured
 from .toolkit import is_htmx, local_path, way_back, worker
 
@@ -64,7 +64,8 @@ class Authenticate:
     """ASGI middleware around every route: who is signed in, then, for a form, whether it
     came from this app's own page (csrf.py). A request with no session is answered before
     anything reads its body (a form of 100 MB from anyone would otherwise be read first), and
-    the public pages (signing in, setting up) read at most PUBLIC_BODY_MAX bytes."""
+    the public pages (signing in, setting up) read at most PUBLIC_BODY_MAX bytes. A form with
+    files is admitted before its body is read too (uploads.py: how many at once, the room left)."""
 
     def __init__(self, app: Any) -> None:
         self.app = app
@@ -81,14 +82,23 @@ class Authenticate:
         refused = await authenticate(request)
         if getattr(request.state, "session", None):  # signed in: nothing served to them is cached
             send = kept_private(send)
-        if refused is None and unsafe:
-            refused = await forged(request, public)
-        if refused is not None:
-            await secured(refused).to_asgi_response(app=None, request=request)(scope, receive, send)
-            return
-        # only the public pages make a pre-session (every other page has a session): the send
-        # of a live feed, which carries every message to every follower, is left as it is
-        await self.app(scope, receive, self.pre_session_cookie(request, send) if public else send)
+        person = getattr(request.state, "person", None)
+        sending = refused is None and unsafe and person is not None and uploads.is_upload(request)
+        if sending:  # files: counted and checked against their room before the body is read
+            if (too := uploads.admit(worker(request), request, person.id)) is not None:
+                refused, sending = refusal(request, *too), False
+        try:
+            if refused is None and unsafe:
+                refused = await forged(request, public)
+            if refused is not None:
+                await secured(refused).to_asgi_response(app=None, request=request)(scope, receive, send)
+                return
+            # only the public pages make a pre-session (every other page has a session): the send
+            # of a live feed, which carries every message to every follower, is left as it is
+            await self.app(scope, receive, self.pre_session_cookie(request, send) if public else send)
+        finally:
+            if sending:
+                uploads.done(worker(request), person.id)
 
     @staticmethod
     def pre_session_cookie(request: Request, send: Any) -> Any:

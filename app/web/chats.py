@@ -15,7 +15,7 @@ from ..providers.thinking import THINKING
 from ..store.outage import public, unavailable
 from ..tables import Assistant, Conversation, Item, Person, again, decided, stopped
 from ..serve.worker import Worker
-from . import knowledge, live, prompts, render
+from . import knowledge, live, prompts, render, uploads
 from .toolkit import (
     SUGGESTIONS_MAX,
     TEXT_MAX,
@@ -92,7 +92,7 @@ class Composed:
     model: str
     thinking: str
     now: bool
-    uploads: list[tuple[str, bytes]]
+    uploads: list[filestore.Upload]
 
 
 async def message_of(request: Request, s: Worker) -> Composed:
@@ -124,9 +124,13 @@ async def new_conversation(request: Request) -> Response:
     message = await message_of(request, s)
     resources = await prompts.attached_resources(request, prompts.Where(agent)) if agent else []  # picked with "/"
     picks = await knowledge.picks_field(request, s.store, who.id)  # picked with "/" too
+    files = [(u.name, u) for u in message.uploads] + resources
+    uploads.room_for(s.store, s.config, who.id, uploads.sizes(files))
+    await uploads.kept(s.store, files)
     with s.store.write():  # the files, the conversation and its first message, or none of them
         room_to_wait(s.store, who.id)
-        ids = tuple(s.store.add_file(name, data, person=who.id) for name, data in message.uploads + resources)
+        uploads.room_for(s.store, s.config, who.id, uploads.sizes(files))
+        ids = tuple(s.store.add_file(name, data, person=who.id) for name, data in files)
         convo, _ = s.store.start_conversation(agent.id if agent else None, who.id, message.text,
                                               model=message.model, files=ids, thinking=message.thinking,
                                               knowledge=picks)
@@ -189,9 +193,13 @@ async def ask(request: Request, chat: FromPath[str]) -> Response:
     picked = await new_choice(request, convo, message.model, message.thinking)
     resources = await prompts.attached_resources(request, prompts.of(request, convo))  # picked with "/"
     picks = await knowledge.picks_field(request, s.store, convo.person)  # picked with "/" too
+    files = [(u.name, u) for u in message.uploads] + resources
+    uploads.room_for(s.store, s.config, convo.person, uploads.sizes(files))
+    await uploads.kept(s.store, files)
     with s.store.write():  # the file rows and the message together, or neither
         room_to_wait(s.store, convo.person, convo.id)
-        ids = tuple(s.store.add_file(name, data, person=convo.person) for name, data in message.uploads + resources)
+        uploads.room_for(s.store, s.config, convo.person, uploads.sizes(files))
+        ids = tuple(s.store.add_file(name, data, person=convo.person) for name, data in files)
         # "Now" with nothing running is just a message (the run it was meant for may have ended).
         steer = message.now and s.store.chat_state(convo.id)["running"]
         knowledge.attach_documents(s.store, convo.person, convo.id, ids, message.uploads)

@@ -22,7 +22,7 @@ from litestar.params import FromPath, FromQuery
 from ..run import space
 from ..plugins import prompts as mcp_prompts, stdio as mcp_stdio, tools as mcp_tools
 from ..tables import Assistant, Conversation
-from . import knowledge, render
+from . import knowledge, render, uploads
 from .templating import fragment
 from .toolkit import agent_or_404, conversation_or_404, form_field, go, me, room_to_wait, worker
 
@@ -117,6 +117,7 @@ def _send(request: Request, where: Where, text: str, files: list[tuple[str, byte
     person = where.convo.person if where.convo else me(request).id
     with s.store.write():  # the files and the message (and a new conversation) together, or none
         room_to_wait(s.store, person, where.convo.id if where.convo else None)
+        uploads.room_for(s.store, s.config, person, uploads.sizes(files))
         ids = tuple(s.store.add_file(name, data, person=person) for name, data in files)
         if where.convo:
             s.store.ask(where.convo.id, text, files=ids, knowledge=picks, outside=outside)

@@ -11,11 +11,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 from urllib.parse import quote, urlsplit
 
+import anyio
 from litestar import Request, Response
 from litestar.exceptions import HTTPException, NotFoundException
 from litestar.response import Redirect
 
-from ..files import clean_name
+from ..files import Upload, clean_name, uploaded
 from ..providers.thinking import THINKING
 from ..tables import Assistant, Conversation, Person, Skill
 from ..serve.worker import Worker
@@ -168,26 +169,28 @@ async def model_field(request: Request) -> str:
     return model
 
 
-async def attachments(request: Request, most: int, count: int) -> list[tuple[str, bytes]]:
-    """The `file` inputs of a multipart form, read and checked before anything is written:
-    (name as sent, bytes). An input left empty by the browser (no name, no bytes) is skipped."""
+async def attachments(request: Request, most: int, count: int) -> list[Upload]:
+    """The `file` inputs of a multipart form, checked before anything is written: each read
+    through once, a chunk at a time in a thread, from the file the multipart parser spooled it
+    to (files.uploaded: its sha256, size and type; never held whole, web/uploads.py). An input
+    left empty by the browser (no name, no bytes) is skipped."""
     form = await request.form()
-    out: list[tuple[str, bytes]] = []
+    out: list[Upload] = []
     for value in form.getall("file") if "file" in form else []:
         if isinstance(value, str):
             if value:
                 raise HTTPException(status_code=400, detail="“file” must be a file.")
             continue
         name = value.filename or ""
-        data = await value.read(most + 1)
-        if not name and not data:
+        sent = await anyio.to_thread.run_sync(uploaded, name, value.file)
+        if not name and not sent.examined.size:
             continue
         shown = clean_name(name)
-        if not data:
+        if not sent.examined.size:
             raise HTTPException(status_code=400, detail=f"“{shown}” is empty: there is nothing to send.")
-        if len(data) > most:
+        if sent.examined.size > most:
             raise HTTPException(status_code=413, detail=f"“{shown}” is too large: at most {most:,} bytes a file.")
-        out.append((name, data))
+        out.append(sent)
         if len(out) > count:
             raise HTTPException(status_code=413, detail=f"Too many files: at most {count} a message.")
     return out
