@@ -601,20 +601,17 @@ def test_pages_for_someone_signed_in_are_kept_by_no_cache(served, fake):
 
 
 @pytest.mark.browser
-def test_back_after_sign_out_does_not_show_the_conversation_again(served, fake):
+def test_back_after_sign_out_does_not_show_the_conversation_again(served, browser, fake):
     """The review's replay: Chromium's back/forward cache showed the private page after Sign
     out (Clear-Site-Data: "cache" did not stop it). Playwright turns that cache off for its
     browsers: this one has it on, as a person's Chromium does."""
-    from playwright.sync_api import sync_playwright
-
     from tests.conftest import CHROMIUM, CHROMIUM_ARGS
 
     fake.script("The answer only the owner may read.")
     chat = ask(served.client(timeout=10), "my private question")
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS,
-                                    ignore_default_args=["--disable-back-forward-cache"])
-        context = served.context(browser)
+    with browser.browser_type.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS,
+                                     ignore_default_args=["--disable-back-forward-cache"]) as cached:
+        context = served.context(cached)
         page_ = context.new_page()
         page_.goto(served.url + chat)
         page_.wait_for_selector("article.text")
@@ -626,7 +623,6 @@ def test_back_after_sign_out_does_not_show_the_conversation_again(served, fake):
         page_.wait_for_load_state()
         assert page_.evaluate("window.stillHere") is None
         assert "my private question" not in page_.content()
-        browser.close()
 
 
 def test_every_text_response_names_its_charset_once(served, fake):
