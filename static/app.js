@@ -559,4 +559,111 @@
       if (list) list.remove();
     });
   })();
+  // --- A model's file uploaded on /model (app/web/model_upload.py) ---
+  // Without script the form posts the file (multipart) and the page comes back with the result.
+  // With it, the file itself is the body of an XMLHttpRequest (read from disk as it is sent,
+  // never whole in memory), so the page shows how far it got, then the model listed. After a
+  // cut (the network, a server restart) it asks the server how much of the file it has and
+  // sends the rest (Content-Range), up to UPLOAD_TRIES times; the same file chosen again later
+  // goes on from there too: its upload's key is kept in localStorage by the file's name, size
+  // and date.
+  var UPLOAD_TRIES = 6;
+  function uploadKey(file) {
+    var id = "tabletalk-upload:" + fileKey(file), key = null;
+    try { key = localStorage.getItem(id); } catch (err) { /* storage refused: this page's key only */ }
+    if (!key) {
+      var bytes = new Uint8Array(12);
+      crypto.getRandomValues(bytes);
+      key = Array.prototype.map.call(bytes, function (b) { return ("0" + b.toString(16)).slice(-2); }).join("");
+      try { localStorage.setItem(id, key); } catch (err) { /* as above */ }
+    }
+    return {id: id, key: key, forget: function () { try { localStorage.removeItem(id); } catch (err) { /* as above */ } }};
+  }
+  function megabytes(n) {
+    return (n / 1e6).toLocaleString(undefined, {maximumFractionDigits: n < 1e7 ? 1 : 0}) + " MB";
+  }
+  document.addEventListener("submit", function (e) {
+    var form = e.target;
+    if (!form || form.id !== "model-upload") return;
+    var input = form.querySelector('input[type="file"]'), file = input && input.files && input.files[0];
+    if (!file || !window.XMLHttpRequest || !window.crypto) return;  // the plain form, then
+    e.preventDefault();
+    var token = form.querySelector('input[name="_csrf_token"]').value;
+    var send = form.querySelector('button[type="submit"]'), stop = form.querySelector(".upload-stop");
+    var shown = form.querySelector(".upload-progress"), bar = shown.querySelector("progress");
+    var count = shown.querySelector(".upload-count"), status = form.querySelector(".upload-status");
+    var k = uploadKey(file), tries = 0, xhr = null, stopped = false, name = file.name;
+    function say(text, bad) { status.textContent = text; status.classList.toggle("problem", !!bad); }
+    function got(n) {
+      bar.max = Math.max(file.size, 1); bar.value = n;
+      count.textContent = megabytes(n) + " of " + megabytes(file.size) + " (" + Math.floor(100 * n / Math.max(file.size, 1)) + "%)";
+    }
+    function ended(text) {
+      send.disabled = false; input.disabled = false; stop.hidden = true;
+      say(text, true);
+    }
+    function again(why) {
+      if (stopped) return;
+      if (++tries >= UPLOAD_TRIES) {
+        ended(why + " Choose the same file and Upload again to go on from where it stopped.");
+        return;
+      }
+      var wait = Math.min(30, Math.pow(2, tries - 1));
+      say(why + " Going on in " + wait + " s…");
+      setTimeout(ask, wait * 1000);
+    }
+    function ask() {
+      if (stopped) return;
+      var query = "?file=" + encodeURIComponent(file.name) + "&key=" + k.key + "&size=" + file.size;
+      var request = new XMLHttpRequest();
+      request.open("GET", "/model/upload" + query);
+      request.onload = function () {
+        var answer = {};
+        try { answer = JSON.parse(request.responseText); } catch (err) { /* not the route's JSON */ }
+        if (request.status === 200) { name = answer.file; put(answer.have); return; }
+        if (answer.kind === "again") { again(answer.problem); return; }
+        k.forget();
+        ended(answer.problem || "The upload was refused (" + request.status + ").");
+      };
+      request.onerror = function () { again("The connection to Tabletalk was lost."); };
+      request.send();
+    }
+    function put(have) {
+      // A part that holds the whole file is sent its last byte again: a request carries one at least.
+      var from = Math.min(have || 0, Math.max(file.size - 1, 0));
+      xhr = new XMLHttpRequest();
+      xhr.open("POST", "/model/upload?file=" + encodeURIComponent(name) + "&key=" + k.key);
+      xhr.setRequestHeader("X-CSRFToken", token);
+      xhr.setRequestHeader("Content-Type", "application/octet-stream");
+      if (file.size) xhr.setRequestHeader("Content-Range", "bytes " + from + "-" + (file.size - 1) + "/" + file.size);
+      xhr.upload.onprogress = function (p) { got(from + p.loaded); };
+      say(from ? "Going on from " + megabytes(from) + "…" : "Uploading " + file.name + "…");
+      xhr.onload = function () {
+        var answer = {};
+        try { answer = JSON.parse(xhr.responseText); } catch (err) { /* not the route's JSON */ }
+        if (xhr.status === 200) {
+          k.forget(); got(file.size); say("Uploaded " + answer.file + ".");
+          window.location.assign(answer.go || "/model");
+          return;
+        }
+        if (answer.kind === "again" || answer.kind === "behind") { again(answer.problem); return; }
+        k.forget();
+        ended(answer.problem || "The upload failed (" + xhr.status + ").");
+      };
+      xhr.onerror = function () { again("The connection to Tabletalk was lost at " + megabytes(+bar.value) + "."); };
+      xhr.onabort = halted;
+      xhr.send(file.slice(from));
+    }
+    function halted() {
+      ended("Stopped at " + megabytes(+bar.value) + ". Choose the same file and Upload again to go on from there.");
+    }
+    stop.onclick = function () {
+      stopped = true;
+      if (xhr && xhr.readyState !== XMLHttpRequest.DONE) xhr.abort(); else halted();  // sending, or waiting to try again
+    };
+    send.disabled = true; input.disabled = true; stop.hidden = false; shown.hidden = false; stopped = false;
+    got(0);
+    say("Uploading " + file.name + "…");  // said again once the server answered where to start
+    ask();
+  });
 })();

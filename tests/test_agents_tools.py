@@ -1,7 +1,9 @@
 """The agent page's tools and plugins tabs, and plugin tools used in a run."""
+import socket
+
 import pytest
 
-from tests.conftest import database, csrf, soup, start_chat, wait_for
+from tests.conftest import database, csrf, idle, soup, start_chat, wait_for
 from tests.fakes.mcp_server import FakeMCPServer
 from tests.fakes.openai_server import tool_call
 
@@ -121,6 +123,27 @@ def test_a_plugin_tool_is_used_in_a_run(make_client, fake):
         assert call.select_one(".state").text == "done" and call.select_one("pre.output").text == "5"
         assert fake.streamed[1]["messages"][-1]["content"] == "5"
         assert page.select("article.text")[-1].get_text(strip=True) == "2 + 3 is 5."
+
+
+def test_a_plugin_listing_left_running_by_a_run_ends_with_the_worker(make_client, fake):
+    """A plugin that listed its tools and then went silent: a run waits a second for its
+    listing, goes on with the tools listed before, and leaves the listing running (its answer
+    is for the next run). The worker's stop ends it too: left running, it outlived the
+    worker's loop (in_process fails the test on such a task)."""
+    from app.plugins import tools as mcp_tools
+
+    with socket.socket() as silent, make_client(CHAT_PRIVATE_PLUGINS="1") as client:
+        with FakeMCPServer() as mcp:
+            url = agent_url(client)
+            token = csrf(client, url)
+            client.post(url + "/plugins", data={"_csrf_token": token, "address": mcp.url})  # listed, kept
+        silent.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        silent.bind(("127.0.0.1", mcp.port))
+        silent.listen()  # takes connections, never answers
+        fake.script("Answered with the tools listed before.")
+        page = idle(client, start_chat(client, "hello", token=token))
+        assert page.select("article.text")[-1].get_text(strip=True) == "Answered with the tools listed before."
+        assert [t for t in mcp_tools._pending.values() if not t.done()], "the listing is still under way"
 
 
 def test_a_failing_plugin_tool_is_a_failed_call_the_model_sees(make_client, fake):

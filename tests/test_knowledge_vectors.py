@@ -16,7 +16,7 @@ from app.providers.client import Providers
 from app.run.embedding import Embedding
 from app.store import Scope
 from app.tables import Assistant
-from tests.conftest import idle, rows, start_chat, wait_for
+from tests.conftest import idle, rows, soup, start_chat, wait_for
 from tests.fakes.openai_server import FakeModelServer, error, tool_call
 from tests.test_knowledge import give, made, ready, upload
 
@@ -119,7 +119,8 @@ def test_a_passage_worded_otherwise_is_found_by_its_meaning_and_merged_with_word
     assert ANSWER not in [f.text for f in store.search_passages(question, scope)], "no word in common"
     assert store.vector_counts("embedder") == (0, 31)
     embed_all(store, server)
-    assert store.vector_counts("embedder") == (31, 31)
+    assert store.vector_counts("embedder") == (31, 31) == store.vector_counts("embedder", c)
+    assert store.vector_counts("embedder", c + 1) == (0, 0), "another collection's passages are its own"
     assert store.passages_to_embed("embedder", 0, 10) == [], "nothing left to embed"
     assert len(store.passages_to_embed("another-model", 0, 100)) == 31, "another model's vectors are its own"
     meaning = Meaning("embedder", pack(server.embed(question)))
@@ -320,6 +321,8 @@ def test_an_agent_finds_the_passage_worded_otherwise_with_embeddings_set(monkeyp
         fake.script([tool_call("search_knowledge", {"query": "repair a car"})], "Loosen the nuts first (garage.md, p. 1).")
         chat = start_chat(client, "How do I repair my car?")
         idle(client, chat)
+        page = soup(client.get(f"/knowledge/{c}"))
+        assert "by meaning" in page.select_one(".meaning").text and "have their vectors" in page.select_one(".meaning").text
     result = fake.streamed[1]["messages"][-1]
     assert result["role"] == "tool" and ANSWER in result["content"], result["content"]
     questions = [b for b in fake.embedded if b["input"] == ["repair a car"]]

@@ -203,3 +203,21 @@ def test_each_store_method_is_one_familys():
                     where.setdefault(name, []).append(f"{cls.__module__}.{cls.__name__}")
     twice = {name: found for name, found in where.items() if len(found) > 1}
     assert twice == {}, f"defined by more than one family: {twice}"
+
+
+# Class names two modules define, each with why it is one meaning (docs/architecture.md).
+SAME_NAME_ON_PURPOSE = {
+    "Unreachable": "could not be reached, in words for a person: a model server's list, the PostgreSQL server",
+    "Refused": "refused, in words for a person: a request the address guard will not make, a form the web will not save",
+}
+
+
+def test_no_two_modules_define_a_class_of_one_name():
+    """A class named once in app/ (STYLE 15): a reader who meets the name knows which it is."""
+    where: dict[str, list[str]] = {}
+    for name, path in MODULES.items():
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, ast.ClassDef):
+                where.setdefault(node.name, []).append(name)
+    twice = {c: m for c, m in where.items() if len(m) > 1 and c not in SAME_NAME_ON_PURPOSE}
+    assert twice == {}, f"classes of one name in several modules: {twice}"

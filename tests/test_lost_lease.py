@@ -71,6 +71,9 @@ def test_a_lost_lease_during_a_call_leaves_the_call_as_it_was(make_client, fake,
             ask(client, chat, "Wait a little")
             calls = "SELECT id, state, output, done, dispatched, interrupted FROM items WHERE kind = 'call'"
             wait_for(lambda: (r := rows(data, calls)) and r[0]["dispatched"] == 1, 15)
+            # and running on the server: `dispatched` is written as the call leaves, and a lease
+            # taken then (under load) cut the run before the request reached the server
+            wait_for(lambda: mcp.calls == 1, 15)
             take_lease(data, number)
             wait_for(lambda: number not in runner.runs, 10)
             [call] = rows(data, calls)

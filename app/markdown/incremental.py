@@ -31,7 +31,7 @@ def growing_source(text: str, pace: Pace = PACE) -> str:
     return view.text[:view.cut]
 
 
-class View(NamedTuple):
+class GrowingView(NamedTuple):
     """What a growing render renders: `text[:cut]`, `text` normalized."""
 
     text: str  # the text given, or its normalized copy when it has a CR or a NUL
@@ -41,7 +41,7 @@ class View(NamedTuple):
     clean: bool  # `text` is the text as given: it had nothing to normalize
 
 
-def growing_view(text: str, head: Head | None, pace: Pace = PACE) -> View:
+def growing_view(text: str, head: Head | None, pace: Pace = PACE) -> GrowingView:
     """What to render of `text` after the render `head` ended (None: none), without a
     pass over the whole answer in Python or a copy of it when `text` extends the text
     the head last rendered (a growing answer: every render but the first). Then one
@@ -62,7 +62,7 @@ def growing_view(text: str, head: Head | None, pace: Pace = PACE) -> View:
         same = head is not None and src.startswith(head.last)
     grid = pace.grid
     if not grid:
-        return View(src, len(src), same, raw, src is text)
+        return GrowingView(src, len(src), same, raw, src is text)
     # A text shorter than one step shows what it has: the first words of an answer reach
     # the page with the first write, not ~10 tokens later (benchmarks/first_token.py).
     cut = len(src) - len(src) % grid if len(src) >= grid else len(src)
@@ -71,7 +71,7 @@ def growing_view(text: str, head: Head | None, pace: Pace = PACE) -> View:
         if step > grid:
             cut = head.cut + step * ((cut - head.cut) // step)
     # `same` was of the text; of its cut: the last source is no longer than it
-    return View(src, cut, same and head is not None and head.cut <= cut, raw, src is text)
+    return GrowingView(src, cut, same and head is not None and head.cut <= cut, raw, src is text)
 
 
 def _normalized(text: str) -> str:
@@ -136,7 +136,7 @@ class Head:
         return self.raw[:self.cut]
 
 
-def growing_inner(view: View, head: Head | None, pace: Pace = PACE) -> tuple[list[str], Head]:
+def growing_inner(view: GrowingView, head: Head | None, pace: Pace = PACE) -> tuple[list[str], Head]:
     """Each top-level block's inner HTML (no trailing newline) for a growing render, and
     the head the next render starts from: what `growing_tokens(view.text[:view.cut])`
     renders to, re-parsing only from `head` on (`view` is `growing_view`'s after it)."""

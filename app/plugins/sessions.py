@@ -99,7 +99,9 @@ class Sessions:
     def __init__(self, idle: float = IDLE_SECONDS):
         self.idle = idle
         self.open: dict[tuple, Session] = {}
-        self._ending: dict[int, Session] = {}  # by id(): closes under way (a conversation deleted): a stop waits for them too
+        # by id(): every session whose task has not ended, open or not (a close under way, its
+        # closer cancelled since; an open given up): a stop waits for them all
+        self._held: dict[int, Session] = {}
         self._locks: dict[tuple, asyncio.Lock] = {}
         self.opened = 0
         self.resumed = 0  # sessions taken over from a row
@@ -138,8 +140,13 @@ class Sessions:
         s = Session(key, chat, p, transport, asyncio.get_running_loop(), resumed=kept is not None)
         ready: asyncio.Future = s.loop.create_future()
         s.task = s.loop.create_task(self._hold(s, private_ok, ready, kept, tokens), name=f"mcp-{p.name}-{chat}")
+        self._held[id(s)] = s
+        s.task.add_done_callback(lambda _: self._held.pop(id(s), None))
         try:
-            await asyncio.wait_for(asyncio.shield(ready), CONNECT_TIMEOUT)
+            # asyncio.timeout, not wait_for: on Python 3.11 wait_for loses a cancellation that
+            # comes as the session is ready, and a run stopped then went on to make its call
+            async with asyncio.timeout(CONNECT_TIMEOUT):
+                await asyncio.shield(ready)  # (shielded: the session's task sets it)
         except BaseException as exc:
             s.task.cancel()
             await asyncio.gather(s.task, return_exceptions=True)
@@ -194,11 +201,7 @@ class Sessions:
             return  # ended already, or of an event loop that is gone (tests)
         s.end = end
         s.closing.set()
-        self._ending[id(s)] = s
-        try:
-            await _ended(s)
-        finally:
-            self._ending.pop(id(s), None)
+        await _ended(s)
 
     async def drop(self, s: Session, *, refused: bool = False) -> None:
         """Let a broken session go; `refused`: the server no longer knows it, so its row goes too."""
@@ -214,11 +217,14 @@ class Sessions:
         """Let every session go (the process stops): kept rows stay, for whoever goes on."""
         for s in list(self.open.values()):
             await self._close(s)
-        # a close begun elsewhere took its session out of `open` at once and waits for its end
-        # (up to 10 s): the stop waits for that end too, or it would outlive the process's loop
-        for s in list(self._ending.values()):
-            if s.task is not None and not s.task.done() and s.loop is asyncio.get_running_loop():
-                await _ended(s)
+        # A close begun elsewhere took its session out of `open` at once, and its closer may
+        # have been cancelled since (the runner's sweep, as the runner stops), an open given
+        # up may still be ending: the stop waits for every such task too, or it would outlive
+        # the worker's loop (seen: a deleted conversation's session in its DELETE at the stop).
+        here = asyncio.get_running_loop()
+        for s in [s for s in self._held.values() if s.loop is here]:
+            s.closing.set()  # (its `end` as its closer set it)
+            await _ended(s)
 
     async def sweep(self, alive: Callable[[set[int]], Iterable[int]] | None = None) -> None:
         """Close sessions idle too long, and those whose conversation is gone (`alive` tells
@@ -248,14 +254,13 @@ class Sessions:
 async def _ended(s: Session) -> None:
     """Wait for a session told to close to end (10 s at most, then it is cancelled, and its
     cancellation waited for: 5 s more at most). A task cancelled and not waited for was still
-    pending when a stopping worker's loop ended (seen under load: the server's DELETE slow)."""
-    try:
-        await asyncio.wait_for(asyncio.shield(s.task), 10)
-    except (TimeoutError, asyncio.TimeoutError):
+    pending when a stopping worker's loop ended (seen under load: the server's DELETE slow).
+    asyncio.wait, not wait_for: it leaves the task running when the waiter is cancelled, and
+    loses no cancellation that comes as the task ends (wait_for does, on Python 3.11)."""
+    ended, _ = await asyncio.wait({s.task}, timeout=10)
+    if not ended:
         s.task.cancel()
         await asyncio.wait({s.task}, timeout=5)
-    except Exception:
-        pass
 
 
 _BARE = {"unreachable": "is unreachable", "timed out": "timed out", "not an MCP server": "is not an MCP server",

@@ -255,7 +255,7 @@ WAIT_KNOWN = 1.0
 WAIT_KNOWN_STDIO = 5.0  # a command is started for each listing: a second is too short for node or python
 _last: dict[tuple, Listing] = {}  # the last listing that worked, by plugin identity
 _down: dict[tuple, tuple[float, str]] = {}  # until when a plugin is not asked, and why
-_pending: dict[tuple, asyncio.Future] = {}  # listings under way, shared by the runs that wait
+_pending: dict[tuple, asyncio.Task] = {}  # listings under way, shared by the runs that wait
 
 
 def _identity(p: Plugin, private_ok: bool) -> tuple:
@@ -305,9 +305,10 @@ async def refresh(plugins: Iterable[Plugin], *, private_ok: bool, timeout: float
             return _stale(last, down[1])
         task = _pending.get(key)
         if task is None or task.done():
-            task = _pending[key] = asyncio.ensure_future(
+            task = _pending[key] = asyncio.get_running_loop().create_task(
                 list_tools(p, private_ok=private_ok, timeout=timeout, call_timeout=call_timeout, stdio_ok=stdio_ok,
-                           tokens=tokens))
+                           tokens=tokens),
+                name=f"plugin-listing-{p.name}")
             task.add_done_callback(lambda t: _pending.pop(key, None) if _pending.get(key) is t else None)
         if last is not None or down is not None:  # known, or known to have been down
             done, _ = await asyncio.wait({task}, timeout=WAIT_KNOWN_STDIO if p.kind == "stdio" else WAIT_KNOWN)
@@ -318,6 +319,18 @@ async def refresh(plugins: Iterable[Plugin], *, private_ok: bool, timeout: float
 
     listings = await asyncio.gather(*(one(p) for p in enabled))
     return {p.id: listing for p, listing in zip(enabled, listings)}
+
+
+async def stop_listings() -> None:
+    """End this event loop's listings under way (the worker stops). A run that went on
+    without its plugin's answer left the listing running for the next run; nobody waits for
+    it at the stop, and it outlived the worker's loop. Cancelled, then waited for (5 s at most)."""
+    here = asyncio.get_running_loop()
+    going = [t for t in _pending.values() if not t.done() and t.get_loop() is here]
+    for t in going:
+        t.cancel()
+    if going:
+        await asyncio.wait(going, timeout=5)
 
 
 async def agent_tools(store: Any, config: Any, agent: Any, taken: set[str], run: PluginRun) -> list[Tool]:

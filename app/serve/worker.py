@@ -12,6 +12,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
 from ..accounts import setup
+from ..plugins import tools as mcp_tools
 from ..plugins.sessions import Sessions
 from ..store import Store, db as dbm, outage, schema
 from ..config import Config
@@ -109,6 +110,7 @@ async def running(config: Config, render: Render | None = None,
         if embedding is not None:
             await embedding.stop()
         await runner.stop()
+        await mcp_tools.stop_listings()  # a listing a run left running for the next run
         await sessions.close_all()  # the runs are over: their sessions go (kept rows stay)
         await feed.aclose()
         await providers.close()

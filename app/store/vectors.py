@@ -65,12 +65,14 @@ class Vectors(Base):
                     [passage, model, rev, vector, code(vector), passage]).rowcount
         return written
 
-    def vector_counts(self, model: str) -> tuple[int, int]:
-        """Of the passages of documents a search sees, how many have a vector of `model`, and how many there are."""
+    def vector_counts(self, model: str, collection: int | None = None) -> tuple[int, int]:
+        """Of the passages of documents a search sees (in `collection`, else all), how many
+        have a vector of `model`, and how many there are."""
         row = self._one(
             f"""SELECT count(v.passage), count(*) FROM passages p JOIN documents d ON d.id = p.document
                 LEFT JOIN passage_vectors v ON v.passage = p.id AND v.model = ?
-                WHERE d.state IN ({','.join('?' * len(SEARCHABLE))})""", [model, *SEARCHABLE])
+                WHERE d.state IN ({','.join('?' * len(SEARCHABLE))}){' AND d.collection = ?' if collection else ''}""",
+            [model, *SEARCHABLE, *([collection] if collection else [])])
         return int(row[0]), int(row[1])
 
     def nearest_passages(self, model: str, query: bytes, scope: Scope, limit: int) -> list[tuple[int, float]]:

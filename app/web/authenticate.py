@@ -38,6 +38,11 @@ def to_sign_in(request: Request, setup: bool) -> Response:
 
 
 PUBLIC_BODY_MAX = 16_384  # what the sign-in and setup forms need, with room; read before any parsing
+# Routes whose body is a file of gigabytes (a GGUF model), the owner's alone: this middleware
+# reads no form of theirs (it would be the whole file); the route reads the body as it comes,
+# checks its form's token first, and bounds it itself (TABLETALK_MODEL_UPLOAD_MAX, past the
+# app's general limit: app/web/model_upload.py).
+STREAMED = frozenset({"/model/upload"})
 
 
 class TooLarge(Exception):
@@ -64,8 +69,9 @@ class Authenticate:
     """ASGI middleware around every route: who is signed in, then, for a form, whether it
     came from this app's own page (csrf.py). A request with no session is answered before
     anything reads its body (a form of 100 MB from anyone would otherwise be read first), and
-    the public pages (signing in, setting up) read at most PUBLIC_BODY_MAX bytes. A form with
-    files is admitted before its body is read too (uploads.py: how many at once, the room left)."""
+    the public pages (signing in, setting up) read at most PUBLIC_BODY_MAX bytes; a STREAMED
+    route's body is read by the route, and only the owner's. A form with files is admitted
+    before its body is read too (uploads.py: how many at once, the room left)."""
 
     def __init__(self, app: Any) -> None:
         self.app = app
@@ -83,13 +89,15 @@ class Authenticate:
         if getattr(request.state, "session", None):  # signed in: nothing served to them is cached
             send = kept_private(send)
         person = getattr(request.state, "person", None)
-        sending = refused is None and unsafe and person is not None and uploads.is_upload(request)
-        if sending:  # files: counted and checked against their room before the body is read
-            if (too := uploads.admit(worker(request), request, person.id)) is not None:
-                refused, sending = refusal(request, *too), False
+        # files (but a STREAMED route's, which bounds its own): counted and checked against the
+        # person's room before the body is read
+        sending = (refused is None and unsafe and person is not None and scope["path"] not in STREAMED
+                   and uploads.is_upload(request))
+        if sending and (too := uploads.admit(worker(request), request, person.id)) is not None:
+            refused, sending = refusal(request, *too), False
         try:
             if refused is None and unsafe:
-                refused = await forged(request, public)
+                refused = await (streamed(request) if scope["path"] in STREAMED else forged(request, public))
             if refused is not None:
                 await secured(refused).to_asgi_response(app=None, request=request)(scope, receive, send)
                 return
@@ -126,6 +134,19 @@ async def forged(request: Request, public: bool) -> Response | None:
             return refusal(request, 413, f"What was sent is too long for this page: at most {PUBLIC_BODY_MAX:,} bytes.")
         sent = field if isinstance(field, str) else ""
     why = await csrf.refused(request, sent)
+    return refusal(request, 403, why) if why else None
+
+
+async def streamed(request: Request) -> Response | None:
+    """A 403, before the body is read, for anyone but the owner, and for a request from
+    another site's page or without the right token in its header; else None. A plain form
+    (multipart) carries its token in its body instead: the route checks it, as it reads."""
+    if not request.state.person.owner:
+        return refusal(request, 403, "Only the owner of this Tabletalk adds models to it.")
+    if request.content_type[0] == "multipart/form-data" and not request.headers.get(csrf.HEADER):
+        why = csrf.CROSS_SITE if csrf.cross_origin(request) else None
+    else:
+        why = await csrf.refused(request, request.headers.get(csrf.HEADER, ""))
     return refusal(request, 403, why) if why else None
 
 

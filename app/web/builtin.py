@@ -1,8 +1,9 @@
 """The built-in model's page part and its own page: the owner chooses it (POST /model/builtin),
 and every open page follows its install and its server live (`builtin_changes`, from the
 feed); on /model the owner sees the models on this computer (SmolLM2 and the GGUF files
-brought into data/models/, each checked by its header), chooses the one served (POST
-/model/use) and removes a brought one (POST /model/remove)."""
+brought into data/models/, each checked by its header), adds one by uploading its file
+(POST /model/upload: model_upload.py), chooses the one served (POST /model/use) and removes a
+brought one (POST /model/remove)."""
 from __future__ import annotations
 
 import asyncio
@@ -10,14 +11,15 @@ import asyncio
 from litestar import Request, Response, get, post
 from litestar.params import FromQuery
 
-from ..builtin import brought
+from ..builtin import brought, upload
 from ..tables import Builtin
 from ..store import Store
 from . import render
 from .templating import fragment
 from .toolkit import came_from, done, form_field, go, owner_only, worker
 
-SAVED = {"used": "Chosen: it is served in a few seconds.", "removed": "Removed."}
+SAVED = {"used": "Chosen: it is served in a few seconds.", "removed": "Removed.",
+         "uploaded": "Uploaded: it is listed below. Serve it when you like."}
 
 
 def builtin_html(b: Builtin, owner: bool, oob: bool = False) -> str:
@@ -44,12 +46,15 @@ async def choose(request: Request) -> Response:
     return done(request, came_from(request, "/"))  # the live feed brings the progress
 
 
-async def models_page(request: Request, problem: str = "", status: int = 200, saved: str = "") -> Response:
+async def models_page(request: Request, problem: str = "", status: int = 200, saved: str = "",
+                      uploading: str = "") -> Response:
+    """/model; `problem`: why a choice was refused, `uploading`: why an upload was (said in its form)."""
     s = worker(request)
     found = await asyncio.to_thread(brought.found, s.config.data)  # headers read from disk (cached)
     return render.page(request, "model.html", status_code=status, b=s.store.builtin(), models=found,
                        folder=brought.folder(s.config.data), window_max=brought.WINDOW_MAX, problem=problem,
-                       saved=SAVED.get(saved, ""))
+                       saved=SAVED.get(saved, ""), upload_max=upload.amount(s.config.model_upload_max),
+                       uploading=uploading)
 
 
 @get("/model")

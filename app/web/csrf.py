@@ -30,6 +30,7 @@ FIELD = "_csrf_token"
 HEADER = "x-csrftoken"
 PRE_COOKIE = "tabletalk_pre"  # the pre-session cookie of the sign-in and setup pages
 SAFE = frozenset({"GET", "HEAD", "OPTIONS"})
+CROSS_SITE = "This form was sent from another site's page, so it was refused."
 
 
 def make(key: bytes, purpose: str, value: str) -> str:
@@ -83,7 +84,7 @@ def cross_origin(request: Request) -> bool:
 async def refused(request: Request, sent: str) -> str | None:
     """Why this unsafe request must not be served, or None; `sent` is the token it carries."""
     if cross_origin(request):
-        return "This form was sent from another site's page, so it was refused."
+        return CROSS_SITE
     if not sent or not hmac.compare_digest(sent.encode("utf-8", "surrogatepass"), token(request).encode()):
         return "This form has expired. Go back, reload the page and send it again."
     return None

@@ -191,7 +191,13 @@ def collection_view(request: Request, c: Collection, status_code: int = 200, sav
                        saved=saved, problem=problem, typed=typed or {"name": c.name, "description": c.description},
                        busy=any(d.busy for d in documents), name_max=NAME_MAX, description_max=DESCRIPTION_MAX,
                        document_max=s.config.document_max, left=max(0, s.config.knowledge_max - size),
-                       files_max=FILES_MAX, used=used)
+                       files_max=FILES_MAX, used=used, meaning=meaning_of(s.store, s.config.embeddings, c.id))
+
+
+def meaning_of(store: Store, model: str, collection: int) -> tuple[str, int, int] | None:
+    """Whether the collection is searched by meaning too: (the embedding model, its passages
+    with their vectors, its passages), or None when no embedding model is set."""
+    return (model, *store.vector_counts(model, collection)) if model else None
 
 
 @post("/knowledge/{collection_id:str}")

@@ -576,12 +576,9 @@ class FakeModelServer:
         if req.method == "POST" and path == "/v1/embeddings":
             return self._embeddings(req, writer)
         if req.method == "POST" and path == "/v1/chat/completions":
-            try:
-                body = json.loads(req.body or b"null")
-                if not isinstance(body, dict):
-                    raise ValueError("body must be a JSON object")
-            except ValueError as e:
-                return self._send_error(writer, error(400, f"Invalid JSON body: {e}"), req.keep_alive)
+            body = self._json_body(req)
+            if isinstance(body, Step):
+                return self._send_error(writer, body, req.keep_alive)
             self._record(req, body)
             try:
                 steps = self._next_turn(body)
@@ -609,13 +606,21 @@ class FakeModelServer:
         vector[-1] += 0.01  # (never all zeros)
         return vector
 
-    def _embeddings(self, req: _Request, writer) -> bool:
+    @staticmethod
+    def _json_body(req: _Request) -> dict | Step:
+        """A request's JSON object, or the 400 that refuses it."""
         try:
             body = json.loads(req.body or b"null")
             if not isinstance(body, dict):
                 raise ValueError("body must be a JSON object")
         except ValueError as e:
-            return self._send_error(writer, error(400, f"Invalid JSON body: {e}"), req.keep_alive)
+            return error(400, f"Invalid JSON body: {e}")
+        return body
+
+    def _embeddings(self, req: _Request, writer) -> bool:
+        body = self._json_body(req)
+        if isinstance(body, Step):
+            return self._send_error(writer, body, req.keep_alive)
         self.embedded.append(body)
         if self.embed_error is not None:
             return self._send_error(writer, self.embed_error, req.keep_alive)
