@@ -94,7 +94,7 @@ def examine(chunks: Iterable[bytes]) -> Examined:
 
 
 @dataclass(frozen=True)
-class Upload:
+class Spooled:
     """A file a person sent, its bytes in a file on disk while the request lasts (the multipart
     parser spools each past 1 MB): the name as sent, what it is (read once), its first bytes."""
 
@@ -110,12 +110,12 @@ class Upload:
             yield chunk
 
 
-def uploaded(name: str, file: BinaryIO) -> Upload:
+def spooled(name: str, file: BinaryIO) -> Spooled:
     """The file `file` holds, read through once (blocking: run it in a thread)."""
     file.seek(0)
     head = file.read(HEAD)
     file.seek(0)
-    return Upload(name, file, examine(iter(lambda: file.read(READ), b"")), head)
+    return Spooled(name, file, examine(iter(lambda: file.read(READ), b"")), head)
 
 
 def is_image(kind: str) -> bool:

@@ -366,7 +366,7 @@ def test_bytes_are_examined_a_chunk_at_a_time_as_they_would_be_whole(tmp_path):
     spooled = tmp_path / "spool"
     spooled.write_bytes(b"x" * (filestore.READ * 2 + 5))
     with open(spooled, "rb") as f:
-        upload = filestore.uploaded("spool.txt", f)
+        upload = filestore.spooled("spool.txt", f)
         assert upload.examined.size == filestore.READ * 2 + 5 and upload.head == b"x" * filestore.HEAD
         assert [len(c) for c in upload.chunks()] == [filestore.READ, filestore.READ, 5]
         assert [len(c) for c in upload.chunks()] == [filestore.READ, filestore.READ, 5]  # from the start again

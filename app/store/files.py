@@ -26,14 +26,14 @@ class Files(Base):
         main = next((r[2] for r in self._all("PRAGMA database_list") if r[1] == "main"), "")
         return blobstore.Disk(Path(main).parent / "files")
 
-    def add_file(self, name: str, data: bytes | filestore.Upload, person: int | None = None) -> int:
+    def add_file(self, name: str, data: bytes | filestore.Spooled, person: int | None = None) -> int:
         """Store bytes (once per content) and a row naming them, `person`'s (else the owner's);
         the type is sniffed from them. An upload's bytes are read from its file a chunk at a
         time, never held whole. The bytes and the row commit together on PostgreSQL; on
         SQLite the file is written before the write lock (an upload's fsync holds up no one:
         web/uploads.py writes an upload's before the route's write begins) and again inside
         it if a drop took the same bytes meanwhile."""
-        if isinstance(data, filestore.Upload):
+        if isinstance(data, filestore.Spooled):
             examined, source = data.examined, data.chunks
         else:
             examined, source = filestore.examine([data]), lambda: data

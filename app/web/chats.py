@@ -92,7 +92,7 @@ class Composed:
     model: str
     thinking: str
     now: bool
-    uploads: list[filestore.Upload]
+    uploads: list[filestore.Spooled]
 
 
 async def message_of(request: Request, s: Worker) -> Composed:

@@ -8,7 +8,7 @@ from litestar import Request, Response, get, post
 from litestar.exceptions import HTTPException, NotFoundException
 from litestar.params import FromPath, FromQuery
 
-from ..files import Upload, clean_name
+from ..files import Spooled, clean_name
 from ..knowledge.kinds import Unreadable, kind_of
 from ..store import Store
 from ..tables import Collection, Document, Picks
@@ -119,7 +119,7 @@ def documents_catch_up(store: Store, person: int | None, cursor: int, top: int, 
 READ_ATTACHED = ("pdf", "docx")  # the kinds a message's file is read for (text files are sent as they are)
 
 
-def attach_documents(store: Store, person: int, chat: int, files: Sequence[int], sent: Sequence[Upload]) -> None:
+def attach_documents(store: Store, person: int, chat: int, files: Sequence[int], sent: Sequence[Spooled]) -> None:
     """A message's PDF and Word files as documents of its conversation, read before it is
     answered (inside the write that adds the message): the files' ids, and what was uploaded
     in the same order."""

@@ -16,7 +16,7 @@ from litestar import Request, Response
 from litestar.exceptions import HTTPException, NotFoundException
 from litestar.response import Redirect
 
-from ..files import Upload, clean_name, uploaded
+from ..files import Spooled, clean_name, spooled
 from ..providers.thinking import THINKING
 from ..tables import Assistant, Conversation, Person, Skill
 from ..serve.worker import Worker
@@ -169,20 +169,20 @@ async def model_field(request: Request) -> str:
     return model
 
 
-async def attachments(request: Request, most: int, count: int) -> list[Upload]:
+async def attachments(request: Request, most: int, count: int) -> list[Spooled]:
     """The `file` inputs of a multipart form, checked before anything is written: each read
     through once, a chunk at a time in a thread, from the file the multipart parser spooled it
-    to (files.uploaded: its sha256, size and type; never held whole, web/uploads.py). An input
+    to (files.spooled: its sha256, size and type; never held whole, web/uploads.py). An input
     left empty by the browser (no name, no bytes) is skipped."""
     form = await request.form()
-    out: list[Upload] = []
+    out: list[Spooled] = []
     for value in form.getall("file") if "file" in form else []:
         if isinstance(value, str):
             if value:
                 raise HTTPException(status_code=400, detail="“file” must be a file.")
             continue
         name = value.filename or ""
-        sent = await anyio.to_thread.run_sync(uploaded, name, value.file)
+        sent = await anyio.to_thread.run_sync(spooled, name, value.file)
         if not name and not sent.examined.size:
             continue
         shown = clean_name(name)

@@ -7,7 +7,7 @@ their bytes kept on disk, never whole in memory.
   left under TABLETALK_STORAGE_MAX (413).
 - The multipart parser (Litestar's) spools each file past 1 MB to a temporary file as it
   arrives; `toolkit.attachments` reads each through once, a chunk at a time, in a thread
-  (`files.uploaded`: sha256, size, type), and `kept` writes its bytes into the store's
+  (`files.spooled`: sha256, size, type), and `kept` writes its bytes into the store's
   files/ in a thread before the route's write begins (SQLite's; PostgreSQL's chunks are
   written in the write itself, a chunk at a time).
 - The route checks what was sent against the room left inside the write that stores it
@@ -22,7 +22,7 @@ from litestar import Request
 from litestar.exceptions import HTTPException
 
 from ..config import Config
-from ..files import Upload
+from ..files import Spooled
 from ..store import Store
 from ..serve.worker import Worker
 
@@ -67,11 +67,11 @@ def room_for(store: Store, config: Config, person: int, adding: int) -> None:
         raise HTTPException(status_code=413, detail=too_much(adding, left, config))
 
 
-def sizes(files: Sequence[tuple[str, bytes | Upload]]) -> int:
-    return sum(data.examined.size if isinstance(data, Upload) else len(data) for _, data in files)
+def sizes(files: Sequence[tuple[str, bytes | Spooled]]) -> int:
+    return sum(data.examined.size if isinstance(data, Spooled) else len(data) for _, data in files)
 
 
-async def kept(store: Store, files: Sequence[tuple[str, bytes | Upload]]) -> None:
+async def kept(store: Store, files: Sequence[tuple[str, bytes | Spooled]]) -> None:
     """The uploads' bytes written where the store keeps bytes, in a thread, before the route's
     write: on SQLite that is files/ (not part of the write), so the copy and its fsync hold
     neither the event loop nor the write lock. PostgreSQL's are rows of the write itself."""
@@ -79,5 +79,5 @@ async def kept(store: Store, files: Sequence[tuple[str, bytes | Upload]]) -> Non
     if blobs.transactional:
         return
     for _, data in files:
-        if isinstance(data, Upload):
+        if isinstance(data, Spooled):
             await anyio.to_thread.run_sync(blobs.put, data.chunks(), data.examined.sha256)
