@@ -6,9 +6,11 @@ import sqlite3
 
 import pytest
 
+from app.accounts.setup import secret_key
 from app.providers.ids import Choice
 from app.providers.limits import Limits
 from app.store.people import Taken
+from app.store.secrets import APP_KEY
 from app.tables import Assistant, Plugin, Skill, item
 
 
@@ -129,6 +131,20 @@ def test_plugin_secrets_are_kept_sealed_with_the_apps_key(store):
         db.conn.execute("UPDATE plugins SET secret = ? WHERE id = ?", [other, none.id])
     assert store.plugin_row(none.id).secret == ""
     assert sealed.Seal(b"k", "plugins.secret").open(sealed.Seal(b"k", "models.key").seal("x")) == ""
+
+
+def test_a_plugin_without_a_secret_makes_no_key(store, tmp_path):
+    """A script of the API may add plugins before any server has started: one without a secret
+    makes no app key, so the key an install before m028 kept in its data folder is still the
+    one the first start reads in (and the forms of pages open across the upgrade stay valid)."""
+    agent = store.default_agent().id
+    p = store.add_plugin(Plugin(agent=agent, name="p", address="http://x"))
+    store.update_plugin(p.id, secret="", header="")
+    assert store.secrets_named(APP_KEY) == []
+    (tmp_path / APP_KEY).write_text("the-old-installs-key")
+    assert secret_key(store, tmp_path) == b"the-old-installs-key"
+    store.update_plugin(p.id, secret="typed")  # sealed with that key
+    assert store.plugin_row(p.id).secret == "typed"
 
 
 def test_files_contexts_calibrations_and_deleting(store):
