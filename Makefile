@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 HOST   ?= 127.0.0.1
 PORT   ?= 8000
 
-.PHONY: setup run test test-fast migrate browser postgres bench-corpus bench-embeddings npm-tools llama libgomp bench clean
+.PHONY: setup run test test-fast migrate screenshot browser postgres bench-corpus bench-embeddings npm-tools llama libgomp bench clean
 
 setup: $(STAMP)
 
@@ -21,6 +21,10 @@ run: setup
 
 migrate: setup
 	$(BIN)/tabletalk migrate
+
+# docs/screenshot.png, the README's picture, made from the running app (docs/screenshot.py).
+screenshot: setup browser
+	$(BIN)/python docs/screenshot.py
 
 # Browser tests drive Debian's Chromium, never a downloaded browser.
 browser:

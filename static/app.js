@@ -19,10 +19,12 @@
     }
   });
 
-  // Enter sends, Shift+Enter makes a new line (not while an IME is composing).
+  // Enter sends, Shift+Enter makes a new line (not while an IME is composing). On a touch
+  // screen return makes a new line, as a phone's keyboard promises, and the arrow sends.
+  var touch = !!(window.matchMedia && matchMedia("(hover: none) and (pointer: coarse)").matches);
   document.addEventListener("keydown", function (e) {
     var t = e.target;
-    if (e.key !== "Enter" || e.shiftKey || e.isComposing || !t.matches || !t.matches("#composer textarea")) return;
+    if (touch || e.key !== "Enter" || e.shiftKey || e.isComposing || !t.matches || !t.matches("#composer textarea")) return;
     e.preventDefault();
     if (t.value.trim() === "") return;
     t.form.requestSubmit();
@@ -107,11 +109,21 @@
     setFiles(form);
     return true;
   }
+  function offerThinking(form, models) {
+    var thinking = form.querySelector("select.thinking-pick"), mark = form.querySelector(".no-thinking");
+    var picked = models.options[models.selectedIndex];
+    if (!thinking || !mark || !picked) return;
+    var thinks = picked.hasAttribute("data-thinks");
+    thinking.hidden = !thinks; mark.hidden = thinks;
+    if (!thinks) thinking.value = "";
+  }
   function setUp() {
     var form = composer();
     if (!form) return;
     var ta = form.querySelector("textarea");
-    if (ta && ta.dataset.jsPlaceholder) ta.placeholder = ta.dataset.jsPlaceholder; // Enter sends only with script
+    // what Enter does is said only with script, which makes it send (a touch screen's return does not)
+    var said = ta && (touch ? ta.dataset.touchPlaceholder : ta.dataset.jsPlaceholder);
+    if (said) ta.placeholder = said;
     if (ta) { fit(ta); ta.addEventListener("input", function () { fit(ta); }); }
     var input = form.querySelector('input[type="file"]');
     if (input && canSet) input.addEventListener("change", function () {
@@ -142,18 +154,24 @@
       if (data && data.files && data.files.length && addFiles(form, data.files) && !data.getData("text/plain")) e.preventDefault();
     });
     // A model or thinking level picked sticks: reset keeps it, and the conversation stores it.
-    form.querySelectorAll("select.pick").forEach(function (sel) {
-      sel.addEventListener("change", function () {
-        Array.prototype.forEach.call(sel.options, function (o) { o.defaultSelected = o.selected; });
-        var url = form.dataset.choiceUrl;
-        if (!url) return;
-        var body = new FormData();
-        ["_csrf_token", "model", "thinking"].forEach(function (name) {
-          var field = form.elements.namedItem(name);
-          if (field) body.append(name, field.value);
-        });
-        fetch(url, {method: "POST", body: body, credentials: "same-origin", headers: {"HX-Request": "true"}});
+    // The Thinking picker is offered for a model that thinks (its option says data-thinks);
+    // for another a mark stands in its place, and no level stays picked for it. (On the form:
+    // the model picker is swapped anew while a server is down.)
+    form.addEventListener("change", function (e) {
+      var sel = e.target;
+      if (!sel.matches || !sel.matches("select.pick")) return;
+      if (sel.name === "model") offerThinking(form, sel);
+      [sel, form.elements.namedItem("thinking")].forEach(function (s) {
+        if (s && s.options) Array.prototype.forEach.call(s.options, function (o) { o.defaultSelected = o.selected; });
       });
+      var url = form.dataset.choiceUrl;
+      if (!url) return;
+      var body = new FormData();
+      ["_csrf_token", "model", "thinking"].forEach(function (name) {
+        var field = form.elements.namedItem(name);
+        if (field) body.append(name, field.value);
+      });
+      fetch(url, {method: "POST", body: body, credentials: "same-origin", headers: {"HX-Request": "true"}});
     });
     // A conversation opens at its newest message (unless the address names another place).
     if (document.getElementById("items") && (!location.hash || location.hash === "#end")) {
@@ -220,16 +238,39 @@
       else a.removeAttribute("aria-current");
     });
   }
+  // Typing in its search box filters the rows by title at once (a heading whose rows are all
+  // filtered out goes too); Enter still searches every message (/search).
+  var sideQ = document.getElementById("side-q"), filtered = document.getElementById("side-filtered");
+  function folded(text) { return text.normalize("NFKD").replace(/[\u0300-\u036f]/g, "").toLowerCase(); }
+  function filterSide(list) {
+    var typed = sideQ ? sideQ.value.trim() : "", word = folded(typed), shown = 0, heading = null, under = 0;
+    function closeHeading() { if (heading) heading.hidden = !!word && under === 0; }
+    Array.prototype.forEach.call(list.children, function (li) {
+      if (li.classList.contains("group")) { closeHeading(); heading = li; under = 0; return; }
+      var a = li.querySelector("a.open"), keep = !word || (!!a && folded(a.textContent).indexOf(word) >= 0);
+      li.hidden = !keep;
+      if (keep) { shown++; under++; }
+    });
+    closeHeading();
+    if (filtered) filtered.textContent = !word ? "" : (shown ? shown + (shown === 1 ? " title has " : " titles have ") + "“" + typed + "”."
+                                                           : "No title has “" + typed + "”.") + " Enter searches the messages too.";
+  }
   var list = document.getElementById("conversations");
-  if (list && window.MutationObserver) {
-    new MutationObserver(function () { markCurrent(list); }).observe(list, {childList: true});
+  if (list && sideQ) {
+    if (sideQ.dataset.filterPlaceholder) sideQ.placeholder = sideQ.dataset.filterPlaceholder;
+    sideQ.addEventListener("input", function () { filterSide(list); });
+  }
+  if (list && window.MutationObserver) {  // live rows come filtered as the box says
+    new MutationObserver(function () { markCurrent(list); if (sideQ && sideQ.value.trim()) filterSide(list); })
+      .observe(list, {childList: true});
   }
 
   // Rename in place: the row's title becomes a field; Enter (or leaving it) saves, Esc keeps
   // the title. Without script the Rename link opens a page with a form.
   document.addEventListener("click", function (e) {
     var r = e.target.closest && e.target.closest("a[data-rename]");
-    var row = r && r.closest("li.convo"), link = row && row.querySelector("a.open");
+    var row = r && r.closest("li.convo");
+    var link = row ? row.querySelector("a.open") : r && r.closest("#chat-menu") && document.getElementById("title");
     var form = document.getElementById("side-form");
     if (!link || !form) return;
     e.preventDefault();
@@ -249,7 +290,11 @@
       var body = new URLSearchParams({_csrf_token: form.querySelector("[name=_csrf_token]").value, title: title});
       fetch("/c/" + r.getAttribute("data-rename") + "/rename", {method: "POST", body: body, credentials: "same-origin",
                                                                  headers: {"HX-Request": "true"}})
-        .then(function (res) { if (res.ok) link.textContent = title; else link.title = "The title was not saved"; })
+        .then(function (res) {
+          if (!res.ok) { link.title = "The title was not saved"; return; }
+          link.textContent = title;
+          if (link.hasAttribute("title")) link.title = title;
+        })
         .finally(back);  // the live list brings the row as saved
     }
     input.addEventListener("keydown", function (k) {
@@ -257,6 +302,85 @@
       else if (k.key === "Escape") { k.preventDefault(); end(false); }
     });
     input.addEventListener("blur", function () { end(true); });
+  });
+
+  // --- Menus (⋯ by a sidebar row, by a conversation's title): a <details>, which opens without
+  // script; with it one is open at a time, and Esc or a click elsewhere closes it.
+  var MENUS = "details.acts[open], details.menu[open]";
+  document.addEventListener("click", function (e) {
+    document.querySelectorAll(MENUS).forEach(function (d) { if (!d.contains(e.target)) d.open = false; });
+  });
+  document.addEventListener("toggle", function (e) {  // (toggle does not bubble: caught on its way down)
+    var d = e.target;
+    if (!d.open || !d.matches || !d.matches(MENUS)) return;
+    document.querySelectorAll(MENUS).forEach(function (o) { if (o !== d) o.open = false; });
+  }, true);
+  document.addEventListener("keydown", function (e) {
+    if (e.key !== "Escape" || e.isComposing) return;
+    var open = document.querySelectorAll(MENUS);
+    if (!open.length) return;
+    e.preventDefault(); e.stopImmediatePropagation();  // Esc closes the menu, and stops no answer
+    open.forEach(function (d) {
+      var inside = d.contains(document.activeElement);
+      d.open = false;
+      if (inside) d.querySelector("summary").focus();
+    });
+  }, true);
+
+  // "Again with another model": the ▾ beside Again opens a small menu of the models (the page's
+  // own form, ?menu=1); the button pressed makes the answer again with that model. Esc or a
+  // click elsewhere closes it. Without script the ▾ is a link to the same choice as a page.
+  function closeAgain(back) {
+    document.querySelectorAll(".again-wrap .again-menu").forEach(function (m) {
+      var link = m.parentNode.querySelector("a.again-with");
+      m.remove();
+      if (link) { link.setAttribute("aria-expanded", "false"); if (back) link.focus(); }
+    });
+  }
+  document.addEventListener("click", function (e) {
+    var link = e.target.closest && e.target.closest("a.again-with");
+    if (!link) { if (!e.target.closest || !e.target.closest(".again-menu")) closeAgain(false); return; }
+    e.preventDefault();
+    var wrap = link.parentNode, open = wrap.querySelector(".again-menu");
+    closeAgain(false);
+    if (open) return;
+    link.setAttribute("aria-haspopup", "true");
+    fetch(link.href + "?menu=1", {credentials: "same-origin"}).then(function (r) {
+      if (!r.ok) throw new Error(r.status); return r.text();
+    }).then(function (html) {
+      var menu = new DOMParser().parseFromString(html, "text/html").querySelector("form.again-menu");
+      if (!menu || !link.isConnected) return;
+      menu = document.importNode(menu, true);
+      wrap.appendChild(menu);
+      link.setAttribute("aria-expanded", "true");
+      var dock = document.querySelector(".dock"), room = dock ? dock.getBoundingClientRect().top : innerHeight;
+      if (menu.getBoundingClientRect().bottom > room) menu.classList.add("up");  // no room below: above it
+      var first = menu.querySelector("button");
+      if (first) first.focus();
+    }).catch(function () { location.assign(link.href); });  // the page, then
+  });
+  document.addEventListener("keydown", function (e) {
+    if (e.key === "Escape" && document.querySelector(".again-wrap .again-menu")) {
+      e.preventDefault(); e.stopImmediatePropagation();
+      closeAgain(true);
+    }
+  }, true);
+  document.addEventListener("submit", function (e) {
+    var form = e.target;
+    if (!form.matches || !form.matches(".again-menu")) return;
+    e.preventDefault();
+    var data = new FormData(form);
+    if (e.submitter && e.submitter.name) data.append(e.submitter.name, e.submitter.value);
+    fetch(form.action, {method: "POST", body: data, credentials: "same-origin", headers: {"HX-Request": "true"}})
+      .then(function (r) {
+        if (!r.ok) return r.text().then(function (t) { throw new Error(t || r.status); });
+        closeAgain(false);
+        var box = composerBox();
+        if (box) box.focus();  // Again hides itself while the new version is written
+      }).catch(function (err) {
+        var p = form.querySelector(".error") || form.appendChild(document.createElement("p"));
+        p.className = "error"; p.setAttribute("role", "alert"); p.textContent = String(err.message || err);
+      });
   });
 
   // A picker that only changes what the page shows (the new conversation's agent) applies at once.
@@ -331,12 +455,12 @@
     var b = document.querySelector('[hx-post$="/stop"]');
     return b && (b.form || b);
   }
-  // Approve, Decline and Stop go away (the live feed replaces them) while their request runs:
+  // Approve, Decline, Again and Stop go away (the live feed replaces them) while their request runs:
   // focus goes to the message box as they are used, not to the page's body. (Sending keeps it
   // there: see the composer's handler above.)
   document.addEventListener("htmx:before:request", function (e) {
     var el = e.target, url = el && el.getAttribute && (el.getAttribute("hx-post") || "");
-    if (!url || !/\/(stop|calls\/\d+)$/.test(url)) return;
+    if (!url || !/\/(stop|calls\/\d+|again)$/.test(url)) return;
     var box = composerBox();
     if (box) box.focus();
   });
@@ -401,11 +525,21 @@
     if (words) setTimeout(function () { el.textContent = words + "\u00a0"; }, 150);
   });
 
-  // Keep the newest part of the conversation in view while it grows, unless the person scrolled up.
-  var stick = true;
+  // Keep the newest part of the conversation in view while it grows, unless the person scrolled
+  // up; then ↓ (in the dock) shows, and takes them back to it.
+  var stick = true, latest = document.querySelector(".dock .to-latest");
   window.addEventListener("scroll", function () {
     stick = window.innerHeight + window.scrollY >= document.body.scrollHeight - 80;
+    if (latest) latest.hidden = stick;
   }, { passive: true });
+  if (latest) latest.addEventListener("click", function () {
+    var keyboard = latest.matches(":focus-visible");
+    stick = true;
+    latest.hidden = true;
+    window.scrollTo(0, document.body.scrollHeight);
+    var box = composerBox();
+    if (keyboard && box) box.focus({preventScroll: true});  // not left on a button that went away
+  });
   // Only a conversation's page follows its end: elsewhere (an agent's page, the account) the
   // sidebar's live rows are swapped in too, and must not move the page.
   document.addEventListener("htmx:after:swap", function () {

@@ -95,6 +95,7 @@ PAGES: list[Page] = [
     Page("account, theme saved", "/account?saved=theme"),
     Page("people", "/people"),
     Page("remove person", "/people/{guest}/delete"),
+    Page("a new password, by its one-time link", "/reset?token={reset}", who="", shows='input[name="token"]'),
     Page("the built-in model", "/model", shows="#builtin"),
     Page("keyboard shortcuts", "/help/keys"),
     Page("not found", "/no/such/page", status=404),
@@ -108,7 +109,7 @@ class World:
 
     served: Served
     fresh: Served
-    ids: dict[str, int] = field(default_factory=dict)
+    ids: dict[str, int | str] = field(default_factory=dict)
     cookies: dict[str, dict[str, str]] = field(default_factory=dict)
 
     def url(self, page: Page) -> str:
@@ -172,12 +173,13 @@ class World:
             store.update_plugin(store.plugins(agent)[-1].id, enabled=False)
             skill = store.skills()[0].id
             guest = next(p.id for p in Accounts(store).all() if p.name == "someone")
+            reset = Accounts(store).reset_link(guest)
             asking, ask = _plugin_asks(store)
             collection, passage = _knowledge(store)
             done_turn = store.db.execute("SELECT min(id) FROM items WHERE chat = ? AND kind = 'user'", [done]).fetchone()[0]
         self.ids = {"done": done, "done_turn": done_turn, "waiting": waiting, "running": running,
                     "agent": agent, "skill": skill, "guest": guest, "asking": asking, "ask": ask,
-                    "collection": collection, "passage": passage}
+                    "collection": collection, "passage": passage, "reset": reset}
         return self
 
 

@@ -96,6 +96,7 @@ def test_setting_up_the_owner_signs_them_in_and_claims_what_was_there(fresh, dat
     db.conn.close()
     page = soup(fresh.get("/setup"))
     assert {i["name"] for i in page.select("main form [name]")} == {"_csrf_token", "code", "name", "password", "again"}
+    assert "made before this install had accounts" in page.text, "it has a conversation from before"
     r = set_up(fresh)
     assert r.status_code == 303 and r.headers["location"] == "/"
     cookie = r.headers["set-cookie"]
@@ -131,6 +132,16 @@ def test_setup_refuses_bad_names_and_passwords_clearly(fresh, data, name, passwo
     r = set_up(fresh, name=name, password=password, again=again)
     assert r.status_code in (400, 413) and says in soup(r).select_one("main").text
     assert db_rows(data, "SELECT count(*) FROM people") == [(0,)]
+    if r.status_code == 400:  # the field to type in again is the one focused
+        assert soup(r).select_one("[autofocus]")["name"] == ("name" if says in ("name", "80", "one line") else "password")
+
+
+def test_a_fresh_installs_setup_speaks_of_no_earlier_conversations(fresh):
+    page = soup(fresh.get("/setup"))
+    assert "Make the owner's account." in page.text
+    assert "before this install had accounts" not in page.text
+    assert page.select_one("[autofocus]")["name"] == "code"
+    assert soup(fresh.get("/setup?code=abc")).select_one("[autofocus]")["name"] == "name"
 
 
 def test_behind_https_the_session_cookie_is_secure(fresh):
@@ -303,9 +314,54 @@ def test_signing_out_ends_the_open_live_streams(served: Served):
 # --- people and passwords ---------------------------------------------------------------------
 
 
+def test_the_owner_makes_a_link_that_sets_a_forgotten_password_once(client, data):
+    """The owner's New password link: shown once (only its hash is kept), it opens signed out,
+    sets the password once, ends every session of the person's and signs this browser in as
+    them; used, replaced or for the owner, it does nothing."""
+    from app.accounts.rules import token_id
+
+    client.post("/people", data={"_csrf_token": csrf(client), "name": "Bea", "password": "bea's password"})
+    [(bea,)] = db_rows(data, "SELECT id FROM people WHERE name = 'Bea'")
+    elsewhere = signed_in(data, "Bea", owner=False)  # Bea's session on another device
+    [(owner,)] = db_rows(data, "SELECT id FROM people WHERE owner = 1")
+    assert client.post(f"/people/{owner}/reset", data={"_csrf_token": csrf(client)}).status_code == 404
+    first = soup(client.post(f"/people/{bea}/reset", data={"_csrf_token": csrf(client)})).select_one("#reset-link").text
+    made = client.post(f"/people/{bea}/reset", data={"_csrf_token": csrf(client)})
+    assert made.status_code == 200 and "within 3 days" in made.text
+    link = soup(made).select_one("#reset-link").text
+    assert re.fullmatch(r"http://testserver(\.local)?/reset\?token=[\w-]{40,}", link), link
+    token = link.split("token=")[1]
+    assert db_rows(data, "SELECT id FROM resets") == [(token_id(token),)], "one link a person, kept as its hash"
+    owners = client.cookies.get(COOKIE)
+
+    client.cookies.clear()  # whoever opens it, signed out
+    assert client.get("/reset?token=" + first.split("token=")[1]).status_code == 410, "the newer link replaced it"
+    page = client.get(f"/reset?token={token}")
+    assert page.status_code == 200 and "For Bea." in soup(page).text
+    sent = {"_csrf_token": csrf(client, f"/reset?token={token}"), "token": token}
+    r = client.post("/reset", data={**sent, "password": "a new one!", "again": "a new two!"})
+    assert r.status_code == 400 and "The two passwords differ" in r.text
+    r = client.post("/reset", data={**sent, "password": "short", "again": "short"})
+    assert r.status_code == 400
+    r = client.post("/reset", data={**sent, "password": "bea's new password", "again": "bea's new password"},
+                    follow_redirects=False)
+    assert r.status_code == 303 and r.headers["location"] == "/"
+    assert soup(client.get("/account")).select_one("h1").text == "Bea", "this browser is signed in as Bea"
+    assert db_rows(data, "SELECT count(*) FROM sessions WHERE id = ?", [token_id(elsewhere)]) == [(0,)]
+    assert db_rows(data, "SELECT count(*) FROM resets") == [(0,)]
+    client.cookies.clear()
+    again = client.get(f"/reset?token={token}")
+    assert again.status_code == 410 and "does not work any more" in again.text
+    r = client.post("/signin", data={"_csrf_token": csrf(client, "/signin"), "name": "Bea",
+                                     "password": "bea's new password"}, follow_redirects=False)
+    assert r.status_code == 303
+    client.cookies.set(COOKIE, owners)
+
+
 def test_the_owner_adds_and_removes_people_who_get_an_agent_of_their_own(client, data, make_client):
     page = soup(client.get("/people"))
-    assert [li.text.split(" ")[0] for li in page.select(".people-list li")] == [OWNER]
+    assert [td.text for td in page.select(".people-list tbody td:first-child")] == [OWNER]
+    assert page.select_one(".people-list tbody td:nth-child(2)").text == "The owner: you"  # not "owner · owner"
     r = client.post("/people", data={"_csrf_token": csrf(client), "name": "Bea", "password": "bea's password"},
                     follow_redirects=False)
     assert r.status_code == 303

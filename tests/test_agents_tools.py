@@ -23,6 +23,28 @@ def test_the_tools_tab_lists_builtin_tools_with_two_checkboxes(client):
         assert approve["name"] == "approve" and not approve.has_attr("checked")
 
 
+def test_the_tools_tab_says_what_each_tool_does_in_a_line_for_a_person(client):
+    """Not the text written for the model (when to call it, its rules), but a line for a person."""
+    from app.tools.standard import builtin_tools
+
+    page = soup(client.get(agent_url(client) + "?tab=tools"))
+    lines = {r.select_one("code").text: r.select_one("div.muted").text for r in page.select("table.tools tbody tr:has(td)")}
+    assert lines["fetch_page"].startswith("Reads a public web page")
+    assert lines["update_plan"] == "Keeps a checklist of the agent's plan, pinned above your message box."
+    for tool in builtin_tools():
+        assert tool.summary and len(tool.summary) <= 120 and tool.description[:60] not in lines[tool.name]
+
+
+def test_a_plugin_tools_line_for_a_person_is_its_descriptions_first_sentence():
+    from app.plugins.tools import LINE_MAX, person_line
+
+    assert person_line("Echoes back the input. Call it with a message; the message must be short.") == \
+        "Echoes back the input."
+    assert person_line("", "Echo tool") == "Echo tool"
+    long = person_line("word " * 60)
+    assert len(long) <= LINE_MAX and long.endswith("…")
+
+
 def test_tools_are_stored_as_the_seed_says(client, data):
     from app.store import db as dbm
     url = agent_url(client)

@@ -97,6 +97,36 @@ def test_without_javascript_the_answer_is_there_after_the_redirect(browser, serv
         context.close()
 
 
+def test_without_javascript_stop_shows_the_stopped_conversation_and_keeps_what_was_typed(browser, served: Served, fake):
+    """Stop without script: the page that comes back is the stopped conversation (no Stop, no
+    "Send now", no frame still saying it is being written), and what was half typed in the
+    composer is still there."""
+    fake.script([rate(5), text("A slow answer, word by word. " * 40)])
+    context = served.context(browser, java_script_enabled=False)
+    page = context.new_page()
+    try:
+        page.goto("/")
+        page.locator("#composer textarea").fill("Write slowly")
+        page.get_by_role("button", name="Send").click()
+        page.wait_for_load_state()
+        expect(page.locator("iframe.watch-frame")).to_have_count(1)
+        page.frame_locator("iframe.watch-frame").locator("article.text").wait_for(timeout=15_000)
+        page.locator("#composer textarea").fill("half a thought, kept")
+        page.get_by_role("button", name="Stop").click()
+        page.wait_for_load_state()
+        expect(page.locator("article.stop")).to_have_count(1)
+        expect(page.locator("iframe.watch-frame")).to_have_count(0)
+        expect(page.locator("#status")).to_have_attribute("data-running", "0")
+        expect(page.get_by_role("button", name="Stop")).to_have_count(0)
+        expect(page.get_by_role("button", name="Send now")).to_be_hidden()
+        expect(page.locator("#composer textarea")).to_have_value("half a thought, kept")
+        page.get_by_role("button", name="Send").click()  # and it sends as any message
+        page.wait_for_load_state()
+        expect(live_part(page).locator("article.user .body").last).to_have_text("half a thought, kept")
+    finally:
+        context.close()
+
+
 LONG = "\n\n".join([
     "## A heading",
     "A paragraph with **bold**, *italic*, `code` and a [link](https://example.org/page).",

@@ -2,13 +2,14 @@
 JavaScript), and every page rendered under the Content-Security-Policy with no console error."""
 from __future__ import annotations
 
+import os
 import re
 
 import pytest
 from playwright.sync_api import expect
 
 from app.tables import skill
-from tests.conftest import Served, csrf, rows, start_chat, wait_for
+from tests.conftest import SHOTS, Served, csrf, rows, start_chat, wait_for
 from tests.fakes.openai_server import text, tool_call
 
 pytestmark = pytest.mark.browser
@@ -36,8 +37,20 @@ def test_setting_up_the_owner_then_signing_out_and_in(browser, data, env, javasc
         page.goto("/")
         expect(page).to_have_url(f"{served.url}/setup")
         code = re.search(r"/setup\?code=(\S+)", served.log.read_text()).group(1)
+        form = page.locator("main form").bounding_box()
+        centre = form["x"] + form["width"] / 2
+        assert abs(centre - page.viewport_size["width"] / 2) < 2, "the form stands in the page's centre"
         page.get_by_label("Setup code").fill(code)  # as printed where it was started
         page.get_by_label("Your name").fill("Ada Lovelace")
+        page.get_by_label("Password", exact=True).fill("analytical engine")
+        page.get_by_label("The password again").fill("analytical engines")
+        page.get_by_role("button", name="Set up").click()
+        expect(page.locator(".problem")).to_contain_text("The two passwords differ")
+        expect(page.get_by_label("Password", exact=True)).to_be_focused()  # not the name, which was right
+        expect(page.get_by_label("Your name")).to_have_value("Ada Lovelace")
+        os.makedirs(SHOTS, exist_ok=True)
+        page.screenshot(path=os.path.join(SHOTS, f"setup-refused{'' if javascript else '-nojs'}.png"))
+        problems.clear()  # (the refusal's 400, asked for)
         page.get_by_label("Password", exact=True).fill("analytical engine")
         page.get_by_label("The password again").fill("analytical engine")
         page.get_by_role("button", name="Set up").click()
@@ -120,3 +133,39 @@ def test_the_setup_page_renders_under_the_csp(browser, data, env):
     finally:
         context.close()
         served.stop()
+
+
+def test_the_owner_passes_on_a_link_that_sets_a_forgotten_password(browser, served: Served):
+    """People: New password link shows the link once, Copy puts it on the clipboard; opened
+    signed out (phone, dark), it sets the password and signs that browser in as the person."""
+    client = served.client(timeout=10, follow_redirects=True)
+    client.post("/people", data={"_csrf_token": csrf(client, "/people"), "name": "Bea", "password": "bea's password"})
+    context = served.context(browser, permissions=["clipboard-read", "clipboard-write"])
+    try:
+        page = context.new_page()
+        page.goto("/people")
+        expect(page.locator(".people-list tbody td:nth-child(2)")).to_have_text(["The owner: you", "Added by you"])
+        page.get_by_role("button", name="New password link for Bea").click()
+        link = page.locator("#reset-link").inner_text()
+        page.get_by_role("button", name="Copy").click()
+        wait_for(lambda: page.evaluate("navigator.clipboard.readText()") == link, timeout=10)  # (written after the click)
+    finally:
+        context.close()
+    context = browser.new_context(viewport={"width": 390, "height": 844}, color_scheme="dark", is_mobile=True,
+                                  has_touch=True)
+    try:
+        page = context.new_page()
+        page.goto(link)
+        expect(page.get_by_label("New password", exact=True)).to_be_focused()
+        os.makedirs(SHOTS, exist_ok=True)
+        page.screenshot(path=os.path.join(SHOTS, "reset-phone-dark.png"))
+        page.get_by_label("New password", exact=True).fill("bea's new password")
+        page.get_by_label("New password again").fill("bea's new password")
+        page.get_by_role("button", name="Set the password").click()
+        expect(page).to_have_url(f"{served.url}/")
+        page.goto(f"{served.url}/account")
+        expect(page.locator("h1")).to_have_text("Bea")
+        page.goto(link)
+        expect(page.locator(".problem")).to_contain_text("does not work any more")
+    finally:
+        context.close()

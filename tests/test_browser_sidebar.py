@@ -69,7 +69,7 @@ def test_no_conversation_is_written_before_its_first_message(browser, served: Se
     try:
         page = context.new_page()
         page.goto("/agents")
-        page.get_by_role("link", name="New conversation").click()
+        page.get_by_role("link", name="New conversation", exact=True).click()
         expect(page).to_have_url(f"{served.url}/")
         expect(page.locator("h1")).to_have_text("New conversation")
         page.reload()
@@ -284,5 +284,46 @@ def test_a_page_other_than_a_conversation_stays_where_it_is_as_the_sidebar_follo
             store.set_title(ids[5], "Renamed while the agent page is open")
         expect(page.locator(f"#c{ids[5]} a.open")).to_have_text("Renamed while the agent page is open")
         assert page.evaluate("window.scrollY") == 0
+    finally:
+        context.close()
+
+
+# --- finding a conversation (issue 36) --------------------------------------------------------
+
+
+@pytest.mark.parametrize("javascript", [True, False])
+def test_the_sidebars_search_keeps_its_words_and_with_script_filters_the_titles_as_one_types(browser, served: Served,
+                                                                                             javascript):
+    ids = seeded(served, [DAY // 2, DAY // 2 + 1000, 3 * DAY], title="Trip")
+    with served.store() as store:
+        store.set_title(ids[0], "Café in Lyon")
+        store.set_title(ids[1], "Tax forms")
+        store.set_title(ids[2], "Lyon by train")
+    context = served.context(browser, viewport={"width": 1280, "height": 800}, java_script_enabled=javascript)
+    try:
+        page = context.new_page()
+        page.goto("/")
+        box = page.locator("#side-q")
+        titles = page.locator("#conversations li.convo:visible a.open")
+        expect(titles).to_have_count(3)
+        if javascript:
+            box.press_sequentially("lyon")
+            expect(titles).to_have_text(["Café in Lyon", "Lyon by train"])
+            expect(page.locator("#side-filtered")).to_have_text("2 titles have “lyon”. Enter searches the messages too.")
+            box.fill("cafe")  # as typed, accents aside
+            box.dispatch_event("input")
+            expect(titles).to_have_text(["Café in Lyon"])
+            expect(page.locator("#conversations li.group:visible h2")).to_have_text(["Today"])
+            box.fill("nothing like it")
+            box.dispatch_event("input")
+            expect(titles).to_have_count(0)
+            expect(page.locator("#side-filtered")).to_contain_text("No title has “nothing like it”.")
+            box.fill("lyon")
+        else:
+            box.fill("lyon")
+        box.press("Enter")
+        page.wait_for_url("**/search?q=lyon")
+        expect(page.locator("#side-q")).to_have_value("lyon")
+        expect(page.locator("#q")).to_have_value("lyon")
     finally:
         context.close()

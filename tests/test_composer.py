@@ -34,7 +34,9 @@ def new_conversation(p, served: Served) -> str:
 
 
 def another_model(served: Served, fake) -> None:
+    """other-model, listed as one that thinks (the default fake-model is not)."""
     fake.models["other-model"] = 4096
+    fake.thinkers.add("other-model")
     with served.client() as c:
         assert c.post("/models/refresh", data={"_csrf_token": csrf(c)}).status_code < 400
 
@@ -72,8 +74,13 @@ def test_the_model_picked_sticks_across_a_reload_and_is_used_by_later_messages(p
     fake.script("First.", "Second.", "Third.")
     chat = new_conversation(page, served)
     model = page.get_by_role("combobox", name="Model", exact=True)
+    expect(model.locator("option").first).to_have_text("fake-model (default)")  # what answers, unpicked
+    thinking = page.get_by_role("combobox", name="Thinking")
+    expect(thinking).to_be_hidden()  # fake-model does not think: no Thinking picker, a mark instead
+    expect(page.locator("#composer .no-thinking")).to_have_text("No thinking")
     model.select_option("other-model")
-    page.get_by_role("combobox", name="Thinking").select_option("high")
+    expect(page.locator("#composer .no-thinking")).to_be_hidden()
+    thinking.select_option("high")
     box = page.locator("#composer textarea")
     box.fill("first")
     box.press("Enter")
@@ -89,11 +96,14 @@ def test_the_model_picked_sticks_across_a_reload_and_is_used_by_later_messages(p
     page.locator("#composer textarea").press("Enter")
     expect(page.locator("article.text").last).to_have_text("Second.", timeout=15_000)
     assert fake.streamed[1]["model"] == "other-model"
-    # a pick without a message sticks too (app.js posts it)
+    # a pick without a message sticks too (app.js posts it); a model that does not think keeps
+    # no thinking level
     model.select_option("")
-    expect(page.locator("#picked")).to_have_text("Thinking: high")
+    expect(page.locator("#picked")).to_have_text("")
+    expect(page.get_by_role("combobox", name="Thinking")).to_be_hidden()
     page.reload()
     assert page.get_by_role("combobox", name="Model", exact=True).input_value() == ""
+    expect(page.get_by_role("combobox", name="Thinking")).to_be_hidden()
     page.locator("#composer textarea").fill("third")
     page.locator("#composer textarea").press("Enter")
     expect(page.locator("article.text").last).to_have_text("Third.", timeout=15_000)

@@ -134,3 +134,18 @@ def test_the_skip_link_on_a_conversation_goes_to_the_message_box(page, served: S
     expect(page.locator("a.skip").first).to_be_in_viewport()
     page.keyboard.press("Enter")
     assert focused(page) == "textarea#text"
+
+
+def test_after_again_focus_is_in_the_message_box(page, served: Served, fake):
+    """Again hides itself while the new version is written: focus goes to the message box, not
+    to the page's body."""
+    fake.script("The first version.", [rate(20), text("The second version, a little slower.")])
+    page.goto(served.empty_chat())
+    page.keyboard.type("Say something")
+    page.keyboard.press("Enter")
+    again = page.get_by_role("button", name="Again: a new version of this answer")
+    again.wait_for()
+    again.focus()
+    page.keyboard.press("Enter")
+    page.locator(".answer-actions .pager").wait_for()
+    assert focused(page) == "textarea#text", "after Again, in the message box"

@@ -114,7 +114,7 @@ def test_the_memory_tab_lists_and_deletes_what_the_tool_wrote(client, fake, data
     assert [li.select_one("span").text for li in tab.select("ul.memories li")] == ["<b>bold</b> & more", FACT]
     assert tab.select("ul.memories b") == [], "a memory is text, not HTML"
 
-    form = tab.select("ul.memories li form")[0]
+    form = tab.select('ul.memories li form[action$="/delete"]')[0]
     r = client.post(form["action"], data={"_csrf_token": form.select_one("[name=_csrf_token]")["value"]},
                     follow_redirects=False)
     assert r.status_code == 303
@@ -137,3 +137,31 @@ def test_the_prompt_holds_the_newest_memories_newest_last():
     assert section.endswith("- first\n- two\n  lines")
     assert "2 older ones are not shown" in prompt_section(long)
     assert prompt_section([]) == ""
+
+
+# --- memories a person writes (issue 36) ---------------------------------------------------
+
+
+def test_a_person_adds_edits_and_deletes_memories_by_hand_and_the_account_page_leads_there(client, data):
+    from tests.conftest import csrf, rows, soup
+
+    agent = rows(data, "SELECT id FROM assistants")[0]["id"]
+    tab = f"/agents/{agent}?tab=memory"
+    r = client.post(f"/agents/{agent}/memories/add", data={"_csrf_token": csrf(client, tab), "text": "  I live in Lyon. "},
+                    follow_redirects=False)
+    assert r.status_code == 303 and r.headers["location"] == f"/agents/{agent}?tab=memory&saved=remembered"
+    client.post(f"/agents/{agent}/memories/add", data={"_csrf_token": csrf(client, tab), "text": "i live in  lyon."})
+    assert rows(data, "SELECT text, outside FROM memories") == [{"text": "I live in Lyon.", "outside": 0}], \
+        "the same memory twice is kept once"
+    page = soup(client.get(tab))
+    memory = rows(data, "SELECT id FROM memories")[0]["id"]
+    assert page.select_one(f'form[action="/agents/{agent}/memories/{memory}"] textarea').text == "I live in Lyon."
+    client.post(f"/agents/{agent}/memories/{memory}", data={"_csrf_token": csrf(client, tab), "text": "I live in Paris."})
+    assert rows(data, "SELECT text FROM memories") == [{"text": "I live in Paris."}]
+    assert client.post(f"/agents/{agent}/memories/add", data={"_csrf_token": csrf(client, tab), "text": " "}).status_code == 400
+    too_long = client.post(f"/agents/{agent}/memories/{memory}", data={"_csrf_token": csrf(client, tab), "text": "x" * 2001})
+    assert too_long.status_code == 400
+    assert client.post(f"/agents/{agent}/memories/99999", data={"_csrf_token": csrf(client, tab), "text": "x"}).status_code == 404
+    account = soup(client.get("/account"))
+    link = account.select_one(f'.memory-list a[href="/agents/{agent}?tab=memory"]')
+    assert link is not None and "1 memory" in link.parent.text

@@ -60,3 +60,50 @@ def test_in_the_browser_refresh_replaces_the_picker_and_sends_no_message(browser
             assert page.locator("#items .item").count() == 0, "no message was sent"
     finally:
         served.stop()
+
+
+# --- what the picker says unpicked, and which models the Thinking picker is offered for (issue 36)
+
+
+def test_unpicked_the_picker_names_the_model_that_answers(client, fake, data):
+    from tests.conftest import rows
+
+    chat = new_chat(client)
+    first = soup(client.get(chat)).select_one("#composer select[name=model] option")
+    assert first["value"] == "" and first.text == "fake-model (default)"
+    agent = rows(data, "SELECT id FROM assistants")[0]["id"]
+    url = f"/agents/{agent}"
+    client.post(url, data={"_csrf_token": csrf(client, url), "name": "Assistant", "instructions": "",
+                           "model": "other-model"})
+    assert soup(client.get(chat)).select_one("#composer select[name=model] option").text == "other-model (the agent’s)"
+    assert soup(client.get("/")).select_one("#composer select[name=model] option").text == "other-model (the agent’s)"
+    refreshed = soup(client.get(f"/models/picker?model=&next={chat}&agent={agent}"))
+    assert refreshed.select_one("option").text == "other-model (the agent’s)"
+
+
+def test_the_thinking_picker_is_offered_for_a_model_listed_or_seen_thinking(client, fake, data):
+    from tests.conftest import idle, rows, start_chat
+    from tests.fakes.openai_server import reasoning
+
+    def composer(chat):
+        page = soup(client.get(chat))
+        return page.select_one("#composer")
+
+    fake.thinkers.add("other-model")  # its listing says it reasons
+    client.post("/models/refresh", data={"_csrf_token": csrf(client)})
+    chat = new_chat(client)
+    form = composer(chat)
+    assert form.select_one("select[name=thinking]").has_attr("hidden")  # fake-model: not known to think
+    assert not form.select_one(".no-thinking").has_attr("hidden")
+    assert form.select_one('option[value="other-model"]').has_attr("data-thinks")
+    assert not form.select_one('option[value="fake-model"]').has_attr("data-thinks")
+    # an answer of fake-model came with reasoning: from then on it is one that thinks
+    fake.script([reasoning("Weighing it."), text("Weighed.")])
+    chat = start_chat(client, "Think it over")
+    idle(client, chat)
+    assert rows(data, "SELECT model FROM model_limits WHERE thought = 1") == [{"model": "fake-model"}]
+    form = composer(chat)
+    assert not form.select_one("select[name=thinking]").has_attr("hidden")
+    assert form.select_one(".no-thinking").has_attr("hidden")
+    assert form.select_one('option[value="fake-model"]').has_attr("data-thinks")
+    assert form.select_one('option[value=""]').has_attr("data-thinks"), "the default model thinks"

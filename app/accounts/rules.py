@@ -23,6 +23,7 @@ from .passwords import AccountError, person_name
 
 COOKIE = "tabletalk_session"  # the session cookie's name
 SESSION_SECONDS = 30 * 24 * 3600
+RESET_SECONDS = 3 * 24 * 3600  # how long a link that sets a password works (once)
 
 
 def loopback(host: str) -> bool:
@@ -93,6 +94,29 @@ class Accounts:
         if theme not in THEMES:
             raise AccountError(f"The theme is one of: {', '.join(t or 'system' for t in THEMES)}.")
         self.store.set_theme(person_id, theme)
+
+    # --- links that set a password once --------------------------------------------------
+
+    def reset_link(self, person_id: int) -> str:
+        """A new token for a link that sets the person's password once, within RESET_SECONDS
+        (only its hash is stored; it replaces their earlier link). The owner makes it for
+        someone who forgot theirs, and passes it on."""
+        token = secrets.token_urlsafe(32)
+        self.store.add_reset(token_id(token), person_id, RESET_SECONDS)
+        return token
+
+    def resetting(self, token: str | None) -> Person | None:
+        """Whose password the link with this token sets, while it works."""
+        if not token or len(token) > 200:
+            return None
+        return self.store.reset_for(token_id(token))
+
+    def reset_password(self, token: str, hashed: str) -> Person | None:
+        """Use the link: the person's password is `hashed`, every session of theirs ends, the
+        link is gone. None (nothing changed) when it was used, replaced or is expired."""
+        if not token or len(token) > 200:
+            return None
+        return self.store.use_reset(token_id(token), hashed)
 
     # --- sessions ---------------------------------------------------------------------
 

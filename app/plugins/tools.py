@@ -190,6 +190,7 @@ def _listing(p: Plugin, found: list[types.Tool], transport: str, *, private_ok: 
         tools.append(Tool(
             name=name,
             description=(mcp_tool.description or mcp_tool.title or "").strip(),
+            summary=person_line(mcp_tool.description or "", mcp_tool.title or ""),
             parameters=schema,
             run=PluginCall(p, mcp_tool.name, transport, private_ok, call_timeout),
             idempotent=bool(hints and (hints.read_only_hint or hints.idempotent_hint)),
@@ -203,6 +204,19 @@ def _listing(p: Plugin, found: list[types.Tool], transport: str, *, private_ok: 
 
 
 _KEPT = ("name", "title", "description", "inputSchema", "annotations", "execution")  # of a listed tool, in the row
+
+LINE_MAX = 120  # characters of a tool's line for a person
+
+
+def person_line(description: str, title: str = "") -> str:
+    """What a plugin's tool does in a line for a person: its description's first sentence (the
+    rest is written for the model: when to call it, its arguments' rules), at most LINE_MAX
+    characters; without a description, the title its server gives it for people."""
+    text = " ".join(description.split())
+    first = re.split(r"(?<=[.!?])\s", text, maxsplit=1)[0]
+    if not first:
+        return title.strip()[:LINE_MAX]
+    return first if len(first) <= LINE_MAX else first[:LINE_MAX - 1].rsplit(" ", 1)[0] + "…"
 
 
 def status_ok(status: str) -> bool:

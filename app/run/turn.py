@@ -280,6 +280,7 @@ class Turn(Requests):
             return
         self.writes.flush()
         self.store.update(it.id, thought=max(dbm.now() - it.created, 0.001), **({"done": True} if done else {}))
+        self.store.saw_thought(self.model)  # the composer offers its Thinking picker for it from now on
 
     def add(self, new: Item) -> Item:
         stored = self.store.add(new)

@@ -58,6 +58,16 @@ class Agents(Base):
                    tools = excluded.tools, reasoning = excluded.reasoning, updated = excluded.updated""",
                 [model, limits.window, int(limits.images), int(limits.tools), int(limits.reasoning), dbm.now()])
 
+    def saw_thought(self, model: str) -> None:
+        """`model` was seen thinking (an answer with reasoning): its Thinking picker is offered."""
+        with self.write() as db:
+            db.conn.execute("INSERT INTO model_limits (model, updated, thought) VALUES (?, ?, 1) "
+                            "ON CONFLICT (model) DO UPDATE SET thought = 1", [model, dbm.now()])
+
+    def seen_thinking(self) -> set[str]:
+        """The models seen thinking (saw_thought)."""
+        return {r[0] for r in self._all("SELECT model FROM model_limits WHERE thought = 1")}
+
     # --- agents ---------------------------------------------------------------------
 
     def agent(self, agent_id: int) -> Assistant | None:
@@ -103,6 +113,18 @@ class Agents(Base):
                         f"(kind = 'call' AND output != '' AND name NOT IN ({marks})) "
                         "OR (kind = 'user' AND (outside = 1 OR files != '')) "
                         "OR kind IN ('ask', 'sample')) LIMIT 1", [chat, *inside]) is not None
+
+    def set_memory(self, agent: int, memory: int, text: str) -> bool:
+        """The memory's text as the person wrote it (its mark of outside text stays)."""
+        with self.write() as db:
+            return db.conn.execute("UPDATE memories SET text = ? WHERE id = ? AND agent = ?",
+                                   [text, memory, agent]).rowcount == 1
+
+    def memory_counts(self, person: int) -> dict[int, int]:
+        """How many memories each of the person's agents keeps, by agent id (agents with none left out)."""
+        return {r[0]: r[1] for r in self._all(
+            "SELECT agent, count(*) FROM memories WHERE agent IN (SELECT id FROM assistants WHERE person = ?) "
+            "GROUP BY agent", [person])}
 
     def delete_memory(self, agent: int, memory: int) -> bool:
         with self.write() as db:

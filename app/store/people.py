@@ -83,6 +83,11 @@ class People(Base):
                 self.add_agent(Assistant(name="Assistant", instructions=migrations.DEFAULT_INSTRUCTIONS, person=person_id))
         return person_id
 
+    def unclaimed(self) -> bool:
+        """Whether there are conversations made before the owner's account (CLAIMED's rows
+        the owner's setup claims): only an install older than accounts, or the Python API's."""
+        return self._one("SELECT 1 FROM conversations WHERE person IS NULL LIMIT 1") is not None
+
     def remove_person(self, person_id: int) -> bool:
         """Someone's account and everything of theirs; never the owner's. Their conversations
         go as deleting them does (with tombstones, so their ids are never anyone else's)."""
@@ -103,6 +108,36 @@ class People(Base):
     def set_theme(self, person_id: int, theme: str) -> None:
         with self.write() as db:
             db.conn.execute("UPDATE people SET theme = ? WHERE id = ?", [theme, person_id])
+
+    # --- one-time links that set a password (the owner makes them) -------------------------
+
+    def add_reset(self, reset_id: str, person_id: int, seconds: float) -> None:
+        """A link (by its token's sha256) that sets the person's password once within
+        `seconds`; it replaces their earlier one, and expired ones go."""
+        t = dbm.now()
+        with self.write() as db:
+            db.conn.execute("DELETE FROM resets WHERE person = ? OR expires < ?", [person_id, t])
+            db.conn.execute("INSERT INTO resets (id, person, created, expires) VALUES (?, ?, ?, ?)",
+                            [reset_id, person_id, t, t + seconds])
+
+    def reset_for(self, reset_id: str) -> Person | None:
+        """Whose password the link sets, while it lasts."""
+        row = self._one("SELECT people.* FROM resets JOIN people ON people.id = resets.person "
+                        "WHERE resets.id = ? AND resets.expires > ?", [reset_id, dbm.now()])
+        return person_from_row(row) if row else None
+
+    def use_reset(self, reset_id: str, hashed: str) -> Person | None:
+        """The link's person with their new password `hashed`, every session of theirs ended and
+        the link gone (None, and nothing changed, when it is used or expired): in one write, so
+        it is used once."""
+        with self.write() as db:
+            person = self.reset_for(reset_id)
+            if person is None:
+                return None
+            db.conn.execute("DELETE FROM resets WHERE person = ?", [person.id])
+            db.conn.execute("UPDATE people SET hash = ? WHERE id = ?", [hashed, person.id])
+            db.conn.execute("DELETE FROM sessions WHERE person = ?", [person.id])
+        return person
 
     # --- sessions -------------------------------------------------------------------------
 

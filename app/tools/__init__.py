@@ -121,6 +121,7 @@ class Tool:
     def identity(self) -> str:
         return self.key or self.name
     dispatches: bool = False  # it calls ctx.dispatched() itself, when its request leaves
+    summary: str = ""  # what it does in a line for a person (an agent's Tools tab); the description is the model's
 
     def schema(self) -> dict[str, Any]:
         """The tool as the Chat Completions API describes it."""

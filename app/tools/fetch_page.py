@@ -117,7 +117,8 @@ def fetch_page_tool(
         head = (f"Title: {title}\n" if title else "") + f"URL: {page.url}\n\n"
         return Result(head + text, sources=(Source(page.url, title),))
 
-    return Tool("fetch_page", DESCRIPTION, PARAMETERS, run, idempotent=True)
+    return Tool("fetch_page", DESCRIPTION, PARAMETERS, run, idempotent=True,
+                summary="Reads a public web page and gives the agent its text (never a page on your network).")
 
 
 # --------------------------------------------------------------------------

@@ -76,4 +76,5 @@ search_knowledge = Tool(
     },
     run=_run,
     idempotent=True,  # it only reads
+    summary="Searches the documents of the collections the agent is given.",
 )

@@ -66,6 +66,7 @@ remember = Tool(
     },
     run=_run,
     idempotent=True,  # a text already remembered is not stored again
+    summary="Keeps a note for the agent's later conversations (its Memory tab lists them).",
 )
 
 

@@ -40,4 +40,5 @@ update_plan = Tool(
     },
     run=_run,
     idempotent=True,  # it sets the plan to a value: doing it twice leaves the same plan
+    summary="Keeps a checklist of the agent's plan, pinned above your message box.",
 )

@@ -35,4 +35,5 @@ load_skill = Tool(
     },
     run=_run,
     idempotent=True,  # it only reads
+    summary="Reads one of the shared skills' instructions when the agent needs it.",
 )

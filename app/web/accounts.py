@@ -15,7 +15,7 @@ from litestar.exceptions import HTTPException
 from litestar.params import FromPath, FromQuery
 from litestar.response import Redirect
 
-from ..accounts.rules import COOKIE, SESSION_SECONDS, Accounts
+from ..accounts.rules import COOKIE, RESET_SECONDS, SESSION_SECONDS, Accounts
 from ..accounts.passwords import AccountError, hash_password, password_matches, person_name
 from ..accounts.limiter import Throttled
 from ..accounts.setup import setup_code, setup_codes, setup_done
@@ -38,11 +38,21 @@ def signed_in(request: Request, token: str, to: str) -> Response:
 # --- setting up the owner ------------------------------------------------------------------
 
 
+def setup_view(request: Request, status_code: int = 200, name: str = "", error: str = "", code: str = "",
+               focus: str = "") -> Response:
+    """The setup form; after a refusal with the name kept and the field at fault (`focus`:
+    "code", "name" or "password") focused. It mentions the conversations the owner claims
+    only on an install that has some (made before it had accounts)."""
+    return render.page(request, "setup.html", status_code=status_code, name=name[:NAME_MAX], error=error,
+                       name_max=NAME_MAX, code=code[:100], focus=focus or ("name" if code else "code"),
+                       unclaimed=worker(request).store.unclaimed())
+
+
 @get("/setup")
 async def setup_page(request: Request, code: FromQuery[str] = "") -> Response:
     if Accounts(worker(request).store).count():
         return Redirect("/signin", status_code=303)
-    return render.page(request, "setup.html", name="", error="", name_max=NAME_MAX, code=code[:100])
+    return setup_view(request, code=code)
 
 
 NOT_THE_CODE = ("That setup code is not right. It is printed where Tabletalk was started (tabletalk serve), "
@@ -64,17 +74,18 @@ async def set_up(request: Request) -> Response:
     # none yet (an app not started by `tabletalk serve`): this server's is made, to be read from the database
     codes = setup_codes(s.store) or [setup_code(s.store, s.config.data)]
     if not code or not any(hmac.compare_digest(sent, c.encode()) for c in codes):
-        return render.page(request, "setup.html", status_code=403, name=name[:NAME_MAX], error=NOT_THE_CODE,
-                           name_max=NAME_MAX, code="")
+        return setup_view(request, 403, name, NOT_THE_CODE, focus="code")
     try:
         name = person_name(name)
+    except AccountError as e:
+        return setup_view(request, 400, name, str(e), code, focus="name")
+    try:  # (a refused password: the name was fine, the password fields are where to type)
         if password != again:
             raise AccountError("The two passwords differ: type the same one twice.")
         hashed = await asyncio.to_thread(hash_password, password)
         owner = people.add(name, hashed, owner=True)
     except AccountError as e:
-        return render.page(request, "setup.html", status_code=400, name=name[:NAME_MAX], error=str(e),
-                           name_max=NAME_MAX, code=code)
+        return setup_view(request, 400, name, str(e), code, focus="password")
     setup_done(s.store)
     return signed_in(request, people.start_session(owner.id), "/")
 
@@ -139,10 +150,11 @@ async def sign_out(request: Request) -> Response:
 
 def account_view(request: Request, status_code: int = 200, error: str = "", changed: bool = False,
                  saved: str = "", theme_error: str = "") -> Response:
-    s = worker(request)
+    s, person = worker(request), me(request)
     return render.page(request, "account.html", status_code=status_code, error=error, changed=changed,
-                       saved=saved, theme_error=theme_error, themes=THEMES,
-                       used=s.store.person_files(me(request).id), storage_max=s.config.storage_max)
+                       saved=saved, theme_error=theme_error, themes=THEMES, agents=s.store.agents(person.id),
+                       memory_counts=s.store.memory_counts(person.id), used=s.store.person_files(person.id),
+                       storage_max=s.config.storage_max)
 
 
 @get("/account")
@@ -242,5 +254,62 @@ async def remove_person(request: Request, person_id: FromPath[str]) -> Response:
     return go(request, "/people?saved=removed")
 
 
+# --- a link that sets a forgotten password, once ---------------------------------------------
+
+
+def reset_url(request: Request, token: str) -> str:
+    """The link as the person opens it: this site's address as the owner's browser used it."""
+    scheme = "https" if secure(request) else request.url.scheme
+    return f"{scheme}://{request.headers.get('host') or request.url.netloc}/reset?token={token}"
+
+
+@post("/people/{person_id:str}/reset")
+async def make_reset_link(request: Request, person_id: FromPath[str]) -> Response:
+    """The owner makes a one-time link for someone who forgot their password, to pass on: shown
+    this once (only its hash is kept), and it replaces the link made for them before."""
+    found = person_or_404(request, person_id)
+    token = Accounts(worker(request).store).reset_link(found.id)
+    return render.page(request, "reset_link.html", person=found, link=reset_url(request, token),
+                       days=RESET_SECONDS // 86_400)
+
+
+GONE = "This link does not work any more: it was used, replaced by a newer one, or it expired. Ask for a new one."
+
+
+def reset_view(request: Request, token: str, status_code: int = 200, error: str = "") -> Response:
+    person = Accounts(worker(request).store).resetting(token)
+    if person is None:
+        return render.page(request, "reset.html", status_code=410, person=None, token="", error=GONE)
+    return render.page(request, "reset.html", status_code=status_code, person=person, token=token, error=error)
+
+
+@get("/reset")
+async def reset_page(request: Request, token: FromQuery[str] = "") -> Response:
+    return reset_view(request, token)
+
+
+@post("/reset")
+async def reset_password(request: Request) -> Response:
+    """The link used: the new password is set, every session of the person's ends (their open
+    pages here too), and this browser is signed in as them."""
+    s = worker(request)
+    people = Accounts(s.store)
+    token = await form_field(request, "token", 200)
+    password = await form_field(request, "password", FIELD_MAX)
+    again = await form_field(request, "again", FIELD_MAX)
+    if password != again:
+        return reset_view(request, token, 400, "The two passwords differ: type the same one twice.")
+    try:
+        hashed = await asyncio.to_thread(hash_password, password)
+    except AccountError as e:
+        return reset_view(request, token, 400, str(e))
+    person = people.reset_password(token, hashed)
+    if person is None:
+        return reset_view(request, token)
+    s.feed.drop(person=person.id)
+    people.end_session(request.cookies.get(COOKIE))  # whoever was signed in on this browser
+    return signed_in(request, people.start_session(person.id), "/")
+
+
 routes = [setup_page, set_up, signin_page, sign_in, sign_out, account_page, set_theme, change_password,
-          people_page, add_person, confirm_remove, remove_person]
+          people_page, add_person, confirm_remove, remove_person, make_reset_link, reset_page, reset_password]

@@ -6,7 +6,7 @@ from litestar import Request, Response
 
 from ..plugins import tools as mcp_tools
 from ..tables import Assistant, NAME_MAX
-from ..tools import Tool, chosen, names, unique
+from ..tools import Tool, chosen, memory, names, unique
 from ..tools.standard import builtin_tools
 from ..providers.thinking import THINKING
 from ..serve.worker import Worker
@@ -37,14 +37,16 @@ async def offered_tools(s: Worker, agent: Assistant) -> list[tuple[str, list[Too
 
 async def agent_view(request: Request, s: Worker, agent: Assistant, tab: str, status_code: int = 200, saved: str = "",
                      problem: tuple[str, str] | None = None, typed: dict[str, str] | None = None,
-                     plugin_typed: dict[str, str] | None = None, editing: int | None = None) -> Response:
+                     plugin_typed: dict[str, str] | None = None, editing: int | None = None,
+                     created: bool = False) -> Response:
     """An agent's tab; after a refusal, with the message beside its field (`problem`) and the
-    form as the person typed it (`typed`: the settings, `plugin_typed`: the plugin form)."""
+    form as the person typed it (`typed`: the settings, `plugin_typed`: the plugin form);
+    `created`: just made, which the page says at its top (not beside Save, below the fold)."""
     fields = ("name", "instructions", "model", "thinking", "suggestions")
     context = {"agent": agent, "tab": tab, "tabs": TABS, "name_max": NAME_MAX, "thinking_levels": THINKING,
                "suggestions_max": SUGGESTIONS_MAX, "saved": saved, "problem": problem,
                "typed": typed or {k: getattr(agent, k) for k in fields},
-               "plugin_typed": plugin_typed or {}, "editing": editing}
+               "plugin_typed": plugin_typed or {}, "editing": editing, "created": created}
     if tab == "settings":
         context["choices"] = s.store.choices()
     elif tab == "tools":
@@ -63,4 +65,5 @@ async def agent_view(request: Request, s: Worker, agent: Assistant, tab: str, st
         context["given"] = set(s.store.agent_collections(agent.id))
     elif tab == "memory":
         context["memories"] = s.store.memories(agent.id)
+        context["memory_max"] = memory.TEXT_MAX
     return render.page(request, "agent.html", status_code=status_code, **context)

@@ -8,7 +8,7 @@ from litestar.exceptions import HTTPException, NotFoundException
 from litestar.params import FromPath, FromQuery
 
 from ..tables import Assistant, NAME_MAX, check_name
-from ..tools import names
+from ..tools import memory, names
 from ..serve.worker import Worker
 from . import plugins as plugin_pages, render
 from .agent_view import TABS, agent_view, back, offered_tools
@@ -24,6 +24,7 @@ SUGGESTION_MAX = 200  # characters of one suggestion
 SAVED = {"settings": "Saved.", "tools": "Saved.", "created": "Agent created: give it instructions and a model.",
          "added": "Plugin added.", "edited": "Plugin saved.", "enabled": "Plugin enabled.", "disabled": "Plugin disabled.",
          "deleted": "Plugin deleted.", "refreshed": "Plugin read again.", "forgotten": "Memory deleted.", "memory": "Saved.",
+         "remembered": "Memory added: the agent reads it from its next answer.", "memory-edited": "Memory saved.",
          "knowledge": "Saved: the agent searches these collections from its next answer.",
          "agent-deleted": "Agent deleted.", "connected": "Connected with OAuth.",
          "disconnected": "Disconnected: its OAuth tokens are forgotten."}
@@ -46,7 +47,10 @@ async def agents(request: Request) -> Response:
 
 def agents_view(request: Request, status_code: int = 200, saved: str = "", problem: tuple[str, str] | None = None,
                 name: str = "") -> Response:
-    return render.page(request, "agents.html", status_code=status_code, agents=worker(request).store.agents(me(request).id),
+    store = worker(request).store
+    listed = store.agents(me(request).id)
+    return render.page(request, "agents.html", status_code=status_code, agents=listed,
+                       counts={a.id: store.conversations_count(agent=a.id) for a in listed},
                        name_max=NAME_MAX, saved=saved, problem=problem, name=name)
 
 
@@ -65,7 +69,8 @@ async def agent_page(request: Request, agent_id: FromPath[str], tab: FromQuery[s
                      saved: FromQuery[str] = "") -> Response:
     s = worker(request)
     agent = agent_or_404(request, agent_id)
-    return await agent_view(request, s, agent, tab if tab in TABS else "settings", saved=SAVED.get(saved, ""))
+    return await agent_view(request, s, agent, tab if tab in TABS else "settings", saved=SAVED.get(saved, ""),
+                            created=saved == "created")
 
 
 @post("/agents/{agent_id:str}")
@@ -168,6 +173,38 @@ async def save_memory_settings(request: Request, agent_id: FromPath[str]) -> Res
     return back(request, agent, "memory", "memory")
 
 
+async def memory_text(request: Request) -> str:
+    """A memory as the person wrote it: one statement, as the remember tool keeps them."""
+    text = (await form_field(request, "text", memory.TEXT_MAX * 4)).strip()
+    if not text:
+        raise HTTPException(status_code=400, detail="A memory cannot be empty.")
+    if len(text) > memory.TEXT_MAX:
+        raise HTTPException(status_code=400, detail=f"A memory is at most {memory.TEXT_MAX:,} characters.")
+    return text
+
+
+@post("/agents/{agent_id:str}/memories/add")
+async def add_memory(request: Request, agent_id: FromPath[str]) -> Response:
+    """A memory the person gives the agent by hand (as remember would keep it, but not from
+    outside text: never marked so)."""
+    s = worker(request)
+    agent = agent_or_404(request, agent_id)
+    text = await memory_text(request)
+    with s.store.write():  # the check and the insert at once, as remember does
+        if not any(memory.same(m["text"], text) for m in s.store.memories(agent.id)):
+            s.store.add_memory(agent.id, text)
+    return back(request, agent, "memory", "remembered")
+
+
+@post("/agents/{agent_id:str}/memories/{memory_id:str}")
+async def edit_memory(request: Request, agent_id: FromPath[str], memory_id: FromPath[str]) -> Response:
+    s = worker(request)
+    agent = agent_or_404(request, agent_id)
+    if not s.store.set_memory(agent.id, parse_id(memory_id, "memory"), await memory_text(request)):
+        raise NotFoundException("No such memory.")
+    return back(request, agent, "memory", "memory-edited")
+
+
 @post("/agents/{agent_id:str}/memories/{memory_id:str}/delete")
 async def delete_memory(request: Request, agent_id: FromPath[str], memory_id: FromPath[str]) -> Response:
     s = worker(request)
@@ -202,4 +239,4 @@ async def delete_agent(request: Request, agent_id: FromPath[str]) -> Response:
 
 
 routes = [agents, create_agent, agent_page, save_settings, save_tools, *plugin_pages.routes,
-          save_knowledge, save_memory_settings, delete_memory, confirm_delete, delete_agent]
+          save_knowledge, save_memory_settings, add_memory, edit_memory, delete_memory, confirm_delete, delete_agent]

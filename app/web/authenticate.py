@@ -23,7 +23,7 @@ from . import csrf, render, uploads
 from .headers import kept_private, secured
 from .toolkit import is_htmx, local_path, way_back, worker
 
-PUBLIC = frozenset({"/setup", "/signin", "/healthz"})
+PUBLIC = frozenset({"/setup", "/signin", "/healthz", "/reset"})  # /reset: a one-time link's page (accounts.py)
 
 
 def to_sign_in(request: Request, setup: bool) -> Response:

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 from litestar import Request, Response, get, post
 from litestar.exceptions import HTTPException, NotFoundException
-from litestar.params import FromPath
+from litestar.params import FromPath, FromQuery
 
 from ..store import Store
 from ..tables import Conversation, Item
 from . import render
+from .templating import fragment
 from .toolkit import TEXT_MAX, conversation_or_404, done, form_field, model_field, parse_id, room_to_wait, worker
 
 BUSY = "An answer is being written: wait for it to end (or stop it) first."
@@ -117,11 +118,16 @@ def answer_head(store: Store, convo: Conversation, raw: str) -> tuple[Item, Item
 
 
 @get("/c/{chat:str}/answers/{head:str}/again")
-async def again_with(request: Request, chat: FromPath[str], head: FromPath[str]) -> Response:
-    """The model to make an answer again with (the ▾ beside Again)."""
+async def again_with(request: Request, chat: FromPath[str], head: FromPath[str], menu: FromQuery[str] = "") -> Response:
+    """The model to make an answer again with (the ▾ beside Again): a page, or with `?menu=1`
+    the small menu app.js shows under the answer."""
     s = worker(request)
     convo = conversation_or_404(request, chat)
     it, user = answer_head(s.store, convo, head)
+    if menu:
+        html = fragment("_again_menu.html", convo=convo, head=it.id, choices=s.store.choices(),
+                        csrf=render.csrf_token(request))
+        return Response(html, media_type="text/html")
     return render.page(request, "again.html", convo=convo, user=user, head=it.id, choices=s.store.choices())
 
 

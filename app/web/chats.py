@@ -2,6 +2,7 @@
 and what a person does in one."""
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, replace
 
 from litestar import Request, Response, get, post
@@ -15,7 +16,7 @@ from ..providers.thinking import THINKING
 from ..store.outage import public, unavailable
 from ..tables import Assistant, Conversation, Item, Person, again, decided, stopped
 from ..serve.worker import Worker
-from . import knowledge, live, prompts, render, uploads
+from . import answering, knowledge, live, prompts, render, uploads
 from .toolkit import (
     SUGGESTIONS_MAX,
     TEXT_MAX,
@@ -25,6 +26,7 @@ from .toolkit import (
     done,
     form_field,
     go,
+    is_htmx,
     me,
     model_field,
     parse_id,
@@ -76,7 +78,7 @@ async def index(request: Request, agent: FromQuery[str | None] = None) -> Respon
         suggestions=suggestions_of(chosen),
         configured=s.providers.configured,
         builtin=s.store.builtin(),
-        choices=s.store.choices(),
+        **answering.composer(s, chosen),
         model="",
         state={"running": False},
         text_max=TEXT_MAX,
@@ -145,27 +147,36 @@ async def conversation(request: Request, chat: FromPath[str], edit: FromQuery[st
     """A conversation's page: its current path (app/branches.py); with `?edit=ID`, that
     message opened for editing in place (the way to edit without script)."""
     s = worker(request)
+    return conversation_page(request, s, chat, editing=an_id(edit))
+
+
+def conversation_page(request: Request, s: Worker, chat: str, editing: int | None = None, draft: str = "") -> Response:
+    """The conversation's page (`chat`: its id as the path has it) as of one read; `draft`:
+    the composer's text (what a stop kept)."""
     with s.store.snapshot():
         convo = conversation_or_404(request, chat)
         rev = s.store.rev()
         chat_state = s.store.chat_state(convo.id)
-        items, _, _ = live.page_items(s.store, convo.id, chat_state, editing=an_id(edit))
+        items, _, _ = live.page_items(s.store, convo.id, chat_state, editing=editing)
         plan = s.store.plan(convo.id)
-        choices = s.store.choices()
+        agent = answering.agent_of(s.store, convo)
+        pickers = answering.composer(s, agent, convo.model, convo.thinking)
     return render.page(
         request, "chat.html",
         convo=convo,
+        agent=agent,
         current=convo.id,
         side_live=False,  # its own stream brings the sidebar's changes
         items=items,
         plan=live.items_html([plan] if plan else []),
         state=chat_state,
         rev=rev,
-        choices=choices,
+        **pickers,
         configured=s.providers.configured,
         builtin=s.store.builtin(),
         text_max=TEXT_MAX,
         thinking_levels=THINKING,
+        draft=draft,
     )
 
 
@@ -293,18 +304,36 @@ def run_again(request: Request, s: Worker, convo: Conversation, it: Item) -> Res
     return done(request, f"/c/{convo.id}")
 
 
+# How long a stop without script waits for the runner to end the run, so the page it shows
+# next is the stopped one (the runner hears a stop within a beat; a tool call being cut may
+# take longer, and the page then says the answer is still being written).
+STOP_WAIT = 5.0
+
+
 @post("/c/{chat:str}/stop")
 async def stop(request: Request, chat: FromPath[str]) -> Response:
     """Stop: the answer being written ends where it is, and the messages queued behind it are
-    not answered either (Store.stop_waiting: each shows "Stopped." and Again)."""
+    not answered either (Store.stop_waiting: each shows "Stopped." and Again). With script
+    (htmx) that is all: the feed brings the change. Without, the page comes back once the run
+    has ended (Stop and "Send now" gone, the frame too), with what was typed in the composer
+    still in it (its Stop posts the composer's fields here)."""
     s = worker(request)
     convo = conversation_or_404(request, chat)
     with s.store.write():  # what runs and what waits, as of one moment
-        answering = s.store.answering(convo.id)
-        if answering is not None:
-            s.store.add(replace(stopped(convo.id), turn=answering.turn))
-            s.store.stop_waiting(convo.id, answering.turn)
-    return done(request, f"/c/{convo.id}#end")
+        running = s.store.answering(convo.id)
+        if running is not None:
+            s.store.add(replace(stopped(convo.id), turn=running.turn))
+            s.store.stop_waiting(convo.id, running.turn)
+    if is_htmx(request):
+        return done(request, f"/c/{convo.id}#end")
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + STOP_WAIT
+    while s.store.chat_state(convo.id)["running"] and loop.time() < deadline:
+        await s.feed.changed(deadline - loop.time())
+    draft = (await form_field(request, "text", TEXT_MAX)) if "text" in await request.form() else ""
+    if not draft.strip():
+        return done(request, f"/c/{convo.id}#end")
+    return conversation_page(request, s, chat, draft=draft)
 
 
 @get("/healthz")

@@ -25,6 +25,7 @@ from ..feed.followed import Followed, Sent
 from ..markdown import Block, Rendering
 from ..store import Store
 from ..tables import Conversation, Item
+from . import answering
 from .templating import View, answer_key, cut_key, fragment, item_dom_id, item_key, removal
 
 # The shell's slots are filled by str.replace, so no text in the shell (a call's raw input, a
@@ -341,7 +342,7 @@ def in_step(store: Store, chat: int, items: list[Item], convo: Conversation | No
         out.append(status)
         followed.status = status
     if convo is not None:
-        out.append(fragment("_title.html", convo=convo, oob=True))
+        out.append(fragment("_title.html", convo=convo, agent=answering.agent_of(store, convo), oob=True))
     return "".join(out)
 
 

@@ -5,8 +5,9 @@ from litestar import Request, Response, get, post
 
 from ..providers.ids import groups
 from ..run.choices import refresh_choices
+from . import answering
 from .templating import fragment
-from .toolkit import go, is_htmx, local_path, worker
+from .toolkit import agent_or_404, go, is_htmx, local_path, worker
 
 
 @post("/models/refresh")
@@ -17,20 +18,25 @@ async def refresh(request: Request) -> Response:
     await refresh_choices(s.store, s.providers)
     form = await request.form()
     if is_htmx(request) and request.query_params.get("picker"):  # the composer's Refresh, with script
-        return picked(s.store.choices(), form.get("model"), form.get("next"))
+        return picked(request, form.get("model"), form.get("next"))
     return go(request, local_path(form.get("next")))
 
 
-def picked(choices: list, model: object, here: object) -> Response:
-    html = fragment("_picker.html", choices=choices, model=model if isinstance(model, str) else "",
-                           here=local_path(here))
+def picked(request: Request, model: object, here: object) -> Response:
+    """The composer's model picker; `?agent=ID`: the agent that answers, whose model it names
+    while nothing is picked (web/answering.py)."""
+    raw = request.query_params.get("agent")
+    agent = agent_or_404(request, raw) if raw else None
+    model = model if isinstance(model, str) else ""
+    html = fragment("_picker.html", **answering.composer(worker(request), agent, model), model=model, agent=agent,
+                    here=local_path(here))
     return Response(html, media_type="text/html", status_code=200)
 
 
 @get("/models/picker")
 async def picker(request: Request) -> Response:
     """The composer's model picker as the list stands now (it asks for itself while a server is down)."""
-    return picked(worker(request).store.choices(), request.query_params.get("model"), request.query_params.get("next"))
+    return picked(request, request.query_params.get("model"), request.query_params.get("next"))
 
 
 @get("/models")

@@ -98,5 +98,6 @@ def shown(p: Plugin) -> dict[str, Any]:
         when = f"{day} {when}"
     return {"transport": TRANSPORTS.get(p.transport, ""), "read": when, "ok": mcp_tools.status_ok(p.status),
             "tools": [{"name": t.get("name", ""), "description": (t.get("description") or t.get("title") or ""),
+                       "summary": mcp_tools.person_line(str(t.get("description") or ""), str(t.get("title") or "")),
                        "task": t.get("name") in hidden} for t in tools],
             "env": "\n".join(f"{k}={v}" for k, v in p.env), "args": "\n".join(p.args)}

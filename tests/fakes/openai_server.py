@@ -357,6 +357,7 @@ class FakeModelServer:
         slots: int = 1,
     ) -> None:
         self.models: dict[str, int] = dict(models if models is not None else {"fake-model": 8192})
+        self.thinkers: set[str] = set()  # models listed as reasoning ones (OpenRouter's supported_parameters)
         # Which real server's own endpoints and list shape to serve (see _kind_dispatch):
         # "" (OpenAI/vLLM-like list), "llama.cpp", "llama-cpp-python" or "lmstudio".
         if kind not in ("", "llama.cpp", "llama-cpp-python", "lmstudio"):
@@ -717,9 +718,11 @@ class FakeModelServer:
             return {"id": name, "object": "model", "owned_by": "me", "permissions": []}
         return {"id": name, "object": "model", "owned_by": "organization_owner"}
 
-    @staticmethod
-    def _model_json(name: str, ctx: int) -> dict:
-        return {"id": name, "object": "model", "created": 0, "owned_by": "fake", "context_length": ctx, "max_model_len": ctx}
+    def _model_json(self, name: str, ctx: int) -> dict:
+        listed = {"id": name, "object": "model", "created": 0, "owned_by": "fake", "context_length": ctx, "max_model_len": ctx}
+        if name in self.thinkers:  # as OpenRouter lists a model that reasons
+            listed["supported_parameters"] = ["reasoning", "include_reasoning", "max_tokens"]
+        return listed
 
     # ---- plain responses --------------------------------------------------
 

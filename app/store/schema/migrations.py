@@ -230,7 +230,30 @@ def m041_builtin_model_brought(db: sqlite_utils.Database) -> None:
 
 
 @migration
-def m042_items_outside(db: sqlite_utils.Database) -> None:
+def m042_password_resets(db: sqlite_utils.Database) -> None:
+    # A one-time link the owner makes for someone who forgot their password (the People
+    # page): the sha256 of its token (the token itself is only in the link), whose password it
+    # sets, until when. Used once, it goes, with the person's sessions; a new one for the same
+    # person replaces it
+    db.execute(
+        """CREATE TABLE resets (
+            id TEXT PRIMARY KEY CHECK (length(id) = 64),
+            person INTEGER NOT NULL REFERENCES people(id) ON DELETE CASCADE,
+            created REAL NOT NULL,
+            expires REAL NOT NULL)""")
+    db.execute("CREATE INDEX resets_person ON resets (person)")
+
+
+@migration
+def m043_model_limits_thought(db: sqlite_utils.Database) -> None:
+    # Whether a model was seen thinking (an answer of it with reasoning, app/run/turn.py): the
+    # composer offers its Thinking picker for such models and those whose listing says they
+    # think, and not for the others
+    db.execute("ALTER TABLE model_limits ADD COLUMN thought INTEGER NOT NULL DEFAULT 0 CHECK (thought IN (0, 1))")
+
+
+@migration
+def m045_items_outside(db: sqlite_utils.Database) -> None:
     # A message whose text a plugin wrote (a prompt picked with "/"): outside text, like a
     # tool's output, for memory vetting and the `outside` mark (docs/security.md). A message's
     # attachments count by themselves (its `files`)

@@ -291,5 +291,21 @@ def m041_builtin_model_brought(db) -> None:
 
 
 @migration
-def m042_items_outside(db) -> None:
+def m042_password_resets(db) -> None:
+    db.execute(
+        f"""CREATE TABLE resets (
+            id TEXT PRIMARY KEY CHECK (length(id) = 64),
+            person BIGINT NOT NULL REFERENCES people(id) ON DELETE CASCADE,
+            created {REAL} NOT NULL,
+            expires {REAL} NOT NULL)""")
+    db.execute("CREATE INDEX resets_person ON resets (person)")
+
+
+@migration
+def m043_model_limits_thought(db) -> None:
+    db.execute("ALTER TABLE model_limits ADD COLUMN thought BIGINT NOT NULL DEFAULT 0 CHECK (thought IN (0, 1))")
+
+
+@migration
+def m045_items_outside(db) -> None:
     db.execute("ALTER TABLE items ADD COLUMN outside BIGINT NOT NULL DEFAULT 0 CHECK (outside IN (0, 1))")

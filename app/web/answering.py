@@ -1,0 +1,49 @@
+"""Who answers a conversation's next message and with which model, as the pages show it
+before anything is sent (app/run/turn_setup.py decides the same for a turn): the agent, the
+model that answers when the composer picks none, and which models think."""
+from __future__ import annotations
+
+from ..providers.client import Providers
+from ..providers.ids import Choice
+from ..store import Store
+from ..tables import Assistant, Conversation
+from ..serve.worker import Worker
+from .templating import model_name
+
+
+def agent_of(store: Store, convo: Conversation) -> Assistant | None:
+    """The conversation's agent; one whose agent was deleted is answered by its person's first."""
+    agent = store.agent(convo.agent) if convo.agent else None
+    return agent or store.default_agent(convo.person)
+
+
+def default_model(s: Worker, agent: Assistant | None) -> str:
+    """The model a message that picks none is answered with: the agent's, else AI_MODEL, else
+    the first the model list offers ('' while it offers none)."""
+    return (agent.model if agent else "") or s.config.ai_model or Providers.preferred(s.store.choices())
+
+
+def unpicked_label(s: Worker, agent: Assistant | None) -> str:
+    """What the model picker says while nothing is picked: the model that will answer."""
+    model = default_model(s, agent)
+    if not model:
+        return "Model"
+    return f"{model_name(model)} ({'the agent’s' if agent and agent.model else 'default'})"
+
+
+def thinkers(store: Store, choices: list[Choice]) -> frozenset[str]:
+    """The models that think: their listing says so (Ollama's capabilities, an OpenAI-style
+    list's supported parameters), or an answer of theirs came with reasoning."""
+    return frozenset({c.id for c in choices if "thinking" in c.tags} | store.seen_thinking())
+
+
+def composer(s: Worker, agent: Assistant | None, model: str = "", thinking: str = "") -> dict[str, object]:
+    """What the composer's pickers need beside the choices: the label of "not picked", the
+    models that think, and whether the Thinking picker is offered for the model that answers
+    now (`model`, the conversation's pick, else the default), or keeps a level picked before."""
+    choices = s.store.choices()
+    thinks = thinkers(s.store, choices)
+    answers = model or default_model(s, agent)
+    return {"choices": choices, "unpicked": unpicked_label(s, agent), "thinkers": thinks,
+            "default_thinks": default_model(s, agent) in thinks,
+            "offer_thinking": bool(thinking) or answers in thinks}
