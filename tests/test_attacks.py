@@ -888,6 +888,6 @@ def test_uploads_at_once_and_a_persons_room_for_files_are_bounded(data, env, fak
         assert answer.startswith(b"HTTP/1.1 413") and b"of your room for files are left" in answer
         # the person's use of their room, on their account page and the owner's People page
         assert "of your 3.1 MB for files" in page(client, "/account").get_text(" ")
-        assert "of 3.1 MB" in page(client, "/people").select_one(".people-list li").get_text(" ")
+        assert "of 3.1 MB" in page(client, "/people").select_one(".people-list tbody tr").get_text(" ")
     finally:
         served.stop()

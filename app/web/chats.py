@@ -259,14 +259,20 @@ async def retry(request: Request, chat: FromPath[str]) -> Response:
     return done(request, f"/c/{convo.id}#end")
 
 
+def call_of(s: Worker, convo: Conversation, call: str) -> Item:
+    """The call `call` names in this conversation, else 404."""
+    it = s.store.item(parse_id(call, "call"))
+    if it is None or it.chat != convo.id or it.kind != "call":
+        raise NotFoundException("No such call.")
+    return it
+
+
 @post("/c/{chat:str}/calls/{call:str}")
 async def decide(request: Request, chat: FromPath[str], call: FromPath[str]) -> Response:
     """The person's decision on a call waiting for approval."""
     s = worker(request)
     convo = conversation_or_404(request, chat)
-    it = s.store.item(parse_id(call, "call"))
-    if it is None or it.chat != convo.id or it.kind != "call":
-        raise NotFoundException("No such call.")
+    it = call_of(s, convo, call)
     decision = (await form_field(request, "decision", 20)).strip()
     if decision == "again":
         return run_again(request, s, convo, it)
@@ -282,10 +288,7 @@ async def decide(request: Request, chat: FromPath[str], call: FromPath[str]) -> 
 async def call_output(request: Request, chat: FromPath[str], call: FromPath[str]) -> Response:
     """A call's whole output (what its page shows the head of: live.OUTPUT_SHOWN), as a download."""
     s = worker(request)
-    convo = conversation_or_404(request, chat)
-    it = s.store.item(parse_id(call, "call"))
-    if it is None or it.chat != convo.id or it.kind != "call":
-        raise NotFoundException("No such call.")
+    it = call_of(s, conversation_or_404(request, chat), call)
     return Response(it.shown or it.output, media_type="text/plain", headers={
         "Content-Disposition": filestore.disposition(f"{it.name or 'tool'}-output-{it.id}.txt", inline=False),
         "X-Content-Type-Options": "nosniff"})
