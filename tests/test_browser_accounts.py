@@ -8,6 +8,7 @@ import re
 import pytest
 from playwright.sync_api import expect
 
+from app.accounts.api_keys import SHOWN
 from app.tables import skill
 from tests.conftest import SHOTS, Served, csrf, rows, start_chat, wait_for
 from tests.fakes.openai_server import text, tool_call
@@ -167,5 +168,34 @@ def test_the_owner_passes_on_a_link_that_sets_a_forgotten_password(browser, serv
         expect(page.locator("h1")).to_have_text("Bea")
         page.goto(link)
         expect(page.locator(".problem")).to_contain_text("does not work any more")
+    finally:
+        context.close()
+
+
+def test_an_api_key_is_made_shown_once_and_revoked_on_the_account_page(browser, served: Served):
+    """Account: Make key shows the new key this once, and it opens /v1/; the page shown again
+    has only its start; Revoke refuses it at once."""
+    context = served.context(browser)
+    try:
+        page = context.new_page()
+        problems = watched(page)
+        page.goto("/account#api")
+        expect(page.get_by_text("No keys yet.")).to_be_visible()
+        page.get_by_label("Name").fill("laptop")
+        page.get_by_role("button", name="Make key").click()
+        key = page.get_by_label("Your new key").input_value()
+        assert key.startswith("tt-"), key
+        api = served.client(timeout=10)
+        assert api.get("/v1/models", headers={"Authorization": f"Bearer {key}"}).status_code == 200
+        page.goto("/account#api")
+        expect(page.locator(".keys li")).to_have_count(1)
+        expect(page.locator(".keys li strong")).to_have_text("laptop")
+        expect(page.get_by_label("Your new key")).to_have_count(0)
+        assert key not in page.content() and key[:SHOWN] in page.content()  # its start names it, no more
+        page.get_by_role("button", name="Revoke").click()
+        expect(page.get_by_text("Revoked: that key opens nothing any more.")).to_be_visible()
+        expect(page.get_by_text("No keys yet.")).to_be_visible()
+        assert api.get("/v1/models", headers={"Authorization": f"Bearer {key}"}).status_code == 401
+        assert problems == [], problems
     finally:
         context.close()

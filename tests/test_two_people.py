@@ -16,7 +16,8 @@ import pytest
 
 from app.store import db as dbm
 from app.store import Store
-from app.tables import plugin
+from app.accounts.api_keys import ApiKeys
+from app.tables import Person, plugin
 from tests.conftest import database, COOKIE, Served, csrf, signed_in, soup, start_chat, wait_for
 from tests.fakes.openai_server import text, tool_call
 
@@ -36,6 +37,7 @@ def a_snapshot(data: Path, a: int) -> dict[str, list]:
             "plugins": q("SELECT p.id, p.name, p.enabled FROM plugins p JOIN assistants a ON a.id = p.agent "
                          "WHERE a.person = ?"),
             "memories": q("SELECT m.id, m.text FROM memories m JOIN assistants a ON a.id = m.agent WHERE a.person = ?"),
+            "keys": q("SELECT id, name FROM api_keys WHERE person = ?"),
             "files": q("SELECT id, name FROM files WHERE person = ?"),
             "collections": q("SELECT id, name, description, shared FROM collections WHERE person = ?"),
             "documents": q("SELECT id, name, state, pages_read FROM documents WHERE person = ?"),
@@ -81,11 +83,13 @@ def two(client, fake, data):
     b = db.conn.execute("SELECT id FROM people WHERE name = 'Bea'").fetchone()[0]
     b_agent = store.default_agent(b)
     b_chat = store.new_conversation(b_agent.id, "B's own", person=b).id
+    b_key, _ = ApiKeys(store).make(Person("Bea", id=b), "B's key")
+    _, a_key = ApiKeys(store).make(Person("A", owner=True, id=a), f"A's {SECRET_WORD} key")  # the API's routes take a key, not a cookie
     db.conn.close()
-    return {"a": a, "b": b, "b_token": b_token, "chat": chat_id, "call": call, "item": user_item, "file": file_id,
+    return {"a": a, "b": b, "b_token": b_token, "b_key": b_key, "chat": chat_id, "call": call, "item": user_item, "file": file_id,
             "agent": other.id, "a_default_agent": agent.id, "plugin": p.id, "memory": memory,
             "b_agent": b_agent.id, "b_chat": b_chat, "person": a, "ask": asked.id,
-            "collection": collection, "document": document, "passage": passage}
+            "collection": collection, "document": document, "passage": passage, "key": a_key}
 
 
 # Field values B sends with each POST: what a page of A's would have sent, so a missing check
@@ -112,7 +116,8 @@ def fill(template: str, ids: dict) -> list[str]:
     a = {"chat": ids["chat"], "call": ids["call"], "agent_id": ids["agent"], "plugin_id": ids["plugin"],
          "memory_id": ids["memory"], "file": ids["file"], "person_id": ids["person"],
          "item": ids["item"], "head": ids["item"], "name": f"{ids['item']}.txt", "ask": ids["ask"],
-         "collection_id": ids["collection"], "document_id": ids["document"], "passage_id": ids["passage"]}
+         "collection_id": ids["collection"], "document_id": ids["document"], "passage_id": ids["passage"],
+         "key": ids["key"]}
     paths = [re.sub(r"\{(\w+):\w+\}", lambda m: str(a[m.group(1)]), template)]
     if re.search(r"\{(call|plugin_id|memory_id|item|head|name|ask):", template):
         mixed = dict(a, chat=ids["b_chat"], agent_id=ids["b_agent"])
@@ -131,7 +136,9 @@ def test_b_gets_404_for_every_route_naming_a_row_of_as(client, two, data):
         if template.startswith("/skills/"):
             continue  # skills are shared by everyone's agents, not anyone's rows
         for path in fill(template, two):
-            if method == "GET":
+            if path.startswith("/v1/"):
+                r = client.request(method, path, headers={"Authorization": f"Bearer {two['b_key']}"})
+            elif method == "GET":
                 r = client.get(path, follow_redirects=False)
             else:
                 r = client.post(path, data={"_csrf_token": token, **FORM},

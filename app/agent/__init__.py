@@ -16,7 +16,7 @@ from __future__ import annotations
 from .calls import SAME_FAILURE_LIMIT, Gate, run_tool
 from .events import (
     AgentEnd, AgentStart, Emit, Event, Failed, MessageEnd, MessageStart, MessageUpdate, Notice, StepEnd,
-    StepStart, ToolDeclined, ToolDispatched, ToolEnd, ToolStart, ToolUpdate, Usage,
+    StepStart, ToolDeclined, ToolDispatched, ToolEnd, ToolHandedOver, ToolStart, ToolUpdate, Usage,
 )
 from .loop import AGAIN, MAX_STEPS, Prepare, Steering, model_step, run
 from .messages import Again, Delta, Message, ModelError, StreamFn, ToolCall
@@ -26,5 +26,5 @@ __all__ = [
     "AGAIN", "MAX_STEPS", "SAME_FAILURE_LIMIT", "AgentEnd", "AgentStart", "Again", "Delta", "Emit", "Event",
     "Failed", "Gate", "Message", "MessageEnd", "MessageStart", "MessageUpdate", "ModelError", "Notice",
     "Pieces", "Prepare", "SoFar", "Steering", "StepEnd", "StepStart", "StreamFn", "ToolCall", "ToolDeclined",
-    "ToolDispatched", "ToolEnd", "ToolStart", "ToolUpdate", "Usage", "model_step", "run", "run_tool",
+    "ToolDispatched", "ToolEnd", "ToolHandedOver", "ToolStart", "ToolUpdate", "Usage", "model_step", "run", "run_tool",
 ]

@@ -97,6 +97,14 @@ class ToolDeclined:
 
 
 @dataclass(frozen=True)
+class ToolHandedOver:
+    """A call of a function the caller runs itself (an API client's, `Tool.client`): not
+    run here; the run ends after this step, and the call goes back to the caller."""
+
+    call: ToolCall
+
+
+@dataclass(frozen=True)
 class Usage:
     prompt: int
     completion: int
@@ -116,6 +124,6 @@ class Notice:
 
 Event = (
     AgentStart | AgentEnd | StepStart | StepEnd | MessageStart | MessageUpdate | MessageEnd
-    | ToolStart | ToolDispatched | ToolUpdate | ToolEnd | ToolDeclined | Usage | Failed | Notice
+    | ToolStart | ToolDispatched | ToolUpdate | ToolEnd | ToolDeclined | ToolHandedOver | Usage | Failed | Notice
 )
 Emit = Callable[[Event], None]

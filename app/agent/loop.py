@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from ..tools import Tool, ToolContext
 from .calls import SAME_FAILURE_LIMIT, Gate, _Repeats, run_tool
 from .events import (AgentEnd, AgentStart, Emit, Failed, MessageEnd, MessageStart, MessageUpdate, Notice,
-                     StepEnd, StepStart, Usage)
+                     StepEnd, StepStart, ToolHandedOver, Usage)
 from .messages import Again, Message, ModelError, StreamFn, ToolCall
 from .pieces import Pieces
 
@@ -46,6 +46,9 @@ async def run(
     calling a tool and nobody sent it anything meanwhile. What the run added (steering
     messages, assistant replies, tool results) comes with `AgentEnd`.
 
+    A call of a tool the caller runs itself (`Tool.client`) is handed over (ToolHandedOver),
+    not run, and the run ends after that step: its result comes as the next run's row.
+
     A run is stopped by cancelling it; or, to let a running tool end itself first (a plugin's
     server is told, a fetch closes its connection), by setting `context.abort`, which the
     tools watch: the loop then ends after that tool, making no other call or step."""
@@ -76,13 +79,18 @@ async def run(
             break
         added.append(reply)
         results = []
+        handed = False
         for call in reply.tool_calls:
             if stopped():
                 break
+            if call.name in by_name and by_name[call.name].client:
+                emit(ToolHandedOver(call))  # the caller runs it: the run ends after this step's other calls
+                handed = True
+                continue
             results.append(await run_tool(call, by_name, repeats.noted(emit), context, gate))
         added.extend(results)
         emit(StepEnd(reply, tuple(results)))
-        if stopped():
+        if stopped() or handed:
             break
         if repeats.stuck:
             emit(Failed(f"The agent stopped: its call to {repeats.stuck[:80]} failed the same way "

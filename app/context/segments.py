@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from .. import files as filestore, skills as skillbook
 from ..agent import Message, ToolCall
-from ..tables import NO_IMAGES, Assistant, Attached, Item, Skill, order
+from ..tables import CLIENT_WAITING, NO_IMAGES, Assistant, Attached, Item, Skill, order
 from ..tools import memory
 from .window import shortened
 
@@ -30,9 +30,11 @@ PLAN_HEADING = "## The plan so far"
 DECLINED = "The person declined this call."  # what the model is told of a call the person declined
 
 
-def system_prompt(agent: Assistant | None, skills: Sequence[Skill] = (), memories: Sequence[str] = ()) -> str:
-    """The agent's instructions, then the skills it can load, then what it remembers."""
-    parts = [(agent.instructions if agent else "").strip(), skillbook.prompt_section(skills),
+def system_prompt(agent: Assistant | None, skills: Sequence[Skill] = (), memories: Sequence[str] = (),
+                  client: str = "") -> str:
+    """The agent's instructions, then an API client's system messages (`client`, docs/api.md),
+    then the skills it can load, then what it remembers."""
+    parts = [(agent.instructions if agent else "").strip(), client.strip(), skillbook.prompt_section(skills),
              memory.prompt_section(memories)]
     return "\n\n".join(p for p in parts if p)
 
@@ -213,4 +215,6 @@ def _unfinished(call: Item) -> str:
         return DECLINED
     if call.state in ("approval", "approved"):
         return "This call is waiting for the person's approval."
+    if call.state == CLIENT_WAITING:
+        return "This call went to the API client that offered the function, which has not sent its result."
     return "This call did not finish."

@@ -127,6 +127,47 @@ class Follower:
         return self.messages.popleft() if self.messages else None
 
 
+class Watcher:
+    """One API stream (docs/api.md) following a conversation's rows, not its fragments: each
+    dispatch hands it the conversation's changed items as they are now and the dom ids of
+    those deleted, merged until it takes them. Nothing is rendered for it."""
+
+    __slots__ = ("chat", "items", "gone", "waiter", "rev")
+
+    def __init__(self, chat: int):
+        self.chat = chat
+        self.items: dict[int, Item] = {}
+        self.gone: list[str] = []
+        self.waiter: asyncio.Future | None = None
+        self.rev = 0  # the rev the items handed over bring it to
+
+    def push(self, rev: int, items: list[Item], gone: list[str]) -> None:
+        for it in items:
+            self.items[it.id] = it
+        self.gone.extend(gone)
+        self.rev = max(self.rev, rev)
+        self.wake()
+
+    def wake(self) -> None:
+        if self.waiter is not None and not self.waiter.done():
+            self.waiter.set_result(None)
+
+    def take(self) -> tuple[list[Item], list[str]]:
+        items, gone = list(self.items.values()), self.gone
+        self.items, self.gone = {}, []
+        return items, gone
+
+    async def wait(self, timeout: float) -> None:
+        """Until something is handed over (or the feed closes), at most `timeout` seconds."""
+        if self.items or self.gone:
+            return
+        self.waiter = asyncio.get_running_loop().create_future()
+        try:
+            await asyncio.wait([self.waiter], timeout=timeout)
+        finally:
+            self.waiter = None
+
+
 class Feed:
     def __init__(self, path: Path | str, render: Render | None = None, render_list: RenderList | None = None,
                  render_builtin: RenderBuiltin | None = None, render_outage: RenderOutage | None = None,
@@ -142,6 +183,7 @@ class Feed:
         self.rev = self.store.rev()
         self.followers: dict[int | None, set[Follower]] = defaultdict(set)
         self.followed: dict[int, Followed] = {}  # per followed conversation: what pages in step have
+        self.watchers: dict[int, set[Watcher]] = defaultdict(set)  # the API's streams, by conversation
         self.closed = False
         self._poked = False  # a commit in this process since the last dispatch
         self._waiter: asyncio.Future | None = None  # the run loop's rest, cut short by a commit
@@ -209,13 +251,13 @@ class Feed:
                     for f in group:
                         if not f.messages:
                             f.push(0, KEEPALIVE)
-            if self.followers and poked:
+            if self.listened and poked:
                 # This process wrote (the runner, after its reads on a beat): it will again at
                 # its next read, a beat on, and the poll waits for that wake-up rather than
                 # taking one of its own at the half-beat between (~60-100 us each, one a
                 # message of a growing answer). Others' commits meanwhile come within a beat.
                 poll_at = beat_at_or_after(looked + BEAT_SECONDS - POLL_SECONDS / 2, POLL_SECONDS)
-            elif self.followers:
+            elif self.listened:
                 poll_at = beat_at_or_after(looked + POLL_SECONDS - 0.001, POLL_SECONDS)
             else:
                 poll_at = beat_at_or_after(looked + UNFOLLOWED_POLL_SECONDS - 0.001, BEAT_SECONDS)
@@ -284,9 +326,30 @@ class Feed:
 
     # --- following ------------------------------------------------------------------
 
+    @property
+    def listened(self) -> bool:
+        """Whether a page or an API stream follows in this process: the feed polls at its
+        quicker pace, and every commit wakes it."""
+        return bool(self.followers or self.watchers)
+
+    def watch(self, chat: int) -> Watcher:
+        """An API stream follows `chat`'s rows from now on (read the rows after this)."""
+        w = Watcher(chat)
+        if not self.listened:
+            self.notify()  # the feed may rest for UNFOLLOWED_POLL_SECONDS: look now, then poll as followed
+        self.watchers[chat].add(w)
+        return w
+
+    def unwatch(self, watcher: Watcher) -> None:
+        group = self.watchers.get(watcher.chat)
+        if group is not None:
+            group.discard(watcher)
+            if not group:
+                del self.watchers[watcher.chat]
+
     def follow(self, chat: int | None, person: int | None = None, session: str = "", lists: bool = False) -> Follower:
         f = Follower(chat, person, session, lists)
-        if not self.followers:
+        if not self.listened:
             self.notify()  # the feed may rest for UNFOLLOWED_POLL_SECONDS: look now, then poll as followed
         self.followers[chat].add(f)
         if chat is not None:
@@ -314,11 +377,11 @@ class Feed:
     def dispatch(self) -> None:
         """Read what changed since the last rev seen and hand it to the followers."""
         with self.store.snapshot():  # one snapshot: the rev and the rows it covers agree
-            if not self.followers:  # nobody to tell: a page opened later catches up from the rows
+            if not self.listened:  # nobody to tell: a page opened later catches up from the rows
                 self.rev = max(self.rev, self.store.rev())
                 return
             # only the followed conversations' rows: with no page open, a busy worker reads nothing
-            followed = [c for c in self.followers if c is not None]
+            followed = list({c for c in self.followers if c is not None} | set(self.watchers))
             # the rev and which other families changed, in one statement: while an answer
             # grows, only its item did, and the reads that would find nothing are not made
             changed = self.store.changed_since(self.rev, followed)
@@ -339,13 +402,16 @@ class Feed:
             for chat, dom, person in self.store.tombstones_since(self.rev, upto=top) if changed.tombstones else ():
                 if chat is None:
                     listed_gone.append((dom, person))
-                elif chat in self.followers:
+                elif chat in self.followers or chat in self.watchers:
                     gone[chat].append(dom)
             self.rev = top
             by_chat: dict[int, list[Item]] = defaultdict(list)
             for it in items:
-                if it.chat in self.followers:
-                    by_chat[it.chat].append(it)
+                by_chat[it.chat].append(it)
+            for chat, watching in self.watchers.items():
+                if chat in by_chat or chat in gone:
+                    for w in watching:
+                        w.push(top, by_chat.get(chat, []), gone.get(chat, []))
             convo_of = {c.id: c for c in convos if c.id in self.followers}
             lists = self._lists(convos, listed_gone)  # person -> their list's changes
             told: set[Follower] = set()  # list-following conversation pages whose message carried them
@@ -357,7 +423,8 @@ class Feed:
                 return encoded[(html, extra)]
 
             if self.render:
-                for chat in by_chat.keys() | convo_of.keys() | gone.keys() | set(contexts):
+                # (an API stream's conversation alone renders nothing: it takes the rows)
+                for chat in (by_chat.keys() | convo_of.keys() | gone.keys() | set(contexts)) & self.followers.keys():
                     followed = self.followed.setdefault(chat, Followed())
                     if chat in contexts:  # the context meter moved: the renderer reads the state again
                         followed.state = None
@@ -422,6 +489,9 @@ class Feed:
         for group in self.followers.values():
             for f in group:
                 f.wake()
+        for watching in self.watchers.values():
+            for w in watching:
+                w.wake()
         self.notify()
         self._ticked()
 

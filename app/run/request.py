@@ -40,6 +40,7 @@ class Requests:
     estimate: int
     measured: bool
     _prompt: str | None
+    brought: str  # an API client's system messages (docs/api.md), after the agent's instructions
     _documents_sent: int  # the tokens of the attached documents this run sends whole
 
     @functools.cached_property
@@ -95,7 +96,7 @@ class Requests:
             # Skills are offered only to an agent that may load them; memories are read every run.
             skills = self.store.skills() if any(t.name == "load_skill" for t in self.tools) else []
             memories = [m["text"] for m in self.store.memories(self.agent.id)] if self.agent and self.agent.id else []
-            self._prompt = system_prompt(self.agent, skills, memories)
+            self._prompt = system_prompt(self.agent, skills, memories, client=self.brought)
         return self._prompt
 
     def prepare(self) -> list[loop.Message]:
@@ -218,10 +219,13 @@ class Requests:
             self.store.set_context(self.chat, used=prompt + completion, window=self.window, cached=cached,
                                    estimate=self.estimate, estimated=int(counted))
             self.store.set_calibration(self.model, ratio, samples)
+            self.store.add_turn_usage(self.user.id, prompt, completion, cached, estimated=counted)
 
     def estimated(self, reply: loop.Message) -> None:
         """A step whose server reported no usage: the meter shows our own estimate, marked so."""
         ratio, _ = self.store.calibration(self.model)
-        used = self.estimate + window.calibrated(window.raw_tokens(reply), ratio)
-        self.store.set_context(self.chat, used=used, window=self.window, cached=0, estimate=self.estimate,
-                               estimated=1)
+        completion = window.calibrated(window.raw_tokens(reply), ratio)
+        with self.store.write():
+            self.store.set_context(self.chat, used=self.estimate + completion, window=self.window, cached=0,
+                                   estimate=self.estimate, estimated=1)
+            self.store.add_turn_usage(self.user.id, self.estimate, completion, estimated=True)

@@ -120,7 +120,7 @@ class Runner(space.DiskFull):
         beat the runner's scan looks too. A page that starts following wakes the feed itself
         (Feed.follow) and the next write wakes it again. During an unfollowed answer the
         feed then wakes 10 times a second, not 20 (once per write)."""
-        return not self.feed.followers
+        return not self.feed.listened
 
     def _wake_up(self) -> None:
         if self._wake is not None and not self._wake.done():

@@ -20,7 +20,7 @@ from ..store import db as dbm
 from ..context.segments import DECLINED, call_id
 from ..knowledge.ranking import Meaning
 from ..store import Store
-from ..tables import Assistant, Item, item, picks_of, sources_text
+from ..tables import CLIENT_WAITING, Assistant, Item, item, picks_of, sources_text
 from ..tools import Tool, ToolContext, memory
 from .request import Requests
 from .writes import Writes
@@ -69,6 +69,7 @@ class Turn(Requests):
     measured: bool = True    # the last request's usage arrived (or none was made)
     # A question's vector by the embedding model, for search_knowledge (None: no AI_EMBEDDINGS)
     meaning: Callable[[str], Awaitable[Meaning]] | None = None
+    brought: str = ""        # an API client's system messages (docs/api.md), after the agent's instructions
     _prompt: str | None = field(default=None, init=False, repr=False)  # instructions(), once per run
     _documents_sent: int = field(default=0, init=False, repr=False)  # (request.py: Requests._document)
     context: ToolContext | None = field(default=None, init=False, repr=False)  # the tools', while it runs
@@ -173,8 +174,8 @@ class Turn(Requests):
         while True:
             current = self.store.item(item_id)
             state = current.state if current else "declined"
-            if state == "declined":
-                return DECLINED
+            if state == "declined":  # in the words written on it (an API request's wait ended), else the person's
+                return (current.output if current else "") or DECLINED
             if state != "approval":
                 return None
             if self.changed is None:
@@ -228,6 +229,9 @@ class Turn(Requests):
             case loop.ToolDeclined(call=call, reason=reason):
                 self.idle.set()
                 self.store.update(self.calls.pop(call.id), output=reason, done=True)
+            case loop.ToolHandedOver(call=call):
+                # the client runs it: the call waits for its result, which its next request brings
+                self.store.update(self.calls.pop(call.id), state=CLIENT_WAITING)
             case loop.Usage(prompt=prompt, completion=completion, cached=cached, counted=counted):
                 self.usage(prompt, completion, cached, counted)
             case loop.Notice(text=text):

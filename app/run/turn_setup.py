@@ -22,7 +22,7 @@ from ..knowledge.ranking import Meaning
 from ..providers.client import Providers, no_model
 from ..store import Store
 from ..tables import Assistant, Item, Picks, picks_of
-from ..tools import Tool, allowed, chosen, names
+from ..tools import Tool, allowed, chosen, client_tool, names
 from ..tools.knowledge import search_knowledge
 from ..tools.standard import builtin_tools
 from .turn import Turn
@@ -60,16 +60,23 @@ class TurnSetup:
         # wake-ups) or the agent's model (sampling)
         plugins = mcp_tools.PluginRun(self.sessions, store or self.store, changed,
                                       functools.partial(self.providers.complete, model), model)
-        tools = await self.tools_for(agent, chat, plugins, picks_of(user)) if await self.providers.takes_tools(model) else []
+        takes_tools = await self.providers.takes_tools(model)
+        tools = await self.tools_for(agent, chat, plugins, picks_of(user)) if takes_tools else []
+        # what an API client brought (docs/api.md): its system messages, and its own functions,
+        # which its calls go back to (a tool of the agent's with such a name is left out)
+        system, functions = self.store.api_chat(chat) or ("", [])
+        if takes_tools and functions:
+            theirs = [client_tool(f) for f in functions]
+            tools = [t for t in tools if t.name not in {c.name for c in theirs}] + theirs
         # by identity: a tool that only shows a name approval was set for does not get it
-        approve = {t.name for t in tools if agent and chosen(t, names(agent.approve))}
+        approve = {t.name for t in tools if agent and not t.client and chosen(t, names(agent.approve))}
         # what a server's failure taught about the model is read again at each step (limits)
         limits = lambda: (self.window_of(model), self.images_for(model))  # noqa: E731
         window, images = limits()
         return Turn(store or self.store, writes, chat, user, agent, model, retry=retry, tools=tools, approve=approve,
                     changed=changed, window=window, share=self.config.context_share,
                     images=images, thinking=thinking, limits=limits,
-                    meaning=self.meaning if self.config.embeddings else None)
+                    meaning=self.meaning if self.config.embeddings else None, brought=system)
 
     async def meaning(self, text: str) -> Meaning:
         """`text`'s vector by the embedding model (AI_EMBEDDINGS): a knowledge search's question."""

@@ -12,6 +12,8 @@ through the feed's poll.
 from __future__ import annotations
 
 from .agents import Agents
+from .api_chats import ApiChats, NotWritten
+from .api_keys import ApiAccess
 from .asks import Asks
 from .plugin_auth import PluginAuth
 from .branches import Branches
@@ -32,7 +34,7 @@ from .secrets import Secrets
 
 
 class Store(Chats, Changes, Search, Branches, Agents, Plugins, Context, Files, Pages, People, LocalModel, Runs,
-            Asks, PluginAuth, Secrets, Knowledge):
+            Asks, PluginAuth, Secrets, Knowledge, ApiAccess, ApiChats):
     """Every read and write of rows, by family (one module each); see Base for the common ground."""
 
     def __init__(self, db, notify=lambda: None):
@@ -42,4 +44,4 @@ class Store(Chats, Changes, Search, Branches, Agents, Plugins, Context, Files, P
         self.codes: dict[str, Codes] = {}  # the embedding model's vectors' sign bits: a search's first look
 
 
-__all__ = ["Store", "Changed", "ITEM_COLUMNS", "Scope", "plugin_from_row"]
+__all__ = ["Store", "Changed", "ITEM_COLUMNS", "NotWritten", "Scope", "plugin_from_row"]

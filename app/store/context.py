@@ -78,3 +78,24 @@ class Context(Base):
                                                 "AND turn = id", [chat, item_id]).fetchall():
                     self.update(child, parent=parent)
                 self.update(item_id, turn=turn, read_after=last, done=True)
+
+    # --- what a turn's model requests took ------------------------------------------
+
+    def add_turn_usage(self, turn: int, prompt: int, completion: int, cached: int = 0, estimated: bool = False) -> None:
+        """One model request of `turn` more: its tokens added to the turn's (`estimated` once
+        any of them was our estimate, not the server's count)."""
+        with self.write() as db:
+            db.conn.execute(
+                """INSERT INTO turn_usage (turn, prompt, completion, cached, requests, estimated) VALUES (?, ?, ?, ?, 1, ?)
+                   ON CONFLICT (turn) DO UPDATE SET prompt = turn_usage.prompt + excluded.prompt,
+                   completion = turn_usage.completion + excluded.completion, cached = turn_usage.cached + excluded.cached,
+                   requests = turn_usage.requests + 1,
+                   estimated = CASE WHEN excluded.estimated = 1 THEN 1 ELSE turn_usage.estimated END""",
+                [turn, prompt, completion, cached, int(estimated)])
+
+    def turn_usage(self, turn: int) -> dict[str, int]:
+        """The tokens `turn`'s model requests took so far (zeros before its first)."""
+        row = self._one("SELECT prompt, completion, cached, requests, estimated FROM turn_usage WHERE turn = ?", [turn])
+        if row is None:
+            return {"prompt": 0, "completion": 0, "cached": 0, "requests": 0, "estimated": 0}
+        return {k: row[k] for k in ("prompt", "completion", "cached", "requests", "estimated")}

@@ -122,6 +122,9 @@ class Tool:
         return self.key or self.name
     dispatches: bool = False  # it calls ctx.dispatched() itself, when its request leaves
     summary: str = ""  # what it does in a line for a person (an agent's Tools tab); the description is the model's
+    # A function an API client brought (docs/api.md): the model may call it, the client runs
+    # it. Its calls are handed back (agent.ToolHandedOver), never run here.
+    client: bool = False
 
     def schema(self) -> dict[str, Any]:
         """The tool as the Chat Completions API describes it."""
@@ -129,6 +132,19 @@ class Tool:
             "type": "function",
             "function": {"name": self.name, "description": self.description, "parameters": self.parameters},
         }
+
+
+async def _handed_back(args: dict[str, Any], ctx: ToolContext) -> Result:
+    raise RuntimeError("a client's function runs at the client, never here")
+
+
+def client_tool(schema: dict[str, Any]) -> Tool:
+    """A function as an API client describes it (the Chat Completions API's `tools` entry,
+    checked by the web): offered to the model, its calls handed back to the client."""
+    function = schema["function"]
+    return Tool(name=function["name"], description=function.get("description") or "",
+                parameters=function.get("parameters") or {"type": "object", "properties": {}},
+                run=_handed_back, client=True)
 
 
 def names(csv: str) -> set[str]:

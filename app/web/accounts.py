@@ -19,8 +19,10 @@ from ..accounts.rules import COOKIE, RESET_SECONDS, SESSION_SECONDS, Accounts
 from ..accounts.passwords import AccountError, hash_password, password_matches, person_name
 from ..accounts.limiter import Throttled
 from ..accounts.setup import setup_code, setup_codes, setup_done
-from ..tables import NAME_MAX, THEMES
+from ..tables import NAME_MAX
 from . import csrf, render
+from .account_view import account_view, people_view
+from .api_keys import API_SAVED, KEYS_SAVED
 from .authenticate import client_address, device_of, remember_device, secure
 from .toolkit import form_field, go, local_path, me, owner_only, person_or_404, worker
 
@@ -148,18 +150,10 @@ async def sign_out(request: Request) -> Response:
 # --- one's own account ----------------------------------------------------------------
 
 
-def account_view(request: Request, status_code: int = 200, error: str = "", changed: bool = False,
-                 saved: str = "", theme_error: str = "") -> Response:
-    s, person = worker(request), me(request)
-    return render.page(request, "account.html", status_code=status_code, error=error, changed=changed,
-                       saved=saved, theme_error=theme_error, themes=THEMES, agents=s.store.agents(person.id),
-                       memory_counts=s.store.memory_counts(person.id), used=s.store.person_files(person.id),
-                       storage_max=s.config.storage_max)
-
-
 @get("/account")
 async def account_page(request: Request, saved: FromQuery[str] = "") -> Response:
-    return account_view(request, saved="Saved: your pages use this theme now." if saved == "theme" else "")
+    return account_view(request, saved="Saved: your pages use this theme now." if saved == "theme" else "",
+                        key_saved=KEYS_SAVED.get(saved, ""))
 
 
 @post("/account/theme")
@@ -209,15 +203,7 @@ PEOPLE_SAVED = {"added": "Added: tell them their name and password.", "removed":
 @get("/people")
 async def people_page(request: Request, saved: FromQuery[str] = "") -> Response:
     owner_only(request)
-    return people_view(request, saved=PEOPLE_SAVED.get(saved, ""))
-
-
-def people_view(request: Request, status_code: int = 200, name: str = "", error: str = "", saved: str = "") -> Response:
-    """The owner's People page: each person, with how much of their room for files they use."""
-    s = worker(request)
-    return render.page(request, "people.html", status_code=status_code, people=Accounts(s.store).all(), name=name,
-                       error=error, name_max=NAME_MAX, saved=saved, used=s.store.files_by_person(),
-                       storage_max=s.config.storage_max)
+    return people_view(request, saved=PEOPLE_SAVED.get(saved, ""), api_saved=API_SAVED.get(saved, ""))
 
 
 @post("/people")

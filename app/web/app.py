@@ -37,6 +37,8 @@ from . import (
     model_upload,
     models,
     oauth,
+    openai_api,
+    api_keys,
     prompts,
     render,
     shortcuts,
@@ -44,6 +46,7 @@ from . import (
     skills,
     templating,
 )
+from .authenticate import API, API_BODY_MAX, TooLarge
 from .headers import private, secured
 from .toolkit import is_htmx, way_back
 
@@ -77,6 +80,8 @@ async def security_headers(response: Response) -> Response:
 
 
 def error_page(request: Request, exc: Exception) -> Response:
+    if request.url.path.startswith(API):
+        return api_refusal(request, exc)
     if isinstance(exc, HTTPException):
         status, detail = exc.status_code, exc.detail
     elif isinstance(exc, sqlite3.IntegrityError):
@@ -102,6 +107,7 @@ def error_page(request: Request, exc: Exception) -> Response:
         detail = "This form has expired. Go back, reload the page and send it again."
     if status == 404 and str(detail) == "Not Found":  # Litestar's own, for an address no route has
         detail = "There is no page at this address."
+
     if is_htmx(request) or request.url.path.endswith("/events"):
         return secured(Response(str(detail), status_code=status, media_type="text/plain"))
     signed_in(request)
@@ -110,6 +116,27 @@ def error_page(request: Request, exc: Exception) -> Response:
                                    back=where, back_label=label))
     # an address no route has is answered before the middleware that keeps pages private
     return private(response) if getattr(request.state, "person", None) is not None else response
+
+
+def api_refusal(request: Request, exc: Exception) -> Response:
+    """A failure on the OpenAI-compatible API's paths, in the OpenAI error shape (openai_api.py)."""
+    if isinstance(exc, HTTPException):
+        status, detail = exc.status_code, str(exc.detail)
+        if status == 404 and detail == "Not Found":
+            detail = "There is no such path in this API (docs/api.md lists them)."
+    elif isinstance(exc, TooLarge):
+        status, detail = 413, f"The request is too large: at most {API_BODY_MAX:,} bytes."
+    elif isinstance(exc, sqlite3.IntegrityError):
+        status, detail = 409, "That changed while the request was written (it may have been deleted)."
+    elif space.is_full(exc):
+        status, detail = 507, space.NOT_SAVED
+    elif unavailable(exc):
+        return secured(openai_api.refused(HTTPException(status_code=503, headers={
+            "Retry-After": str(OUTAGE_REFRESH_SECONDS)}), 503, WORDS))
+    else:
+        log.exception("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
+        status, detail = 500, "Something went wrong on our side (the error is in the server's log)."
+    return secured(openai_api.refused(exc, status, detail))
 
 
 OUTAGE_REFRESH_SECONDS = 5  # how often the page of a database that cannot be reached asks again
@@ -179,6 +206,8 @@ def create_app(config: configuration.Config | None = None) -> Litestar:
             *skills.routes,
             *knowledge.routes,
             *stream.routes,
+            *openai_api.routes,
+            *api_keys.routes,
             *files.routes,
             *shortcuts.routes,
             # compressed once per file version, each form with its own ETag (compress.py)

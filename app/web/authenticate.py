@@ -24,6 +24,8 @@ from .headers import kept_private, secured
 from .toolkit import is_htmx, local_path, way_back, worker
 
 PUBLIC = frozenset({"/setup", "/signin", "/healthz", "/reset"})  # /reset: a one-time link's page (accounts.py)
+API = "/v1/"  # the OpenAI-compatible API (openai_api.py): its own key in a header, no cookie, no form token
+API_BODY_MAX = 4_000_000  # bytes of one API request's body, read before any parsing
 
 
 def to_sign_in(request: Request, setup: bool) -> Response:
@@ -79,6 +81,11 @@ class Authenticate:
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
+            return
+        if scope["path"].startswith(API):
+            # a key, not a session, says who asks (openai_api.caller, before the body is
+            # read); nothing a browser sends by itself opens it, so no form token is asked
+            await self.app(scope, limited(receive, API_BODY_MAX), send)
             return
         public = scope["path"] in PUBLIC
         unsafe = scope["method"] not in csrf.SAFE

@@ -36,7 +36,8 @@ SLOT_STATE = f"\x00state-{_SLOTS}\x00"
 SLOT_BODY = f"\x00body-{_SLOTS}\x00"
 MARKDOWN_KINDS = ("text", "reasoning", "plan")
 CALL_LABELS = {"": "waiting", "running": "running", "done": "done", "failed": "failed",
-               "approval": "waiting for approval", "approved": "approved", "declined": "declined"}
+               "approval": "waiting for approval", "approved": "approved", "declined": "declined",
+               "waiting": "sent to the API client"}
 
 
 @dataclass(frozen=True)

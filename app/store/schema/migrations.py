@@ -253,6 +253,64 @@ def m043_model_limits_thought(db: sqlite_utils.Database) -> None:
 
 
 @migration
+def m044_openai_api(db: sqlite_utils.Database) -> None:
+    # Tabletalk's agents behind an OpenAI-compatible API (docs/api.md). A person's API keys,
+    # each known by the sha256 of its token (as sessions are: a copy of the database hands
+    # out no key), `shown` its first characters so a list can tell keys apart; `agent` limits
+    # a key to one agent (NULL: every agent of its person); `expires` NULL never.
+    db.execute(
+        """CREATE TABLE api_keys (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            person INTEGER NOT NULL REFERENCES people(id) ON DELETE CASCADE,
+            name TEXT NOT NULL CHECK (length(name) BETWEEN 1 AND 80),
+            hash TEXT NOT NULL UNIQUE CHECK (length(hash) = 64),
+            shown TEXT NOT NULL,
+            agent INTEGER REFERENCES assistants(id) ON DELETE CASCADE,
+            created REAL NOT NULL,
+            expires REAL,
+            used REAL)""")
+    db.execute("CREATE INDEX api_keys_person ON api_keys (person)")
+    db.execute("CREATE INDEX api_keys_agent ON api_keys (agent)")
+    # Each request to the API, counted for its person's limit per minute (across workers and
+    # servers) and kept for the account page's usage; the turn it asked links its tokens.
+    db.execute(
+        """CREATE TABLE api_requests (
+            id INTEGER PRIMARY KEY,
+            person INTEGER NOT NULL REFERENCES people(id) ON DELETE CASCADE,
+            key INTEGER REFERENCES api_keys(id) ON DELETE SET NULL,
+            at REAL NOT NULL,
+            chat INTEGER,
+            turn INTEGER)""")
+    db.execute("CREATE INDEX api_requests_person ON api_requests (person, at)")
+    db.execute("CREATE INDEX api_requests_key ON api_requests (key)")
+    # What the owner decides for the whole install, as rows (not the environment): whether the
+    # API is on, for whom, its limits (app/accounts/api_keys.py names them).
+    db.execute(
+        """CREATE TABLE settings (
+            name TEXT PRIMARY KEY CHECK (length(name) BETWEEN 1 AND 100),
+            value TEXT NOT NULL)""")
+    # A conversation the API made: the sidebar marks it; its client's system messages (said
+    # after the agent's instructions) and its own functions (JSON, passed to the model; their
+    # calls go back to the client, call state 'waiting').
+    db.execute("ALTER TABLE conversations ADD COLUMN origin TEXT NOT NULL DEFAULT ''")
+    db.execute(
+        """CREATE TABLE api_chats (
+            chat INTEGER PRIMARY KEY REFERENCES conversations(id) ON DELETE CASCADE,
+            system TEXT NOT NULL DEFAULT '',
+            tools TEXT NOT NULL DEFAULT '')""")
+    # The tokens each turn's model requests took (the server's usage, or our estimate when it
+    # said none), summed over its steps: the API's usage, and a person's.
+    db.execute(
+        """CREATE TABLE turn_usage (
+            turn INTEGER PRIMARY KEY REFERENCES items(id) ON DELETE CASCADE,
+            prompt INTEGER NOT NULL DEFAULT 0,
+            completion INTEGER NOT NULL DEFAULT 0,
+            cached INTEGER NOT NULL DEFAULT 0,
+            requests INTEGER NOT NULL DEFAULT 0,
+            estimated INTEGER NOT NULL DEFAULT 0 CHECK (estimated IN (0, 1)))""")
+
+
+@migration
 def m045_items_outside(db: sqlite_utils.Database) -> None:
     # A message whose text a plugin wrote (a prompt picked with "/"): outside text, like a
     # tool's output, for memory vetting and the `outside` mark (docs/security.md). A message's

@@ -307,5 +307,45 @@ def m043_model_limits_thought(db) -> None:
 
 
 @migration
+def m044_openai_api(db) -> None:
+    db.execute(f"""CREATE TABLE api_keys (
+        id {ID},
+        person BIGINT NOT NULL REFERENCES people(id) ON DELETE CASCADE,
+        name TEXT NOT NULL CHECK (length(name) BETWEEN 1 AND 80),
+        hash TEXT NOT NULL UNIQUE CHECK (length(hash) = 64),
+        shown TEXT NOT NULL,
+        agent BIGINT REFERENCES assistants(id) ON DELETE CASCADE,
+        created {REAL} NOT NULL,
+        expires {REAL},
+        used {REAL})""")
+    db.execute("CREATE INDEX api_keys_person ON api_keys (person)")
+    db.execute("CREATE INDEX api_keys_agent ON api_keys (agent)")
+    db.execute(f"""CREATE TABLE api_requests (
+        id {ID},
+        person BIGINT NOT NULL REFERENCES people(id) ON DELETE CASCADE,
+        key BIGINT REFERENCES api_keys(id) ON DELETE SET NULL,
+        at {REAL} NOT NULL,
+        chat BIGINT,
+        turn BIGINT)""")
+    db.execute("CREATE INDEX api_requests_person ON api_requests (person, at)")
+    db.execute("CREATE INDEX api_requests_key ON api_requests (key)")
+    db.execute("""CREATE TABLE settings (
+        name TEXT PRIMARY KEY CHECK (length(name) BETWEEN 1 AND 100),
+        value TEXT NOT NULL)""")
+    db.execute("ALTER TABLE conversations ADD COLUMN origin TEXT NOT NULL DEFAULT ''")
+    db.execute("""CREATE TABLE api_chats (
+        chat BIGINT PRIMARY KEY REFERENCES conversations(id) ON DELETE CASCADE,
+        system TEXT NOT NULL DEFAULT '',
+        tools TEXT NOT NULL DEFAULT '')""")
+    db.execute("""CREATE TABLE turn_usage (
+        turn BIGINT PRIMARY KEY REFERENCES items(id) ON DELETE CASCADE,
+        prompt BIGINT NOT NULL DEFAULT 0,
+        completion BIGINT NOT NULL DEFAULT 0,
+        cached BIGINT NOT NULL DEFAULT 0,
+        requests BIGINT NOT NULL DEFAULT 0,
+        estimated BIGINT NOT NULL DEFAULT 0 CHECK (estimated IN (0, 1)))""")
+
+
+@migration
 def m045_items_outside(db) -> None:
     db.execute("ALTER TABLE items ADD COLUMN outside BIGINT NOT NULL DEFAULT 0 CHECK (outside IN (0, 1))")
