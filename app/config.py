@@ -52,6 +52,8 @@ SETTINGS: dict[str, tuple[str, str]] = {
     "TABLETALK_UPLOAD_COUNT": ("10", "Most files one message may attach."),
     "TABLETALK_DOCUMENT_MAX": ("52428800", "Largest document a collection may hold, in bytes (50 MB)."),
     "TABLETALK_KNOWLEDGE_MAX": ("1073741824", "Most bytes of documents one person may keep in collections (1 GiB)."),
+    "TABLETALK_STORAGE_MAX": ("2147483648", "Most bytes of files one person may keep: attachments, resources, "
+                                            "documents and files tools made, together (2 GiB)."),
     "TABLETALK_PASSWORD": ("", "Sets up the owner's account at start when none exists (headless setup); "
                                "ignored once an account exists."),
     "TABLETALK_OWNER": ("owner", "The owner's sign-in name when TABLETALK_PASSWORD sets the account up."),
@@ -89,6 +91,7 @@ class Config:
     upload_count: int = 10
     document_max: int = 50 * 1024 * 1024  # one document of a collection (docs/knowledge.md)
     knowledge_max: int = 1024 * 1024 * 1024  # all of one person's documents
+    storage_max: int = 2 * 1024 * 1024 * 1024  # all of one person's files (web/uploads.py)
     ollama_set: bool = False  # OLLAMA_HOST given: when its Ollama is down, say so (the default is only a guess)
     owner_password: str = ""
     owner_name: str = "owner"
@@ -143,6 +146,7 @@ def load() -> Config:
         upload_count=int(_number("TABLETALK_UPLOAD_COUNT", int)),
         document_max=int(_number("TABLETALK_DOCUMENT_MAX", int)),
         knowledge_max=int(_number("TABLETALK_KNOWLEDGE_MAX", int)),
+        storage_max=int(_number("TABLETALK_STORAGE_MAX", int)),
         ollama_set="OLLAMA_HOST" in os.environ,
         # not stripped: a password may begin or end with a space
         owner_password=os.environ.get("TABLETALK_PASSWORD", ""),

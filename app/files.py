@@ -8,9 +8,13 @@ and the size.
 """
 from __future__ import annotations
 
+import codecs
 import hashlib
 import re
 import unicodedata
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import BinaryIO
 from urllib.parse import quote
 
 NAME_MAX = 255
@@ -24,6 +28,11 @@ TEXT_TO_MODEL_MAX = 100_000
 
 def sniff(data: bytes) -> str:
     """The type from the bytes: a few magic numbers, else UTF-8 text without NULs, else octet-stream."""
+    return examine([data]).type
+
+
+def _magic(data: bytes) -> str | None:
+    """The type a file's first bytes name (16 are enough), else None."""
     if data.startswith(b"\x89PNG\r\n\x1a\n"):
         return "image/png"
     if data.startswith(b"\xff\xd8\xff"):
@@ -42,13 +51,71 @@ def sniff(data: bytes) -> str:
         return "audio/ogg"
     if data.startswith(b"fLaC"):
         return "audio/flac"
-    if b"\x00" not in data:
+    return None
+
+
+MAGIC_BYTES = 16   # what _magic reads
+HEAD = 64 * 1024   # the first bytes of an upload kept beside it (what a document's kind is told from)
+READ = 256 * 1024  # bytes read at a time from an upload's file
+
+
+@dataclass(frozen=True)
+class Examined:
+    """What some bytes are, read through once: their sha256, size and type (`sniff`'s rule)."""
+
+    sha256: str
+    size: int
+    type: str
+
+
+def examine(chunks: Iterable[bytes]) -> Examined:
+    """Bytes given as chunks, read once, a chunk at a time: never held whole (an upload of
+    90 MB is read as 256 KB pieces). Text is UTF-8 without NULs, decoded as it comes."""
+    hashing, size, head = hashlib.sha256(), 0, b""
+    text, utf8 = True, codecs.getincrementaldecoder("utf-8")()
+    for chunk in chunks:
+        hashing.update(chunk)
+        size += len(chunk)
+        if len(head) < MAGIC_BYTES:
+            head += chunk[:MAGIC_BYTES - len(head)]
+        if text:
+            try:
+                utf8.decode(chunk)
+                text = b"\x00" not in chunk
+            except UnicodeDecodeError:
+                text = False
+    if text:
         try:
-            data.decode("utf-8")
+            utf8.decode(b"", final=True)  # a sequence cut at the end is not text
         except UnicodeDecodeError:
-            return OCTET
-        return TEXT
-    return OCTET
+            text = False
+    kind = _magic(head) or (TEXT if text else OCTET)
+    return Examined(hashing.hexdigest(), size, kind)
+
+
+@dataclass(frozen=True)
+class Spooled:
+    """A file a person sent, its bytes in a file on disk while the request lasts (the multipart
+    parser spools each past 1 MB): the name as sent, what it is (read once), its first bytes."""
+
+    name: str
+    file: BinaryIO
+    examined: Examined
+    head: bytes
+
+    def chunks(self) -> Iterator[bytes]:
+        """Its bytes from the start, READ at a time."""
+        self.file.seek(0)
+        while chunk := self.file.read(READ):
+            yield chunk
+
+
+def spooled(name: str, file: BinaryIO) -> Spooled:
+    """The file `file` holds, read through once (blocking: run it in a thread)."""
+    file.seek(0)
+    head = file.read(HEAD)
+    file.seek(0)
+    return Spooled(name, file, examine(iter(lambda: file.read(READ), b"")), head)
 
 
 def is_image(kind: str) -> bool:

@@ -60,6 +60,7 @@ class Item:
     dispatched: bool = False  # a call sent to its tool (it may have run from here on)
     interrupted: bool = False  # a call a restart cut: with `dispatched`, it may have run
     knowledge: str = ""     # a user item's picks with "/": collections and documents searched for it ("c3,d7")
+    outside: bool = False   # a user item whose text a plugin wrote (a prompt): outside text (docs/security.md)
     id: int | None = None
     created: float = 0.0
     updated: float = 0.0
@@ -93,6 +94,7 @@ class Item:
         data["unsent"] = bool(data.get("unsent"))
         data["dispatched"] = bool(data.get("dispatched"))
         data["interrupted"] = bool(data.get("interrupted"))
+        data["outside"] = bool(data.get("outside"))
         # the field names straight from the class: dataclasses.fields() per row was most of
         # the cost of reading a long conversation
         return cls(**{name: data[name] for name in cls.__dataclass_fields__ if name in data})
@@ -261,12 +263,13 @@ def item(kind: str, chat: int | None = None, text: str = "", **values: Any) -> I
 
 
 def asked(chat: int | None, text: str, model: str = "", files: list[int] | tuple[int, ...] = (),
-          thinking: str = "", steer: bool = False, knowledge: str = "") -> Item:
+          thinking: str = "", steer: bool = False, knowledge: str = "", outside: bool = False) -> Item:
     """The person's message: a `user` item, not done until it is answered. With `steer`, sent
     "now": the run going reads it at its next step instead of answering it after. `knowledge`:
-    the collections and documents picked for it (`Picks`)."""
+    the collections and documents picked for it (`Picks`). `outside`: its text is a plugin's
+    (a prompt the person picked), not the person's own words."""
     return Item(kind="user", chat=chat, text=text, model=model, files=",".join(str(f) for f in files),
-                thinking=thinking, steer=steer, knowledge=knowledge)
+                thinking=thinking, steer=steer, knowledge=knowledge, outside=outside)
 
 
 @dataclass(frozen=True)
@@ -414,12 +417,55 @@ def sources_of(text: str) -> list[dict[str, str]]:
     return [s for s in found if isinstance(s, dict) and isinstance(s.get("url"), str)] if isinstance(found, list) else []
 
 
-def pretty_json(text: str) -> str | None:
-    """A call's input as people read JSON (indented, as written); None when it is not JSON."""
+# Stored JSON a page parses to show (a call's input, a plugin's question) is parsed only within
+# these bounds: json's parser and printer recurse once a level, so ~1,000 levels of `{"a":`
+# (a few KB a model may send as a call's input) raised RecursionError on every render, and
+# the conversation's page, export and feed answered 500 for good.
+PARSED_MAX = 100_000  # characters
+DEPTH_MAX = 100       # levels of nesting
+INPUT_SHOWN = 100_000  # characters of a call's input shown as it came (not JSON, or past the bounds)
+_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+_BRACKET = re.compile(r"[\[\]{}]")
+
+
+def nesting(text: str) -> int:
+    """How deeply JSON text nests (arrays and objects), read without parsing it: linear, no
+    recursion. Brackets inside strings do not count."""
+    depth = deepest = 0
+    for bracket in _BRACKET.findall(_STRING.sub("", text)):
+        depth = depth + 1 if bracket in "[{" else depth - 1
+        deepest = max(deepest, depth)
+    return deepest
+
+
+def bounded_json(text: str) -> Any:
+    """Stored JSON text parsed for a page; ValueError when it is not JSON or past the bounds."""
+    if len(text) > PARSED_MAX or nesting(text) > DEPTH_MAX:
+        raise ValueError("too long or too deeply nested to parse for a page")
     try:
-        return json.dumps(json.loads(text), indent=2, ensure_ascii=False)
-    except (ValueError, TypeError):
+        return json.loads(text)
+    except RecursionError:  # the bounds leave room; a nearly full stack must not make it a 500
+        raise ValueError("too deeply nested to parse here") from None
+
+
+def pretty_json(text: str) -> str | None:
+    """A call's input as people read JSON (indented, as written); None when it is not JSON, or
+    too long or deep to parse for display (then it is shown as it came: `input_shown`)."""
+    try:
+        return json.dumps(bounded_json(text), indent=2, ensure_ascii=False)
+    except (ValueError, TypeError, RecursionError):
         return None
+
+
+def input_shown(text: str) -> str:
+    """A call's input as a page shows it: indented JSON, else as it came, cut at INPUT_SHOWN
+    characters (saying how many more there are: the export has them all)."""
+    pretty = pretty_json(text)
+    if pretty is not None:
+        return pretty
+    if len(text) <= INPUT_SHOWN:
+        return text
+    return text[:INPUT_SHOWN] + f"\n… {len(text) - INPUT_SHOWN:,} more characters not shown"
 
 
 PASSAGE_PATH = re.compile(r"/knowledge/passages/(\d{1,18})")  # a passage of a person's document (web/knowledge.py)

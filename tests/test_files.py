@@ -347,3 +347,34 @@ def test_a_name_with_path_separators_keeps_its_last_part_only(client):
     store = client.app.state.tabletalk.store
     assert store.file(fid)["name"] == "notes.txt" and held(store) == [b"words"]
     assert 'filename="notes.txt"' in client.get(f"/files/{fid}").headers["content-disposition"]
+
+
+def test_bytes_are_examined_a_chunk_at_a_time_as_they_would_be_whole(tmp_path):
+    """An upload is read through once in pieces (never held whole): its type, size and sha256
+    are those of its bytes whole, wherever the pieces split it (a UTF-8 sequence or a magic
+    number cut in two)."""
+    import hashlib
+
+    samples = [b"", b"plain words\n", "héllo wörld ✓".encode(), b"a\x00b", "é".encode()[:1] + b"tail",
+               b"\x89PNG\r\n\x1a\n" + bytes(40), b"RIFF\x00\x00\x00\x00WEBPVP8 " + bytes(20), b"%PDF-1.7\n" + bytes(9)]
+    for data in samples:
+        whole = filestore.examine([data])
+        assert (whole.sha256, whole.size, whole.type) == (hashlib.sha256(data).hexdigest(), len(data),
+                                                          filestore.sniff(data))
+        for cut in range(len(data) + 1):
+            assert filestore.examine([data[:cut], data[cut:]]) == whole, (data, cut)
+    spooled = tmp_path / "spool"
+    spooled.write_bytes(b"x" * (filestore.READ * 2 + 5))
+    with open(spooled, "rb") as f:
+        upload = filestore.spooled("spool.txt", f)
+        assert upload.examined.size == filestore.READ * 2 + 5 and upload.head == b"x" * filestore.HEAD
+        assert [len(c) for c in upload.chunks()] == [filestore.READ, filestore.READ, 5]
+        assert [len(c) for c in upload.chunks()] == [filestore.READ, filestore.READ, 5]  # from the start again
+
+
+def test_a_text_files_head_is_all_the_model_is_sent_of_it(store):
+    data = ("é" * 300_000).encode()  # two bytes a character: longer than what a model is sent
+    file_id = store.add_file("long.txt", data)
+    row, head = store.file_bytes(file_id, most=1000)
+    assert row["size"] == len(data) and head == data[:1000]
+    assert store.file_bytes(file_id)[1] == data

@@ -8,14 +8,16 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import threading
 
 import pytest
 
 from app.accounts.api_keys import ApiKeys
 from app.tables import Item, Person, assistant
 from app.web.completions import Completion, Place, Transcript
+from app.web.toolkit import PERSON_QUEUE_MAX
 from tests.conftest import COOKIE, csrf, rows, signed_in, soup, wait_for
-from tests.fakes.openai_server import reasoning, text, tool_call
+from tests.fakes.openai_server import hold, reasoning, text, tool_call
 
 
 def make_key(client, name: str = "laptop", **form) -> str:
@@ -194,6 +196,24 @@ def test_too_many_requests_a_minute_are_refused_with_retry_after(client, data, f
     r = ask(client, key)
     refusal(r, 429, "rate_limit_exceeded")
     assert 1 <= int(r.headers["retry-after"]) <= 60
+
+
+def test_a_request_past_the_messages_that_may_wait_is_refused(client, data, fake):
+    """The pages' bound on waiting messages (issue 38) holds for the API's too: 30 of the
+    person's wait behind hanging answers, and a request is refused, nothing written."""
+    release = threading.Event()
+    fake.default = [hold(release)]
+    key = make_key(client)
+    store = client.app.state.tabletalk.store
+    owner = store.owner()
+    try:
+        for i in range(PERSON_QUEUE_MAX):
+            store.start_conversation(store.default_agent(owner).id, owner, f"waiting {i}")
+        before = rows(data, "SELECT count(*) AS n FROM conversations")[0]["n"]
+        assert "across your conversations" in refusal(ask(client, key), 429)["message"]
+        assert rows(data, "SELECT count(*) AS n FROM conversations")[0]["n"] == before
+    finally:
+        release.set()
 
 
 # --- models and completions -----------------------------------------------------------------

@@ -17,8 +17,11 @@ def test_a_result_too_long_for_the_request_is_shortened_and_the_run_goes_on(make
         chat = start_chat(client, "count to twenty thousand", model="other-model")
         page = idle(client, chat)
         assert page.select_one("article.call .state").text == "done"
-        output = page.select_one("article.call pre.output").text
-        assert output.startswith("line 1\n") and output.endswith("line 20000\n"), "the page has it whole"
+        output = page.select_one("article.call pre.output")
+        assert output.text.startswith("line 1\n") and "more characters: the whole output" in output.text
+        whole = client.get(output.select_one("a.whole")["href"])  # the page has its head; the whole downloads
+        assert whole.text.startswith("line 1\n") and whole.text.endswith("line 20000\n")
+        assert whole.headers["content-disposition"].startswith("attachment")
         assert page.select("article.text")[-1].get_text(strip=True) == "Those were many lines."
         assert not page.select("article.error")
         sent = fake.streamed[1]["messages"][-1]["content"]

@@ -6,9 +6,11 @@ import sqlite3
 
 import pytest
 
+from app.accounts.setup import secret_key
 from app.providers.ids import Choice
 from app.providers.limits import Limits
 from app.store.people import Taken
+from app.store.secrets import APP_KEY
 from app.tables import Assistant, Plugin, Skill, item
 
 
@@ -60,9 +62,20 @@ def test_agents_memories_and_skills(store):
     memory = store.add_memory(agent.id, "likes tea", outside=True, chat=chat)
     assert [(m["text"], m["outside"], m["chat"]) for m in store.memories(agent.id)] == [("likes tea", 1, chat)]
     assert store.delete_memory(agent.id, memory) and store.memories(agent.id) == []
-    assert not store.outside_output(chat, ("remember",))
+    assert not store.outside_text(chat, ("remember",))
+    store.ask(chat, "my own words")
+    store.add(item("call", chat, name="remember", output="Remembered.", turn=0, done=True))
+    assert not store.outside_text(chat, ("remember",))  # the person's words and an inside tool's
     store.add(item("call", chat, name="fetch_page", output="text", turn=0, done=True))
-    assert store.outside_output(chat, ("remember",))
+    assert store.outside_text(chat, ("remember",))
+    # what else a plugin (or a file) brings in: a prompt's text, attachments, a question or sampling
+    for outside in (lambda c: store.ask(c, "a prompt's words", outside=True),
+                    lambda c: store.ask(c, "see the file", files=(store.add_file("a.txt", b"words"),)),
+                    lambda c: store.add(item("ask", c, "Which one?", turn=0)),
+                    lambda c: store.add(item("sample", c, "Write this", turn=0))):
+        other = store.new_conversation(agent.id).id
+        outside(other)
+        assert store.outside_text(other, ("remember",))
     b = store.add_skill(Skill(name="beta", body="b"))
     store.add_skill(Skill(name="Alpha", body="a"))
     with pytest.raises(sqlite3.IntegrityError):
@@ -91,6 +104,47 @@ def test_plugins_and_their_mcp_sessions(store):
     assert store.mcp_session(chat, plugin.id, "f1") is None
     store.delete_plugin(plugin.id)
     assert store.plugins(agent) == []
+
+
+def test_plugin_secrets_are_kept_sealed_with_the_apps_key(store):
+    from app.store import sealed
+
+    def stored() -> list[str]:
+        return [r[0] for r in store.db.conn.execute("SELECT secret FROM plugins ORDER BY id").fetchall()]
+
+    agent = store.default_agent().id
+    p = store.add_plugin(Plugin(agent=agent, name="p", address="http://x", header="X-Key", secret="typed-1"))
+    assert p.secret == "typed-1" and stored()[0].startswith(sealed.PREFIX) and "typed-1" not in stored()[0]
+    store.update_plugin(p.id, secret="typed-2")
+    assert store.plugin_row(p.id).secret == "typed-2" and "typed-2" not in stored()[0]
+    none = store.add_plugin(Plugin(agent=agent, name="q", address="http://y"))
+    assert stored()[1] == "" and none.secret == ""
+    # a row a release before sealing wrote: read as it is, sealed at the next start
+    with store.write() as db:
+        db.conn.execute("UPDATE plugins SET secret = 'as-typed' WHERE id = ?", [none.id])
+    assert store.plugin_row(none.id).secret == "as-typed"
+    assert store.seal_plugin_secrets() == 1 and store.seal_plugin_secrets() == 0
+    assert stored()[1].startswith(sealed.PREFIX) and store.plugin_row(none.id).secret == "as-typed"
+    # sealed with another key (or damaged): no secret, never an exception
+    other = sealed.Seal(b"another database's key", "plugins.secret").seal("theirs")
+    with store.write() as db:
+        db.conn.execute("UPDATE plugins SET secret = ? WHERE id = ?", [other, none.id])
+    assert store.plugin_row(none.id).secret == ""
+    assert sealed.Seal(b"k", "plugins.secret").open(sealed.Seal(b"k", "models.key").seal("x")) == ""
+
+
+def test_a_plugin_without_a_secret_makes_no_key(store, tmp_path):
+    """A script of the API may add plugins before any server has started: one without a secret
+    makes no app key, so the key an install before m028 kept in its data folder is still the
+    one the first start reads in (and the forms of pages open across the upgrade stay valid)."""
+    agent = store.default_agent().id
+    p = store.add_plugin(Plugin(agent=agent, name="p", address="http://x"))
+    store.update_plugin(p.id, secret="", header="")
+    assert store.secrets_named(APP_KEY) == []
+    (tmp_path / APP_KEY).write_text("the-old-installs-key")
+    assert secret_key(store, tmp_path) == b"the-old-installs-key"
+    store.update_plugin(p.id, secret="typed")  # sealed with that key
+    assert store.plugin_row(p.id).secret == "typed"
 
 
 def test_files_contexts_calibrations_and_deleting(store):

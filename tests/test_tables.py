@@ -104,6 +104,23 @@ def test_pretty_json_is_one_rule_for_the_page_and_the_export():
     from app.web import templating
     assert pretty_json('{"cmd":"ls","é":[1]}') == '{\n  "cmd": "ls",\n  "é": [\n    1\n  ]\n}'
     assert pretty_json("not json") is None and pretty_json("") is None
-    shown = templating.env.globals["pretty_json"]
+    shown = templating.env.globals["input_shown"]
     assert shown('{"a":1}') == export.pretty('{"a":1}')[0] == '{\n  "a": 1\n}'
     assert (shown("not json"), export.pretty("not json")) == ("not json", ("not json", ""))
+
+
+def test_input_too_deep_or_long_to_parse_shows_as_it_came_cut():
+    """~1,000 levels of `{"a":` made json raise RecursionError on every render of the page."""
+    from app import export
+    from app.tables import DEPTH_MAX, INPUT_SHOWN, PARSED_MAX, input_shown, nesting, pretty_json
+
+    deep = '{"a":' * 1_000 + "1" + "}" * 1_000
+    assert pretty_json(deep) is None and input_shown(deep) == deep and export.pretty(deep) == (deep, "")
+    assert nesting('{"a": "[[[{{", "b": [1, [2, {"c": "\\"]"}]]}') == 4
+    at_the_bound = "[" * DEPTH_MAX + "]" * DEPTH_MAX
+    assert pretty_json(at_the_bound) is not None and pretty_json("[" + at_the_bound + "]") is None
+    long = '"' + "x" * PARSED_MAX + '"'
+    assert pretty_json(long) is None
+    endless = "[" * (INPUT_SHOWN + 500)
+    shown = input_shown(endless)
+    assert shown.startswith("[" * INPUT_SHOWN) and shown.endswith("500 more characters not shown")

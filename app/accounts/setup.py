@@ -8,11 +8,12 @@ from pathlib import Path
 
 from ..config import Config
 from ..store import Store
+from ..store.secrets import APP_KEY
 from ..tables import Person
 from .passwords import AccountError, hash_password
 from .rules import Accounts
 
-KEY = "secret.key"  # the secret that signs forms (web/csrf.py), and its file in an older data folder
+KEY = APP_KEY  # the secret that signs forms (web/csrf.py) and seals secrets, and its file in an older data folder
 SETUP = "setup "     # a setup code's name begins so; then the server's own part (server_id)
 
 

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from .. import agent as loop
+from .. import files as filestore
 from ..context import window
 from ..context.segments import segments, system_prompt, user_message, with_plan
 from ..store import Store
@@ -45,7 +46,20 @@ class Requests:
     @functools.cached_property
     def attachment(self) -> Callable[[int], tuple | None]:
         # Every step rebuilds the request: read each attached file once per run.
-        return functools.cache(self.store.file_bytes)
+        return functools.cache(self._attachment)
+
+    def _attachment(self, file: int) -> tuple | None:
+        """An attached file's row and what a request needs of its bytes: an image whole, a text
+        file's head (what the model is sent of it, and a character more, so a longer one is
+        said to be cut), nothing of another (it is named, or read as a document)."""
+        row = self.store.file(file)
+        if row is None:
+            return None
+        if filestore.is_image(row["type"]):
+            return self.store.file_bytes(file)
+        if filestore.is_text(row["type"]):
+            return self.store.file_bytes(file, most=(filestore.TEXT_TO_MODEL_MAX + 1) * 4)
+        return row, b""
 
     @functools.cached_property
     def document(self) -> Callable[[int], Attached | None]:

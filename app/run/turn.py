@@ -267,7 +267,7 @@ class Turn(Requests):
             # read before this step's calls are written: the model made them without their output
             vetted = (self.agent is not None and self.agent.vet_memories
                       and any(c.name == "remember" for c in message.tool_calls)
-                      and self.store.outside_output(self.chat, memory.INSIDE))
+                      and self.store.outside_text(self.chat, memory.INSIDE))
             for call in message.tool_calls:
                 waits = call.name in self.approve or (vetted and call.name == "remember")
                 new = self.add(item("call", self.chat, turn=self.user.id, model=self.model,

@@ -6,9 +6,10 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
+from collections import Counter
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..accounts import setup
 from ..plugins import tools as mcp_tools
@@ -35,6 +36,8 @@ class Worker:
     sessions: Sessions  # the plugin sessions its conversations hold (closed when it stops)
     runner: Runner
     key: bytes  # signs forms (web/csrf.py): the database's, the same on every server of it
+    # who is sending files to this worker now, and how many requests each (web/uploads.py)
+    receiving: Counter[int] = field(default_factory=Counter)
 
 
 @asynccontextmanager
@@ -52,7 +55,9 @@ async def running(config: Config, render: Render | None = None,
                         render_outage=render_outage, render_documents=render_documents)
             store = Store(db, notify=feed.notify)
             setup.set_up_from_settings(store, config)
-            return store, feed, setup.secret_key(store, config.data)
+            key = setup.secret_key(store, config.data)
+            store.seal_plugin_secrets()  # those stored as typed before they were sealed: with the key just read
+            return store, feed, key
         except BaseException:
             if feed is not None:
                 feed.db.conn.close()

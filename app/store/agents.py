@@ -103,12 +103,16 @@ class Agents(Base):
                 "VALUES (?, ?, ?, ?, (SELECT id FROM conversations WHERE id = ?)) RETURNING id",
                 [agent, text, dbm.now(), int(outside), chat]).fetchone()[0]
 
-    def outside_output(self, chat: int, inside: tuple[str, ...]) -> bool:
-        """Whether a tool brought this conversation text from outside: a call, other than
-        the `inside` tools (which only read and write this app's rows), with output."""
+    def outside_text(self, chat: int, inside: tuple[str, ...]) -> bool:
+        """Whether text from outside reached this conversation (docs/security.md): a call's
+        output, but the `inside` tools' (they only read and write this app's rows); a message
+        a plugin wrote (a prompt: `outside`) or one with attachments (a plugin's resources and
+        the person's own files alike); a plugin's question or sampling request."""
         marks = ",".join("?" * len(inside)) or "''"
-        return self._one(f"SELECT 1 FROM items WHERE chat = ? AND kind = 'call' AND output != '' "
-                        f"AND name NOT IN ({marks}) LIMIT 1", [chat, *inside]) is not None
+        return self._one(f"SELECT 1 FROM items WHERE chat = ? AND ("
+                        f"(kind = 'call' AND output != '' AND name NOT IN ({marks})) "
+                        "OR (kind = 'user' AND (outside = 1 OR files != '')) "
+                        "OR kind IN ('ask', 'sample')) LIMIT 1", [chat, *inside]) is not None
 
     def set_memory(self, agent: int, memory: int, text: str) -> bool:
         """The memory's text as the person wrote it (its mark of outside text stays)."""

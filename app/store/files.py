@@ -26,20 +26,36 @@ class Files(Base):
         main = next((r[2] for r in self._all("PRAGMA database_list") if r[1] == "main"), "")
         return blobstore.Disk(Path(main).parent / "files")
 
-    def add_file(self, name: str, data: bytes, person: int | None = None) -> int:
+    def add_file(self, name: str, data: bytes | filestore.Spooled, person: int | None = None) -> int:
         """Store bytes (once per content) and a row naming them, `person`'s (else the owner's);
-        the type is sniffed here. The bytes and the row commit together on PostgreSQL; on
-        SQLite the file is written before the write lock (an upload's fsync holds up no one)
-        and again inside it if a drop took the same bytes meanwhile."""
+        the type is sniffed from them. An upload's bytes are read from its file a chunk at a
+        time, never held whole. The bytes and the row commit together on PostgreSQL; on
+        SQLite the file is written before the write lock (an upload's fsync holds up no one:
+        web/uploads.py writes an upload's before the route's write begins) and again inside
+        it if a drop took the same bytes meanwhile."""
+        if isinstance(data, filestore.Spooled):
+            examined, source = data.examined, data.chunks
+        else:
+            examined, source = filestore.examine([data]), lambda: data
         blobs = self.blobs
-        sha = None if blobs.transactional else blobs.put(data)[0]
+        sha = None if blobs.transactional else blobs.put(source(), examined.sha256)[0]
         with self.write() as db:
             if sha is None or not blobs.has(sha):
-                sha = blobs.put(data)[0]
+                sha = blobs.put(source(), examined.sha256)[0]
             person = self.owner() if person is None else person
             return db.conn.execute(
                 "INSERT INTO files (name, type, size, sha256, created, person) VALUES (?, ?, ?, ?, ?, ?) RETURNING id",
-                [filestore.clean_name(name), filestore.sniff(data), len(data), sha, dbm.now(), person]).fetchone()[0]
+                [filestore.clean_name(name), examined.type, examined.size, sha, dbm.now(), person]).fetchone()[0]
+
+    def files_by_person(self) -> dict[int, int]:
+        """Every person's bytes of files, as `person_files` counts them (the owner's People page)."""
+        return {r[0]: r[1] for r in self._all("SELECT person, sum(size) FROM files WHERE person IS NOT NULL "
+                                              "GROUP BY person")}
+
+    def person_files(self, person: int) -> int:
+        """The bytes of a person's files, each row counted (the storage quota's measure):
+        attachments, resources, documents and files their tools made."""
+        return self._one("SELECT coalesce(sum(size), 0) FROM files WHERE person = ?", [person])[0]
 
     def forget_files(self, ids: set[int]) -> None:
         """Delete the rows of files no item names any more (their conversation went), and the
@@ -69,11 +85,29 @@ class Files(Base):
         row = self._one("SELECT * FROM files WHERE id = ?", [file_id])
         return dict(row) if row else None
 
-    def file_bytes(self, file_id: int) -> tuple[dict[str, Any], bytes] | None:
-        """A file's row and all its bytes (what a model is sent), or None."""
+    def file_bytes(self, file_id: int, most: int | None = None) -> tuple[dict[str, Any], bytes] | None:
+        """A file's row and its bytes (what a model is sent), or None; with `most`, its first
+        `most` bytes only, read a chunk at a time (a text file's head: no more is sent)."""
         row = self.file(file_id)
-        data = self.blobs.read(row["sha256"]) if row else None
-        return (row, data) if row is not None and data is not None else None
+        if row is None:
+            return None
+        if most is None:
+            data = self.blobs.read(row["sha256"])
+            return (row, data) if data is not None else None
+        chunks = self.blobs.open(row["sha256"])
+        if chunks is None:
+            return None
+        head = bytearray()
+        try:
+            for chunk in chunks:
+                head += chunk[:most - len(head)]
+                if len(head) >= most:
+                    break
+        except blobstore.BlobError:  # dropped while read (its conversation deleted): as none
+            return None
+        finally:
+            chunks.close()
+        return row, bytes(head)
 
     def file_stream(self, file_id: int) -> tuple[dict[str, Any], Iterator[bytes]] | None:
         """A file's row and its bytes as chunks read as they are consumed (a download), or None."""

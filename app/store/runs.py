@@ -6,11 +6,11 @@ covers it). A conversation is answered by the worker holding its lease in `runs`
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from . import db as dbm
-from ..tables import Item
+from ..tables import Item, stopped
 from .rows import Base
 
 # Work waiting for the runner. The same words as the partial index's, so SQLite uses it.
@@ -68,6 +68,29 @@ class Runs(Base):
         `turn` is the turn answered (a user item's turn is its own id)."""
         row = self._one(f"SELECT * FROM items WHERE chat = ? AND {ANSWERING} ORDER BY id LIMIT 1", [chat])
         return self._item(row)
+
+    def waiting_messages(self, *, chat: int | None = None, person: int | None = None) -> int:
+        """The messages not answered yet (the one being answered among them): in a
+        conversation, or across a person's conversations."""
+        if (chat is None) == (person is None):
+            raise ValueError("count a conversation's waiting messages or a person's")
+        if chat is not None:
+            return self._one(f"SELECT count(*) FROM items WHERE chat = ? AND {PENDING} AND kind = 'user'", [chat])[0]
+        return self._one(f"SELECT count(*) FROM items JOIN conversations ON conversations.id = items.chat "
+                         f"WHERE {PENDING} AND kind = 'user' AND conversations.person = ?", [person])[0]
+
+    def stop_waiting(self, chat: int, turn: int) -> list[int]:
+        """Stop's rule for the messages queued behind the turn being answered (`turn`): they
+        are not answered either. Each is marked done with a stop item of its own, done too,
+        so its page shows "Stopped." and Again, which answers it. Their ids."""
+        with self.write() as db:
+            queued = [r[0] for r in db.conn.execute(
+                f"SELECT id FROM items WHERE chat = ? AND {PENDING} AND kind = 'user' AND id != ? ORDER BY id",
+                [chat, turn])]
+            for user in queued:
+                self.add(replace(stopped(chat), turn=user, done=True))
+                self.update(user, done=True)
+        return queued
 
     def unhandled_stops(self, chat: int) -> list[int]:
         return [r[0] for r in self._all(f"SELECT id FROM items WHERE chat = ? AND {PENDING} AND kind = 'stop'",

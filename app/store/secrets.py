@@ -1,12 +1,16 @@
 """Secrets every server of one database agrees on (migration m028): the key that signs forms
 and the setup codes, rows of `secrets` rather than files of a data folder, so a form a page
-of one server signed is accepted by another, and a setup code any server printed works."""
+of one server signed is accepted by another, and a setup code any server printed works. The
+same key seals the secrets people give (app/store/sealed.py)."""
 from __future__ import annotations
 
 import secrets as random
 
 from . import db as dbm
 from .rows import Base
+from .sealed import Seal
+
+APP_KEY = "secret.key"  # the app's key: signs forms (web/csrf.py), seals secrets (sealed.py)
 
 
 class Secrets(Base):
@@ -28,3 +32,13 @@ class Secrets(Base):
         """Forget the secrets whose name begins with `prefix` (a name whole: that one)."""
         with self.write() as db:
             db.conn.execute("DELETE FROM secrets WHERE substr(name, 1, ?) = ?", [len(prefix), prefix])
+
+    def seal(self, purpose: str) -> Seal:
+        """What seals and opens the secrets of `purpose` ("plugins.secret"): with the app's key,
+        made by the first to ask if no server has yet (a server's start reads it first, from an
+        older data folder's file too: accounts.setup.secret_key). Kept for this store."""
+        seals = self.__dict__.setdefault("_seals", {})
+        if purpose not in seals:
+            row = self._one("SELECT value FROM secrets WHERE name = ?", [APP_KEY])
+            seals[purpose] = Seal((row[0] if row else self.kept_secret(APP_KEY, 48)).encode(), purpose)
+        return seals[purpose]

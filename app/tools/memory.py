@@ -3,11 +3,12 @@
 Memories belong to the agent, not the conversation: every run of that agent finds them in
 its system prompt. The person sees and deletes them on the agent's Memory tab.
 
-Text a tool brought from outside (a plugin's result, a fetched page) can tell the model to
-remember something, and a memory lands in every later system prompt of the agent. So a
-`remember` call made after such output in the conversation waits for the person's approval
-(`Turn.end_step`, while the agent's `vet_memories` is on, the default), and the memory it
-writes is marked `outside` either way (the Memory tab says so).
+Text from outside (a plugin's result, prompt, resource or sampling request, a fetched page,
+an attached file) can tell the model to remember something, and a memory lands in every
+later system prompt of the agent. So a `remember` call made after such text reached the
+conversation (`Store.outside_text`) waits for the person's approval (`Turn.end_step`, while
+the agent's `vet_memories` is on, the default), and the memory it writes is marked `outside`
+either way (the Memory tab says so).
 """
 from __future__ import annotations
 
@@ -49,7 +50,7 @@ async def _run(args: dict[str, Any], ctx: ToolContext) -> Result:
     with ctx.store.write():  # the check and the insert in one transaction: no twin from a parallel call
         if any(same(m["text"], text) for m in ctx.store.memories(ctx.agent)):
             return Result("Already remembered; nothing new was stored.")
-        outside = bool(ctx.chat) and ctx.store.outside_output(ctx.chat, INSIDE)
+        outside = bool(ctx.chat) and ctx.store.outside_text(ctx.chat, INSIDE)
         ctx.store.add_memory(ctx.agent, text, outside=outside, chat=ctx.chat or None)
     return Result("Remembered. It will be in your system prompt in later conversations.")
 

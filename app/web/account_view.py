@@ -1,6 +1,6 @@
 """What one's account page and the owner's people page show, whichever form answered: the
-theme, the password, one's agents' memories, one's API keys (accounts.py, api_keys.py), the
-people and who may use the API."""
+theme, the password, one's files, one's agents' memories, one's API keys (accounts.py,
+api_keys.py), the people with their files, and who may use the API."""
 from __future__ import annotations
 
 from typing import Any
@@ -31,13 +31,15 @@ def account_view(request: Request, status_code: int = 200, **context: Any) -> Re
     return render.page(request, "account.html", status_code=status_code, themes=THEMES,
                        keys=keys.of(person), api_open=keys.settings().allows(person), api_base=api_base(request),
                        agents=agents, agent_names={a.id: a.name for a in agents}, expiries=EXPIRIES,
-                       memory_counts=s.store.memory_counts(person.id),
-                       name_max=NAME_MAX, **(shown | context))
+                       memory_counts=s.store.memory_counts(person.id), used=s.store.person_files(person.id),
+                       storage_max=s.config.storage_max, name_max=NAME_MAX, **(shown | context))
 
 
 def people_view(request: Request, status_code: int = 200, **context: Any) -> Response:
-    """The owner's people page; `context` as for the account page."""
+    """The owner's people page (each person with how much of their room for files they use);
+    `context` as for the account page."""
     s = worker(request)
     shown: dict[str, Any] = {"name": "", "error": "", "saved": "", "api_error": "", "api_saved": ""}
     return render.page(request, "people.html", status_code=status_code, people=Accounts(s.store).all(),
-                       name_max=NAME_MAX, api=ApiKeys(s.store).settings(), modes=MODES, **(shown | context))
+                       name_max=NAME_MAX, api=ApiKeys(s.store).settings(), modes=MODES, used=s.store.files_by_person(),
+                       storage_max=s.config.storage_max, **(shown | context))

@@ -47,7 +47,7 @@ from . import (
     templating,
 )
 from .authenticate import API, API_BODY_MAX, TooLarge
-from .headers import secured
+from .headers import private, secured
 from .toolkit import is_htmx, way_back
 
 log = logging.getLogger(__name__)
@@ -109,11 +109,13 @@ def error_page(request: Request, exc: Exception) -> Response:
         detail = "There is no page at this address."
 
     if is_htmx(request) or request.url.path.endswith("/events"):
-        return secured(Response(str(detail), status_code=status, media_type="text/plain; charset=utf-8"))
+        return secured(Response(str(detail), status_code=status, media_type="text/plain"))
     signed_in(request)
     where, label = way_back(request)
-    return secured(render.page(request, "error.html", status_code=status, status=status, detail=detail,
-                                      back=where, back_label=label))
+    response = secured(render.page(request, "error.html", status_code=status, status=status, detail=detail,
+                                   back=where, back_label=label))
+    # an address no route has is answered before the middleware that keeps pages private
+    return private(response) if getattr(request.state, "person", None) is not None else response
 
 
 def api_refusal(request: Request, exc: Exception) -> Response:
@@ -150,7 +152,7 @@ def outage_page(request: Request) -> Response:
     else:
         detail = "What you sent was not saved: send it again once the database is back."
     if is_htmx(request) or request.url.path.endswith("/events"):
-        return secured(Response(f"{WORDS} {detail}", status_code=503, media_type="text/plain; charset=utf-8",
+        return secured(Response(f"{WORDS} {detail}", status_code=503, media_type="text/plain",
                                 headers={"Retry-After": str(OUTAGE_REFRESH_SECONDS)}))
     where, label = way_back(request)
     response = render.page(request, "error.html", status_code=503, status=503, detail=detail, back=where,

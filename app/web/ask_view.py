@@ -3,12 +3,11 @@ app/plugins/asks.py): the form built from an elicitation's schema with its value
 the answer once given, a sampling request and the model's words. templates/_ask.html."""
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..plugins import asks as mcp_asks, forms as mcp_forms
-from ..tables import Item
+from ..tables import Item, bounded_json
 
 ASK_LABELS = {"waiting": "waiting for your answer", "accepted": "answered", "declined": "declined",
               "cancelled": "cancelled", "failed": "could not be shown", "stopped": "not answered",
@@ -59,7 +58,7 @@ def prefix(it: Item) -> str:
 
 def ask_view(it: Item, typed: dict[str, Any] | None = None, errors: dict[str, str] | None = None) -> AskView:
     try:
-        data = json.loads(it.input or "{}")
+        data = bounded_json(it.input or "{}")  # a plugin's request: parsed for a page within bounds
     except ValueError:
         data = {}
     if it.kind == "sample":
@@ -73,7 +72,7 @@ def ask_view(it: Item, typed: dict[str, Any] | None = None, errors: dict[str, st
         return AskView(it, label, False, note=it.output)
     if it.state == "accepted":
         try:
-            content = json.loads(it.output or "{}")
+            content = bounded_json(it.output or "{}")
         except ValueError:
             content = {}
         answered = [(f.label, f.shown(content[f.key])) for f in form.fields if f.key in content]

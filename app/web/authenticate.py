@@ -19,8 +19,8 @@ from litestar.datastructures import Cookie
 from litestar.response import Redirect
 
 from ..accounts.rules import COOKIE, Accounts
-from . import csrf, render
-from .headers import secured
+from . import csrf, render, uploads
+from .headers import kept_private, secured
 from .toolkit import is_htmx, local_path, way_back, worker
 
 PUBLIC = frozenset({"/setup", "/signin", "/healthz", "/reset"})  # /reset: a one-time link's page (accounts.py)
@@ -34,7 +34,7 @@ def to_sign_in(request: Request, setup: bool) -> Response:
         target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
         where += "?next=" + quote(local_path(target), safe="/")
     if is_htmx(request) or request.url.path.endswith("/events"):
-        return Response("Sign in first.", status_code=401, media_type="text/plain; charset=utf-8",
+        return Response("Sign in first.", status_code=401, media_type="text/plain",
                         headers={"HX-Redirect": where})
     return Redirect(where, status_code=303)
 
@@ -72,7 +72,8 @@ class Authenticate:
     came from this app's own page (csrf.py). A request with no session is answered before
     anything reads its body (a form of 100 MB from anyone would otherwise be read first), and
     the public pages (signing in, setting up) read at most PUBLIC_BODY_MAX bytes; a STREAMED
-    route's body is read by the route, and only the owner's."""
+    route's body is read by the route, and only the owner's. A form with files is admitted
+    before its body is read too (uploads.py: how many at once, the room left)."""
 
     def __init__(self, app: Any) -> None:
         self.app = app
@@ -92,14 +93,27 @@ class Authenticate:
             receive = limited(receive, PUBLIC_BODY_MAX)
         request: Request = Request(scope, receive)
         refused = await authenticate(request)
-        if refused is None and unsafe:
-            refused = await (streamed(request) if scope["path"] in STREAMED else forged(request, public))
-        if refused is not None:
-            await secured(refused).to_asgi_response(app=None, request=request)(scope, receive, send)
-            return
-        # only the public pages make a pre-session (every other page has a session): the send
-        # of a live feed, which carries every message to every follower, is left as it is
-        await self.app(scope, receive, self.pre_session_cookie(request, send) if public else send)
+        if getattr(request.state, "session", None):  # signed in: nothing served to them is cached
+            send = kept_private(send)
+        person = getattr(request.state, "person", None)
+        # files (but a STREAMED route's, which bounds its own): counted and checked against the
+        # person's room before the body is read
+        sending = (refused is None and unsafe and person is not None and scope["path"] not in STREAMED
+                   and uploads.is_upload(request))
+        if sending and (too := uploads.admit(worker(request), request, person.id)) is not None:
+            refused, sending = refusal(request, *too), False
+        try:
+            if refused is None and unsafe:
+                refused = await (streamed(request) if scope["path"] in STREAMED else forged(request, public))
+            if refused is not None:
+                await secured(refused).to_asgi_response(app=None, request=request)(scope, receive, send)
+                return
+            # only the public pages make a pre-session (every other page has a session): the send
+            # of a live feed, which carries every message to every follower, is left as it is
+            await self.app(scope, receive, self.pre_session_cookie(request, send) if public else send)
+        finally:
+            if sending:
+                uploads.done(worker(request), person.id)
 
     @staticmethod
     def pre_session_cookie(request: Request, send: Any) -> Any:
@@ -145,7 +159,7 @@ async def streamed(request: Request) -> Response | None:
 
 def refusal(request: Request, status: int, detail: str) -> Response:
     if is_htmx(request):
-        return Response(detail, status_code=status, media_type="text/plain; charset=utf-8")
+        return Response(detail, status_code=status, media_type="text/plain")
 
     where, label = way_back(request)
     return render.page(request, "error.html", status_code=status, status=status, detail=detail, back=where,

@@ -16,7 +16,7 @@ from ..store import Store
 from ..tables import Conversation, Item
 from . import render
 from .templating import fragment
-from .toolkit import TEXT_MAX, conversation_or_404, done, form_field, model_field, parse_id, worker
+from .toolkit import TEXT_MAX, conversation_or_404, done, form_field, model_field, parse_id, room_to_wait, worker
 
 BUSY = "An answer is being written: wait for it to end (or stop it) first."
 
@@ -34,7 +34,7 @@ def idle(store: Store, convo: Conversation) -> None:
 
 
 def raw_text(text: str) -> Response:
-    return Response(text, media_type="text/plain; charset=utf-8", headers={"Cache-Control": "no-store"})
+    return Response(text, media_type="text/plain", headers={"Cache-Control": "no-store"})
 
 
 def txt_id(name: str) -> str:
@@ -77,6 +77,7 @@ async def edit(request: Request, chat: FromPath[str], item: FromPath[str]) -> Re
         raise HTTPException(status_code=400, detail="A message read during an answer cannot be edited.")
     with s.store.write():
         idle(s.store, convo)
+        room_to_wait(s.store, convo.person)
         s.store.edit(original, text)
     return done(request, f"/c/{convo.id}#end")
 
@@ -126,7 +127,7 @@ async def again_with(request: Request, chat: FromPath[str], head: FromPath[str],
     if menu:
         html = fragment("_again_menu.html", convo=convo, head=it.id, choices=s.store.choices(),
                         csrf=render.csrf_token(request))
-        return Response(html, media_type="text/html; charset=utf-8")
+        return Response(html, media_type="text/html")
     return render.page(request, "again.html", convo=convo, user=user, head=it.id, choices=s.store.choices())
 
 

@@ -9,13 +9,14 @@ from litestar import Request, Response, get, post
 from litestar.params import FromPath, FromQuery
 from litestar.exceptions import HTTPException, NotFoundException
 
+from .. import files as filestore
 from ..run import space
 from ..accounts.rules import COOKIE, Accounts
 from ..providers.thinking import THINKING
 from ..store.outage import public, unavailable
 from ..tables import Assistant, Conversation, Item, Person, again, decided, stopped
 from ..serve.worker import Worker
-from . import answering, knowledge, live, prompts, render
+from . import answering, knowledge, live, prompts, render, uploads
 from .toolkit import (
     SUGGESTIONS_MAX,
     TEXT_MAX,
@@ -29,6 +30,7 @@ from .toolkit import (
     me,
     model_field,
     parse_id,
+    room_to_wait,
     worker,
     thinking_level,
 )
@@ -92,7 +94,7 @@ class Composed:
     model: str
     thinking: str
     now: bool
-    uploads: list[tuple[str, bytes]]
+    uploads: list[filestore.Spooled]
 
 
 async def message_of(request: Request, s: Worker) -> Composed:
@@ -120,11 +122,17 @@ async def new_conversation(request: Request) -> Response:
     agent = chosen_agent(s, who, await form_field(request, "agent", 20))
     if not (await form_field(request, "text", TEXT_MAX)).strip():
         return go(request, f"/?agent={agent.id}" if agent else "/")
+    room_to_wait(s.store, who.id)  # before any file is stored or resource read
     message = await message_of(request, s)
     resources = await prompts.attached_resources(request, prompts.Where(agent)) if agent else []  # picked with "/"
     picks = await knowledge.picks_field(request, s.store, who.id)  # picked with "/" too
+    files = [(u.name, u) for u in message.uploads] + resources
+    uploads.room_for(s.store, s.config, who.id, uploads.sizes(files))
+    await uploads.kept(s.store, files)
     with s.store.write():  # the files, the conversation and its first message, or none of them
-        ids = tuple(s.store.add_file(name, data, person=who.id) for name, data in message.uploads + resources)
+        room_to_wait(s.store, who.id)
+        uploads.room_for(s.store, s.config, who.id, uploads.sizes(files))
+        ids = tuple(s.store.add_file(name, data, person=who.id) for name, data in files)
         convo, _ = s.store.start_conversation(agent.id if agent else None, who.id, message.text,
                                               model=message.model, files=ids, thinking=message.thinking,
                                               knowledge=picks)
@@ -191,12 +199,18 @@ async def watch(request: Request, chat: FromPath[str]) -> Response:
 async def ask(request: Request, chat: FromPath[str]) -> Response:
     s = worker(request)
     convo = conversation_or_404(request, chat)
+    room_to_wait(s.store, convo.person, convo.id)  # before any file is stored or resource read
     message = await message_of(request, s)
     picked = await new_choice(request, convo, message.model, message.thinking)
     resources = await prompts.attached_resources(request, prompts.of(request, convo))  # picked with "/"
     picks = await knowledge.picks_field(request, s.store, convo.person)  # picked with "/" too
+    files = [(u.name, u) for u in message.uploads] + resources
+    uploads.room_for(s.store, s.config, convo.person, uploads.sizes(files))
+    await uploads.kept(s.store, files)
     with s.store.write():  # the file rows and the message together, or neither
-        ids = tuple(s.store.add_file(name, data, person=convo.person) for name, data in message.uploads + resources)
+        room_to_wait(s.store, convo.person, convo.id)
+        uploads.room_for(s.store, s.config, convo.person, uploads.sizes(files))
+        ids = tuple(s.store.add_file(name, data, person=convo.person) for name, data in files)
         # "Now" with nothing running is just a message (the run it was meant for may have ended).
         steer = message.now and s.store.chat_state(convo.id)["running"]
         knowledge.attach_documents(s.store, convo.person, convo.id, ids, message.uploads)
@@ -245,14 +259,20 @@ async def retry(request: Request, chat: FromPath[str]) -> Response:
     return done(request, f"/c/{convo.id}#end")
 
 
+def call_of(s: Worker, convo: Conversation, call: str) -> Item:
+    """The call `call` names in this conversation, else 404."""
+    it = s.store.item(parse_id(call, "call"))
+    if it is None or it.chat != convo.id or it.kind != "call":
+        raise NotFoundException("No such call.")
+    return it
+
+
 @post("/c/{chat:str}/calls/{call:str}")
 async def decide(request: Request, chat: FromPath[str], call: FromPath[str]) -> Response:
     """The person's decision on a call waiting for approval."""
     s = worker(request)
     convo = conversation_or_404(request, chat)
-    it = s.store.item(parse_id(call, "call"))
-    if it is None or it.chat != convo.id or it.kind != "call":
-        raise NotFoundException("No such call.")
+    it = call_of(s, convo, call)
     decision = (await form_field(request, "decision", 20)).strip()
     if decision == "again":
         return run_again(request, s, convo, it)
@@ -262,6 +282,16 @@ async def decide(request: Request, chat: FromPath[str], call: FromPath[str]) -> 
         raise HTTPException(status_code=409, detail="This call is no longer waiting for a decision.")
     s.store.update(it.id, state=decided(it, decision).state)
     return done(request, f"/c/{convo.id}#end")
+
+
+@get("/c/{chat:str}/calls/{call:str}/output")
+async def call_output(request: Request, chat: FromPath[str], call: FromPath[str]) -> Response:
+    """A call's whole output (what its page shows the head of: live.OUTPUT_SHOWN), as a download."""
+    s = worker(request)
+    it = call_of(s, conversation_or_404(request, chat), call)
+    return Response(it.shown or it.output, media_type="text/plain", headers={
+        "Content-Disposition": filestore.disposition(f"{it.name or 'tool'}-output-{it.id}.txt", inline=False),
+        "X-Content-Type-Options": "nosniff"})
 
 
 def run_again(request: Request, s: Worker, convo: Conversation, it: Item) -> Response:
@@ -285,14 +315,18 @@ STOP_WAIT = 5.0
 
 @post("/c/{chat:str}/stop")
 async def stop(request: Request, chat: FromPath[str]) -> Response:
-    """Stop the run. With script (htmx) that is all: the feed brings the change. Without, the
-    page comes back once the run has ended (Stop and "Send now" gone, the frame too), with
-    what was typed in the composer still in it (its Stop posts the composer's fields here)."""
+    """Stop: the answer being written ends where it is, and the messages queued behind it are
+    not answered either (Store.stop_waiting: each shows "Stopped." and Again). With script
+    (htmx) that is all: the feed brings the change. Without, the page comes back once the run
+    has ended (Stop and "Send now" gone, the frame too), with what was typed in the composer
+    still in it (its Stop posts the composer's fields here)."""
     s = worker(request)
     convo = conversation_or_404(request, chat)
-    running = s.store.chat_state(convo.id)
-    if running["running"]:
-        s.store.add(replace(stopped(convo.id), turn=running["turn"]))
+    with s.store.write():  # what runs and what waits, as of one moment
+        running = s.store.answering(convo.id)
+        if running is not None:
+            s.store.add(replace(stopped(convo.id), turn=running.turn))
+            s.store.stop_waiting(convo.id, running.turn)
     if is_htmx(request):
         return done(request, f"/c/{convo.id}#end")
     loop = asyncio.get_running_loop()
@@ -325,4 +359,4 @@ async def healthz(request: Request) -> Response:
     return Response(body)
 
 
-routes = [index, new_conversation, conversation, watch, ask, choose, retry, decide, stop, healthz]
+routes = [index, new_conversation, conversation, watch, ask, choose, retry, decide, call_output, stop, healthz]

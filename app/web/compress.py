@@ -192,7 +192,7 @@ def static_file(root: Path, name: str) -> tuple[Path, _Static]:
     if found is None or found.stamp != stamp:
         raw = path.read_bytes()
         media_type = mimetypes.guess_type(name)[0] or "application/octet-stream"
-        if media_type.startswith("text/") or media_type in ("application/javascript", "image/svg+xml"):
+        if media_type in ("application/javascript", "image/svg+xml"):  # Litestar says a text/* type's charset itself
             media_type += "; charset=utf-8"
         bodies = {"": raw}
         if media_type.encode().startswith(_TEXT) and len(raw) >= MIN_SIZE:

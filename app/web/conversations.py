@@ -34,7 +34,7 @@ async def more(request: Request, after: FromQuery[str | None] = None) -> Respons
     if is_htmx(request):
         html = ('<hx-partial hx-target="#conversations" hx-swap="upsert key:data-key sort:desc">'
                 + str(rows_html(convos)) + "</hx-partial>" + str(more_html(convos, oob=True)))
-        return Response(html, media_type="text/html; charset=utf-8")
+        return Response(html, media_type="text/html")
     return render.page(request, "conversations.html", rows=rows_html(convos, prefix="all-"), more_link=more_html(convos),
                        first=start is None)
 
@@ -119,7 +119,7 @@ async def export_markdown(request: Request, chat: FromPath[str]) -> Response:
     convo, items = rows(request, chat)
     agent = s.store.agent(convo.agent) if convo.agent else None
     text = export.to_markdown(convo, items, agent.name if agent else "Assistant")
-    return attachment(text, "text/markdown; charset=utf-8", convo, "md")
+    return attachment(text, "text/markdown", convo, "md")
 
 
 @get("/c/{chat:str}/export.json")

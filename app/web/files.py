@@ -32,7 +32,8 @@ async def serve_file(request: Request, file: FromPath[str]) -> Response | Stream
     inline = filestore.is_image(kind)
     if not inline and not filestore.is_text(kind) and kind != "application/pdf" and not filestore.is_audio(kind):
         kind = filestore.OCTET
-    return Stream(_in_loop(chunks), media_type=kind, headers={
+    # the row's type names its charset (files.TEXT), which Litestar adds to a text/* type itself
+    return Stream(_in_loop(chunks), media_type=kind.partition(";")[0].strip(), headers={
         "Content-Length": str(row["size"]),
         "Content-Disposition": filestore.disposition(row["name"], inline),
         "X-Content-Type-Options": "nosniff",

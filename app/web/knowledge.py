@@ -8,11 +8,11 @@ from litestar import Request, Response, get, post
 from litestar.exceptions import HTTPException, NotFoundException
 from litestar.params import FromPath, FromQuery
 
-from ..files import clean_name
+from ..files import Spooled, clean_name
 from ..knowledge.kinds import Unreadable, kind_of
 from ..store import Store
 from ..tables import Collection, Document, Picks
-from . import render
+from . import render, uploads
 from .templating import fragment, removal
 from .toolkit import attachments, done, form_field, go, me, parse_id, worker
 
@@ -119,18 +119,17 @@ def documents_catch_up(store: Store, person: int | None, cursor: int, top: int, 
 READ_ATTACHED = ("pdf", "docx")  # the kinds a message's file is read for (text files are sent as they are)
 
 
-def attach_documents(store: Store, person: int, chat: int, files: Sequence[int],
-                     uploads: Sequence[tuple[str, bytes]]) -> None:
+def attach_documents(store: Store, person: int, chat: int, files: Sequence[int], sent: Sequence[Spooled]) -> None:
     """A message's PDF and Word files as documents of its conversation, read before it is
     answered (inside the write that adds the message): the files' ids, and what was uploaded
-    (name as sent, bytes) in the same order."""
-    for file, (name, data) in zip(files, uploads):
+    in the same order."""
+    for file, upload in zip(files, sent):
         try:
-            kind = kind_of(data[:HEAD], name)
+            kind = kind_of(upload.head[:HEAD], upload.name)
         except Unreadable:
             continue  # named only, as any file the model cannot read
         if kind in READ_ATTACHED:
-            store.add_document(person, file, clean_name(name), chat=chat, kind=kind)
+            store.add_document(person, file, clean_name(upload.name), chat=chat, kind=kind)
 
 
 # --- the collections ----------------------------------------------------------------------
@@ -232,21 +231,26 @@ async def add_documents(request: Request, collection_id: FromPath[str]) -> Respo
     if not sent:
         return collection_view(request, c, 400, problem=("file", "Choose one or more documents to add."))
     _, size = s.store.person_documents(person)
-    adding = sum(len(data) for _, data in sent)
+    adding = sum(u.examined.size for u in sent)
     if size + adding > s.config.knowledge_max:
         left = max(0, s.config.knowledge_max - size)
         raise HTTPException(status_code=413, detail=f"These documents need {adding:,} bytes, and {left:,} bytes of "
                                                     "your room for documents are left: delete some first.")
     kinds = []
-    for name, data in sent:
+    for upload in sent:
         try:
-            kinds.append(kind_of(data[:HEAD], name))
+            kinds.append(kind_of(upload.head[:HEAD], upload.name))
         except Unreadable as e:
-            return collection_view(request, c, 400, problem=("file", f"“{clean_name(name)}”: {e.reason} Nothing was added."))
-    for (name, data), kind in zip(sent, kinds):
-        shown = clean_name(name)
-        file = s.store.add_file(shown, data, person)
-        s.store.add_document(person, file, shown, collection=c.id, kind=kind)
+            return collection_view(request, c, 400, problem=("file", f"“{clean_name(upload.name)}”: {e.reason} "
+                                                                      "Nothing was added."))
+    files = [(clean_name(u.name), u) for u in sent]
+    uploads.room_for(s.store, s.config, person, adding)
+    await uploads.kept(s.store, files)
+    with s.store.write():  # counted against the room left with the files it adds
+        uploads.room_for(s.store, s.config, person, adding)
+        for (shown, upload), kind in zip(files, kinds):
+            file = s.store.add_file(shown, upload, person)
+            s.store.add_document(person, file, shown, collection=c.id, kind=kind)
     return done(request, f"/knowledge/{c.id}")
 
 

@@ -80,8 +80,24 @@ def body_blocks(it: Item, rendering: Rendering | None = None) -> tuple[Block, ..
             return tuple(markdown.keyed(it.text or "", dom, growing=not it.done))
         return tuple(rendering.blocks(it.text or "", growing=not it.done, now=time.monotonic()))
     if it.kind == "call":
-        return (Block(f"{dom}-o", f'<pre class="output" id="{dom}-o">{escape(it.shown or it.output)}</pre>'),)
+        return (Block(f"{dom}-o", f'<pre class="output" id="{dom}-o">{output_html(it)}</pre>'),)
     return ()
+
+
+# Characters of a call's output a page shows and the feed sends: its head. A plugin's result may
+# be up to 16 MB (a 7 MB one made a 7.36 MB page on every load); the whole is a download.
+OUTPUT_SHOWN = 20_000
+
+
+def output_html(it: Item) -> Markup:
+    """A call's output as its page shows it: whole, or its head and a link to the whole."""
+    whole = it.shown or it.output
+    if len(whole) <= OUTPUT_SHOWN:
+        return escape(whole)
+    more = len(whole) - OUTPUT_SHOWN
+    return escape(whole[:OUTPUT_SHOWN]) + Markup(
+        f'\n<a class="whole" href="/c/{it.chat}/calls/{it.id}/output" download>… {more:,} more characters: '
+        "the whole output</a>")
 
 
 def item_parts(it: Item, view: View = View(), rendering: Rendering | None = None) -> Parts:

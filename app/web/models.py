@@ -30,7 +30,7 @@ def picked(request: Request, model: object, here: object) -> Response:
     model = model if isinstance(model, str) else ""
     html = fragment("_picker.html", **answering.composer(worker(request), agent, model), model=model, agent=agent,
                     here=local_path(here))
-    return Response(html, media_type="text/html; charset=utf-8", status_code=200)
+    return Response(html, media_type="text/html", status_code=200)
 
 
 @get("/models/picker")

@@ -31,7 +31,7 @@ from ..tools.standard import builtin_tools
 from ..serve.worker import Worker
 from .authenticate import API_BODY_MAX as BODY_MAX, TooLarge
 from .completions import Completion, Place, Transcript, error_body
-from .toolkit import TEXT_MAX, an_id, worker
+from .toolkit import TEXT_MAX, an_id, room_to_wait, worker
 
 CONVERSATION = "Tabletalk-Conversation"  # the response's header naming the conversation; a request's continues it
 MESSAGES_MAX = 500       # messages of one request
@@ -280,12 +280,14 @@ def write(s: Worker, who: Caller, agent: int, named: str | None, messages: list[
     (the conversation, the turn answered, where the response begins)."""
     try:
         if named is None:
+            room_to_wait(s.store, who.person.id)  # the bound a page's messages have (issue 38's queue)
             convo, turn = s.store.start_api_conversation(agent, who.person.id, messages, system, functions)
             return convo, turn, Place(turn.id)
         convo = continued(s, who, agent, named)
         with s.store.write():
             s.store.set_api_chat(convo.id, system, functions)
             if messages[-1].role == "user":
+                room_to_wait(s.store, who.person.id, convo.id)
                 turn = s.store.ask(convo.id, messages[-1].text)
                 return convo, turn, Place(turn.id)
             last = s.store.last_turn(convo.id)

@@ -22,9 +22,9 @@ from litestar.params import FromPath, FromQuery
 from ..run import space
 from ..plugins import prompts as mcp_prompts, stdio as mcp_stdio, tools as mcp_tools
 from ..tables import Assistant, Conversation
-from . import knowledge, render
+from . import knowledge, render, uploads
 from .templating import fragment
-from .toolkit import agent_or_404, conversation_or_404, form_field, go, me, worker
+from .toolkit import agent_or_404, conversation_or_404, form_field, go, me, room_to_wait, worker
 
 TEXT_MAX = 100_000
 CHOSEN_MAX = 20  # resources attached to one message
@@ -80,7 +80,7 @@ def view(request: Request, where: Where, offers: list[mcp_prompts.Offers], *, pa
                "typed": typed or {}, "text_max": TEXT_MAX}
     if part:
         html = fragment("_prompts.html", csrf=render.csrf_token(request), **context)
-        return Response(html, media_type="text/html; charset=utf-8", status_code=status_code)
+        return Response(html, media_type="text/html", status_code=status_code)
     return render.page(request, "prompts.html", status_code=status_code, current=convo.id if convo else None,
                        **context)
 
@@ -106,19 +106,24 @@ def _plugin(request: Request, where: Where, raw: str):
     return found, private_ok
 
 
-def _send(request: Request, where: Where, text: str, files: list[tuple[str, bytes]], picks: str = "") -> Response:
+def _send(request: Request, where: Where, text: str, files: list[tuple[str, bytes]], picks: str = "",
+          outside: bool = False) -> Response:
     """The message, with its files (and its picks), in its conversation; for a new one, the
-    conversation and its first message together (as POST /c writes them)."""
+    conversation and its first message together (as POST /c writes them). `outside`: the
+    text is a plugin's (a prompt), outside text for memories (docs/security.md)."""
     s = worker(request)
     if files and not space.Reserve(s.config.data).held():
         raise HTTPException(status_code=507, detail=space.NO_UPLOADS)
     person = where.convo.person if where.convo else me(request).id
     with s.store.write():  # the files and the message (and a new conversation) together, or none
+        room_to_wait(s.store, person, where.convo.id if where.convo else None)
+        uploads.room_for(s.store, s.config, person, uploads.sizes(files))
         ids = tuple(s.store.add_file(name, data, person=person) for name, data in files)
         if where.convo:
-            s.store.ask(where.convo.id, text, files=ids, knowledge=picks)
+            s.store.ask(where.convo.id, text, files=ids, knowledge=picks, outside=outside)
             return go(request, f"/c/{where.convo.id}#end")
-        convo, _ = s.store.start_conversation(where.agent.id, person, text, files=ids, knowledge=picks)
+        convo, _ = s.store.start_conversation(where.agent.id, person, text, files=ids, knowledge=picks,
+                                              outside=outside)
     return go(request, f"/c/{convo.id}")
 
 
@@ -160,7 +165,7 @@ async def _send_prompt(request: Request, where: Where) -> Response:
     except mcp_prompts.PluginError as e:
         return view(request, where, await _offers(request, where), status_code=502, problem=(key, str(e)),
                     typed={f"{key}/{k}": v for k, v in given.items()})
-    return _send(request, where, text, files)
+    return _send(request, where, text, files, outside=True)
 
 
 @post("/c/{chat:str}/skills")

@@ -23,5 +23,5 @@ def page(request: Request, template: str, /, status_code: int = 200, framed: boo
         context["side"] = listing(request.app.state.tabletalk.store, me.id, context.get("current"))
     context.setdefault("current", None)
     html = env.get_template(template).render(csrf=csrf_token(request), request=request, me=me, **context)
-    response = Response(html, media_type="text/html; charset=utf-8", status_code=status_code)
+    response = Response(html, media_type="text/html", status_code=status_code)
     return headers.framed_by_this_site(response) if framed else response

@@ -17,7 +17,7 @@ import jinja2.ext
 
 from ..branches import Step
 from ..providers.catalog import shown_name
-from ..tables import Item, chips, pretty_json
+from ..tables import Item, chips, input_shown
 from .ask_view import ask_view
 
 ROOT = Path(__file__).resolve().parent.parent.parent
@@ -137,7 +137,7 @@ def model_name(model_id: str) -> str:
 
 env.filters.update(isotime=isotime, shorttime=shorttime, model_name=model_name)
 env.globals.update(item_key=item_key, cut_key=cut_key, answer_key=answer_key, item_dom_id=item_dom_id,
-                   pretty_json=lambda text: pretty_json(text) or text,  # what is not JSON shows as it came
+                   input_shown=input_shown,
                    chips=chips, human_size=human_size, seconds=seconds, ask_view=ask_view)
 
 

@@ -11,14 +11,16 @@ from __future__ import annotations
 from collections.abc import Iterator
 from urllib.parse import quote, urlsplit
 
+import anyio
 from litestar import Request, Response
 from litestar.exceptions import HTTPException, NotFoundException
 from litestar.response import Redirect
 
-from ..files import clean_name
+from ..files import Spooled, clean_name, spooled
 from ..providers.thinking import THINKING
 from ..tables import Assistant, Conversation, Person, Skill
 from ..serve.worker import Worker
+from ..store import Store
 from ..accounts.rules import Accounts
 
 TEXT_MAX = 100_000  # characters in one message
@@ -115,6 +117,28 @@ def file_or_404(request: Request, raw: str) -> tuple[dict, Iterator[bytes]]:
     return found
 
 
+# --- how much may wait -----------------------------------------------------------------------
+
+# Messages waiting for answers (the one being answered among them): in one conversation, and
+# across one person's. Each is a request to the model once its turn comes; a person queued
+# 200 behind a hanging run in a few seconds, and the model server was sent all 200.
+QUEUE_MAX = 10
+PERSON_QUEUE_MAX = 30
+
+
+def room_to_wait(store: Store, person: int, chat: int | None = None) -> None:
+    """A 429 in words when one more message would be past what may wait; call it inside the
+    write that adds the message, so parallel sends are counted one after another."""
+    if chat is not None and store.waiting_messages(chat=chat) >= QUEUE_MAX:
+        raise HTTPException(status_code=429, detail=(
+            f"{QUEUE_MAX} messages here already wait for their answers: wait for them, or Stop, "
+            "before sending more. Nothing was sent."))
+    if store.waiting_messages(person=person) >= PERSON_QUEUE_MAX:
+        raise HTTPException(status_code=429, detail=(
+            f"{PERSON_QUEUE_MAX} of your messages already wait for answers across your conversations: wait "
+            "for some of them, or Stop them, before sending more. Nothing was sent."))
+
+
 # --- form fields ----------------------------------------------------------------------------
 
 
@@ -145,34 +169,41 @@ async def model_field(request: Request) -> str:
     return model
 
 
-async def attachments(request: Request, most: int, count: int) -> list[tuple[str, bytes]]:
-    """The `file` inputs of a multipart form, read and checked before anything is written:
-    (name as sent, bytes). An input left empty by the browser (no name, no bytes) is skipped."""
+async def attachments(request: Request, most: int, count: int) -> list[Spooled]:
+    """The `file` inputs of a multipart form, checked before anything is written: each read
+    through once, a chunk at a time in a thread, from the file the multipart parser spooled it
+    to (files.spooled: its sha256, size and type; never held whole, web/uploads.py). An input
+    left empty by the browser (no name, no bytes) is skipped."""
     form = await request.form()
-    out: list[tuple[str, bytes]] = []
+    out: list[Spooled] = []
     for value in form.getall("file") if "file" in form else []:
         if isinstance(value, str):
             if value:
                 raise HTTPException(status_code=400, detail="“file” must be a file.")
             continue
         name = value.filename or ""
-        data = await value.read(most + 1)
-        if not name and not data:
+        sent = await anyio.to_thread.run_sync(spooled, name, value.file)
+        if not name and not sent.examined.size:
             continue
         shown = clean_name(name)
-        if not data:
+        if not sent.examined.size:
             raise HTTPException(status_code=400, detail=f"“{shown}” is empty: there is nothing to send.")
-        if len(data) > most:
+        if sent.examined.size > most:
             raise HTTPException(status_code=413, detail=f"“{shown}” is too large: at most {most:,} bytes a file.")
-        out.append((name, data))
+        out.append(sent)
         if len(out) > count:
             raise HTTPException(status_code=413, detail=f"Too many files: at most {count} a message.")
     return out
 
 
 def local_path(raw: object) -> str:
-    """Where to go back to: a path on this site only (never //host or a scheme)."""
-    if isinstance(raw, str) and raw.startswith("/") and not raw.startswith("//") and "\\" not in raw and len(raw) < 2000:
+    """Where to go back to: a path on this site only (never //host or a scheme), else "/".
+
+    No whitespace or control character anywhere: a browser drops tab, CR and LF from a URL
+    before it reads it (the WHATWG URL parser), so `/<TAB>/evil.example/` would be
+    `//evil.example/`, another site; nothing a path of ours holds needs one (a space is %20)."""
+    if (isinstance(raw, str) and raw.startswith("/") and not raw.startswith("//") and "\\" not in raw
+            and len(raw) < 2000 and not any(c.isspace() or not c.isprintable() for c in raw)):
         return raw
     return "/"
 
@@ -214,9 +245,12 @@ def way_back(request: Request) -> tuple[str, str]:
     page of this site and not the one that failed), else the page above the one asked for."""
     referer = urlsplit(request.headers.get("referer", ""))
     here = request.url
-    if (referer.scheme, referer.netloc) == (here.scheme, here.netloc) and referer.path.startswith("/") \
+    came = referer.path + (f"?{referer.query}" if referer.query else "")
+    # the Referer's path passes the check every way back passes: `http://APP//evil.example/x`
+    # is this origin, and its path `//evil.example/x` a link off the site
+    if (referer.scheme, referer.netloc) == (here.scheme, here.netloc) and local_path(came) == came \
             and (referer.path, referer.query) != (here.path, here.query or ""):
-        return referer.path + (f"?{referer.query}" if referer.query else ""), "the page you came from"
+        return came, "the page you came from"
     if getattr(request.state, "person", None) is None:
         return "/signin", "sign in"
     for prefix, label in PARENTS:

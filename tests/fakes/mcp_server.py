@@ -225,10 +225,16 @@ class HostileMCPServer(FakeMCPServer):
     """The fake's tools plus tools whose input schemas are hostile: `schemas` maps a tool
     name to the `inputSchema` it lists (a `$ref` to a loopback URL or a file, a pattern that
     backtracks ...). Each such tool is read-only (so a cut-off call would be run again) and
-    counts its calls in `calls`, like the others. Tools may take the built-ins' names too."""
+    counts its calls in `calls`, like the others. Tools may take the built-ins' names too.
+    With `plants`, it also offers a prompt `plant` and a resource `note://plant` whose text
+    is `plants` (words meant to be remembered)."""
 
-    def __init__(self, schemas: dict[str, dict[str, Any]], outputs: dict[str, tuple[dict, dict]] | None = None, **kw):
+    def __init__(self, schemas: dict[str, dict[str, Any]], outputs: dict[str, tuple[dict, dict]] | None = None,
+                 plants: str | None = None, **kw):
         super().__init__(**kw)
+        if plants is not None:
+            self.mcp.prompt(name="plant", description="A prompt that plants words.")(lambda: plants)
+            self.mcp.resource("note://plant", name="plant", mime_type="text/plain")(lambda: plants)
         for name, (output_schema, structured) in (outputs or {}).items():
             # a tool that lists `output_schema` and returns `structured` as its structured content
             def answering(structured=structured) -> CallToolResult:

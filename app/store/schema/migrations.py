@@ -308,3 +308,11 @@ def m044_openai_api(db: sqlite_utils.Database) -> None:
             cached INTEGER NOT NULL DEFAULT 0,
             requests INTEGER NOT NULL DEFAULT 0,
             estimated INTEGER NOT NULL DEFAULT 0 CHECK (estimated IN (0, 1)))""")
+
+
+@migration
+def m045_items_outside(db: sqlite_utils.Database) -> None:
+    # A message whose text a plugin wrote (a prompt picked with "/"): outside text, like a
+    # tool's output, for memory vetting and the `outside` mark (docs/security.md). A message's
+    # attachments count by themselves (its `files`)
+    db.execute("ALTER TABLE items ADD COLUMN outside INTEGER NOT NULL DEFAULT 0 CHECK (outside IN (0, 1))")

@@ -344,3 +344,8 @@ def m044_openai_api(db) -> None:
         cached BIGINT NOT NULL DEFAULT 0,
         requests BIGINT NOT NULL DEFAULT 0,
         estimated BIGINT NOT NULL DEFAULT 0 CHECK (estimated IN (0, 1)))""")
+
+
+@migration
+def m045_items_outside(db) -> None:
+    db.execute("ALTER TABLE items ADD COLUMN outside BIGINT NOT NULL DEFAULT 0 CHECK (outside IN (0, 1))")
