@@ -1424,3 +1424,19 @@ def test_without_a_clock_a_growing_render_keeps_the_grid():
     for end in range(41, 400, 3):
         grid = [b.html for b in rendering.blocks(LONG_ANSWER[:end], growing=True)]
         assert grid == [b.html for b in keyed(LONG_ANSWER[:end], "g", growing=True)]
+
+
+def test_one_text_renders_the_same_whatever_the_time():
+    # the feed and a page catching up render one text in one dispatch, at two moments: the
+    # page then takes the feed's next appends, so both must be the same blocks (a reload in
+    # the middle of a slow answer lost the words between the two cuts)
+    text = ("Short paragraphs of plain words. " * 3 + "\n\n") * 20
+    rendering = Rendering("t")
+    for end in range(40, 1234, 40):  # a fast stream: the grid
+        rendering.blocks(text[:end], growing=True, now=end / 4000)
+    first = [b.html for b in rendering.blocks(text[:1234], growing=True, now=0.31)]
+    for now in (5.0, 10.0):  # asked again later, when the pace measured would be a slow one's
+        assert [b.html for b in rendering.blocks(text[:1234], growing=True, now=now)] == first
+    # and a slow stream's render of the text after it, the same again however fast it is asked
+    slow = [b.html for b in rendering.blocks(text[:1240], growing=True, now=11.0)]
+    assert [b.html for b in rendering.blocks(text[:1240], growing=True, now=11.001)] == slow

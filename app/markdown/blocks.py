@@ -62,7 +62,7 @@ class Rendering:
     it). Nothing is kept between two texts but through a `Rendering`: whoever follows the
     text holds it, and drops it with the text."""
 
-    __slots__ = ("key", "pace", "_safe_key", "_head", "_grown", "_wrapped", "_final", "_marks")
+    __slots__ = ("key", "pace", "_safe_key", "_head", "_grown", "_wrapped", "_final", "_marks", "_length")
 
     def __init__(self, key: str, pace: Pace = PACE) -> None:
         self.key = key  # block n's id is f"{key}-{n}" (an item's dom id)
@@ -81,6 +81,7 @@ class Rendering:
         # the stream's pace: (when, how long the text was) at the last two marks, a quarter
         # second or more apart (`_slow`)
         self._marks: tuple[float, int, float, int] | None = None
+        self._length = -1  # the length of the text of the last growing render
 
     @property
     def finished(self) -> bool:
@@ -93,8 +94,11 @@ class Rendering:
         pace: a slow one shows all it can at each render instead of on the reveal grid."""
         if not text:
             return []
-        return self._growing(text, now is not None and self._slow(len(text), now)) if growing else (
-            self._finished(text))
+        if not growing:
+            return self._finished(text)
+        # The same text renders the same whatever the time: the feed and a page catching up
+        # render one text in one dispatch, and the page then takes the feed's next appends
+        return self._growing(text, now is not None and len(text) != self._length and self._slow(len(text), now))
 
     def _slow(self, length: int, now: float) -> bool:
         """Whether the text grows by fewer than `pace.slow` grid steps a second, measured
@@ -111,6 +115,7 @@ class Rendering:
 
     def _growing(self, text: str, slow: bool = False) -> list[Block]:
         # only the blocks from the last open one on are parsed again (incremental.py)
+        self._length = len(text)
         view = growing_view(text, self._head, self.pace, slow)
         # the flushes between two grid points all render the same text: once. The same
         # text when it is the one kept (the last render's, which this one extends: then
