@@ -676,7 +676,9 @@ class Served:
             return f"(worker {pid} is gone)"
         wait_for(lambda: b"most recent call first" in self.log.read_bytes()[before:], 10, every=0.1)
         time.sleep(0.2)  # the other threads' stacks follow the first
-        return self.log.read_bytes()[before:].decode(errors="replace")[-6000:]
+        # whole: a thread deep in an import prints a stack longer than any cut (its head,
+        # "Current thread", was cut off once at 6,000 characters)
+        return self.log.read_bytes()[before:].decode(errors="replace")
 
     def stop(self, timeout: float = 10) -> float:
         """SIGTERM, then wait; returns the seconds it took to exit."""
