@@ -77,7 +77,7 @@ def growing_view(text: str, head: Head | None, pace: Pace = PACE, slow: bool = F
     if free:
         cut = len(src)
     elif head is not None and same and cut < head.cut <= len(src):
-        cut, free = head.cut, head.free  # the last render was a slow stream's, past this grid point
+        cut = head.cut  # the last render was a slow stream's, past this grid point (its free_at)
     # `same` was of the text; of its cut: the last source is no longer than it
     return GrowingView(src, cut, same and head is not None and head.cut <= cut, raw, src is text, free)
 
@@ -116,7 +116,7 @@ class Head:
     cached by content)."""
 
     __slots__ = ("guard", "guard_text", "chars", "lines", "tokens", "blocks", "refs", "shown_refs",
-                 "html", "left", "raw", "clean", "cut", "open_at", "pieces", "rendered", "tip", "free", "free_at")
+                 "html", "left", "raw", "clean", "cut", "open_at", "pieces", "rendered", "tip", "free_at")
 
     def __init__(self) -> None:
         # a later text must start with guard_text[:guard] for the head to hold (a length
@@ -133,8 +133,7 @@ class Head:
         self.raw = ""  # the (normalized) text of the last render: it rendered raw[:cut]
         self.clean = False  # raw is the text as given (no CR or NUL to normalize)
         self.cut = 0
-        self.free = False  # that render's cut was off the grid (GrowingView.free)
-        self.free_at = -1  # the last such render's cut
+        self.free_at = -1  # the cut of the last render off the grid (GrowingView.free)
         self.open_at = 0  # where that render's last block started
         self.pieces = Settled()  # the complete blocks after the head, parsed (settled.py)
         self.rendered: dict[int, tuple] = {}  # the last render's blocks after the head: _rendered
@@ -168,7 +167,7 @@ def growing_inner(view: GrowingView, head: Head | None, pace: Pace = PACE) -> tu
     elif head.tip is not None and view.same and pace.tips:
         grown = _grown_tip(head, text, cut)
         if grown is not None:
-            head.raw, head.clean, head.cut, head.free = text, view.clean, cut, view.free
+            head.raw, head.clean, head.cut = text, view.clean, cut
             if view.free:
                 head.free_at = cut
             return grown, head
@@ -193,7 +192,7 @@ def growing_inner(view: GrowingView, head: Head | None, pace: Pace = PACE) -> tu
     head.tip = _tip(tokens, inner, text, cut, base + found.get("shown", -1) if found.get("shown", -1) >= 0 else -1, refs)
     _advance(head, text, found, tail, refs)
     head.pieces.keep(head.chars)
-    head.raw, head.clean, head.cut, head.free = text, view.clean, cut, view.free
+    head.raw, head.clean, head.cut = text, view.clean, cut
     return inner, head
 
 
