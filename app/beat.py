@@ -24,6 +24,11 @@ BEAT_SECONDS = 0.05
 # feed's own 25 ms polls). One answer streams on one phase: its cost is the same.
 PHASES = 2
 PHASE_SECONDS = BEAT_SECONDS / PHASES
+# While a page in this process follows an answer, its model stream is read once a frame (a
+# screen's ~60 Hz), not once a beat, and the feed hands what it read to those pages from
+# memory (feed/dispatch.py, `Feed.grew`): a word is on the page within a frame of its
+# arrival. Rows are still written on the beat. On the beat's grid: three frames a beat.
+FRAME_SECONDS = BEAT_SECONDS / 3
 
 
 def next_beat(now: float, every: float = BEAT_SECONDS) -> float:

@@ -178,7 +178,7 @@ async def one_answer(served: fb.Served, fake: RecordingServer, answer: str, foll
     if profile:  # py-spy (pip install py-spy) on granian's worker, the serve process's grandchild
         worker = next(iter(fb.children(served.worker) or [served.worker]))
         spy = subprocess.Popen(["py-spy", "record", "--pid", str(worker), "--format", "raw", "--nonblocking",
-                                "--rate", os.environ.get("SPY_RATE", "250"), *(["--gil"] if gil else []), "-o", profile], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                                "--rate", os.environ.get("SPY_RATE", "250"), *(["--gil"] if gil else []), *(["--native"] if os.environ.get("SPY_NATIVE") else []), "-o", profile], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     await loop.run_in_executor(None, web.ask, chat, "Write the answer", token)
     deadline = t0 + 60 + len(answer) / 4 / chunk_rate * 3
     if followers:
@@ -231,6 +231,51 @@ def delays_of(r: Reader, plain0: int, answer: str, times: list[float]) -> list[f
         arrival = next(t for t, size in r.arrived if size > at)
         got.append((arrival - sent[k]) * 1000)
     return got
+
+
+async def worker_delays(served: fb.Served, fake: RecordingServer, chunk_rate: float, words: int = 2000,
+                        streams: int = 8) -> dict[str, list[float]]:
+    """With `serve --workers 2`: `streams` followers of one answer of marker words, each on
+    the worker the kernel gave it; the chunk -> follower delays of one follower on the worker
+    that runs the answer ("same") and of one on the other ("other"), when each has one."""
+    web = fb.Web(served.port)
+    chat, since, token = web.new_conversation(served.data)
+    loop = asyncio.get_running_loop()
+    readers: list[Reader] = []
+    for _ in range(streams):
+        _, r = await loop.create_connection(lambda: Reader(f"/c/{chat}/events?since={since}", served.port),
+                                            HOST, served.port)
+        await asyncio.wait_for(asyncio.shield(r.ready), 15)
+        readers.append(r)
+    await asyncio.sleep(0.3)
+    marks = [len(r.plain) for r in readers]
+    answer = marker_answer(words)
+    fake.reset()
+    fake.record_times = True
+    fake.script([rate(chunk_rate), text(answer)])
+    fake.plain_default = [text("A title")]
+    await loop.run_in_executor(None, web.ask, chat, "Write the answer", token)
+    db = sqlite3.connect(f"file:{served.data / 'tabletalk.db'}?mode=ro", uri=True)
+    runner = ""
+    deadline = time.monotonic() + 60 + words / chunk_rate * 3
+    try:
+        while not all(r.done(m) for r, m in zip(readers, marks)):
+            if not runner:
+                row = db.execute("SELECT owner FROM runs WHERE chat = ?", [chat]).fetchone()
+                runner = row[0].split(":")[1] if row and row[0] else ""
+            if time.monotonic() > deadline:
+                raise TimeoutError("the followers did not see the answer done")
+            await asyncio.sleep(0.02)
+    finally:
+        db.close()
+    out: dict[str, list[float]] = {}
+    for r, m in zip(readers, marks):
+        pid = re.match(rb": worker (\d+)", bytes(r.plain[:64]))
+        side = "same" if pid and pid.group(1).decode() == runner else "other"
+        if side not in out:
+            out[side] = delays_of(r, m, answer, list(fake.sent_at))
+        r.close()
+    return out
 
 
 async def many_answers(served: fb.Served, fake: RecordingServer, answers: int, words: int,
@@ -314,6 +359,17 @@ async def run(args) -> int:
             d = got["delays"]
             table.add("chunk -> follower p50 / p99 ms (1 answer, 1 follower)",
                       f"{pct(d, 50):.0f} / {pct(d, 99):.0f} ({len(d)} chunks)", "<= 55 / <= 90")
+        if args.other_worker:
+            with tempfile.TemporaryDirectory(prefix="answer-cost-") as tmp:
+                served = fb.Served(Path(tmp) / "data", fake.url, workers=2).start()
+                try:
+                    got = await worker_delays(served, fake, args.rate)
+                finally:
+                    served.stop()
+            for side, d in sorted(got.items()):
+                table.add(f"chunk -> follower p50 / p99 ms, 2 workers: a follower on the {side} worker",
+                          f"{pct(d, 50):.0f} / {pct(d, 99):.0f} ({len(d)} chunks)",
+                          "<= 10 / <= 40" if side == "same" else "<= 40 / <= 100")
         if args.answers:
             with tempfile.TemporaryDirectory(prefix="answer-cost-") as tmp:
                 served = fb.Served(Path(tmp) / "data", fake.url).start()
@@ -345,6 +401,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--answers", type=int, default=0,
                    help="also N answers at once, one follower each (CPU, delay p50/p99)")
     p.add_argument("--words", type=int, default=2000, help="with --answers: marker words per answer")
+    p.add_argument("--other-worker", action="store_true",
+                   help="serve --workers 2: the delay to a follower on the worker running the answer and on the other")
     p.add_argument("--profile", default="", help="py-spy the worker during each answer into this file (raw)")
     p.add_argument("--gil", action="store_true", help="with --profile: only samples that hold the GIL (CPU in Python)")
     p.add_argument("--dump", help="write the first follower's decoded SSE body (last run) to this file")

@@ -215,9 +215,10 @@ class Served:
 
     With `backpressure`, the same app under granian started from GRANIAN_RAISED instead."""
 
-    def __init__(self, data: Path, ai_url: str, backpressure: int | None = None):
+    def __init__(self, data: Path, ai_url: str, backpressure: int | None = None, workers: int = 1):
         self.data = data
         self.backpressure = backpressure
+        self.workers = workers
         self.env = {**os.environ, "TABLETALK_DATA": str(data), "AI_URL": ai_url, "AI_KEY": "", "AI_MODEL": MODEL,
                     "TABLETALK_PASSWORD": PASSWORD, "TABLETALK_OWNER": "owner"}
         self.port = free_port()
@@ -232,7 +233,7 @@ class Served:
                 command = [sys.executable, "-c", GRANIAN_RAISED, str(self.port), str(self.backpressure)]
             else:
                 command = [sys.executable, "-m", "app.admin.cli", "serve", "--host", HOST, "--port", str(self.port),
-                           "--workers", "1"]
+                           "--workers", str(self.workers)]
             self.proc = subprocess.Popen(
                 command,
                 cwd=ROOT, env=self.env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,

@@ -9,7 +9,7 @@ one write a 50 ms beat, on the beat grid of app/beat.py, through a `Store` whose
 wake the feed), the feed runs as in a worker (`Feed.start`: its polls for other processes'
 commits, its dispatch per wake-up) and each follower is a task reading the SSE stream as
 `GET /c/{chat}/events` makes it (app/web/events.follow) and compressing it as the
-compression middleware does (gzip, a sync flush a message). No server, socket or HTTP.
+compression middleware does (gzip, a partial flush a message). No server, socket or HTTP.
 
 Printed per answer: the process CPU (`time.process_time`) of everything but the writes
 (timed apart and subtracted), the event loop's waits that slept (each a wake-up), the
@@ -63,9 +63,9 @@ async def reader(stream, got: dict) -> None:
             got["messages"] += 1
             got["bytes"] += len(data)
             got["digest"].update(data)
-            got["wire"] += len(z.compress(data) + z.flush(zlib.Z_SYNC_FLUSH))
+            got["wire"] += len(z.compress(data) + z.flush(zlib.Z_PARTIAL_FLUSH))
         else:
-            z.compress(data), z.flush(zlib.Z_SYNC_FLUSH)
+            z.compress(data), z.flush(zlib.Z_PARTIAL_FLUSH)
 
 
 async def answers(rounds: int, per_write: int, followers: int, size: int = 1) -> list[dict]:

@@ -1,5 +1,6 @@
 """What the feed keeps of a followed conversation (app/feed/followed.py): what its pages in
 step have, and the renders of its answers, which go on from one dispatch to the next."""
+import asyncio
 import re
 from pathlib import Path
 
@@ -86,3 +87,71 @@ def test_a_page_that_caught_up_gets_the_difference_from_nothing(store):
     live.chat_changes(store, chat, items, None, followed=followed)
     assert followed.state is not None and followed.path is not None and followed.status
     assert set(followed.items) == {it.id for it in items}, "not done: kept to diff"
+
+
+def assembled(messages: list[str], answer: int) -> list[str]:
+    """The answer's paragraph as a page puts it together from `messages`, after each: a
+    block whole (again), or a piece appended to it."""
+    text, after = None, []
+    block = re.compile(rf'<div class="md" id="i{answer}-0"[^>]*><p>(.*?)</p>|<hx-a t=i{answer}-0>(.*?)</hx-a>')
+    for message in messages:
+        for whole, added in block.findall(message):
+            text = whole if whole else (text or "") + added
+        after.append(text)
+    return after
+
+
+async def test_words_read_in_this_process_reach_the_pages_once_whatever_the_rows_and_reconnects(store):
+    """The fast path (Feed.grew) against the rows: pages in step are handed each read from
+    memory, a dispatch of rows that are behind it sends nothing again, and a page that
+    catches up in the middle (a reconnect) gets whole elements that the next messages go
+    on from, even when its catch-up and the feed's first message for it are of one rev."""
+    from app.agent.pieces import Pieces
+    from app.beat import FRAME_SECONDS
+    from app.feed.dispatch import encode
+
+    words = [f"w{n:03d} " for n in range(120)]
+    final = "".join(words).strip()
+    chat = store.new_conversation(None).id
+    feed = Feed(database_of(store), render=live.chat_changes, render_grown=live.texts_grown)
+    try:
+        steady = feed.follow(chat)
+        user = store.ask(chat, "Count")
+        answer = store.add(item("text", chat, "", turn=user.id))
+        feed.dispatch()
+        pieces, later, n = Pieces(), None, 0
+        while n < len(words):
+            so_far = pieces.add(words[n])
+            feed.grew(chat, answer.id, so_far)
+            await asyncio.sleep(FRAME_SECONDS)  # the frame goes out
+            if n % 7 == 6:  # the rows, on the beat: behind what was read
+                store.update(answer.id, text=pieces.text(so_far.size - len(words[n]) * 3))
+                if n == 48:  # a page catches up here (stream.py) ...
+                    later = feed.follow(chat)
+                    with store.snapshot():
+                        top = store.rev()
+                        first = live.chat_changes(store, chat, feed.current(store.items_since(0, chat=chat)),
+                                                  None, [], feed.followed[chat].nothing())
+                    catch_up = [encode(top, first)]
+                    n += 1  # ... and the answer grows before the feed's next dispatch, of the same rev
+                    feed.grew(chat, answer.id, pieces.add(words[n]))
+                feed.dispatch()
+            n += 1
+        store.update(answer.id, text=final, done=True)
+        feed.dispatch()
+        assert steady.messages and later.messages
+        # what each page saw: the steady one from the start, the later one from its catch-up,
+        # leaving out what its catch-up covered as stream.follow does
+        pages = {"steady": [m.decode() for _, m in steady.messages],
+                 "later": [m.decode() for m in catch_up]
+                 + [m.decode() for rev, m in later.messages if not (rev and rev <= top)]}
+        for name, messages in pages.items():
+            shown = [t for t in assembled(messages, answer.id) if t is not None]
+            assert shown[-1] == final, name
+            lengths = [len(t) for t in shown]
+            assert all(final.startswith(t.strip()) for t in shown), f"{name}: a word twice or one left out"
+            assert lengths == sorted(lengths), f"{name}: the text went back"
+        # read from memory: the steady page had a message for (nearly) every word, not every row
+        assert len(steady.messages) >= len(words)
+    finally:
+        feed.db.conn.close()

@@ -11,6 +11,14 @@ While the database cannot be reached the streams stay open: every follower is to
 (a banner, `render_outage`), the feed looks again every OUTAGE_POLL_SECONDS, and once the
 database answers it takes the banner away and sends what changed meanwhile, from its cursor
 as always: no page has to reload, none misses a row.
+
+An answer run in this process reaches the pages following it here faster than its rows:
+the runner hands the feed each read of its text (`grew`, once a frame at most), and the
+feed sends the pages in step the difference at once, with no rev (their cursor stays at
+the last row they had). The rows stay the truth, written on the beat: a dispatch renders
+a growing text as the longer of its row and what this process read (`current`), so what a
+page was sent from memory is never sent again or skipped, and a page that catches up (a
+reconnect, another worker) is sent whole elements, whatever it had.
 """
 from __future__ import annotations
 
@@ -20,10 +28,12 @@ import re
 import time
 from collections import defaultdict, deque
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
+from ..agent.pieces import SoFar
 from ..store import Store, db as dbm
-from ..beat import BEAT_SECONDS, beat_at_or_after
+from ..beat import BEAT_SECONDS, FRAME_SECONDS, beat_at_or_after
 from ..store.outage import WORDS, unavailable
 from ..tables import Builtin, Conversation, Document, Item
 from .followed import Followed
@@ -51,6 +61,9 @@ RenderList = Callable[[Store, list[Conversation], list[str]], str]
 RenderBuiltin = Callable[[Store, Builtin, int | None], str]
 # (store, documents whose reading changed, whose page) -> their fragments that person may see
 RenderDocuments = Callable[[Store, list[Document], int | None], str]
+# (texts read in this process: (item id, the text so far), what the pages in step have) ->
+# the message that brings them up to those texts (Feed.grew)
+RenderGrown = Callable[[list[tuple[int, str]], Followed], str]
 # (what to tell a person of the database, "" once it answers again) -> every page's banner
 RenderOutage = Callable[[str], str]
 
@@ -99,14 +112,16 @@ class Follower:
         # A conversation's page also follows its person's list (the sidebar) in the same
         # stream: one stream a page, as browsers open at most six to a host over HTTP/1.1.
         self.lists = lists
-        self.messages: deque[tuple[int, bytes]] = deque()
+        self.messages: deque[tuple[int | None, bytes]] = deque()
         self.waiter: asyncio.Future | None = None
         self.behind = False  # fell too far behind: end the stream, the browser resyncs
         # Caught up from the database, not from the feed: its page may be ahead of what
         # followers in step have, so its next message carries whole elements, not diffs.
         self.fresh = True
 
-    def push(self, rev: int, data: bytes) -> None:
+    def push(self, rev: int | None, data: bytes) -> None:
+        """`rev`: the rev the message brings the page to (0: a keep-alive or a banner; None: one
+        never left out as covered by the page's catch-up, stream.follow)."""
         if len(self.messages) >= FOLLOWER_BACKLOG:
             self.behind = True
         else:
@@ -118,7 +133,7 @@ class Follower:
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
 
-    async def next(self) -> tuple[int, bytes] | None:
+    async def next(self) -> tuple[int | None, bytes] | None:
         """The next message; None when woken with nothing to send (closing, behind)."""
         if not self.messages:
             self.waiter = asyncio.get_running_loop().create_future()
@@ -171,7 +186,7 @@ class Watcher:
 class Feed:
     def __init__(self, path: Path | str, render: Render | None = None, render_list: RenderList | None = None,
                  render_builtin: RenderBuiltin | None = None, render_outage: RenderOutage | None = None,
-                 render_documents: RenderDocuments | None = None):
+                 render_documents: RenderDocuments | None = None, render_grown: RenderGrown | None = None):
         self.db = dbm.connect(path)
         self.store = Store(self.db)
         self.render = render
@@ -179,6 +194,7 @@ class Feed:
         self.render_builtin = render_builtin
         self.render_outage = render_outage
         self.render_documents = render_documents
+        self.render_grown = render_grown
         self.down = ""  # why the database cannot be reached now ("" while it answers)
         self.rev = self.store.rev()
         self.followers: dict[int | None, set[Follower]] = defaultdict(set)
@@ -189,6 +205,13 @@ class Feed:
         self._waiter: asyncio.Future | None = None  # the run loop's rest, cut short by a commit
         self._tick: asyncio.Future | None = None  # done at the next dispatch (`next_change`)
         self._task: asyncio.Task | None = None
+        # The text items growing in this process's runs that a page here follows: item id ->
+        # (its conversation, its text as last read), until a dispatch finds the row done
+        # (`grew`, `current`); those grown since the last frame; the next frame, and the last's time.
+        self._grown: dict[int, tuple[int, SoFar]] = {}
+        self._due: set[int] = set()
+        self._frame: asyncio.Handle | None = None
+        self._framed = 0.0
 
     # --- wake-ups -------------------------------------------------------------------
 
@@ -373,6 +396,80 @@ class Feed:
             if not group:
                 del self.followers[follower.chat]
                 self.followed.pop(follower.chat, None)
+                for item in [i for i, (chat, _) in self._grown.items() if chat == follower.chat]:
+                    del self._grown[item]
+                    self._due.discard(item)
+
+    # --- the fast path: growth read in this process, from memory -----------------------
+
+    def followed_here(self, chat: int) -> bool:
+        """Whether a page in this process follows `chat` (its answer is read once a frame)."""
+        return chat in self.followers
+
+    def grew(self, chat: int, item: int, text: SoFar) -> None:
+        """The runner read more of a growing text item: the pages following here are sent it
+        within a frame (FRAME_SECONDS), the first read after a quiet frame at once."""
+        if chat not in self.followers:
+            return
+        self._grown[item] = (chat, text)
+        self._due.add(item)
+        if self._frame is None:
+            loop = asyncio.get_running_loop()
+            at = self._framed + FRAME_SECONDS
+            # call_soon: the other streams read on the same wake-up join this frame
+            self._frame = loop.call_soon(self._send_frame) if at <= loop.time() else loop.call_at(at, self._send_frame)
+
+    def current(self, items: list[Item]) -> list[Item]:
+        """`items` (rows just read) with the text this process read of those growing here
+        where it is ahead of the row; a finished row ends its entry (the row is then all)."""
+        if not self._grown:
+            return items
+        out = []
+        for it in items:
+            entry = self._grown.get(it.id)
+            if entry is not None:
+                if it.done:
+                    del self._grown[it.id]
+                    self._due.discard(it.id)
+                elif entry[1].size > len(it.text or ""):
+                    it = replace(it, text=str(entry[1]))
+            out.append(it)
+        return out
+
+    def _send_frame(self) -> None:
+        """One frame: each followed conversation's texts read since the last, as the difference
+        from what its pages in step have (a page just caught up waits for the next dispatch,
+        which sends it whole elements)."""
+        self._frame = None
+        self._framed = asyncio.get_running_loop().time()
+        due, self._due = self._due, set()
+        by_chat: dict[int, list[tuple[int, str]]] = defaultdict(list)
+        for item in due:
+            entry = self._grown.get(item)
+            if entry is None or self.closed:
+                continue
+            chat, text = entry
+            followed = self.followed.get(chat)
+            # (a page has the item from the rows first, and its render; a row seen done ended the entry)
+            sent = followed.items.get(item) if followed is not None else None
+            if sent is not None and item in followed.renders and text.size > sent.length:
+                by_chat[chat].append((item, str(text)))
+        for chat, texts in by_chat.items():
+            group = [f for f in self.followers.get(chat, ()) if not f.fresh]
+            if not group or self.render_grown is None:
+                continue
+            followed = self.followed[chat]
+            for item, _ in texts:  # rendered once a frame: the frame bounds the renders, not the reveal grid
+                followed.renders[item].free = True
+            try:
+                html = self.render_grown(texts, followed)
+            except Exception:
+                log.exception("feed frame failed")  # the next dispatch sends the rows
+                continue
+            if html:
+                data = encode(None, html)
+                for f in group:
+                    f.push(None, data)
 
     def dispatch(self) -> None:
         """Read what changed since the last rev seen and hand it to the followers."""
@@ -388,7 +485,7 @@ class Feed:
             top = changed.rev
             if top <= self.rev:
                 return
-            items = self.store.items_since(self.rev, upto=top, chats=followed) if followed else []
+            items = self.current(self.store.items_since(self.rev, upto=top, chats=followed)) if followed else []
             convos = self.store.conversations_since(self.rev, upto=top) if changed.conversations else []
             # the context meter and the marker where the model's view starts
             contexts = self.store.contexts_since(self.rev, top, followed) if changed.contexts else []
@@ -441,7 +538,10 @@ class Feed:
                             told.add(f)
                         data = message(whole if f.fresh else diff, extra)
                         if data:
-                            f.push(top, data)
+                            # a page's first message from the feed is whole elements: never
+                            # left out as covered by its catch-up (the texts read here may have
+                            # grown since), so the pages in step all have what `followed` says
+                            f.push(None if f.fresh else top, data)
                         f.fresh = False
             if lists:
                 # each person's list hears of their own conversations only, rendered once per person

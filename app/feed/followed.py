@@ -20,11 +20,14 @@ from ..markdown import Block, Rendering
 
 @dataclass
 class Sent:
-    """What the pages have of one item: its shell, its state span and its body's blocks."""
+    """What the pages have of one item: its shell, its state span and its body's blocks, and
+    the length of the text those show (for a growing answer run in this process, it may be
+    ahead of the row's: Feed.grew)."""
 
     shell: str
     state: str
     blocks: tuple[Block, ...]
+    length: int = 0
 
 
 @dataclass

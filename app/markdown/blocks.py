@@ -62,11 +62,15 @@ class Rendering:
     it). Nothing is kept between two texts but through a `Rendering`: whoever follows the
     text holds it, and drops it with the text."""
 
-    __slots__ = ("key", "pace", "_safe_key", "_head", "_grown", "_wrapped", "_final", "_marks", "_length")
+    __slots__ = ("key", "pace", "free", "_safe_key", "_head", "_grown", "_wrapped", "_final", "_marks", "_length")
 
     def __init__(self, key: str, pace: Pace = PACE) -> None:
         self.key = key  # block n's id is f"{key}-{n}" (an item's dom id)
         self.pace = pace
+        # Every growing render shows all it can, whatever the pace: set by whoever renders
+        # the text at most once a frame (the feed's pages following the run in its own
+        # process, Feed.grew), where the frame, not the reveal grid, bounds the renders.
+        self.free = False
         self._safe_key = _html.escape(key, quote=True)
         self._head: Head | None = None  # what the last growing render found final
         # the last growing render: (its cut, the text whose start it rendered, its blocks).
@@ -98,7 +102,8 @@ class Rendering:
             return self._finished(text)
         # The same text renders the same whatever the time: the feed and a page catching up
         # render one text in one dispatch, and the page then takes the feed's next appends
-        return self._growing(text, now is not None and len(text) != self._length and self._slow(len(text), now))
+        return self._growing(text, self.free or (
+            now is not None and len(text) != self._length and self._slow(len(text), now)))
 
     def _slow(self, length: int, now: float) -> bool:
         """Whether the text grows by fewer than `pace.slow` grid steps a second, measured

@@ -13,14 +13,14 @@ import asyncio
 import os
 import socket
 import ssl
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import httpcore2
 import httpx2
 from httpcore2._utils import is_socket_readable
 
-from ..beat import PHASE_SECONDS, PHASES, next_beat
+from ..beat import BEAT_SECONDS, PHASE_SECONDS, PHASES, next_beat
 
 READ_LIMIT = 256 * 1024  # StreamReader's buffer before it pauses the transport
 TAKE_BYTES = 64 * 1024  # one read of the socket at a beat (AsyncioStream._take); more reads while they fill it
@@ -35,6 +35,8 @@ class AsyncioStream(httpcore2.AsyncNetworkStream):
         self._reader = reader
         self._writer = writer
         self.paced = False  # see `pace`
+        # how often it is read while paced, asked at each wait (`pace`; None: once a beat)
+        self.every: Callable[[], float] | None = None
         self.phase = 0.0  # where on the beat it is read while paced (beat.PHASES, _PACED)
         self._phase = 0
         # Paced, the transport stays paused from beat to beat and a beat's bytes are read from
@@ -42,7 +44,8 @@ class AsyncioStream(httpcore2.AsyncNetworkStream):
         self._fd = _fd_of(writer)
         self._held = False
 
-    def pace(self, on: bool) -> None:
+    def pace(self, on: bool, every: Callable[[], float] | None = None) -> None:
+        self.every = every
         if on and not self.paced:
             self._phase = _PACED.index(min(_PACED))
             _PACED[self._phase] += 1
@@ -83,10 +86,11 @@ class AsyncioStream(httpcore2.AsyncNetworkStream):
         to wait for the next byte."""
         loop = asyncio.get_running_loop()
         now = loop.time()
+        every = self.every() if self.every is not None else BEAT_SECONDS
         self._writer.transport.pause_reading()
         self._held = True
         try:
-            await asyncio.sleep(next_beat(now - self.phase) + self.phase - now)
+            await asyncio.sleep(next_beat(now - self.phase, every) + self.phase - now)
         except BaseException:
             self._let_go()
             raise
@@ -173,8 +177,9 @@ class AsyncioStream(httpcore2.AsyncNetworkStream):
         return None
 
 
-def pace(response: httpx2.Response, on: bool = True) -> None:
-    """Read `response`'s body once a beat (on) or as it comes (off: before its connection
+def pace(response: httpx2.Response, on: bool = True, every: Callable[[], float] | None = None) -> None:
+    """Read `response`'s body once a beat (on; every `every()` seconds when given, asked at
+    each wait: a frame while a page here follows the answer) or as it comes (off: before its connection
     serves another request). A streamed answer is a chunk per token, and waking its task for
     each one cost ~100 us a token (the loop, httpcore2's and h11's layers, the agent loop),
     ten times parsing it: read a beat's worth at once, the task wakes at most 20 times a
@@ -183,7 +188,7 @@ def pace(response: httpx2.Response, on: bool = True) -> None:
     comes."""
     stream = response.extensions.get("network_stream")
     if isinstance(stream, AsyncioStream):
-        stream.pace(on)
+        stream.pace(on, every)
 
 
 def _fd_of(writer: asyncio.StreamWriter) -> int:

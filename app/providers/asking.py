@@ -175,8 +175,9 @@ async def diagnosis(route: Route, lessons: Lessons, request: dict[str, Any], mes
 
 async def stream(locate: Callable[[], Awaitable[Route]], lessons: Lessons, messages: list[Message],
                  tools: list[Tool], extra: dict[str, Any] | None = None,
-                 thinking: str | None = None) -> AsyncIterator[Delta]:
-    """One streamed answer's deltas; `locate` finds where it goes when it begins."""
+                 thinking: str | None = None, every: Callable[[], float] | None = None) -> AsyncIterator[Delta]:
+    """One streamed answer's deltas; `locate` finds where it goes when it begins. `every()`:
+    how often its stream is read once words come (netguard.sockets.pace; None: once a beat)."""
     route = await locate()
     request = build(route, lessons, messages, tools, thinking)
     if extra:
@@ -192,7 +193,7 @@ async def stream(locate: Callable[[], Awaitable[Route]], lessons: Lessons, messa
                                f"which answers one request at a time.")
         for again in (False, True):
             ended_early = False
-            async for delta in _one(route, lessons, request, messages, tools):
+            async for delta in _one(route, lessons, request, messages, tools, every):
                 if delta is ENDED:
                     ended_early = True
                 else:
@@ -208,7 +209,7 @@ ENDED = Delta()  # _one's word that the answer ended early with nothing of it wr
 
 
 async def _one(route: Route, lessons: Lessons, request: dict[str, Any], messages: list[Message],
-               tools: list[Tool]) -> AsyncIterator[Delta]:
+               tools: list[Tool], every: Callable[[], float] | None = None) -> AsyncIterator[Delta]:
     """One try of the streamed request: its deltas, then ENDED when it ended with no finish
     reason before anything was written (the caller asks again once)."""
     endpoint, server = route.endpoint, route.server
@@ -259,7 +260,7 @@ async def _one(route: Route, lessons: Lessons, request: dict[str, Any], messages
                     wrote = True
                     answer.append(delta.text or delta.reasoning or delta.call_arguments)
                     if not paced:
-                        pace(response.http_response)
+                        pace(response.http_response, every=every)
                         paced = True
                 yield delta
     except ModelError:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import httpx2
@@ -264,12 +264,13 @@ class Providers:
 
     # --- streaming ------------------------------------------------------------------
 
-    def stream_fn(self, model: str, extra: dict[str, Any] | None = None, thinking: str | None = None):
+    def stream_fn(self, model: str, extra: dict[str, Any] | None = None, thinking: str | None = None,
+                  every: Callable[[], float] | None = None):
         """The agent loop's model boundary for `model`, thinking at `thinking` (THINKING;
-        None: as the server likes)."""
+        None: as the server likes), its streams read every `every()` seconds (asking.stream)."""
 
         def stream(messages: list[Message], tools: list[Tool]) -> AsyncIterator[Delta]:
-            return self.stream(model, messages, tools, extra, thinking=thinking)
+            return self.stream(model, messages, tools, extra, thinking=thinking, every=every)
 
         return stream
 
@@ -282,8 +283,9 @@ class Providers:
             raise ModelError(f"“{level}” is not a thinking level; choose one of {', '.join(THINKING)}.") from None
 
     def stream(self, model: str, messages: list[Message], tools: list[Tool], extra: dict[str, Any] | None = None,
-               thinking: str | None = None) -> AsyncIterator[Delta]:
-        return asking.stream(functools.partial(self.route, model), self.lessons, messages, tools, extra, thinking)
+               thinking: str | None = None, every: Callable[[], float] | None = None) -> AsyncIterator[Delta]:
+        return asking.stream(functools.partial(self.route, model), self.lessons, messages, tools, extra, thinking,
+                             every)
 
     async def complete(self, model: str, messages: list[Message], max_tokens: int = 40) -> str:
         """A short non-streamed request (titles), without thinking where the server can turn it off."""

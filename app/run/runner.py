@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from .. import agent as loop
 from . import space
 from ..plugins.sessions import Sessions
-from ..beat import beat_at_or_after
+from ..beat import BEAT_SECONDS, FRAME_SECONDS, beat_at_or_after
 from ..config import Config
 from ..feed.dispatch import Feed
 from ..providers.client import Providers
@@ -394,12 +394,14 @@ class Runner(space.DiskFull):
         while user.file_ids and self.store.attached_reading(run.chat, user.file_ids):
             await self.feed.changed(1.0)
         turn = run.turn = await self.turn_setup.turn(run.chat, user, retry, self.writes, changed=self.feed.changed,
-                                                     store=run.store)
+                                                     store=run.store, grew=self.feed.grew)
         run.store.update(user.id)  # it is answered now, no longer queued: pages re-render it
         if why := self.turn_setup.unready(turn.model):
             turn.emit(loop.Failed(why))
         else:
-            await turn.run(self.providers.stream_fn(turn.model, thinking=turn.thinking or None))
+            # read once a frame while a page here follows (it is handed the words from memory), else once a beat
+            every = lambda: FRAME_SECONDS if self.feed.followed_here(run.chat) else BEAT_SECONDS  # noqa: E731
+            await turn.run(self.providers.stream_fn(turn.model, thinking=turn.thinking or None, every=every))
         self.writes.flush()
 
     def side(self, work) -> None:

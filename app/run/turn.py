@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from .. import agent as loop
+from ..agent.pieces import SoFar
 from .. import branches
 from ..plugins import asks as mcp_asks
 from ..store import db as dbm
@@ -58,6 +59,9 @@ class Turn(Requests):
     approve: set[str] = field(default_factory=set)  # tools that wait for the person's decision
     # Waits until something changed (any row, any process) or the timeout passes.
     changed: Callable[[float], Awaitable[None]] | None = None
+    # Hands a text item's growth, as it is read, to the pages following here (Feed.grew:
+    # (chat, item id, the text so far)), beside the write buffer's write on the beat.
+    grew: Callable[[int, int, SoFar], None] | None = None
     window: int = 0          # the model's context window in tokens (0: unknown, nothing is cut)
     images: bool = True      # whether the model is sent attached images (history.takes_images)
     share: float = 0.75      # of it a request may fill (TABLETALK_CONTEXT_SHARE)
@@ -197,6 +201,8 @@ class Turn(Requests):
                     self.thought(done=True)  # the answer began: the reasoning is over
             case loop.MessageUpdate(kind=kind, so_far=so_far):
                 self.writes.grow(self.items[kind], text=so_far)  # joined when written (agent.SoFar)
+                if self.grew is not None:
+                    self.grew(self.chat, self.items[kind], so_far)
             case loop.MessageEnd(message=message, reasoning=reasoning):
                 self.end_step(message, reasoning)
                 if not self.measured and self.window:

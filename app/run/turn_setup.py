@@ -14,6 +14,7 @@ import functools
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
+from ..agent.pieces import SoFar
 from ..plugins import tools as mcp_tools
 from ..plugins.sessions import Sessions
 from ..config import Config
@@ -46,7 +47,8 @@ class TurnSetup:
     sessions: Sessions  # the worker's plugin sessions, which the turns' plugin calls are made in
 
     async def turn(self, chat: int, user: Item, retry: Item | None, writes: Writes,
-                   changed: Callable[[float], Awaitable[None]] | None = None, store: Store | None = None) -> Turn:
+                   changed: Callable[[float], Awaitable[None]] | None = None, store: Store | None = None,
+                   grew: Callable[[int, int, SoFar], None] | None = None) -> Turn:
         """The Turn that answers `user` (again, for `retry`) in conversation `chat`, writing
         through `store` (the runner's run: its view held to the lease, Store.fenced)."""
         convo = self.store.conversation(chat)
@@ -74,7 +76,7 @@ class TurnSetup:
         limits = lambda: (self.window_of(model), self.images_for(model))  # noqa: E731
         window, images = limits()
         return Turn(store or self.store, writes, chat, user, agent, model, retry=retry, tools=tools, approve=approve,
-                    changed=changed, window=window, share=self.config.context_share,
+                    changed=changed, grew=grew, window=window, share=self.config.context_share,
                     images=images, thinking=thinking, limits=limits,
                     meaning=self.meaning if self.config.embeddings else None, brought=system)
 

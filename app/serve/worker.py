@@ -16,7 +16,7 @@ from ..plugins import tools as mcp_tools
 from ..plugins.sessions import Sessions
 from ..store import Store, db as dbm, outage, schema
 from ..config import Config
-from ..feed.dispatch import Feed, Render, RenderBuiltin, RenderDocuments, RenderList, RenderOutage
+from ..feed.dispatch import Feed, Render, RenderBuiltin, RenderDocuments, RenderGrown, RenderList, RenderOutage
 from . import keeper
 from ..providers.client import Providers
 from ..run.ingest import Ingest
@@ -45,14 +45,15 @@ async def running(config: Config, render: Render | None = None,
                   render_list: RenderList | None = None,
                   render_builtin: RenderBuiltin | None = None,
                   render_outage: RenderOutage | None = None,
-                  render_documents: RenderDocuments | None = None) -> AsyncIterator[Worker]:
+                  render_documents: RenderDocuments | None = None,
+                  render_grown: RenderGrown | None = None) -> AsyncIterator[Worker]:
     def opened() -> tuple[Store, Feed, bytes]:
         db = dbm.connect(config.database, pool_size=config.pg_pool)  # first: it opens the process's pool
         feed = None
         try:
             schema.migrate(db)
             feed = Feed(config.database, render=render, render_list=render_list, render_builtin=render_builtin,
-                        render_outage=render_outage, render_documents=render_documents)
+                        render_outage=render_outage, render_documents=render_documents, render_grown=render_grown)
             store = Store(db, notify=feed.notify)
             setup.set_up_from_settings(store, config)
             key = setup.secret_key(store, config.data)

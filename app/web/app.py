@@ -185,7 +185,7 @@ def create_app(config: configuration.Config | None = None) -> Litestar:
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
         async with running(config, render=live.chat_changes, render_list=sidebar.list_changes,
                            render_builtin=builtin.builtin_changes, render_outage=live.outage_banner,
-                           render_documents=knowledge.document_changes) as w:
+                           render_documents=knowledge.document_changes, render_grown=live.texts_grown) as w:
             app.state.tabletalk = w
             end_streams_on_signal(w.feed)
             yield

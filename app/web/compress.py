@@ -2,9 +2,12 @@
 
 - A whole response (a page, a fragment, JSON) of text of at least `MIN_SIZE` bytes is sent
   as br (brotli, quality 5) when `Accept-Encoding` allows it, else gzip.
-- A streamed response (the live feed's Server-Sent Events) is gzip with a sync flush after
-  every message: each message leaves at once, and what the stream repeats (the same ids,
-  tags and wrappers message after message) is sent as back-references into the last 4 KB.
+- A streamed response (the live feed's Server-Sent Events) is gzip with a partial flush
+  after every message: each message leaves at once, whole (a partial flush ends the deflate
+  block and adds an empty one of 10 bits, where a sync flush adds 5 bytes: a followed answer
+  is a message per word or two, and those 5 bytes were a third of its stream), and what the
+  stream repeats (the same ids, tags and wrappers message after message) is sent as
+  back-references into the last 4 KB.
   Not brotli: its streaming encoder holds ~290 KB per open stream at quality 2 and above
   (this gzip ~24 KB) and, flushed per message, compressed a followed answer's stream
   worse (9.4 KB against 8.7-9.8 KB for gzip).
@@ -142,7 +145,7 @@ def compression(app: Any) -> Any:
                     # a stream: gzip, flushed after every message (see the module docstring)
                     stream = zlib.compressobj(6, zlib.DEFLATED, 16 + STREAM_WINDOW_BITS, STREAM_MEMORY_LEVEL)
                     headers = _encoded(headers, "gzip", None)
-                    body = stream.compress(body) + stream.flush(zlib.Z_SYNC_FLUSH)
+                    body = stream.compress(body) + stream.flush(zlib.Z_PARTIAL_FLUSH)
                 elif not more and coding is not None and len(body) >= MIN_SIZE:
                     body = compressed(body, coding)
                     headers = _encoded(headers, coding, len(body))
@@ -152,7 +155,7 @@ def compression(app: Any) -> Any:
             if stream is not None:
                 more = message.get("more_body", False)
                 body = stream.compress(message.get("body", b""))
-                body += stream.flush(zlib.Z_SYNC_FLUSH if more else zlib.Z_FINISH)
+                body += stream.flush(zlib.Z_PARTIAL_FLUSH if more else zlib.Z_FINISH)
                 await send({**message, "body": body})
                 return
             await send(message)

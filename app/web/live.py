@@ -194,14 +194,23 @@ def oob(html: str) -> str:
     return f'{html[:end]} hx-swap-oob="true"{html[end:]}'
 
 
-def item_changes(it: Item, parts: Parts, sent: Sent | None) -> tuple[str | None, list[str]]:
-    """(the whole element, or None) and the smaller pieces that bring `sent` up to `parts`."""
+def item_changes(dom: str, parts: Parts, sent: Sent | None) -> tuple[str | None, list[str]]:
+    """(the whole element, or None) and the smaller pieces that bring `sent` up to `parts`
+    (of the item whose dom id is `dom`)."""
     if sent is None or sent.shell != parts.shell:
         return parts.element, []
     pieces = []
     if sent.state != parts.state and parts.state:
         pieces.append(oob(parts.state))
-    (changed, new, gone), had = markdown.changes_since(sent.blocks, parts.blocks)
+    pieces.extend(body_changes(dom, parts.blocks, sent.blocks))
+    return None, pieces
+
+
+def body_changes(dom: str, blocks: tuple[Block, ...], had_blocks: tuple[Block, ...]) -> list[str]:
+    """The pieces that bring a body of `had_blocks` up to `blocks`: changed blocks whole, a
+    block that grew at its end by what it grew, new blocks, blocks gone."""
+    pieces = []
+    (changed, new, gone), had = markdown.changes_since(had_blocks, blocks)
     for block in changed:
         at = markdown.append_at(had[block.id], block.html)
         if at is None:
@@ -213,10 +222,24 @@ def item_changes(it: Item, parts: Parts, sent: Sent | None) -> tuple[str | None,
             pieces.append(f'<hx-a t={block.id}>{added}</hx-a>' if depth == 1
                           else f'<hx-a t={block.id} d={depth}>{added}</hx-a>')
     if new:
-        pieces.append(f'<hx-partial hx-target="#{item_dom_id(it)}-b" hx-swap="upsert">'
+        pieces.append(f'<hx-partial hx-target="#{dom}-b" hx-swap="upsert">'
                       + "".join(b.html for b in new) + "</hx-partial>")
-    pieces.extend(removal(dom) for dom in gone)
-    return None, pieces
+    pieces.extend(removal(block) for block in gone)
+    return pieces
+
+
+def texts_grown(texts: list[tuple[int, str]], followed: Followed) -> str:
+    """A frame's message (the feed's RenderGrown): growing texts read in this process
+    (Feed.grew), (item id, the text so far), of items the pages in step have, as the pieces
+    that bring their bodies up to them. A growing item's shell and state stay as sent (they
+    change only with its row: a dispatch), so only its body is rendered."""
+    out: list[str] = []
+    for item, text in texts:
+        sent, rendering = followed.items[item], followed.renders[item]
+        blocks = tuple(rendering.blocks(text, growing=True, now=time.monotonic()))
+        out.extend(body_changes(rendering.key, blocks, sent.blocks))
+        followed.items[item] = Sent(sent.shell, sent.state, blocks, len(text))
+    return "".join(out)
 
 
 def forked(path: Path, items: list[Item]) -> bool:
@@ -358,7 +381,7 @@ def whole_items(store: Store, chat: int, state: dict[str, Any], path: Path, foll
     for it in shown:
         if not it.done or it.kind == "call":  # (the renders made above: the same blocks again)
             parts = item_parts(it, view, followed.renders.get(it.id))
-            followed.items[it.id] = Sent(parts.shell, parts.state, parts.blocks)
+            followed.items[it.id] = Sent(parts.shell, parts.state, parts.blocks, len(it.text or ''))
     followed.cut = state_fragment("_cut.html", state)
     return f'<hx-partial hx-target="#items" hx-swap="innerHTML">{html}</hx-partial>'
 
@@ -378,7 +401,7 @@ def items_changed(store: Store, chat: int, items: list[Item], path: Path, state:
     elements, plans, pieces = [], [], []
     for it in shown:
         parts = item_parts(it, view, rendering_of(followed, it))
-        element, small = item_changes(it, parts, followed.items.get(it.id))
+        element, small = item_changes(item_dom_id(it), parts, followed.items.get(it.id))
         if element is not None and it.read_after:  # a message the model read moves to where it read it
             out.append(placed(item_dom_id(it), element))
         elif element is not None:
@@ -387,7 +410,7 @@ def items_changed(store: Store, chat: int, items: list[Item], path: Path, state:
         if it.done and it.kind != "call":
             followed.items.pop(it.id, None)  # finished: it changes again only as a whole (a new version)
         else:
-            followed.items[it.id] = Sent(parts.shell, parts.state, parts.blocks)
+            followed.items[it.id] = Sent(parts.shell, parts.state, parts.blocks, len(it.text or ''))
     elements.extend(answers_changed(store, chat, path, items, followed, out))
     if elements:
         out.append('<hx-partial hx-target="#items" hx-swap="upsert key:data-key">' + "".join(elements) + "</hx-partial>")

@@ -64,7 +64,7 @@ async def follow(feed: Feed, follower: Follower, first: bytes, cursor: int,
             if message is None:
                 continue
             rev, data = message
-            if not rev and not signed_in():
+            if rev == 0 and not signed_in():
                 break  # signed out (or removed) in another worker: seen at a keep-alive
             if rev and rev <= cursor:
                 continue  # already covered by the first message
@@ -93,7 +93,7 @@ async def chat_events(request: Request, chat: FromPath[str], since: FromQuery[st
         top = s.store.rev()
         if cursor > top:
             cursor = 0  # a cursor from another database (or a restore): resync everything
-        items = s.store.items_since(cursor, chat=convo.id)
+        items = s.feed.current(s.store.items_since(cursor, chat=convo.id))  # (texts growing here as read)
         gone = [dom for _, dom, _ in s.store.tombstones_since(cursor, chat=convo.id)] if cursor else []
         # the difference from nothing, rendered from the feed's last renders of the answers
         # (a page reconnecting while a long answer grows does not parse it all again)
