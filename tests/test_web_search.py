@@ -60,9 +60,10 @@ def test_a_bad_key_is_said_so(fake, kind):
     assert "did not accept the API key (401" in said and "People page" in said
 
 
-@pytest.mark.parametrize("kind, status", [("brave", "429"), ("tavily", "432"), ("exa", "402")])
-def test_a_quota_used_up_is_said_so(fake, kind, status):
-    said = failure(fake, kind, "spent")
+@pytest.mark.parametrize("kind, key, status", [("brave", "spent", "429"), ("brave", "month", "429"),
+                                               ("tavily", "spent", "432"), ("exa", "spent", "402")])
+def test_a_quota_used_up_is_said_so(fake, kind, key, status):
+    said = failure(fake, kind, key)
     assert f"quota is used up ({status}" in said
 
 
@@ -128,3 +129,22 @@ def test_a_stop_ends_a_search_at_once(fake):
 
     with pytest.raises(RuntimeError, match="stopped while searching"):
         asyncio.run(go())
+
+
+def test_the_owners_choice_is_kept_with_its_key_sealed(store):
+    assert store.search_provider() is None
+    store.choose_search_provider("exa", "", "exa-key-1")
+    stored = store.settings("web_search.")["web_search.key"]
+    assert stored.startswith("sealed:v1:") and "exa-key-1" not in stored
+    assert store.search_provider() == SearchProvider("exa", "", "exa-key-1")
+    store.choose_search_provider("searxng", "http://127.0.0.1:8888")  # the key kept, unused by SearXNG
+    assert store.search_provider() == SearchProvider("searxng", "http://127.0.0.1:8888", "exa-key-1")
+    store.choose_search_provider("", "", "")
+    assert store.search_provider() is None and not store.search_key_saved()
+
+
+def test_an_edit_keeps_the_messages_search_switch(store):
+    chat = store.new_conversation(store.default_agent().id).id
+    asked = store.ask(chat, "When is high water?", search_web=True)
+    assert store.item(asked.id).search_web
+    assert store.item(store.edit(store.item(asked.id), "When is low water?").id).search_web

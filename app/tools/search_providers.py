@@ -165,7 +165,7 @@ def _failure(provider: SearchProvider, response: httpx2.Response) -> str:
                 "search.formats in its settings.yml")
     if status in (401, 403):
         return f"{name} did not accept the API key ({status}{': ' + said if said else ''}): the owner checks it on the People page"
-    if status in (402, 432, 433) or (provider.kind == "brave" and "QUOTA" in said.upper()):
+    if status in (402, 432, 433) or (provider.kind == "brave" and status == 429 and _month_spent(response, said)):
         return f"{name}'s quota is used up ({status}{': ' + said if said else ''}): no more searches until it is raised or renewed"
     if status == 429:
         return (f"{name} is limiting the rate of searches (429{': ' + said if said else ''})"
@@ -191,6 +191,13 @@ def _said(response: httpx2.Response) -> str:
             if data.get("tag") and isinstance(words, str):
                 words = f"{data['tag']} {words}"
     return " ".join(str(words).split())[:200].rstrip(".")
+
+
+def _month_spent(response: httpx2.Response, said: str) -> bool:
+    """Brave's 429 for the plan's quota rather than its rate: its code says so, or the monthly
+    window of X-RateLimit-Remaining ("per second, per month") is at 0."""
+    remaining = [r.strip() for r in response.headers.get("x-ratelimit-remaining", "").split(",")]
+    return "QUOTA" in said.upper() or (len(remaining) > 1 and remaining[-1] == "0")
 
 
 def _retry_after(response: httpx2.Response) -> int:

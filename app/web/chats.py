@@ -110,7 +110,8 @@ async def message_of(request: Request, s: Worker) -> Composed:
     uploads = await attachments(request, s.config.upload_max, s.config.upload_count)
     if uploads and not space.Reserve(s.config.data).held():  # the disk is full: keep its last room for answers
         raise HTTPException(status_code=507, detail=space.NO_UPLOADS)
-    search_web = (await form_field(request, "search_web", 5)) == "1"
+    # the switch shows once the owner chose a provider; a message asking for search without one is a plain message
+    search_web = (await form_field(request, "search_web", 5)) == "1" and s.store.search_provider() is not None
     return Composed(text, model, thinking, WHEN[when], uploads, search_web)
 
 

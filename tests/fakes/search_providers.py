@@ -18,7 +18,8 @@ Paths (the hosted providers' own paths under a prefix; the key decides the answe
                                             url, publishedDate, author, highlights, highlightScores}]}; x-api-key
 
 Keys: "good" answers, "bad" a rejected key (401), "spent" the quota used up (Brave 429
-QUOTA_LIMITED, Tavily 432, Exa 402), "busy" a rate limit with Retry-After (429), "slow"
+QUOTA_LIMITED, Tavily 432, Exa 402; Brave's "month": its 429 with the monthly window of
+X-RateLimit-Remaining at 0), "busy" a rate limit with Retry-After (429), "slow"
 answers after `slow` seconds. `requests` keeps (method, path, headers, body) of each.
 `pages` (title, url, snippet) are what a good search finds.
 """
@@ -130,11 +131,15 @@ class FakeSearch:
         status, code, detail = {
             "bad": (401, "SUBSCRIPTION_TOKEN_INVALID", "The provided subscription token is invalid."),
             "spent": (429, "QUOTA_LIMITED", "Request quota limit exceeded for plan."),
+            # the same quota said only by the headers: the monthly window at 0
+            "month": (429, "RATE_LIMITED", "Request rate limit exceeded for plan."),
         }.get(key, (429, "RATE_LIMITED", "Request rate limit exceeded for plan."))
         extra = {"X-RateLimit-Limit": "1, 2000", "X-RateLimit-Policy": "1;w=1, 2000;w=2592000",
                  "X-RateLimit-Remaining": "0, 1500", "X-RateLimit-Reset": "1, 1419704"} if status == 429 else {}
         if key == "busy":
             extra["Retry-After"] = "1"
+        if key in ("spent", "month"):
+            extra["X-RateLimit-Remaining"] = "1, 0"
         self._send(h, status, {"type": "ErrorResponse", "error": {
             "id": "c4b7d8a0-5d3c-4b6e-9d8f-2a1b3c4d5e6f", "status": status, "code": code, "detail": detail,
             "meta": {"component": "rate_limiter" if status == 429 else "authentication"}}, "time": 1733500000},
