@@ -31,6 +31,7 @@ from email.utils import parsedate_to_datetime
 from typing import Any
 from urllib.parse import urlsplit
 
+import anyio
 import httpx2
 
 from .. import netguard
@@ -92,10 +93,12 @@ async def search(provider: SearchProvider, query: str, count: int, timeout: floa
         raise SearchFailed(f"{provider.name} needs an API key, and none is saved: the owner adds it on the People page")
     method, url, params, body, headers = _request(provider, query, count)
     try:
-        async with netguard.guarded_client(guard=guard, allow_private=True, timeout=timeout) as client:
-            request = client.build_request(method, url, params=params, json=body, headers=headers)
-            response = await client.send(request)
-    except httpx2.TimeoutException:
+        # the whole search within the time limit, not each read: a server dripping bytes is cut too
+        with anyio.fail_after(timeout):
+            async with netguard.guarded_client(guard=guard, allow_private=True, timeout=timeout) as client:
+                request = client.build_request(method, url, params=params, json=body, headers=headers)
+                response = await client.send(request)
+    except (TimeoutError, httpx2.TimeoutException):
         raise SearchFailed(f"{provider.name} did not answer within {timeout:g} s") from None
     except (httpx2.HTTPError, OSError, netguard.Refused) as e:
         raise SearchFailed(f"{provider.name} could not be reached at {_host(url)}: "
