@@ -29,7 +29,7 @@ def live_part(page):
 def choose_searxng(page, address: str) -> None:
     page.goto("/people")
     page.get_by_label("SearXNG (your own)").check()
-    page.get_by_label("SearXNG's address").fill(address)
+    page.get_by_label("Address").fill(address)
     page.locator('form[action="/people/web-search"] button[type="submit"]').click()
     expect(page.locator('form[action="/people/web-search"] .saved')).to_contain_text("Saved")
 
@@ -90,7 +90,7 @@ def test_screenshots_of_the_switch_the_chips_and_an_error(browser, data, env, fa
             send(page, "When is high water in Brest?", search=True)
             page.locator("article.text").filter(has_text="06:12").wait_for(timeout=20_000)
             found = page.url
-            with served.store() as store:  # a hosted provider's fake: the page keeps no address for one
+            with served.store() as store:  # a hosted provider reached at another address: the test's fake
                 store.choose_search_provider("tavily", search.url("/tavily/search"), "busy")
             fake.script([tool_call("web_search", {"query": "tides tomorrow"})],
                         [text("The search is limited for now, so from memory: about 50 minutes later.")])
@@ -117,6 +117,11 @@ def test_screenshots_of_the_switch_the_chips_and_an_error(browser, data, env, fa
                     page.locator("article.call details summary").first.click()
                     expect(page.locator("article.call")).to_contain_text("Tavily is limiting the rate of searches")
                     page.screenshot(path=os.path.join(SHOTS, f"web-search-error-{name}-{scheme}.png"))
+                    page.goto("/people#web-search")
+                    page.locator("#web-search").scroll_into_view_if_needed()
+                    expect(page.get_by_role("radio", name="Tavily")).to_be_checked()
+                    expect(page.locator('input[name="key"]')).to_have_value("")  # the key is never shown again
+                    page.screenshot(path=os.path.join(SHOTS, f"web-search-settings-{name}-{scheme}.png"))
                     context.close()
         finally:
             served.stop()

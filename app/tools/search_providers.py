@@ -55,7 +55,8 @@ BODY_MAX = 2_000_000  # bytes of a provider's answer read
 @dataclass(frozen=True)
 class SearchProvider:
     """The owner's choice: which provider, at which address (SearXNG's; '' for the others:
-    their own), with which key (opened from its seal; never shown on a page)."""
+    their own, else where to reach them instead), with which key (opened from its seal; never
+    shown on a page)."""
 
     kind: str
     address: str = ""
@@ -228,16 +229,20 @@ def _host(url: str) -> str:
 
 
 def choice_problem(kind: str, address: str, key: str, key_saved: bool) -> str:
-    """What is wrong with the owner's choice, in words ('' when nothing is; kind '' is none)."""
+    """What is wrong with the owner's choice, in words ('' when nothing is; kind '' is none).
+    The address is SearXNG's, which it needs; for a hosted provider it may stay empty (its
+    own), or name where to reach it instead (a proxy in front of it)."""
     if kind and kind not in KINDS:
         return "Choose one of the providers offered."
-    if kind == "searxng":
+    if kind == "searxng" and not address:
+        return "Give SearXNG's address, starting with http:// or https:// (for example http://127.0.0.1:8888)."
+    if address:
         try:
             parts = urlsplit(address)
         except ValueError:
             parts = None
         if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
-            return "Give SearXNG's address, starting with http:// or https:// (for example http://127.0.0.1:8888)."
+            return "The address starts with http:// or https:// (for example http://127.0.0.1:8888)."
     if kind in KEYED and not key and not key_saved:
         return f"{KINDS[kind]} needs its API key."
     return ""

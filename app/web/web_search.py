@@ -1,5 +1,6 @@
-"""The owner's choice of web search provider, on the People page: which one, SearXNG's
-address, and the key (saved sealed, never shown again: an empty field keeps it)."""
+"""The owner's choice of web search provider, on the People page: which one, its address
+(SearXNG's; a hosted one's own unless given), and the key (saved sealed, never shown again:
+an empty field keeps it, a box forgets it)."""
 from __future__ import annotations
 
 from litestar import Request, Response, post
@@ -22,8 +23,7 @@ async def choose_provider(request: Request) -> Response:
     saved = store.search_key_saved() and not forget
     if problem := choice_problem(kind, address, key, saved):
         return people_view(request, 400, search_error=problem, search_typed={"kind": kind, "address": address})
-    store.choose_search_provider(kind, address if kind == "searxng" else "",
-                                 key if key and kind in KEYED else ("" if forget or kind not in KEYED else None))
+    store.choose_search_provider(kind, address, key if key and kind in KEYED else ("" if forget else None))
     return go(request, "/people?saved=web_search#web-search")
 
 
