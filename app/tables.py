@@ -61,6 +61,7 @@ class Item:
     interrupted: bool = False  # a call a restart cut: with `dispatched`, it may have run
     knowledge: str = ""     # a user item's picks with "/": collections and documents searched for it ("c3,d7")
     outside: bool = False   # a user item whose text a plugin wrote (a prompt): outside text (docs/security.md)
+    search_web: bool = False  # a user item sent with the search switch on: the agent is told to search the web
     id: int | None = None
     created: float = 0.0
     updated: float = 0.0
@@ -95,6 +96,7 @@ class Item:
         data["dispatched"] = bool(data.get("dispatched"))
         data["interrupted"] = bool(data.get("interrupted"))
         data["outside"] = bool(data.get("outside"))
+        data["search_web"] = bool(data.get("search_web"))
         # the field names straight from the class: dataclasses.fields() per row was most of
         # the cost of reading a long conversation
         return cls(**{name: data[name] for name in cls.__dataclass_fields__ if name in data})
@@ -263,13 +265,15 @@ def item(kind: str, chat: int | None = None, text: str = "", **values: Any) -> I
 
 
 def asked(chat: int | None, text: str, model: str = "", files: list[int] | tuple[int, ...] = (),
-          thinking: str = "", steer: bool = False, knowledge: str = "", outside: bool = False) -> Item:
+          thinking: str = "", steer: bool = False, knowledge: str = "", outside: bool = False,
+          search_web: bool = False) -> Item:
     """The person's message: a `user` item, not done until it is answered. With `steer`, sent
     "now": the run going reads it at its next step instead of answering it after. `knowledge`:
     the collections and documents picked for it (`Picks`). `outside`: its text is a plugin's
-    (a prompt the person picked), not the person's own words."""
+    (a prompt the person picked), not the person's own words. `search_web`: sent with the search
+    switch on."""
     return Item(kind="user", chat=chat, text=text, model=model, files=",".join(str(f) for f in files),
-                thinking=thinking, steer=steer, knowledge=knowledge, outside=outside)
+                thinking=thinking, steer=steer, knowledge=knowledge, outside=outside, search_web=search_web)
 
 
 @dataclass(frozen=True)

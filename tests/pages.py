@@ -146,6 +146,7 @@ class World:
             form("/skills", name="pdf-forms", description="Filling in PDF forms.",
                  body="# Filling forms\n\n1. Read the form.\n2. Fill it in.\n\n```sh\npdftk form.pdf fill_form data.fdf\n```")
             form("/people", name="someone", password="another long password")
+            form("/people/web-search", kind="brave", key="a-brave-key")  # the composer's search switch shows
 
             # an answer with reasoning and code, made again once; then an error
             done = new_chat()

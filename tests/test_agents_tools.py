@@ -16,7 +16,7 @@ def test_the_tools_tab_lists_builtin_tools_with_two_checkboxes(client):
     page = soup(client.get(agent_url(client) + "?tab=tools"))
     rows = page.select("table.tools tbody tr:has(td)")
     names = [r.select_one("code").text for r in rows]
-    assert names[:2] == ["fetch_page", "update_plan"]
+    assert names[:3] == ["fetch_page", "web_search", "update_plan"]
     for r in rows:
         use, approve = r.select('input[type="checkbox"]')
         assert use["name"] == "use" and use.has_attr("checked"), "'' means every tool"

@@ -70,3 +70,21 @@ def test_why_a_turn_cannot_be_sent_is_said_in_plain_words(store):
     served = setup_of(store, ai_url="http://127.0.0.1:9/v1")
     assert served.unready("") == no_model(store.choices())
     assert served.unready("m") == ""
+
+
+def test_web_search_is_offered_once_a_provider_is_chosen_and_the_switch_gives_it_for_one_message(store):
+    agent = store.default_agent()
+    chat = store.new_conversation(agent.id).id
+    setup = setup_of(store)
+
+    def tools(user):
+        return [t.name for t in turn_of(setup, store, chat, user).tools]
+
+    assert "web_search" not in tools(store.ask(chat, "Hi")), "no provider chosen: not offered"
+    assert "web_search" not in tools(store.ask(chat, "Look it up", search_web=True))
+    store.choose_search_provider("searxng", "http://127.0.0.1:9")
+    assert tools(store.ask(chat, "Hi"))[:2] == ["fetch_page", "web_search"]
+    store.update_agent(agent.id, tools="update_plan")
+    assert tools(store.ask(chat, "Hi")) == ["update_plan"]
+    assert tools(store.ask(chat, "Look it up", search_web=True)) == ["fetch_page", "web_search", "update_plan"], \
+        "the switch gives the search and the page fetch for its message, whatever the tools tab says"

@@ -75,6 +75,10 @@ def takes_images(tags: Sequence[str] = ()) -> bool:
     return NO_IMAGES not in tags
 
 
+SEARCH_WEB = ("\n\n[For this message the person switched web search on: search the web with web_search "
+              "before you answer, read the pages that answer it with fetch_page, and name the sites you used.]")
+
+
 def picked_text(names: Sequence[tuple]) -> str:
     """What the person picked with "/" for a message ("collection"/"document", id, name, ...), as
     the model reads it under the message."""
@@ -92,6 +96,8 @@ def user_message(it: Item, attachments: Attachments | None, images: bool,
     a Word file) whole or named for search; other files are named only; then what was
     picked for it with "/" (`picked`: the names of its picks)."""
     note = picked_text(picked(it)) if picked is not None and it.knowledge else ""
+    if it.search_web:
+        note += SEARCH_WEB
     if not it.file_ids or attachments is None:
         return Message("user", it.text + note)
     text, parts = it.text, []

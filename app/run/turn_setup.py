@@ -14,6 +14,7 @@ import functools
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
+from .. import netguard
 from ..agent.pieces import SoFar
 from ..plugins import tools as mcp_tools
 from ..plugins.sessions import Sessions
@@ -45,6 +46,9 @@ class TurnSetup:
     store: Store
     providers: Providers
     sessions: Sessions  # the worker's plugin sessions, which the turns' plugin calls are made in
+    # the public-address guard's stand-in for page fetches and searches (tests: names that
+    # resolve to a loopback server playing a public one); None: the guard as it is
+    guard: netguard.Guard | None = None
 
     async def turn(self, chat: int, user: Item, retry: Item | None, writes: Writes,
                    changed: Callable[[float], Awaitable[None]] | None = None, store: Store | None = None,
@@ -63,7 +67,7 @@ class TurnSetup:
         plugins = mcp_tools.PluginRun(self.sessions, store or self.store, changed,
                                       functools.partial(self.providers.complete, model), model)
         takes_tools = await self.providers.takes_tools(model)
-        tools = await self.tools_for(agent, chat, plugins, picks_of(user)) if takes_tools else []
+        tools = await self.tools_for(agent, chat, plugins, picks_of(user), user.search_web) if takes_tools else []
         # what an API client brought (docs/api.md): its system messages, and its own functions,
         # which its calls go back to (a tool of the agent's with such a name is left out)
         system, functions = self.store.api_chat(chat) or ("", [])
@@ -91,17 +95,24 @@ class TurnSetup:
         return "" if model else no_model(self.store.choices())
 
     async def tools_for(self, agent: Assistant | None, chat: int | None, plugins: mcp_tools.PluginRun,
-                        picks: Picks = Picks()) -> list[Tool]:
+                        picks: Picks = Picks(), search_web: bool = False) -> list[Tool]:
         """The tools this agent may use now: built-in ones, then its enabled plugins' (listed
         afresh at each run, which also refreshes each plugin's status; given to the run as
         `plugins`); and the search of the person's documents when the conversation may see
         any (the agent's collections, files attached to it, or what was picked for the
-        message, `picks`: its Knowledge tab decides, not the tools tab)."""
-        found = builtin_tools()
-        taken = {t.name for t in found} | {search_knowledge.name}
+        message, `picks`: its Knowledge tab decides, not the tools tab). A message sent with the
+        search switch on (`search_web`) is given web_search and fetch_page, whatever the tools
+        tab says, once the owner chose a provider."""
+        search = self.store.search_provider()
+        # web_search is offered only once the owner chose a provider (the People page)
+        every = builtin_tools(search, self.guard)
+        found = [t for t in every if search is not None or t.name != "web_search"]
+        taken = {t.name for t in every} | {search_knowledge.name}
         if agent is not None and agent.id is not None:
             found.extend(await mcp_tools.agent_tools(self.store, self.config, agent, taken, plugins))
-        found = allowed(found, agent.tools if agent else "")
+        kept = {id(t) for t in allowed(found, agent.tools if agent else "")}
+        asked = {"web_search", "fetch_page"} if search_web and search is not None else set()
+        found = [t for t in found if id(t) in kept or (not t.plugin and t.name in asked)]
         if chat is not None and self.store.has_knowledge(self.store.knowledge_scope(chat, agent.id if agent else None,
                                                                                       picks)):
             found.append(search_knowledge)

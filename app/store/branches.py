@@ -57,13 +57,14 @@ class Branches(Base):
 
     def edit(self, original: Item, text: str) -> Item:
         """A new version of a message: a sibling of `original` (same parent, same files, picks,
-        model and outside mark), current from now on; the original and what followed it stay."""
+        model, outside mark and search switch), current from now on; the original and what followed it stay."""
         if original.kind != "user" or not original.starts_turn:
             raise ValueError("only a message that began a turn can be edited")
         with self.write() as db:
             made = self.add(replace(asked(original.chat, text, model=original.model, thinking=original.thinking),
                                     files=original.files, knowledge=original.knowledge, parent=original.parent,
-                                    outside=original.outside))  # begun from a plugin's words, it is still outside text
+                                    outside=original.outside,  # begun from a plugin's words, it is still outside text
+                                    search_web=original.search_web))
             if made.parent != original.parent:  # parent 0 (the start) reads as "follow the path" in add
                 db.conn.execute("UPDATE items SET parent = ? WHERE id = ?", [original.parent, made.id])
                 made = replace(made, parent=original.parent)

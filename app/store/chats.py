@@ -63,13 +63,13 @@ class Chats(Base):
 
     def start_conversation(self, agent: int | None, person: int, text: str, model: str = "",
                            files: tuple[int, ...] = (), thinking: str = "", knowledge: str = "",
-                           outside: bool = False) -> tuple[Conversation, Item]:
+                           outside: bool = False, search_web: bool = False) -> tuple[Conversation, Item]:
         """A conversation and its first message, in one write: a conversation exists only once
         something was said in it (the new-conversation page writes nothing)."""
         with self.write():
             convo = self.new_conversation(agent, person=person)
             first = self.ask(convo.id, text, model=model, files=files, thinking=thinking, knowledge=knowledge,
-                             outside=outside)
+                             outside=outside, search_web=search_web)
             return self.conversation(convo.id), first
 
     def pin(self, chat: int, pinned: bool) -> None:
@@ -232,12 +232,12 @@ class Chats(Base):
         return [(r[0], r[1], r[2]) for r in self._all(sql + " ORDER BY rev", params)]
 
     def ask(self, chat: int, text: str, model: str = "", files: tuple[int, ...] = (), thinking: str = "",
-            steer: bool = False, knowledge: str = "", outside: bool = False) -> Item:
+            steer: bool = False, knowledge: str = "", outside: bool = False, search_web: bool = False) -> Item:
         """Write the person's message (following the end of the current path); the first one
         also names the conversation. `knowledge`: its picks (tables.Picks, checked by the caller);
-        `outside`: its text is a plugin's prompt."""
+        `outside`: its text is a plugin's prompt; `search_web`: the search switch was on."""
         return self.add(asked(chat, text, model=model, files=files, thinking=thinking, steer=steer, knowledge=knowledge,
-                              outside=outside))
+                              outside=outside, search_web=search_web))
 
     # --- deleting conversations -----------------------------------------------------
 

@@ -12,13 +12,14 @@ import hashlib
 from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field, replace
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from ..knowledge.ranking import Meaning
 from ..tables import Found, Picks, Skill
 
 
 NAME_LIMIT = 64  # the Chat Completions API's limit on a function name
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -186,3 +187,20 @@ def unique(tools: list[Tool], taken: set[str]) -> list[Tool]:
         taken.add(name)
         out.append(tool)
     return out
+
+
+async def unless_stopped(abort: asyncio.Event, work: Awaitable[T], stopped: Exception) -> T:
+    """The result of `work`, or `stopped` raised as soon as `abort` (the person's Stop) is set:
+    a tool waiting on the network ends at once, its request closed before it says so."""
+    task = asyncio.ensure_future(work)
+    waiter = asyncio.ensure_future(abort.wait())
+    try:
+        await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        waiter.cancel()
+        if not task.done():
+            task.cancel()
+    if task.done() and not task.cancelled():
+        return task.result()
+    await asyncio.gather(task, return_exceptions=True)
+    raise stopped

@@ -20,19 +20,16 @@ import asyncio
 import codecs
 import http
 import re
-from collections.abc import Awaitable
 from dataclasses import replace
-from typing import Any, TypeVar
+from typing import Any
 from urllib.parse import urlsplit
 
 import httpx2
 
 from .. import netguard
-from . import Result, Source, Tool, ToolContext
+from . import Result, Source, Tool, ToolContext, unless_stopped
 
 __all__ = ["PageError", "fetch_page_tool"]
-
-T = TypeVar("T")
 
 # Longer than any address a person would paste, short enough that a hostile one is not
 # echoed into errors or sent anywhere.
@@ -98,7 +95,7 @@ def fetch_page_tool(
         if ctx.abort.is_set():
             raise PageError(f"stopped before fetching {host}")
         ctx.progress(f"fetching {host}…")
-        page = await _unless_stopped(ctx.abort, get(url), f"stopped while fetching {host}")
+        page = await unless_stopped(ctx.abort, get(url), PageError(f"stopped while fetching {host}"))
         if not 200 <= page.status < 300:
             raise PageError(f"{_shown(page.url)} answered {page.status} {_phrase(page.status)}".rstrip())
         kind = _kind(page)
@@ -106,7 +103,7 @@ def fetch_page_tool(
             ctx.progress(f"reading {host}…")
             html = _decode(page.body, _declared_charset(page), html=True)
             read = asyncio.to_thread(_readable_html, html, page.url)
-            title, text = await _unless_stopped(ctx.abort, read, f"stopped while reading {host}")
+            title, text = await unless_stopped(ctx.abort, read, PageError(f"stopped while reading {host}"))
         else:
             title, text = "", _decode(page.body, _declared_charset(page), html=False).strip()
         if not text.strip():
@@ -303,20 +300,3 @@ def _cut(text: str, max_chars: int) -> str:
     if len(text) <= max_chars:
         return text
     return text[:max_chars].rstrip() + f"\n\n[truncated at {max_chars} characters]"
-
-
-async def _unless_stopped(abort: asyncio.Event, work: Awaitable[T], stopped: str) -> T:
-    """The result of `work`, or PageError(stopped) as soon as `abort` is set."""
-    task = asyncio.ensure_future(work)
-    waiter = asyncio.ensure_future(abort.wait())
-    try:
-        await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        waiter.cancel()
-        if not task.done():
-            task.cancel()
-    if task.done() and not task.cancelled():
-        return task.result()
-    # Let the fetch close its connection before saying so.
-    await asyncio.gather(task, return_exceptions=True)
-    raise PageError(stopped)

@@ -10,6 +10,7 @@ from litestar import Request, Response
 from ..accounts.api_keys import EXPIRIES, MODES, ApiKeys
 from ..accounts.rules import Accounts
 from ..tables import NAME_MAX, THEMES
+from ..tools.search_providers import KINDS
 from . import render
 from .toolkit import me, worker
 
@@ -39,7 +40,10 @@ def people_view(request: Request, status_code: int = 200, **context: Any) -> Res
     """The owner's people page (each person with how much of their room for files they use);
     `context` as for the account page."""
     s = worker(request)
-    shown: dict[str, Any] = {"name": "", "error": "", "saved": "", "api_error": "", "api_saved": ""}
+    shown: dict[str, Any] = {"name": "", "error": "", "saved": "", "api_error": "", "api_saved": "", "search_error": "",
+                             "search_saved": "", "search_typed": None}
+    chosen = s.store.search_provider()
     return render.page(request, "people.html", status_code=status_code, people=Accounts(s.store).all(),
+                       search=chosen, search_kinds=KINDS, search_key_saved=s.store.search_key_saved(),
                        name_max=NAME_MAX, api=ApiKeys(s.store).settings(), modes=MODES, used=s.store.files_by_person(),
                        storage_max=s.config.storage_max, **(shown | context))

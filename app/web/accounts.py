@@ -23,6 +23,7 @@ from ..tables import NAME_MAX
 from . import csrf, render
 from .account_view import account_view, people_view
 from .api_keys import API_SAVED, KEYS_SAVED
+from .web_search import SAVED as SEARCH_SAVED
 from .authenticate import client_address, device_of, remember_device, secure
 from .toolkit import form_field, go, local_path, me, owner_only, person_or_404, worker
 
@@ -203,7 +204,8 @@ PEOPLE_SAVED = {"added": "Added: tell them their name and password.", "removed":
 @get("/people")
 async def people_page(request: Request, saved: FromQuery[str] = "") -> Response:
     owner_only(request)
-    return people_view(request, saved=PEOPLE_SAVED.get(saved, ""), api_saved=API_SAVED.get(saved, ""))
+    return people_view(request, saved=PEOPLE_SAVED.get(saved, ""), api_saved=API_SAVED.get(saved, ""),
+                       search_saved=SEARCH_SAVED.get(saved, ""))
 
 
 @post("/people")

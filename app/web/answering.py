@@ -46,4 +46,5 @@ def composer(s: Worker, agent: Assistant | None, model: str = "", thinking: str 
     answers = model or default_model(s, agent)
     return {"choices": choices, "unpicked": unpicked_label(s, agent), "thinkers": thinks,
             "default_thinks": default_model(s, agent) in thinks,
-            "offer_thinking": bool(thinking) or answers in thinks}
+            "offer_thinking": bool(thinking) or answers in thinks,
+            "web_search": s.store.search_provider() is not None}  # the search switch, once the owner chose a provider

@@ -45,6 +45,7 @@ from . import (
     sidebar,
     skills,
     templating,
+    web_search,
 )
 from .authenticate import API, API_BODY_MAX, TooLarge
 from .headers import private, secured
@@ -208,6 +209,7 @@ def create_app(config: configuration.Config | None = None) -> Litestar:
             *stream.routes,
             *openai_api.routes,
             *api_keys.routes,
+            *web_search.routes,
             *files.routes,
             *shortcuts.routes,
             # compressed once per file version, each form with its own ETag (compress.py)

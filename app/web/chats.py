@@ -95,6 +95,7 @@ class Composed:
     thinking: str
     now: bool
     uploads: list[filestore.Spooled]
+    search_web: bool = False  # the search switch: for this message the agent is told to search the web
 
 
 async def message_of(request: Request, s: Worker) -> Composed:
@@ -109,7 +110,9 @@ async def message_of(request: Request, s: Worker) -> Composed:
     uploads = await attachments(request, s.config.upload_max, s.config.upload_count)
     if uploads and not space.Reserve(s.config.data).held():  # the disk is full: keep its last room for answers
         raise HTTPException(status_code=507, detail=space.NO_UPLOADS)
-    return Composed(text, model, thinking, WHEN[when], uploads)
+    # the switch shows once the owner chose a provider; a message asking for search without one is a plain message
+    search_web = (await form_field(request, "search_web", 5)) == "1" and s.store.search_provider() is not None
+    return Composed(text, model, thinking, WHEN[when], uploads, search_web)
 
 
 @post("/c")
@@ -135,7 +138,7 @@ async def new_conversation(request: Request) -> Response:
         ids = tuple(s.store.add_file(name, data, person=who.id) for name, data in files)
         convo, _ = s.store.start_conversation(agent.id if agent else None, who.id, message.text,
                                               model=message.model, files=ids, thinking=message.thinking,
-                                              knowledge=picks)
+                                              knowledge=picks, search_web=message.search_web)
         knowledge.attach_documents(s.store, who.id, convo.id, ids, message.uploads)
         if message.model or message.thinking:  # what was picked stays picked
             s.store.set_choice(convo.id, message.model, message.thinking)
@@ -215,7 +218,7 @@ async def ask(request: Request, chat: FromPath[str]) -> Response:
         steer = message.now and s.store.chat_state(convo.id)["running"]
         knowledge.attach_documents(s.store, convo.person, convo.id, ids, message.uploads)
         s.store.ask(convo.id, message.text, model=message.model, files=ids, thinking=message.thinking, steer=steer,
-                    knowledge=picks)
+                    knowledge=picks, search_web=message.search_web)
         if picked is not None:  # what was picked stays picked
             s.store.set_choice(convo.id, *picked)
     return done(request, f"/c/{convo.id}#end")

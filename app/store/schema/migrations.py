@@ -316,3 +316,10 @@ def m045_items_outside(db: sqlite_utils.Database) -> None:
     # tool's output, for memory vetting and the `outside` mark (docs/security.md). A message's
     # attachments count by themselves (its `files`)
     db.execute("ALTER TABLE items ADD COLUMN outside INTEGER NOT NULL DEFAULT 0 CHECK (outside IN (0, 1))")
+
+
+@migration
+def m046_items_search_web(db: sqlite_utils.Database) -> None:
+    # A message sent with the composer's search switch on: for its answer the agent is told to
+    # search the web, and given web_search for it when the owner chose a provider
+    db.execute("ALTER TABLE items ADD COLUMN search_web INTEGER NOT NULL DEFAULT 0 CHECK (search_web IN (0, 1))")
