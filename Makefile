@@ -67,7 +67,7 @@ $(EMBED_VENV)/.installed:
 # npm packages the tests run (never fetched by the tests themselves), pinned, in one folder:
 # .cache/npm/node_modules. Add a package to NPM_TOOLS; a changed list installs again.
 # Debian's npm is installed when missing, as `browser` does for Chromium.
-NPM_TOOLS := @modelcontextprotocol/server-everything@2026.8.31 axe-core@4.14.1 @playwright/mcp@0.0.83
+NPM_TOOLS := @modelcontextprotocol/server-everything@2026.8.31 @modelcontextprotocol/server-filesystem@2026.8.31 @modelcontextprotocol/server-memory@2026.8.31 axe-core@4.14.1 @playwright/mcp@0.0.83
 NPM_STAMP := .cache/npm/.installed-$(shell echo '$(NPM_TOOLS)' | cksum | cut -d' ' -f1)
 
 npm-tools: $(NPM_STAMP)

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from app.plugins.sessions import Sessions
-from app.plugins.tools import PluginRun, for_run, list_tools
+from app.plugins.tools import PluginError, PluginRun, for_run, list_tools
 from app.tables import Plugin
 from app.tools import ToolContext
 from tests.conftest import csrf, soup
@@ -66,6 +66,18 @@ async def test_a_command_runs_once_per_conversation_session_and_stops_when_close
         sessions.idle = 0
         await sessions.sweep()
         assert not sessions.open, "idle sessions close, and their processes stop"
+    finally:
+        await sessions.close_all()
+
+
+async def test_a_command_that_dies_mid_call_says_the_call_may_have_run():
+    sessions = Sessions()
+    tools = await tools_of(command(), sessions=sessions)
+    try:
+        with pytest.raises(PluginError) as ended:
+            await tools["fake_die"].run({}, ToolContext(chat=1, agent=1))
+        assert str(ended.value) == ("The command of fake ended during the call: it may or may not have finished. "
+                                    "Its last words on standard error: dying now")
     finally:
         await sessions.close_all()
 
@@ -123,7 +135,7 @@ def test_the_owner_adds_a_command_when_the_setting_allows_it(make_client):
         item = soup(client.get(url + "?tab=plugins")).select_one("li.plugin")
         assert item.select_one("strong").text == "local"
         assert item.select_one("span.muted").text == f"{sys.executable} {FAKE}"
-        assert "over stdio (a command on this machine)" in item.text and "2 tools" in item.text
+        assert "over stdio (a command on this machine)" in item.text and "4 tools" in item.text
         assert item.select_one('textarea[name="env"]').text == "GREETING=hi there"
         tools = [c.text for c in soup(client.get(url + "?tab=tools")).select("table.tools code")]
         assert "local_whoami" in tools

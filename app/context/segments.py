@@ -168,7 +168,7 @@ def segments(items: list[Item], *, attachments: Attachments | None = None, image
             messages.append(said)
             short.append(said)
             for c in calls:
-                output = c.output or _unfinished(c)
+                output = c.output or (EMPTY if c.state == "done" else _unfinished(c))
                 messages.append(Message("tool", output, tool_call_id=call_id(c)))
                 brief = shortened(output)
                 short.append(messages[-1] if brief is output else Message("tool", brief, tool_call_id=call_id(c)))
@@ -208,6 +208,9 @@ def segments(items: list[Item], *, attachments: Attachments | None = None, image
     flush()
     close()
     return out
+
+
+EMPTY = "The tool finished and returned nothing."  # a done call with no output (an MCP result with no content)
 
 
 def _unfinished(call: Item) -> str:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import re
+import time
 from typing import Any
 from collections.abc import Callable
 from contextlib import asynccontextmanager
@@ -255,11 +256,15 @@ async def connect(p: Plugin, transport: str, *, private_ok: bool, attempt: Attem
         return netguard.guarded_client(allow_private=private_ok, headers=headers, auth=auth or signed,
                                        timeout=timeout or CONNECT_TIMEOUT, max_bytes=MAX_BYTES, event_hooks=hooks)
 
+    async def heard(message: Any) -> None:  # the server's notifications outside any call
+        if getattr(message, "method", None) == "notifications/tools/list_changed" and p.id is not None:
+            tools_changed[p.id] = time.time()
+
     @asynccontextmanager
     async def linked(streams: tuple[Any, Any], end: Any = None):
         read, write = streams
         watched = _Watched(read, attempt)
-        options = {**DECLARED, **mcp_asks.callbacks(asker), **callbacks}
+        options = {"message_handler": heard, **DECLARED, **mcp_asks.callbacks(asker), **callbacks}
         async with _session_class()(watched, write, **options) as s:
             if resume is not None and transport == STREAMABLE:
                 import mcp_types as types
@@ -304,6 +309,11 @@ async def _delete(http: httpx2.AsyncClient, address: str, link: Link) -> None:
         log.info("ending the session at %s failed (%s)", address, type(exc).__name__)
 
 
+# When each plugin (by id) last said its tools changed (`notifications/tools/list_changed`, on
+# any session of this process): a listing read before that is old (app/plugins/tools.py).
+tools_changed: dict[int, float] = {}
+
+
 def private_ok(lifted: bool, owner: int | None, agent_person: int | None) -> bool:
     """CHAT_PRIVATE_PLUGINS (`lifted`) lifts the guard for the owner's agents only: the
     owner's private network is not every person's to reach."""
@@ -317,9 +327,11 @@ def why(exc: BaseException, attempt: Attempt, p: Plugin) -> str:
     if p.kind == "stdio":
         if started := next((leaf for leaf in found if isinstance(leaf, mcp_stdio.StdioError)), None):
             return str(started)
-        if any(isinstance(leaf, TimeoutError) for leaf in found):
-            return "timed out"
         said = f": {attempt.stderr}" if attempt.stderr else ""
+        if any(isinstance(leaf, TimeoutError) for leaf in found):
+            return f"timed out{said}"
+        if refused := _refused(found, attempt):
+            return refused
         return f"the command ended without answering as an MCP server{said}"
     for leaf in found:
         if isinstance(leaf, mcp_oauth_tokens.NeedsSignIn):  # the stored tokens stopped working
@@ -340,7 +352,62 @@ def why(exc: BaseException, attempt: Attempt, p: Plugin) -> str:
         return "timed out"
     if any(isinstance(leaf, httpx2.RemoteProtocolError | httpx2.ReadError | ConnectionError) for leaf in found):
         return "the connection was lost"
+    if refused := _refused(found, attempt):
+        return refused
     return "not an MCP server"
+
+
+def never_sent(exc: BaseException, attempt: Attempt) -> bool:
+    """Whether a request failed only to connect (refused, or no connection in time): nothing
+    reached the server. A connection that broke after it was made may have carried it."""
+    unasked = {id(e) for e in attempt.unasked}
+    found = [leaf for leaf in [*leaves(exc), *(leaf for e in attempt.errors for leaf in leaves(e))]
+             if id(leaf) not in unasked]
+    connecting = (httpx2.ConnectError, httpx2.ConnectTimeout, ConnectionRefusedError)
+    broken = (httpx2.ReadError, httpx2.WriteError, httpx2.RemoteProtocolError, httpx2.ReadTimeout,
+              httpx2.WriteTimeout, ConnectionResetError, BrokenPipeError)
+    return (any(isinstance(leaf, connecting) for leaf in found)
+            and not any(isinstance(leaf, broken) for leaf in found))
+
+
+# The mcp client's own words for an HTTP error without a JSON-RPC body: the body is quoted instead.
+_STAND_INS = ("Server returned an error response", "Not Found", "Session terminated", "Unexpected content type",
+              "server answered a request with 202")
+
+
+def _refused(found: list[BaseException], attempt: Attempt) -> str:
+    """The server's own words for an HTTP error status or a JSON-RPC error ('' when neither):
+    "503: Too many open sessions", "the server answered with an error: Unsupported protocol"."""
+    from mcp.shared.exceptions import MCPError
+    from mcp_types import CONNECTION_CLOSED
+
+    error = next((leaf for leaf in found if isinstance(leaf, MCPError) and leaf.code != CONNECTION_CLOSED), None)
+    status = next((s for _, s in attempt.statuses if s >= 400), None)
+    words = error.message if error is not None and not error.message.startswith(_STAND_INS) else attempt.said
+    if status is not None and words and (status >= 500 or status == 429 or words is not attempt.said):
+        return f"{status}: {_short(words)}"  # (another 4xx without JSON-RPC may be an SSE server's: tried next)
+    if status is None and error is not None and words:
+        return f"the server answered with an error: {_short(words)}"
+    return ""
+
+
+def _short(words: str) -> str:
+    text = " ".join(words.split())
+    return text if len(text) <= 300 else text[:299] + "…"
+
+
+def where(address: str) -> str:
+    """A hint for an address without the path where MCP servers usually listen, for a status
+    "not an MCP server"."""
+    try:
+        path = urlsplit(address).path.rstrip("/")
+    except ValueError:
+        return ""
+    if path in ("",):
+        return " (no MCP endpoint at this address: servers usually listen at /mcp, or /sse for SSE)"
+    if not path.endswith(("/mcp", "/sse")):
+        return " (servers usually listen at /mcp, or /sse for SSE)"
+    return ""
 
 
 def bad_address(address: str) -> str | None:

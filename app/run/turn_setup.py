@@ -90,15 +90,15 @@ class TurnSetup:
 
     async def tools_for(self, agent: Assistant | None, chat: int | None, plugins: mcp_tools.PluginRun,
                         picks: Picks = Picks()) -> list[Tool]:
-        """The tools this agent may use now: built-in ones, then its enabled plugins' (listed
-        afresh at each run, which also refreshes each plugin's status; given to the run as
-        `plugins`); and the search of the person's documents when the conversation may see
+        """The tools this agent may use now: built-in ones, then its enabled plugins' (as
+        app.plugins.tools.refresh finds them: an address listed at each run, a command's
+        listing kept while fresh; given to the run as `plugins`); and the search of the person's documents when the conversation may see
         any (the agent's collections, files attached to it, or what was picked for the
         message, `picks`: its Knowledge tab decides, not the tools tab)."""
         found = builtin_tools()
         taken = {t.name for t in found} | {search_knowledge.name}
         if agent is not None and agent.id is not None:
-            found.extend(await mcp_tools.agent_tools(self.store, self.config, agent, taken, plugins))
+            found.extend(await mcp_tools.agent_tools(self.store, self.config, agent, taken, plugins, chat))
         found = allowed(found, agent.tools if agent else "")
         if chat is not None and self.store.has_knowledge(self.store.knowledge_scope(chat, agent.id if agent else None,
                                                                                       picks)):

@@ -51,11 +51,15 @@ def stdio_ok(s: Worker, agent: Assistant) -> bool:
 
 
 async def read(s: Worker, agent: Assistant, p: Plugin) -> mcp_tools.Listing:
-    """List the plugin's tools now, and keep what it said (the row, this worker's cache)."""
-    listing = await mcp_tools.list_tools(replace(p, enabled=True), private_ok=private_ok(s, agent), timeout=5,
-                                         stdio_ok=stdio_ok(s, agent), tokens=s.store)
-    _listings[listed(p)] = listing
-    mcp_tools.record(s.store, p, listing)
+    """List the plugin's tools now, and keep what it said (the row, this worker's cache). A
+    command slower than a few seconds (its package downloading) reads "starting…", and its
+    listing goes on and lands in the row."""
+    listing = await mcp_tools.list_now(replace(p, enabled=True), private_ok=private_ok(s, agent),
+                                       stdio_ok=stdio_ok(s, agent), tokens=s.store, store=s.store)
+    if not listing.starting:
+        _listings[listed(p)] = listing
+    if not listing.starting or mcp_tools.under_way(p, private_ok(s, agent)):
+        mcp_tools.record(s.store, p, listing)
     return listing
 
 

@@ -193,9 +193,11 @@ async def change_plugin(request: Request, agent_id: FromPath[str], plugin_id: Fr
         s.store.update_plugin(p.id, enabled=False)
     elif action == "delete":
         s.store.delete_plugin(p.id)
+        await s.sessions.close_plugin(p.id)
         forget_listing(p)
         s.store.update_agent(agent.id, tools=",".join(sorted(names(agent.tools) - {every(p)})))
-    elif action == "refresh":
+    elif action == "refresh":  # this worker's processes and sessions of it are started again too
+        await s.sessions.close_plugin(p.id)
         await read(s, agent, p)
     elif action == "save":
         return await save(request, s, agent, p)
@@ -228,8 +230,10 @@ async def save(request: Request, s: Worker, agent: Assistant, p: Plugin) -> Resp
     if changed:
         s.store.update_plugin(p.id, **changed)
         forget_listing(p)
-        if set(changed) - {"name"}:  # reached another way: its kept sessions are of the old way
+        if set(changed) - {"name"}:  # reached another way: its sessions and listing are of the old way
+            await s.sessions.close_plugin(p.id)
             s.store.forget_mcp_sessions(p.id)
+            s.store.update_plugin(p.id, status_at=None)
         fresh = s.store.plugin_row(p.id)
         if fresh is not None and fresh.enabled:
             await read(s, agent, fresh)
