@@ -392,6 +392,16 @@ async def test_a_result_over_the_size_limit_says_so(streamable):
     assert (await tools["fake_add"].run({"a": 1, "b": 1}, context())).text == "2", "the next call works"
 
 
+async def test_over_sse_a_result_may_be_as_large_as_over_streamable_http(sse):
+    """The mcp package's SSE client stops at 1 MiB events: 200,000 lines are about 2.3 MB."""
+    tools = await tools_of(sse)
+    assert len((await tools["fake_lines"].run({"count": 200_000}, context())).text) > 2_000_000
+    with pytest.raises(PluginError) as failed:
+        await tools["fake_lines"].run({"count": 1_600_000}, context())
+    assert str(failed.value) == ("fake’s answer was larger than 16 MB, the most Tabletalk takes from a plugin, "
+                                 "so it was not read")
+
+
 async def test_a_plugin_down_from_the_start_holds_up_only_the_first_message(monkeypatch):
     from app.plugins import tools as mcp_tools
 

@@ -63,13 +63,13 @@ async def listed(store: Store, p: Plugin, **more) -> mcp_tools.Listing:
 async def test_a_command_is_listed_once_not_at_every_message_nor_after_a_restart(rows, tmp_path):
     p, starts = added(rows, tmp_path)
     first = await listed(rows, p)
-    assert first.status == "4 tools" and started(starts) == 1
-    assert rows.plugin_row(p.id).status == "4 tools", "the listing is kept in the row"
+    assert first.status == "5 tools" and started(starts) == 1
+    assert rows.plugin_row(p.id).status == "5 tools", "the listing is kept in the row"
     for _ in range(3):
-        assert {t.name for t in (await listed(rows, p)).tools} == {"fake_whoami", "fake_count", "fake_grow", "fake_die"}
+        assert {t.name for t in (await listed(rows, p)).tools} == {"fake_whoami", "fake_count", "fake_grow", "fake_die", "fake_lines"}
     assert started(starts) == 1, "later messages use the kept listing"
     mcp_tools._last.clear()  # a restart: this process knows nothing
-    assert (await listed(rows, p)).status == "4 tools"
+    assert (await listed(rows, p)).status == "5 tools"
     assert started(starts) == 1, "the row's listing is used after a restart"
 
 
@@ -83,9 +83,9 @@ async def test_tools_changed_are_listed_again_through_the_conversations_session(
         assert started(starts) == 2, "the listing's process, then the conversation's"
         await until(lambda: mcp_link.tools_changed.get(p.id, 0) > first.read)
         again = await listed(rows, p, sessions=sessions, chat=7)
-        assert "fake_extra" in {t.name for t in again.tools} and again.status == "5 tools"
+        assert "fake_extra" in {t.name for t in again.tools} and again.status == "6 tools"
         assert started(starts) == 2, "listed through the conversation's live process"
-        assert (await listed(rows, p)).status == "5 tools", "kept for the next message, in any conversation"
+        assert (await listed(rows, p)).status == "6 tools", "kept for the next message, in any conversation"
     finally:
         await sessions.close_all()
 
@@ -96,7 +96,7 @@ async def test_an_old_listing_is_used_while_it_is_read_again_in_the_background(r
     monkeypatch.setattr(mcp_tools, "STDIO_FRESH", 0.0)
     before = rows.plugin_row(p.id).status_at
     old = await listed(rows, p)
-    assert old.tools and old.status == "4 tools", "the run goes on with the last listing at once"
+    assert old.tools and old.status == "5 tools", "the run goes on with the last listing at once"
     await until(lambda: started(starts) == 2 and not mcp_tools.under_way(p, False))
     await until(lambda: (rows.plugin_row(p.id).status_at or 0) >= first.read)
     assert rows.plugin_row(p.id).status_at >= before
@@ -108,9 +108,9 @@ async def test_a_slow_first_start_goes_on_in_the_background_and_lands_in_the_row
     first = await listing_of_a_run(rows, p)
     assert first.status == "starting…" and first.starting and not first.tools
     assert rows.plugin_row(p.id).status == "starting…", "the tab says so meanwhile"
-    await until(lambda: rows.plugin_row(p.id).status == "4 tools")
+    await until(lambda: rows.plugin_row(p.id).status == "5 tools")
     assert started(starts) == 1, "the slow start was not killed and started again"
-    assert (await listed(rows, p)).status == "4 tools" and started(starts) == 1
+    assert (await listed(rows, p)).status == "5 tools" and started(starts) == 1
 
 
 async def listing_of_a_run(store: Store, p: Plugin) -> mcp_tools.Listing:

@@ -20,6 +20,7 @@ class Attempt:
         # event a server with an event store sends): where a resumption replays from.
         self.primed = ""
         self.said = ""  # the start of the body of the latest HTTP error answered (its own words)
+        self.left_out: list[tuple[str, str]] = []  # tools of a listing that cannot be called, and why (link._mend)
         self.unasked: list[BaseException] = []  # of `errors`, those of a GET's stream (it carried no request)
 
     async def record(self, response: httpx2.Response) -> None:

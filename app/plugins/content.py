@@ -114,6 +114,21 @@ def convert(result: types.CallToolResult, tool: str, store: Any = None, chat: in
                   unsent=unsent)
 
 
+def size(result: types.CallToolResult) -> int:
+    """About how many bytes the result took on the wire: its texts, its media (base64), its
+    embedded resources and its structured content."""
+    total = 0
+    for block in result.content:
+        for part in (block, getattr(block, "resource", None)):
+            for name in ("text", "data", "blob"):
+                value = getattr(part, name, None)
+                if isinstance(value, str):
+                    total += len(value)
+    if result.structured_content is not None:
+        total += len(json.dumps(result.structured_content, ensure_ascii=False))
+    return total
+
+
 def _store(store: Any, chat: int, tool: str, mime: str, data: bytes) -> int | None:
     try:
         convo = store.conversation(chat) if chat else None

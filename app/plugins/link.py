@@ -13,6 +13,7 @@ and no status or exception text contains it.
 """
 from __future__ import annotations
 
+import functools
 import logging
 import re
 import time
@@ -97,6 +98,11 @@ class Link:
         import mcp_types as types
         return await self.session.list_tools(params=types.PaginatedRequestParams(cursor=cursor))
 
+    @property
+    def left_out(self) -> list[tuple[str, str]]:
+        """The tools its listings left out, with why: (name, reason)."""
+        return self._watched.attempt.left_out
+
     async def call_tool(self, name: str, arguments: dict[str, Any], progress_callback: Any = None) -> Any:
         return await self.session.call_tool(name, arguments, progress_callback=progress_callback)
 
@@ -152,6 +158,8 @@ class _Watched:
     def _seen(self, item: Any) -> Any:
         if isinstance(item, BaseException):
             self.attempt.errors.append(item)
+        elif isinstance(result := getattr(getattr(item, "message", None), "result", None), dict):
+            _mend(result, self.attempt)
         return item
 
     async def __aenter__(self) -> _Watched:
@@ -190,6 +198,51 @@ class _Watched:
     @property
     def last_context(self) -> Any:  # the sender's contextvars, which the dispatcher reads when there
         return getattr(self.stream, "last_context", None)
+
+
+CONTENT_TYPES = ("text", "image", "audio", "resource_link", "resource")  # the content blocks MCP defines
+
+
+def _mend(result: dict[str, Any], attempt: Attempt) -> None:
+    """A server's result made readable in place, before the mcp package checks it whole (one
+    bad part failed all of it: a plugin showed 0 tools for one malformed tool, a call failed
+    for one block of an unknown type). A listing's tools that cannot be called are left out
+    and named in `attempt.left_out` with why; a tool with an empty schema takes no arguments;
+    a content block of a type MCP does not define becomes a text naming it."""
+    import mcp_types as types
+    from pydantic import ValidationError
+
+    tools, content = result.get("tools"), result.get("content")
+    if isinstance(tools, list):
+        kept = []
+        for tool in tools:
+            name = str(tool.get("name", "?"))[:100] if isinstance(tool, dict) else "?"
+            schema = tool.get("inputSchema") if isinstance(tool, dict) else None
+            if isinstance(schema, dict) and not schema:
+                tool["inputSchema"] = schema = {"type": "object", "properties": {}}
+            if not isinstance(schema, dict):
+                attempt.left_out.append((name, "it has no inputSchema"))
+                continue
+            if schema.get("type", "object") != "object":
+                attempt.left_out.append((name, f"its inputSchema is of type {str(schema.get('type'))[:40]}, "
+                                               f"not object: a call's arguments are an object"))
+                continue
+            try:
+                types.Tool.model_validate(tool)
+            except ValidationError as exc:
+                first = exc.errors()[0]
+                where = ".".join(str(part) for part in first.get("loc", ())) or "the definition"
+                attempt.left_out.append((name, f"its definition is malformed ({where}: {first.get('msg', '')})"))
+                continue
+            kept.append(tool)
+        result["tools"] = kept
+    if isinstance(content, list):
+        for i, block in enumerate(content):
+            kind = block.get("type") if isinstance(block, dict) else None
+            if kind not in CONTENT_TYPES:
+                content[i] = {"type": "text",
+                              "text": f"[a content block of type {str(kind)[:40]!r}, which MCP does not define: "
+                                      f"left out]"}
 
 
 def _session_class() -> type:
@@ -279,6 +332,7 @@ async def connect(p: Plugin, transport: str, *, private_ok: bool, attempt: Attem
             yield link
         return
     if transport == SSE:
+        _sse_event_limit()
         async with sse_client(p.address, headers=sent, timeout=timeout, sse_read_timeout=read_timeout,
                               httpx_client_factory=factory) as streams, linked(streams) as link:
             yield link
@@ -296,6 +350,17 @@ async def connect(p: Plugin, transport: str, *, private_ok: bool, attempt: Attem
                                           terminate_on_close=False) as streams, linked(streams, end) as link:
             made.append(link)
             yield link
+
+
+def _sse_event_limit() -> None:
+    """The mcp package's SSE client reads events of at most 1 MiB (about 0.5 MB of text when
+    `structuredContent` repeats it) and takes no limit, as its Streamable HTTP client does
+    (`max_sse_event_size`): its helper that opens the event stream is given ours, MAX_BYTES,
+    so the 16 MB a plugin may send holds on both transports."""
+    import mcp.client.sse as sse
+
+    if not isinstance(sse.sse_within_origin, functools.partial):
+        sse.sse_within_origin = functools.partial(sse.sse_within_origin, max_event_size=MAX_BYTES)
 
 
 async def _delete(http: httpx2.AsyncClient, address: str, link: Link) -> None:
@@ -336,9 +401,9 @@ def why(exc: BaseException, attempt: Attempt, p: Plugin) -> str:
     for leaf in found:
         if isinstance(leaf, mcp_oauth_tokens.NeedsSignIn):  # the stored tokens stopped working
             return "401: connect with OAuth again"
-        if isinstance(leaf, netguard.Refused) and "larger than" in str(leaf):
-            return (f"{p.name}’s answer was larger than {MAX_BYTES // (1024 * 1024)} MB, the most Tabletalk "
-                    f"takes from a plugin, so it was not read")
+        if (isinstance(leaf, netguard.Refused) and "larger than" in str(leaf)) or (
+                isinstance(leaf, httpx2.SSEError) and "byte limit" in str(leaf)):
+            return too_large(p)
         if isinstance(leaf, netguard.Refused | PluginError):
             return str(leaf)
     if status := attempt.auth_status:
@@ -408,6 +473,11 @@ def where(address: str) -> str:
     if not path.endswith(("/mcp", "/sse")):
         return " (servers usually listen at /mcp, or /sse for SSE)"
     return ""
+
+
+def too_large(p: Plugin) -> str:
+    return (f"{p.name}’s answer was larger than {MAX_BYTES // (1024 * 1024)} MB, the most Tabletalk "
+            f"takes from a plugin, so it was not read")
 
 
 def bad_address(address: str) -> str | None:

@@ -35,7 +35,8 @@ if TYPE_CHECKING:
 from app.plugins import asks as mcp_asks, content as mcp_content, sessions as mcp_sessions, stdio as mcp_stdio
 from app.plugins.attempt import Attempt
 from app.plugins.errors import PluginError
-from app.plugins.link import SSE, STDIO, STREAMABLE, Link, bad_address, connect, private_ok, tools_changed, where, why
+from app.plugins.link import (MAX_BYTES, SSE, STDIO, STREAMABLE, Link, bad_address, connect, private_ok, too_large,
+                              tools_changed, where, why)
 from app.plugins.oauth_tokens import TokenRows
 from app.tables import Plugin
 from app.tools import NAME_LIMIT, Result, Tool, ToolContext, unique
@@ -149,6 +150,7 @@ async def _list_tools(p: Plugin, *, private_ok: bool, timeout: float = 10,
                 async with connect(p, transport, private_ok=private_ok, attempt=attempt,
                                    timeout=timeout, read_timeout=timeout, tokens=tokens) as client:
                     found = await _all_tools(client)
+                    left_out = tuple(client.left_out)
                     caps = client.server_capabilities
                     with anyio.move_on_after(2):  # the listing's session ends here (Streamable HTTP's DELETE):
                         await client.end()  # a server with a cap on sessions would refuse new ones
@@ -159,7 +161,8 @@ async def _list_tools(p: Plugin, *, private_ok: bool, timeout: float = 10,
                 continue
             return Listing([], status + where(p.address) if status == "not an MCP server" else status)
         offers = tuple(o for o in ("prompts", "resources") if getattr(caps, o, None) is not None)
-        return _listing(p, found, transport, private_ok=private_ok, call_timeout=call_timeout, offers=offers)
+        return _listing(p, found, transport, private_ok=private_ok, call_timeout=call_timeout, offers=offers,
+                        left_out=left_out)
     return Listing([], status + where(p.address) if status == "not an MCP server" else status)
 
 
@@ -179,13 +182,17 @@ async def _all_tools(client: Client) -> list[types.Tool]:
 
 
 def _listing(p: Plugin, found: list[types.Tool], transport: str, *, private_ok: bool,
-             call_timeout: float, offers: tuple[str, ...] = (), read: float | None = None) -> Listing:
-    """`read`: when it was listed (None: now)."""
+             call_timeout: float, offers: tuple[str, ...] = (), read: float | None = None,
+             left_out: Iterable[tuple[str, str]] = ()) -> Listing:
+    """`read`: when it was listed (None: now). `left_out`: tools of the listing that cannot be
+    called, with why (name, reason): kept in the row marked `leftOut`, for the tab."""
     tools: list[Tool] = []
     names: dict[str, str] = {}
     hidden: list[str] = []
+    left_out = tuple(left_out)
     kept = tuple({k: v for k, v in t.model_dump(mode="json", by_alias=True, exclude_none=True).items()
-                  if k in _KEPT} for t in found)
+                  if k in _KEPT} for t in found) + tuple({"name": name, LEFT_OUT: why} for name, why in left_out)
+    hidden.extend(f"{name}: {why}" for name, why in left_out)
     for mcp_tool in found:
         if mcp_tool.execution is not None and mcp_tool.execution.task_support == "required":
             hidden.append(f"{mcp_tool.name}: runs only as an MCP task, which Tabletalk does not run")
@@ -214,6 +221,7 @@ def _listing(p: Plugin, found: list[types.Tool], transport: str, *, private_ok: 
 
 
 _KEPT = ("name", "title", "description", "inputSchema", "annotations", "execution")  # of a listed tool, in the row
+LEFT_OUT = "leftOut"  # in the row, a tool of the listing that cannot be called: why
 
 LINE_MAX = 120  # characters of a tool's line for a person
 
@@ -240,13 +248,15 @@ def kept_listing(p: Plugin, *, private_ok: bool, call_timeout: float = CALL_TIME
     import mcp_types as types
 
     try:
-        found = [types.Tool.model_validate(t) for t in json.loads(p.listed)] if p.listed else []
-    except (ValueError, TypeError):
+        kept = json.loads(p.listed) if p.listed else []
+        found = [types.Tool.model_validate(t) for t in kept if LEFT_OUT not in t]
+        left_out = [(str(t["name"]), str(t[LEFT_OUT])) for t in kept if LEFT_OUT in t]
+    except (ValueError, TypeError, KeyError):
         return None
     if not found or not p.transport:
         return None
     return _listing(p, found, p.transport, private_ok=private_ok, call_timeout=call_timeout, offers=p.offers,
-                    read=(p.status_at or 0.0) if status_ok(p.status) else 0.0)
+                    read=(p.status_at or 0.0) if status_ok(p.status) else 0.0, left_out=left_out)
 
 
 def record(store: Any, p: Plugin, listing: Listing) -> None:
@@ -314,7 +324,9 @@ def _stale(last: Listing | None, why: str) -> Listing:
 def defaults_optional(schema: Any) -> Any:
     """The schema with every property that has a default left out of `required`, at every
     level: the server fills in a default, so a call without it is one the server accepts
-    (Playwright MCP's screenshot `scale`), and our check must not refuse it."""
+    (Playwright MCP's screenshot `scale`), and our check must not refuse it. So is a required
+    name the properties do not describe (the model cannot know what to give, and the server
+    may well take the call without it)."""
     if isinstance(schema, list):
         return [defaults_optional(s) for s in schema]
     if not isinstance(schema, dict):
@@ -322,7 +334,8 @@ def defaults_optional(schema: Any) -> Any:
     out = {k: defaults_optional(v) for k, v in schema.items()}
     properties, required = out.get("properties"), out.get("required")
     if isinstance(properties, dict) and isinstance(required, list):
-        kept = [r for r in required if not (isinstance(properties.get(r), dict) and "default" in properties[r])]
+        kept = [r for r in required
+                if r in properties and not (isinstance(properties[r], dict) and "default" in properties[r])]
         if kept:
             out["required"] = kept
         else:
@@ -393,6 +406,7 @@ async def _list_in(client: Link | None, p: Plugin, private_ok: bool, call_timeou
     """The plugin's tools read through a live session's `client` (None when that failed)."""
     if client is None:
         return None
+    client.left_out.clear()
     try:
         with anyio.fail_after(WAIT_KNOWN_STDIO):
             found = await _all_tools(client)
@@ -401,7 +415,8 @@ async def _list_in(client: Link | None, p: Plugin, private_ok: bool, call_timeou
         return None
     caps = client.server_capabilities
     offers = tuple(o for o in ("prompts", "resources") if getattr(caps, o, None) is not None)
-    return _listing(p, found, STDIO, private_ok=private_ok, call_timeout=call_timeout, offers=offers)
+    return _listing(p, found, STDIO, private_ok=private_ok, call_timeout=call_timeout, offers=offers,
+                    left_out=client.left_out)
 
 
 def starting(p: Plugin) -> str:
@@ -569,6 +584,8 @@ async def call(p: Plugin, mcp_name: str, args: dict[str, Any], ctx: ToolContext,
         raise
     if asker is not None:
         asker.call_ended()
+    if transport == STDIO and mcp_content.size(result) > MAX_BYTES:  # (a pipe has no limit of its own: read whole)
+        raise PluginError(too_large(p))
     if result.is_error:
         text = mcp_content.convert(result, mcp_name).text
         raise PluginError(text or f"{mcp_name} failed without saying why")

@@ -95,7 +95,9 @@ def shown(p: Plugin) -> dict[str, Any]:
         tools = [t for t in json.loads(p.listed) if isinstance(t, dict)] if p.listed else []
     except ValueError:
         tools = []
-    hidden = {t.get("name") for t in tools if (t.get("execution") or {}).get("taskSupport") == "required"}
+    unoffered = {t.get("name"): "it runs only as an MCP task" for t in tools
+                 if (t.get("execution") or {}).get("taskSupport") == "required"}
+    unoffered |= {t.get("name"): str(t[mcp_tools.LEFT_OUT]) for t in tools if mcp_tools.LEFT_OUT in t}
     when = time.strftime("%H:%M", time.localtime(p.status_at)) if p.status_at else ""
     day = time.strftime("%Y-%m-%d", time.localtime(p.status_at)) if p.status_at else ""
     if day and day != time.strftime("%Y-%m-%d"):
@@ -103,5 +105,5 @@ def shown(p: Plugin) -> dict[str, Any]:
     return {"transport": TRANSPORTS.get(p.transport, ""), "read": when, "ok": mcp_tools.status_ok(p.status),
             "tools": [{"name": t.get("name", ""), "description": (t.get("description") or t.get("title") or ""),
                        "summary": mcp_tools.person_line(str(t.get("description") or ""), str(t.get("title") or "")),
-                       "task": t.get("name") in hidden} for t in tools],
+                       "unoffered": unoffered.get(t.get("name"), "")} for t in tools],
             "env": "\n".join(f"{k}={v}" for k, v in p.env), "args": "\n".join(p.args)}

@@ -1,7 +1,7 @@
 """An MCP server of ours over stdio, run as a command (`python -m tests.fakes.stdio_server`),
 for the stdio plugin tests: `whoami()` says the process id and the value of `GREETING` (its
 environment as given), `count()` counts the calls this process answered (one process per
-conversation session), `die()` exits mid-call, `grow()` adds a tool `extra` and says so (`notifications/tools/list_changed`).
+conversation session), `die()` exits mid-call, `lines(count)` numbered lines, `grow()` adds a tool `extra` and says so (`notifications/tools/list_changed`).
 In the arguments: `fail_start` makes it exit before it answers, `slow_start=S` waits S seconds
 before it answers (a package downloading), `hang` never answers; `STARTS` in the environment
 names a file each start adds a line to (how many times the command was started)."""
@@ -45,6 +45,10 @@ def main() -> None:
         mcp.add_tool(lambda: "extra", name="extra", description="A tool added by grow.")
         await ctx.session.send_tool_list_changed()
         return "grown"
+
+    @mcp.tool(description="Numbered lines, as many as asked.")
+    def lines(count: int) -> str:
+        return "".join(f"line {i}\n" for i in range(1, count + 1))
 
     @mcp.tool(description="Says its last words on standard error and exits mid-call.")
     def die() -> str:
