@@ -218,3 +218,19 @@ async def test_a_plugin_down_after_a_restart_offers_its_kept_tools_and_says_why(
     with pytest.raises(mcp_tools.PluginError) as failed:
         await tools["ev_add"].run({"a": 1, "b": 2}, ToolContext(chat=1, agent=agent.id))
     assert str(failed.value) == "The plugin ev is unreachable."
+
+
+@pytest.mark.parametrize("command,args,name", [
+    ("/usr/bin/npx", ("-y", "@modelcontextprotocol/server-memory"), "memory"),
+    ("/usr/bin/npx", ("-y", "@modelcontextprotocol/server-filesystem@2026.8.31", "/srv"), "filesystem"),
+    ("/usr/bin/npx", ("@playwright/mcp@latest",), "playwright"),
+    ("uvx", ("mcp-server-git", "--repository", "."), "git"),
+    ("/opt/venv/bin/mcp-server-time", (), "time"),
+    ("/usr/bin/python3", ("-m", "mcp_server_fetch"), "fetch"),
+    ("/usr/bin/node", ("/x/node_modules/@modelcontextprotocol/server-everything/dist/index.js", "stdio"), "everything"),
+    ("/usr/local/bin/my-tool", ("--flag",), "my-tool"),
+])
+def test_a_command_plugin_is_named_after_its_package_or_program(command, args, name):
+    from app.plugins.stdio import program_name
+
+    assert program_name(command, args) == name

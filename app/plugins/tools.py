@@ -422,10 +422,7 @@ async def _list_in(client: Link | None, p: Plugin, private_ok: bool, call_timeou
 def starting(p: Plugin) -> str:
     """A stdio plugin's status while its first listing takes long (its package downloading)."""
     program = p.command.rsplit("/", 1)[-1]
-    return f"starting… ({program} may be downloading)" if program in DOWNLOADERS else "starting…"
-
-
-DOWNLOADERS = ("npx", "uvx", "bunx", "pnpx", "pipx")  # programs that fetch a package on its first run
+    return f"starting… ({program} may be downloading)" if program in mcp_stdio.DOWNLOADERS else "starting…"
 
 
 def _listing_task(p: Plugin, *, private_ok: bool, timeout: float, call_timeout: float, stdio_ok: bool,

@@ -150,7 +150,7 @@ async def add_plugin(request: Request, agent_id: FromPath[str]) -> Response:
         name = await field(request, "name", PLUGIN_NAME_MAX * 4, "A plugin's name")
         if kind == "stdio":
             command, args, env = await stdio_fields(request, s, agent)
-            name = check_name(s, agent, name) if name else free_name(s, agent, command.rsplit("/", 1)[-1])
+            name = check_name(s, agent, name) if name else free_name(s, agent, mcp_stdio.program_name(command, args))
             made = Plugin(agent=agent.id, name=name, address="", kind="stdio", command=command, args=args, env=env)
         elif kind == "http":
             address = check_address(await field(request, "address", ADDRESS_MAX, "An address"))
