@@ -88,3 +88,11 @@ def test_added_on_the_page_they_are_named_after_their_package(make_client, tmp_p
         items = soup(client.get(url + "?tab=plugins")).select("li.plugin")
         assert [i.select_one("strong").text for i in items] == ["filesystem", "memory"]
         assert all("tools" in i.text and "over stdio" in i.text for i in items), [i.text for i in items]
+        rows = {r.select_one("code").text: r for r in soup(client.get(url + "?tab=tools")).select("table.tools tr")
+                if r.select_one("code")}
+        wary = {name for name, r in rows.items() if r.select_one('input[name="approve"]').has_attr("checked")}
+        assert wary == {"filesystem_write_file", "filesystem_edit_file", "filesystem_move_file",
+                        "memory_delete_entities", "memory_delete_relations", "memory_delete_observations"}, \
+            "the tools its server marks destructive wait for approval from the start"
+        assert "may delete or overwrite" in rows["filesystem_write_file"].text
+        assert "may delete or overwrite" not in rows["filesystem_read_text_file"].text

@@ -211,6 +211,7 @@ def _listing(p: Plugin, found: list[types.Tool], transport: str, *, private_ok: 
             parameters=schema,
             run=PluginCall(p, mcp_tool.name, transport, private_ok, call_timeout),
             idempotent=bool(hints and (hints.read_only_hint or hints.idempotent_hint)),
+            destructive=bool(hints and hints.destructive_hint is True and not hints.read_only_hint),
             plugin=p.name,
             key=identity(p, mcp_tool.name),
             dispatches=True,

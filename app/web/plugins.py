@@ -167,7 +167,10 @@ async def add_plugin(request: Request, agent_id: FromPath[str]) -> Response:
     added = s.store.add_plugin(made)
     if agent.tools.strip():  # some tools were unticked: the new plugin's tools are ticked all the same
         s.store.update_agent(agent.id, tools=",".join(sorted(names(agent.tools) | {every(added)})))
-    await read(s, agent, added)
+    listing = await read(s, agent, added)
+    if wary := {t.identity for t in listing.tools if t.destructive}:  # they wait for approval unless unticked
+        fresh = s.store.agent(agent.id) or agent
+        s.store.update_agent(agent.id, approve=",".join(sorted(names(fresh.approve) | wary)))
     return back(request, agent, "plugins", "added")
 
 
