@@ -207,6 +207,7 @@ class Plugin:
     command: str = ""  # stdio: the program, run without a shell
     args: tuple[str, ...] = ()  # stdio: its arguments
     env: tuple[tuple[str, str], ...] = ()  # stdio: its environment (nothing else is passed)
+    instructions: str = ""  # what its server says about using it (`initialize`), as of `status`
 
     def __post_init__(self) -> None:
         check_name(self.name)

@@ -232,6 +232,22 @@ def test_a_command_plugins_tool_is_used_in_a_run(make_client, fake):
         assert "GREETING=hi" in call.select_one("pre.output").text
 
 
+def test_a_servers_instructions_reach_the_model_under_its_plugins_name(make_client, fake):
+    from tests.conftest import start_chat, wait_for
+
+    with make_client(TABLETALK_STDIO_PLUGINS="1") as client:
+        url = agent_url(client)
+        token = csrf(client, url)
+        client.post(url + "/plugins", data={"_csrf_token": token, "kind": "stdio", "name": "raw",
+                                            "command": sys.executable, "args": str(RAW)})
+        fake.script("Noted.")
+        chat = start_chat(client, "hello", token=token)
+        wait_for(lambda: soup(client.get(chat)).select_one('#status[data-running="0"]'))
+        system = next(m["content"] for m in fake.streamed[-1]["messages"] if m["role"] == "system")
+        assert "From the server of the plugin raw (its tools begin with raw_):\nCall good before anything else." \
+            in system
+
+
 def test_another_persons_agent_cannot_run_a_command(make_client, data, tmp_path):
     from tests.conftest import COOKIE, signed_in
 

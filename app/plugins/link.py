@@ -99,6 +99,12 @@ class Link:
         return await self.session.list_tools(params=types.PaginatedRequestParams(cursor=cursor))
 
     @property
+    def instructions(self) -> str:
+        """What the server says about using it (`instructions` in its `initialize` answer)."""
+        result = self.session.initialize_result
+        return (getattr(result, "instructions", None) or "") if result else ""
+
+    @property
     def left_out(self) -> list[tuple[str, str]]:
         """The tools its listings left out, with why: (name, reason)."""
         return self._watched.attempt.left_out

@@ -63,6 +63,7 @@ class Listing:
     found: tuple[dict[str, Any], ...] = ()  # the MCP tool definitions as listed (kept in the row)
     starting: bool = False  # a command's first listing still under way (its package downloading)
     read: float = 0.0  # when (time.time()) the tools were listed, for one that worked
+    instructions: str = ""  # what the server says about using it (`initialize`), kept in the row
 
     @property
     def ok(self) -> bool:
@@ -151,6 +152,7 @@ async def _list_tools(p: Plugin, *, private_ok: bool, timeout: float = 10,
                                    timeout=timeout, read_timeout=timeout, tokens=tokens) as client:
                     found = await _all_tools(client)
                     left_out = tuple(client.left_out)
+                    instructions = client.instructions
                     caps = client.server_capabilities
                     with anyio.move_on_after(2):  # the listing's session ends here (Streamable HTTP's DELETE):
                         await client.end()  # a server with a cap on sessions would refuse new ones
@@ -162,7 +164,7 @@ async def _list_tools(p: Plugin, *, private_ok: bool, timeout: float = 10,
             return Listing([], status + where(p.address) if status == "not an MCP server" else status)
         offers = tuple(o for o in ("prompts", "resources") if getattr(caps, o, None) is not None)
         return _listing(p, found, transport, private_ok=private_ok, call_timeout=call_timeout, offers=offers,
-                        left_out=left_out)
+                        left_out=left_out, instructions=instructions)
     return Listing([], status + where(p.address) if status == "not an MCP server" else status)
 
 
@@ -183,7 +185,7 @@ async def _all_tools(client: Client) -> list[types.Tool]:
 
 def _listing(p: Plugin, found: list[types.Tool], transport: str, *, private_ok: bool,
              call_timeout: float, offers: tuple[str, ...] = (), read: float | None = None,
-             left_out: Iterable[tuple[str, str]] = ()) -> Listing:
+             left_out: Iterable[tuple[str, str]] = (), instructions: str = "") -> Listing:
     """`read`: when it was listed (None: now). `left_out`: tools of the listing that cannot be
     called, with why (name, reason): kept in the row marked `leftOut`, for the tab."""
     tools: list[Tool] = []
@@ -218,11 +220,13 @@ def _listing(p: Plugin, found: list[types.Tool], transport: str, *, private_ok: 
         ))
     count = len(tools)
     return Listing(tools, f"{count} tool" if count == 1 else f"{count} tools", transport, names, offers,
-                   tuple(hidden), kept, read=time.time() if read is None else read)
+                   tuple(hidden), kept, read=time.time() if read is None else read,
+                   instructions=instructions[:INSTRUCTIONS_MAX])
 
 
 _KEPT = ("name", "title", "description", "inputSchema", "annotations", "execution")  # of a listed tool, in the row
 LEFT_OUT = "leftOut"  # in the row, a tool of the listing that cannot be called: why
+INSTRUCTIONS_MAX = 4000  # characters of a server's instructions kept (and put in the system prompt)
 
 LINE_MAX = 120  # characters of a tool's line for a person
 
@@ -257,7 +261,8 @@ def kept_listing(p: Plugin, *, private_ok: bool, call_timeout: float = CALL_TIME
     if not found or not p.transport:
         return None
     return _listing(p, found, p.transport, private_ok=private_ok, call_timeout=call_timeout, offers=p.offers,
-                    read=(p.status_at or 0.0) if status_ok(p.status) else 0.0, left_out=left_out)
+                    read=(p.status_at or 0.0) if status_ok(p.status) else 0.0, left_out=left_out,
+                    instructions=p.instructions)
 
 
 def record(store: Any, p: Plugin, listing: Listing) -> None:
@@ -276,6 +281,8 @@ def record(store: Any, p: Plugin, listing: Listing) -> None:
             changes["transport"] = listing.transport
         if listing.offers != p.offers:
             changes["offers"] = listing.offers
+        if listing.instructions != p.instructions:
+            changes["instructions"] = listing.instructions
     elif status_ok(listing.status) and not listing.tools and p.listed:  # it lists no tools now
         changes["listed"] = ""
     if changes or p.status_at is None or at - p.status_at > 60:
@@ -417,7 +424,7 @@ async def _list_in(client: Link | None, p: Plugin, private_ok: bool, call_timeou
     caps = client.server_capabilities
     offers = tuple(o for o in ("prompts", "resources") if getattr(caps, o, None) is not None)
     return _listing(p, found, STDIO, private_ok=private_ok, call_timeout=call_timeout, offers=offers,
-                    left_out=client.left_out)
+                    left_out=client.left_out, instructions=client.instructions)
 
 
 def starting(p: Plugin) -> str:

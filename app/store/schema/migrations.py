@@ -316,3 +316,10 @@ def m045_items_outside(db: sqlite_utils.Database) -> None:
     # tool's output, for memory vetting and the `outside` mark (docs/security.md). A message's
     # attachments count by themselves (its `files`)
     db.execute("ALTER TABLE items ADD COLUMN outside INTEGER NOT NULL DEFAULT 0 CHECK (outside IN (0, 1))")
+
+
+@migration
+def m047_plugins_instructions(db: sqlite_utils.Database) -> None:
+    # What a plugin's server says about using it (`instructions` in its answer to `initialize`),
+    # as of its last listing: the system prompt names it under the plugin (docs/plugins.md).
+    db.execute("ALTER TABLE plugins ADD COLUMN instructions TEXT NOT NULL DEFAULT ''")

@@ -349,3 +349,8 @@ def m044_openai_api(db) -> None:
 @migration
 def m045_items_outside(db) -> None:
     db.execute("ALTER TABLE items ADD COLUMN outside BIGINT NOT NULL DEFAULT 0 CHECK (outside IN (0, 1))")
+
+
+@migration
+def m047_plugins_instructions(db) -> None:
+    db.execute("ALTER TABLE plugins ADD COLUMN instructions TEXT NOT NULL DEFAULT ''")
