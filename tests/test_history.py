@@ -70,3 +70,4 @@ def test_calls_without_a_result_say_why():
     tool_messages = [m.content for m in to_messages(None, items) if m.role == "tool"]
     assert tool_messages == ["The person declined this call.", "This call is waiting for the person's approval.",
                              "Interrupted by a restart.", "The tool finished and returned nothing."]
+

@@ -234,3 +234,16 @@ def test_a_command_plugin_is_named_after_its_package_or_program(command, args, n
     from app.plugins.stdio import program_name
 
     assert program_name(command, args) == name
+
+
+def test_a_running_calls_summary_line_says_its_latest_progress():
+    from app.tables import item
+    from app.web.live import state_html
+
+    def it(kind, id, turn, text="", **kw):
+        return item(kind, 1, text, id=id, turn=turn, **kw)
+
+    running = it("call", 6, 1, name="fs_index", input="{}", state="running", output="1/10\n3/10 folders read")
+    assert ">running: 3/10 folders read</span>" in state_html(running)
+    done = it("call", 7, 1, name="fs_index", input="{}", state="done", output="all read", done=True)
+    assert ">done</span>" in state_html(done)
