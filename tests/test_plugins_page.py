@@ -247,3 +247,17 @@ def test_a_running_calls_summary_line_says_its_latest_progress():
     assert ">running: 3/10 folders read</span>" in state_html(running)
     done = it("call", 7, 1, name="fs_index", input="{}", state="done", output="all read", done=True)
     assert ">done</span>" in state_html(done)
+
+
+def test_the_tab_warns_when_the_tools_take_more_than_half_the_window(make_client):
+    from app.context.window import tools_tokens
+    from app.tools.standard import builtin_tools
+
+    window = tools_tokens(builtin_tools()) * 2 + 200  # the built-in tools fit in half of it, a plugin's do not
+    with make_client(CHAT_PRIVATE_PLUGINS="1", TABLETALK_CONTEXT_WINDOW=str(window)) as client, \
+            FakeMCPServer() as mcp:
+        url = agent_url(client)
+        assert "more than half" not in soup(client.get(url + "?tab=plugins")).text
+        add(client, url, name="fake", address=mcp.url)
+        said = soup(client.get(url + "?tab=plugins")).select_one("p.problem").text
+        assert "more than half" in said and f"window of {window:,}" in said, said

@@ -172,6 +172,11 @@ def test_the_owner_adds_a_command_when_the_setting_allows_it(make_client):
         item = soup(client.get(url + "?tab=plugins")).select_one("li.plugin")
         assert item.select_one("strong").text == "local"
         assert item.select_one("span.muted").text == f"{sys.executable} {FAKE}"
+        client.post(url + "/plugins", data={"_csrf_token": csrf(client, url), "kind": "stdio", "name": "spaced",
+                                            "command": sys.executable, "args": f"{FAKE}\nhello world\nsecond"})
+        spaced = soup(client.get(url + "?tab=plugins")).select("li.plugin")[1]
+        assert spaced.select_one("span.muted").text == f"{sys.executable} {FAKE} 'hello world' second", \
+            "an argument's boundaries are seen"
         assert "over stdio (a command on this machine)" in item.text and "5 tools" in item.text
         assert item.select_one('textarea[name="env"]').text == "GREETING=hi there"
         tools = [c.text for c in soup(client.get(url + "?tab=tools")).select("table.tools code")]
