@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 HOST   ?= 127.0.0.1
 PORT   ?= 8000
 
-.PHONY: setup run test test-fast migrate screenshot browser postgres bench-corpus bench-embeddings npm-tools llama libgomp llm bench clean
+.PHONY: setup run test test-fast migrate screenshot browser postgres bench-corpus bench-embeddings npm-tools llama libgomp llm mcp-py bench clean
 
 setup: $(STAMP)
 
@@ -67,7 +67,7 @@ $(EMBED_VENV)/.installed:
 # npm packages the tests run (never fetched by the tests themselves), pinned, in one folder:
 # .cache/npm/node_modules. Add a package to NPM_TOOLS; a changed list installs again.
 # Debian's npm is installed when missing, as `browser` does for Chromium.
-NPM_TOOLS := @modelcontextprotocol/server-everything@2026.8.31 axe-core@4.14.1 @playwright/mcp@0.0.83
+NPM_TOOLS := @modelcontextprotocol/server-everything@2026.8.31 @modelcontextprotocol/server-filesystem@2026.8.31 @modelcontextprotocol/server-memory@2026.8.31 axe-core@4.14.1 @playwright/mcp@0.0.83
 NPM_STAMP := .cache/npm/.installed-$(shell echo '$(NPM_TOOLS)' | cksum | cut -d' ' -f1)
 
 npm-tools: $(NPM_STAMP)
@@ -129,6 +129,21 @@ $(LLM_STAMP):
 	  "$$venv/bin/python" -m pip install --quiet --disable-pip-version-check llm==$(LLM_VERSION)
 	touch $@
 
+# MCP servers people install from PyPI, pinned, in a venv of their own (.cache/mcp-py), run as
+# stdio plugins by tests/test_plugins_pypi_servers.py (docs/plugins.md). Made at .cache's real
+# path like `llm`'s; a changed list installs again.
+MCP_PY_TOOLS := mcp-server-time==2026.10.19 mcp-server-git==2026.10.19
+MCP_PY_VENV  := .cache/mcp-py
+MCP_PY_STAMP := $(MCP_PY_VENV)/.installed-$(shell echo '$(MCP_PY_TOOLS)' | cksum | cut -d' ' -f1)
+
+mcp-py: $(MCP_PY_STAMP)
+
+$(MCP_PY_STAMP):
+	mkdir -p .cache && rm -rf $(MCP_PY_VENV)
+	venv="$$(realpath -m $(MCP_PY_VENV))" && $(PYTHON) -m venv "$$venv" && \
+	  "$$venv/bin/python" -m pip install --quiet --disable-pip-version-check $(MCP_PY_TOOLS)
+	touch $@
+
 # The suite runs in TEST_WORKERS processes (pytest-xdist): alone it leaves 2 cores two thirds
 # idle, waiting on servers, browsers and subprocesses. Each file runs whole in one worker
 # (--dist loadfile: a file's module-scoped servers and browser start once), the slowest files
@@ -137,7 +152,7 @@ $(LLM_STAMP):
 # last: `make test PYTEST_ARGS="-n 0"` runs it in one process, `PYTEST_ARGS="-x -p no:randomly"` ...
 TEST_WORKERS ?= 3
 
-test: setup browser postgres npm-tools llama llm
+test: setup browser postgres npm-tools llama llm mcp-py
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
 
 # The inner loop: every test that starts nothing but pytest's own processes (no browser, no

@@ -8,6 +8,7 @@ from __future__ import annotations
 import ipaddress
 import json
 import re
+import shlex
 from dataclasses import asdict, dataclass, fields, replace
 from collections.abc import Iterable
 from typing import Any
@@ -209,14 +210,16 @@ class Plugin:
     command: str = ""  # stdio: the program, run without a shell
     args: tuple[str, ...] = ()  # stdio: its arguments
     env: tuple[tuple[str, str], ...] = ()  # stdio: its environment (nothing else is passed)
+    instructions: str = ""  # what its server says about using it (`initialize`), as of `status`
 
     def __post_init__(self) -> None:
         check_name(self.name)
 
     @property
     def where(self) -> str:
-        """What the page shows for where the plugin is: its address, or the command it runs."""
-        return self.address if self.kind == "http" else " ".join([self.command, *self.args])
+        """What the page shows for where the plugin is: its address, or the command it runs, as
+        a shell would read it (an argument with spaces quoted: its boundaries seen)."""
+        return self.address if self.kind == "http" else shlex.join([self.command, *self.args])
 
 
 @dataclass(frozen=True)

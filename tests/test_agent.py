@@ -226,3 +226,15 @@ def test_a_request_that_cannot_be_prepared_fails_in_plain_words():
     events = []
     asyncio.run(loop.run([Message("user", "x" * 10)], [], stream, events.append, prepare=prepare))
     assert stream.seen == [] and [e.message for e in events if isinstance(e, loop.Failed)] == ["Your message is too long."]
+
+
+def test_a_bare_mcp_name_is_answered_with_the_plugin_tool_it_means():
+    from dataclasses import replace
+
+    fs_read = replace(echo_tool("fs_read_text_file"), plugin="fs")
+    other = replace(echo_tool("git_read_text"), plugin="git")
+    stream = scripted([call("read_text_file", "{}", 0, "a"), call("read", "{}", 1, "b")], [Delta(text="ok")])
+    events, _ = run([Message("user", "go")], [fs_read, other, echo_tool("read_text")], stream)
+    ends = [e.output for e in events if isinstance(e, loop.ToolEnd)]
+    assert ends[0] == "Error: there is no tool named 'read_text_file'. Did you mean 'fs_read_text_file'?"
+    assert ends[1] == "Error: there is no tool named 'read'.", "no guess when it is not one tool"

@@ -65,7 +65,9 @@ def test_calls_without_a_result_say_why():
     items = [it("user", 1, 1, "go"),
              it("call", 2, 1, name="a", input="{}", state="declined"),
              it("call", 3, 1, name="b", input="{}", state="approval"),
-             it("call", 4, 1, name="c", input="{}", state="failed", output="Interrupted by a restart.")]
+             it("call", 4, 1, name="c", input="{}", state="failed", output="Interrupted by a restart."),
+             it("call", 5, 1, name="d", input="{}", state="done", output="", done=True)]  # an MCP result with no content
     tool_messages = [m.content for m in to_messages(None, items) if m.role == "tool"]
     assert tool_messages == ["The person declined this call.", "This call is waiting for the person's approval.",
-                             "Interrupted by a restart."]
+                             "Interrupted by a restart.", "The tool finished and returned nothing."]
+

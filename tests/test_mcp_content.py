@@ -45,3 +45,34 @@ def test_audio_is_sniffed():
     assert filestore.sniff(WAV) == "audio/wav"
     assert filestore.sniff(b"ID3\x04" + bytes(10)) == "audio/mpeg"
     assert filestore.sniff(b"OggS" + bytes(10)) == "audio/ogg"
+
+
+PNG = b"\x89PNG\r\n\x1a\n" + bytes(8)
+
+
+def test_what_is_not_shown_is_said_so(store):
+    chat = store.new_conversation(None).id
+    image = lambda data, mime="image/png": types.ImageContent(type="image", data=data, mime_type=mime)  # noqa: E731
+    result = types.CallToolResult(content=[
+        image(base64.b64encode(b"<svg xmlns='http://www.w3.org/2000/svg'/>").decode(), "image/svg+xml"),
+        image("not base64 at all!"),
+        image(base64.b64encode(PNG).decode()),
+        image(base64.b64encode(PNG).decode()),
+    ])
+    done = convert(result, "pics", store, chat)
+    assert done.text.splitlines() == [
+        "[image: image/svg+xml, 41 bytes, of a type Tabletalk does not show]",
+        "[image: image/png, which could not be read: its data is not valid base64]",
+        "[image: image/png, 16 bytes, shown to the person and attached below]",
+        "[image: image/png, 16 bytes, not kept: a call keeps its first only]",
+    ]
+    assert store.file(done.file)["name"] == "pics.png", "the first image it can show is the call's file"
+
+
+def test_an_embedded_text_resource_is_named_by_its_uri():
+    result = types.CallToolResult(content=[
+        types.TextContent(type="text", text="Here it is:"),
+        types.EmbeddedResource(type="resource", resource=types.TextResourceContents(
+            uri="file:///notes/a.txt", mime_type="text/plain", text="the file's words")),
+    ])
+    assert convert(result, "read").text == "Here it is:\n[resource: file:///notes/a.txt, text/plain]\nthe file's words"

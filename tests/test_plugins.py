@@ -146,6 +146,32 @@ async def test_a_web_page_is_not_an_mcp_server():
     assert listing.status == "not an MCP server"
 
 
+async def test_an_address_without_its_endpoint_says_where_servers_listen(streamable):
+    bare = streamable.url.removesuffix("/mcp")
+    listing = await list_tools(plugin(1, bare), private_ok=True)
+    assert listing.status == ("not an MCP server (no MCP endpoint at this address: servers usually listen at "
+                              "/mcp, or /sse for SSE)")
+
+
+async def test_listings_end_their_sessions_and_a_cap_is_reported_in_the_servers_words():
+    with FakeMCPServer(sessions_cap=2) as capped:
+        p = plugin(1, capped.url, name="fake")
+        for _ in range(5):
+            assert (await list_tools(p, private_ok=True)).ok
+        assert capped.cap.deleted == 5 and not capped.cap.open, "each listing's session was ended (DELETE)"
+        sessions = Sessions()
+        try:
+            listing = await list_tools(p, private_ok=True)
+            tools = {t.name: t for t in for_run(listing.tools, PluginRun(sessions))}
+            for chat in (1, 2):  # two conversations hold the two sessions the server allows
+                await tools["fake_add"].run({"a": 1, "b": 2}, ToolContext(chat=chat, agent=1))
+            assert len(capped.cap.open) == 2
+            full = await list_tools(p, private_ok=True)
+            assert full.status == "503: Too many open sessions"
+        finally:
+            await sessions.close_all()
+
+
 async def test_a_silent_server_times_out():
     with socket.socket() as silent:  # accepts connections (the backlog) and never answers
         silent.bind(("127.0.0.1", 0))
@@ -301,6 +327,15 @@ async def test_a_call_to_a_plugin_that_went_away():
         await tools["fake_add"].run({"a": 1, "b": 2}, context())
 
 
+async def test_a_server_down_between_two_calls_says_the_call_was_not_sent():
+    with FakeMCPServer() as server:
+        tools = await tools_of(server)
+        assert (await tools["fake_add"].run({"a": 1, "b": 2}, context())).text == "3"
+    with pytest.raises(PluginError) as refused:
+        await tools["fake_add"].run({"a": 1, "b": 2}, context())
+    assert str(refused.value) == "The plugin fake is unreachable: the call was not sent."
+
+
 async def test_a_plugin_that_stopped_answering_holds_no_message_up():
     """Listed once, then silent (a socket that accepts and never answers, on its port): the
     next run waits about a second and offers the tools it listed before; once its listing
@@ -355,6 +390,16 @@ async def test_a_result_over_the_size_limit_says_so(streamable):
     assert str(failed.value) == ("fake’s answer was larger than 16 MB, the most Tabletalk takes from a plugin, "
                                  "so it was not read")
     assert (await tools["fake_add"].run({"a": 1, "b": 1}, context())).text == "2", "the next call works"
+
+
+async def test_over_sse_a_result_may_be_as_large_as_over_streamable_http(sse):
+    """The mcp package's SSE client stops at 1 MiB events: 200,000 lines are about 2.3 MB."""
+    tools = await tools_of(sse)
+    assert len((await tools["fake_lines"].run({"count": 200_000}, context())).text) > 2_000_000
+    with pytest.raises(PluginError) as failed:
+        await tools["fake_lines"].run({"count": 1_600_000}, context())
+    assert str(failed.value) == ("fake’s answer was larger than 16 MB, the most Tabletalk takes from a plugin, "
+                                 "so it was not read")
 
 
 async def test_a_plugin_down_from_the_start_holds_up_only_the_first_message(monkeypatch):

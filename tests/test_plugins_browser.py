@@ -141,3 +141,46 @@ def test_slash_on_a_new_conversations_empty_composer_begins_it_with_a_prompt(bro
         page.locator("article.user", has_text="What's weather in Paris, IDF?").wait_for(timeout=15_000)
         page.locator("article.text", has_text="It is mild in Paris.").wait_for(timeout=15_000)
         assert page.locator("#items > article.user").count() == 1, "the prompt is the first message"
+
+
+def test_command_plugins_on_the_tabs_as_a_person_adds_them(browser, data, env, tmp_path):
+    """server-filesystem (npm) and a raw server of ours added with the stdio form: named after
+    the package, their left-out tools named with why, destructive tools marked and waiting for
+    approval, and the warning when the tools take more than half the window."""
+    import sys
+    from pathlib import Path
+
+    from tests.conftest import Served
+    from tests.test_plugins_npm_servers import FILESYSTEM
+
+    if not FILESYSTEM.exists():
+        pytest.skip("make npm-tools installs server-filesystem")
+    raw = Path(__file__).resolve().parent / "fakes" / "raw_stdio_server.py"
+    served = Served(data, {**env, "TABLETALK_STDIO_PLUGINS": "1", "TABLETALK_CONTEXT_WINDOW": "4096"}).start()
+    try:
+        with served.watched_page(browser, viewport={"width": 1280, "height": 800}) as page:
+            page.goto("/agents")
+            page.locator(".agent-list a").first.click()
+            page.goto(page.url.split("?")[0] + "?tab=plugins")
+            agent = page.url.split("?")[0]
+            for program, args in ((str(FILESYSTEM), str(tmp_path)), (sys.executable, str(raw))):
+                form = page.locator("form", has=page.locator('input[name="kind"][value="stdio"]'))
+                form.locator('input[name="command"]').fill(program)
+                form.locator('textarea[name="args"]').fill(args)
+                form.locator("button[type=submit]").click()
+                page.wait_for_load_state()
+            names = page.locator("li.plugin strong").all_text_contents()
+            assert names == ["filesystem", "raw_stdio_server"], names
+            assert "more than half" in page.locator("p.problem").first.text_content()
+            raw_item = page.locator("li.plugin", has_text="raw_stdio_server")
+            raw_item.locator("details.plugin-tools summary").click()
+            assert "not offered: it has no inputSchema" in raw_item.text_content()
+            shots(page, "stdio-plugins")
+            page.goto(agent + "?tab=tools")
+            row = page.locator("table.tools tr", has=page.locator("code", has_text="filesystem_write_file"))
+            assert "may delete or overwrite" in row.text_content()
+            assert row.locator('input[name="approve"]').is_checked()
+            row.scroll_into_view_if_needed()
+            shots(page, "stdio-tools")
+    finally:
+        served.stop()

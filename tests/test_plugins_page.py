@@ -218,3 +218,46 @@ async def test_a_plugin_down_after_a_restart_offers_its_kept_tools_and_says_why(
     with pytest.raises(mcp_tools.PluginError) as failed:
         await tools["ev_add"].run({"a": 1, "b": 2}, ToolContext(chat=1, agent=agent.id))
     assert str(failed.value) == "The plugin ev is unreachable."
+
+
+@pytest.mark.parametrize("command,args,name", [
+    ("/usr/bin/npx", ("-y", "@modelcontextprotocol/server-memory"), "memory"),
+    ("/usr/bin/npx", ("-y", "@modelcontextprotocol/server-filesystem@2026.8.31", "/srv"), "filesystem"),
+    ("/usr/bin/npx", ("@playwright/mcp@latest",), "playwright"),
+    ("uvx", ("mcp-server-git", "--repository", "."), "git"),
+    ("/opt/venv/bin/mcp-server-time", (), "time"),
+    ("/usr/bin/python3", ("-m", "mcp_server_fetch"), "fetch"),
+    ("/usr/bin/node", ("/x/node_modules/@modelcontextprotocol/server-everything/dist/index.js", "stdio"), "everything"),
+    ("/usr/local/bin/my-tool", ("--flag",), "my-tool"),
+])
+def test_a_command_plugin_is_named_after_its_package_or_program(command, args, name):
+    from app.plugins.stdio import program_name
+
+    assert program_name(command, args) == name
+
+
+def test_a_running_calls_summary_line_says_its_latest_progress():
+    from app.tables import item
+    from app.web.live import state_html
+
+    def it(kind, id, turn, text="", **kw):
+        return item(kind, 1, text, id=id, turn=turn, **kw)
+
+    running = it("call", 6, 1, name="fs_index", input="{}", state="running", output="1/10\n3/10 folders read")
+    assert ">running: 3/10 folders read</span>" in state_html(running)
+    done = it("call", 7, 1, name="fs_index", input="{}", state="done", output="all read", done=True)
+    assert ">done</span>" in state_html(done)
+
+
+def test_the_tab_warns_when_the_tools_take_more_than_half_the_window(make_client):
+    from app.context.window import tools_tokens
+    from app.tools.standard import builtin_tools
+
+    window = tools_tokens(builtin_tools()) * 2 + 200  # the built-in tools fit in half of it, a plugin's do not
+    with make_client(CHAT_PRIVATE_PLUGINS="1", TABLETALK_CONTEXT_WINDOW=str(window)) as client, \
+            FakeMCPServer() as mcp:
+        url = agent_url(client)
+        assert "more than half" not in soup(client.get(url + "?tab=plugins")).text
+        add(client, url, name="fake", address=mcp.url)
+        said = soup(client.get(url + "?tab=plugins")).select_one("p.problem").text
+        assert "more than half" in said and f"window of {window:,}" in said, said

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from app.plugins.sessions import Sessions
-from app.plugins.tools import PluginRun, for_run, list_tools
+from app.plugins.tools import PluginError, PluginRun, for_run, list_tools
 from app.tables import Plugin
 from app.tools import ToolContext
 from tests.conftest import csrf, soup
@@ -66,6 +66,55 @@ async def test_a_command_runs_once_per_conversation_session_and_stops_when_close
         sessions.idle = 0
         await sessions.sweep()
         assert not sessions.open, "idle sessions close, and their processes stop"
+    finally:
+        await sessions.close_all()
+
+
+async def test_a_command_that_dies_mid_call_says_the_call_may_have_run():
+    sessions = Sessions()
+    tools = await tools_of(command(), sessions=sessions)
+    try:
+        with pytest.raises(PluginError) as ended:
+            await tools["fake_die"].run({}, ToolContext(chat=1, agent=1))
+        assert str(ended.value) == ("The command of fake ended during the call: it may or may not have finished. "
+                                    "Its last words on standard error: dying now")
+    finally:
+        await sessions.close_all()
+
+
+async def test_a_commands_result_has_the_same_size_limit():
+    sessions = Sessions()
+    tools = await tools_of(command(), sessions=sessions)
+    try:
+        ctx = ToolContext(chat=1, agent=1)
+        with pytest.raises(PluginError) as failed:  # about 19 MB
+            await tools["fake_lines"].run({"count": 1_600_000}, ctx)
+        assert str(failed.value) == ("fake’s answer was larger than 16 MB, the most Tabletalk takes from a plugin, "
+                                     "so it was not read")
+        assert (await tools["fake_lines"].run({"count": 2}, ctx)).text == "line 1\nline 2\n"
+    finally:
+        await sessions.close_all()
+
+
+RAW = Path(__file__).resolve().parent / "fakes" / "raw_stdio_server.py"
+
+
+async def test_malformed_tools_are_left_out_and_named_the_others_kept():
+    raw = Plugin(agent=1, name="raw", address="", kind="stdio", command=sys.executable, args=(str(RAW),), id=11)
+    listing = await list_tools(raw, private_ok=False, stdio_ok=True)
+    assert listing.status == "4 tools", listing.status
+    assert {t.name for t in listing.tools} == {"raw_good", "raw_empty", "raw_loose", "raw_odd"}
+    assert listing.hidden == ("stringy: its inputSchema is of type string, not object: a call's arguments are an object",
+                              "noschema: it has no inputSchema")
+    tools = {t.name: t for t in listing.tools}
+    assert tools["raw_empty"].parameters == {"type": "object", "properties": {}}, "an empty schema: no arguments"
+    assert "required" not in tools["raw_loose"].parameters or tools["raw_loose"].parameters["required"] == ["a"], \
+        "a required name it does not describe is not required by our check"
+    sessions = Sessions()
+    try:
+        given = {t.name: t for t in for_run(listing.tools, PluginRun(sessions))}
+        odd = (await given["raw_odd"].run({}, ToolContext(chat=1, agent=1))).text
+        assert odd == "before\n[a content block of type 'hologram', which MCP does not define: left out]\nafter"
     finally:
         await sessions.close_all()
 
@@ -123,10 +172,28 @@ def test_the_owner_adds_a_command_when_the_setting_allows_it(make_client):
         item = soup(client.get(url + "?tab=plugins")).select_one("li.plugin")
         assert item.select_one("strong").text == "local"
         assert item.select_one("span.muted").text == f"{sys.executable} {FAKE}"
-        assert "over stdio (a command on this machine)" in item.text and "2 tools" in item.text
+        client.post(url + "/plugins", data={"_csrf_token": csrf(client, url), "kind": "stdio", "name": "spaced",
+                                            "command": sys.executable, "args": f"{FAKE}\nhello world\nsecond"})
+        spaced = soup(client.get(url + "?tab=plugins")).select("li.plugin")[1]
+        assert spaced.select_one("span.muted").text == f"{sys.executable} {FAKE} 'hello world' second", \
+            "an argument's boundaries are seen"
+        assert "over stdio (a command on this machine)" in item.text and "5 tools" in item.text
         assert item.select_one('textarea[name="env"]').text == "GREETING=hi there"
         tools = [c.text for c in soup(client.get(url + "?tab=tools")).select("table.tools code")]
         assert "local_whoami" in tools
+
+
+def test_the_tab_names_the_tools_left_out_and_why(make_client):
+    with make_client(TABLETALK_STDIO_PLUGINS="1") as client:
+        url = agent_url(client)
+        client.post(url + "/plugins", data={"_csrf_token": csrf(client, url), "kind": "stdio", "name": "raw",
+                                            "command": sys.executable, "args": str(RAW)})
+        item = soup(client.get(url + "?tab=plugins")).select_one("li.plugin")
+        assert "4 tools" in item.text
+        assert "Its 4 tools (and 2 not offered)" in item.select_one("details.plugin-tools summary").text
+        badges = [b.text for b in item.select("details.plugin-tools .badge")]
+        assert badges == ["not offered: its inputSchema is of type string, not object: a call's arguments are an object",
+                          "not offered: it has no inputSchema"]
 
 
 @pytest.mark.parametrize("fields,says", [
@@ -168,6 +235,22 @@ def test_a_command_plugins_tool_is_used_in_a_run(make_client, fake):
         call = page.select_one("article.call")
         assert call.select_one(".state").text == "done"
         assert "GREETING=hi" in call.select_one("pre.output").text
+
+
+def test_a_servers_instructions_reach_the_model_under_its_plugins_name(make_client, fake):
+    from tests.conftest import start_chat, wait_for
+
+    with make_client(TABLETALK_STDIO_PLUGINS="1") as client:
+        url = agent_url(client)
+        token = csrf(client, url)
+        client.post(url + "/plugins", data={"_csrf_token": token, "kind": "stdio", "name": "raw",
+                                            "command": sys.executable, "args": str(RAW)})
+        fake.script("Noted.")
+        chat = start_chat(client, "hello", token=token)
+        wait_for(lambda: soup(client.get(chat)).select_one('#status[data-running="0"]'))
+        system = next(m["content"] for m in fake.streamed[-1]["messages"] if m["role"] == "system")
+        assert "From the server of the plugin raw (its tools begin with raw_):\nCall good before anything else." \
+            in system
 
 
 def test_another_persons_agent_cannot_run_a_command(make_client, data, tmp_path):

@@ -50,11 +50,18 @@ async def run_tool(call: ToolCall, tools: dict[str, Tool], emit: Emit, context: 
     tool = tools.get(call.name)
     result: Result | None = None
     if tool is None:
-        output, ok = f"Error: there is no tool named {call.name[:80]!r}.", False
+        output, ok = f"Error: there is no tool named {call.name[:80]!r}.{_meant(call.name, tools)}", False
     else:
         output, ok, result = await _checked_run(call, tool, emit, context)
     emit(ToolEnd(call, output, ok, result))
     return Message("tool", output, tool_call_id=call.id)
+
+
+def _meant(name: str, tools: dict[str, Tool]) -> str:
+    """A plugin tool's name the model meant when it called the bare MCP name (a description
+    names `read_text_file`, the tool is `fs_read_text_file`): said when exactly one fits."""
+    fits = [t.name for t in tools.values() if t.plugin and name and t.name.endswith("_" + name)]
+    return f" Did you mean {fits[0]!r}?" if len(fits) == 1 else ""
 
 
 async def _checked_run(call: ToolCall, tool: Tool, emit: Emit, context: ToolContext | None) -> tuple[str, bool, Result | None]:

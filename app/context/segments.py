@@ -31,12 +31,21 @@ DECLINED = "The person declined this call."  # what the model is told of a call 
 
 
 def system_prompt(agent: Assistant | None, skills: Sequence[Skill] = (), memories: Sequence[str] = (),
-                  client: str = "") -> str:
+                  client: str = "", plugins: Sequence[tuple[str, str]] = ()) -> str:
     """The agent's instructions, then an API client's system messages (`client`, docs/api.md),
-    then the skills it can load, then what it remembers."""
-    parts = [(agent.instructions if agent else "").strip(), client.strip(), skillbook.prompt_section(skills),
-             memory.prompt_section(memories)]
+    then what its plugins' servers say about using them (`plugins`: name, instructions), then
+    the skills it can load, then what it remembers."""
+    parts = [(agent.instructions if agent else "").strip(), client.strip(), plugin_section(plugins),
+             skillbook.prompt_section(skills), memory.prompt_section(memories)]
     return "\n\n".join(p for p in parts if p)
+
+
+def plugin_section(plugins: Sequence[tuple[str, str]]) -> str:
+    """Each plugin's server's own instructions (MCP `initialize`), under the plugin's name: the
+    names its tools begin with. Its words, not the person's."""
+    said = [f"From the server of the plugin {name} (its tools begin with {name}_):\n{text.strip()}"
+            for name, text in plugins if text.strip()]
+    return "\n\n".join(said)
 
 
 def with_plan(prompt: str, plan: str) -> str:
@@ -174,7 +183,7 @@ def segments(items: list[Item], *, attachments: Attachments | None = None, image
             messages.append(said)
             short.append(said)
             for c in calls:
-                output = c.output or _unfinished(c)
+                output = c.output or (EMPTY if c.state == "done" else _unfinished(c))
                 messages.append(Message("tool", output, tool_call_id=call_id(c)))
                 brief = shortened(output)
                 short.append(messages[-1] if brief is output else Message("tool", brief, tool_call_id=call_id(c)))
@@ -214,6 +223,9 @@ def segments(items: list[Item], *, attachments: Attachments | None = None, image
     flush()
     close()
     return out
+
+
+EMPTY = "The tool finished and returned nothing."  # a done call with no output (an MCP result with no content)
 
 
 def _unfinished(call: Item) -> str:

@@ -19,6 +19,9 @@ class Attempt:
         # The id of the first event of the latest POST answered with a stream (the priming
         # event a server with an event store sends): where a resumption replays from.
         self.primed = ""
+        self.said = ""  # the start of the body of the latest HTTP error answered (its own words)
+        self.left_out: list[tuple[str, str]] = []  # tools of a listing that cannot be called, and why (link._mend)
+        self.unasked: list[BaseException] = []  # of `errors`, those of a GET's stream (it carried no request)
 
     async def record(self, response: httpx2.Response) -> None:
         self.statuses.append((response.request.method, response.status_code))
@@ -31,8 +34,15 @@ class Attempt:
                     and response.headers.get("content-type", "").startswith("text/event-stream"))
         if streamed:
             self.primed = ""
+        if response.status_code >= 400 and response.status_code != 401 and _small(response):
+            try:  # read here (it is small), the client reads it again from memory
+                self.said = (await response.aread()).decode("utf-8", "replace")[:SAID_MAX]
+            except httpx2.HTTPError:
+                pass
+            return
         if isinstance(response.stream, httpx2.AsyncByteStream):  # a body read that fails is noted here:
-            response.stream = _Noted(response.stream, self, streamed)  # the transports swallow some of those
+            response.stream = _Noted(response.stream, self, streamed,  # the transports swallow some of those
+                                     response.request.method == "GET")
 
     async def incoming(self, message: object) -> None:
         """The client's message handler: a transport's failure (a response over the size
@@ -43,6 +53,7 @@ class Attempt:
     def clear(self) -> None:
         self.statuses.clear()
         self.errors.clear()
+        self.unasked.clear()
 
     @property
     def auth_status(self) -> int | None:
@@ -64,9 +75,19 @@ class Attempt:
         return any(m == "POST" and s in (400, 404) for m, s in self.statuses)
 
 
+SAID_MAX = 2000  # characters of an error's body kept
+
+
+def _small(response: httpx2.Response) -> bool:
+    """An error whose body is not a stream and says its length, short enough to read at once."""
+    length = response.headers.get("content-length", "")
+    kind = response.headers.get("content-type", "")
+    return length.isdigit() and int(length) <= 64 * 1024 and not kind.startswith("text/event-stream")
+
+
 class _Noted(httpx2.AsyncByteStream):
-    def __init__(self, stream: httpx2.AsyncByteStream, attempt: Attempt, streamed: bool = False):
-        self._stream, self._attempt = stream, attempt
+    def __init__(self, stream: httpx2.AsyncByteStream, attempt: Attempt, streamed: bool = False, get: bool = False):
+        self._stream, self._attempt, self._get = stream, attempt, get
         self._head = b"" if streamed else None  # the stream's start, until its first event id is read
 
     async def __aiter__(self):
@@ -77,6 +98,8 @@ class _Noted(httpx2.AsyncByteStream):
                 yield chunk
         except Exception as exc:
             self._attempt.errors.append(exc)
+            if self._get:
+                self._attempt.unasked.append(exc)
             raise
 
     def _first_id(self, chunk: bytes) -> None:

@@ -6,9 +6,10 @@
 - The first image or audio part the person may see is stored as a file, the call's `file`:
   the page shows an image inline and plays audio; an image meant for the model too is sent
   to it as an image part (history.py) when the model takes images. Other media parts are
-  named in the text with their type and size.
+  named in the text with their type and size, and why they are not shown: a call keeps its
+  first only, a type Tabletalk does not show (an SVG), data that is not valid base64.
 - Resource links are named in the text; http(s) ones become the call's source chips.
-  Embedded text resources are included; binary ones are named.
+  Embedded text resources are included under their URI and type; binary ones are named.
 - With no content, the structured content as JSON.
 """
 from __future__ import annotations
@@ -82,8 +83,16 @@ def convert(result: types.CallToolResult, tool: str, store: Any = None, chat: in
         elif isinstance(block, types.ImageContent | types.AudioContent):
             what = "image" if isinstance(block, types.ImageContent) else "audio"
             data = _bytes(block.data)
-            note = f"[{what}: {block.mime_type}, {_size(block.data):,} bytes]"
-            if file_id is None and shown and data is not None and store is not None:
+            kind = block.mime_type.split(";")[0].strip().lower()
+            if data is None:
+                note = f"[{what}: {block.mime_type}, which could not be read: its data is not valid base64]"
+            elif kind not in EXTENSIONS:  # an SVG, say: not shown, not kept (it would be a .bin file)
+                note = f"[{what}: {block.mime_type}, {len(data):,} bytes, of a type Tabletalk does not show]"
+            elif file_id is not None and shown and store is not None:
+                note = f"[{what}: {block.mime_type}, {len(data):,} bytes, not kept: a call keeps its first only]"
+            else:
+                note = f"[{what}: {block.mime_type}, {len(data):,} bytes]"
+            if file_id is None and shown and data is not None and kind in EXTENSIONS and store is not None:
                 file_id = _store(store, chat, tool, block.mime_type, data)
                 if file_id is not None:
                     unsent = not sent
@@ -96,8 +105,8 @@ def convert(result: types.CallToolResult, tool: str, store: Any = None, chat: in
                 sources.append(Source(str(block.uri), block.title or block.name))
         elif isinstance(block, types.EmbeddedResource):
             resource = block.resource
-            if isinstance(resource, types.TextResourceContents):
-                parts.add(resource.text, shown, sent)
+            if isinstance(resource, types.TextResourceContents):  # named, to tell it from the tool's own text
+                parts.add(f"[resource: {resource.uri}, {resource.mime_type or 'text'}]\n{resource.text}", shown, sent)
             else:
                 parts.add(f"[resource: {resource.uri}, {resource.mime_type or 'binary'}, "
                           f"{_size(resource.blob):,} bytes]", shown, sent)
@@ -112,6 +121,21 @@ def convert(result: types.CallToolResult, tool: str, store: Any = None, chat: in
         page = "[This result was for the model only.]"
     return Result(text=model, sources=tuple(sources), file=file_id, shown=page if page != model else "",
                   unsent=unsent)
+
+
+def size(result: types.CallToolResult) -> int:
+    """About how many bytes the result took on the wire: its texts, its media (base64), its
+    embedded resources and its structured content."""
+    total = 0
+    for block in result.content:
+        for part in (block, getattr(block, "resource", None)):
+            for name in ("text", "data", "blob"):
+                value = getattr(part, name, None)
+                if isinstance(value, str):
+                    total += len(value)
+    if result.structured_content is not None:
+        total += len(json.dumps(result.structured_content, ensure_ascii=False))
+    return total
 
 
 def _store(store: Any, chat: int, tool: str, mime: str, data: bytes) -> int | None:

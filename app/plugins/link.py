@@ -13,8 +13,10 @@ and no status or exception text contains it.
 """
 from __future__ import annotations
 
+import functools
 import logging
 import re
+import time
 from typing import Any
 from collections.abc import Callable
 from contextlib import asynccontextmanager
@@ -96,6 +98,17 @@ class Link:
         import mcp_types as types
         return await self.session.list_tools(params=types.PaginatedRequestParams(cursor=cursor))
 
+    @property
+    def instructions(self) -> str:
+        """What the server says about using it (`instructions` in its `initialize` answer)."""
+        result = self.session.initialize_result
+        return (getattr(result, "instructions", None) or "") if result else ""
+
+    @property
+    def left_out(self) -> list[tuple[str, str]]:
+        """The tools its listings left out, with why: (name, reason)."""
+        return self._watched.attempt.left_out
+
     async def call_tool(self, name: str, arguments: dict[str, Any], progress_callback: Any = None) -> Any:
         return await self.session.call_tool(name, arguments, progress_callback=progress_callback)
 
@@ -151,6 +164,8 @@ class _Watched:
     def _seen(self, item: Any) -> Any:
         if isinstance(item, BaseException):
             self.attempt.errors.append(item)
+        elif isinstance(result := getattr(getattr(item, "message", None), "result", None), dict):
+            _mend(result, self.attempt)
         return item
 
     async def __aenter__(self) -> _Watched:
@@ -189,6 +204,51 @@ class _Watched:
     @property
     def last_context(self) -> Any:  # the sender's contextvars, which the dispatcher reads when there
         return getattr(self.stream, "last_context", None)
+
+
+CONTENT_TYPES = ("text", "image", "audio", "resource_link", "resource")  # the content blocks MCP defines
+
+
+def _mend(result: dict[str, Any], attempt: Attempt) -> None:
+    """A server's result made readable in place, before the mcp package checks it whole (one
+    bad part failed all of it: a plugin showed 0 tools for one malformed tool, a call failed
+    for one block of an unknown type). A listing's tools that cannot be called are left out
+    and named in `attempt.left_out` with why; a tool with an empty schema takes no arguments;
+    a content block of a type MCP does not define becomes a text naming it."""
+    import mcp_types as types
+    from pydantic import ValidationError
+
+    tools, content = result.get("tools"), result.get("content")
+    if isinstance(tools, list):
+        kept = []
+        for tool in tools:
+            name = str(tool.get("name", "?"))[:100] if isinstance(tool, dict) else "?"
+            schema = tool.get("inputSchema") if isinstance(tool, dict) else None
+            if isinstance(schema, dict) and not schema:
+                tool["inputSchema"] = schema = {"type": "object", "properties": {}}
+            if not isinstance(schema, dict):
+                attempt.left_out.append((name, "it has no inputSchema"))
+                continue
+            if schema.get("type", "object") != "object":
+                attempt.left_out.append((name, f"its inputSchema is of type {str(schema.get('type'))[:40]}, "
+                                               f"not object: a call's arguments are an object"))
+                continue
+            try:
+                types.Tool.model_validate(tool)
+            except ValidationError as exc:
+                first = exc.errors()[0]
+                where = ".".join(str(part) for part in first.get("loc", ())) or "the definition"
+                attempt.left_out.append((name, f"its definition is malformed ({where}: {first.get('msg', '')})"))
+                continue
+            kept.append(tool)
+        result["tools"] = kept
+    if isinstance(content, list):
+        for i, block in enumerate(content):
+            kind = block.get("type") if isinstance(block, dict) else None
+            if kind not in CONTENT_TYPES:
+                content[i] = {"type": "text",
+                              "text": f"[a content block of type {str(kind)[:40]!r}, which MCP does not define: "
+                                      f"left out]"}
 
 
 def _session_class() -> type:
@@ -255,11 +315,15 @@ async def connect(p: Plugin, transport: str, *, private_ok: bool, attempt: Attem
         return netguard.guarded_client(allow_private=private_ok, headers=headers, auth=auth or signed,
                                        timeout=timeout or CONNECT_TIMEOUT, max_bytes=MAX_BYTES, event_hooks=hooks)
 
+    async def heard(message: Any) -> None:  # the server's notifications outside any call
+        if getattr(message, "method", None) == "notifications/tools/list_changed" and p.id is not None:
+            tools_changed[p.id] = time.time()
+
     @asynccontextmanager
     async def linked(streams: tuple[Any, Any], end: Any = None):
         read, write = streams
         watched = _Watched(read, attempt)
-        options = {**DECLARED, **mcp_asks.callbacks(asker), **callbacks}
+        options = {"message_handler": heard, **DECLARED, **mcp_asks.callbacks(asker), **callbacks}
         async with _session_class()(watched, write, **options) as s:
             if resume is not None and transport == STREAMABLE:
                 import mcp_types as types
@@ -274,6 +338,7 @@ async def connect(p: Plugin, transport: str, *, private_ok: bool, attempt: Attem
             yield link
         return
     if transport == SSE:
+        _sse_event_limit()
         async with sse_client(p.address, headers=sent, timeout=timeout, sse_read_timeout=read_timeout,
                               httpx_client_factory=factory) as streams, linked(streams) as link:
             yield link
@@ -293,6 +358,17 @@ async def connect(p: Plugin, transport: str, *, private_ok: bool, attempt: Attem
             yield link
 
 
+def _sse_event_limit() -> None:
+    """The mcp package's SSE client reads events of at most 1 MiB (about 0.5 MB of text when
+    `structuredContent` repeats it) and takes no limit, as its Streamable HTTP client does
+    (`max_sse_event_size`): its helper that opens the event stream is given ours, MAX_BYTES,
+    so the 16 MB a plugin may send holds on both transports."""
+    import mcp.client.sse as sse
+
+    if not isinstance(sse.sse_within_origin, functools.partial):
+        sse.sse_within_origin = functools.partial(sse.sse_within_origin, max_event_size=MAX_BYTES)
+
+
 async def _delete(http: httpx2.AsyncClient, address: str, link: Link) -> None:
     """The DELETE that ends a Streamable HTTP session (a server that does not allow it answers 405)."""
     sent = {"mcp-session-id": link.session_id}
@@ -302,6 +378,11 @@ async def _delete(http: httpx2.AsyncClient, address: str, link: Link) -> None:
         await http.delete(address, headers=sent)
     except Exception as exc:  # ending is a courtesy: the server's own timeout ends it too
         log.info("ending the session at %s failed (%s)", address, type(exc).__name__)
+
+
+# When each plugin (by id) last said its tools changed (`notifications/tools/list_changed`, on
+# any session of this process): a listing read before that is old (app/plugins/tools.py).
+tools_changed: dict[int, float] = {}
 
 
 def private_ok(lifted: bool, owner: int | None, agent_person: int | None) -> bool:
@@ -317,16 +398,18 @@ def why(exc: BaseException, attempt: Attempt, p: Plugin) -> str:
     if p.kind == "stdio":
         if started := next((leaf for leaf in found if isinstance(leaf, mcp_stdio.StdioError)), None):
             return str(started)
-        if any(isinstance(leaf, TimeoutError) for leaf in found):
-            return "timed out"
         said = f": {attempt.stderr}" if attempt.stderr else ""
+        if any(isinstance(leaf, TimeoutError) for leaf in found):
+            return f"timed out{said}"
+        if refused := _refused(found, attempt):
+            return refused
         return f"the command ended without answering as an MCP server{said}"
     for leaf in found:
         if isinstance(leaf, mcp_oauth_tokens.NeedsSignIn):  # the stored tokens stopped working
             return "401: connect with OAuth again"
-        if isinstance(leaf, netguard.Refused) and "larger than" in str(leaf):
-            return (f"{p.name}’s answer was larger than {MAX_BYTES // (1024 * 1024)} MB, the most Tabletalk "
-                    f"takes from a plugin, so it was not read")
+        if (isinstance(leaf, netguard.Refused) and "larger than" in str(leaf)) or (
+                isinstance(leaf, httpx2.SSEError) and "byte limit" in str(leaf)):
+            return too_large(p)
         if isinstance(leaf, netguard.Refused | PluginError):
             return str(leaf)
     if status := attempt.auth_status:
@@ -340,7 +423,67 @@ def why(exc: BaseException, attempt: Attempt, p: Plugin) -> str:
         return "timed out"
     if any(isinstance(leaf, httpx2.RemoteProtocolError | httpx2.ReadError | ConnectionError) for leaf in found):
         return "the connection was lost"
+    if refused := _refused(found, attempt):
+        return refused
     return "not an MCP server"
+
+
+def never_sent(exc: BaseException, attempt: Attempt) -> bool:
+    """Whether a request failed only to connect (refused, or no connection in time): nothing
+    reached the server. A connection that broke after it was made may have carried it."""
+    unasked = {id(e) for e in attempt.unasked}
+    found = [leaf for leaf in [*leaves(exc), *(leaf for e in attempt.errors for leaf in leaves(e))]
+             if id(leaf) not in unasked]
+    connecting = (httpx2.ConnectError, httpx2.ConnectTimeout, ConnectionRefusedError)
+    broken = (httpx2.ReadError, httpx2.WriteError, httpx2.RemoteProtocolError, httpx2.ReadTimeout,
+              httpx2.WriteTimeout, ConnectionResetError, BrokenPipeError)
+    return (any(isinstance(leaf, connecting) for leaf in found)
+            and not any(isinstance(leaf, broken) for leaf in found))
+
+
+# The mcp client's own words for an HTTP error without a JSON-RPC body: the body is quoted instead.
+_STAND_INS = ("Server returned an error response", "Not Found", "Session terminated", "Unexpected content type",
+              "server answered a request with 202")
+
+
+def _refused(found: list[BaseException], attempt: Attempt) -> str:
+    """The server's own words for an HTTP error status or a JSON-RPC error ('' when neither):
+    "503: Too many open sessions", "the server answered with an error: Unsupported protocol"."""
+    from mcp.shared.exceptions import MCPError
+    from mcp_types import CONNECTION_CLOSED
+
+    error = next((leaf for leaf in found if isinstance(leaf, MCPError) and leaf.code != CONNECTION_CLOSED), None)
+    status = next((s for _, s in attempt.statuses if s >= 400), None)
+    words = error.message if error is not None and not error.message.startswith(_STAND_INS) else attempt.said
+    if status is not None and words and (status >= 500 or status == 429 or words is not attempt.said):
+        return f"{status}: {_short(words)}"  # (another 4xx without JSON-RPC may be an SSE server's: tried next)
+    if status is None and error is not None and words:
+        return f"the server answered with an error: {_short(words)}"
+    return ""
+
+
+def _short(words: str) -> str:
+    text = " ".join(words.split())
+    return text if len(text) <= 300 else text[:299] + "…"
+
+
+def where(address: str) -> str:
+    """A hint for an address without the path where MCP servers usually listen, for a status
+    "not an MCP server"."""
+    try:
+        path = urlsplit(address).path.rstrip("/")
+    except ValueError:
+        return ""
+    if path in ("",):
+        return " (no MCP endpoint at this address: servers usually listen at /mcp, or /sse for SSE)"
+    if not path.endswith(("/mcp", "/sse")):
+        return " (servers usually listen at /mcp, or /sse for SSE)"
+    return ""
+
+
+def too_large(p: Plugin) -> str:
+    return (f"{p.name}’s answer was larger than {MAX_BYTES // (1024 * 1024)} MB, the most Tabletalk "
+            f"takes from a plugin, so it was not read")
 
 
 def bad_address(address: str) -> str | None:

@@ -43,7 +43,7 @@ from app.plugins import resume as mcp_resume
 from app.plugins.asks import Asker
 from app.plugins.attempt import Attempt
 from app.plugins.errors import PluginError, leaves
-from app.plugins.link import CONNECT_TIMEOUT, STREAMABLE, Link, connect, why
+from app.plugins.link import CONNECT_TIMEOUT, STDIO, STREAMABLE, Link, connect, never_sent, why
 from app.plugins.oauth_tokens import TokenRows
 from app.tables import Plugin
 
@@ -134,6 +134,19 @@ class Sessions:
             fresh.store = store.unfenced if store is not None else None
             self.open[key] = fresh
             return fresh
+
+    def live(self, p: Plugin, chat: int, transport: str) -> Session | None:
+        """The conversation's session with the plugin held open here, if it is alive (nothing is opened)."""
+        s = self.open.get(_key(p, chat, transport))
+        if s is None or not s.alive or s.loop is not asyncio.get_running_loop():
+            return None
+        return s
+
+    async def close_plugin(self, plugin: int) -> None:
+        """Close this worker's sessions with a plugin (edited or refreshed: its processes or
+        sessions are of how it was reached before), ended on the server too."""
+        for s in [s for s in self.open.values() if s.plugin.id == plugin]:
+            await self._close(s, end=True)
 
     async def _open(self, key: tuple, p: Plugin, chat: int, transport: str, private_ok: bool,
                     kept: tuple[str, str] | None = None, tokens: TokenRows | None = None) -> Session:
@@ -333,6 +346,12 @@ async def call_tool(p: Plugin, mcp_name: str, args: dict[str, Any], *, chat: int
                 if s.failure is not None:
                     s.attempt.errors.append(s.failure)
                 reason = why(exc, s.attempt, p)
+                if transport == STDIO:  # the process ended: after it was given the call
+                    said = f" Its last words on standard error: {s.attempt.stderr}" if s.attempt.stderr else ""
+                    raise PluginError(f"The command of {p.name} ended during the call: it may or may not have "
+                                      f"finished.{said}") from None
+                if reason == "unreachable" and never_sent(exc, s.attempt):
+                    raise PluginError(f"The plugin {p.name} is unreachable: the call was not sent.") from None
                 if reason in ("not an MCP server", "the connection was lost", "unreachable"):
                     raise PluginError(f"The connection to {p.name} was lost during the call: it may or may "
                                       f"not have finished.") from None

@@ -35,6 +35,53 @@ def allowed(setting: bool, owner: int | None, agent_person: int | None) -> bool:
     return setting and owner is not None and agent_person == owner
 
 
+DOWNLOADERS = ("npx", "uvx", "bunx", "pnpx", "pipx")  # programs that fetch a package on its first run
+INTERPRETERS = ("node", "deno", "bun", "python", "python3")
+_PREFIXES = ("mcp-server-", "mcp_server_", "server-", "mcp-", "mcp_")
+_SUFFIXES = ("-mcp-server", "-mcp", "_mcp", "-server")
+
+
+def program_name(command: str, args: tuple[str, ...] = ()) -> str:
+    """What a command plugin is named when no name is given: its package or program without
+    the words every MCP server has (`npx -y @modelcontextprotocol/server-memory` is "memory",
+    `uvx mcp-server-git` "git", `python -m mcp_server_time` "time"), not "npx"."""
+    program = os.path.basename(command)
+    given = [a for a in args if a.strip()]
+    if program in DOWNLOADERS or program.startswith(INTERPRETERS):
+        if "-m" in given[:-1]:
+            given = [given[given.index("-m") + 1]]
+        spec = next((a for a in given if not a.startswith("-")), "")
+        if spec:
+            parts = spec.replace("\\", "/").split("/")
+            if "node_modules" in parts[:-1]:  # node …/node_modules/@scope/package/dist/index.js
+                after = parts[parts.index("node_modules") + 1:]
+                program = _package(after[:2] if after[0].startswith("@") else after[:1])
+            elif program in DOWNLOADERS:  # npx -y @scope/package@1.2.3
+                program = _package([parts[-2], parts[-1].split("@")[0]] if len(parts) > 1 else
+                                   [parts[-1].split("@")[0] or parts[-1]])
+            else:
+                program = os.path.splitext(parts[-1])[0]
+    name = program
+    for prefix in _PREFIXES:
+        if name.lower().startswith(prefix) and len(name) > len(prefix):
+            name = name[len(prefix):]
+            break
+    for suffix in _SUFFIXES:
+        if name.lower().endswith(suffix) and len(name) > len(suffix):
+            name = name[:-len(suffix)]
+            break
+    return name
+
+
+def _package(parts: list[str]) -> str:
+    """A package's name from its npm name's parts (scope and name): the scope when the name
+    says nothing (`@playwright/mcp` is "playwright")."""
+    name = parts[-1]
+    if len(parts) > 1 and name.lower() in ("mcp", "server", "mcp-server"):
+        return parts[0].lstrip("@")
+    return name
+
+
 @asynccontextmanager
 async def streams(p: Plugin, attempt: Any = None):
     """The streams of the plugin's command, started here and stopped on leaving."""

@@ -35,7 +35,8 @@ if TYPE_CHECKING:
 from app.plugins import asks as mcp_asks, content as mcp_content, sessions as mcp_sessions, stdio as mcp_stdio
 from app.plugins.attempt import Attempt
 from app.plugins.errors import PluginError
-from app.plugins.link import SSE, STDIO, STREAMABLE, bad_address, connect, private_ok, why
+from app.plugins.link import (MAX_BYTES, SSE, STDIO, STREAMABLE, Link, bad_address, connect, private_ok, too_large,
+                              tools_changed, where, why)
 from app.plugins.oauth_tokens import TokenRows
 from app.tables import Plugin
 from app.tools import NAME_LIMIT, Result, Tool, ToolContext, unique
@@ -60,6 +61,9 @@ class Listing:
     offers: tuple[str, ...] = ()  # "prompts", "resources": what else the server has
     hidden: tuple[str, ...] = ()  # tools not offered, and why ("x: runs only as a task")
     found: tuple[dict[str, Any], ...] = ()  # the MCP tool definitions as listed (kept in the row)
+    starting: bool = False  # a command's first listing still under way (its package downloading)
+    read: float = 0.0  # when (time.time()) the tools were listed, for one that worked
+    instructions: str = ""  # what the server says about using it (`initialize`), kept in the row
 
     @property
     def ok(self) -> bool:
@@ -112,13 +116,18 @@ async def list_tools(p: Plugin, *, private_ok: bool, timeout: float = 10,
     `tokens`: where the OAuth tokens of a plugin connected so are kept (the worker's store)."""
     listing = await _list_tools(p, private_ok=private_ok, timeout=timeout, call_timeout=call_timeout,
                                 stdio_ok=stdio_ok, tokens=tokens)
+    _remember(p, private_ok, listing)
+    return listing
+
+
+def _remember(p: Plugin, private_ok: bool, listing: Listing) -> None:
     key = _identity(p, private_ok)
     if listing.ok:
         _last[key] = listing
         _down.pop(key, None)
-    elif listing.status in ("timed out", "unreachable"):
+    elif listing.status in ("timed out", "unreachable") or (p.kind == "stdio" and not listing.status.startswith(
+            "refused")):  # a command that failed is not started again at every message
         _down[key] = (time.monotonic() + DOWN_SECONDS, listing.status)
-    return listing
 
 
 async def _list_tools(p: Plugin, *, private_ok: bool, timeout: float = 10,
@@ -142,16 +151,21 @@ async def _list_tools(p: Plugin, *, private_ok: bool, timeout: float = 10,
                 async with connect(p, transport, private_ok=private_ok, attempt=attempt,
                                    timeout=timeout, read_timeout=timeout, tokens=tokens) as client:
                     found = await _all_tools(client)
+                    left_out = tuple(client.left_out)
+                    instructions = client.instructions
                     caps = client.server_capabilities
+                    with anyio.move_on_after(2):  # the listing's session ends here (Streamable HTTP's DELETE):
+                        await client.end()  # a server with a cap on sessions would refuse new ones
         except Exception as exc:
             status = why(exc, attempt, p)
             log.info("plugin %s over %s: %s (%s)", p.name, transport, status, type(exc).__name__)
             if transport == STREAMABLE and status == "not an MCP server" and attempt.sse_only:
                 continue
-            return Listing([], status)
+            return Listing([], status + where(p.address) if status == "not an MCP server" else status)
         offers = tuple(o for o in ("prompts", "resources") if getattr(caps, o, None) is not None)
-        return _listing(p, found, transport, private_ok=private_ok, call_timeout=call_timeout, offers=offers)
-    return Listing([], status)
+        return _listing(p, found, transport, private_ok=private_ok, call_timeout=call_timeout, offers=offers,
+                        left_out=left_out, instructions=instructions)
+    return Listing([], status + where(p.address) if status == "not an MCP server" else status)
 
 
 STDIO_OFF = "refused: commands run on this machine are off (TABLETALK_STDIO_PLUGINS), or this agent is not the owner's"
@@ -170,12 +184,17 @@ async def _all_tools(client: Client) -> list[types.Tool]:
 
 
 def _listing(p: Plugin, found: list[types.Tool], transport: str, *, private_ok: bool,
-             call_timeout: float, offers: tuple[str, ...] = ()) -> Listing:
+             call_timeout: float, offers: tuple[str, ...] = (), read: float | None = None,
+             left_out: Iterable[tuple[str, str]] = (), instructions: str = "") -> Listing:
+    """`read`: when it was listed (None: now). `left_out`: tools of the listing that cannot be
+    called, with why (name, reason): kept in the row marked `leftOut`, for the tab."""
     tools: list[Tool] = []
     names: dict[str, str] = {}
     hidden: list[str] = []
+    left_out = tuple(left_out)
     kept = tuple({k: v for k, v in t.model_dump(mode="json", by_alias=True, exclude_none=True).items()
-                  if k in _KEPT} for t in found)
+                  if k in _KEPT} for t in found) + tuple({"name": name, LEFT_OUT: why} for name, why in left_out)
+    hidden.extend(f"{name}: {why}" for name, why in left_out)
     for mcp_tool in found:
         if mcp_tool.execution is not None and mcp_tool.execution.task_support == "required":
             hidden.append(f"{mcp_tool.name}: runs only as an MCP task, which Tabletalk does not run")
@@ -194,16 +213,20 @@ def _listing(p: Plugin, found: list[types.Tool], transport: str, *, private_ok: 
             parameters=schema,
             run=PluginCall(p, mcp_tool.name, transport, private_ok, call_timeout),
             idempotent=bool(hints and (hints.read_only_hint or hints.idempotent_hint)),
+            destructive=bool(hints and hints.destructive_hint is True and not hints.read_only_hint),
             plugin=p.name,
             key=identity(p, mcp_tool.name),
             dispatches=True,
         ))
     count = len(tools)
     return Listing(tools, f"{count} tool" if count == 1 else f"{count} tools", transport, names, offers,
-                   tuple(hidden), kept)
+                   tuple(hidden), kept, read=time.time() if read is None else read,
+                   instructions=instructions[:INSTRUCTIONS_MAX])
 
 
 _KEPT = ("name", "title", "description", "inputSchema", "annotations", "execution")  # of a listed tool, in the row
+LEFT_OUT = "leftOut"  # in the row, a tool of the listing that cannot be called: why
+INSTRUCTIONS_MAX = 4000  # characters of a server's instructions kept (and put in the system prompt)
 
 LINE_MAX = 120  # characters of a tool's line for a person
 
@@ -230,17 +253,23 @@ def kept_listing(p: Plugin, *, private_ok: bool, call_timeout: float = CALL_TIME
     import mcp_types as types
 
     try:
-        found = [types.Tool.model_validate(t) for t in json.loads(p.listed)] if p.listed else []
-    except (ValueError, TypeError):
+        kept = json.loads(p.listed) if p.listed else []
+        found = [types.Tool.model_validate(t) for t in kept if LEFT_OUT not in t]
+        left_out = [(str(t["name"]), str(t[LEFT_OUT])) for t in kept if LEFT_OUT in t]
+    except (ValueError, TypeError, KeyError):
         return None
     if not found or not p.transport:
         return None
-    return _listing(p, found, p.transport, private_ok=private_ok, call_timeout=call_timeout, offers=p.offers)
+    return _listing(p, found, p.transport, private_ok=private_ok, call_timeout=call_timeout, offers=p.offers,
+                    read=(p.status_at or 0.0) if status_ok(p.status) else 0.0, left_out=left_out,
+                    instructions=p.instructions)
 
 
 def record(store: Any, p: Plugin, listing: Listing) -> None:
-    """What a listing says, into the plugin's row when it says something new (or the time it
-    was read is a minute old): status, transport, the tools as listed, what else it offers."""
+    """What a listing says, into the plugin's row when it says something new (or it was read a
+    minute after the row's time): status, transport, the tools as listed, what else it offers.
+    A kept listing used again is not a reading: the row's time stays when it was read."""
+    at = listing.read if status_ok(listing.status) and listing.read else time.time()
     changes: dict[str, Any] = {}
     if listing.status != p.status:
         changes["status"] = listing.status
@@ -252,10 +281,12 @@ def record(store: Any, p: Plugin, listing: Listing) -> None:
             changes["transport"] = listing.transport
         if listing.offers != p.offers:
             changes["offers"] = listing.offers
+        if listing.instructions != p.instructions:
+            changes["instructions"] = listing.instructions
     elif status_ok(listing.status) and not listing.tools and p.listed:  # it lists no tools now
         changes["listed"] = ""
-    if changes or p.status_at is None or time.time() - p.status_at > 60:
-        store.update_plugin(p.id, status_at=time.time(), **changes)
+    if changes or p.status_at is None or at - p.status_at > 60:
+        store.update_plugin(p.id, status_at=at, **changes)
 
 
 # A plugin that timed out or could not be reached is not asked again for DOWN_SECONDS: each
@@ -267,6 +298,18 @@ def record(store: Any, p: Plugin, listing: Listing) -> None:
 DOWN_SECONDS = 60.0
 WAIT_KNOWN = 1.0
 WAIT_KNOWN_STDIO = 5.0  # a command is started for each listing: a second is too short for node or python
+# A stdio plugin's listing is not read at each message (that started its command each time:
+# 3-4 s and ~4.5 s of CPU a message with five of them). Its last listing (this process's,
+# else its row's) is used while it is younger than STDIO_FRESH and its server has not said
+# its tools changed (`notifications/tools/list_changed`, link.tools_changed); an older one is
+# read again through the conversation's live session with the command when there is one,
+# else by a listing of its own in the background while the run uses the last one.
+STDIO_FRESH = 600.0
+# How long a stdio listing may take. Its first start may download the package (`npx -y`, `uvx`):
+# it is never killed for taking a minute. A run waits WAIT_FIRST for a plugin never listed,
+# then goes on without its tools ("starting…") while the listing goes on and is kept.
+STDIO_START = 300.0
+WAIT_FIRST = 10.0
 _last: dict[tuple, Listing] = {}  # the last listing that worked, by plugin identity
 _down: dict[tuple, tuple[float, str]] = {}  # until when a plugin is not asked, and why
 _pending: dict[tuple, asyncio.Task] = {}  # listings under way, shared by the runs that wait
@@ -283,13 +326,15 @@ def _stale(last: Listing | None, why: str) -> Listing:
         return Listing([], f"{why} ({when})")
     count = len(last.tools)
     return Listing(last.tools, f"{why} ({when}); its {count} tool{'s' if count != 1 else ''} as listed before",
-                   last.transport, last.names, last.offers, last.hidden)
+                   last.transport, last.names, last.offers, last.hidden, read=last.read)
 
 
 def defaults_optional(schema: Any) -> Any:
     """The schema with every property that has a default left out of `required`, at every
     level: the server fills in a default, so a call without it is one the server accepts
-    (Playwright MCP's screenshot `scale`), and our check must not refuse it."""
+    (Playwright MCP's screenshot `scale`), and our check must not refuse it. So is a required
+    name the properties do not describe (the model cannot know what to give, and the server
+    may well take the call without it)."""
     if isinstance(schema, list):
         return [defaults_optional(s) for s in schema]
     if not isinstance(schema, dict):
@@ -297,7 +342,8 @@ def defaults_optional(schema: Any) -> Any:
     out = {k: defaults_optional(v) for k, v in schema.items()}
     properties, required = out.get("properties"), out.get("required")
     if isinstance(properties, dict) and isinstance(required, list):
-        kept = [r for r in required if not (isinstance(properties.get(r), dict) and "default" in properties[r])]
+        kept = [r for r in required
+                if r in properties and not (isinstance(properties[r], dict) and "default" in properties[r])]
         if kept:
             out["required"] = kept
         else:
@@ -307,32 +353,132 @@ def defaults_optional(schema: Any) -> Any:
 
 async def refresh(plugins: Iterable[Plugin], *, private_ok: bool, timeout: float = 10,
                   call_timeout: float = CALL_TIMEOUT, stdio_ok: bool = False,
-                  tokens: TokenRows | None = None) -> dict[int | None, Listing]:
-    """Every enabled plugin's listing, by plugin id, read concurrently (see DOWN_SECONDS)."""
+                  tokens: TokenRows | None = None, store: Any = None, sessions: mcp_sessions.Sessions | None = None,
+                  chat: int | None = None) -> dict[int | None, Listing]:
+    """Every enabled plugin's listing, by plugin id, read concurrently (see DOWN_SECONDS and
+    STDIO_FRESH). A listing that outlives the run that began it is kept in its row through
+    `store`; `sessions` and `chat`: the conversation's live sessions, which a stdio plugin's
+    listing is read through when there is one."""
     enabled = [p for p in plugins if p.enabled]
 
     async def one(p: Plugin) -> Listing:
         key = _identity(p, private_ok)
-        last = _last.get(key) or kept_listing(p, private_ok=private_ok, call_timeout=call_timeout)
+        last = _known(p, key, private_ok, call_timeout)
         down = _down.get(key)
         if down and down[0] > time.monotonic():
             return _stale(last, down[1])
-        task = _pending.get(key)
-        if task is None or task.done():
-            task = _pending[key] = asyncio.get_running_loop().create_task(
-                list_tools(p, private_ok=private_ok, timeout=timeout, call_timeout=call_timeout, stdio_ok=stdio_ok,
-                           tokens=tokens),
-                name=f"plugin-listing-{p.name}")
-            task.add_done_callback(lambda t: _pending.pop(key, None) if _pending.get(key) is t else None)
+        stdio = p.kind == "stdio" and stdio_ok
+        if stdio and last is not None:
+            if not _old(p, last.read):
+                return last
+            if sessions is not None and chat is not None and (live := sessions.live(p, chat, STDIO)) is not None:
+                fresh = await _list_in(live.client, p, private_ok, call_timeout)
+                if fresh is not None:
+                    _remember(p, private_ok, fresh)
+                    return fresh
+        task = _listing_task(p, private_ok=private_ok, timeout=STDIO_START if stdio else timeout,
+                             call_timeout=call_timeout, stdio_ok=stdio_ok, tokens=tokens, store=store)
+        if stdio and last is not None:  # old: read again for the next run, this one goes on with it
+            return last
         if last is not None or down is not None:  # known, or known to have been down
             done, _ = await asyncio.wait({task}, timeout=WAIT_KNOWN_STDIO if p.kind == "stdio" else WAIT_KNOWN)
             if task not in done:
                 return _stale(last, "slow to answer" if last is not None else down[1])
+        elif stdio:
+            done, _ = await asyncio.wait({task}, timeout=WAIT_FIRST)
+            if task not in done:
+                return Listing([], starting(p), starting=True)
         fresh = await asyncio.shield(task)
         return fresh if fresh.ok or last is None else _stale(last, fresh.status)
 
     listings = await asyncio.gather(*(one(p) for p in enabled))
     return {p.id: listing for p, listing in zip(enabled, listings)}
+
+
+def _known(p: Plugin, key: tuple, private_ok: bool, call_timeout: float) -> Listing | None:
+    """The plugin's last listing that worked: this process's, or its row's when that is newer
+    (another worker, or this one before a restart, read it later)."""
+    last = _last.get(key)
+    if last is None or (status_ok(p.status) and (p.status_at or 0.0) > last.read):
+        return kept_listing(p, private_ok=private_ok, call_timeout=call_timeout) or last
+    return last
+
+
+def _old(p: Plugin, read_at: float) -> bool:
+    """Whether a listing read at `read_at` should be read again: too old, or its server said
+    its tools changed since."""
+    return time.time() - read_at > STDIO_FRESH or (p.id is not None and tools_changed.get(p.id, 0.0) > read_at)
+
+
+async def _list_in(client: Link | None, p: Plugin, private_ok: bool, call_timeout: float) -> Listing | None:
+    """The plugin's tools read through a live session's `client` (None when that failed)."""
+    if client is None:
+        return None
+    client.left_out.clear()
+    try:
+        with anyio.fail_after(WAIT_KNOWN_STDIO):
+            found = await _all_tools(client)
+    except Exception as exc:
+        log.info("plugin %s: listing in the live session failed (%s)", p.name, type(exc).__name__)
+        return None
+    caps = client.server_capabilities
+    offers = tuple(o for o in ("prompts", "resources") if getattr(caps, o, None) is not None)
+    return _listing(p, found, STDIO, private_ok=private_ok, call_timeout=call_timeout, offers=offers,
+                    left_out=client.left_out, instructions=client.instructions)
+
+
+def starting(p: Plugin) -> str:
+    """A stdio plugin's status while its first listing takes long (its package downloading)."""
+    program = p.command.rsplit("/", 1)[-1]
+    return f"starting… ({program} may be downloading)" if program in mcp_stdio.DOWNLOADERS else "starting…"
+
+
+def _listing_task(p: Plugin, *, private_ok: bool, timeout: float, call_timeout: float, stdio_ok: bool,
+                  tokens: TokenRows | None, store: Any) -> asyncio.Task:
+    """The plugin's listing under way (shared by whoever waits for it), else a new one. It is
+    kept in the plugin's row when it ends, whoever still waits: so a slow command's listing
+    lands even when every run went on without it."""
+    key = _identity(p, private_ok)
+    task = _pending.get(key)
+    if task is None or task.done():
+        task = _pending[key] = asyncio.get_running_loop().create_task(
+            _list_and_keep(p, store, private_ok=private_ok, timeout=timeout, call_timeout=call_timeout,
+                           stdio_ok=stdio_ok, tokens=tokens),
+            name=f"plugin-listing-{p.name}")
+        task.add_done_callback(lambda t: _pending.pop(key, None) if _pending.get(key) is t else None)
+    return task
+
+
+async def _list_and_keep(p: Plugin, store: Any, *, private_ok: bool, **how: Any) -> Listing:
+    listing = await list_tools(p, private_ok=private_ok, **how)
+    if store is not None and p.id is not None:
+        row = store.plugin_row(p.id)
+        if row is not None and _identity(row, private_ok) == _identity(p, private_ok):
+            record(store, row, listing)
+    return listing
+
+
+def under_way(p: Plugin, private_ok: bool) -> bool:
+    """Whether the plugin's listing is going on (a "starting…" status is still true)."""
+    task = _pending.get(_identity(p, private_ok))
+    return task is not None and not task.done()
+
+
+async def list_now(p: Plugin, *, private_ok: bool, stdio_ok: bool, tokens: TokenRows | None, store: Any,
+                   wait: float = 5) -> Listing:
+    """The plugin's tools read now, whatever is kept (a plugin added, the Refresh button): its
+    listing under way, else a new one. A command slower than `wait` s (its package downloading)
+    reads "starting…", and its listing goes on and lands in its row."""
+    stdio = p.kind == "stdio" and stdio_ok
+    key = _identity(p, private_ok)
+    if (task := _pending.get(key)) is not None and not task.done() and not stdio:
+        await asyncio.wait({task}, timeout=wait)  # a run's listing under way: the tab's is fresher
+    task = _listing_task(p, private_ok=private_ok, timeout=STDIO_START if stdio else wait, call_timeout=CALL_TIMEOUT,
+                         stdio_ok=stdio_ok, tokens=tokens, store=store)
+    done, _ = await asyncio.wait({task}, timeout=WAIT_FIRST if stdio else wait + 1)
+    if task not in done:
+        return Listing([], starting(p) if stdio else "timed out", starting=stdio)
+    return task.result()
 
 
 async def stop_listings() -> None:
@@ -347,21 +493,25 @@ async def stop_listings() -> None:
         await asyncio.wait(going, timeout=5)
 
 
-async def agent_tools(store: Any, config: Any, agent: Any, taken: set[str], run: PluginRun) -> list[Tool]:
-    """The tools of the agent's enabled plugins for `run`, listed afresh (see refresh), named
-    apart from `taken` (the oldest plugin keeps a name); each listing goes into its row."""
+async def agent_tools(store: Any, config: Any, agent: Any, taken: set[str], run: PluginRun,
+                      chat: int | None = None) -> list[Tool]:
+    """The tools of the agent's enabled plugins for `run` in conversation `chat`, as refresh
+    finds them, named apart from `taken` (the oldest plugin keeps a name); each listing goes
+    into its row."""
     enabled = store.plugins(agent.id, enabled_only=True)
     if not enabled:
         return []
     owner = store.owner()
-    listings = await refresh(enabled, private_ok=private_ok(config.private_plugins, owner, agent.person),
-                             call_timeout=config.plugin_timeout,
-                             stdio_ok=mcp_stdio.allowed(config.stdio_plugins, owner, agent.person), tokens=store)
+    ok = private_ok(config.private_plugins, owner, agent.person)
+    listings = await refresh(enabled, private_ok=ok, call_timeout=config.plugin_timeout,
+                             stdio_ok=mcp_stdio.allowed(config.stdio_plugins, owner, agent.person), tokens=store,
+                             store=store.unfenced, sessions=run.sessions, chat=chat)
     found: list[Tool] = []
     for p in enabled:
         listing = listings.get(p.id)
         if listing is not None:
-            record(store, p, listing)
+            if not listing.starting or under_way(p, ok):  # (one that ended meanwhile kept its own words)
+                record(store, p, listing)
             found.extend(unique(for_run(listing.tools, run), taken))
     return found
 
@@ -439,6 +589,8 @@ async def call(p: Plugin, mcp_name: str, args: dict[str, Any], ctx: ToolContext,
         raise
     if asker is not None:
         asker.call_ended()
+    if transport == STDIO and mcp_content.size(result) > MAX_BYTES:  # (a pipe has no limit of its own: read whole)
+        raise PluginError(too_large(p))
     if result.is_error:
         text = mcp_content.convert(result, mcp_name).text
         raise PluginError(text or f"{mcp_name} failed without saying why")

@@ -89,14 +89,17 @@ class Requests:
         return found if whole else Attached(found.document, None)
 
     def instructions(self) -> str:
-        """The system prompt but for the plan: the agent's instructions, the skills it can load
-        and what it remembers. Built once per run, so the start of the request stays the same
+        """The system prompt but for the plan: the agent's instructions, what the servers of the
+        plugins whose tools it has say about them, the skills it can load and what it remembers. Built once per run, so the start of the request stays the same
         for every step (a memory written now shows next run)."""
         if self._prompt is None:
             # Skills are offered only to an agent that may load them; memories are read every run.
             skills = self.store.skills() if any(t.name == "load_skill" for t in self.tools) else []
             memories = [m["text"] for m in self.store.memories(self.agent.id)] if self.agent and self.agent.id else []
-            self._prompt = system_prompt(self.agent, skills, memories, client=self.brought)
+            offered = {t.plugin for t in self.tools if t.plugin}
+            plugins = [(p.name, p.instructions) for p in self.store.plugins(self.agent.id, enabled_only=True)
+                       if p.instructions and p.name in offered] if offered and self.agent and self.agent.id else []
+            self._prompt = system_prompt(self.agent, skills, memories, client=self.brought, plugins=plugins)
         return self._prompt
 
     def prepare(self) -> list[loop.Message]:

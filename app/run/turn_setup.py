@@ -96,9 +96,10 @@ class TurnSetup:
 
     async def tools_for(self, agent: Assistant | None, chat: int | None, plugins: mcp_tools.PluginRun,
                         picks: Picks = Picks(), search_web: bool = False) -> list[Tool]:
-        """The tools this agent may use now: built-in ones, then its enabled plugins' (listed
-        afresh at each run, which also refreshes each plugin's status; given to the run as
-        `plugins`); and the search of the person's documents when the conversation may see
+        """The tools this agent may use now: built-in ones, then its enabled plugins' (as
+        app.plugins.tools.refresh finds them: an address listed at each run, a command's
+        listing kept while fresh; given to the run as `plugins`); and the search of the
+        person's documents when the conversation may see
         any (the agent's collections, files attached to it, or what was picked for the
         message, `picks`: its Knowledge tab decides, not the tools tab). A message sent with the
         search switch on (`search_web`) is given web_search and fetch_page, whatever the tools
@@ -109,7 +110,7 @@ class TurnSetup:
         found = [t for t in every if search is not None or t.name != "web_search"]
         taken = {t.name for t in every} | {search_knowledge.name}
         if agent is not None and agent.id is not None:
-            found.extend(await mcp_tools.agent_tools(self.store, self.config, agent, taken, plugins))
+            found.extend(await mcp_tools.agent_tools(self.store, self.config, agent, taken, plugins, chat))
         kept = {id(t) for t in allowed(found, agent.tools if agent else "")}
         asked = {"web_search", "fetch_page"} if search_web and search is not None else set()
         found = [t for t in found if id(t) in kept or (not t.plugin and t.name in asked)]

@@ -11,7 +11,7 @@ from ..tables import Plugin
 from .rows import Base
 
 PLUGIN_COLUMNS = {"name", "address", "header", "secret", "enabled", "status", "transport", "status_at", "listed",
-                  "offers", "kind", "command", "args", "env"}
+                  "offers", "kind", "command", "args", "env", "instructions"}
 
 
 def plugin_from_row(row: Any) -> Plugin:
@@ -23,7 +23,8 @@ def plugin_from_row(row: Any) -> Plugin:
                   offers=tuple(str(o) for o in _json(data.get("offers"), [])),
                   kind=data.get("kind") or "http", command=data.get("command") or "",
                   args=tuple(str(a) for a in _json(data.get("args"), [])),
-                  env=tuple((str(k), str(v)) for k, v in _json(data.get("env"), {}).items()))
+                  env=tuple((str(k), str(v)) for k, v in _json(data.get("env"), {}).items()),
+                  instructions=data.get("instructions") or "")
 
 
 def _json(raw: str | None, empty: Any) -> Any:

@@ -123,6 +123,7 @@ class Tool:
         return self.key or self.name
     dispatches: bool = False  # it calls ctx.dispatched() itself, when its request leaves
     summary: str = ""  # what it does in a line for a person (an agent's Tools tab); the description is the model's
+    destructive: bool = False  # its server says it may destroy or overwrite (MCP's destructiveHint: true)
     # A function an API client brought (docs/api.md): the model may call it, the client runs
     # it. Its calls are handed back (agent.ToolHandedOver), never run here.
     client: bool = False

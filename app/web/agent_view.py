@@ -6,7 +6,8 @@ from litestar import Request, Response
 
 from ..plugins import tools as mcp_tools
 from ..tables import Assistant, NAME_MAX
-from ..tools import Tool, chosen, memory, names, unique
+from ..context.window import tools_tokens
+from ..tools import Tool, allowed, chosen, memory, names, unique
 from ..tools.standard import builtin_tools
 from ..providers.thinking import THINKING
 from ..serve.worker import Worker
@@ -35,6 +36,19 @@ async def offered_tools(s: Worker, agent: Assistant) -> list[tuple[str, list[Too
     return groups
 
 
+async def tools_weight(s: Worker, agent: Assistant) -> tuple[int, int, str] | None:
+    """(tokens, window, model) when the tools the agent may use take more than half its model's
+    window: each request carries them all, so the conversation has little room left. None
+    when they fit, or its model's window is not known."""
+    model = agent.model or s.config.ai_model
+    window = (s.store.limits(model).window or s.store.model_window(model) if model else 0) or s.config.context_window
+    if not window:
+        return None
+    tools = allowed([t for _, group, _ in await offered_tools(s, agent) for t in group], agent.tools)
+    tokens = tools_tokens(tools)
+    return (tokens, window, model) if tokens * 2 > window else None
+
+
 async def agent_view(request: Request, s: Worker, agent: Assistant, tab: str, status_code: int = 200, saved: str = "",
                      problem: tuple[str, str] | None = None, typed: dict[str, str] | None = None,
                      plugin_typed: dict[str, str] | None = None, editing: int | None = None,
@@ -60,6 +74,7 @@ async def agent_view(request: Request, s: Worker, agent: Assistant, tab: str, st
         context["masked"] = mcp_tools.masked
         context["stdio_ok"] = plugin_listings.stdio_ok(s, agent)
         context["name_max"] = PLUGIN_NAME_MAX
+        context["heavy"] = await tools_weight(s, agent)
     elif tab == "knowledge":
         context["collections"] = s.store.collections(me(request).id)
         context["given"] = set(s.store.agent_collections(agent.id))

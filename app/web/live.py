@@ -63,12 +63,26 @@ def state_html(it: Item) -> str:
         label = CALL_LABELS.get(it.state, it.state)
         if it.interrupted and it.dispatched and it.state == "failed":  # a restart cut it once sent
             state, label = "unknown", "may have run: check before running it again"
+        elif it.state == "running" and (said := progress_line(it.output)):  # seen with the details closed
+            label = f"{label}: {said}"
     else:
         state, label = ("done", "") if it.done else ("growing", "")
     if it.kind == "plan":  # the plan card says how far it is: "3 of 5 done"
         done, total = markdown.task_counts(it.text or "")
         label = f"{done} of {total} done" if total else ""
     return f'<span id="{dom}-s" class="state {state}">{label}</span>'
+
+
+PROGRESS_SHOWN = 80  # characters of a running call's latest progress its summary line shows
+
+
+def progress_line(output: str) -> str:
+    """The latest progress a running call reported (its output meanwhile), in a line."""
+    lines = [line.strip() for line in (output or "")[-2000:].splitlines() if line.strip()]
+    if not lines:
+        return ""
+    last = lines[-1]
+    return last if len(last) <= PROGRESS_SHOWN else last[:PROGRESS_SHOWN - 1] + "…"
 
 
 def body_blocks(it: Item, rendering: Rendering | None = None) -> tuple[Block, ...]:

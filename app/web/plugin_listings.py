@@ -51,11 +51,15 @@ def stdio_ok(s: Worker, agent: Assistant) -> bool:
 
 
 async def read(s: Worker, agent: Assistant, p: Plugin) -> mcp_tools.Listing:
-    """List the plugin's tools now, and keep what it said (the row, this worker's cache)."""
-    listing = await mcp_tools.list_tools(replace(p, enabled=True), private_ok=private_ok(s, agent), timeout=5,
-                                         stdio_ok=stdio_ok(s, agent), tokens=s.store)
-    _listings[listed(p)] = listing
-    mcp_tools.record(s.store, p, listing)
+    """List the plugin's tools now, and keep what it said (the row, this worker's cache). A
+    command slower than a few seconds (its package downloading) reads "starting…", and its
+    listing goes on and lands in the row."""
+    listing = await mcp_tools.list_now(replace(p, enabled=True), private_ok=private_ok(s, agent),
+                                       stdio_ok=stdio_ok(s, agent), tokens=s.store, store=s.store)
+    if not listing.starting:
+        _listings[listed(p)] = listing
+    if not listing.starting or mcp_tools.under_way(p, private_ok(s, agent)):
+        mcp_tools.record(s.store, p, listing)
     return listing
 
 
@@ -91,7 +95,9 @@ def shown(p: Plugin) -> dict[str, Any]:
         tools = [t for t in json.loads(p.listed) if isinstance(t, dict)] if p.listed else []
     except ValueError:
         tools = []
-    hidden = {t.get("name") for t in tools if (t.get("execution") or {}).get("taskSupport") == "required"}
+    unoffered = {t.get("name"): "it runs only as an MCP task" for t in tools
+                 if (t.get("execution") or {}).get("taskSupport") == "required"}
+    unoffered |= {t.get("name"): str(t[mcp_tools.LEFT_OUT]) for t in tools if mcp_tools.LEFT_OUT in t}
     when = time.strftime("%H:%M", time.localtime(p.status_at)) if p.status_at else ""
     day = time.strftime("%Y-%m-%d", time.localtime(p.status_at)) if p.status_at else ""
     if day and day != time.strftime("%Y-%m-%d"):
@@ -99,5 +105,5 @@ def shown(p: Plugin) -> dict[str, Any]:
     return {"transport": TRANSPORTS.get(p.transport, ""), "read": when, "ok": mcp_tools.status_ok(p.status),
             "tools": [{"name": t.get("name", ""), "description": (t.get("description") or t.get("title") or ""),
                        "summary": mcp_tools.person_line(str(t.get("description") or ""), str(t.get("title") or "")),
-                       "task": t.get("name") in hidden} for t in tools],
+                       "unoffered": unoffered.get(t.get("name"), "")} for t in tools],
             "env": "\n".join(f"{k}={v}" for k, v in p.env), "args": "\n".join(p.args)}

@@ -150,7 +150,7 @@ async def add_plugin(request: Request, agent_id: FromPath[str]) -> Response:
         name = await field(request, "name", PLUGIN_NAME_MAX * 4, "A plugin's name")
         if kind == "stdio":
             command, args, env = await stdio_fields(request, s, agent)
-            name = check_name(s, agent, name) if name else free_name(s, agent, command.rsplit("/", 1)[-1])
+            name = check_name(s, agent, name) if name else free_name(s, agent, mcp_stdio.program_name(command, args))
             made = Plugin(agent=agent.id, name=name, address="", kind="stdio", command=command, args=args, env=env)
         elif kind == "http":
             address = check_address(await field(request, "address", ADDRESS_MAX, "An address"))
@@ -167,7 +167,10 @@ async def add_plugin(request: Request, agent_id: FromPath[str]) -> Response:
     added = s.store.add_plugin(made)
     if agent.tools.strip():  # some tools were unticked: the new plugin's tools are ticked all the same
         s.store.update_agent(agent.id, tools=",".join(sorted(names(agent.tools) | {every(added)})))
-    await read(s, agent, added)
+    listing = await read(s, agent, added)
+    if wary := {t.identity for t in listing.tools if t.destructive}:  # they wait for approval unless unticked
+        fresh = s.store.agent(agent.id) or agent
+        s.store.update_agent(agent.id, approve=",".join(sorted(names(fresh.approve) | wary)))
     return back(request, agent, "plugins", "added")
 
 
@@ -193,9 +196,11 @@ async def change_plugin(request: Request, agent_id: FromPath[str], plugin_id: Fr
         s.store.update_plugin(p.id, enabled=False)
     elif action == "delete":
         s.store.delete_plugin(p.id)
+        await s.sessions.close_plugin(p.id)
         forget_listing(p)
         s.store.update_agent(agent.id, tools=",".join(sorted(names(agent.tools) - {every(p)})))
-    elif action == "refresh":
+    elif action == "refresh":  # this worker's processes and sessions of it are started again too
+        await s.sessions.close_plugin(p.id)
         await read(s, agent, p)
     elif action == "save":
         return await save(request, s, agent, p)
@@ -228,8 +233,10 @@ async def save(request: Request, s: Worker, agent: Assistant, p: Plugin) -> Resp
     if changed:
         s.store.update_plugin(p.id, **changed)
         forget_listing(p)
-        if set(changed) - {"name"}:  # reached another way: its kept sessions are of the old way
+        if set(changed) - {"name"}:  # reached another way: its sessions and listing are of the old way
+            await s.sessions.close_plugin(p.id)
             s.store.forget_mcp_sessions(p.id)
+            s.store.update_plugin(p.id, status_at=None)
         fresh = s.store.plugin_row(p.id)
         if fresh is not None and fresh.enabled:
             await read(s, agent, fresh)

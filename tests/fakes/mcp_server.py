@@ -17,6 +17,9 @@ of a second unless quiet), `fail()` (its result is an MCP error result), `peek()
 `store(key, value)` (annotated idempotent), `lines(count)` (numbered lines), `picture()` (an image part beside a text
 part) and two tools whose names a Chat Completions API would reject as they are.
 
+`FakeMCPServer(sessions_cap=2)` answers a third open session 503 "Too many open sessions"
+(`server.cap.open`, `server.cap.deleted`: the sessions open, the DELETEs that ended one).
+
 `NotMCPServer` is a plain web page server, for "this address is not an MCP server".
 
 The server runs its own event loop in a daemon thread, so sync and async tests (with their
@@ -146,6 +149,40 @@ class _RequireHeader:
         await self.app(scope, receive, send)
 
 
+class _SessionCap:
+    """ASGI middleware: at most `cap` Streamable HTTP sessions open at once (a session opens
+    with the answer that gives its Mcp-Session-Id and ends with its DELETE); a request for
+    another is answered 503 in plain words, as servers with such a cap do."""
+
+    def __init__(self, app, cap: int):
+        self.app, self.cap = app, cap
+        self.open: set[bytes] = set()
+        self.deleted = 0
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        sid = dict(scope["headers"]).get(b"mcp-session-id")
+        if scope["method"] == "DELETE" and sid:
+            self.open.discard(sid)
+            self.deleted += 1
+        elif scope["method"] == "POST" and not sid and len(self.open) >= self.cap:
+            body = b"Too many open sessions"
+            await send({"type": "http.response.start", "status": 503, "headers": [
+                (b"content-type", b"text/plain"), (b"content-length", str(len(body)).encode())]})
+            await send({"type": "http.response.body", "body": body})
+            return
+
+        async def noted(message):
+            if message["type"] == "http.response.start" and not sid:  # the answer that opens a session
+                given = dict(message.get("headers", [])).get(b"mcp-session-id")
+                if given and message["status"] < 400:
+                    self.open.add(given)
+            await send(message)
+
+        await self.app(scope, receive, noted)
+
+
 class _Served:
     """An ASGI app under uvicorn on 127.0.0.1, in a daemon thread with its own loop."""
 
@@ -197,7 +234,7 @@ class FakeMCPServer(_Served):
     """
 
     def __init__(self, transport: str = "streamable-http", require: str | None = None,
-                 header: str = "Authorization"):
+                 header: str = "Authorization", sessions_cap: int | None = None):
         if transport not in ("streamable-http", "sse"):
             raise ValueError("transport is 'streamable-http' or 'sse'")
         self.transport = transport
@@ -208,7 +245,8 @@ class FakeMCPServer(_Served):
         self.mcp = build(self)
         app = self.mcp.streamable_http_app() if transport == "streamable-http" else self.mcp.sse_app()
         self.guard = _RequireHeader(app, header, require) if require is not None else None
-        self.app = self.guard or app
+        self.cap = _SessionCap(self.guard or app, sessions_cap) if sessions_cap is not None else None
+        self.app = self.cap or self.guard or app
 
     @property
     def url(self) -> str:

@@ -323,3 +323,10 @@ def m046_items_search_web(db: sqlite_utils.Database) -> None:
     # A message sent with the composer's search switch on: for its answer the agent is told to
     # search the web, and given web_search for it when the owner chose a provider
     db.execute("ALTER TABLE items ADD COLUMN search_web INTEGER NOT NULL DEFAULT 0 CHECK (search_web IN (0, 1))")
+
+
+@migration
+def m047_plugins_instructions(db: sqlite_utils.Database) -> None:
+    # What a plugin's server says about using it (`instructions` in its answer to `initialize`),
+    # as of its last listing: the system prompt names it under the plugin (docs/plugins.md).
+    db.execute("ALTER TABLE plugins ADD COLUMN instructions TEXT NOT NULL DEFAULT ''")

@@ -354,3 +354,8 @@ def m045_items_outside(db) -> None:
 @migration
 def m046_items_search_web(db) -> None:
     db.execute("ALTER TABLE items ADD COLUMN search_web BIGINT NOT NULL DEFAULT 0 CHECK (search_web IN (0, 1))")
+
+
+@migration
+def m047_plugins_instructions(db) -> None:
+    db.execute("ALTER TABLE plugins ADD COLUMN instructions TEXT NOT NULL DEFAULT ''")
