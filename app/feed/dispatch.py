@@ -133,13 +133,17 @@ class Follower:
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
 
-    async def next(self) -> tuple[int | None, bytes] | None:
-        """The next message; None when woken with nothing to send (closing, behind)."""
+    async def take(self) -> list[tuple[int | None, bytes]]:
+        """Every message queued, waiting for one first; none when woken with nothing to send
+        (closing, behind). All of them: what queued while the stream's task waited for its
+        turn (a busy loop, a hundred followers of one answer) leaves in one write."""
         if not self.messages:
             self.waiter = asyncio.get_running_loop().create_future()
             await self.waiter
             self.waiter = None
-        return self.messages.popleft() if self.messages else None
+        taken = list(self.messages)
+        self.messages.clear()
+        return taken
 
 
 class Watcher:
