@@ -43,10 +43,16 @@ class AsyncioStream(httpcore2.AsyncNetworkStream):
         # the socket here (`_take`; -1: not this stream's to read, TLS). `_held`: paused by it.
         self._fd = _fd_of(writer)
         self._held = False
+        # The stream's pace: seconds between its events (SSE messages), averaged over the last
+        # few reads, and when the last read brought any. A stream slower than its grid is read
+        # as it comes: waiting for a grid point first would only wake once more to find nothing.
+        self._gap = 0.0
+        self._got_at: float | None = None
 
     def pace(self, on: bool, every: Callable[[], float] | None = None) -> None:
         self.every = every
         if on and not self.paced:
+            self._gap, self._got_at = 0.0, None  # (a pooled connection's next stream: its own pace)
             self._phase = _PACED.index(min(_PACED))
             _PACED[self._phase] += 1
             self.phase = self._phase * PHASE_SECONDS
@@ -58,19 +64,34 @@ class AsyncioStream(httpcore2.AsyncNetworkStream):
 
     async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
         reader = self._reader
-        if self.paced and not reader._buffer and not reader.at_eof():
+        if self.paced and not reader._buffer and not reader.at_eof() and self._gap < self._every():
             await self._next_beat()
         elif self._held:
             self._let_go()
         try:
             if reader._buffer:  # returns at once: no timeout to arm and cancel (a timer each read)
-                return await reader.read(max_bytes)
-            async with asyncio.timeout(timeout):
-                return await reader.read(max_bytes)
+                data = await reader.read(max_bytes)
+            else:
+                async with asyncio.timeout(timeout):
+                    data = await reader.read(max_bytes)
         except TimeoutError as e:
             raise httpcore2.ReadTimeout(str(e) or "timed out reading") from e
         except OSError as e:
             raise httpcore2.ReadError(str(e)) from e
+        if data and self.paced:
+            self._paced_by(data)
+        return data
+
+    def _every(self) -> float:
+        return self.every() if self.every is not None else BEAT_SECONDS
+
+    def _paced_by(self, data: bytes) -> None:
+        """Measure the stream's pace at a read that brought `data`."""
+        now = asyncio.get_running_loop().time()
+        if self._got_at is not None:
+            gap = (now - self._got_at) / max(1, data.count(b"\n\n"))
+            self._gap = 0.75 * self._gap + 0.25 * gap
+        self._got_at = now
 
     async def _next_beat(self) -> None:
         """Nothing buffered: wait for the next beat, not for the next byte, with the socket
@@ -86,7 +107,7 @@ class AsyncioStream(httpcore2.AsyncNetworkStream):
         to wait for the next byte."""
         loop = asyncio.get_running_loop()
         now = loop.time()
-        every = self.every() if self.every is not None else BEAT_SECONDS
+        every = self._every()
         self._writer.transport.pause_reading()
         self._held = True
         try:
