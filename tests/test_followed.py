@@ -5,10 +5,13 @@ import re
 from pathlib import Path
 
 from app import markdown
-from app.feed.dispatch import Feed
+from app.agent.pieces import Pieces
+from app.beat import FRAME_SECONDS
+from app.feed.dispatch import Feed, encode
 from app.feed.followed import Followed
 from app.tables import item
 from app.web import live
+from app.web.completions import Place, Transcript
 from tests.conftest import database_of
 
 ANSWER = (Path(__file__).parent / "fixtures" / "long_answer.md").read_text()
@@ -106,10 +109,6 @@ async def test_words_read_in_this_process_reach_the_pages_once_whatever_the_rows
     memory, a dispatch of rows that are behind it sends nothing again, and a page that
     catches up in the middle (a reconnect) gets whole elements that the next messages go
     on from, even when its catch-up and the feed's first message for it are of one rev."""
-    from app.agent.pieces import Pieces
-    from app.beat import FRAME_SECONDS
-    from app.feed.dispatch import encode
-
     words = [f"w{n:03d} " for n in range(120)]
     final = "".join(words).strip()
     chat = store.new_conversation(None).id
@@ -153,5 +152,98 @@ async def test_words_read_in_this_process_reach_the_pages_once_whatever_the_rows
             assert lengths == sorted(lengths), f"{name}: the text went back"
         # read from memory: the steady page had a message for (nearly) every word, not every row
         assert len(steady.messages) >= len(words)
+    finally:
+        feed.db.conn.close()
+
+
+async def test_a_page_that_caught_up_stays_out_of_the_frames_until_a_dispatch_brings_it_every_growing_text(store):
+    """A page catches up while an answer grows here; frames bring the pages in step on; then
+    another row of the conversation is committed before the next write of the answer's row.
+    That dispatch's whole elements do not carry the answer, so the page is not yet in step:
+    the frames leave it out until a dispatch that carries it (else they would send it the
+    difference from text it never had). Found by review of the fast path."""
+    words = [f"w{n:03d} " for n in range(60)]
+    final = "".join(words).strip()
+    chat = store.new_conversation(None).id
+    feed = Feed(database_of(store), render=live.chat_changes, render_grown=live.texts_grown)
+    try:
+        steady = feed.follow(chat)
+        user = store.ask(chat, "Count")
+        answer = store.add(item("text", chat, "", turn=user.id))
+        feed.dispatch()
+        pieces = Pieces()
+        for n in range(20):
+            so_far = pieces.add(words[n])
+            feed.grew(chat, answer.id, so_far)
+            await asyncio.sleep(FRAME_SECONDS)
+            if n % 3 == 2:
+                store.update(answer.id, text=str(so_far))
+                feed.dispatch()
+        # a page catches up (stream.chat_events)
+        later = feed.follow(chat)
+        with store.snapshot():
+            top = store.rev()
+            first = live.chat_changes(store, chat, feed.current(store.items_since(0, chat=chat)),
+                                      None, [], feed.followed[chat].nothing())
+        catch_up = [encode(top, first)]
+        # two frames' reads before the next beat's write
+        for n in range(20, 22):
+            feed.grew(chat, answer.id, pieces.add(words[n]))
+            await asyncio.sleep(FRAME_SECONDS * 1.5)
+        # another row of the conversation is committed between two beats (the user item
+        # re-rendered as answered, a call's state, a plugin's ask ...): a dispatch without the answer
+        store.update(user.id)
+        feed.dispatch()
+        for n in range(22, 60):
+            so_far = pieces.add(words[n])
+            feed.grew(chat, answer.id, so_far)
+            await asyncio.sleep(FRAME_SECONDS)
+            if n % 3 == 2:
+                store.update(answer.id, text=str(so_far))
+                feed.dispatch()
+        store.update(answer.id, text=final, done=True)
+        store.update(user.id, done=True)
+        feed.dispatch()
+        later_msgs = [m.decode() for m in catch_up] + [m.decode() for rev, m in later.messages if not (rev and rev <= top)]
+        shown = [t for t in assembled(later_msgs, answer.id) if t is not None]
+        assert shown[-1] == final, "a word left out"
+        assert all(final.startswith(t.strip()) for t in shown)
+    finally:
+        feed.db.conn.close()
+
+
+async def test_an_api_stream_beside_a_page_is_handed_the_rows_not_the_pages_texts(store):
+    """The feed's texts for the pages (Feed.current: at the length the pages in step have)
+    can be behind the row an API stream already sent from: it is handed the rows, so it never
+    sends a word twice. Found by review of the fast path."""
+    chat = store.new_conversation(None).id
+    feed = Feed(database_of(store), render=live.chat_changes, render_grown=live.texts_grown)
+    try:
+        page = feed.follow(chat)
+        user = store.ask(chat, "Count")
+        answer = store.add(item("text", chat, "", turn=user.id))
+        feed.dispatch()
+        pieces = Pieces()
+        feed.grew(chat, answer.id, pieces.add("alpha "))      # a quiet frame: sent at once
+        await asyncio.sleep(0)
+        feed.grew(chat, answer.id, s := pieces.add("beta "))  # within the frame: its frame waits ~16 ms
+        store.update(answer.id, text=str(s))                  # the beat's write lands first
+        # an API stream starts following the turn now (openai_api.follow): it reads the rows
+        watcher = feed.watch(chat)
+        t = Transcript(Place(user.id, start=user.id), "agent-1", "http://x/c/1")
+        sent = []
+        rows = {it.id: it for it in store.turn_items(chat, user.id, user.id)}
+        sent += [p["choices"][0]["delta"].get("content", "") for _, p in t.advance(list(rows.values()), 0)]
+        feed.dispatch()                                       # the write's dispatch, before the frame
+        for it, in [watcher.take()[0]]:
+            rows[it.id] = it
+        sent += [p["choices"][0]["delta"].get("content", "") for _, p in t.advance(list(rows.values()), 0)]
+        await asyncio.sleep(FRAME_SECONDS * 2)
+        store.update(answer.id, text=str(pieces.add("gamma")), done=True)
+        feed.dispatch()
+        for it in watcher.take()[0]:
+            rows[it.id] = it
+        sent += [p["choices"][0]["delta"].get("content", "") for _, p in t.advance(list(rows.values()), 0)]
+        assert "".join(sent) == "alpha beta gamma"
     finally:
         feed.db.conn.close()

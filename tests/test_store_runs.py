@@ -1,4 +1,6 @@
 """The runner's statements (app/store/runs.py) on both engines: pending work, leases, growth."""
+import asyncio
+
 import pytest
 
 from app.agent import Pieces
@@ -347,3 +349,31 @@ def test_pieces_tail_walks_a_beat_of_pieces_not_the_answer():
         assert joined <= 12, (beat, joined)
         written = so_far.size
     assert len(pieces._pieces) <= 2 * (len(whole) // CHUNK_CHARS) + 3 and str(pieces.add("")) == whole
+
+
+async def test_a_text_read_once_a_frame_is_still_written_once_a_beat():
+    """While a page in the runner's process follows an answer, its stream is read once a frame
+    (~16.7 ms, Feed.grew); its row is still written once a beat, not at every phase after a
+    read (40 a second: found by review of the fast path). A count of writes, bounded above:
+    a loaded machine writes fewer, never more."""
+    from app.beat import BEAT_SECONDS, FRAME_SECONDS, next_beat
+    from app.run.writes import Writes
+
+    class Counting:  # the store's side of a write of growth, counted
+        writes = 0
+
+        def grow_items(self, pending, notify=True, owner=None):
+            Counting.writes += 1
+            return 0
+
+    writes, pieces = Writes(Counting()), Pieces()
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    end = start + 1.0
+    while loop.time() < end:
+        now = loop.time()
+        await asyncio.sleep(next_beat(now, FRAME_SECONDS) - now)  # a read on the frames' grid
+        writes.grow(1, text=pieces.add("word "))
+    await asyncio.sleep(BEAT_SECONDS * 2)
+    beats = (loop.time() - start) / BEAT_SECONDS
+    assert 0 < Counting.writes <= beats + 1, f"{Counting.writes} writes in {beats:.0f} beats"

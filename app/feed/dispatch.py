@@ -16,9 +16,9 @@ An answer run in this process reaches the pages following it here faster than it
 the runner hands the feed each read of its text (`grew`, once a frame at most), and the
 feed sends the pages in step the difference at once, with no rev (their cursor stays at
 the last row they had). The rows stay the truth, written on the beat: a dispatch renders
-a growing text as the longer of its row and what this process read (`current`), so what a
-page was sent from memory is never sent again or skipped, and a page that catches up (a
-reconnect, another worker) is sent whole elements, whatever it had.
+a text growing here at the length the pages in step have (`current`), so what a page was
+sent from memory is never sent again or skipped, and a page that catches up (a reconnect,
+another worker) is sent whole elements until it has every text growing here.
 """
 from __future__ import annotations
 
@@ -154,8 +154,9 @@ class Follower:
 
 class Watcher:
     """One API stream (docs/api.md) following a conversation's rows, not its fragments: each
-    dispatch hands it the conversation's changed items as they are now and the dom ids of
-    those deleted, merged until it takes them. Nothing is rendered for it."""
+    dispatch hands it the conversation's changed rows as read (never the texts the pages are
+    sent, `Feed.current`) and the dom ids of those deleted, merged until it takes them.
+    Nothing is rendered for it."""
 
     __slots__ = ("chat", "items", "gone", "waiter", "rev")
 
@@ -491,7 +492,9 @@ class Feed:
             try:
                 html = self.render_grown(texts, followed)
             except Exception:
-                log.exception("feed frame failed")  # the next dispatch sends the rows
+                log.exception("feed frame failed")
+                for f in group:  # what they have is not known: the next dispatch sends them whole elements
+                    f.fresh = True
                 continue
             if html:
                 data = encode(None, html)
@@ -514,7 +517,8 @@ class Feed:
             top = changed.rev
             if top <= self.rev:
                 return
-            items = self.current(self.store.items_since(self.rev, upto=top, chats=followed)) if followed else []
+            rows = self.store.items_since(self.rev, upto=top, chats=followed) if followed else []
+            items = self.current(rows)  # (what the pages are sent; an API stream takes the rows)
             convos = self.store.conversations_since(self.rev, upto=top) if changed.conversations else []
             # the context meter and the marker where the model's view starts
             contexts = self.store.contexts_since(self.rev, top, followed) if changed.contexts else []
@@ -534,10 +538,13 @@ class Feed:
             by_chat: dict[int, list[Item]] = defaultdict(list)
             for it in items:
                 by_chat[it.chat].append(it)
+            rows_of: dict[int, list[Item]] = defaultdict(list)
+            for it in rows:
+                rows_of[it.chat].append(it)
             for chat, watching in self.watchers.items():
-                if chat in by_chat or chat in gone:
+                if chat in rows_of or chat in gone:
                     for w in watching:
-                        w.push(top, by_chat.get(chat, []), gone.get(chat, []))
+                        w.push(top, rows_of.get(chat, []), gone.get(chat, []))
             convo_of = {c.id: c for c in convos if c.id in self.followers}
             lists = self._lists(convos, listed_gone)  # person -> their list's changes
             told: set[Follower] = set()  # list-following conversation pages whose message carried them
@@ -561,6 +568,12 @@ class Feed:
                     # A follower that caught up from the database gets the difference from nothing.
                     diff = self.render(*changes, followed)
                     whole = self.render(*changes, followed.nothing()) if any(f.fresh for f in group) else ""
+                    # A page that caught up is in step once it has every text growing here that
+                    # the pages in step have (the frames send differences from those): a
+                    # dispatch of other rows leaves it to the next that carries them too.
+                    carried = {it.id for it in by_chat.get(chat, ())}
+                    in_step = all(item in carried for item, (c, _) in self._grown.items()
+                                  if c == chat and item in followed.items)
                     for f in group:
                         extra = lists.get(f.person, "") if f.lists else ""
                         if extra:
@@ -571,7 +584,7 @@ class Feed:
                             # left out as covered by its catch-up (the texts read here may have
                             # grown since), so the pages in step all have what `followed` says
                             f.push(None if f.fresh else top, data)
-                        f.fresh = False
+                        f.fresh = f.fresh and not in_step
             if lists:
                 # each person's list hears of their own conversations only, rendered once per person
                 for chat, group in self.followers.items():
@@ -615,6 +628,11 @@ class Feed:
     def close(self) -> None:
         """End every stream (shutdown): followers wake and find the feed closed."""
         self.closed = True
+        if self._frame is not None:
+            self._frame.cancel()
+            self._frame = None
+        self._grown.clear()
+        self._due.clear()
         for group in self.followers.values():
             for f in group:
                 f.wake()

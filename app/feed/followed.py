@@ -21,8 +21,8 @@ from ..markdown import Block, Rendering
 @dataclass
 class Sent:
     """What the pages have of one item: its shell, its state span and its body's blocks, and
-    the length of the text those show (for a growing answer run in this process, it may be
-    ahead of the row's: Feed.grew)."""
+    the length of the text those show (for a text growing in this process, what the frames
+    sent: ahead of its row, or behind it until the next frame, Feed.grew)."""
 
     shell: str
     state: str

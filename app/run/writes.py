@@ -16,7 +16,7 @@ from typing import Any
 
 from . import space
 from ..agent.pieces import SoFar
-from ..beat import BEAT_SECONDS, PHASE_SECONDS, next_beat
+from ..beat import BEAT_SECONDS, PHASE_SECONDS, beat_at_or_after, next_beat
 from ..store.outage import unavailable
 from ..store.runs import CHUNK_CHARS, Chunked
 
@@ -47,6 +47,9 @@ class Writes:
         self._wrote: list[tuple[int, int]] = []
         # item id -> (the growing text last written, by a weak reference; its characters written)
         self._written: dict[int, tuple[weakref.ref, int]] = {}
+        # item id -> when its growth was last written: an item is written at most once a beat,
+        # though its stream may be read once a frame (a page here follows it: Feed.grew)
+        self._wrote_at: dict[int, float] = {}
 
     def grow(self, item_id: int, **values: Any) -> None:
         """Buffer columns of an item (`text`, `output`) for the next tick."""
@@ -63,7 +66,12 @@ class Writes:
         # run, in one transaction; a later one at the next phase (beat.PHASES).
         loop = asyncio.get_running_loop()
         beat = next_beat(now, PHASE_SECONDS)
-        if self._flushed < beat - PHASE_SECONDS:
+        last = self._wrote_at.get(item_id)
+        if last is not None and now - last < TICK_SECONDS - PHASE_SECONDS / 2:
+            # written less than a beat ago (its stream read once a frame): a beat after that write
+            self._flush_at = loop.call_at(max(beat, beat_at_or_after(last + TICK_SECONDS - 0.001, PHASE_SECONDS)),
+                                          self._scheduled)
+        elif self._flushed < beat - PHASE_SECONDS:
             self._flush_at = loop.call_soon(self._scheduled)
         else:
             self._flush_at = loop.call_at(beat, self._scheduled)
@@ -83,6 +91,10 @@ class Writes:
                                          owner=self.owner)
             if last:
                 self._wrote.append((last, len(pending)))
+            if len(self._wrote_at) > 1024:  # those not written for a second are done or stopped
+                self._wrote_at = {k: t for k, t in self._wrote_at.items() if self._flushed - t < 1.0}
+            for item_id in pending:
+                self._wrote_at[item_id] = self._flushed
             for item_id in set(asked) - set(pending):  # its lease is another's: that owner writes it whole
                 self._written.pop(item_id, None)
         except Exception as e:

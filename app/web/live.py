@@ -248,11 +248,13 @@ def texts_grown(texts: list[tuple[int, str]], followed: Followed) -> str:
     that bring their bodies up to them. A growing item's shell and state stay as sent (they
     change only with its row: a dispatch), so only its body is rendered."""
     out: list[str] = []
+    now: dict[int, Sent] = {}
     for item, text in texts:
         sent, rendering = followed.items[item], followed.renders[item]
         blocks = tuple(rendering.blocks(text, growing=True, now=time.monotonic()))
         out.extend(body_changes(rendering.key, blocks, sent.blocks))
-        followed.items[item] = Sent(sent.shell, sent.state, blocks, len(text))
+        now[item] = Sent(sent.shell, sent.state, blocks, len(text))
+    followed.items.update(now)  # (all of them once the message is made: none if it failed)
     return "".join(out)
 
 
