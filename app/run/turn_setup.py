@@ -120,11 +120,11 @@ class TurnSetup:
         return found
 
     async def default_model(self) -> str:
-        """AI_MODEL; else the first model the server at AI_URL lists, else this computer's, else an account's."""
-        if self.config.ai_model:
-            return self.config.ai_model
-        return self.providers.preferred(self.store.choices()) or self.providers.preferred(
-            await self.providers.choices(patient=True))  # a busy one-at-a-time server lists late
+        """The owner's default (the Connections page) while listed; else AI_MODEL; else the
+        first model the server at AI_URL lists, else this computer's, else an account's."""
+        chosen = self.store.default_model()
+        return self.providers.preferred(self.store.choices(), chosen, self.config.ai_model) or self.providers.preferred(
+            await self.providers.choices(patient=True), chosen)  # a busy one-at-a-time server lists late
 
     def images_for(self, model: str) -> bool:
         """Whether `model` is sent attached images: unless its model list says it reads none."""

@@ -18,9 +18,11 @@ def agent_of(store: Store, convo: Conversation) -> Assistant | None:
 
 
 def default_model(s: Worker, agent: Assistant | None) -> str:
-    """The model a message that picks none is answered with: the agent's, else AI_MODEL, else
-    the first the model list offers ('' while it offers none)."""
-    return (agent.model if agent else "") or s.config.ai_model or Providers.preferred(s.store.choices())
+    """The model a message that picks none is answered with: the agent's, else the owner's
+    default while listed, else AI_MODEL, else the first the model list offers ('' while it
+    offers none)."""
+    return (agent.model if agent else "") or Providers.preferred(s.store.choices(), s.store.default_model(),
+                                                                 s.config.ai_model)
 
 
 def unpicked_label(s: Worker, agent: Assistant | None) -> str:

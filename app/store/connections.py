@@ -1,0 +1,77 @@
+"""The model servers the owner added in the browser (app/providers/connections.py), and the
+install's default model: rows every worker and server reads when it lists or asks a model, so
+a change applies at once everywhere, with no restart. A key is sealed with the app's key
+(sealed.py), as a plugin's secret is, and no page shows it again."""
+from __future__ import annotations
+
+from typing import Any
+
+from . import db as dbm
+from ..providers.connections import ModelConnection, Tested
+from .rows import Base
+
+KEY = "connections.key"  # what a connection's key is sealed as
+DEFAULT = "models.default"  # the setting naming the model used when a message and its agent name none
+
+
+def _lines(text: str) -> tuple[str, ...]:
+    return tuple(line for line in text.split("\n") if line)
+
+
+class Connections(Base):
+    def _connection(self, r: Any) -> ModelConnection:
+        return ModelConnection(id=r["id"], name=r["name"], prefix=r["prefix"], kind=r["kind"], url=r["url"],
+                          key=self.seal(KEY).open(r["key"]) if r["key"] else "", off=_lines(r["models_off"]),
+                          listed=_lines(r["listed"]), has_key=bool(r["key"]), tested=r["tested"])
+
+    def connections(self) -> list[ModelConnection]:
+        """Every connection the owner added, by name, keys opened (for the providers; a page shows `has_key`)."""
+        return [self._connection(r) for r in self._all("SELECT * FROM connections ORDER BY name, id")]
+
+    def connection(self, connection_id: int) -> ModelConnection | None:
+        r = self._one("SELECT * FROM connections WHERE id = ?", [connection_id])
+        return self._connection(r) if r else None
+
+    def connection_named(self, name: str) -> ModelConnection | None:
+        r = self._one("SELECT * FROM connections WHERE lower(name) = lower(?)", [name])
+        return self._connection(r) if r else None
+
+    def add_connection(self, name: str, prefix: str, kind: str, url: str, key: str) -> int:
+        with self.write() as db:
+            return db.conn.execute(
+                "INSERT INTO connections (name, prefix, kind, url, key, created, updated) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id",
+                [name, prefix, kind, url, self.seal(KEY).seal(key), dbm.now(), dbm.now()]).fetchone()[0]
+
+    def change_connection(self, connection_id: int, name: str, kind: str, url: str, key: str | None) -> None:
+        """Its name, kind and address; `key` None keeps the saved key ('' forgets it)."""
+        values: dict[str, Any] = {"name": name, "kind": kind, "url": url, "updated": dbm.now()}
+        if key is not None:
+            values["key"] = self.seal(KEY).seal(key)
+        self._set_connection(connection_id, values)
+
+    def set_connection_tested(self, connection_id: int, tested: Tested) -> None:
+        """What a Test said; the models it listed, when it reached the server."""
+        values: dict[str, Any] = {"tested": tested.words, "updated": dbm.now()}
+        if tested.ok:
+            values["listed"] = "\n".join(tested.models)
+        self._set_connection(connection_id, values)
+
+    def set_models_off(self, connection_id: int, off: tuple[str, ...]) -> None:
+        self._set_connection(connection_id, {"models_off": "\n".join(off), "updated": dbm.now()})
+
+    def _set_connection(self, connection_id: int, values: dict[str, Any]) -> None:
+        with self.write() as db:
+            columns = ", ".join(f"{name} = ?" for name in values)
+            db.conn.execute(f"UPDATE connections SET {columns} WHERE id = ?", [*values.values(), connection_id])
+
+    def delete_connection(self, connection_id: int) -> bool:
+        with self.write() as db:
+            return db.conn.execute("DELETE FROM connections WHERE id = ?", [connection_id]).rowcount == 1
+
+    def default_model(self) -> str:
+        """The model the owner made the default on the Connections page ('' = none chosen)."""
+        return self.settings(DEFAULT).get(DEFAULT, "")
+
+    def set_default_model(self, model: str) -> None:
+        self.set_settings({DEFAULT: model})
