@@ -199,3 +199,23 @@ def test_a_member_is_refused_the_page_and_every_form(client, other, data):
         assert r.status_code in (403, 404), path
     assert "Connections" not in soup(client.get("/")).select_one("nav.main").text
     assert [c.name for c in client.app.state.tabletalk.store.connections()] == ["Team"] and token
+
+
+def test_the_rows_on_both_engines(store):
+    from app.providers.connections import Tested
+
+    added = store.add_connection("Team GPU", "team-gpu", OPENAI, "http://127.0.0.1:9/v1", KEY)
+    assert store.connection_named("TEAM gpu").id == added and store.connection(added).key == KEY
+    store.set_connection_tested(added, Tested(True, "Connected: 2 models.", ("a", "b")))
+    store.set_models_off(added, ("a",))
+    store.change_connection(added, "Team", OLLAMA, "http://127.0.0.1:11434", None)
+    k = store.connection(added)
+    assert (k.name, k.kind, k.key, k.listed, k.off, k.tested) == ("Team", OLLAMA, KEY, ("a", "b"), ("a",),
+                                                                  "Connected: 2 models.")
+    store.set_connection_tested(added, Tested(False, "Unreachable: nothing answers."))
+    assert store.connection(added).listed == ("a", "b"), "a failed Test keeps what was listed"
+    store.change_connection(added, "Team", OLLAMA, "http://127.0.0.1:11434", "")
+    assert not store.connection(added).has_key
+    store.set_default_model("team-gpu:b")
+    assert store.default_model() == "team-gpu:b"
+    assert store.delete_connection(added) and store.connections() == []
