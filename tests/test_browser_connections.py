@@ -9,7 +9,7 @@ import os
 import pytest
 from playwright.sync_api import expect
 
-from tests.conftest import SHOTS, Served
+from tests.conftest import SHOTS, Served, signed_in
 from tests.fakes.openai_server import FakeModelServer
 
 pytestmark = pytest.mark.browser
@@ -60,8 +60,17 @@ def test_screenshots_of_the_connections_page(browser, data, env, fake):
         try:
             context = served.context(browser)
             page = context.new_page()
+            for name in ("Bea", "Cal"):
+                signed_in(data, name, owner=False, url=served.database_url)
             add(page, "Team GPU", team.url, KEY)
             expect(page.locator(".saved")).to_contain_text("Connected: 3 models.")
+            card = page.locator("article.connection").filter(has_text="Team GPU")
+            card.get_by_label("You and the people ticked").check()
+            card.get_by_label("Bea").check()
+            card.get_by_role("button", name="Save who may use it").click()
+            expect(page.locator(".saved")).to_contain_text("Saved who may use “Team GPU”.")
+            expect(page.locator("article.connection").filter(has_text="Team GPU")).to_contain_text(
+                "for you and 1 chosen")
             add(page, "OpenRouter", team.url, "sk-not-this-one")
             expect(page.locator("article.connection").filter(has_text="OpenRouter").locator(".tested")) \
                 .to_contain_text("Wrong key: the server refused the key (401).")

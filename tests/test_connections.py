@@ -10,6 +10,7 @@ import asyncio
 import httpx2
 import pytest
 
+from app.accounts.rules import Accounts
 from app.providers.connections import OLLAMA, OPENAI, check, prefix_for
 from tests.conftest import COOKIE, ask, csrf, free_port, idle, signed_in, soup, start_chat
 from tests.fakes.ollama_server import FakeOllama, ollama_model
@@ -61,7 +62,8 @@ def test_the_owner_adds_a_server_its_models_answer_with_its_key_and_the_key_is_n
     assert stored.startswith("sealed:v1:") and KEY not in stored
     page = client.get(r.headers["location"])
     assert "Saved “Team GPU”. Connected: 2 models." in soup(page).select_one(".saved").text
-    assert [c.text.strip() for c in card(client, "Team GPU").select("label.choice")] == ["big-model", "small-model"]
+    assert [c.text.strip() for c in card(client, "Team GPU").select("fieldset.models label.choice")] == [
+        "big-model", "small-model"]
     # offered at once, in its own group, beside the environment's server (AI_URL)
     models = client.get("/models").json()["groups"]
     assert {g["title"]: [m["id"] for m in g["models"]] for g in models}["Team GPU"] == [
@@ -219,3 +221,44 @@ def test_the_rows_on_both_engines(store):
     store.set_default_model("team-gpu:b")
     assert store.default_model() == "team-gpu:b"
     assert store.delete_connection(added) and store.connections() == []
+
+
+def test_a_connection_kept_for_chosen_people_is_offered_and_answered_to_them_alone(client, fake, other, data):
+    add(client, name="Team", url=other.url, key=KEY)
+    store = client.app.state.tabletalk.store
+    k = store.connection_named("Team")
+    owner_cookie = client.cookies.get(COOKIE)
+    bea, cal = signed_in(data, "Bea", owner=False), signed_in(data, "Cal", owner=False)
+    people = {p.name: p.id for p in Accounts(store).all()}
+    # Cal's agent was set to one of its models while it was everyone's
+    store.update_agent(store.default_agent(people["Cal"]).id, model="team:big-model")
+    r = post(client, f"{PAGE}/{k.id}/people", everyone="0", person=str(people["Bea"]))
+    assert r.status_code == 303 and store.connection(k.id).people == {people["Bea"]}
+    assert "for you and 1 chosen" in card(client, "Team").text
+    assert store.choice("team:big-model") is not None, "the list itself keeps them"
+
+    def offered() -> set[str]:
+        return {m["id"] for g in client.get("/models").json()["groups"] for m in g["models"]}
+
+    assert "team:big-model" in offered(), "the owner always may"
+    client.cookies.set(COOKIE, bea)
+    assert "team:big-model" in offered()
+    assert any(o.get("value") == "team:big-model" for o in soup(client.get("/")).select("#model-picker option"))
+    client.cookies.set(COOKIE, cal)
+    assert not {m for m in offered() if m.startswith("team:")}
+    assert not [o for o in soup(client.get("/")).select("#model-picker option") if o.get("value", "").startswith("team:")]
+    # a crafted form is refused as for a model that does not exist
+    r = client.post("/c", data={"_csrf_token": csrf(client), "text": "hi", "model": "team:big-model"},
+                    follow_redirects=False)
+    assert r.status_code == 400 and "no model “team:big-model”" in r.text
+    # the agent set before: its turn is refused in words, and nothing reaches the team's server
+    before = len(other.requests)
+    chat = start_chat(client, "hello")
+    page = idle(client, chat)
+    assert "You may not use the model “team:big-model”" in page.text and len(other.requests) == before
+    # back to everyone: Cal's agent answers with it
+    client.cookies.set(COOKIE, owner_cookie)
+    post(client, f"{PAGE}/{k.id}/people", everyone="1")
+    client.cookies.set(COOKIE, cal)
+    other.script(text("Now for Cal too."))
+    assert "Now for Cal too." in idle(client, start_chat(client, "again")).text

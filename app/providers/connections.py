@@ -48,6 +48,8 @@ class ModelConnection:
     listed: tuple[str, ...] = ()
     has_key: bool = False
     tested: str = ""  # what its last Test said ("Connected: 12 models.", or why not)
+    everyone: bool = True  # False: only the owner and `people` may use its models
+    people: frozenset[int] = frozenset()
 
     @property
     def base(self) -> str:
@@ -62,6 +64,13 @@ class Tested:
     ok: bool
     words: str
     models: tuple[str, ...] = ()
+
+
+def may_use(model: str, barred: Collection[str]) -> bool:
+    """Whether a person may use `model` (an id), given the prefixes of the connections barred
+    to them (Store.barred_prefixes): every model but those connections'."""
+    prefix, colon, name = model.partition(":")
+    return not (colon and name and prefix in barred)
 
 
 def address_problem(kind: str, url: str) -> str:

@@ -7,7 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 from . import db as dbm
-from ..providers.connections import ModelConnection, Tested
+from ..providers.connections import ModelConnection, Tested, may_use
+from ..providers.ids import Choice
 from .rows import Base
 
 KEY = "connections.key"  # what a connection's key is sealed as
@@ -22,7 +23,10 @@ class Connections(Base):
     def _connection(self, r: Any) -> ModelConnection:
         return ModelConnection(id=r["id"], name=r["name"], prefix=r["prefix"], kind=r["kind"], url=r["url"],
                           key=self.seal(KEY).open(r["key"]) if r["key"] else "", off=_lines(r["models_off"]),
-                          listed=_lines(r["listed"]), has_key=bool(r["key"]), tested=r["tested"])
+                          listed=_lines(r["listed"]), has_key=bool(r["key"]), tested=r["tested"],
+                          everyone=bool(r["everyone"]), people=frozenset(
+                              p[0] for p in self._all("SELECT person FROM connection_people WHERE connection = ?",
+                                                      [r["id"]])))
 
     def connections(self) -> list[ModelConnection]:
         """Every connection the owner added, by name, keys opened (for the providers; a page shows `has_key`)."""
@@ -64,6 +68,33 @@ class Connections(Base):
         with self.write() as db:
             columns = ", ".join(f"{name} = ?" for name in values)
             db.conn.execute(f"UPDATE connections SET {columns} WHERE id = ?", [*values.values(), connection_id])
+
+    def set_connection_people(self, connection_id: int, everyone: bool, people: frozenset[int]) -> None:
+        """Who may use its models: everyone, or the owner and `people` (others' ids are ignored)."""
+        with self.write() as db:
+            db.conn.execute("UPDATE connections SET everyone = ?, updated = ? WHERE id = ?",
+                            [int(everyone), dbm.now(), connection_id])
+            db.conn.execute("DELETE FROM connection_people WHERE connection = ?", [connection_id])
+            for person in sorted(people):
+                db.conn.execute("INSERT INTO connection_people (connection, person) SELECT ?, id FROM people "
+                                "WHERE id = ? AND owner = 0", [connection_id, person])
+
+    def barred_prefixes(self, person: int | None) -> set[str]:
+        """The prefixes of the connections whose models `person` may not use: those for chosen
+        people they are not among (none for the owner; all such for nobody signed in)."""
+        return {r[0] for r in self._all(
+            """SELECT prefix FROM connections c WHERE everyone = 0
+               AND NOT EXISTS (SELECT 1 FROM connection_people WHERE connection = c.id AND person = ?)
+               AND NOT EXISTS (SELECT 1 FROM people WHERE id = ? AND owner = 1)""", [person, person])}
+
+    def choices_for(self, person: int | None) -> list[Choice]:
+        """The models `person` may use now (every picker of theirs): the list less the models
+        of connections barred to them."""
+        barred = self.barred_prefixes(person)
+        return [c for c in self.choices() if may_use(c.id, barred)]
+
+    def may_use(self, person: int | None, model: str) -> bool:
+        return may_use(model, self.barred_prefixes(person))
 
     def delete_connection(self, connection_id: int) -> bool:
         with self.write() as db:

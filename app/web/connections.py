@@ -15,6 +15,7 @@ from litestar.exceptions import NotFoundException
 from litestar.params import FromPath
 
 from .. import builtin
+from ..accounts.rules import Accounts
 from ..config import Config
 from ..providers import connections as kinds
 from ..providers.catalog import where
@@ -67,7 +68,8 @@ def page(request: Request, status_code: int = 200, **context: Any) -> Response:
     return render.page(request, "connections.html", status_code=status_code, connections=s.store.connections(),
                        environment=from_environment(s.config, choices, s.providers.ollama_answered), kinds=kinds.KINDS,
                        default=s.store.default_model(), ai_model=s.config.ai_model,
-                       offered=groups(c for c in choices if c.up), name_max=kinds.NAME_MAX, **(shown | context))
+                       offered=groups(c for c in choices if c.up), name_max=kinds.NAME_MAX,
+                       people=[p for p in Accounts(s.store).all() if not p.owner], **(shown | context))
 
 
 def saved_words(s: Worker, saved: str) -> str:
@@ -80,6 +82,8 @@ def saved_words(s: Worker, saved: str) -> str:
     k = s.store.connection(int(raw)) if raw.isdigit() and int(raw) < 2**62 else None
     if k is None:
         return ""
+    if what == "people":
+        return f"Saved who may use “{k.name}”."
     return f"Saved the models of “{k.name}”." if what == "models" else f"Saved “{k.name}”. {k.tested}"
 
 
@@ -177,6 +181,18 @@ async def switch_models(request: Request, connection_id: FromPath[str]) -> Respo
     return go(request, f"{PAGE}?saved=models-{k.id}#connection-{k.id}")
 
 
+@post(PAGE + "/{connection_id:str}/people")
+async def choose_people(request: Request, connection_id: FromPath[str]) -> Response:
+    """Who may use its models: everyone, or the owner and the people ticked. Their pickers
+    follow at their next page; a turn with one of its models is refused to anyone else."""
+    k = connection_or_404(request, connection_id)
+    form = await request.form()
+    everyone = (await form_field(request, "everyone", 1)) != "0"
+    chosen = frozenset(int(p) for p in form.getall("person", []) if isinstance(p, str) and p.isdigit() and len(p) < 18)
+    worker(request).store.set_connection_people(k.id, everyone, chosen)
+    return go(request, f"{PAGE}?saved=people-{k.id}#connection-{k.id}")
+
+
 @post(PAGE + "/{connection_id:str}/delete")
 async def delete(request: Request, connection_id: FromPath[str]) -> Response:
     k = connection_or_404(request, connection_id)
@@ -197,4 +213,5 @@ async def choose_default(request: Request) -> Response:
     return go(request, f"{PAGE}?saved=default#default")
 
 
-routes = [connections_page, add, edit_page, change, test_connection, switch_models, delete, choose_default]
+routes = [connections_page, add, edit_page, change, test_connection, switch_models, choose_people, delete,
+          choose_default]

@@ -353,3 +353,17 @@ def m048_connections(db: sqlite_utils.Database) -> None:
             tested TEXT NOT NULL DEFAULT '',
             created REAL NOT NULL,
             updated REAL NOT NULL)""")
+
+
+@migration
+def m049_connection_people(db: sqlite_utils.Database) -> None:
+    # Who may use a connection's models: everyone (as before), or only the people chosen here
+    # (the owner always may). A person's pickers list only what they may use, and a turn with
+    # another model is refused (app/providers/connections.py, `may_use`).
+    db.execute("ALTER TABLE connections ADD COLUMN everyone INTEGER NOT NULL DEFAULT 1 CHECK (everyone IN (0, 1))")
+    db.execute(
+        """CREATE TABLE connection_people (
+            connection INTEGER NOT NULL REFERENCES connections(id) ON DELETE CASCADE,
+            person INTEGER NOT NULL REFERENCES people(id) ON DELETE CASCADE,
+            PRIMARY KEY (connection, person))""")
+    db.execute("CREATE INDEX connection_people_person ON connection_people (person)")

@@ -375,3 +375,13 @@ def m048_connections(db) -> None:
         tested TEXT NOT NULL DEFAULT '',
         created {REAL} NOT NULL,
         updated {REAL} NOT NULL)""")
+
+
+@migration
+def m049_connection_people(db) -> None:
+    db.execute("ALTER TABLE connections ADD COLUMN everyone BIGINT NOT NULL DEFAULT 1 CHECK (everyone IN (0, 1))")
+    db.execute("""CREATE TABLE connection_people (
+        connection BIGINT NOT NULL REFERENCES connections(id) ON DELETE CASCADE,
+        person BIGINT NOT NULL REFERENCES people(id) ON DELETE CASCADE,
+        PRIMARY KEY (connection, person))""")
+    db.execute("CREATE INDEX connection_people_person ON connection_people (person)")
