@@ -126,7 +126,8 @@ class Providers:
             account = self.accounts[kind]
             return Endpoint(account.url, account.key, name, key_setting=f"the key of “{kind}” in AI_ACCOUNTS")
         if not self.config.ai_url:
-            raise ModelError("No model server is set up: start Tabletalk with AI_URL set to an OpenAI-compatible server.")
+            raise ModelError("No model server answers models without a prefix: add one on the Connections page, "
+                             "or start Tabletalk with AI_URL set to an OpenAI-compatible server.")
         return Endpoint(self.config.ai_url, self.config.ai_key, model)
 
     async def locate(self, model: str) -> Endpoint:

@@ -31,8 +31,8 @@ from ..tools.standard import builtin_tools
 from .turn import Turn
 from .writes import Writes
 
-NO_SERVER = ("No model server is set up: start Ollama, or start Tabletalk with AI_URL "
-             "(an OpenAI-compatible server) or AI_ACCOUNTS set (see the README).")
+NO_SERVER = ("No model server is set up: the owner adds one on the Connections page (/settings/connections), "
+             "or starts Ollama, or starts Tabletalk with AI_URL or AI_ACCOUNTS set (see the README).")
 
 
 def pick(retry: Item | None, asked: str, sticky: str, default: str) -> str:
