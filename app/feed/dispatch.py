@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import re
 import time
 from collections import defaultdict, deque
@@ -50,6 +51,11 @@ UNFOLLOWED_POLL_SECONDS = 0.1
 KEEPALIVE_SECONDS = 15.0  # a comment on every idle stream, so proxies keep it open
 FOLLOWER_BACKLOG = 256  # messages a slow follower may fall behind before it must resync
 OUTAGE_POLL_SECONDS = 0.25  # how often the database is looked for while it cannot be reached
+# The pages following one conversation here are sent at most this many frame messages a
+# second in all (each page's message a write of its own, ~25 us): up to ~16 pages a frame
+# each, and a conversation a hundred pages follow gets a frame every 0.1 s (its CPU was 3x
+# the rows' path's at a frame each: benchmarks/README.md, "The fast path").
+FANOUT_SENDS = 1000
 
 # (store, chat, changed items, changed conversation or None, deleted dom ids, what the pages
 # in step have, brought up to date) -> one SSE message's HTML. The store reads through the
@@ -133,13 +139,17 @@ class Follower:
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
 
-    async def next(self) -> tuple[int | None, bytes] | None:
-        """The next message; None when woken with nothing to send (closing, behind)."""
+    async def take(self) -> list[tuple[int | None, bytes]]:
+        """Every message queued, waiting for one first; none when woken with nothing to send
+        (closing, behind). All of them: what queued while the stream's task waited for its
+        turn (a busy loop, a hundred followers of one answer) leaves in one write."""
         if not self.messages:
             self.waiter = asyncio.get_running_loop().create_future()
             await self.waiter
             self.waiter = None
-        return self.messages.popleft() if self.messages else None
+        taken = list(self.messages)
+        self.messages.clear()
+        return taken
 
 
 class Watcher:
@@ -212,6 +222,7 @@ class Feed:
         self._due: set[int] = set()
         self._frame: asyncio.Handle | None = None
         self._framed = 0.0
+        self._chat_framed: dict[int, float] = {}  # when each conversation's pages were last sent a frame
 
     # --- wake-ups -------------------------------------------------------------------
 
@@ -396,6 +407,7 @@ class Feed:
             if not group:
                 del self.followers[follower.chat]
                 self.followed.pop(follower.chat, None)
+                self._chat_framed.pop(follower.chat, None)
                 for item in [i for i, (chat, _) in self._grown.items() if chat == follower.chat]:
                     del self._grown[item]
                     self._due.discard(item)
@@ -408,11 +420,15 @@ class Feed:
 
     def grew(self, chat: int, item: int, text: SoFar) -> None:
         """The runner read more of a growing text item: the pages following here are sent it
-        within a frame (FRAME_SECONDS), the first read after a quiet frame at once."""
-        if chat not in self.followers:
+        within a frame (FRAME_SECONDS; less often for many pages, FANOUT_SENDS), the first
+        read after a quiet frame at once."""
+        if chat not in self.followers or self.render_grown is None:
             return
         self._grown[item] = (chat, text)
         self._due.add(item)
+        self._schedule()
+
+    def _schedule(self) -> None:
         if self._frame is None:
             loop = asyncio.get_running_loop()
             at = self._framed + FRAME_SECONDS
@@ -420,8 +436,10 @@ class Feed:
             self._frame = loop.call_soon(self._send_frame) if at <= loop.time() else loop.call_at(at, self._send_frame)
 
     def current(self, items: list[Item]) -> list[Item]:
-        """`items` (rows just read) with the text this process read of those growing here
-        where it is ahead of the row; a finished row ends its entry (the row is then all)."""
+        """`items` (rows just read) with the text of those growing here as the pages in step
+        have it: a dispatch neither takes back what a frame sent them nor sends ahead of the
+        frames (which alone bring a text read here on, at their pace). A finished row ends its
+        entry (the row is then all); a text the pages do not have yet is the row's."""
         if not self._grown:
             return items
         out = []
@@ -431,17 +449,22 @@ class Feed:
                 if it.done:
                     del self._grown[it.id]
                     self._due.discard(it.id)
-                elif entry[1].size > len(it.text or ""):
-                    it = replace(it, text=str(entry[1]))
+                else:
+                    chat, text = entry
+                    followed = self.followed.get(chat)
+                    sent = followed.items.get(it.id) if followed is not None else None
+                    if sent is not None and sent.length != len(it.text or "") and sent.length <= text.size:
+                        it = replace(it, text=text.pieces.text(sent.length))
             out.append(it)
         return out
 
     def _send_frame(self) -> None:
         """One frame: each followed conversation's texts read since the last, as the difference
         from what its pages in step have (a page just caught up waits for the next dispatch,
-        which sends it whole elements)."""
+        which sends it whole elements). A conversation whose pages had a frame too recently
+        for their number (FANOUT_SENDS) keeps its texts for a later frame."""
         self._frame = None
-        self._framed = asyncio.get_running_loop().time()
+        now = self._framed = asyncio.get_running_loop().time()
         due, self._due = self._due, set()
         by_chat: dict[int, list[tuple[int, str]]] = defaultdict(list)
         for item in due:
@@ -456,8 +479,12 @@ class Feed:
                 by_chat[chat].append((item, str(text)))
         for chat, texts in by_chat.items():
             group = [f for f in self.followers.get(chat, ()) if not f.fresh]
-            if not group or self.render_grown is None:
+            if not group:
                 continue
+            if now < self._chat_framed.get(chat, -math.inf) + len(group) / FANOUT_SENDS - 0.001:
+                self._due.update(item for item, _ in texts)  # too soon for so many pages
+                continue
+            self._chat_framed[chat] = now
             followed = self.followed[chat]
             for item, _ in texts:  # rendered once a frame: the frame bounds the renders, not the reveal grid
                 followed.renders[item].free = True
@@ -470,6 +497,8 @@ class Feed:
                 data = encode(None, html)
                 for f in group:
                     f.push(None, data)
+        if self._due:
+            self._schedule()
 
     def dispatch(self) -> None:
         """Read what changed since the last rev seen and hand it to the followers."""

@@ -29,10 +29,15 @@ REVEAL_STEP = 40  # characters a growing render moves on by (the reveal grid, se
 # While the open (last) block is longer than this many grid steps, the cut moves on by this
 # share of it instead (incremental.cadence)
 CADENCE = 16
-# A stream that grows by fewer grid steps a second than this is a slow one (a local model at
-# 5-30 tokens a second): each render shows all it can instead of waiting for the grid
-# (blocks.Rendering measures the pace, incremental.growing_view cuts)
-SLOW = 4
+# A stream that grows by fewer grid steps a second than this (2,000 characters: ~500 tokens
+# a second) is shown as it comes: each render shows all it can instead of waiting for the
+# grid (blocks.Rendering measures the pace, incremental.growing_view cuts). The feed renders
+# a growing text at most once per write of its row (20 a second) or per frame (a page in
+# the runner's process), so the grid no longer bounds the messages of any stream slower
+# than that; past it, each write brings several grid steps, and the grid holds back less
+# than one. (At 4, the grid held a page in another worker 84 ms behind the model at 50
+# chunks a second, p50; now 28 ms: benchmarks/README.md, "The fast path".)
+SLOW = 50
 
 
 @dataclass(frozen=True)

@@ -58,19 +58,23 @@ async def follow(feed: Feed, follower: Follower, first: bytes, cursor: int,
         # which worker serves this stream: lets a test see a page follow a run in another worker
         yield f": worker {os.getpid()}\n\n".encode() + first
         while not feed.closed:
-            message = await follower.next()
+            messages = await follower.take()
             if feed.closed or follower.behind:
                 break  # shutdown, or too slow: the browser reconnects and resyncs
-            if message is None:
-                continue
-            rev, data = message
-            if rev == 0 and not signed_in():
-                break  # signed out (or removed) in another worker: seen at a keep-alive
-            if rev and rev <= cursor:
-                continue  # already covered by the first message
-            # `cursor` stays the first message's rev: one dispatch may push several messages
-            # with the same rev (a conversation's change, then the built-in model's), all sent
-            yield data
+            out, ended = [], False
+            for rev, data in messages:
+                if rev == 0 and not signed_in():
+                    ended = True  # signed out (or removed) in another worker: seen at a keep-alive
+                    break
+                if rev and rev <= cursor:
+                    continue  # already covered by the first message
+                # `cursor` stays the first message's rev: one dispatch may push several messages
+                # with the same rev (a conversation's change, then the built-in model's), all sent
+                out.append(data)
+            if out:
+                yield b"".join(out)
+            if ended:
+                break
     finally:
         feed.unfollow(follower)
 
