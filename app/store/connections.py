@@ -20,17 +20,27 @@ def _lines(text: str) -> tuple[str, ...]:
 
 
 class Connections(Base):
-    def _connection(self, r: Any) -> ModelConnection:
+    def _connection(self, r: Any, people: dict[int, set[int]] | None = None) -> ModelConnection:
+        """A row as a connection; `people`: who is chosen for each (read for this row alone when not given)."""
+        if people is None:
+            people = self._chosen("WHERE connection = ?", [r["id"]])
         return ModelConnection(id=r["id"], name=r["name"], prefix=r["prefix"], kind=r["kind"], url=r["url"],
-                          key=self.seal(KEY).open(r["key"]) if r["key"] else "", off=_lines(r["models_off"]),
-                          listed=_lines(r["listed"]), has_key=bool(r["key"]), tested=r["tested"],
-                          everyone=bool(r["everyone"]), people=frozenset(
-                              p[0] for p in self._all("SELECT person FROM connection_people WHERE connection = ?",
-                                                      [r["id"]])))
+                               key=self.seal(KEY).open(r["key"]) if r["key"] else "", off=_lines(r["models_off"]),
+                               listed=_lines(r["listed"]), has_key=bool(r["key"]), tested=r["tested"],
+                               everyone=bool(r["everyone"]), people=frozenset(people.get(r["id"], ())))
+
+    def _chosen(self, where: str = "", params: Any = ()) -> dict[int, set[int]]:
+        out: dict[int, set[int]] = {}
+        for connection, person in self._all(f"SELECT connection, person FROM connection_people {where}", params):
+            out.setdefault(connection, set()).add(person)
+        return out
 
     def connections(self) -> list[ModelConnection]:
-        """Every connection the owner added, by name, keys opened (for the providers; a page shows `has_key`)."""
-        return [self._connection(r) for r in self._all("SELECT * FROM connections ORDER BY name, id")]
+        """Every connection the owner added, by name, keys opened (for the providers, at each
+        listing and request: two reads, whatever their number; a page shows `has_key`)."""
+        rows = self._all("SELECT * FROM connections ORDER BY name, id")
+        people = self._chosen() if rows else {}
+        return [self._connection(r, people) for r in rows]
 
     def connection(self, connection_id: int) -> ModelConnection | None:
         r = self._one("SELECT * FROM connections WHERE id = ?", [connection_id])
