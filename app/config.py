@@ -28,8 +28,9 @@ SETTINGS: dict[str, tuple[str, str]] = {
                                       "conversations over once this has passed (at least 1)."),
     "AI_URL": ("", "Base URL of an OpenAI-compatible server (e.g. http://127.0.0.1:11434/v1)."),
     "AI_KEY": ("", "API key for AI_URL, sent as a Bearer token; optional."),
-    "AI_MODEL": ("", "Model id to use when a message and its agent name none; default: the first model AI_URL lists, "
-                     "else the first on this computer, else an account's."),
+    "AI_MODEL": ("", "Model id to use when a message and its agent name none, unless the owner chose a default on the "
+                     "Connections page; default: the first model AI_URL lists, else the first on this computer, else "
+                     "an account's or a connection's."),
     "AI_EMBEDDINGS": ("", "Model id (as AI_MODEL's) whose /v1/embeddings turns knowledge passages into vectors, so "
                           "a search finds passages by meaning as well as by their words (e.g. local:nomic-embed-text); "
                           "empty: full-text search alone."),

@@ -66,10 +66,16 @@ def test_tools_approval_window_and_images_come_from_the_agent_and_the_model_list
 
 
 def test_why_a_turn_cannot_be_sent_is_said_in_plain_words(store):
-    assert setup_of(store).unready("m") == NO_SERVER
+    chat = store.new_conversation(None).id
+    assert setup_of(store).unready("m", chat) == NO_SERVER
     served = setup_of(store, ai_url="http://127.0.0.1:9/v1")
-    assert served.unready("") == no_model(store.choices())
-    assert served.unready("m") == ""
+    assert served.unready("", chat) == no_model(store.choices())
+    assert served.unready("m", chat) == ""
+    # a model of a connection the owner keeps for chosen people: refused to anyone else
+    team = store.add_connection("Team", "team", "openai", "http://127.0.0.1:9/v1", "")
+    store.set_connection_people(team, False, frozenset())
+    assert served.unready("team:big", chat).startswith("You may not use the model “team:big”")
+    assert served.unready("m", chat) == "" and served.unready("llama3:8b", chat) == ""
 
 
 def test_web_search_is_offered_once_a_provider_is_chosen_and_the_switch_gives_it_for_one_message(store):

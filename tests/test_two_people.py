@@ -85,8 +85,9 @@ def two(client, fake, data):
     b_chat = store.new_conversation(b_agent.id, "B's own", person=b).id
     b_key, _ = ApiKeys(store).make(Person("Bea", id=b), "B's key")
     _, a_key = ApiKeys(store).make(Person("A", owner=True, id=a), f"A's {SECRET_WORD} key")  # the API's routes take a key, not a cookie
+    connection = store.add_connection("A's server", "a-server", "openai", "http://127.0.0.1:9/v1", f"A's {SECRET_WORD}")
     db.conn.close()
-    return {"a": a, "b": b, "b_token": b_token, "b_key": b_key, "chat": chat_id, "call": call, "item": user_item, "file": file_id,
+    return {"connection": connection, "a": a, "b": b, "b_token": b_token, "b_key": b_key, "chat": chat_id, "call": call, "item": user_item, "file": file_id,
             "agent": other.id, "a_default_agent": agent.id, "plugin": p.id, "memory": memory,
             "b_agent": b_agent.id, "b_chat": b_chat, "person": a, "ask": asked.id,
             "collection": collection, "document": document, "passage": passage, "key": a_key}
@@ -117,7 +118,7 @@ def fill(template: str, ids: dict) -> list[str]:
          "memory_id": ids["memory"], "file": ids["file"], "person_id": ids["person"],
          "item": ids["item"], "head": ids["item"], "name": f"{ids['item']}.txt", "ask": ids["ask"],
          "collection_id": ids["collection"], "document_id": ids["document"], "passage_id": ids["passage"],
-         "key": ids["key"]}
+         "key": ids["key"], "connection_id": ids["connection"]}
     paths = [re.sub(r"\{(\w+):\w+\}", lambda m: str(a[m.group(1)]), template)]
     if re.search(r"\{(call|plugin_id|memory_id|item|head|name|ask):", template):
         mixed = dict(a, chat=ids["b_chat"], agent_id=ids["b_agent"])

@@ -11,6 +11,7 @@
     errors.py    what went wrong, in words a person reads
     embeddings.py  texts as vectors by a server's /v1/embeddings (knowledge search by meaning)
     builtin.py   the built-in model in the model list, while it is installed
+    connections.py  model servers the owner added on the Connections page: kinds, a Test's words, id prefixes
 
 Import from the module that holds a name (`from app.providers.client import Providers`):
 this file imports nothing, so the row types can be read without the client's dependencies.

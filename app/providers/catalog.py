@@ -163,8 +163,10 @@ def ollama_window(show: dict[str, Any]) -> int | None:
     return next((v for k, v in info.items() if k.endswith(".context_length") and _positive(v)), None)
 
 
-async def ollama_catalog(http: httpx2.AsyncClient, base: str) -> list[Choice]:
-    """Ollama's models (GET /api/tags), each with its window and abilities (POST /api/show).
+async def ollama_catalog(http: httpx2.AsyncClient, base: str, prefix: str = f"{LOCAL}:",
+                         group: str = GROUP_LOCAL) -> list[Choice]:
+    """Ollama's models (GET /api/tags), each with its window and abilities (POST /api/show),
+    ids "{prefix}NAME" in `group` (OLLAMA_HOST's: "local:", this computer; a connection's own).
     Models that only embed are left out: they cannot chat."""
     body = _json(await http.get(f"{base}/api/tags", timeout=LIST_TIMEOUT))
     models = body.get("models") if isinstance(body, dict) else None
@@ -204,6 +206,6 @@ async def ollama_catalog(http: httpx2.AsyncClient, base: str) -> list[Choice]:
         tags = tuple(t for t in ("thinking", "tools", "vision") if t in abilities)
         if abilities and "vision" not in abilities:
             tags += (NO_IMAGES,)  # Ollama says what it can do, and reading images is not among it
-        out.append(Choice(id=f"{LOCAL}:{name}", name=name, group=GROUP_LOCAL,
+        out.append(Choice(id=f"{prefix}{name}", name=name, group=group,
                           window=loaded.get(name) or ollama_window(info), tags=tags))
     return out

@@ -2,14 +2,16 @@
 
 "local:NAME" is answered by Ollama (OLLAMA_HOST, through its OpenAI-compatible /v1) or by
 the server at LOCAL_AI_URL, whichever listed NAME; "ACCOUNT:NAME" by a hosted account from
-AI_ACCOUNTS; a bare NAME by the server at AI_URL (see ids.py). Every failure leaves this
-module as a `ModelError` whose message a person can read.
+AI_ACCOUNTS, else by the connection the owner added with that prefix (connections.py, read
+from the rows at each listing and each request, so a change applies at once in every worker);
+a bare NAME by the server at AI_URL (see ids.py). Every failure leaves this module as a
+`ModelError` whose message a person can read.
 """
 from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Sequence
 from typing import TYPE_CHECKING, Any
 
 import httpx2
@@ -21,6 +23,7 @@ from ..config import LOCAL, Account, Config
 from ..tools import Tool
 from . import asking, catalog, embeddings
 from .asking import Route
+from .connections import OLLAMA as OLLAMA_KIND, ModelConnection
 from .ids import GROUP_LOCAL, GROUP_SERVER, Choice, choice_of, groups
 from .limits import Lessons
 from .servers import Endpoint, Gate, Server
@@ -46,16 +49,19 @@ def no_model(choices: list[Choice]) -> str:
 class Providers:
     """One per process: model clients (with their connection pools) and the model list."""
 
-    def __init__(self, config: Config):
+    def __init__(self, config: Config, connections: Callable[[], Collection[ModelConnection]] = tuple):
         self.config = config
         self.accounts = {a.name: a for a in config.accounts}
+        # The servers the owner added (the store's rows, keys opened): read at each listing and
+        # each request rather than kept, so an edit on one worker is what every other one uses next.
+        self.connections = connections
         self.ollama = catalog.ollama_base(config.ollama_host) if config.ollama_host else ""
         # What the last listing learned: which server has each local name, and which of
         # Ollama's models can think (it refuses a thinking level for the others). Per process;
         # every worker lists at start, and a local name missing here is looked up again
         # before it is used (`locate`).
         self._local: dict[str, set[str]] = {OLLAMA: set(), LOCAL_SERVER: set(), BUILTIN: set()}
-        self._thinkers: set[str] = set()
+        self._thinkers: dict[str, set[str]] = {}  # by an Ollama's /v1 address
         self._ollama_answered = False
         self._clients: dict[tuple[str, str], openai.AsyncOpenAI] = {}
         # What servers said about themselves at the last listing (servers.probe), by base URL,
@@ -76,15 +82,30 @@ class Providers:
         return httpx2.Timeout(connect=5.0, read=self.config.model_timeout, write=10.0, pool=10.0)
 
     @property
+    def ollama_answered(self) -> bool:
+        """The Ollama at OLLAMA_HOST answered this process's last listing."""
+        return self._ollama_answered
+
+    @property
     def configured(self) -> bool:
         """Some model server is set up (an Ollama at the default address counts once it answered)."""
         c = self.config
         return bool(c.ai_url or c.accounts or c.local_ai_url or (self.ollama and c.ollama_set) or self._ollama_answered
-                    or builtin.installed(c.data))
+                    or builtin.installed(c.data) or self.connections())
+
+    def _split(self, model: str) -> tuple[str, str, ModelConnection | None]:
+        """`choice_of` over the accounts and the connections: (prefix, name, the connection
+        answering it). An account of AI_ACCOUNTS wins a prefix a connection has too."""
+        added = {k.prefix: k for k in self.connections()}
+        kind, name = choice_of(model, [*self.accounts, *added])
+        return kind, name, None if kind in self.accounts else added.get(kind)
 
     def endpoint(self, model: str) -> Endpoint:
         """Where `model` (an id) is answered, from what the last listing learned."""
-        kind, name = choice_of(model, self.accounts)
+        kind, name, added = self._split(model)
+        if added is not None:
+            return Endpoint(added.base, added.key, name, style="ollama" if added.kind == OLLAMA_KIND else "openai",
+                            key_setting=f"the key of the connection “{added.name}” on the Connections page")
         if kind == LOCAL and name in self._local[BUILTIN] - self._local[OLLAMA] - self._local[LOCAL_SERVER]:
             if not (url := builtin.url_of(self.config.data)):  # between a death and its restart
                 raise ModelError("The built-in model is starting again; try again in a moment.")
@@ -105,7 +126,8 @@ class Providers:
             account = self.accounts[kind]
             return Endpoint(account.url, account.key, name, key_setting=f"the key of “{kind}” in AI_ACCOUNTS")
         if not self.config.ai_url:
-            raise ModelError("No model server is set up: start Tabletalk with AI_URL set to an OpenAI-compatible server.")
+            raise ModelError("No model server answers models without a prefix: add one on the Connections page, "
+                             "or start Tabletalk with AI_URL set to an OpenAI-compatible server.")
         return Endpoint(self.config.ai_url, self.config.ai_key, model)
 
     async def locate(self, model: str) -> Endpoint:
@@ -165,6 +187,7 @@ class Providers:
             self._list_local_server(wait),
             self._list_builtin(),
             *(self._list_account(a) for a in c.accounts),
+            *(self._list_connection(k, wait) for k in self.connections() if k.prefix not in self.accounts),
             self._list_server(wait),
         )
         out: list[Choice] = []
@@ -177,9 +200,15 @@ class Providers:
         return [choice for _, members in groups(out) for choice in members]
 
     @staticmethod
-    def preferred(choices: list[Choice]) -> str:
-        """The model to use when none is named: the first the server at AI_URL lists (it was
-        set up by hand), else the first on this computer, else the first of an account."""
+    def preferred(choices: list[Choice], chosen: str = "", configured: str = "") -> str:
+        """The model to use when none is named: the default the owner chose on the Connections
+        page (`chosen`) while it is listed, else AI_MODEL (`configured`), else the first the
+        server at AI_URL lists (it was set up by hand), else the first on this computer, else
+        the first of an account or connection."""
+        if chosen and any(c.id == chosen and c.up for c in choices):
+            return chosen
+        if configured:
+            return configured
         first = {GROUP_SERVER: 0, GROUP_LOCAL: 1}
         offered = sorted((c for c in choices if c.up), key=lambda c: first.get(c.group, 2))
         return offered[0].id if offered else ""
@@ -206,7 +235,7 @@ class Providers:
                 if self.config.ollama_set else []
         self._ollama_answered = True
         self._local[OLLAMA] = {choice.name for choice in found}
-        self._thinkers = {choice.name for choice in found if "thinking" in choice.tags}
+        self._thinkers[f"{self.ollama}/v1"] = {choice.name for choice in found if "thinking" in choice.tags}
         return found
 
     async def _list_probed(self, url: str, key: str, group: str, prefix: str, down: Choice,
@@ -255,6 +284,16 @@ class Providers:
             catalog.openai_catalog(self._http, account.url, account.key, account.name, f"{account.name}:", account.models),
             Choice(f"!account:{account.name}", catalog.where(account.url), account.name))
 
+    async def _list_connection(self, k: ModelConnection, wait: float = catalog.LIST_TIMEOUT) -> list[Choice]:
+        """A connection's models, less those switched off; one down is a row that says so."""
+        down = Choice(f"!connection:{k.prefix}", catalog.where(k.url), k.name)
+        if k.kind == OLLAMA_KIND:
+            found = await self._listed(catalog.ollama_catalog(self._http, k.url, f"{k.prefix}:", k.name), down)
+            self._thinkers[k.base] = {c.id.partition(":")[2] for c in found if "thinking" in c.tags}
+        else:
+            found = await self._list_probed(k.url, k.key, k.name, f"{k.prefix}:", down, wait)
+        return [c for c in found if not c.up or c.id.partition(":")[2] not in k.off]
+
     async def _list_server(self, wait: float = catalog.LIST_TIMEOUT) -> list[Choice]:
         if not self.config.ai_url:
             return []
@@ -276,7 +315,7 @@ class Providers:
 
     def thinking(self, endpoint: Endpoint, level: str | None) -> dict[str, Any]:
         """The request fields that ask the model at `endpoint` to think at `level`."""
-        thinks = endpoint.model in self._thinkers if endpoint.style == "ollama" else None
+        thinks = endpoint.model in self._thinkers.get(endpoint.base_url, set()) if endpoint.style == "ollama" else None
         try:
             return thinking_fields(endpoint.style, level, thinks)
         except ValueError:
@@ -308,8 +347,8 @@ class Providers:
         """Whether requests for `model` carry max_tokens: on this computer, and at AI_URL when
         it is a server we recognise (llama.cpp, llama-cpp-python, vLLM, LM Studio). Hosted
         services bound answers themselves, and some of their models refuse max_tokens."""
-        kind, _ = choice_of(model, self.accounts)
-        return kind == LOCAL or (kind == "" and bool(self.server(endpoint).kind))
+        kind, _, added = self._split(model)
+        return kind == LOCAL or ((kind == "" or added is not None) and bool(self.server(endpoint).kind))
 
     def server(self, endpoint: Endpoint) -> Server:
         return self.server_at(endpoint.base_url)

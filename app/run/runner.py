@@ -396,7 +396,7 @@ class Runner(space.DiskFull):
         turn = run.turn = await self.turn_setup.turn(run.chat, user, retry, self.writes, changed=self.feed.changed,
                                                      store=run.store, grew=self.feed.grew)
         run.store.update(user.id)  # it is answered now, no longer queued: pages re-render it
-        if why := self.turn_setup.unready(turn.model):
+        if why := self.turn_setup.unready(turn.model, run.chat):
             turn.emit(loop.Failed(why))
         else:
             # read once a frame while a page here follows (it is handed the words from memory), else once a beat

@@ -22,6 +22,7 @@ from ..config import Config
 from ..context.segments import takes_images
 from ..knowledge.ranking import Meaning
 from ..providers.client import Providers, no_model
+from ..providers.connections import may_use
 from ..store import Store
 from ..tables import Assistant, Item, Picks, picks_of
 from ..tools import Tool, allowed, chosen, client_tool, names
@@ -30,8 +31,8 @@ from ..tools.standard import builtin_tools
 from .turn import Turn
 from .writes import Writes
 
-NO_SERVER = ("No model server is set up: start Ollama, or start Tabletalk with AI_URL "
-             "(an OpenAI-compatible server) or AI_ACCOUNTS set (see the README).")
+NO_SERVER = ("No model server is set up: the owner adds one on the Connections page (/settings/connections), "
+             "or starts Ollama, or starts Tabletalk with AI_URL or AI_ACCOUNTS set (see the README).")
 
 
 def pick(retry: Item | None, asked: str, sticky: str, default: str) -> str:
@@ -60,7 +61,7 @@ class TurnSetup:
         agent = agent or self.store.default_agent(convo.person if convo else None)  # never another person's
         model = (retry.model if retry else "") or pick(retry, user.model, convo.model if convo else "",
                                                        agent.model if agent else "")
-        model = model or await self.default_model()
+        model = model or await self.default_model(convo.person if convo else None)
         thinking = pick(retry, user.thinking, convo.thinking if convo else "", agent.thinking if agent else "")
         # a plugin's call keeps its rows through the run's store, and may ask the person (its
         # wake-ups) or the agent's model (sampling)
@@ -88,10 +89,16 @@ class TurnSetup:
         """`text`'s vector by the embedding model (AI_EMBEDDINGS): a knowledge search's question."""
         return Meaning(self.config.embeddings, (await self.providers.embed(self.config.embeddings, [text]))[0])
 
-    def unready(self, model: str) -> str:
-        """Why a turn with `model` cannot be sent to any model, in plain words ('' when it can)."""
+    def unready(self, model: str, chat: int) -> str:
+        """Why a turn with `model` in conversation `chat` cannot be sent to any model, in plain
+        words ('' when it can): no server, no model, or one of a connection the owner keeps
+        for other people (a crafted form, an agent set before, the API: all end here)."""
         if not self.providers.configured:
             return NO_SERVER
+        convo = self.store.conversation(chat)
+        if model and not self.store.may_use(convo.person if convo else None, model):
+            return (f"You may not use the model “{model}”: the owner keeps its connection for chosen people. "
+                    "Pick another model.")
         return "" if model else no_model(self.store.choices())
 
     async def tools_for(self, agent: Assistant | None, chat: int | None, plugins: mcp_tools.PluginRun,
@@ -119,12 +126,15 @@ class TurnSetup:
             found.append(search_knowledge)
         return found
 
-    async def default_model(self) -> str:
-        """AI_MODEL; else the first model the server at AI_URL lists, else this computer's, else an account's."""
-        if self.config.ai_model:
-            return self.config.ai_model
-        return self.providers.preferred(self.store.choices()) or self.providers.preferred(
-            await self.providers.choices(patient=True))  # a busy one-at-a-time server lists late
+    async def default_model(self, person: int | None) -> str:
+        """The owner's default (the Connections page) while listed and `person`'s to use; else
+        AI_MODEL; else the first model the server at AI_URL lists, else this computer's, else an
+        account's or a connection's (of those `person` may use)."""
+        chosen = self.store.default_model()
+        barred = self.store.barred_prefixes(person)
+        return self.providers.preferred(self.store.choices_for(person), chosen, self.config.ai_model) or \
+            self.providers.preferred([c for c in await self.providers.choices(patient=True)  # a busy one-at-a-time
+                                      if may_use(c.id, barred)], chosen)  # server lists late
 
     def images_for(self, model: str) -> bool:
         """Whether `model` is sent attached images: unless its model list says it reads none."""

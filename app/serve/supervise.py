@@ -286,7 +286,7 @@ def refresh_choices(config: Config, store: Store) -> None:
     """The model list read again, now that the built-in model answers (every page's picker)."""
 
     async def read() -> None:
-        providers = Providers(config)
+        providers = Providers(config, store.connections)
         try:
             store.replace_choices(await providers.choices())
         finally:

@@ -70,7 +70,7 @@ async def running(config: Config, render: Render | None = None,
     # would start it again, and again, and then stop the whole server ("crash loop").
     store, feed, key = await outage.awaited(opened, say=log.warning)
     db = store.db
-    providers = Providers(config)
+    providers = Providers(config, store.connections)  # the owner's connections, read from rows at each use
     sessions = Sessions()
     runner = Runner(config, store, feed, providers, sessions)
     ingest = Ingest(config, store, feed, runner.owner)

@@ -19,6 +19,7 @@ from .plugin_auth import PluginAuth
 from .branches import Branches
 from .changes import Changed, Changes
 from .chats import ITEM_COLUMNS, Chats
+from .connections import Connections
 from .context import Context
 from .files import Files
 from .knowledge import Knowledge
@@ -35,7 +36,7 @@ from .web_search import WebSearch
 
 
 class Store(Chats, Changes, Search, Branches, Agents, Plugins, Context, Files, Pages, People, LocalModel, Runs,
-            Asks, PluginAuth, Secrets, Knowledge, ApiAccess, ApiChats, WebSearch):
+            Asks, PluginAuth, Secrets, Knowledge, ApiAccess, ApiChats, WebSearch, Connections):
     """Every read and write of rows, by family (one module each); see Base for the common ground."""
 
     def __init__(self, db, notify=lambda: None):

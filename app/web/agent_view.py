@@ -62,7 +62,7 @@ async def agent_view(request: Request, s: Worker, agent: Assistant, tab: str, st
                "typed": typed or {k: getattr(agent, k) for k in fields},
                "plugin_typed": plugin_typed or {}, "editing": editing, "created": created}
     if tab == "settings":
-        context["choices"] = s.store.choices()
+        context["choices"] = s.store.choices_for(agent.person)
     elif tab == "tools":
         context["groups"] = await offered_tools(s, agent)
         context["use"] = names(agent.tools)

@@ -88,7 +88,7 @@ async def save_settings(request: Request, agent_id: FromPath[str]) -> Response:
              "suggestions": agent.suggestions if offered is None else offered}
     if problem := name_problem(name):
         return await agent_view(request, s, agent, "settings", 400, problem=("name", problem), typed=typed)
-    if model and s.store.choice(model) is None and model != agent.model:
+    if model and model != agent.model and (s.store.choice(model) is None or not s.store.may_use(agent.person, model)):
         return await agent_view(request, s, agent, "settings", 400, typed=typed,
                                 problem=("model", f"There is no model “{model}” to choose now: pick another."))
     changes = {"name": name, "instructions": instructions, "model": model, "thinking": thinking}

@@ -17,15 +17,17 @@ def agent_of(store: Store, convo: Conversation) -> Assistant | None:
     return agent or store.default_agent(convo.person)
 
 
-def default_model(s: Worker, agent: Assistant | None) -> str:
-    """The model a message that picks none is answered with: the agent's, else AI_MODEL, else
-    the first the model list offers ('' while it offers none)."""
-    return (agent.model if agent else "") or s.config.ai_model or Providers.preferred(s.store.choices())
+def default_model(s: Worker, person: int | None, agent: Assistant | None) -> str:
+    """The model a message of `person`'s that picks none is answered with: the agent's, else
+    the owner's default while listed (and theirs to use), else AI_MODEL, else the first the
+    model list offers them ('' while it offers none)."""
+    return (agent.model if agent else "") or Providers.preferred(s.store.choices_for(person), s.store.default_model(),
+                                                                 s.config.ai_model)
 
 
-def unpicked_label(s: Worker, agent: Assistant | None) -> str:
+def unpicked_label(s: Worker, person: int | None, agent: Assistant | None) -> str:
     """What the model picker says while nothing is picked: the model that will answer."""
-    model = default_model(s, agent)
+    model = default_model(s, person, agent)
     if not model:
         return "Model"
     return f"{model_name(model)} ({'the agent’s' if agent and agent.model else 'default'})"
@@ -37,14 +39,16 @@ def thinkers(store: Store, choices: list[Choice]) -> frozenset[str]:
     return frozenset({c.id for c in choices if "thinking" in c.tags} | store.seen_thinking())
 
 
-def composer(s: Worker, agent: Assistant | None, model: str = "", thinking: str = "") -> dict[str, object]:
-    """What the composer's pickers need beside the choices: the label of "not picked", the
-    models that think, and whether the Thinking picker is offered for the model that answers
-    now (`model`, the conversation's pick, else the default), or keeps a level picked before."""
-    choices = s.store.choices()
+def composer(s: Worker, person: int | None, agent: Assistant | None, model: str = "",
+             thinking: str = "") -> dict[str, object]:
+    """What `person`'s composer pickers need: the models they may use, the label of "not
+    picked", the models that think, and whether the Thinking picker is offered for the model
+    that answers now (`model`, the conversation's pick, else the default), or keeps a level
+    picked before."""
+    choices = s.store.choices_for(person)
     thinks = thinkers(s.store, choices)
-    answers = model or default_model(s, agent)
-    return {"choices": choices, "unpicked": unpicked_label(s, agent), "thinkers": thinks,
-            "default_thinks": default_model(s, agent) in thinks,
+    answers = model or default_model(s, person, agent)
+    return {"choices": choices, "unpicked": unpicked_label(s, person, agent), "thinkers": thinks,
+            "default_thinks": default_model(s, person, agent) in thinks,
             "offer_thinking": bool(thinking) or answers in thinks,
             "web_search": s.store.search_provider() is not None}  # the search switch, once the owner chose a provider

@@ -46,6 +46,7 @@ from . import (
     skills,
     templating,
     web_search,
+    connections,
 )
 from .authenticate import API, API_BODY_MAX, TooLarge
 from .headers import private, secured
@@ -210,6 +211,7 @@ def create_app(config: configuration.Config | None = None) -> Litestar:
             *openai_api.routes,
             *api_keys.routes,
             *web_search.routes,
+            *connections.routes,
             *files.routes,
             *shortcuts.routes,
             # compressed once per file version, each form with its own ETag (compress.py)

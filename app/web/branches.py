@@ -125,10 +125,10 @@ async def again_with(request: Request, chat: FromPath[str], head: FromPath[str],
     convo = conversation_or_404(request, chat)
     it, user = answer_head(s.store, convo, head)
     if menu:
-        html = fragment("_again_menu.html", convo=convo, head=it.id, choices=s.store.choices(),
+        html = fragment("_again_menu.html", convo=convo, head=it.id, choices=s.store.choices_for(convo.person),
                         csrf=render.csrf_token(request))
         return Response(html, media_type="text/html")
-    return render.page(request, "again.html", convo=convo, user=user, head=it.id, choices=s.store.choices())
+    return render.page(request, "again.html", convo=convo, user=user, head=it.id, choices=s.store.choices_for(convo.person))
 
 
 @post("/c/{chat:str}/answers/{head:str}/again")

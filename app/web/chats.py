@@ -78,7 +78,7 @@ async def index(request: Request, agent: FromQuery[str | None] = None) -> Respon
         suggestions=suggestions_of(chosen),
         configured=s.providers.configured,
         builtin=s.store.builtin(),
-        **answering.composer(s, chosen),
+        **answering.composer(s, who.id, chosen),
         model="",
         state={"running": False},
         text_max=TEXT_MAX,
@@ -163,7 +163,7 @@ def conversation_page(request: Request, s: Worker, chat: str, editing: int | Non
         items, _, _ = live.page_items(s.store, convo.id, chat_state, editing=editing)
         plan = s.store.plan(convo.id)
         agent = answering.agent_of(s.store, convo)
-        pickers = answering.composer(s, agent, convo.model, convo.thinking)
+        pickers = answering.composer(s, convo.person, agent, convo.model, convo.thinking)
     return render.page(
         request, "chat.html",
         convo=convo,

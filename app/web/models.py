@@ -7,7 +7,7 @@ from ..providers.ids import groups
 from ..run.choices import refresh_choices
 from . import answering
 from .templating import fragment
-from .toolkit import agent_or_404, go, is_htmx, local_path, worker
+from .toolkit import agent_or_404, go, is_htmx, local_path, me, worker
 
 
 @post("/models/refresh")
@@ -28,7 +28,8 @@ def picked(request: Request, model: object, here: object) -> Response:
     raw = request.query_params.get("agent")
     agent = agent_or_404(request, raw) if raw else None
     model = model if isinstance(model, str) else ""
-    html = fragment("_picker.html", **answering.composer(worker(request), agent, model), model=model, agent=agent,
+    html = fragment("_picker.html", **answering.composer(worker(request), me(request).id, agent, model), model=model,
+                    agent=agent,
                     here=local_path(here))
     return Response(html, media_type="text/html", status_code=200)
 
@@ -46,7 +47,7 @@ async def listing(request: Request) -> dict:
         {"title": title, "models": [
             {"id": c.id, "name": c.name, "window": c.window, "tags": list(c.tags)} for c in members if c.up],
          "notes": [f"{c.name}: {c.note}" for c in members if not c.up]}
-        for title, members in groups(worker(request).store.choices())
+        for title, members in groups(worker(request).store.choices_for(me(request).id))
     ]}
 
 

@@ -162,9 +162,11 @@ def thinking_level(raw: str) -> str:
 
 
 async def model_field(request: Request) -> str:
-    """The `model` field: '' (the usual one) or a model the list offers now, else a 400."""
+    """The `model` field: '' (the usual one) or a model the list offers now to the person
+    signed in, else a 400 (a model barred to them reads as one that does not exist)."""
     model = (await form_field(request, "model", MODEL_MAX)).strip()
-    if model and worker(request).store.choice(model) is None:
+    store = worker(request).store
+    if model and (store.choice(model) is None or not store.may_use(me(request).id, model)):
         raise HTTPException(status_code=400, detail=f"There is no model “{model}” to choose.")
     return model
 

@@ -330,3 +330,40 @@ def m047_plugins_instructions(db: sqlite_utils.Database) -> None:
     # What a plugin's server says about using it (`instructions` in its answer to `initialize`),
     # as of its last listing: the system prompt names it under the plugin (docs/plugins.md).
     db.execute("ALTER TABLE plugins ADD COLUMN instructions TEXT NOT NULL DEFAULT ''")
+
+
+@migration
+def m048_connections(db: sqlite_utils.Database) -> None:
+    # Model servers the owner added in the browser (app/providers/connections.py), beside those
+    # the environment names. `prefix` starts its models' ids and stays when it is renamed (an
+    # agent naming one of them keeps it); `key` is sealed with the app's key (sealed.py), never
+    # kept as typed; `models_off` the model names switched off, `listed` what its last Test listed
+    # (the page's switches), each one a line; `tested` the words its last Test said. The default
+    # model is the `models.default` setting.
+    db.execute(
+        """CREATE TABLE connections (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            name TEXT NOT NULL UNIQUE CHECK (length(name) BETWEEN 1 AND 60),
+            prefix TEXT NOT NULL UNIQUE CHECK (length(prefix) BETWEEN 1 AND 40),
+            kind TEXT NOT NULL CHECK (kind IN ('openai', 'ollama')),
+            url TEXT NOT NULL CHECK (length(url) BETWEEN 1 AND 2000),
+            key TEXT NOT NULL DEFAULT '',
+            models_off TEXT NOT NULL DEFAULT '',
+            listed TEXT NOT NULL DEFAULT '',
+            tested TEXT NOT NULL DEFAULT '',
+            created REAL NOT NULL,
+            updated REAL NOT NULL)""")
+
+
+@migration
+def m049_connection_people(db: sqlite_utils.Database) -> None:
+    # Who may use a connection's models: everyone (as before), or only the people chosen here
+    # (the owner always may). A person's pickers list only what they may use, and a turn with
+    # another model is refused (app/providers/connections.py, `may_use`).
+    db.execute("ALTER TABLE connections ADD COLUMN everyone INTEGER NOT NULL DEFAULT 1 CHECK (everyone IN (0, 1))")
+    db.execute(
+        """CREATE TABLE connection_people (
+            connection INTEGER NOT NULL REFERENCES connections(id) ON DELETE CASCADE,
+            person INTEGER NOT NULL REFERENCES people(id) ON DELETE CASCADE,
+            PRIMARY KEY (connection, person))""")
+    db.execute("CREATE INDEX connection_people_person ON connection_people (person)")

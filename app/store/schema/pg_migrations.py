@@ -359,3 +359,29 @@ def m046_items_search_web(db) -> None:
 @migration
 def m047_plugins_instructions(db) -> None:
     db.execute("ALTER TABLE plugins ADD COLUMN instructions TEXT NOT NULL DEFAULT ''")
+
+
+@migration
+def m048_connections(db) -> None:
+    db.execute(f"""CREATE TABLE connections (
+        id {ID},
+        name TEXT NOT NULL UNIQUE CHECK (length(name) BETWEEN 1 AND 60),
+        prefix TEXT NOT NULL UNIQUE CHECK (length(prefix) BETWEEN 1 AND 40),
+        kind TEXT NOT NULL CHECK (kind IN ('openai', 'ollama')),
+        url TEXT NOT NULL CHECK (length(url) BETWEEN 1 AND 2000),
+        key TEXT NOT NULL DEFAULT '',
+        models_off TEXT NOT NULL DEFAULT '',
+        listed TEXT NOT NULL DEFAULT '',
+        tested TEXT NOT NULL DEFAULT '',
+        created {REAL} NOT NULL,
+        updated {REAL} NOT NULL)""")
+
+
+@migration
+def m049_connection_people(db) -> None:
+    db.execute("ALTER TABLE connections ADD COLUMN everyone BIGINT NOT NULL DEFAULT 1 CHECK (everyone IN (0, 1))")
+    db.execute("""CREATE TABLE connection_people (
+        connection BIGINT NOT NULL REFERENCES connections(id) ON DELETE CASCADE,
+        person BIGINT NOT NULL REFERENCES people(id) ON DELETE CASCADE,
+        PRIMARY KEY (connection, person))""")
+    db.execute("CREATE INDEX connection_people_person ON connection_people (person)")
