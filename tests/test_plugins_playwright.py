@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import csrf, idle, soup, start_chat, wait_for
+from tests.conftest import csrf, soup, start_chat, wait_for
 from tests.fakes.openai_server import tool_call
 from tests.fakes.playwright_mcp import LoopbackPage, PlaywrightMCP, installed
 from tests.test_agents_tools import agent_url
@@ -53,8 +53,23 @@ def test_navigate_then_snapshot_shows_the_page_and_a_screenshot_is_shown(make_cl
                     [tool_call("browser_browser_take_screenshot", {"type": "png"})],
                     "It says hello.")
         chat = start_chat(client, "open the page and look at it")
-        shown = wait_for(lambda: len((p := idle(client, chat)).select("article.call")) == 3 and
-                         p.select("article.text, article.error") and p, timeout=90)
+        approved: list[str] = []
+
+        def answered():
+            """The page once the run ended, approving each call that waits meanwhile (Playwright
+            says navigating may change things, destructiveHint: such tools wait for approval
+            from the moment their plugin is added), as the person would."""
+            p = soup(client.get(chat))
+            waiting = p.select_one("article.call:has(.state.approval)")
+            if waiting is not None:
+                client.post(f"{chat}/calls/{waiting['id'][1:]}", data={"_csrf_token": csrf(client), "decision": "approve"})
+                approved.append(waiting.select_one("code").text if waiting.select_one("code") else waiting["id"])
+                return None
+            return (p.select_one('#status[data-running="0"]') and len(p.select("article.call")) == 3
+                    and p.select("article.text, article.error") and p)
+
+        shown = wait_for(answered, timeout=90)
+        assert approved, "navigating waits for the person's approval (its server marks it destructive)"
         navigate, snapshot, screenshot = shown.select("article.call")
         assert [c.select_one(".state").text for c in (navigate, snapshot, screenshot)] == ["done"] * 3
         assert "Page Title: Loopback page" in navigate.select_one("pre.output").text
