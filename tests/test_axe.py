@@ -3,7 +3,8 @@ JavaScript on and off: no violation of any impact.
 
 axe-core is the npm package `make npm-tools` installs under .cache/npm (pinned in the Makefile);
 the tests never fetch it. It is evaluated in the page through Playwright (not a <script>
-tag, which the Content-Security-Policy would refuse).
+tag, which the Content-Security-Policy would refuse): once per mode, as a script the context
+runs in every top document, and each page is loaded in turn into that mode's one tab.
 
 JavaScript off: Chromium with script disabled still lets Playwright evaluate, but axe.run
 never finishes there (no timer of the page runs). So a page "without JavaScript" is loaded
@@ -80,29 +81,61 @@ def describe(violations: list[dict]) -> str:
     return "\n".join(lines)
 
 
+@pytest.fixture(scope="module")
+def tabs(browser, axe_source: str):
+    """One tab per mode, each page loaded into it in turn: a context or a tab of its own for
+    each of the 180 tests (each a renderer process started) was two thirds of this file's
+    time. axe-core is given to the context once, as a script run before the page's own in
+    each top document (so neither the CSP nor sending its ~560 KB again for each page is in
+    the way; frames are left out, as when it was evaluated in the page). A page that
+    refreshes itself (a meta refresh, in it or a frame) gets its tab closed after it, so its
+    refresh cannot cut into the next page's load."""
+    opened: dict[tuple[str, bool], object] = {}
+    top_only = f"if (window.top === window) (function () {{ {axe_source}\n}}).call(window);"
+
+    def tab(scheme: str, js: bool):
+        if (scheme, js) not in opened:
+            context = browser.new_context(color_scheme=scheme, viewport={"width": 1280, "height": 800})
+            context.add_init_script(script=top_only)
+            if not js:
+                context.route("**/*", without_script)
+            opened[scheme, js] = context.new_page()
+        elif opened[scheme, js].is_closed():
+            opened[scheme, js] = opened[scheme, js].context.new_page()
+        return opened[scheme, js]
+
+    yield tab
+    for p in opened.values():
+        p.context.close()
+
+
+def refreshes(p) -> bool:
+    return any(f.locator('meta[http-equiv="refresh" i]').count() for f in p.frames)
+
+
 @pytest.mark.parametrize("scheme,js", MODES, ids=[mode_name(*m).replace(" ", "-") for m in MODES])
 @pytest.mark.parametrize("page", PAGES, ids=[p.name.replace(" ", "-") for p in PAGES])
-def test_no_axe_violations(browser, every_page: World, axe_source: str, page: Page, scheme: str, js: bool):
+def test_no_axe_violations(tabs, every_page: World, page: Page, scheme: str, js: bool):
     if js and page.only_without_js:
         pytest.skip("a page only a browser without JavaScript loads")
     base = every_page.url(page)
-    context = browser.new_context(color_scheme=scheme, viewport={"width": 1280, "height": 800})
-    try:
-        origin = (every_page.fresh if page.fresh else every_page.served).url
-        context.add_cookies([{"name": k, "value": v, "url": origin} for k, v in every_page.cookies_for(page).items()])
-        if not js:
-            context.route("**/*", without_script)
-        p = context.new_page()
+    p = tabs(scheme, js)
+    origin = (every_page.fresh if page.fresh else every_page.served).url
+    p.context.clear_cookies()  # whoever the page is for, and no one else (the last page's sign-in may differ)
+    p.context.add_cookies([{"name": k, "value": v, "url": origin} for k, v in every_page.cookies_for(page).items()])
+    try:  # a page that failed leaves its tab behind, with whatever it was doing
         response = p.goto(base)
         assert response is not None and response.status == page.status, (base, response and response.status)
         if js and p.locator("script[src]").count():  # a page with our script: once it has run
             p.wait_for_function("() => window.htmx && document.documentElement.classList.contains('js')")
         if page.shows:
             assert p.locator(page.shows).count() > 0, f"{page.name} shows {page.shows}"
-        p.evaluate(axe_source)
         result = p.evaluate("() => axe.run(document, {resultTypes: ['violations']})")
-    finally:
-        context.close()
+    except BaseException:
+        p.close()
+        raise
+    if refreshes(p):
+        p.close()
     violations = result["violations"]
     known = [v for v in violations if not js and v["id"] in page.known_without_js]
     violations = [v for v in violations if v not in known]
