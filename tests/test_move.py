@@ -536,10 +536,11 @@ def test_the_form_key_of_an_older_install_moves_from_its_file(data, pg_url):
     assert rows_of(data / "tabletalk.db", "SELECT count(*) AS n FROM secrets") == [{"n": 0}], "SQLite's file untouched"
 
 
-@pytest.mark.timeout(300)  # 120 MB of rows copied twice: ~13 s alone, ~80 s measured on a loaded machine
+@pytest.mark.timeout(300)  # 40 MB of rows copied once: ~4 s alone (120 MB twice took ~40 s on a loaded machine)
 def test_ctrl_c_during_the_copy_keeps_nothing(data, pg_url):
     """Interrupted while the rows go in (SIGINT as Ctrl-C sends it): the copy's transaction
-    rolls back, the snapshot goes, and a second run moves the install."""
+    rolls back, the snapshot goes, and a second run moves the install (without the bulk,
+    which was there only to keep the first copy busy while the signal came)."""
     import signal
 
     made = build(data)
@@ -548,7 +549,7 @@ def test_ctrl_c_during_the_copy_keeps_nothing(data, pg_url):
     db = dbm.connect(data / "tabletalk.db")
     with dbm.write(db):  # enough rows that the copy is still under way when the signal comes
         db.conn.executemany("INSERT INTO items (chat, kind, text, done, created, updated, rev) "
-                            "VALUES (?, 'user', ?, 1, 0, 0, 1)", [(made["chats"][0], "x" * 2000)] * 60_000)
+                            "VALUES (?, 'user', ?, 1, 0, 0, 1)", [(made["chats"][0], "x" * 2000)] * 20_000)
     db.conn.close()
     settings = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"} | {"TABLETALK_DATA": str(data)}
     proc = subprocess.Popen([sys.executable, "-m", "app.admin.cli", "move-to", pg_url], cwd=ROOT, env=settings,
@@ -565,8 +566,12 @@ def test_ctrl_c_during_the_copy_keeps_nothing(data, pg_url):
     _, err = proc.communicate(timeout=60)
     assert proc.returncode != 0 and "stopped (Ctrl-C); nothing was kept" in err, err
     assert counts(pg_url)["items"] == 0 and not list(data.glob(".move-to-*"))
+    db = dbm.connect(data / "tabletalk.db")
+    with dbm.write(db):
+        db.conn.execute("DELETE FROM items WHERE text = ?", ["x" * 2000])
+    db.conn.close()
     assert move_to(data, pg_url).returncode == 0
-    assert counts(pg_url)["items"] == counts(data / "tabletalk.db")["items"] > 60_000
+    assert counts(pg_url)["items"] == counts(data / "tabletalk.db")["items"] > 0
 
 
 def test_a_server_that_never_answers_is_given_up_on(data):
