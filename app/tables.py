@@ -146,6 +146,7 @@ class Conversation:
     model: str = ""            # the model last picked in its composer ('' = the agent's)
     thinking: str = ""         # the thinking level last picked ('' = the agent's)
     origin: str = ""           # 'api': made through the API (docs/api.md); '' on a page
+    kept_from: str = ""        # the name of whoever had it, removed, when the owner kept their conversations
 
     @classmethod
     def from_row(cls, row: Any) -> Conversation:
@@ -156,12 +157,55 @@ class Conversation:
 
 @dataclass(frozen=True)
 class Person:
-    """Someone who signs in. The owner set the app up and adds and removes the others."""
+    """Someone who signs in, in one of three roles (docs/people.md): the owner set the app up
+    and decides everything; an admin manages people and connections; a member does neither."""
 
     name: str
     owner: bool = False
     id: int | None = None
     theme: str = ""  # "" follows the system's light or dark; "light" or "dark" as chosen (THEMES)
+    admin: bool = False  # never the owner's: the owner ranks above
+
+    @property
+    def role(self) -> str:
+        return "owner" if self.owner else "admin" if self.admin else "member"
+
+    @property
+    def manages(self) -> bool:
+        """Whether they manage people and connections: the owner and the admins."""
+        return self.owner or self.admin
+
+    def outranks(self, other: Person) -> bool:
+        """Whether they may act on `other`'s account (a link for a new password, removing
+        them): the owner on everyone else, an admin on members only."""
+        return ROLES.index(self.role) < ROLES.index(other.role)
+
+
+ROLES = ("owner", "admin", "member")  # highest first
+ROLE_WORDS = {"owner": "Owner", "admin": "Admin", "member": "Member"}
+
+
+@dataclass(frozen=True)
+class Invitation:
+    """A one-time link someone makes an account with (docs/people.md); only its token's
+    sha256 is kept. Its `state` is one of INVITATION_STATES, as of `now`."""
+
+    id: int
+    admin: bool
+    note: str
+    made_by: str  # the maker's name ('' when they were removed since)
+    created: float
+    expires: float
+    used: float | None = None
+    person: str = ""  # who made their account with it ('' unused, or removed since)
+    revoked: float | None = None
+
+    def state(self, now: float) -> str:
+        if self.used is not None:
+            return "used"
+        if self.revoked is not None:
+            return "revoked"
+        return "expired" if self.expires <= now else "waiting"
 
 
 THEMES = {"": "System", "light": "Light", "dark": "Dark"}

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import httpx
 
-from tests.conftest import COOKIE, Served, signed_in, wait_for
+from tests.conftest import COOKIE, Served, password_hash, signed_in, wait_for
 from tests.fakes.openai_server import FakeModelServer, error, rate, reasoning, text, tool_call
 
 GUEST = "guest"
@@ -96,6 +96,8 @@ PAGES: list[Page] = [
     Page("people", "/people"),
     Page("remove person", "/people/{guest}/delete"),
     Page("a new password, by its one-time link", "/reset?token={reset}", who="", shows='input[name="token"]'),
+    Page("an invitation, by its one-time link", "/join?token={invite}", who="", shows='input[name="token"]'),
+    Page("an invitation that does not work", "/join?token={used}", who="", status=410),
     Page("the built-in model", "/model", shows="#builtin"),
     Page("keyboard shortcuts", "/help/keys"),
     Page("not found", "/no/such/page", status=404),
@@ -119,6 +121,7 @@ class World:
         return self.cookies.get(page.who, {})
 
     def build(self, fake: FakeModelServer) -> "World":
+        from app.accounts.invitations import Invitations
         from app.accounts.rules import Accounts
 
         s = self.served
@@ -175,12 +178,18 @@ class World:
             skill = store.skills()[0].id
             guest = next(p.id for p in Accounts(store).all() if p.name == "someone")
             reset = Accounts(store).reset_link(guest)
+            invitations = Invitations(store)  # the People page lists one of each state
+            owner = store.person(store.owner())
+            used = invitations.make(owner, note="used")
+            invitations.join(used, "joined", password_hash())
+            invitations.revoke(invitations.opened(invitations.make(owner, note="withdrawn")).id)
+            invite = invitations.make(owner, note="a friend")
             asking, ask = _plugin_asks(store)
             collection, passage = _knowledge(store)
             done_turn = store.db.execute("SELECT min(id) FROM items WHERE chat = ? AND kind = 'user'", [done]).fetchone()[0]
         self.ids = {"done": done, "done_turn": done_turn, "waiting": waiting, "running": running,
                     "agent": agent, "skill": skill, "guest": guest, "asking": asking, "ask": ask,
-                    "collection": collection, "passage": passage, "reset": reset}
+                    "collection": collection, "passage": passage, "reset": reset, "invite": invite, "used": used}
         return self
 
 

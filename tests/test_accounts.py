@@ -324,7 +324,8 @@ def test_the_owner_makes_a_link_that_sets_a_forgotten_password_once(client, data
     [(bea,)] = db_rows(data, "SELECT id FROM people WHERE name = 'Bea'")
     elsewhere = signed_in(data, "Bea", owner=False)  # Bea's session on another device
     [(owner,)] = db_rows(data, "SELECT id FROM people WHERE owner = 1")
-    assert client.post(f"/people/{owner}/reset", data={"_csrf_token": csrf(client)}).status_code == 404
+    r = client.post(f"/people/{owner}/reset", data={"_csrf_token": csrf(client)})
+    assert r.status_code == 403 and "never changed from here" in r.text
     first = soup(client.post(f"/people/{bea}/reset", data={"_csrf_token": csrf(client)})).select_one("#reset-link").text
     made = client.post(f"/people/{bea}/reset", data={"_csrf_token": csrf(client)})
     assert made.status_code == 200 and "within 3 days" in made.text
@@ -361,7 +362,7 @@ def test_the_owner_makes_a_link_that_sets_a_forgotten_password_once(client, data
 def test_the_owner_adds_and_removes_people_who_get_an_agent_of_their_own(client, data, make_client):
     page = soup(client.get("/people"))
     assert [td.text for td in page.select(".people-list tbody td:first-child")] == [OWNER]
-    assert page.select_one(".people-list tbody td:nth-child(2)").text == "The owner: you"  # not "owner · owner"
+    assert page.select_one(".people-list tbody td:nth-child(2)").text.split() == ["Owner", "(you)"]
     r = client.post("/people", data={"_csrf_token": csrf(client), "name": "Bea", "password": "bea's password"},
                     follow_redirects=False)
     assert r.status_code == 303
@@ -374,21 +375,22 @@ def test_the_owner_adds_and_removes_people_who_get_an_agent_of_their_own(client,
 
     token = signed_in(data, "Bea", owner=False)
     client.cookies.set(COOKIE, token)
-    assert client.get("/people").status_code == 404, "the people page does not exist for anyone but the owner"
-    assert client.get(f"/people/{bea}/delete").status_code == 404
+    r = client.get("/people")
+    assert r.status_code == 403 and "manage people and connections" in r.text, "a member is refused in words"
+    assert client.get(f"/people/{bea}/delete").status_code == 403
     assert "People" not in [a.text for a in soup(client.get("/")).select("nav.main a")]
     chat = new_chat(client)
 
     client.cookies.set(COOKIE, signed_in(data))  # the owner again
     confirm = soup(client.get(f"/people/{bea}/delete"))
-    assert "1 conversation," in confirm.text and db_rows(data, "SELECT count(*) FROM people") == [(2,)]
-    assert client.post(f"/people/{bea}/delete", data={"_csrf_token": csrf(client)},
+    assert "Their 1 conversation" in confirm.text and db_rows(data, "SELECT count(*) FROM people") == [(2,)]
+    assert client.post(f"/people/{bea}/delete", data={"_csrf_token": csrf(client), "conversations": "delete"},
                        follow_redirects=False).status_code == 303
     assert db_rows(data, "SELECT count(*) FROM conversations WHERE id = ?", [int(chat.rsplit("/", 1)[1])]) == [(0,)]
     assert db_rows(data, "SELECT count(*) FROM sessions WHERE person = ?", [bea]) == [(0,)]
     [(me,)] = db_rows(data, "SELECT id FROM people WHERE owner = 1")
-    assert client.post(f"/people/{me}/delete", data={"_csrf_token": csrf(client)}).status_code == 404, \
-        "the owner's own account is never removed"
+    assert client.post(f"/people/{me}/delete", data={"_csrf_token": csrf(client), "conversations": "delete"}
+                       ).status_code == 403, "the owner's own account is never removed"
 
 
 def test_only_the_owner_changes_skills(client, data):
@@ -533,7 +535,7 @@ def test_a_removed_persons_ids_are_never_given_to_someone_else(client, data):
     bobs = new_chat(client)
     client.cookies.set(COOKIE, signed_in(data))
     [(bob,)] = db_rows(data, "SELECT id FROM people WHERE name = 'Bob'")
-    client.post(f"/people/{bob}/delete", data={"_csrf_token": csrf(client)})
+    client.post(f"/people/{bob}/delete", data={"_csrf_token": csrf(client), "conversations": "delete"})
     client.post("/people", data={"_csrf_token": csrf(client), "name": "Cat", "password": "cat's password"})
     [(cat,)] = db_rows(data, "SELECT id FROM people WHERE name = 'Cat'")
     client.cookies.set(COOKIE, signed_in(data, "Cat", owner=False))
@@ -611,7 +613,7 @@ def test_the_account_people_and_agent_forms_answer_htmx_and_plain_forms_alike(cl
     names = iter(["Bea", "Cy"])
     both(lambda: "/people", lambda: {"name": next(names), "password": "a good password"}, "/people?saved=added")
     people = iter(db_rows(data, "SELECT id FROM people WHERE owner = 0 ORDER BY id"))
-    both(lambda: f"/people/{next(people)[0]}/delete", dict, "/people?saved=removed")
+    both(lambda: f"/people/{next(people)[0]}/delete", lambda: {"conversations": "delete"}, "/people?saved=removed")
     assert db_rows(data, "SELECT count(*) FROM people") == [(1,)]
     client.post("/agents", data={"_csrf_token": csrf(client), "name": "One"})
     client.post("/agents", data={"_csrf_token": csrf(client), "name": "Two"})

@@ -81,8 +81,8 @@ def test_the_page_is_the_owners_and_offers_the_install_until_there_is_one(env, d
         assert page.select_one("#builtin") is not None and page.select_one("table.models") is None
         assert page.select_one("form#builtin-form")["action"] == "/model/builtin"
         c.cookies.set(COOKIE, signed_in(data, "bea", owner=False))
-        assert c.get("/model").status_code == 404
-        assert c.post("/model/use", data={"_csrf_token": csrf(c), "model": ""}).status_code == 404
+        assert c.get("/model").status_code == 403
+        assert c.post("/model/use", data={"_csrf_token": csrf(c), "model": ""}).status_code == 403
 
 
 def test_installed_it_lists_the_models_here_and_serves_the_one_chosen(env, data):

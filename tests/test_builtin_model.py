@@ -60,7 +60,7 @@ def test_only_the_owner_may_choose_it(bare):
         assert offer is not None and offer.select_one("button") is None and page.select_one("#builtin-form") is None
         assert "owner" in offer.get_text()
         r = c.post("/model/builtin", data={"_csrf_token": csrf(c)}, follow_redirects=False)
-        assert r.status_code == 404
+        assert r.status_code == 403 and "owner of this Tabletalk only" in r.text
         assert c.app.state.tabletalk.store.builtin().state == ""
 
 

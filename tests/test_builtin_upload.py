@@ -184,7 +184,7 @@ def test_only_the_owner_uploads_and_only_from_this_apps_page(client, data):
     assert r.status_code == 403 and "Only the owner" in r.text
     r = posted(client, MODEL)
     assert r.status_code == 403
-    assert client.get("/model/upload", params={"file": "Mine.gguf", "key": KEY}).status_code == 404
+    assert client.get("/model/upload", params={"file": "Mine.gguf", "key": KEY}).status_code == 403
     assert left(data) == []
 
 

@@ -189,7 +189,7 @@ def test_people_say_added_and_refuse_beside_the_form_with_the_name_kept(client):
     assert r.headers["location"] == "/people?saved=added"
     assert saved(client, r.headers["location"], ".people").startswith("Added")
     person = soup(client.get("/people")).select_one('a[href$="/delete"]')["href"]
-    r = post(client, person, person)
+    r = post(client, person, person, conversations="delete")
     assert saved(client, r.headers["location"], ".people") == "Removed."
 
 

@@ -148,7 +148,7 @@ def test_the_owner_switches_the_api_off_or_opens_it_to_chosen_people(client, dat
     assert r.status_code == 400 and "whole number" in r.text
     client.cookies.set(COOKIE, signed_in(data, "cal", owner=False))
     assert client.post("/people/api", data={"_csrf_token": csrf(client, "/account"), "mode": "everyone"}
-                       ).status_code == 404, "the owner's alone"
+                       ).status_code == 403, "the owner's alone"
 
 
 # --- refusals ---------------------------------------------------------------------------------

@@ -43,8 +43,8 @@ def token_id(token: str) -> str:
 @dataclass
 class Accounts:
     """The accounts of one database: the rules around the rows (store/people.py keeps them).
-    `clock` is what the sign-in limit reads the time from (the seconds a pair must wait, an
-    address's minute): tests give it one they move."""
+    `clock` is what the sign-in limit and the links read the time from (the seconds a pair
+    must wait, an address's minute, whether a link expired): tests give it one they move."""
 
     store: Store
     clock: Callable[[], float] = time.time
@@ -78,12 +78,19 @@ class Accounts:
             raise AccountError(f"Someone is already called “{name}”.") from None
         return Person(name=name, owner=owner, id=person_id)
 
-    def remove(self, person_id: int) -> bool:
-        """Someone's account and everything of theirs (conversations, agents, files, sessions).
-        The owner's account is never removed. Their conversations go as deleting them does:
-        with tombstones, so their ids are never given to anyone else's (a page or run of
-        theirs still open in another worker must not reach a new conversation)."""
-        return self.store.remove_person(person_id)
+    def remove(self, person_id: int, *, keep: bool = False) -> bool:
+        """Someone's account and everything of theirs (agents, files, sessions, API keys); the
+        owner's account is never removed. Their conversations go as deleting them does: with
+        tombstones, so their ids are never given to anyone else's (a page or run of theirs
+        still open in another worker must not reach a new conversation); or, `keep`, they
+        become the owner's, marked with the removed person's name (docs/people.md)."""
+        return self.store.remove_person(person_id, keep=keep)
+
+    def set_role(self, person_id: int, role: str) -> None:
+        """Someone made an admin or a member (the owner's role is never changed)."""
+        if role not in ("admin", "member"):
+            raise AccountError("The role is Admin or Member.")
+        self.store.set_admin(person_id, role == "admin")
 
     def set_password(self, person_id: int, hashed: str, keep: str = "") -> None:
         """A new password ends every session of that person but the one named `keep`."""
@@ -102,21 +109,21 @@ class Accounts:
         (only its hash is stored; it replaces their earlier link). The owner makes it for
         someone who forgot theirs, and passes it on."""
         token = secrets.token_urlsafe(32)
-        self.store.add_reset(token_id(token), person_id, RESET_SECONDS)
+        self.store.add_reset(token_id(token), person_id, self.clock(), RESET_SECONDS)
         return token
 
     def resetting(self, token: str | None) -> Person | None:
         """Whose password the link with this token sets, while it works."""
         if not token or len(token) > 200:
             return None
-        return self.store.reset_for(token_id(token))
+        return self.store.reset_for(token_id(token), self.clock())
 
     def reset_password(self, token: str, hashed: str) -> Person | None:
         """Use the link: the person's password is `hashed`, every session of theirs ends, the
         link is gone. None (nothing changed) when it was used, replaced or is expired."""
         if not token or len(token) > 200:
             return None
-        return self.store.use_reset(token_id(token), hashed)
+        return self.store.use_reset(token_id(token), hashed, self.clock())
 
     # --- sessions ---------------------------------------------------------------------
 

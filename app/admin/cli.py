@@ -1,4 +1,4 @@
-"""`tabletalk serve|migrate|backup|restore|move-to`: the command line."""
+"""`tabletalk serve|migrate|backup|restore|move-to|reset-link`: the command line."""
 from __future__ import annotations
 
 import argparse
@@ -12,7 +12,7 @@ from ..store import Store, db as dbm, outage, schema
 from ..serve.granian import run
 from ..builtin import asks
 from ..accounts.passwords import AccountError
-from ..accounts.rules import Accounts, loopback
+from ..accounts.rules import RESET_SECONDS, Accounts, loopback
 from ..accounts.setup import set_up_from_settings, setup_code
 from ..serve import datalock, keeper
 from ..builtin.install import Installer, InstallError, Progress
@@ -133,6 +133,28 @@ def model_install(config: configuration.Config) -> None:
         db.conn.close()
 
 
+def reset_link(config: configuration.Config, name: str, base: str) -> str:
+    """`tabletalk reset-link [NAME]`: a one-time link that sets the password of NAME (the
+    owner when none is named), for an owner who forgot theirs: whoever can run this command
+    on the server's machine could read its database anyway. The same link the People page
+    makes (its token's hash kept, one a person, RESET_SECONDS)."""
+    migrate(config)
+    db = dbm.connect(config.database)
+    try:
+        store = Store(db)
+        people = Accounts(store)
+        found = people.hash_of(name) if name else None
+        person = found[0] if found else people.get(store.owner()) if not name and store.owner() else None
+        if person is None:
+            raise SystemExit(f"tabletalk reset-link: nobody is called “{name}”." if name else
+                             "tabletalk reset-link: there is no owner yet: set Tabletalk up first (tabletalk serve).")
+        token = people.reset_link(person.id)
+    finally:
+        db.conn.close()
+    return (f"A link that sets {person.name}'s password, once, within {RESET_SECONDS // 86_400} days "
+            f"(it signs them out everywhere):\n{base.rstrip('/')}/reset?token={token}")
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="tabletalk", description="People talk to AI agents.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -149,6 +171,9 @@ def main(argv: list[str] | None = None) -> None:
     mv.add_argument("url", metavar="DATABASE_URL", help="postgresql://user:password@host:5432/name, empty")
     m = sub.add_parser("model", help="the built-in model (a tiny one that runs on this computer)")
     m.add_argument("action", choices=["install"], help="install it into the data folder (minutes)")
+    rl = sub.add_parser("reset-link", help="print a one-time link that sets a password (the owner's by default)")
+    rl.add_argument("name", nargs="?", default="", help="whose password (default: the owner's)")
+    rl.add_argument("--url", default="http://127.0.0.1:8000", help="this Tabletalk's address, as its people open it")
     args = parser.parse_args(argv)
     if args.command == "serve":
         serve(args.host, args.port, args.workers)
@@ -164,6 +189,8 @@ def main(argv: list[str] | None = None) -> None:
         except KeyboardInterrupt:  # the copy's transaction rolled back, the snapshot removed
             raise SystemExit("tabletalk move-to: stopped (Ctrl-C); nothing was kept, run it again to move") from None
         print(move.next_steps(config, moved))
+    elif args.command == "reset-link":
+        print(reset_link(configuration.load(), args.name.strip(), args.url))
     elif args.command == "model":
         model_install(configuration.load())
     elif args.command in ("backup", "restore"):

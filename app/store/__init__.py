@@ -20,6 +20,7 @@ from .branches import Branches
 from .changes import Changed, Changes
 from .chats import ITEM_COLUMNS, Chats
 from .connections import Connections
+from .invitations import InvitationRows
 from .context import Context
 from .files import Files
 from .knowledge import Knowledge
@@ -36,7 +37,8 @@ from .web_search import WebSearch
 
 
 class Store(Chats, Changes, Search, Branches, Agents, Plugins, Context, Files, Pages, People, LocalModel, Runs,
-            Asks, PluginAuth, Secrets, Knowledge, ApiAccess, ApiChats, WebSearch, Connections):
+            Asks, PluginAuth, Secrets, Knowledge, ApiAccess, ApiChats, WebSearch, Connections,
+            InvitationRows):
     """Every read and write of rows, by family (one module each); see Base for the common ground."""
 
     def __init__(self, db, notify=lambda: None):

@@ -11,7 +11,7 @@ import unicodedata
 
 from . import db as dbm
 from .schema import migrations
-from ..tables import Assistant, Person
+from ..tables import Assistant, Person, file_ids
 from .rows import Base
 
 # Rows made before the owner's account existed (the Python API, an app older than accounts):
@@ -26,7 +26,7 @@ def reading(name: str) -> str:
 
 
 def person_from_row(row: sqlite3.Row) -> Person:
-    return Person(name=row["name"], owner=bool(row["owner"]), id=row["id"], theme=row["theme"])
+    return Person(name=row["name"], owner=bool(row["owner"]), id=row["id"], theme=row["theme"], admin=bool(row["admin"]))
 
 
 class Taken(Exception):
@@ -64,16 +64,16 @@ class People(Base):
         row = next((r for r in rows if r["name"] == name), None) or next((r for r in rows if r["folded"] == key), None)
         return (person_from_row(row), row["hash"]) if row else None
 
-    def add_person(self, name: str, hashed: str, *, owner: bool = False) -> int:
+    def add_person(self, name: str, hashed: str, *, owner: bool = False, admin: bool = False) -> int:
         """A new account's id (Taken when it cannot be made). The owner's is the first: it
         claims the rows made before it. Everyone gets an agent of their own to talk to."""
         with self.write() as db:
             if owner and self.people_count():
                 raise Taken(owner_exists=True)
             try:
-                person_id = db.conn.execute("INSERT INTO people (name, hash, owner, created, folded) VALUES (?, ?, ?, ?, ?) "
-                                            "RETURNING id", [name, hashed, int(owner), dbm.now(),
-                                                             migrations.name_key(name)]).fetchone()[0]
+                person_id = db.conn.execute("INSERT INTO people (name, hash, owner, admin, created, folded) VALUES (?, ?, ?, ?, ?, ?) "
+                                            "RETURNING id", [name, hashed, int(owner), int(admin and not owner),
+                                                             dbm.now(), migrations.name_key(name)]).fetchone()[0]
             except sqlite3.IntegrityError:
                 raise Taken() from None
             if owner:
@@ -88,13 +88,52 @@ class People(Base):
         the owner's setup claims): only an install older than accounts, or the Python API's."""
         return self._one("SELECT 1 FROM conversations WHERE person IS NULL LIMIT 1") is not None
 
-    def remove_person(self, person_id: int) -> bool:
-        """Someone's account and everything of theirs; never the owner's. Their conversations
-        go as deleting them does (with tombstones, so their ids are never anyone else's)."""
+    def remove_person(self, person_id: int, *, keep: bool = False) -> bool:
+        """Someone's account and everything of theirs (sessions, keys, agents, files); never
+        the owner's. Their conversations go as deleting them does (with tombstones, so their
+        ids are never anyone else's), or, `keep`, become the owner's, marked with their name,
+        with the files and documents they hold (`hand_over`)."""
         with self.write() as db:
+            found = self.person(person_id)
+            if found is None or found.owner:
+                return False
+            if keep:
+                self.hand_over(found)
             for chat in self.conversation_ids(person_id):
                 self.delete_conversation(chat)
             return db.conn.execute("DELETE FROM people WHERE id = ? AND owner = 0", [person_id]).rowcount == 1
+
+    def hand_over(self, person: Person) -> list[int]:
+        """Every conversation of `person`'s made the owner's, `kept_from` their name, with the
+        files its messages hold and the documents attached to it (what the owner needs to
+        read it whole); their ids. Their agents are not kept (what an agent remembered is
+        about them): the conversations keep their text, and an answer asked for again is the
+        owner's agent's."""
+        owner = self.owner()
+        chats = self.conversation_ids(person.id)
+        if not chats:
+            return []
+        with self.write() as db:
+            marks = ",".join("?" * len(chats))
+            held = {f for r in db.conn.execute(f"SELECT file, files FROM items WHERE chat IN ({marks}) AND "
+                                               "(file IS NOT NULL OR files != '')", chats)
+                    for f in (r["file"], *file_ids(r["files"])) if f}
+            held |= {r[0] for r in db.conn.execute(f"SELECT file FROM documents WHERE chat IN ({marks})", chats)}
+            db.conn.execute(f"UPDATE documents SET person = ? WHERE chat IN ({marks})", [owner, *chats])
+            if held:
+                db.conn.execute(f"UPDATE files SET person = ? WHERE person = ? AND id IN ({','.join('?' * len(held))})",
+                                [owner, person.id, *held])
+            rev = dbm.bump(db, len(chats))
+            for i, chat in enumerate(chats):  # a rev each: the owner's open sidebars list them
+                db.conn.execute("UPDATE conversations SET person = ?, kept_from = ?, rev = ? WHERE id = ?",
+                                [owner, person.name, rev - len(chats) + 1 + i, chat])
+        return chats
+
+    def set_admin(self, person_id: int, admin: bool) -> bool:
+        """Someone other than the owner made an admin or a member."""
+        with self.write() as db:
+            return db.conn.execute("UPDATE people SET admin = ? WHERE id = ? AND owner = 0",
+                                   [int(admin), person_id]).rowcount == 1
 
     def conversation_ids(self, person: int) -> list[int]:
         return [r[0] for r in self._all("SELECT id FROM conversations WHERE person = ?", [person])]
@@ -111,27 +150,26 @@ class People(Base):
 
     # --- one-time links that set a password (the owner makes them) -------------------------
 
-    def add_reset(self, reset_id: str, person_id: int, seconds: float) -> None:
+    def add_reset(self, reset_id: str, person_id: int, at: float, seconds: float) -> None:
         """A link (by its token's sha256) that sets the person's password once within
-        `seconds`; it replaces their earlier one, and expired ones go."""
-        t = dbm.now()
+        `seconds` of `at`; it replaces their earlier one, and expired ones go."""
         with self.write() as db:
-            db.conn.execute("DELETE FROM resets WHERE person = ? OR expires < ?", [person_id, t])
+            db.conn.execute("DELETE FROM resets WHERE person = ? OR expires < ?", [person_id, at])
             db.conn.execute("INSERT INTO resets (id, person, created, expires) VALUES (?, ?, ?, ?)",
-                            [reset_id, person_id, t, t + seconds])
+                            [reset_id, person_id, at, at + seconds])
 
-    def reset_for(self, reset_id: str) -> Person | None:
-        """Whose password the link sets, while it lasts."""
+    def reset_for(self, reset_id: str, at: float) -> Person | None:
+        """Whose password the link sets, while it lasts (at `at`)."""
         row = self._one("SELECT people.* FROM resets JOIN people ON people.id = resets.person "
-                        "WHERE resets.id = ? AND resets.expires > ?", [reset_id, dbm.now()])
+                        "WHERE resets.id = ? AND resets.expires > ?", [reset_id, at])
         return person_from_row(row) if row else None
 
-    def use_reset(self, reset_id: str, hashed: str) -> Person | None:
+    def use_reset(self, reset_id: str, hashed: str, at: float) -> Person | None:
         """The link's person with their new password `hashed`, every session of theirs ended and
-        the link gone (None, and nothing changed, when it is used or expired): in one write, so
-        it is used once."""
+        the link gone (None, and nothing changed, when it is used or expired at `at`): in one
+        write, so it is used once."""
         with self.write() as db:
-            person = self.reset_for(reset_id)
+            person = self.reset_for(reset_id, at)
             if person is None:
                 return None
             db.conn.execute("DELETE FROM resets WHERE person = ?", [person.id])

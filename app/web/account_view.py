@@ -1,4 +1,4 @@
-"""What one's account page and the owner's people page show, whichever form answered: the
+"""What one's account page and the People page show, whichever form answered: the
 theme, the password, one's files, one's agents' memories, one's API keys (accounts.py,
 api_keys.py), the people with their files, and who may use the API."""
 from __future__ import annotations
@@ -8,8 +8,9 @@ from typing import Any
 from litestar import Request, Response
 
 from ..accounts.api_keys import EXPIRIES, MODES, ApiKeys
+from ..accounts.invitations import DAYS_DEFAULT, DAYS_OFFERED, STATE_WORDS, Invitations
 from ..accounts.rules import Accounts
-from ..tables import NAME_MAX, THEMES
+from ..tables import NAME_MAX, ROLE_WORDS, THEMES
 from ..tools.search_providers import KINDS
 from . import render
 from .toolkit import me, worker
@@ -37,13 +38,16 @@ def account_view(request: Request, status_code: int = 200, **context: Any) -> Re
 
 
 def people_view(request: Request, status_code: int = 200, **context: Any) -> Response:
-    """The owner's people page (each person with how much of their room for files they use);
-    `context` as for the account page."""
+    """The People page (each person with their role and how much of their room for files they
+    use, the invitations, and for the owner who may use the API and web search); `context` as
+    for the account page."""
     s = worker(request)
     shown: dict[str, Any] = {"name": "", "error": "", "saved": "", "api_error": "", "api_saved": "", "search_error": "",
-                             "search_saved": "", "search_typed": None}
+                             "search_saved": "", "search_typed": None, "role_error": "", "invite_error": "",
+                             "invite_typed": {"days": DAYS_DEFAULT, "role": "member", "note": ""}}
     chosen = s.store.search_provider()
     return render.page(request, "people.html", status_code=status_code, people=Accounts(s.store).all(),
                        search=chosen, search_kinds=KINDS, search_key_saved=s.store.search_key_saved(),
                        name_max=NAME_MAX, api=ApiKeys(s.store).settings(), modes=MODES, used=s.store.files_by_person(),
-                       storage_max=s.config.storage_max, **(shown | context))
+                       storage_max=s.config.storage_max, invitations=Invitations(s.store).listed(),
+                       days_offered=DAYS_OFFERED, states=STATE_WORDS, roles=ROLE_WORDS, **(shown | context))

@@ -1,4 +1,5 @@
-"""Signing in and out, setting the owner up, and the owner's list of people.
+"""Signing in and out, setting the owner up, one's account, and the links opened signed out
+(one that sets a forgotten password, an invitation). The People page is people.py's.
 
 Every request but these pages, /healthz and /static goes through `guard.authenticate`:
 with no account yet it leads to /setup, without a session to /signin. The person signed in is
@@ -12,22 +13,23 @@ import hmac
 
 from litestar import Request, Response, get, post
 from litestar.exceptions import HTTPException
-from litestar.params import FromPath, FromQuery
+from litestar.params import FromQuery
 from litestar.response import Redirect
 
-from ..accounts.rules import COOKIE, RESET_SECONDS, SESSION_SECONDS, Accounts
+from ..accounts.invitations import INVITATION_GONE, Invitations
+from ..accounts.rules import COOKIE, SESSION_SECONDS, Accounts
 from ..accounts.passwords import AccountError, hash_password, password_matches, person_name
 from ..accounts.limiter import Throttled
 from ..accounts.setup import setup_code, setup_codes, setup_done
 from ..tables import NAME_MAX
 from . import csrf, render
-from .account_view import account_view, people_view
-from .api_keys import API_SAVED, KEYS_SAVED
-from .web_search import SAVED as SEARCH_SAVED
+from .account_view import account_view
+from .api_keys import KEYS_SAVED
 from .authenticate import client_address, device_of, remember_device, secure
-from .toolkit import form_field, go, local_path, me, owner_only, person_or_404, worker
+from .toolkit import form_field, go, local_path, me, worker
 
 FIELD_MAX = 1_000
+TOKEN_FIELD_MAX = 2_000  # a link's token: a longer one is read, and refused as a link that does not work
 
 
 def signed_in(request: Request, token: str, to: str) -> Response:
@@ -195,70 +197,7 @@ async def change_password(request: Request) -> Response:
     return account_view(request, changed=True)
 
 
-# --- the owner's list of people ---------------------------------------------------------
-
-
-PEOPLE_SAVED = {"added": "Added: tell them their name and password.", "removed": "Removed."}
-
-
-@get("/people")
-async def people_page(request: Request, saved: FromQuery[str] = "") -> Response:
-    owner_only(request)
-    return people_view(request, saved=PEOPLE_SAVED.get(saved, ""), api_saved=API_SAVED.get(saved, ""),
-                       search_saved=SEARCH_SAVED.get(saved, ""))
-
-
-@post("/people")
-async def add_person(request: Request) -> Response:
-    owner_only(request)
-    people = Accounts(worker(request).store)
-    name = await form_field(request, "name", FIELD_MAX)
-    password = await form_field(request, "password", FIELD_MAX)
-    try:
-        name = person_name(name)
-        people.add(name, await asyncio.to_thread(hash_password, password))
-    except AccountError as e:
-        return people_view(request, 400, name=name[:NAME_MAX], error=str(e))
-    return go(request, "/people?saved=added")
-
-
-@get("/people/{person_id:str}/delete")
-async def confirm_remove(request: Request, person_id: FromPath[str]) -> Response:
-    found = person_or_404(request, person_id)
-    s = worker(request)
-    count = s.store.conversations_count(person=found.id)
-    return render.page(request, "person_delete.html", person=found, conversations=count)
-
-
-@post("/people/{person_id:str}/delete")
-async def remove_person(request: Request, person_id: FromPath[str]) -> Response:
-    found = person_or_404(request, person_id)
-    s = worker(request)
-    theirs = s.store.conversation_ids(found.id)
-    Accounts(s.store).remove(found.id)
-    s.feed.drop(person=found.id)
-    for chat in theirs:  # as when a conversation is deleted: its run here stops at once
-        s.runner.drop(chat)
-    return go(request, "/people?saved=removed")
-
-
-# --- a link that sets a forgotten password, once ---------------------------------------------
-
-
-def reset_url(request: Request, token: str) -> str:
-    """The link as the person opens it: this site's address as the owner's browser used it."""
-    scheme = "https" if secure(request) else request.url.scheme
-    return f"{scheme}://{request.headers.get('host') or request.url.netloc}/reset?token={token}"
-
-
-@post("/people/{person_id:str}/reset")
-async def make_reset_link(request: Request, person_id: FromPath[str]) -> Response:
-    """The owner makes a one-time link for someone who forgot their password, to pass on: shown
-    this once (only its hash is kept), and it replaces the link made for them before."""
-    found = person_or_404(request, person_id)
-    token = Accounts(worker(request).store).reset_link(found.id)
-    return render.page(request, "reset_link.html", person=found, link=reset_url(request, token),
-                       days=RESET_SECONDS // 86_400)
+# --- a link that sets a forgotten password, once (made on the People page: people.py) ----------
 
 
 GONE = "This link does not work any more: it was used, replaced by a newer one, or it expired. Ask for a new one."
@@ -282,7 +221,7 @@ async def reset_password(request: Request) -> Response:
     pages here too), and this browser is signed in as them."""
     s = worker(request)
     people = Accounts(s.store)
-    token = await form_field(request, "token", 200)
+    token = await form_field(request, "token", TOKEN_FIELD_MAX)
     password = await form_field(request, "password", FIELD_MAX)
     again = await form_field(request, "again", FIELD_MAX)
     if password != again:
@@ -299,5 +238,57 @@ async def reset_password(request: Request) -> Response:
     return signed_in(request, people.start_session(person.id), "/")
 
 
+# --- an invitation: someone makes their own account (the link made on the People page) ------------
+
+
+def join_view(request: Request, token: str, status_code: int = 200, name: str = "", error: str = "",
+              focus: str = "name") -> Response:
+    """The invitation's form, or, when the link does not work, the words that say so and
+    nothing else (410)."""
+    found = Invitations(worker(request).store).opened(token)
+    if found is None:
+        return render.page(request, "join.html", status_code=410, invitation=None, token="", name="", error=INVITATION_GONE,
+                           name_max=NAME_MAX, focus="")
+    return render.page(request, "join.html", status_code=status_code, invitation=found, token=token,
+                       name=name[:NAME_MAX], error=error, name_max=NAME_MAX, focus=focus)
+
+
+@get("/join")
+async def join_page(request: Request, token: FromQuery[str] = "") -> Response:
+    return join_view(request, token)
+
+
+@post("/join")
+async def join(request: Request) -> Response:
+    """The invitation used: the new account is made with the name and password chosen, and
+    this browser is signed in as them (whoever was signed in here is signed out)."""
+    s = worker(request)
+    token = await form_field(request, "token", TOKEN_FIELD_MAX)
+    name = await form_field(request, "name", FIELD_MAX)
+    password = await form_field(request, "password", FIELD_MAX)
+    again = await form_field(request, "again", FIELD_MAX)
+    if Invitations(s.store).opened(token) is None:
+        return join_view(request, token)
+    try:
+        person_name(name)
+    except AccountError as e:
+        return join_view(request, token, 400, name, str(e))
+    try:
+        if password != again:
+            raise AccountError("The two passwords differ: type the same one twice.")
+        hashed = await asyncio.to_thread(hash_password, password)
+    except AccountError as e:
+        return join_view(request, token, 400, name, str(e), focus="password")
+    try:
+        person = Invitations(s.store).join(token, name, hashed)
+    except AccountError as e:
+        return join_view(request, token, 400, name, str(e))
+    if person is None:  # used meanwhile (another tab), or it expired while the password was hashed
+        return join_view(request, token)
+    people = Accounts(s.store)
+    people.end_session(request.cookies.get(COOKIE))
+    return signed_in(request, people.start_session(person.id), "/")
+
+
 routes = [setup_page, set_up, signin_page, sign_in, sign_out, account_page, set_theme, change_password,
-          people_page, add_person, confirm_remove, remove_person, make_reset_link, reset_page, reset_password]
+          reset_page, reset_password, join_page, join]

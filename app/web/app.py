@@ -47,6 +47,7 @@ from . import (
     templating,
     web_search,
     connections,
+    people,
 )
 from .authenticate import API, API_BODY_MAX, TooLarge
 from .headers import private, secured
@@ -195,6 +196,7 @@ def create_app(config: configuration.Config | None = None) -> Litestar:
     return Litestar(
         route_handlers=[
             *accounts.routes,
+            *people.routes,
             *chats.routes,
             *asks.routes,
             *oauth.routes,

@@ -23,7 +23,7 @@ from . import csrf, render, uploads
 from .headers import kept_private, secured
 from .toolkit import is_htmx, local_path, way_back, worker
 
-PUBLIC = frozenset({"/setup", "/signin", "/healthz", "/reset"})  # /reset: a one-time link's page (accounts.py)
+PUBLIC = frozenset({"/setup", "/signin", "/healthz", "/reset", "/join"})  # /reset, /join: one-time links' pages (accounts.py)
 API = "/v1/"  # the OpenAI-compatible API (openai_api.py): its own key in a header, no cookie, no form token
 API_BODY_MAX = 4_000_000  # bytes of one API request's body, read before any parsing
 

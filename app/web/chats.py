@@ -13,6 +13,7 @@ from .. import files as filestore
 from ..run import space
 from ..accounts.rules import COOKIE, Accounts
 from ..providers.thinking import THINKING
+from ..store import Store
 from ..store.outage import public, unavailable
 from ..tables import Assistant, Conversation, Item, Person, again, decided, stopped
 from ..serve.worker import Worker
@@ -316,6 +317,16 @@ def run_again(request: Request, s: Worker, convo: Conversation, it: Item) -> Res
 STOP_WAIT = 5.0
 
 
+def halt_answers(store: Store, chat: int) -> None:
+    """The answer being written in the conversation stops where it is, and the messages
+    queued behind it are not answered (Store.stop_waiting: each shows "Stopped." and Again)."""
+    with store.write():  # what runs and what waits, as of one moment
+        running = store.answering(chat)
+        if running is not None:
+            store.add(replace(stopped(chat), turn=running.turn))
+            store.stop_waiting(chat, running.turn)
+
+
 @post("/c/{chat:str}/stop")
 async def stop(request: Request, chat: FromPath[str]) -> Response:
     """Stop: the answer being written ends where it is, and the messages queued behind it are
@@ -325,11 +336,7 @@ async def stop(request: Request, chat: FromPath[str]) -> Response:
     still in it (its Stop posts the composer's fields here)."""
     s = worker(request)
     convo = conversation_or_404(request, chat)
-    with s.store.write():  # what runs and what waits, as of one moment
-        running = s.store.answering(convo.id)
-        if running is not None:
-            s.store.add(replace(stopped(convo.id), turn=running.turn))
-            s.store.stop_waiting(convo.id, running.turn)
+    halt_answers(s.store, convo.id)
     if is_htmx(request):
         return done(request, f"/c/{convo.id}#end")
     loop = asyncio.get_running_loop()

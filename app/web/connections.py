@@ -1,5 +1,5 @@
-"""The owner's Connections page (/settings/connections): the model servers Tabletalk asks, those
-added here (kept in rows, changed at once for every worker and server) beside those the
+"""The Connections page (/settings/connections), the owner's and the admins': the model
+servers Tabletalk asks, those added here (kept in rows, changed at once for every worker and server) beside those the
 environment names (read-only) and the built-in model; a Test that says what the server
 answered; each connection's models switched on or off; the default model.
 
@@ -24,7 +24,7 @@ from ..providers.ids import GROUP_LOCAL, GROUP_SERVER, Choice, groups
 from ..run.choices import refresh_choices
 from ..serve.worker import Worker
 from . import render
-from .toolkit import form_field, go, owner_only, parse_id, worker
+from .toolkit import form_field, go, managers_only, parse_id, worker
 
 PAGE = "/settings/connections"
 FIELD_MAX = 2_000
@@ -88,7 +88,7 @@ def saved_words(s: Worker, saved: str) -> str:
 
 
 def connection_or_404(request: Request, raw: str) -> ModelConnection:
-    owner_only(request)
+    managers_only(request)
     found = worker(request).store.connection(parse_id(raw, "connection"))
     if found is None:
         raise NotFoundException("No such connection.")
@@ -126,13 +126,13 @@ async def tested(s: Worker, connection_id: int) -> None:
 
 @get(PAGE)
 async def connections_page(request: Request) -> Response:
-    owner_only(request)
+    managers_only(request)
     return page(request)
 
 
 @post(PAGE)
 async def add(request: Request) -> Response:
-    owner_only(request)
+    managers_only(request)
     s = worker(request)
     fields = await typed(request)
     if problem := problem_of(s, fields):
@@ -204,7 +204,7 @@ async def delete(request: Request, connection_id: FromPath[str]) -> Response:
 
 @post(PAGE + "/default")
 async def choose_default(request: Request) -> Response:
-    owner_only(request)
+    managers_only(request)
     s = worker(request)
     model = (await form_field(request, "model", FIELD_MAX)).strip()
     if model and s.store.choice(model) is None:

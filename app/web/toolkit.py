@@ -47,11 +47,25 @@ def me(request: Request) -> Person:
     return request.state.person
 
 
+OWNERS = "This is for the owner of this Tabletalk only."
+MANAGERS = ("Only the owner and the admins of this Tabletalk manage people and connections: "
+            "ask one of them.")
+
+
 def owner_only(request: Request) -> Person:
-    """The owner's pages do not exist for anyone else."""
+    """The owner's pages and forms: anyone else is refused in words (403), not a crash."""
     person = me(request)
     if not person.owner:
-        raise NotFoundException("Not found.")
+        raise HTTPException(status_code=403, detail=OWNERS)
+    return person
+
+
+def managers_only(request: Request) -> Person:
+    """People and connections are managed by the owner and the admins (docs/people.md); a
+    member is refused in words (403)."""
+    person = me(request)
+    if not person.manages:
+        raise HTTPException(status_code=403, detail=MANAGERS)
     return person
 
 
@@ -100,12 +114,16 @@ def skill_or_404(request: Request, raw: str) -> Skill:
 
 
 def person_or_404(request: Request, raw: str) -> Person:
-    """Someone the owner added (the owner's own account is not one to remove): the owner's only."""
-    owner_only(request)
-
+    """Someone whose account the person signed in may act on (a link for a new password,
+    removing them): the owner on anyone else, an admin on members (Person.outranks). A
+    member is refused in words, and so is an admin naming the owner or an admin."""
+    manager = managers_only(request)
     found = Accounts(worker(request).store).get(parse_id(raw, "person"))
-    if found is None or found.owner:
+    if found is None:
         raise NotFoundException("No such person.")
+    if not manager.outranks(found):
+        raise HTTPException(status_code=403, detail="The owner's account is never changed from here." if found.owner
+                            else "Only the owner changes an admin's account.")
     return found
 
 

@@ -367,3 +367,31 @@ def m049_connection_people(db: sqlite_utils.Database) -> None:
             person INTEGER NOT NULL REFERENCES people(id) ON DELETE CASCADE,
             PRIMARY KEY (connection, person))""")
     db.execute("CREATE INDEX connection_people_person ON connection_people (person)")
+
+
+@migration
+def m050_people_roles_invitations(db: sqlite_utils.Database) -> None:
+    # Roles (docs/people.md): the owner (`owner`, exactly one: the index), admins, who manage
+    # people and connections, and members (neither). The owner's `admin` stays 0: the owner
+    # ranks above it.
+    db.execute("ALTER TABLE people ADD COLUMN admin INTEGER NOT NULL DEFAULT 0 CHECK (admin IN (0, 1))")
+    db.execute("CREATE UNIQUE INDEX people_one_owner ON people (owner) WHERE owner = 1")
+    # A one-time link that lets someone make their own account (app/accounts/invitations.py):
+    # `hash`, the sha256 of its token (the token is only in the link), the role it gives, who it is for
+    # as its maker wrote it (`note`, optional), who made it, until when. Kept after it is used
+    # (`used`, by `person`) or revoked, so the list says what became of it.
+    db.execute(
+        """CREATE TABLE invitations (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            hash TEXT NOT NULL UNIQUE CHECK (length(hash) = 64),
+            admin INTEGER NOT NULL DEFAULT 0 CHECK (admin IN (0, 1)),
+            note TEXT NOT NULL DEFAULT '' CHECK (length(note) <= 80),
+            made_by INTEGER REFERENCES people(id) ON DELETE SET NULL,
+            created REAL NOT NULL,
+            expires REAL NOT NULL,
+            used REAL,
+            person INTEGER REFERENCES people(id) ON DELETE SET NULL,
+            revoked REAL)""")
+    # A conversation of someone removed whose conversations the owner chose to keep: it is the
+    # owner's now, marked with the removed person's name.
+    db.execute("ALTER TABLE conversations ADD COLUMN kept_from TEXT NOT NULL DEFAULT ''")

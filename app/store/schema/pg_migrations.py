@@ -385,3 +385,21 @@ def m049_connection_people(db) -> None:
         person BIGINT NOT NULL REFERENCES people(id) ON DELETE CASCADE,
         PRIMARY KEY (connection, person))""")
     db.execute("CREATE INDEX connection_people_person ON connection_people (person)")
+
+
+@migration
+def m050_people_roles_invitations(db) -> None:
+    db.execute("ALTER TABLE people ADD COLUMN admin BIGINT NOT NULL DEFAULT 0 CHECK (admin IN (0, 1))")
+    db.execute("CREATE UNIQUE INDEX people_one_owner ON people (owner) WHERE owner = 1")
+    db.execute(f"""CREATE TABLE invitations (
+        id {ID},
+        hash TEXT NOT NULL UNIQUE CHECK (length(hash) = 64),
+        admin BIGINT NOT NULL DEFAULT 0 CHECK (admin IN (0, 1)),
+        note TEXT NOT NULL DEFAULT '' CHECK (length(note) <= 80),
+        made_by BIGINT REFERENCES people(id) ON DELETE SET NULL,
+        created {REAL} NOT NULL,
+        expires {REAL} NOT NULL,
+        used {REAL},
+        person BIGINT REFERENCES people(id) ON DELETE SET NULL,
+        revoked {REAL})""")
+    db.execute("ALTER TABLE conversations ADD COLUMN kept_from TEXT NOT NULL DEFAULT ''")
