@@ -23,9 +23,17 @@ def day_of(t: float) -> str:
     return datetime.datetime.fromtimestamp(t, datetime.timezone.utc).date().isoformat()
 
 
+def today(clock: Callable[[], float] = time.time) -> str:
+    return day_of(clock())
+
+
 def days_before(day: str, n: int) -> str:
-    """The day `n` days before `day` (after it, for a negative `n`)."""
-    return (datetime.date.fromisoformat(day) - datetime.timedelta(days=n)).isoformat()
+    """The day `n` days before `day` (after it, for a negative `n`), held within the calendar's
+    first and last days (a range a link asks for may start at year 1)."""
+    try:
+        return (datetime.date.fromisoformat(day) - datetime.timedelta(days=n)).isoformat()
+    except OverflowError:
+        return (datetime.date.min if n > 0 else datetime.date.max).isoformat()
 
 
 def a_day(raw: str) -> str | None:

@@ -76,13 +76,6 @@ class TokenUsage(Base):
                          f"FROM usage_days WHERE {where} GROUP BY {column} ORDER BY {order}", args)
         return [Used(r[0], int(r[1]), int(r[2]), int(r[3]), int(r[4]), int(r[5])) for r in rows]
 
-    def usage_days_of(self, first: str, last: str, person: int | None = None) -> list[tuple[str, str, Used]]:
-        """(day, model, its tokens) from `first` to `last`, of one person or everyone: in order."""
-        where, args = span(first, last, person)
-        rows = self._all("SELECT day, model, sum(prompt), sum(completion), sum(cached), sum(requests), sum(estimated) "
-                         f"FROM usage_days WHERE {where} GROUP BY day, model ORDER BY day, model", args)
-        return [(r[0], r[1], Used(r[1], int(r[2]), int(r[3]), int(r[4]), int(r[5]), int(r[6]))) for r in rows]
-
     # --- daily limits ---------------------------------------------------------------------
 
     def default_token_limit(self) -> int | None:
