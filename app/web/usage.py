@@ -31,6 +31,7 @@ SAVED = {"limits": "Saved: the daily limits apply from the next message."}
 
 # The chart's drawing, in its own units (the SVG scales to the page's width)
 CHART_WIDTH, CHART_HEIGHT, CHART_TOP, CHART_BOTTOM, CHART_LEFT = 720, 200, 12, 24, 56
+NARROW_WIDTH = 400  # the account page's column
 
 
 def sees_everyones(person: Person) -> bool:
@@ -68,6 +69,7 @@ class Chart:
     ticks: list[tuple[float, str]]  # (y, label) of the axis lines
     first: str
     last: str
+    width: int          # of its drawing (narrower for a narrow column: its text stays readable)
 
     @property
     def total(self) -> int:
@@ -92,11 +94,11 @@ def short(n: int) -> str:
     return str(n)
 
 
-def chart(days: list[str], by_day: dict[str, Used]) -> Chart:
-    """The bars of `days` (every day of the range, those with no tokens too)."""
+def chart(days: list[str], by_day: dict[str, Used], width: int = CHART_WIDTH) -> Chart:
+    """The bars of `days` (every day of the range, those with no tokens too), `width` units wide."""
     top = round_up(max((u.total for u in by_day.values()), default=0) or 1)
     inner = CHART_HEIGHT - CHART_TOP - CHART_BOTTOM
-    slot = (CHART_WIDTH - CHART_LEFT) / max(len(days), 1)
+    slot = (width - CHART_LEFT) / max(len(days), 1)
     bars = []
     for i, day in enumerate(days):
         used = by_day.get(day) or Used(day, 0, 0)
@@ -105,7 +107,7 @@ def chart(days: list[str], by_day: dict[str, Used]) -> Chart:
         bars.append(Bar(day, used, round(CHART_LEFT + i * slot + slot * 0.1, 2), round(max(slot * 0.8, 0.5), 2),
                         round(base - h_in, 2), round(h_in, 2), round(base - h_in - h_out, 2), round(h_out, 2)))
     ticks = [(round(CHART_TOP + inner * (1 - k / 4), 2), short(top * k // 4)) for k in range(5)]
-    return Chart(bars, top, ticks, days[0] if days else "", days[-1] if days else "")
+    return Chart(bars, top, ticks, days[0] if days else "", days[-1] if days else "", width)
 
 
 def days_of(first: str, last: str) -> list[str]:
@@ -135,7 +137,7 @@ def own_usage(store: Store, person: int) -> dict[str, Any]:
     today = usage_rules.today()
     first = today[:8] + "01"
     return {"first": first, "last": today, "chart": chart(days_of(first, today), {
-        str(u.key): u for u in store.usage_by("day", first, today, person)}),
+        str(u.key): u for u in store.usage_by("day", first, today, person)}, NARROW_WIDTH),
         "models": store.usage_by("model", first, today, person), "allowance": usage_rules.allowance(store, person)}
 
 
