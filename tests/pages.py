@@ -94,6 +94,8 @@ PAGES: list[Page] = [
     Page("account", "/account"),
     Page("account, theme saved", "/account?saved=theme"),
     Page("people", "/people"),
+    Page("usage", "/settings/usage", shows="figure.usage-chart svg title"),
+    Page("usage, refused to a member", "/settings/usage", who=GUEST, status=403),
     Page("remove person", "/people/{guest}/delete"),
     Page("a new password, by its one-time link", "/reset?token={reset}", who="", shows='input[name="token"]'),
     Page("an invitation, by its one-time link", "/join?token={invite}", who="", shows='input[name="token"]'),

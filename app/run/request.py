@@ -13,6 +13,7 @@ from dataclasses import replace
 
 from .. import agent as loop
 from .. import files as filestore
+from ..accounts import usage as usage_rules
 from ..context import window
 from ..context.segments import segments, system_prompt, user_message, with_plan
 from ..store import Store
@@ -39,6 +40,9 @@ class Requests:
     raw: int
     estimate: int
     measured: bool
+    held: tuple[int, int, int, bool] | None  # the last request's usage, until its step is written
+    person: int | None
+    clock: Callable[[], float]
     _prompt: str | None
     brought: str  # an API client's system messages (docs/api.md), after the agent's instructions
     _documents_sent: int  # the tokens of the attached documents this run sends whole
@@ -112,7 +116,7 @@ class Requests:
         old branch is not in it."""
         if self.limits is not None:
             self.window, self.images = self.limits()
-        self.measured = False  # no usage for this request yet
+        self.measured, self.held = False, None  # no usage for this request yet
         context = self.store.context(self.chat)
         path = self.store.tree(self.chat).lineage(self.user.id)
         # another model's window chooses afresh; so does a view that starts on another branch
@@ -214,21 +218,34 @@ class Requests:
 
     def usage(self, prompt: int, completion: int, cached: int, counted: bool = False) -> None:
         """The server's count for the last request (or its tokenizer's, `counted`): shown in
-        the meter, and it teaches the model's ratio of server tokens to our raw count."""
+        the meter, and it teaches the model's ratio of server tokens to our raw count. The
+        tokens themselves are kept (`held`) until the request's step is written (`spent`)."""
         self.measured = True
+        self.held = (prompt, completion, cached, counted)
         ratio, samples = self.store.calibration(self.model)
         ratio, samples = window.learn(ratio, samples, self.raw, prompt)
         with self.store.write():
             self.store.set_context(self.chat, used=prompt + completion, window=self.window, cached=cached,
                                    estimate=self.estimate, estimated=int(counted))
             self.store.set_calibration(self.model, ratio, samples)
-            self.store.add_turn_usage(self.user.id, prompt, completion, cached, estimated=counted)
 
-    def estimated(self, reply: loop.Message) -> None:
-        """A step whose server reported no usage: the meter shows our own estimate, marked so."""
-        ratio, _ = self.store.calibration(self.model)
-        completion = window.calibrated(window.raw_tokens(reply), ratio)
-        with self.store.write():
-            self.store.set_context(self.chat, used=self.estimate + completion, window=self.window, cached=0,
-                                   estimate=self.estimate, estimated=1)
-            self.store.add_turn_usage(self.user.id, self.estimate, completion, estimated=True)
+    def spent(self, reply: loop.Message | None = None) -> None:
+        """The last request's tokens, added to its turn's (turn_usage) and to its person's day
+        (usage_days): called inside the write that ends the request's step, so both are kept
+        or neither, and a step made again after a crash counts once. The server's count,
+        else, for a step that ended (`reply`), our estimate, marked so, which the meter shows too."""
+        if self.held is not None:
+            prompt, completion, cached, counted = self.held
+        elif reply is not None and not self.measured:
+            ratio, _ = self.store.calibration(self.model)
+            prompt, completion, cached, counted = self.estimate, window.calibrated(window.raw_tokens(reply), ratio), 0, True
+            if self.window:
+                self.store.set_context(self.chat, used=prompt + completion, window=self.window, cached=0,
+                                       estimate=self.estimate, estimated=1)
+        else:
+            return
+        self.held, self.measured = None, True
+        self.store.add_turn_usage(self.user.id, prompt, completion, cached, estimated=counted)
+        if self.person is not None and self.model:
+            self.store.add_usage(self.person, self.model, usage_rules.day_of(self.clock()), prompt, completion,
+                                 cached, estimated=counted)

@@ -71,9 +71,12 @@ class Turn(Requests):
     raw: int = 0             # the last request's raw token count, for calibration by its usage
     estimate: int = 0        # ... and its calibrated estimate, kept with the usage
     measured: bool = True    # the last request's usage arrived (or none was made)
+    held: tuple[int, int, int, bool] | None = None  # its usage, kept until its step is written (spent)
     # A question's vector by the embedding model, for search_knowledge (None: no AI_EMBEDDINGS)
     meaning: Callable[[str], Awaitable[Meaning]] | None = None
     brought: str = ""        # an API client's system messages (docs/api.md), after the agent's instructions
+    person: int | None = None  # whose conversation: the tokens spent are theirs (usage_days)
+    clock: Callable[[], float] = dbm.now  # what day the tokens are spent on reads the time from
     _prompt: str | None = field(default=None, init=False, repr=False)  # instructions(), once per run
     _documents_sent: int = field(default=0, init=False, repr=False)  # (request.py: Requests._document)
     context: ToolContext | None = field(default=None, init=False, repr=False)  # the tools', while it runs
@@ -205,8 +208,6 @@ class Turn(Requests):
                     self.grew(self.chat, self.items[kind], so_far)
             case loop.MessageEnd(message=message, reasoning=reasoning):
                 self.end_step(message, reasoning)
-                if not self.measured and self.window:
-                    self.estimated(message)
             case loop.ToolStart(call=call):
                 self.idle.clear()
                 self.store.update(self.calls[call.id], state="running")
@@ -252,8 +253,10 @@ class Turn(Requests):
                 if self.notice is not None:  # "Trying again in 4 s" is over: the error says what happened
                     self.store.delete_items([self.notice])
                     self.notice = None
-                self.add(item("error", self.chat, message, turn=self.user.id, model=self.model,
-                              state="failed", done=True))
+                with self.store.write():  # a request that failed after its usage came is still paid for
+                    self.add(item("error", self.chat, message, turn=self.user.id, model=self.model,
+                                  state="failed", done=True))
+                    self.spent()
             case loop.StepStart():
                 self.notice = None
 
@@ -262,9 +265,12 @@ class Turn(Requests):
         return self.context is not None and self.context.abort.is_set()
 
     def end_step(self, message: loop.Message, reasoning: str) -> None:
-        """A model step is over: write its text, reasoning and calls in one transaction."""
+        """A model step is over: write its text, reasoning and calls in one transaction, with
+        the tokens it took (Requests.spent): a step made again after a crash was never
+        written, so its tokens count once, with the step that is."""
         self.writes.flush()
         with self.store.write():
+            self.spent(message)
             if "reasoning" in self.items:
                 self.thought()
                 self.store.update(self.items.pop("reasoning"), text=reasoning, done=True)

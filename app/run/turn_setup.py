@@ -83,7 +83,8 @@ class TurnSetup:
         return Turn(store or self.store, writes, chat, user, agent, model, retry=retry, tools=tools, approve=approve,
                     changed=changed, grew=grew, window=window, share=self.config.context_share,
                     images=images, thinking=thinking, limits=limits,
-                    meaning=self.meaning if self.config.embeddings else None, brought=system)
+                    meaning=self.meaning if self.config.embeddings else None, brought=system,
+                    person=convo.person if convo else None)
 
     async def meaning(self, text: str) -> Meaning:
         """`text`'s vector by the embedding model (AI_EMBEDDINGS): a knowledge search's question."""

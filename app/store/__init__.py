@@ -33,12 +33,13 @@ from .plugins import Plugins, plugin_from_row
 from .runs import Runs
 from .search import Search
 from .secrets import Secrets
+from .usage import TokenUsage
 from .web_search import WebSearch
 
 
 class Store(Chats, Changes, Search, Branches, Agents, Plugins, Context, Files, Pages, People, LocalModel, Runs,
             Asks, PluginAuth, Secrets, Knowledge, ApiAccess, ApiChats, WebSearch, Connections,
-            InvitationRows):
+            InvitationRows, TokenUsage):
     """Every read and write of rows, by family (one module each); see Base for the common ground."""
 
     def __init__(self, db, notify=lambda: None):

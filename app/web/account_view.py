@@ -1,6 +1,6 @@
 """What one's account page and the People page show, whichever form answered: the
-theme, the password, one's files, one's agents' memories, one's API keys (accounts.py,
-api_keys.py), the people with their files, and who may use the API."""
+theme, the password, one's files, one's tokens this month (usage.py), one's agents' memories,
+one's API keys (accounts.py, api_keys.py), the people with their files, and who may use the API."""
 from __future__ import annotations
 
 from typing import Any
@@ -14,6 +14,7 @@ from ..tables import NAME_MAX, ROLE_WORDS, THEMES
 from ..tools.search_providers import KINDS
 from . import render
 from .toolkit import me, worker
+from .usage import own_usage
 
 
 def api_base(request: Request) -> str:
@@ -34,7 +35,8 @@ def account_view(request: Request, status_code: int = 200, **context: Any) -> Re
                        keys=keys.of(person), api_open=keys.settings().allows(person), api_base=api_base(request),
                        agents=agents, agent_names={a.id: a.name for a in agents}, expiries=EXPIRIES,
                        memory_counts=s.store.memory_counts(person.id), used=s.store.person_files(person.id),
-                       storage_max=s.config.storage_max, name_max=NAME_MAX, **(shown | context))
+                       storage_max=s.config.storage_max, name_max=NAME_MAX, usage=own_usage(s.store, person.id),
+                       **(shown | context))
 
 
 def people_view(request: Request, status_code: int = 200, **context: Any) -> Response:

@@ -3,6 +3,7 @@ before anything is sent (app/run/turn_setup.py decides the same for a turn): the
 model that answers when the composer picks none, and which models think."""
 from __future__ import annotations
 
+from ..accounts import usage as usage_rules
 from ..providers.client import Providers
 from ..providers.ids import Choice
 from ..store import Store
@@ -51,4 +52,14 @@ def composer(s: Worker, person: int | None, agent: Assistant | None, model: str 
     return {"choices": choices, "unpicked": unpicked_label(s, person, agent), "thinkers": thinks,
             "default_thinks": default_model(s, person, agent) in thinks,
             "offer_thinking": bool(thinking) or answers in thinks,
-            "web_search": s.store.search_provider() is not None}  # the search switch, once the owner chose a provider
+            "web_search": s.store.search_provider() is not None,  # the search switch, once the owner chose a provider
+            # said before anything is sent, once today's tokens are used (docs/usage.md)
+            "limit_words": limit_words(s, person)}
+
+
+def limit_words(s: Worker, person: int | None) -> str:
+    """What the composer says when `person` used today's tokens, else ''."""
+    if person is None:
+        return ""
+    found = usage_rules.allowance(s.store, person)
+    return found.words() if found.spent else ""

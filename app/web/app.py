@@ -48,6 +48,7 @@ from . import (
     web_search,
     connections,
     people,
+    usage,
 )
 from .authenticate import API, API_BODY_MAX, TooLarge
 from .headers import private, secured
@@ -214,6 +215,7 @@ def create_app(config: configuration.Config | None = None) -> Litestar:
             *api_keys.routes,
             *web_search.routes,
             *connections.routes,
+            *usage.routes,
             *files.routes,
             *shortcuts.routes,
             # compressed once per file version, each form with its own ETag (compress.py)

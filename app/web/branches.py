@@ -16,7 +16,8 @@ from ..store import Store
 from ..tables import Conversation, Item
 from . import render
 from .templating import fragment
-from .toolkit import TEXT_MAX, conversation_or_404, done, form_field, model_field, parse_id, room_to_wait, worker
+from .toolkit import (TEXT_MAX, conversation_or_404, done, form_field, model_field, parse_id, room_to_wait,
+                      within_limit, worker)
 
 BUSY = "An answer is being written: wait for it to end (or stop it) first."
 
@@ -140,6 +141,7 @@ async def again(request: Request, chat: FromPath[str], head: FromPath[str]) -> R
     model = await model_field(request)
     with s.store.write():
         idle(s.store, convo)
+        within_limit(s.store, convo.person)
         s.store.again(user, model)
     return done(request, f"/c/{convo.id}#end")
 

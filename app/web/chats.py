@@ -11,6 +11,7 @@ from litestar.exceptions import HTTPException, NotFoundException
 
 from .. import files as filestore
 from ..run import space
+from ..accounts import usage as usage_rules
 from ..accounts.rules import COOKIE, Accounts
 from ..providers.thinking import THINKING
 from ..store import Store
@@ -34,6 +35,7 @@ from .toolkit import (
     room_to_wait,
     worker,
     thinking_level,
+    within_limit,
 )
 
 # The composer's two buttons while a run is going: wait for the run to end (the default, and
@@ -71,9 +73,14 @@ async def index(request: Request, agent: FromQuery[str | None] = None) -> Respon
     """A new conversation: the empty composer, nothing written until the first message."""
     s = worker(request)
     who = me(request)
-    chosen = chosen_agent(s, who, agent)
+    return new_page(request, s, who, chosen_agent(s, who, agent))
+
+
+def new_page(request: Request, s: Worker, who: Person, chosen: Assistant | None, draft: str = "",
+             status_code: int = 200) -> Response:
+    """The new conversation's page; `draft`: the composer's text (a message refused, kept)."""
     return render.page(
-        request, "index.html",
+        request, "index.html", status_code=status_code, draft=draft,
         agents=s.store.agents(who.id),
         agent=chosen,
         suggestions=suggestions_of(chosen),
@@ -124,8 +131,11 @@ async def new_conversation(request: Request) -> Response:
     s = worker(request)
     who = me(request)
     agent = chosen_agent(s, who, await form_field(request, "agent", 20))
-    if not (await form_field(request, "text", TEXT_MAX)).strip():
+    typed = await form_field(request, "text", TEXT_MAX)
+    if not typed.strip():
         return go(request, f"/?agent={agent.id}" if agent else "/")
+    if not is_htmx(request) and usage_rules.refusal(s.store, who.id):  # the page again, what was typed kept
+        return new_page(request, s, who, agent, draft=typed, status_code=429)
     room_to_wait(s.store, who.id)  # before any file is stored or resource read
     message = await message_of(request, s)
     resources = await prompts.attached_resources(request, prompts.Where(agent)) if agent else []  # picked with "/"
@@ -154,9 +164,10 @@ async def conversation(request: Request, chat: FromPath[str], edit: FromQuery[st
     return conversation_page(request, s, chat, editing=an_id(edit))
 
 
-def conversation_page(request: Request, s: Worker, chat: str, editing: int | None = None, draft: str = "") -> Response:
+def conversation_page(request: Request, s: Worker, chat: str, editing: int | None = None, draft: str = "",
+                      status_code: int = 200) -> Response:
     """The conversation's page (`chat`: its id as the path has it) as of one read; `draft`:
-    the composer's text (what a stop kept)."""
+    the composer's text (what a stop kept, or a message refused)."""
     with s.store.snapshot():
         convo = conversation_or_404(request, chat)
         rev = s.store.rev()
@@ -167,6 +178,7 @@ def conversation_page(request: Request, s: Worker, chat: str, editing: int | Non
         pickers = answering.composer(s, convo.person, agent, convo.model, convo.thinking)
     return render.page(
         request, "chat.html",
+        status_code=status_code,
         convo=convo,
         agent=agent,
         current=convo.id,
@@ -203,6 +215,8 @@ async def watch(request: Request, chat: FromPath[str]) -> Response:
 async def ask(request: Request, chat: FromPath[str]) -> Response:
     s = worker(request)
     convo = conversation_or_404(request, chat)
+    if not is_htmx(request) and usage_rules.refusal(s.store, convo.person):  # the page again, what was typed kept
+        return conversation_page(request, s, chat, draft=await form_field(request, "text", TEXT_MAX), status_code=429)
     room_to_wait(s.store, convo.person, convo.id)  # before any file is stored or resource read
     message = await message_of(request, s)
     picked = await new_choice(request, convo, message.model, message.thinking)
@@ -254,6 +268,7 @@ async def retry(request: Request, chat: FromPath[str]) -> Response:
     convo = conversation_or_404(request, chat)
     model = await model_field(request)
     with s.store.write():
+        within_limit(s.store, convo.person)
         path = s.store.path(convo.id)
         if not path.steps:
             raise HTTPException(status_code=400, detail="There is no answer to make again yet.")
@@ -306,6 +321,7 @@ def run_again(request: Request, s: Worker, convo: Conversation, it: Item) -> Res
     with s.store.write():
         if s.store.chat_state(convo.id)["running"]:
             raise HTTPException(status_code=409, detail="Wait until the answer is finished, then run it again.")
+        within_limit(s.store, convo.person)
         s.store.add(again(it))
         s.store.update(it.turn, done=False)  # the turn goes on: the runner picks it up
     return done(request, f"/c/{convo.id}")

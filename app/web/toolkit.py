@@ -21,6 +21,7 @@ from ..providers.thinking import THINKING
 from ..tables import Assistant, Conversation, Person, Skill
 from ..serve.worker import Worker
 from ..store import Store
+from ..accounts import usage as usage_rules
 from ..accounts.rules import Accounts
 
 TEXT_MAX = 100_000  # characters in one message
@@ -144,9 +145,19 @@ QUEUE_MAX = 10
 PERSON_QUEUE_MAX = 30
 
 
+def within_limit(store: Store, person: int | None) -> None:
+    """A 429 in the composer's words when `person` used today's tokens (app/accounts/usage.py):
+    before anything of the message is read or written."""
+    words = usage_rules.refusal(store, person) if person is not None else None
+    if words:
+        raise HTTPException(status_code=429, detail=words)
+
+
 def room_to_wait(store: Store, person: int, chat: int | None = None) -> None:
-    """A 429 in words when one more message would be past what may wait; call it inside the
-    write that adds the message, so parallel sends are counted one after another."""
+    """A 429 in words when one more message would be past what may wait, or past the tokens
+    `person` may use today; call it inside the write that adds the message, so parallel sends
+    are counted one after another."""
+    within_limit(store, person)
     if chat is not None and store.waiting_messages(chat=chat) >= QUEUE_MAX:
         raise HTTPException(status_code=429, detail=(
             f"{QUEUE_MAX} messages here already wait for their answers: wait for them, or Stop, "

@@ -395,3 +395,30 @@ def m050_people_roles_invitations(db: sqlite_utils.Database) -> None:
     # A conversation of someone removed whose conversations the owner chose to keep: it is the
     # owner's now, marked with the removed person's name.
     db.execute("ALTER TABLE conversations ADD COLUMN kept_from TEXT NOT NULL DEFAULT ''")
+
+
+@migration
+def m051_usage_days(db: sqlite_utils.Database) -> None:
+    # The tokens each person's model requests took, a row a person, model and day (UTC,
+    # 'YYYY-MM-DD'): added to in the same write that ends the model step they were spent on,
+    # so a step made again after a crash counts once (docs/usage.md). Kept past a deleted
+    # conversation (spent is spent), gone with the person. `estimated`: how many of the
+    # requests were counted by our estimate, the server having said nothing.
+    db.execute(
+        """CREATE TABLE usage_days (
+            person INTEGER NOT NULL REFERENCES people(id) ON DELETE CASCADE,
+            day TEXT NOT NULL CHECK (length(day) = 10),
+            model TEXT NOT NULL CHECK (length(model) BETWEEN 1 AND 200),
+            prompt INTEGER NOT NULL DEFAULT 0,
+            completion INTEGER NOT NULL DEFAULT 0,
+            cached INTEGER NOT NULL DEFAULT 0,
+            requests INTEGER NOT NULL DEFAULT 0,
+            estimated INTEGER NOT NULL DEFAULT 0,
+            PRIMARY KEY (person, day, model))""")
+    db.execute("CREATE INDEX usage_days_day ON usage_days (day)")
+    # A person's own daily token limit, set by the owner: no row, the default for everyone
+    # (the `usage.daily_tokens` setting); a row with `tokens` NULL, no limit for them.
+    db.execute(
+        """CREATE TABLE token_limits (
+            person INTEGER PRIMARY KEY REFERENCES people(id) ON DELETE CASCADE,
+            tokens INTEGER CHECK (tokens IS NULL OR tokens >= 1))""")

@@ -403,3 +403,21 @@ def m050_people_roles_invitations(db) -> None:
         person BIGINT REFERENCES people(id) ON DELETE SET NULL,
         revoked {REAL})""")
     db.execute("ALTER TABLE conversations ADD COLUMN kept_from TEXT NOT NULL DEFAULT ''")
+
+
+@migration
+def m051_usage_days(db) -> None:
+    db.execute("""CREATE TABLE usage_days (
+        person BIGINT NOT NULL REFERENCES people(id) ON DELETE CASCADE,
+        day TEXT NOT NULL CHECK (length(day) = 10),
+        model TEXT NOT NULL CHECK (length(model) BETWEEN 1 AND 200),
+        prompt BIGINT NOT NULL DEFAULT 0,
+        completion BIGINT NOT NULL DEFAULT 0,
+        cached BIGINT NOT NULL DEFAULT 0,
+        requests BIGINT NOT NULL DEFAULT 0,
+        estimated BIGINT NOT NULL DEFAULT 0,
+        PRIMARY KEY (person, day, model))""")
+    db.execute("CREATE INDEX usage_days_day ON usage_days (day)")
+    db.execute("""CREATE TABLE token_limits (
+        person BIGINT PRIMARY KEY REFERENCES people(id) ON DELETE CASCADE,
+        tokens BIGINT CHECK (tokens IS NULL OR tokens >= 1))""")
