@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from litestar import Request, Response, get, post
-from litestar.exceptions import NotFoundException
+from litestar.exceptions import HTTPException, NotFoundException
 from litestar.params import FromPath
 
 from .. import builtin
@@ -24,7 +24,7 @@ from ..providers.ids import GROUP_LOCAL, GROUP_SERVER, Choice, groups
 from ..run.choices import refresh_choices
 from ..serve.worker import Worker
 from . import render
-from .toolkit import form_field, go, managers_only, parse_id, worker
+from .toolkit import form_field, go, managers_only, me, parse_id, worker
 
 PAGE = "/settings/connections"
 FIELD_MAX = 2_000
@@ -69,7 +69,8 @@ def page(request: Request, status_code: int = 200, **context: Any) -> Response:
                        environment=from_environment(s.config, choices, s.providers.ollama_answered), kinds=kinds.KINDS,
                        default=s.store.default_model(), ai_model=s.config.ai_model,
                        offered=groups(c for c in choices if c.up), name_max=kinds.NAME_MAX,
-                       people=[p for p in Accounts(s.store).all() if not p.owner], **(shown | context))
+                       people=[p for p in Accounts(s.store).all() if not p.owner],
+                       kept=s.store.barred_prefixes(me(request).id), **(shown | context))
 
 
 def saved_words(s: Worker, saved: str) -> str:
@@ -87,11 +88,21 @@ def saved_words(s: Worker, saved: str) -> str:
     return f"Saved the models of “{k.name}”." if what == "models" else f"Saved “{k.name}”. {k.tested}"
 
 
+KEPT_FROM_YOU = ("The owner keeps this connection for chosen people, not you: only the owner "
+                 "changes it.")
+
+
 def connection_or_404(request: Request, raw: str) -> ModelConnection:
-    managers_only(request)
-    found = worker(request).store.connection(parse_id(raw, "connection"))
+    """A connection to change: the owner's and the admins', but one kept from an admin (for
+    chosen people, not them) is the owner's alone: an admin who could change it could give
+    themselves its models, or send its key where they can read it."""
+    person = managers_only(request)
+    s = worker(request)
+    found = s.store.connection(parse_id(raw, "connection"))
     if found is None:
         raise NotFoundException("No such connection.")
+    if found.prefix in s.store.barred_prefixes(person.id):
+        raise HTTPException(status_code=403, detail=KEPT_FROM_YOU)
     return found
 
 
@@ -157,7 +168,10 @@ async def change(request: Request, connection_id: FromPath[str]) -> Response:
     if problem := problem_of(s, fields, k):
         return page(request, 400, problem=problem, typed=fields, editing=k)
     key = (await form_field(request, "key", FIELD_MAX)).strip()
-    forget = (await form_field(request, "forget", 5)) == "1"
+    # the saved key goes only where it was saved for: a new address (or kind) forgets it unless
+    # the key is typed again, so no one (an admin, a slip) sends it to a server they can read
+    moved = (fields["kind"], fields["url"]) != (k.kind, k.url)
+    forget = (await form_field(request, "forget", 5)) == "1" or moved
     s.store.change_connection(k.id, fields["name"], fields["kind"], fields["url"], key or ("" if forget else None))
     await tested(s, k.id)
     return go(request, f"{PAGE}?saved={k.id}#connection-{k.id}")

@@ -422,3 +422,11 @@ def m051_usage_days(db: sqlite_utils.Database) -> None:
         """CREATE TABLE token_limits (
             person INTEGER PRIMARY KEY REFERENCES people(id) ON DELETE CASCADE,
             tokens INTEGER CHECK (tokens IS NULL OR tokens >= 1))""")
+
+
+@migration
+def m052_reset_makers(db: sqlite_utils.Database) -> None:
+    # Who made a reset link (NULL: the owner's own, from `tabletalk reset-link`): a maker who is
+    # removed takes their links along (CASCADE), and one who is no longer an admin has them
+    # deleted (Store.set_admin), so a link outlives no one's right to make it (docs/people.md).
+    db.execute("ALTER TABLE resets ADD COLUMN made_by INTEGER REFERENCES people(id) ON DELETE CASCADE")

@@ -421,3 +421,8 @@ def m051_usage_days(db) -> None:
     db.execute("""CREATE TABLE token_limits (
         person BIGINT PRIMARY KEY REFERENCES people(id) ON DELETE CASCADE,
         tokens BIGINT CHECK (tokens IS NULL OR tokens >= 1))""")
+
+
+@migration
+def m052_reset_makers(db) -> None:
+    db.execute("ALTER TABLE resets ADD COLUMN made_by BIGINT REFERENCES people(id) ON DELETE CASCADE")
