@@ -17,7 +17,7 @@ from app.run.writes import Writes
 from app.store import Store
 from app.store import db as dbm
 from app.tables import asked
-from tests.conftest import COOKIE, Served, csrf, database, idle, rows, signed_in, soup, start_chat, wait_for
+from tests.conftest import COOKIE, Served, ask, csrf, database, idle, rows, signed_in, soup, start_chat, wait_for
 from tests.fakes.openai_server import rate, text, usage
 from tests.test_openai_api import ask as api_ask
 from tests.test_openai_api import make_key, refusal
@@ -92,6 +92,29 @@ def test_a_step_cut_after_its_usage_came_counts_once_when_made_again(store):
     [used] = store.usage_by("model", TODAY, TODAY)
     assert (used.key, used.prompt, used.completion, used.requests) == ("m", 510, 40, 1)
     assert store.turn_usage(user.id)["requests"] == 1
+
+
+def test_a_stopped_answer_is_paid_for_as_far_as_it_went(client, fake, data):
+    """Stop must not step around a daily limit: a request cut by Stop counts our estimate of
+    its prompt and of the words written (the server's usage, when it came before the cut: a
+    server sends it last, so the scripted one cannot cut after it)."""
+    import threading
+
+    from tests.fakes.openai_server import hold
+
+    release = threading.Event()
+    words = " ".join(f"word{i}" for i in range(400))
+    fake.script([text(words), hold(release), text(" end."), usage(50_000, 4_000)])
+    chat = start_chat(client, "x " * 2000)
+    try:
+        wait_for(lambda: "word390" in client.get(chat).text)  # (a growing text's last words are held back)
+        client.post(f"{chat}/stop", data={"_csrf_token": csrf(client)}, headers={"hx-request": "true"})
+        idle(client, chat)
+    finally:
+        release.set()
+    [day] = days(data)
+    assert day["prompt"] > 1_000 and day["completion"] > 400 and day["estimated"] == 1, day
+    assert day["requests"] == 1
 
 
 def test_the_day_is_the_utc_day_the_step_ended(store):
@@ -184,6 +207,29 @@ def test_the_composer_says_the_limit_is_used_and_every_send_is_refused_keeping_w
     client.cookies.set(COOKIE, signed_in(data, "Bea", owner=False))
     fake.script(text("Hi Bea."))
     assert "Hi Bea." in idle(client, start_chat(client, "hello")).text
+
+
+def test_messages_queued_before_the_limit_was_reached_are_not_sent_past_it(client, fake, data):
+    """The limit is kept at each request, not only at each send: thirty messages sent at once
+    under it (each send finds it unspent) are answered until it is spent, then refused in
+    words in their conversation, and the server hears no more."""
+    import threading
+
+    from tests.fakes.openai_server import hold
+
+    release = threading.Event()
+    store = client.app.state.tabletalk.store
+    store.set_token_limit(owner_of(client), 1_000)
+    fake.script([text("First."), hold(release), usage(900, 200)], *[[text("More."), usage(900, 200)]] * 5)
+    chat = start_chat(client, "one")
+    for n in range(5):
+        ask(client, chat, f"and {n}")
+    release.set()
+    idle(client, chat)
+    assert len(fake.streamed) == 1, "only the first request went: the others found the limit spent"
+    errors = [r["text"] for r in rows(data, "SELECT text FROM items WHERE kind = 'error'")]
+    assert len(errors) == 5 and all(e == WORDS + " Nothing was sent." for e in errors), errors
+    assert [d["prompt"] + d["completion"] for d in days(data)] == [1_100]
 
 
 def test_the_api_is_refused_in_the_same_words(client, fake, data):

@@ -116,6 +116,10 @@ class Requests:
         old branch is not in it."""
         if self.limits is not None:
             self.window, self.images = self.limits()
+        # Each request, not only each send, keeps to the person's daily limit: messages queued
+        # before it was reached, and the steps of one long tool loop, are not sent past it
+        if self.person is not None and (over := usage_rules.refusal(self.store, self.person, self.clock)):
+            raise loop.ModelError(over)
         self.measured, self.held = False, None  # no usage for this request yet
         context = self.store.context(self.chat)
         path = self.store.tree(self.chat).lineage(self.user.id)

@@ -310,6 +310,11 @@ class Turn(Requests):
         self.writes.flush()
         mcp_asks.ended(self.store, self.chat, self.user.id, "stopped")
         with self.store.write():
+            # a request Stop cut is paid for as far as it went (Stop must not step around a
+            # daily limit): the server's count if it came, else our estimate of its prompt and
+            # of the words written; none when its step had ended (counted with it)
+            self.spent(loop.Message("assistant", "".join(
+                it.text for k in ("reasoning", "text") if k in self.items and (it := self.store.item(self.items[k])))))
             for item_id in self.written:
                 it = self.store.item(item_id)
                 if it is None or it.done:

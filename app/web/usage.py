@@ -35,7 +35,8 @@ NARROW_WIDTH = 400  # the account page's column
 
 
 def sees_everyones(person: Person) -> bool:
-    """Who sees everyone's usage and sets the limits: the owner (admins too, once there are roles)."""
+    """Who sees everyone's usage and sets the limits: the owner alone (admins manage people and
+    connections, not what people may spend: docs/usage.md)."""
     return person.owner
 
 
