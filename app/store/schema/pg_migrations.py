@@ -421,3 +421,18 @@ def m051_usage_days(db) -> None:
     db.execute("""CREATE TABLE token_limits (
         person BIGINT PRIMARY KEY REFERENCES people(id) ON DELETE CASCADE,
         tokens BIGINT CHECK (tokens IS NULL OR tokens >= 1))""")
+
+
+@migration
+def m052_model_people(db) -> None:
+    db.execute("""CREATE TABLE model_rules (
+        connection BIGINT NOT NULL REFERENCES connections(id) ON DELETE CASCADE,
+        model TEXT NOT NULL CHECK (length(model) BETWEEN 1 AND 200),
+        PRIMARY KEY (connection, model))""")
+    db.execute("""CREATE TABLE model_people (
+        connection BIGINT NOT NULL,
+        model TEXT NOT NULL,
+        person BIGINT NOT NULL REFERENCES people(id) ON DELETE CASCADE,
+        PRIMARY KEY (connection, model, person),
+        FOREIGN KEY (connection, model) REFERENCES model_rules(connection, model) ON DELETE CASCADE)""")
+    db.execute("CREATE INDEX model_people_person ON model_people (person)")
