@@ -119,6 +119,13 @@ def test_a_model_kept_for_chosen_people_is_offered_to_them_alone(client, fake, o
     assert not {m for m in offered(client) if m.startswith("team:")}
     client.cookies.set(COOKIE, bea)
     assert {BIG, SMALL} <= offered(client)
+    # a model its server lists no more keeps its rule, shown so that it can be lifted
+    client.cookies.set(COOKIE, owner_cookie)
+    store.set_connection_tested(k.id, kinds.Tested(True, "Connected: 1 model.", ("small-model",)))
+    kept = card(client, "Team").select_one(".unlisted-rules")
+    assert "big-model" in kept.text and "for you and 1 chosen" in kept.select_one("a.model-rule-link").text
+    assert post(client, f"{PAGE}/{k.id}/model", model="big-model", everyone="1").status_code == 303
+    assert store.connection(k.id).chosen == {} and card(client, "Team").select_one(".unlisted-rules") is None
 
 
 def test_the_api_lists_and_answers_only_agents_whose_model_the_person_may_use(client, fake, other, data):
