@@ -506,13 +506,24 @@ def test_parallel_guesses_are_counted_before_they_are_checked(served: Served):
     counted before the ~0.1 s check, not after it)."""
     from concurrent.futures import ThreadPoolExecutor
 
-    def guess(_):
-        with httpx.Client(base_url=served.url, timeout=30) as c:
-            token = soup(c.get("/signin")).select_one('input[name="_csrf_token"]')["value"]
-            return c.post("/signin", data={"_csrf_token": token, "name": OWNER, "password": "wrong guess"}).status_code
+    # Each form first, then the twenty posts at once (a barrier): past five failures the next
+    # check waits 2 s after the last, so posts spread over seconds by a loaded machine (each
+    # thread fetching its form first) had some checked again, and the test failed by the clock.
+    clients = [httpx.Client(base_url=served.url, timeout=30) for _ in range(20)]
+    tokens = [soup(c.get("/signin")).select_one('input[name="_csrf_token"]')["value"] for c in clients]
+    together = threading.Barrier(20)
 
-    with ThreadPoolExecutor(20) as pool:
-        statuses = sorted(pool.map(guess, range(20)))
+    def guess(n: int) -> int:
+        together.wait(timeout=30)
+        return clients[n].post("/signin", data={"_csrf_token": tokens[n], "name": OWNER,
+                                                "password": "wrong guess"}).status_code
+
+    try:
+        with ThreadPoolExecutor(20) as pool:
+            statuses = sorted(pool.map(guess, range(20)))
+    finally:
+        for c in clients:
+            c.close()
     assert statuses == [401] * 5 + [429] * 15, statuses
 
 

@@ -155,3 +155,27 @@ def test_the_api_lists_and_answers_only_agents_whose_model_the_person_may_use(cl
     r = client.post("/v1/chat/completions", headers=bearer(owner_key),
                     json={"model": f"agent-{owner.id}", "messages": [{"role": "user", "content": "Hi"}]})
     assert r.status_code == 200 and r.json()["choices"][0]["message"]["content"] == "For the owner."
+
+
+def test_a_model_kept_from_an_admin_is_the_owners_alone_to_change(client, other, data):
+    add(client, name="Team", url=other.url, key=KEY)
+    store = client.app.state.tabletalk.store
+    k = store.connection_named("Team")
+    admin = signed_in(data, "Ada", owner=False)
+    people = Accounts(store)
+    ada = next(p for p in people.all() if p.name == "Ada")
+    people.set_role(ada.id, "admin")
+    post(client, f"{PAGE}/{k.id}/model", model="big-model", everyone="0")
+    client.cookies.set(COOKIE, admin)
+    switches = card(client, "Team")
+    assert "kept from you" in switches.select_one(".model-switch:has(input[value='big-model'])").text
+    assert switches.select_one('a.model-rule-link[href*="big-model"]') is None
+    assert switches.select_one('a.model-rule-link[href*="small-model"]') is not None, "the rest an admin manages"
+    r = client.get(f"{PAGE}/{k.id}/model?name=big-model")
+    assert r.status_code == 403 and "only the owner changes who may use it" in r.text
+    r = client.post(f"{PAGE}/{k.id}/model", data={"_csrf_token": csrf(client, PAGE), "model": "big-model",
+                                                   "everyone": "0", "person": str(ada.id)}, follow_redirects=False)
+    assert r.status_code == 403 and store.connection(k.id).chosen == {"big-model": frozenset()}
+    assert post(client, f"{PAGE}/{k.id}/model", model="small-model", everyone="0",
+                person=str(ada.id)).status_code == 303
+    assert store.connection(k.id).chosen["small-model"] == {ada.id}

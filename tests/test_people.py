@@ -381,3 +381,116 @@ def test_the_command_line_makes_the_owner_a_reset_link(env, data, capsys, client
     assert client.get(f"/reset?token={link[1]}").status_code == 200
     with pytest.raises(SystemExit, match="nobody is called “Nobody”"):
         main(["reset-link", "Nobody"])
+
+
+# --- what a review of the roles found -----------------------------------------------------------
+
+PAGE = "/settings/connections"
+KEY = "sk-owners-secret-4242"
+
+
+def form(client, path: str, page: str = PAGE, **fields):
+    return client.post(path, data={"_csrf_token": csrf(client, page), **fields}, follow_redirects=False)
+
+
+def test_a_changed_address_forgets_the_saved_key(client, data):
+    """An admin (or a slip) who points the owner's connection elsewhere, the key left empty,
+    does not send the key there: the new address gets none unless it is typed again."""
+    from tests.fakes.openai_server import FakeModelServer
+
+    with FakeModelServer(models={"big": 4096}, require_key=KEY) as owners, \
+            FakeModelServer(models={"x": 4096}, require_key=KEY) as elsewhere:
+        assert form(client, PAGE, kind="openai", name="Paid", url=owners.url, key=KEY).status_code == 303
+        store = client.app.state.tabletalk.store
+        k = store.connection_named("Paid")
+        client.cookies.set(COOKIE, signed_in(data, "Bea", owner=False))
+        store.set_admin(store.person_named("Bea")[0].id, True)
+        assert form(client, f"{PAGE}/{k.id}", kind="openai", name="Paid", url=elsewhere.url, key="").status_code == 303
+        k = store.connection(k.id)
+        assert k.url == elsewhere.url and not k.has_key and "Wrong key" in k.tested, k.tested
+        assert {h.get("authorization") for h in elsewhere.request_headers} <= {None, "Bearer "}, "the key never went there"
+        # the same address, the key left empty: kept (typed again, it is the new one)
+        assert form(client, f"{PAGE}/{k.id}", kind="openai", name="Paid", url=elsewhere.url, key=KEY).status_code == 303
+        assert form(client, f"{PAGE}/{k.id}", kind="openai", name="Paid 2", url=elsewhere.url, key="").status_code == 303
+        assert store.connection(k.id).has_key and store.connection(k.id).tested.startswith("Connected")
+
+
+def test_a_connection_kept_from_an_admin_is_the_owners_to_change(client, data):
+    from tests.fakes.openai_server import FakeModelServer
+
+    with FakeModelServer(models={"big": 4096}) as owners:
+        form(client, PAGE, kind="openai", name="Paid", url=owners.url, key=KEY)
+        store = client.app.state.tabletalk.store
+        k = store.connection_named("Paid")
+        assert form(client, f"{PAGE}/{k.id}/people", everyone="0").status_code == 303  # the owner's alone
+        client.cookies.set(COOKIE, signed_in(data, "Bea", owner=False))
+        bea = store.person_named("Bea")[0].id
+        store.set_admin(bea, True)
+        page = soup(client.get(PAGE))
+        assert "only the owner changes it" in page.text and not page.select(f'form[action^="{PAGE}/{k.id}/"]')
+        for path, fields in ((f"{PAGE}/{k.id}/people", {"everyone": "0", "person": str(bea)}),
+                             (f"{PAGE}/{k.id}/people", {"everyone": "1"}),
+                             (f"{PAGE}/{k.id}", {"kind": "openai", "name": "Paid", "url": owners.url}),
+                             (f"{PAGE}/{k.id}/test", {}), (f"{PAGE}/{k.id}/models", {}), (f"{PAGE}/{k.id}/delete", {})):
+            r = form(client, path, **fields)
+            assert r.status_code == 403 and "only the owner changes it" in r.text, (path, r.status_code)
+        assert client.get(f"{PAGE}/{k.id}/edit").status_code == 403
+        assert not store.may_use(bea, "paid:big") and store.connection(k.id) is not None
+
+
+def two_people(client, data) -> dict[str, int]:
+    for name in ("Bea", "Cy"):
+        client.post("/people", data={"_csrf_token": csrf(client), "name": name, "password": "a good password"})
+    ids = dict(db_rows(data, "SELECT name, id FROM people"))
+    client.app.state.tabletalk.store.set_admin(ids["Bea"], True)
+    return ids
+
+
+def links_of(client, data, ids: dict[str, int]) -> tuple[str, str]:
+    """An invitation and a reset link for Cy, both made by admin Bea."""
+    client.cookies.set(COOKIE, signed_in(data, "Bea"))
+    invitation = soup(form(client, "/people/invitations", "/people")).select_one("#invitation-link").text.split("token=")[1]
+    reset = soup(form(client, f"/people/{ids['Cy']}/reset", "/")).select_one("#reset-link").text.split("token=")[1]
+    return invitation, reset
+
+
+def links_work(client, invitation: str, reset: str) -> tuple[bool, bool]:
+    client.cookies.clear()
+    return client.get(f"/join?token={invitation}").status_code == 200, client.get(f"/reset?token={reset}").status_code == 200
+
+
+@pytest.mark.parametrize("how", ["removed", "made a member"])
+def test_an_admins_links_end_with_their_right_to_make_them(client, data, how):
+    owner = client.cookies.get(COOKIE)
+    ids = two_people(client, data)
+    invitation, reset = links_of(client, data, ids)
+    assert links_work(client, invitation, reset) == (True, True)
+    client.cookies.set(COOKIE, owner)
+    if how == "removed":
+        r = form(client, f"/people/{ids['Bea']}/delete", "/", conversations="delete")
+    else:
+        r = form(client, f"/people/{ids['Bea']}/role", "/", role="member")
+    assert r.status_code == 303
+    assert links_work(client, invitation, reset) == (False, False)
+
+
+def test_a_reset_link_made_for_a_member_ends_when_they_become_an_admin(client, data):
+    owner = client.cookies.get(COOKIE)
+    ids = two_people(client, data)
+    _, reset = links_of(client, data, ids)
+    client.cookies.set(COOKIE, owner)
+    assert form(client, f"/people/{ids['Cy']}/role", "/", role="admin").status_code == 303
+    assert links_work(client, "none", reset)[1] is False, "Bea may not act on admin Cy: nor may her old link"
+
+
+def test_only_the_owner_withdraws_an_invitation_to_be_an_admin(client, data):
+    ids = two_people(client, data)
+    made = form(client, "/people/invitations", "/people", role="admin")
+    assert made.status_code == 200
+    waiting = client.app.state.tabletalk.store.invitations()[0]
+    assert waiting.admin
+    client.cookies.set(COOKIE, signed_in(data, "Bea"))
+    r = form(client, f"/people/invitations/{waiting.id}/revoke", "/people")
+    assert r.status_code == 403 and "Only the owner" in r.text
+    assert client.app.state.tabletalk.store.invitation(waiting.id).revoked is None
+    assert ids

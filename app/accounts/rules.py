@@ -104,12 +104,12 @@ class Accounts:
 
     # --- links that set a password once --------------------------------------------------
 
-    def reset_link(self, person_id: int) -> str:
+    def reset_link(self, person_id: int, made_by: int | None = None) -> str:
         """A new token for a link that sets the person's password once, within RESET_SECONDS
         (only its hash is stored; it replaces their earlier link). The owner makes it for
-        someone who forgot theirs, and passes it on."""
+        someone who forgot theirs, and passes it on; it lasts while its maker (`made_by`) may make it."""
         token = secrets.token_urlsafe(32)
-        self.store.add_reset(token_id(token), person_id, self.clock(), RESET_SECONDS)
+        self.store.add_reset(token_id(token), person_id, self.clock(), RESET_SECONDS, made_by)
         return token
 
     def resetting(self, token: str | None) -> Person | None:

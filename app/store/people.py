@@ -99,6 +99,7 @@ class People(Base):
                 return False
             if keep:
                 self.hand_over(found)
+            self.drop_links_of(person_id)
             for chat in self.conversation_ids(person_id):
                 self.delete_conversation(chat)
             return db.conn.execute("DELETE FROM people WHERE id = ? AND owner = 0", [person_id]).rowcount == 1
@@ -130,10 +131,25 @@ class People(Base):
         return chats
 
     def set_admin(self, person_id: int, admin: bool) -> bool:
-        """Someone other than the owner made an admin or a member."""
+        """Someone other than the owner made an admin or a member. Links made for them before
+        go (one an admin made for a member must not reach an admin), and so do the links an
+        admin made who is one no more."""
         with self.write() as db:
-            return db.conn.execute("UPDATE people SET admin = ? WHERE id = ? AND owner = 0",
-                                   [int(admin), person_id]).rowcount == 1
+            changed = db.conn.execute("UPDATE people SET admin = ? WHERE id = ? AND owner = 0 AND admin != ?",
+                                      [int(admin), person_id, int(admin)]).rowcount == 1
+            if changed:
+                db.conn.execute("DELETE FROM resets WHERE person = ?", [person_id])
+                if not admin:
+                    self.drop_links_of(person_id)
+            return changed or self._one("SELECT 1 FROM people WHERE id = ? AND owner = 0", [person_id]) is not None
+
+    def drop_links_of(self, maker: int) -> None:
+        """The links `maker` made that still work, made to work no more: their reset links
+        deleted, their waiting invitations withdrawn."""
+        with self.write() as db:
+            db.conn.execute("DELETE FROM resets WHERE made_by = ?", [maker])
+            db.conn.execute("UPDATE invitations SET revoked = ? WHERE made_by = ? AND used IS NULL AND revoked IS NULL",
+                            [dbm.now(), maker])
 
     def conversation_ids(self, person: int) -> list[int]:
         return [r[0] for r in self._all("SELECT id FROM conversations WHERE person = ?", [person])]
@@ -150,13 +166,14 @@ class People(Base):
 
     # --- one-time links that set a password (the owner makes them) -------------------------
 
-    def add_reset(self, reset_id: str, person_id: int, at: float, seconds: float) -> None:
+    def add_reset(self, reset_id: str, person_id: int, at: float, seconds: float, made_by: int | None = None) -> None:
         """A link (by its token's sha256) that sets the person's password once within
-        `seconds` of `at`; it replaces their earlier one, and expired ones go."""
+        `seconds` of `at`, made by `made_by` (None: the owner's own, from the command line);
+        it replaces their earlier one, and expired ones go."""
         with self.write() as db:
             db.conn.execute("DELETE FROM resets WHERE person = ? OR expires < ?", [person_id, at])
-            db.conn.execute("INSERT INTO resets (id, person, created, expires) VALUES (?, ?, ?, ?)",
-                            [reset_id, person_id, at, at + seconds])
+            db.conn.execute("INSERT INTO resets (id, person, created, expires, made_by) VALUES (?, ?, ?, ?, ?)",
+                            [reset_id, person_id, at, at + seconds, made_by])
 
     def reset_for(self, reset_id: str, at: float) -> Person | None:
         """Whose password the link sets, while it lasts (at `at`)."""

@@ -13,7 +13,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from litestar import Request, Response, get, post
-from litestar.exceptions import NotFoundException
+from litestar.exceptions import HTTPException, NotFoundException
 from litestar.params import FromPath, FromQuery
 
 from .. import builtin
@@ -26,7 +26,7 @@ from ..providers.ids import GROUP_LOCAL, GROUP_SERVER, Choice, groups
 from ..run.choices import refresh_choices
 from ..serve.worker import Worker
 from . import render
-from .toolkit import form_field, go, managers_only, parse_id, worker
+from .toolkit import form_field, go, managers_only, me, parse_id, worker
 
 PAGE = "/settings/connections"
 FIELD_MAX = 2_000
@@ -72,7 +72,8 @@ def page(request: Request, status_code: int = 200, **context: Any) -> Response:
                        environment=from_environment(s.config, choices, s.providers.ollama_answered), kinds=kinds.KINDS,
                        default=s.store.default_model(), ai_model=s.config.ai_model,
                        offered=groups(c for c in choices if c.up), name_max=kinds.NAME_MAX,
-                       people=[p for p in Accounts(s.store).all() if not p.owner], **(shown | context))
+                       people=[p for p in Accounts(s.store).all() if not p.owner],
+                       kept=s.store.barred(me(request).id), **(shown | context))
 
 
 def saved_words(s: Worker, saved: str, model: str = "") -> str:
@@ -92,11 +93,22 @@ def saved_words(s: Worker, saved: str, model: str = "") -> str:
     return f"Saved the models of “{k.name}”." if what == "models" else f"Saved “{k.name}”. {k.tested}"
 
 
+KEPT_FROM_YOU = ("The owner keeps this connection for chosen people, not you: only the owner "
+                 "changes it.")
+MODEL_KEPT_FROM_YOU = "The owner keeps this model for chosen people, not you: only the owner changes who may use it."
+
+
 def connection_or_404(request: Request, raw: str) -> ModelConnection:
-    managers_only(request)
-    found = worker(request).store.connection(parse_id(raw, "connection"))
+    """A connection to change: the owner's and the admins', but one kept from an admin (for
+    chosen people, not them) is the owner's alone: an admin who could change it could give
+    themselves its models, or send its key where they can read it."""
+    person = managers_only(request)
+    s = worker(request)
+    found = s.store.connection(parse_id(raw, "connection"))
     if found is None:
         raise NotFoundException("No such connection.")
+    if found.prefix in s.store.barred(person.id).prefixes:
+        raise HTTPException(status_code=403, detail=KEPT_FROM_YOU)
     return found
 
 
@@ -117,9 +129,13 @@ def ruled(k: ModelConnection) -> tuple[str, ...]:
     return (*k.listed, *(m for m in k.chosen if m not in k.listed))
 
 
-def model_of(k: ModelConnection, name: str) -> str:
+def model_of(request: Request, k: ModelConnection, name: str) -> str:
+    """A model of `k` to give a rule, by name: 404 for one it does not list; 403 for one kept
+    from the admin asking (who could otherwise tick themselves), as for a connection."""
     if name not in ruled(k):
         raise NotFoundException(f"“{k.name}” lists no model “{name[:200]}”: Test it to list its models again.")
+    if f"{k.prefix}:{name}" in worker(request).store.barred(me(request).id).models:
+        raise HTTPException(status_code=403, detail=MODEL_KEPT_FROM_YOU)
     return name
 
 
@@ -185,7 +201,10 @@ async def change(request: Request, connection_id: FromPath[str]) -> Response:
     if problem := problem_of(s, fields, k):
         return page(request, 400, problem=problem, typed=fields, editing=k)
     key = (await form_field(request, "key", FIELD_MAX)).strip()
-    forget = (await form_field(request, "forget", 5)) == "1"
+    # the saved key goes only where it was saved for: a new address (or kind) forgets it unless
+    # the key is typed again, so no one (an admin, a slip) sends it to a server they can read
+    moved = (fields["kind"], fields["url"]) != (k.kind, k.url)
+    forget = (await form_field(request, "forget", 5)) == "1" or moved
     s.store.change_connection(k.id, fields["name"], fields["kind"], fields["url"], key or ("" if forget else None))
     await tested(s, k.id)
     return go(request, f"{PAGE}?saved={k.id}#connection-{k.id}")
@@ -224,7 +243,7 @@ async def model_page(request: Request, connection_id: FromPath[str], name: FromQ
     """The page with the form of who may use one model open (a link from its switch: with or
     without script, the same page)."""
     k = connection_or_404(request, connection_id)
-    model = model_of(k, name)
+    model = model_of(request, k, name)
     return page(request, model_rule=ModelRule(k.id, model, model not in k.chosen, k.chosen.get(model, frozenset())))
 
 
@@ -233,7 +252,7 @@ async def choose_model_people(request: Request, connection_id: FromPath[str]) ->
     """Who may use one model: everyone its connection allows, or the owner and the people
     ticked. It narrows the connection's rule: a person needs both (Store.barred)."""
     k = connection_or_404(request, connection_id)
-    model = model_of(k, (await form_field(request, "model", FIELD_MAX)).strip())
+    model = model_of(request, k, (await form_field(request, "model", FIELD_MAX)).strip())
     everyone = (await form_field(request, "everyone", 1)) != "0"
     worker(request).store.set_model_people(k.id, model, everyone, chosen_people(await request.form()))
     return go(request, f"{PAGE}?{urlencode({'saved': f'model-{k.id}', 'model': model})}#connection-{k.id}")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 
 from litestar import Request, Response, get, post
-from litestar.exceptions import NotFoundException
+from litestar.exceptions import HTTPException, NotFoundException
 from litestar.params import FromPath, FromQuery
 
 from ..accounts.invitations import DAYS_OFFERED, DAYS_DEFAULT, Invitations
@@ -22,7 +22,7 @@ from .account_view import people_view
 from .api_keys import API_SAVED
 from .authenticate import secure
 from .chats import halt_answers
-from .toolkit import form_field, go, managers_only, owner_only, parse_id, person_or_404, worker
+from .toolkit import form_field, go, managers_only, me, owner_only, parse_id, person_or_404, worker
 from .web_search import SAVED as SEARCH_SAVED
 
 FIELD_MAX = 1_000
@@ -117,7 +117,7 @@ async def make_reset_link(request: Request, person_id: FromPath[str]) -> Respons
     """A link for someone who forgot their password, to pass on: shown this once (only its
     hash is kept), and it replaces the link made for them before."""
     found = person_or_404(request, person_id)
-    token = Accounts(worker(request).store).reset_link(found.id)
+    token = Accounts(worker(request).store).reset_link(found.id, made_by=me(request).id)
     return render.page(request, "reset_link.html", person=found, link=link_url(request, "/reset", token),
                        days=RESET_SECONDS // 86_400)
 
@@ -140,8 +140,14 @@ async def invite(request: Request) -> Response:
 
 @post("/people/invitations/{invitation_id:str}/revoke")
 async def revoke(request: Request, invitation_id: FromPath[str]) -> Response:
-    managers_only(request)
-    if not Invitations(worker(request).store).revoke(parse_id(invitation_id, "invitation")):
+    """Withdrawn: by the owner, or by an admin when it invites a member (an admin's invitations
+    only the owner makes, and only the owner withdraws)."""
+    person = managers_only(request)
+    store = worker(request).store
+    found = store.invitation(parse_id(invitation_id, "invitation"))
+    if found is not None and found.admin and not person.owner:
+        raise HTTPException(status_code=403, detail="Only the owner withdraws an invitation to be an admin.")
+    if found is None or not Invitations(store).revoke(found.id):
         raise NotFoundException("No such invitation waiting: it was used, withdrawn already, or never made.")
     return go(request, "/people?saved=revoked#invitations")
 

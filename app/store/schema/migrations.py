@@ -425,7 +425,15 @@ def m051_usage_days(db: sqlite_utils.Database) -> None:
 
 
 @migration
-def m052_model_people(db: sqlite_utils.Database) -> None:
+def m052_reset_makers(db: sqlite_utils.Database) -> None:
+    # Who made a reset link (NULL: the owner's own, from `tabletalk reset-link`): a maker who is
+    # removed takes their links along (CASCADE), and one who is no longer an admin has them
+    # deleted (Store.set_admin), so a link outlives no one's right to make it (docs/people.md).
+    db.execute("ALTER TABLE resets ADD COLUMN made_by INTEGER REFERENCES people(id) ON DELETE CASCADE")
+
+
+@migration
+def m053_model_people(db: sqlite_utils.Database) -> None:
     # Who may use one model of a connection (docs/connections.md): a row of `model_rules` keeps
     # that model (its name as its server lists it, without the connection's prefix, so a renamed
     # connection keeps its rules) for the owner and the people of `model_people`; no row, for

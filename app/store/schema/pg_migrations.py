@@ -424,7 +424,12 @@ def m051_usage_days(db) -> None:
 
 
 @migration
-def m052_model_people(db) -> None:
+def m052_reset_makers(db) -> None:
+    db.execute("ALTER TABLE resets ADD COLUMN made_by BIGINT REFERENCES people(id) ON DELETE CASCADE")
+
+
+@migration
+def m053_model_people(db) -> None:
     db.execute("""CREATE TABLE model_rules (
         connection BIGINT NOT NULL REFERENCES connections(id) ON DELETE CASCADE,
         model TEXT NOT NULL CHECK (length(model) BETWEEN 1 AND 200),
