@@ -2,7 +2,8 @@
 model server is led from its first page to Connections, the owner adds a server with its key,
 the Test's words and its models show, one model is switched off, the composer's picker offers
 the rest at once and a message is answered there; the key is in no page. Screenshots on a
-desktop and a phone, light and dark."""
+desktop and a phone, light and dark; one model kept for a chosen person from the link beside its
+switch, with script and without, and its form on a desktop and a phone, light and dark."""
 from __future__ import annotations
 
 import os
@@ -11,7 +12,7 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from tests.conftest import SHOTS, Served, signed_in
+from tests.conftest import COOKIE, SHOTS, Served, signed_in
 from tests.fakes.openai_server import FakeModelServer, text
 
 pytestmark = pytest.mark.browser
@@ -111,5 +112,52 @@ def test_screenshots_of_the_connections_page(browser, data, env, fake):
                     assert KEY not in page.content()
                     page.screenshot(path=os.path.join(SHOTS, f"connections-edit-{name}-{scheme}.png"))
                     context.close()
+        finally:
+            served.stop()
+
+
+@pytest.mark.parametrize("javascript", [True, False])
+def test_one_model_kept_for_chosen_people_from_its_switch(browser, data, env, javascript):
+    """The link beside a model's switch opens who may use it; kept for Bea, Cal's picker lacks
+    it. With script, screenshots of its form on a desktop and a phone, light and dark."""
+    with FakeModelServer(models={"big-model": 32768, "small-model": 4096}, require_key=KEY) as team:
+        served = Served(data, env).start()
+        try:
+            signed_in(data, "Bea", owner=False, url=served.database_url)
+            cal = signed_in(data, "Cal", owner=False, url=served.database_url)
+            with served.watched_page(browser, java_script_enabled=javascript) as page:
+                add(page, "Team GPU", team.url, KEY)
+                card = page.locator("article.connection").filter(has_text="Team GPU")
+                card.get_by_role("link", name="Who may use big-model").click()
+                form = page.locator("form.model-rule")
+                expect(page.locator("#model-rule")).to_have_text("Who may use “big-model”")
+                form.get_by_label("You and the people ticked").check()
+                form.get_by_label("Bea").check()
+                form.get_by_role("button", name="Save who may use it").click()
+                expect(page.locator(".saved")).to_contain_text("Saved who may use “big-model” of “Team GPU”.")
+                expect(page.locator("form.model-rule")).to_have_count(0)
+                expect(card.get_by_role("link", name="Who may use big-model")).to_have_text(
+                    re.compile(r"for you and 1 chosen"))
+                expect(card.get_by_role("link", name="Who may use small-model")).to_have_text(re.compile("everyone"))
+                if javascript:
+                    os.makedirs(SHOTS, exist_ok=True)
+                    for name, viewport in VIEWS:
+                        page.set_viewport_size(viewport)
+                        for scheme in ("light", "dark"):
+                            page.emulate_media(color_scheme=scheme)
+                            page.goto(card.get_by_role("link", name="Who may use big-model").get_attribute("href"))
+                            expect(page.locator("form.model-rule")).to_be_visible()
+                            width = page.evaluate("document.documentElement.scrollWidth")
+                            assert width <= viewport["width"], f"the page scrolls sideways on a {name}: {width} px"
+                            page.evaluate("window.scrollTo(0, 0)")  # a phone's fixed header stays at the top
+                            page.screenshot(path=os.path.join(SHOTS, f"connections-model-rule-{name}-{scheme}.png"),
+                                            full_page=True)
+            context = browser.new_context(base_url=served.url, java_script_enabled=javascript)
+            context.add_cookies([{"name": COOKIE, "value": cal, "url": served.url}])
+            page = context.new_page()
+            page.goto("/")
+            expect(page.locator('#model-picker option[value="team-gpu:small-model"]')).to_have_count(1)
+            expect(page.locator('#model-picker option[value="team-gpu:big-model"]')).to_have_count(0)
+            context.close()
         finally:
             served.stop()

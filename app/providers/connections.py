@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
@@ -50,6 +50,8 @@ class ModelConnection:
     tested: str = ""  # what its last Test said ("Connected: 12 models.", or why not)
     everyone: bool = True  # False: only the owner and `people` may use its models
     people: frozenset[int] = frozenset()
+    # its models kept for chosen people, by name: the people (besides the owner) who may use each
+    chosen: Mapping[str, frozenset[int]] = field(default_factory=dict, hash=False)
 
     @property
     def base(self) -> str:
@@ -66,11 +68,21 @@ class Tested:
     models: tuple[str, ...] = ()
 
 
-def may_use(model: str, barred: Collection[str]) -> bool:
-    """Whether a person may use `model` (an id), given the prefixes of the connections barred
-    to them (Store.barred_prefixes): every model but those connections'."""
+@dataclass(frozen=True)
+class Barred:
+    """What one person may not use (Store.barred): the prefixes of the connections kept for
+    chosen people they are not among, and the ids (PREFIX:MODEL) of the single models so kept."""
+
+    prefixes: frozenset[str] = frozenset()
+    models: frozenset[str] = frozenset()
+
+
+def may_use(model: str, barred: Barred) -> bool:
+    """Whether a person may use `model` (an id), given what is barred to them: the one rule
+    every picker, form, turn and API request of theirs is held to. A model's rule narrows its
+    connection's: both must allow them."""
     prefix, colon, name = model.partition(":")
-    return not (colon and name and prefix in barred)
+    return not (colon and name and (prefix in barred.prefixes or model in barred.models))
 
 
 def address_problem(kind: str, url: str) -> str:

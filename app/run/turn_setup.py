@@ -92,13 +92,15 @@ class TurnSetup:
 
     def unready(self, model: str, chat: int) -> str:
         """Why a turn with `model` in conversation `chat` cannot be sent to any model, in plain
-        words ('' when it can): no server, no model, or one of a connection the owner keeps
-        for other people (a crafted form, an agent set before, the API: all end here)."""
+        words ('' when it can): no server, no model, or one the owner keeps for other people (its
+        connection or the model itself: a crafted form, an agent set before, a pick kept from
+        before the owner's change, the API: all end here, at the turn's start, so an answer
+        already being written is not cut)."""
         if not self.providers.configured:
             return NO_SERVER
         convo = self.store.conversation(chat)
         if model and not self.store.may_use(convo.person if convo else None, model):
-            return (f"You may not use the model “{model}”: the owner keeps its connection for chosen people. "
+            return (f"You may not use the model “{model}”: the owner keeps it for chosen people. "
                     "Pick another model.")
         return "" if model else no_model(self.store.choices())
 
@@ -132,7 +134,7 @@ class TurnSetup:
         AI_MODEL; else the first model the server at AI_URL lists, else this computer's, else an
         account's or a connection's (of those `person` may use)."""
         chosen = self.store.default_model()
-        barred = self.store.barred_prefixes(person)
+        barred = self.store.barred(person)
         return self.providers.preferred(self.store.choices_for(person), chosen, self.config.ai_model) or \
             self.providers.preferred([c for c in await self.providers.choices(patient=True)  # a busy one-at-a-time
                                       if may_use(c.id, barred)], chosen)  # server lists late

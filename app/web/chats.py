@@ -20,6 +20,7 @@ from ..tables import Assistant, Conversation, Item, Person, again, decided, stop
 from ..serve.worker import Worker
 from . import answering, knowledge, live, prompts, render, uploads
 from .toolkit import (
+    MODEL_MAX,
     SUGGESTIONS_MAX,
     TEXT_MAX,
     an_id,
@@ -31,6 +32,7 @@ from .toolkit import (
     is_htmx,
     me,
     model_field,
+    model_problem,
     parse_id,
     room_to_wait,
     worker,
@@ -77,10 +79,11 @@ async def index(request: Request, agent: FromQuery[str | None] = None) -> Respon
 
 
 def new_page(request: Request, s: Worker, who: Person, chosen: Assistant | None, draft: str = "",
-             status_code: int = 200) -> Response:
-    """The new conversation's page; `draft`: the composer's text (a message refused, kept)."""
+             status_code: int = 200, refused: str = "") -> Response:
+    """The new conversation's page; `draft`: the composer's text (a message refused, kept);
+    `refused`: why it was."""
     return render.page(
-        request, "index.html", status_code=status_code, draft=draft,
+        request, "index.html", status_code=status_code, draft=draft, refused=refused,
         agents=s.store.agents(who.id),
         agent=chosen,
         suggestions=suggestions_of(chosen),
@@ -136,6 +139,8 @@ async def new_conversation(request: Request) -> Response:
         return go(request, f"/?agent={agent.id}" if agent else "/")
     if not is_htmx(request) and usage_rules.refusal(s.store, who.id):  # the page again, what was typed kept
         return new_page(request, s, who, agent, draft=typed, status_code=429)
+    if refused := await model_refused(request, who.id):
+        return new_page(request, s, who, agent, draft=typed, status_code=400, refused=refused)
     room_to_wait(s.store, who.id)  # before any file is stored or resource read
     message = await message_of(request, s)
     resources = await prompts.attached_resources(request, prompts.Where(agent)) if agent else []  # picked with "/"
@@ -165,9 +170,9 @@ async def conversation(request: Request, chat: FromPath[str], edit: FromQuery[st
 
 
 def conversation_page(request: Request, s: Worker, chat: str, editing: int | None = None, draft: str = "",
-                      status_code: int = 200) -> Response:
+                      status_code: int = 200, refused: str = "") -> Response:
     """The conversation's page (`chat`: its id as the path has it) as of one read; `draft`:
-    the composer's text (what a stop kept, or a message refused)."""
+    the composer's text (what a stop kept, or a message refused); `refused`: why it was."""
     with s.store.snapshot():
         convo = conversation_or_404(request, chat)
         rev = s.store.rev()
@@ -193,6 +198,7 @@ def conversation_page(request: Request, s: Worker, chat: str, editing: int | Non
         text_max=TEXT_MAX,
         thinking_levels=THINKING,
         draft=draft,
+        refused=refused,
     )
 
 
@@ -217,6 +223,9 @@ async def ask(request: Request, chat: FromPath[str]) -> Response:
     convo = conversation_or_404(request, chat)
     if not is_htmx(request) and usage_rules.refusal(s.store, convo.person):  # the page again, what was typed kept
         return conversation_page(request, s, chat, draft=await form_field(request, "text", TEXT_MAX), status_code=429)
+    if refused := await model_refused(request, convo.person):
+        return conversation_page(request, s, chat, draft=await form_field(request, "text", TEXT_MAX), status_code=400,
+                                 refused=refused)
     room_to_wait(s.store, convo.person, convo.id)  # before any file is stored or resource read
     message = await message_of(request, s)
     picked = await new_choice(request, convo, message.model, message.thinking)
@@ -237,6 +246,16 @@ async def ask(request: Request, chat: FromPath[str]) -> Response:
         if picked is not None:  # what was picked stays picked
             s.store.set_choice(convo.id, *picked)
     return done(request, f"/c/{convo.id}#end")
+
+
+async def model_refused(request: Request, person: int) -> str:
+    """Why a plain form's model may not be used by `person` ('' when it may): a crafted one, or
+    one the owner kept for other people since the page was loaded. Without script the page
+    comes again with the message as typed and these words; with script the composer keeps its
+    text and shows the 400's words (model_field)."""
+    if is_htmx(request):
+        return ""
+    return model_problem(worker(request).store, person, (await form_field(request, "model", MODEL_MAX)).strip())
 
 
 async def new_choice(request: Request, convo: Conversation, model: str, thinking: str) -> tuple[str, str] | None:

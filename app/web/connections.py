@@ -1,7 +1,8 @@
 """The Connections page (/settings/connections), the owner's and the admins': the model
 servers Tabletalk asks, those added here (kept in rows, changed at once for every worker and server) beside those the
 environment names (read-only) and the built-in model; a Test that says what the server
-answered; each connection's models switched on or off; the default model.
+answered; each connection's models switched on or off; who may use each connection and each of its
+models; the default model.
 
 Every form works as a plain form (a redirect back to the page, or the page again with what
 was wrong) and with script alike. A key is never put in a page: an empty field keeps it."""
@@ -9,10 +10,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlencode
 
 from litestar import Request, Response, get, post
 from litestar.exceptions import HTTPException, NotFoundException
-from litestar.params import FromPath
+from litestar.params import FromPath, FromQuery
 
 from .. import builtin
 from ..accounts.rules import Accounts
@@ -64,17 +66,18 @@ def page(request: Request, status_code: int = 200, **context: Any) -> Response:
     s = worker(request)
     choices = s.store.choices()
     shown: dict[str, Any] = {"problem": "", "default_problem": "", "typed": BLANK, "editing": None,
-                             "saved_words": saved_words(s, request.query_params.get("saved", ""))}
+                             "model_rule": None, "saved_words": saved_words(s, request.query_params.get("saved", ""),
+                                                                            request.query_params.get("model", ""))}
     return render.page(request, "connections.html", status_code=status_code, connections=s.store.connections(),
                        environment=from_environment(s.config, choices, s.providers.ollama_answered), kinds=kinds.KINDS,
                        default=s.store.default_model(), ai_model=s.config.ai_model,
                        offered=groups(c for c in choices if c.up), name_max=kinds.NAME_MAX,
                        people=[p for p in Accounts(s.store).all() if not p.owner],
-                       kept=s.store.barred_prefixes(me(request).id), **(shown | context))
+                       kept=s.store.barred(me(request).id), **(shown | context))
 
 
-def saved_words(s: Worker, saved: str) -> str:
-    """What the page says after a form's redirect (`?saved=`)."""
+def saved_words(s: Worker, saved: str, model: str = "") -> str:
+    """What the page says after a form's redirect (`?saved=`, and `?model=` after a model's rule)."""
     if saved == "deleted":
         return "Deleted: its models have left the picker."
     if saved == "default":
@@ -85,11 +88,14 @@ def saved_words(s: Worker, saved: str) -> str:
         return ""
     if what == "people":
         return f"Saved who may use “{k.name}”."
+    if what == "model" and model in ruled(k):
+        return f"Saved who may use “{model}” of “{k.name}”."
     return f"Saved the models of “{k.name}”." if what == "models" else f"Saved “{k.name}”. {k.tested}"
 
 
 KEPT_FROM_YOU = ("The owner keeps this connection for chosen people, not you: only the owner "
                  "changes it.")
+MODEL_KEPT_FROM_YOU = "The owner keeps this model for chosen people, not you: only the owner changes who may use it."
 
 
 def connection_or_404(request: Request, raw: str) -> ModelConnection:
@@ -101,9 +107,36 @@ def connection_or_404(request: Request, raw: str) -> ModelConnection:
     found = s.store.connection(parse_id(raw, "connection"))
     if found is None:
         raise NotFoundException("No such connection.")
-    if found.prefix in s.store.barred_prefixes(person.id):
+    if found.prefix in s.store.barred(person.id).prefixes:
         raise HTTPException(status_code=403, detail=KEPT_FROM_YOU)
     return found
+
+
+@dataclass(frozen=True)
+class ModelRule:
+    """The form of who may use one model of a connection, open on the page: `everyone` and
+    `people` as saved, or as a refused form sent them."""
+
+    connection: int
+    model: str
+    everyone: bool
+    people: frozenset[int]
+
+
+def ruled(k: ModelConnection) -> tuple[str, ...]:
+    """The models of `k` that may be given a rule: those it listed, and those kept for chosen
+    people that it lists no more (so their rule can be lifted)."""
+    return (*k.listed, *(m for m in k.chosen if m not in k.listed))
+
+
+def model_of(request: Request, k: ModelConnection, name: str) -> str:
+    """A model of `k` to give a rule, by name: 404 for one it does not list; 403 for one kept
+    from the admin asking (who could otherwise tick themselves), as for a connection."""
+    if name not in ruled(k):
+        raise NotFoundException(f"“{k.name}” lists no model “{name[:200]}”: Test it to list its models again.")
+    if f"{k.prefix}:{name}" in worker(request).store.barred(me(request).id).models:
+        raise HTTPException(status_code=403, detail=MODEL_KEPT_FROM_YOU)
+    return name
 
 
 async def typed(request: Request) -> dict[str, str]:
@@ -200,11 +233,34 @@ async def choose_people(request: Request, connection_id: FromPath[str]) -> Respo
     """Who may use its models: everyone, or the owner and the people ticked. Their pickers
     follow at their next page; a turn with one of its models is refused to anyone else."""
     k = connection_or_404(request, connection_id)
-    form = await request.form()
     everyone = (await form_field(request, "everyone", 1)) != "0"
-    chosen = frozenset(int(p) for p in form.getall("person", []) if isinstance(p, str) and p.isdigit() and len(p) < 18)
-    worker(request).store.set_connection_people(k.id, everyone, chosen)
+    worker(request).store.set_connection_people(k.id, everyone, chosen_people(await request.form()))
     return go(request, f"{PAGE}?saved=people-{k.id}#connection-{k.id}")
+
+
+@get(PAGE + "/{connection_id:str}/model")
+async def model_page(request: Request, connection_id: FromPath[str], name: FromQuery[str] = "") -> Response:
+    """The page with the form of who may use one model open (a link from its switch: with or
+    without script, the same page)."""
+    k = connection_or_404(request, connection_id)
+    model = model_of(request, k, name)
+    return page(request, model_rule=ModelRule(k.id, model, model not in k.chosen, k.chosen.get(model, frozenset())))
+
+
+@post(PAGE + "/{connection_id:str}/model")
+async def choose_model_people(request: Request, connection_id: FromPath[str]) -> Response:
+    """Who may use one model: everyone its connection allows, or the owner and the people
+    ticked. It narrows the connection's rule: a person needs both (Store.barred)."""
+    k = connection_or_404(request, connection_id)
+    model = model_of(request, k, (await form_field(request, "model", FIELD_MAX)).strip())
+    everyone = (await form_field(request, "everyone", 1)) != "0"
+    worker(request).store.set_model_people(k.id, model, everyone, chosen_people(await request.form()))
+    return go(request, f"{PAGE}?{urlencode({'saved': f'model-{k.id}', 'model': model})}#connection-{k.id}")
+
+
+def chosen_people(form: Any) -> frozenset[int]:
+    """The people ticked in a form of who may use something (ids that are no number ignored)."""
+    return frozenset(int(p) for p in form.getall("person", []) if isinstance(p, str) and p.isdigit() and len(p) < 18)
 
 
 @post(PAGE + "/{connection_id:str}/delete")
@@ -227,5 +283,5 @@ async def choose_default(request: Request) -> Response:
     return go(request, f"{PAGE}?saved=default#default")
 
 
-routes = [connections_page, add, edit_page, change, test_connection, switch_models, choose_people, delete,
-          choose_default]
+routes = [connections_page, add, edit_page, change, test_connection, switch_models, choose_people, model_page,
+          choose_model_people, delete, choose_default]

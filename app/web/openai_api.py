@@ -24,6 +24,7 @@ from litestar.params import FromPath
 from litestar.response import Stream
 
 from ..accounts.api_keys import ApiKeys, ApiSettings
+from ..providers.connections import may_use
 from ..store import NotWritten
 from ..tables import ApiKey, ClientMessage, Conversation, Item, Person
 from ..tools.knowledge import search_knowledge
@@ -92,7 +93,8 @@ def caller(request: Request) -> Caller:
 
 def agent_of(s: Worker, who: Caller, model: object) -> int:
     """The agent a `model` names (`agent-N`, one of the person's): 404 for any other name,
-    403 for an agent the key does not reach."""
+    403 for an agent the key does not reach or one set to a model the owner keeps for other
+    people (nothing is written then)."""
     raw = model if isinstance(model, str) else ""
     agent_id = an_id(raw.removeprefix("agent-")) if raw.startswith("agent-") else None
     agent = s.store.agent(agent_id) if agent_id is not None else None
@@ -102,6 +104,10 @@ def agent_of(s: Worker, who: Caller, model: object) -> int:
     if who.key.agent is not None and who.key.agent != agent.id:
         raise ApiError(403, f"This key reaches agent-{who.key.agent} only.", "permission_error", "model_not_allowed",
                        "model")
+    if not s.store.may_use(who.person.id, agent.model):
+        raise ApiError(403, f"agent-{agent.id} answers with the model “{agent.model}”, which the owner keeps for "
+                            "chosen people: pick another model on the agent's page.", "permission_error",
+                       "model_not_allowed", "model")
     return agent.id
 
 
@@ -111,7 +117,9 @@ def agent_of(s: Worker, who: Caller, model: object) -> int:
 @get("/v1/models")
 async def models(request: Request) -> Response:
     who = caller(request)
-    agents = [a for a in worker(request).store.agents(who.person.id) if who.key.agent in (None, a.id)]
+    store = worker(request).store
+    barred = store.barred(who.person.id)  # an agent set to a model kept for other people is left out
+    agents = [a for a in store.agents(who.person.id) if who.key.agent in (None, a.id) and may_use(a.model, barred)]
     return Response({"object": "list", "data": [
         {"id": f"agent-{a.id}", "object": "model", "created": int(a.created), "owned_by": who.person.name,
          "name": a.name} for a in agents]})

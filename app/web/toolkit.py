@@ -194,10 +194,18 @@ async def model_field(request: Request) -> str:
     """The `model` field: '' (the usual one) or a model the list offers now to the person
     signed in, else a 400 (a model barred to them reads as one that does not exist)."""
     model = (await form_field(request, "model", MODEL_MAX)).strip()
-    store = worker(request).store
-    if model and (store.choice(model) is None or not store.may_use(me(request).id, model)):
-        raise HTTPException(status_code=400, detail=f"There is no model “{model}” to choose.")
+    if problem := model_problem(worker(request).store, me(request).id, model):
+        raise HTTPException(status_code=400, detail=problem)
     return model
+
+
+def model_problem(store: Store, person: int | None, model: str) -> str:
+    """Why `person` may not pick `model` ('' when they may, and for '', the usual one): not
+    listed now, or kept for other people (Store.may_use), said alike so that a crafted form
+    learns nothing of a model it may not use."""
+    if model and (store.choice(model) is None or not store.may_use(person, model)):
+        return f"There is no model “{model}” to choose."
+    return ""
 
 
 async def attachments(request: Request, most: int, count: int) -> list[Spooled]:

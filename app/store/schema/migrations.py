@@ -430,3 +430,25 @@ def m052_reset_makers(db: sqlite_utils.Database) -> None:
     # removed takes their links along (CASCADE), and one who is no longer an admin has them
     # deleted (Store.set_admin), so a link outlives no one's right to make it (docs/people.md).
     db.execute("ALTER TABLE resets ADD COLUMN made_by INTEGER REFERENCES people(id) ON DELETE CASCADE")
+
+
+@migration
+def m053_model_people(db: sqlite_utils.Database) -> None:
+    # Who may use one model of a connection (docs/connections.md): a row of `model_rules` keeps
+    # that model (its name as its server lists it, without the connection's prefix, so a renamed
+    # connection keeps its rules) for the owner and the people of `model_people`; no row, for
+    # everyone its connection allows. A model's rule narrows its connection's: a person may use
+    # it only if both allow them (Store.barred, `may_use`).
+    db.execute(
+        """CREATE TABLE model_rules (
+            connection INTEGER NOT NULL REFERENCES connections(id) ON DELETE CASCADE,
+            model TEXT NOT NULL CHECK (length(model) BETWEEN 1 AND 200),
+            PRIMARY KEY (connection, model))""")
+    db.execute(
+        """CREATE TABLE model_people (
+            connection INTEGER NOT NULL,
+            model TEXT NOT NULL,
+            person INTEGER NOT NULL REFERENCES people(id) ON DELETE CASCADE,
+            PRIMARY KEY (connection, model, person),
+            FOREIGN KEY (connection, model) REFERENCES model_rules(connection, model) ON DELETE CASCADE)""")
+    db.execute("CREATE INDEX model_people_person ON model_people (person)")

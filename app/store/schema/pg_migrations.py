@@ -426,3 +426,18 @@ def m051_usage_days(db) -> None:
 @migration
 def m052_reset_makers(db) -> None:
     db.execute("ALTER TABLE resets ADD COLUMN made_by BIGINT REFERENCES people(id) ON DELETE CASCADE")
+
+
+@migration
+def m053_model_people(db) -> None:
+    db.execute("""CREATE TABLE model_rules (
+        connection BIGINT NOT NULL REFERENCES connections(id) ON DELETE CASCADE,
+        model TEXT NOT NULL CHECK (length(model) BETWEEN 1 AND 200),
+        PRIMARY KEY (connection, model))""")
+    db.execute("""CREATE TABLE model_people (
+        connection BIGINT NOT NULL,
+        model TEXT NOT NULL,
+        person BIGINT NOT NULL REFERENCES people(id) ON DELETE CASCADE,
+        PRIMARY KEY (connection, model, person),
+        FOREIGN KEY (connection, model) REFERENCES model_rules(connection, model) ON DELETE CASCADE)""")
+    db.execute("CREATE INDEX model_people_person ON model_people (person)")
