@@ -858,7 +858,7 @@ def test_uploads_at_once_and_a_persons_room_for_files_are_bounded(data, env, fak
         # come before them, it would have been refused for that, and nothing written either way)
         fourth = wait_for(lambda: (r := client.post(f"{chat}/ask", data={"text": ""}, headers={
             "x-csrftoken": token, "HX-Request": "true"}, files={"file": ("f.txt", b"four", "text/plain")}))
-                          .status_code != 400 and r, timeout=20)
+                          .status_code != 400 and r)
         assert fourth.status_code == 429 and "uploads are being received already" in fourth.text
         assert statuses == []
         released.set()

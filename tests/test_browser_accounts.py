@@ -145,7 +145,7 @@ def test_the_owner_passes_on_a_link_that_sets_a_forgotten_password(browser, serv
     try:
         page = context.new_page()
         page.goto("/people")
-        expect(page.locator(".people-list tbody td:nth-child(2)")).to_have_text(["The owner: you", "Added by you"])
+        expect(page.locator(".people-list tbody td:nth-child(2)")).to_contain_text(["Owner (you)", "Save the role of Bea"])
         page.get_by_role("button", name="New password link for Bea").click()
         link = page.locator("#reset-link").inner_text()
         page.get_by_role("button", name="Copy").click()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import time
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,13 @@ from tests.fakes.openai_server import text, tool_call
 pytestmark = pytest.mark.browser
 
 DAY = 86_400_000
+
+
+def earlier_today() -> int:
+    """An age (ms) that is today's at any hour: half the time since midnight, in the server's
+    time zone, as the sidebar groups (12 hours ago was yesterday before noon)."""
+    now = datetime.now()
+    return max(int((now - now.replace(hour=0, minute=0, second=0, microsecond=0)).total_seconds() * 1000) // 2, 2)
 
 
 def seeded(served: Served, ages_ms: list[int], title: str = "Seeded") -> list[int]:
@@ -294,7 +302,8 @@ def test_a_page_other_than_a_conversation_stays_where_it_is_as_the_sidebar_follo
 @pytest.mark.parametrize("javascript", [True, False])
 def test_the_sidebars_search_keeps_its_words_and_with_script_filters_the_titles_as_one_types(browser, served: Served,
                                                                                              javascript):
-    ids = seeded(served, [DAY // 2, DAY // 2 + 1000, 3 * DAY], title="Trip")
+    today = earlier_today()
+    ids = seeded(served, [today // 2, today, 3 * DAY], title="Trip")
     with served.store() as store:
         store.set_title(ids[0], "Café in Lyon")
         store.set_title(ids[1], "Tax forms")
