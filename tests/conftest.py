@@ -44,11 +44,10 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networki
 # pytest's cache, .pytest_cache) or, on a fresh clone, by SLOW_FILES (measured; the rest keep
 # their order after them). A run in one process keeps the plain order.
 SLOW_FILES = (  # seconds of one file in one worker, the slowest first (a `-n 3` run, 2 cores)
-    "test_llama_server.py", "test_axe.py", "test_files.py", "test_builtin_serve.py", "test_servers.py",
-    "test_attacks.py", "test_composer.py", "test_browser.py", "test_conversations.py", "test_move.py",
-    "test_accounts.py", "test_browser_sidebar.py", "test_resume.py", "test_browser_asks.py",
-    "test_plugins_browser.py", "test_everything_asks.py", "test_browser_markdown.py",
-    "test_browser_branches.py", "test_fuzz.py", "test_markdown.py",
+    "test_attacks.py", "test_files.py", "test_servers.py", "test_axe.py", "test_builtin_serve.py", "test_move.py",
+    "test_browser_knowledge.py", "test_llama_server.py", "test_composer.py", "test_browser.py", "test_accounts.py",
+    "test_layers.py", "test_browser_model_upload.py", "test_browser_layout.py", "test_ingest.py", "test_fuzz.py",
+    "test_browser_sidebar.py", "test_plugins_browser.py", "test_chaos_outage.py", "test_approval.py",
 )
 FILE_SECONDS = "tabletalk/file-seconds"
 
