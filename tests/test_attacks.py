@@ -839,26 +839,43 @@ def test_uploads_at_once_and_a_persons_room_for_files_are_bounded(data, env, fak
         headers = {"x-csrftoken": token, "HX-Request": "true", "Content-Type": "multipart/form-data; boundary=tabletalk-test"}
         released = threading.Event()
         statuses: list[int] = []
+        failed: list[BaseException] = []
+        begun = [threading.Event() for _ in range(UPLOADS_AT_ONCE)]
 
         def held(k: int) -> None:  # an upload whose body arrives only once `released` is set
             start, end = multipart({"text": f"held {k}"}, f"held-{k}.txt", 1000)
 
             def body():
                 yield start + b"x" * 500
+                begun[k].set()  # its headers and first bytes are handed to the socket
                 released.wait(30)
                 yield b"x" * 500 + end
 
-            with httpx.Client(base_url=served.url, cookies=served.cookies, timeout=60) as own:
-                statuses.append(own.post(f"{chat}/ask", content=body(), headers=headers).status_code)
+            try:
+                with httpx.Client(base_url=served.url, cookies=served.cookies, timeout=60) as own:
+                    statuses.append(own.post(f"{chat}/ask", content=body(), headers=headers).status_code)
+            except BaseException as e:  # said in the assertion below, not lost in a thread
+                failed.append(e)
 
         threads = [threading.Thread(target=held, args=(k,)) for k in range(UPLOADS_AT_ONCE)]
         for t in threads:
             t.start()
+        assert all(b.wait(30) for b in begun), ("the held uploads did not begin", statuses, failed)
         # a fourth is refused at once while the three are under way (the probe has no text: had it
         # come before them, it would have been refused for that, and nothing written either way)
-        fourth = wait_for(lambda: (r := client.post(f"{chat}/ask", data={"text": ""}, headers={
-            "x-csrftoken": token, "HX-Request": "true"}, files={"file": ("f.txt", b"four", "text/plain")}))
-                          .status_code != 400 and r)
+        probes: list[httpx.Response] = []
+
+        def probe() -> httpx.Response | None:
+            probes.append(client.post(f"{chat}/ask", data={"text": ""}, headers={
+                "x-csrftoken": token, "HX-Request": "true"}, files={"file": ("f.txt", b"four", "text/plain")}))
+            return probes[-1] if probes[-1].status_code != 400 else None
+
+        try:
+            fourth = wait_for(probe)
+        except AssertionError:
+            raise AssertionError(("the three held uploads were never counted as under way", len(probes),
+                                  probes[-1].status_code, probes[-1].text[:300], statuses, failed,
+                                  served.log.read_text()[-2000:])) from None
         assert fourth.status_code == 429 and "uploads are being received already" in fourth.text
         assert statuses == []
         released.set()
