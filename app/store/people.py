@@ -135,13 +135,15 @@ class People(Base):
         go (one an admin made for a member must not reach an admin), and so do the links an
         admin made who is one no more."""
         with self.write() as db:
-            changed = db.conn.execute("UPDATE people SET admin = ? WHERE id = ? AND owner = 0 AND admin != ?",
-                                      [int(admin), person_id, int(admin)]).rowcount == 1
-            if changed:
+            found = self.person(person_id)
+            if found is None or found.owner:
+                return False
+            if found.admin != admin:
+                db.conn.execute("UPDATE people SET admin = ? WHERE id = ?", [int(admin), person_id])
                 db.conn.execute("DELETE FROM resets WHERE person = ?", [person_id])
                 if not admin:
                     self.drop_links_of(person_id)
-            return changed or self._one("SELECT 1 FROM people WHERE id = ? AND owner = 0", [person_id]) is not None
+            return True
 
     def drop_links_of(self, maker: int) -> None:
         """The links `maker` made that still work, made to work no more: their reset links
