@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import copy
+import itertools
 import os
 import re
 import shutil
@@ -165,10 +167,20 @@ def signed_in(data: Path, name: str = OWNER, owner: bool = True, url: str | None
         return people.start_session(person.id)
 
 
+FAKE_MODELS = {"fake-model": 8192, "other-model": 4096}
+
+
+def fake_model_server() -> FakeModelServer:
+    """The fake model server of an app test, not started: two models, side requests (naming a
+    conversation) answered apart from the script."""
+    server = FakeModelServer(models=FAKE_MODELS)
+    server.plain_default = [text("A fitting title")]  # side requests (naming) leave the script alone
+    return server
+
+
 @pytest.fixture
 def fake() -> Iterator[FakeModelServer]:
-    with FakeModelServer(models={"fake-model": 8192, "other-model": 4096}) as server:
-        server.plain_default = [text("A fitting title")]  # side requests (naming) leave the script alone
+    with fake_model_server() as server:
         yield server
 
 
@@ -577,6 +589,9 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+NEWCOMERS = itertools.count(1)
+
+
 class Served:
     """`tabletalk serve` as a real process (granian), for tests about serving."""
 
@@ -590,24 +605,38 @@ class Served:
         self.log = data.parent / f"serve-{self.port}.log"
         self.database_url = self.env.get("DATABASE_URL")  # PostgreSQL's, else SQLite's file in `data`
         self.cookies = {COOKIE: signed_in(data, url=self.database_url)} if account else {}  # the owner's session
+        self.person: int | None = None  # whose session `cookies` is: None, the owner's (see `newcomer`)
+
+    def newcomer(self, name: str = "") -> "Served":
+        """This server as someone new sees it: `name`'s account (by default a name no one has;
+        a member, with an agent of their own) made now and signed in. A test of a shared server
+        (`shared_served`) that looks at a whole sidebar, or changes an agent, is alone with what
+        it makes this way."""
+        name = name or f"Newcomer {next(NEWCOMERS)}"
+        seen = copy.copy(self)
+        seen.cookies = {COOKIE: signed_in(self.data, name=name, owner=False, url=self.database_url)}
+        with self.store() as store:
+            seen.person = store.person_named(name)[0].id
+        return seen
 
     def store(self):
         """The Store on this server's database (`with served.store() as store:`), closed after."""
         return app_store(self.data, url=self.database_url)
 
     def client(self, **kw) -> httpx.Client:
-        """An HTTP client signed in as the owner."""
+        """An HTTP client signed in as the owner (or the newcomer)."""
         return httpx.Client(base_url=self.url, cookies=self.cookies, **kw)
 
     def empty_chat(self) -> str:
-        """An empty conversation of the owner's to test in, written straight into the database
-        (the pages never make one); its path."""
+        """An empty conversation of the owner's (or the newcomer's) to test in, written straight
+        into the database (the pages never make one); its path."""
         with self.store() as store:
-            agent = store.default_agent(store.owner())
-            return f"/c/{store.new_conversation(agent.id if agent else None, person=store.owner()).id}"
+            person = self.person or store.owner()
+            agent = store.default_agent(person)
+            return f"/c/{store.new_conversation(agent.id if agent else None, person=person).id}"
 
     def context(self, browser, **kw):
-        """A browser context signed in as the owner."""
+        """A browser context signed in as the owner (or the newcomer)."""
         context = browser.new_context(base_url=self.url, **kw)
         context.add_cookies([{"name": k, "value": v, "url": self.url} for k, v in self.cookies.items()])
         return context
@@ -698,6 +727,93 @@ def served(data: Path, env: dict[str, str]) -> Iterator[Served]:
     s = Served(data, env).start()
     yield s
     s.stop()
+
+
+# ---- one served app for a whole file (docs/testing.md, "Shared servers") -------------------
+# `tabletalk serve` costs ~1.1-1.7 s of CPU to start (its parent and worker: imports,
+# migrations); a browser file whose tests each make what they look at (a conversation, an
+# agent, a setting put back) shares one app and its fake model server: `shared_served` and
+# `shared_fake`, the fake's script, recorded requests and models as new at each test's start.
+FAKE_KNOBS = ("models", "thinkers", "default", "plain_default", "template_tools", "concepts", "embed",
+              "embed_error", "record_times", "sends_usage", "require_key")
+
+
+@pytest.fixture(scope="module")
+def module_fake() -> Iterator[FakeModelServer]:
+    with fake_model_server() as server:
+        server.knobs = {k: copy.copy(getattr(server, k)) for k in FAKE_KNOBS}  # what each test starts from
+        yield server
+
+
+@pytest.fixture(scope="module")
+def served_settings() -> dict[str, str]:
+    """Settings the module's served app starts with beyond the test ones (a module overrides
+    this: `{"CHAT_PRIVATE_PLUGINS": "1"}`)."""
+    return {}
+
+
+@pytest.fixture(scope="module")
+def module_served(request, tmp_path_factory, module_fake: FakeModelServer,
+                  served_settings: dict[str, str]) -> Iterator[Served]:
+    """`tabletalk serve` for the whole module, on a data folder (and, under
+    TABLETALK_TEST_POSTGRES=1, a database) of its own, the owner signed in."""
+    values = {"TABLETALK_DATA": str(tmp_path_factory.mktemp("shared") / "data"), "AI_URL": module_fake.url,
+              "AI_KEY": "", "AI_MODEL": ""} | served_settings
+    cluster = request.getfixturevalue("pg_cluster") if ON_POSTGRES else None
+    with pytest.MonkeyPatch.context() as mp:
+        if cluster:  # conftest's helpers (`rows`, `app_store`) follow DATABASE_URL
+            values["DATABASE_URL"] = cluster.database()
+            mp.setenv("DATABASE_URL", values["DATABASE_URL"])
+        else:
+            mp.delenv("DATABASE_URL", raising=False)
+        s = Served(Path(values["TABLETALK_DATA"]), values).start()
+        try:
+            yield s
+        finally:
+            s.stop()
+            if cluster:
+                cluster.drop(values["DATABASE_URL"])
+
+
+@pytest.fixture
+def shared_fake(request, module_fake: FakeModelServer) -> Iterator[FakeModelServer]:
+    """The module's fake model server as new: no script, no requests recorded (a run of an
+    earlier test may still send one: its naming, answered by plain_default), its first models.
+    A test that changed its models has them put back, and the module's served app (when the
+    test used it) lists them again."""
+    module_fake.reset()
+    for k, v in module_fake.knobs.items():
+        setattr(module_fake, k, copy.copy(v))
+    yield module_fake
+    knobs = module_fake.knobs
+    if module_fake.models != knobs["models"] or module_fake.thinkers != knobs["thinkers"]:
+        module_fake.models, module_fake.thinkers = copy.copy(knobs["models"]), copy.copy(knobs["thinkers"])
+        if "module_served" in request.fixturenames:
+            with request.getfixturevalue("module_served").client(timeout=10) as c:
+                assert c.post("/models/refresh", data={"_csrf_token": csrf(c)}).status_code < 400
+
+
+@pytest.fixture
+def shared_served(module_served: Served, shared_fake: FakeModelServer) -> Served:
+    """The module's served app (`module_served`, the owner signed in), its fake as new
+    (`shared_fake`)."""
+    return module_served
+
+
+def shared_fixtures(newcomer: bool) -> tuple:
+    """`served` and `fake` fixtures for a module sharing one served app: `served, fake =
+    shared_fixtures(newcomer=True)`. With `newcomer` each test is someone new on it
+    (`Served.newcomer`), else the owner."""
+
+    @pytest.fixture
+    def served(shared_served: Served) -> Served:
+        return shared_served.newcomer() if newcomer else shared_served
+
+    @pytest.fixture
+    def fake(shared_fake: FakeModelServer) -> FakeModelServer:
+        return shared_fake
+
+    return served, fake
 
 
 @pytest.fixture(scope="module")

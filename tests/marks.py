@@ -27,7 +27,8 @@ import pytest
 
 MARKS = ("browser", "process", "postgres")
 # fixtures (conftest's, or a module's own of the same name) that always start what a mark names
-FIXTURE_MARKS = {"browser": "browser", "pg_cluster": "postgres", "served": "process", "served_with_plugin": "process",
+FIXTURE_MARKS = {"browser": "browser", "pg_cluster": "postgres", "served": "process", "shared_served": "process",
+                 "module_served": "process", "served_with_plugin": "process",
                  "everything": "process", "with_plugin": "process"}
 SPAWNS = ("subprocess.Popen", "os.posix_spawn", "os.fork", "os.forkpty", "os.exec", "os.spawn")
 # what a library runs to learn about the machine, once, whichever test comes first

@@ -12,10 +12,15 @@ import pytest
 from playwright.sync_api import expect
 
 from app.tables import skill
-from tests.conftest import Served, csrf, rows, start_chat, wait_for
+from tests.conftest import Served, csrf, rows, shared_fixtures, start_chat, wait_for
 from tests.fakes.openai_server import text, tool_call
 
 pytestmark = pytest.mark.browser
+
+
+# One served app for the file (docs/testing.md, "Shared servers"): each test is someone new on
+# it, with a sidebar, an agent and conversations no other test sees.
+served, fake = shared_fixtures(newcomer=True)
 
 DAY = 86_400_000
 
@@ -28,9 +33,9 @@ def earlier_today() -> int:
 
 
 def seeded(served: Served, ages_ms: list[int], title: str = "Seeded") -> list[int]:
-    """Conversations of the owner whose last message was `ages_ms` ago; their ids."""
+    """Conversations of the test's person whose last message was `ages_ms` ago; their ids."""
     with served.store() as store:
-        owner = store.owner()
+        owner = served.person or store.owner()
         agent = store.default_agent(owner)
         now = int(time.time() * 1000)
         ids = []
@@ -43,9 +48,10 @@ def seeded(served: Served, ages_ms: list[int], title: str = "Seeded") -> list[in
 
 
 def counts(served: Served) -> tuple[int, int]:
-    """(conversations, messages) in the database."""
-    return (rows(served.data, "SELECT count(*) AS n FROM conversations")[0]["n"],
-            rows(served.data, "SELECT count(*) AS n FROM items WHERE kind = 'user'")[0]["n"])
+    """(conversations, messages) of the test's person in the database."""
+    return (rows(served.data, "SELECT count(*) AS n FROM conversations WHERE person = ?", [served.person])[0]["n"],
+            rows(served.data, "SELECT count(*) AS n FROM items JOIN conversations c ON c.id = items.chat "
+                              "WHERE kind = 'user' AND c.person = ?", [served.person])[0]["n"])
 
 
 def listed(page) -> list[str]:
@@ -218,13 +224,14 @@ def fits(page, path: str) -> None:
 
 
 @pytest.mark.parametrize("javascript", [True, False])
-def test_on_a_phone_no_page_is_wider_than_the_screen(browser, served: Served, fake, javascript):
+def test_on_a_phone_no_page_is_wider_than_the_screen(browser, shared_served: Served, fake, javascript):
+    served = shared_served  # the owner's pages (People among them); their agent's approvals put back after
     with served.store() as store:
         agent = store.default_agent(store.owner())
         store.update_agent(agent.id, approve="update_plan")
-        sk = store.add_skill(skill("tea", "making tea", "# Tea\n\n1. Boil water"))
+        sk = store.add_skill(skill(f"tea-{'js' if javascript else 'plain'}", "making tea", "# Tea\n\n1. Boil water"))
     client = served.client(timeout=10, follow_redirects=True)
-    client.post("/people", data={"_csrf_token": csrf(client), "name": "Bea", "password": "bea's password"})
+    client.post("/people", data={"_csrf_token": csrf(client), "name": f"Bea {javascript}", "password": "bea's password"})
     fake.script([text("A table:\n\n| a | b |\n|---|---|\n| " + "wide " * 40 + "| 2 |\n\n```\n" + "x" * 300 + "\n```"),
                  tool_call("update_plan", {"plan": "- [ ] tea"})])
     chat = start_chat(client, "A long first message " * 20)
@@ -255,6 +262,8 @@ def test_on_a_phone_no_page_is_wider_than_the_screen(browser, served: Served, fa
             fits(page, path)
     finally:
         context.close()
+        with served.store() as store:
+            store.update_agent(agent.id, approve=agent.approve)
 
 
 def test_on_a_phone_the_setup_page_fits_and_on_a_desktop_the_sidebar_is_open(browser, env, elsewhere, served: Served):
@@ -282,10 +291,12 @@ def test_a_page_other_than_a_conversation_stays_where_it_is_as_the_sidebar_follo
     """The sidebar's live rows are swapped into every page; only a conversation's page keeps to
     its end. An agent's page, long enough to scroll, stays at its top."""
     ids = seeded(served, [n * 60_000 for n in range(1, 40)])
+    with served.store() as store:
+        agent = store.default_agent(served.person)
     context = served.context(browser, viewport={"width": 390, "height": 844})
     try:
         page = context.new_page()
-        page.goto("/agents/1")
+        page.goto(f"/agents/{agent.id}")
         page.locator("html[data-htmx-powered], html.js").first.wait_for(state="attached")
         time.sleep(0.5)  # the page's stream opens
         with served.store() as store:
