@@ -2,15 +2,22 @@
 model pick sticks, Send becomes Stop while a run goes, picked files show as chips, reasoning
 shows live, and without script a half-typed message survives the refreshing answer."""
 import re
+from collections.abc import Iterator
 
 import pytest
 from playwright.sync_api import expect
 
-from tests.conftest import Served, csrf, wait_for
+from tests.conftest import Served, csrf, shared_fixtures, wait_for
 from tests.fakes.openai_server import delay, rate, reasoning, text
 from tests.test_files import png
 
 pytestmark = pytest.mark.browser
+
+
+# One served app for the file (docs/testing.md, "Shared servers"): each test is someone new on
+# it (the model last picked is a person's), writing in conversations of its own; a model it
+# adds to the fake is taken off the list after it.
+served, fake = shared_fixtures(newcomer=True)
 
 
 @pytest.fixture
@@ -69,7 +76,22 @@ def test_the_placeholder_tells_the_truth_with_and_without_javascript(page, plain
     assert "Enter sends" in page.locator("#composer textarea").get_attribute("placeholder")
 
 
-def test_the_model_picked_sticks_across_a_reload_and_is_used_by_later_messages(page, served, fake):
+@pytest.fixture
+def own_served(data, env) -> Iterator[Served]:
+    """A served app of the test's own, for a test that needs what no other test did there."""
+    s = Served(data, env).start()
+    yield s
+    s.stop()
+
+
+# its own app: fake-model must be one never seen to think, which the app learns from any answer
+# of it with reasoning (test_reasoning_shows_thinking_then_thought_for's)
+def test_the_model_picked_sticks_across_a_reload_and_is_used_by_later_messages(browser, own_served, fake):
+    with own_served.watched_page(browser) as page:
+        model_picked_sticks(page, own_served, fake)
+
+
+def model_picked_sticks(page, served: Served, fake) -> None:
     another_model(served, fake)
     fake.script("First.", "Second.", "Third.")
     chat = new_conversation(page, served)
