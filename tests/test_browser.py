@@ -4,10 +4,17 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from tests.conftest import Served
+from tests.conftest import Served, shared_fixtures
 from tests.fakes.openai_server import delay, rate, reasoning, text
 
 pytestmark = pytest.mark.browser
+
+
+
+# One served app for the file (docs/testing.md, "Shared servers"): each test is someone new on
+# it, with a sidebar and an agent no other test sees, writing in conversations of its own.
+served, fake = shared_fixtures(newcomer=True)
+
 
 ANSWER = "The answer grows **live** on the page, word by word, until it is complete."
 
@@ -260,9 +267,9 @@ def test_the_conversation_list_follows_live(browser, served, fake):
 
 
 def plans_need_approval(served: Served) -> None:
-    """The owner's default agent asks before it runs update_plan."""
+    """The test's person's default agent asks before it runs update_plan."""
     with served.store() as store:
-        store.update_agent(store.default_agent().id, approve="update_plan")
+        store.update_agent(store.default_agent(served.person).id, approve="update_plan")
 
 
 def test_a_call_is_approved_from_the_page_and_the_plan_appears_pinned(page, served, fake):
