@@ -2,13 +2,41 @@
 server-everything (npm) as the plugin: what a person sees, with script on."""
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 
-from tests.conftest import SHOTS
+from app.tables import plugin
+from tests.conftest import SHOTS, Served, shared_fixtures
+from tests.fakes.everything import Everything
 
 pytestmark = pytest.mark.browser
 
 
+# One served app and one server-everything for the file (docs/testing.md, "Shared servers"):
+# the owner's default agent has it as its plugin "everything"; each test writes in a
+# conversation of its own, and a test that renames the plugin puts its name back.
+@pytest.fixture(scope="module")
+def served_settings() -> dict[str, str]:
+    return {"CHAT_PRIVATE_PLUGINS": "1"}
+
+
+@pytest.fixture(scope="module")
+def module_everything(module_served: Served) -> Iterator[Everything]:
+    with Everything("streamableHttp") as everything:
+        with module_served.store() as store:
+            agent = store.default_agent(store.owner())
+            store.add_plugin(plugin(agent.id, everything.url, name="everything"))
+            module_served.agent = agent.id
+        yield everything
+
+
+@pytest.fixture
+def served_with_plugin(shared_served: Served, module_everything: Everything) -> Served:
+    return shared_served
+
+
+fake = shared_fixtures(newcomer=False)[1]
 
 
 def shots(page, name: str) -> None:
@@ -111,6 +139,12 @@ def test_without_script_a_bad_name_is_said_beside_the_field_and_a_rename_works(b
         page.locator('li.plugin details.plugin-edit button[value="save"]').click()
         assert page.locator(".saved").inner_text().strip() == "Plugin saved."
         assert page.locator("li.plugin strong").inner_text() == "ev"
+        # its name put back, as the next test finds it
+        page.goto(f"/agents/{served.agent}?tab=plugins")
+        page.locator("li.plugin details.plugin-edit summary").click()
+        page.locator('li.plugin details.plugin-edit input[name="name"]').fill("everything")
+        page.locator('li.plugin details.plugin-edit button[value="save"]').click()
+        assert page.locator("li.plugin strong").inner_text() == "everything"
 
 
 @pytest.mark.parametrize("size", [(1280, 800), (390, 844)], ids=["desk", "phone"])
