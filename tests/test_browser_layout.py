@@ -9,10 +9,15 @@ import os
 import pytest
 from playwright.sync_api import expect
 
-from tests.conftest import SHOTS, Served, ask, idle, start_chat
+from tests.conftest import SHOTS, Served, ask, idle, shared_fixtures, start_chat
 from tests.fakes.openai_server import rate, text, tool_call
 
 pytestmark = pytest.mark.browser
+
+
+# One served app for the file (docs/testing.md, "Shared servers"): each test is someone new on
+# it, with a sidebar and agents no other test sees (its screenshots show only what it made).
+served, fake = shared_fixtures(newcomer=True)
 
 DESKTOP = {"width": 1280, "height": 800}
 PHONE = {"width": 390, "height": 844}
@@ -183,7 +188,7 @@ def test_the_home_pages_agent_picker_offers_choose_only_without_script(browser, 
     from app.tables import Assistant
 
     with served.store() as store:
-        other = store.add_agent(Assistant(name="Researcher", instructions="", person=store.owner()))
+        other = store.add_agent(Assistant(name="Researcher", instructions="", person=served.person))
     context = served.context(browser, viewport=DESKTOP, java_script_enabled=javascript)
     try:
         page = context.new_page()
