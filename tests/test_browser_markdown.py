@@ -3,11 +3,16 @@ keyboard reaches, code blocks' Copy, the plan card's count; with and without Jav
 import pytest
 from playwright.sync_api import expect
 
-from tests.conftest import Served
+from tests.conftest import Served, shared_fixtures
 from tests.test_browser import live_part
 from tests.fakes.openai_server import delay, rate, text, tool_call
 
 pytestmark = pytest.mark.browser
+
+
+# One served app for the file (docs/testing.md, "Shared servers"): each test is someone new on
+# it, with a sidebar and an agent no other test sees, writing in conversations of its own.
+served, fake = shared_fixtures(newcomer=True)
 
 LONG_LINE = "x = [" + ", ".join(str(n) for n in range(80)) + "]  # one line wider than any screen"
 RICH = "\n\n".join([
