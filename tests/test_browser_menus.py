@@ -10,10 +10,15 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from tests.conftest import SHOTS, Served, idle, start_chat
+from tests.conftest import SHOTS, Served, idle, shared_fixtures, start_chat
 from tests.fakes.openai_server import text
 
 pytestmark = pytest.mark.browser
+
+
+# One served app for the file (docs/testing.md, "Shared servers"): each test is someone new on
+# it, with a sidebar and an agent no other test sees, writing in conversations of its own.
+served, fake = shared_fixtures(newcomer=True)
 
 
 @pytest.fixture
@@ -65,7 +70,9 @@ def test_a_conversations_menu_by_its_title_renames_pins_exports_and_deletes(brow
         page.goto(chats[1])
         expect(page.locator(".chat-actions")).to_have_count(0)  # no row of links under the title any more
         expect(page.locator("#with")).to_have_text("With Assistant")
-        expect(page.locator("#with a")).to_have_attribute("href", "/agents/1")
+        with served.store() as store:
+            agent = store.default_agent(served.person)  # the test's person's own
+        expect(page.locator("#with a")).to_have_attribute("href", f"/agents/{agent.id}")
         menu = page.locator("#chat-menu")
         menu.locator("summary").click()
         items = menu.locator(".menu-items > *")
