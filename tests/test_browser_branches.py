@@ -4,11 +4,16 @@ import threading
 import pytest
 from playwright.sync_api import expect
 
-from tests.conftest import Served
+from tests.conftest import Served, shared_fixtures
 from tests.fakes.openai_server import hold, text
 from tests.test_browser import fresh_items, items_of
 
 pytestmark = pytest.mark.browser
+
+
+# One served app for the file (docs/testing.md, "Shared servers"): each test is someone new on
+# it, with a sidebar and an agent no other test sees, writing in conversations of its own.
+served, fake = shared_fixtures(newcomer=True)
 
 
 @pytest.fixture
