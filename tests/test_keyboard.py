@@ -5,10 +5,15 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import expect
 
-from tests.conftest import Served
+from tests.conftest import Served, shared_fixtures
 from tests.fakes.openai_server import rate, text, tool_call
 
 pytestmark = pytest.mark.browser
+
+
+# One served app for the file (docs/testing.md, "Shared servers"): each test is someone new on
+# it, with a sidebar and an agent no other test sees, writing in conversations of its own.
+served, fake = shared_fixtures(newcomer=True)
 
 PLAN = "- [x] read the question\n- [ ] answer it"
 SLOW = "A slow answer that takes its time, word by word. " * 40
@@ -22,7 +27,7 @@ def focused(page) -> str:
 
 def approval_needed(served: Served) -> None:
     with served.store() as store:
-        store.update_agent(store.default_agent(store.owner()).id, approve="update_plan")
+        store.update_agent(store.default_agent(served.person).id, approve="update_plan")
 
 
 @pytest.fixture
