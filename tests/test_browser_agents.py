@@ -8,9 +8,14 @@ import os
 import pytest
 from playwright.sync_api import expect
 
-from tests.conftest import SHOTS, Served
+from tests.conftest import SHOTS, Served, shared_fixtures
 
 pytestmark = pytest.mark.browser
+
+
+# One served app for the file (docs/testing.md, "Shared servers"): each test is someone new on
+# it, with a sidebar and an agent no other test sees, writing in conversations of its own.
+served, fake = shared_fixtures(newcomer=True)
 
 
 @pytest.mark.parametrize("viewport", [{"width": 1280, "height": 800}, {"width": 390, "height": 844}],
