@@ -5,26 +5,41 @@ the call's result follows. Its sampling request is approved with one click."""
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 
 import pytest
 
-from tests.conftest import Served, soup, wait_for
+from tests.conftest import Served, shared_fixtures, soup, wait_for
 from tests.fakes.everything import Everything
 from tests.fakes.openai_server import delay, text, tool_call
 
 pytestmark = pytest.mark.browser
 
 
-@pytest.fixture
-def site(data, env):
+# One served app and one server-everything for the file (docs/testing.md, "Shared servers"):
+# the owner's agent has it as its plugin (a private address is the owner's agents' only), and
+# each test begins a conversation of its own.
+@pytest.fixture(scope="module")
+def served_settings() -> dict[str, str]:
+    return {"CHAT_PRIVATE_PLUGINS": "1"}
+
+
+@pytest.fixture(scope="module")
+def module_everything(module_served: Served) -> Iterator[Everything]:
     with Everything("streamableHttp") as ev:
-        s = Served(data, {**env, "CHAT_PRIVATE_PLUGINS": "1"}).start()
-        with s.client() as c:
+        with module_served.client() as c:
             agent = soup(c.get("/agents")).select_one(".agent-list a")["href"]
             token = re.search(r'name="_csrf_token" value="([^"]+)"', c.get(agent).text).group(1)
             c.post(agent + "/plugins", data={"_csrf_token": token, "address": ev.url})
-        yield s
-        s.stop()
+        yield ev
+
+
+fake = shared_fixtures(newcomer=False)[1]
+
+
+@pytest.fixture
+def site(shared_served: Served, module_everything: Everything) -> Served:
+    return shared_served
 
 
 def started(site, fake, call, args) -> str:
