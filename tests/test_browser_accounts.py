@@ -10,10 +10,16 @@ from playwright.sync_api import expect
 
 from app.accounts.api_keys import SHOWN
 from app.tables import skill
-from tests.conftest import SHOTS, Served, csrf, rows, start_chat, wait_for
+from tests.conftest import SHOTS, Served, csrf, rows, shared_fixtures, start_chat, wait_for
 from tests.fakes.openai_server import text, tool_call
 
 pytestmark = pytest.mark.browser
+
+
+# One served app for the signed-in tests (docs/testing.md, "Shared servers"): the owner's pages,
+# each adding a person of another name and putting its agent's approvals back; an API key is
+# someone new's. Setting the owner up needs an app of its own, with no owner yet.
+served, fake = shared_fixtures(newcomer=False)
 
 
 def watched(page) -> list[str]:
@@ -90,8 +96,8 @@ def test_every_page_renders_under_the_csp_with_no_console_error(browser, served:
         store.add_memory(agent.id, "likes tea")
         sk = store.add_skill(skill("tea", "making tea", "# Tea\n\n1. Boil water"))
     client = served.client(timeout=10, follow_redirects=True)
-    client.post("/people", data={"_csrf_token": csrf(client), "name": "Bea", "password": "bea's password"})
-    bea = rows(served.data, "SELECT id FROM people WHERE name = 'Bea'")[0]["id"]
+    client.post("/people", data={"_csrf_token": csrf(client), "name": "Cy", "password": "cy's password"})
+    cy = rows(served.data, "SELECT id FROM people WHERE name = 'Cy'")[0]["id"]
     fake.script([text("Here is **bold**, `code` and a table:\n\n| a | b |\n|---|--:|\n| 1 | 2 |\n"),
                  tool_call("update_plan", {"plan": "- [ ] tea"})])
     chat = start_chat(client, "tea?", files={"file": ("notes.txt", b"some notes", "text/plain")})
@@ -99,7 +105,7 @@ def test_every_page_renders_under_the_csp_with_no_console_error(browser, served:
     pages = ["/", chat, chat + "/delete", "/agents", f"/agents/{agent.id}", f"/agents/{agent.id}?tab=tools",
              f"/agents/{agent.id}?tab=plugins", f"/agents/{agent.id}?tab=memory", f"/agents/{agent.id}/delete",
              "/skills", f"/skills/{sk.id}", f"/skills/{sk.id}/delete", "/search?q=tea", "/people",
-             f"/people/{bea}/delete", "/account", "/no/such/page", "/c/999999"]
+             f"/people/{cy}/delete", "/account", "/no/such/page", "/c/999999"]
     context = served.context(browser)
     try:
         page = context.new_page()
@@ -120,6 +126,8 @@ def test_every_page_renders_under_the_csp_with_no_console_error(browser, served:
             assert problems == [], f"{path}: {problems}"
     finally:
         context.close()
+        with served.store() as store:
+            store.update_agent(agent.id, approve=agent.approve)
 
 
 def test_the_setup_page_renders_under_the_csp(browser, data, env):
@@ -175,6 +183,7 @@ def test_the_owner_passes_on_a_link_that_sets_a_forgotten_password(browser, serv
 def test_an_api_key_is_made_shown_once_and_revoked_on_the_account_page(browser, served: Served):
     """Account: Make key shows the new key this once, and it opens /v1/; the page shown again
     has only its start; Revoke refuses it at once."""
+    served = served.newcomer()  # no key of anyone's yet
     context = served.context(browser)
     try:
         page = context.new_page()
