@@ -4,7 +4,7 @@ A document is read as durable work, as a run is answered: a worker takes it (`ow
 `leased`), writes each page's passages with its progress in one transaction (`read_page`,
 which writes nothing once the document was stopped, deleted or taken by another worker),
 and a document whose lease ran out is taken again from the page after the last one written.
-Search is FTS5's BM25 on SQLite and full text ranked by ts_rank_cd on PostgreSQL, over the
+Search is FTS5's BM25 on SQLite and each word's ts_rank times its IDF on PostgreSQL, over the
 documents a question may see (`Scope`): the same shape of answer on both engines.
 """
 from __future__ import annotations
@@ -452,12 +452,13 @@ class Knowledge(Vectors):
     def _newest(self, words: list[str], every: bool) -> list[int]:
         """The ids of the FREQUENT_RANKED newest passages holding all `words` (`every`) or any."""
         if dbm.postgres(self.db):
-            return [r[0] for r in self._all("SELECT id FROM search_passages WHERE doc @@ to_tsquery('tabletalk_english', ?) "
-                                            "ORDER BY id DESC LIMIT ?", [(" & " if every else " | ").join(words),
-                                                                         FREQUENT_RANKED])]
-        return [r[0] for r in self._all("SELECT rowid FROM search_passages WHERE search_passages MATCH ? "
-                                        "ORDER BY rowid DESC LIMIT ?",
-                                        [(" AND " if every else " OR ").join(f'"{w}"' for w in words), FREQUENT_RANKED])]
+            sql = ("SELECT id FROM search_passages WHERE doc @@ to_tsquery('tabletalk_english', ?) "
+                   "ORDER BY id DESC LIMIT ?")
+            expression = (" & " if every else " | ").join(words)
+        else:
+            sql = "SELECT rowid FROM search_passages WHERE search_passages MATCH ? ORDER BY rowid DESC LIMIT ?"
+            expression = (" AND " if every else " OR ").join(f'"{w}"' for w in words)
+        return [r[0] for r in self._all(sql, [expression, FREQUENT_RANKED])]
 
     def _ranked(self, words: list[str], matched: list[str], every: bool, newest: int | None, total: int,
                 held: dict[str, int], scope: Scope, limit: int, first: int | None) -> list[Found] | None:
