@@ -179,9 +179,9 @@ def test_a_query_of_frequent_words_ranks_those_holding_its_rarest_words_together
 
 
 def test_a_query_of_frequent_words_ranks_the_newest_of_the_index_then_its_scope_whole(store, owner):
-    """Those ranked for frequent words only are the FREQUENT_RANKED newest of the whole index:
-    older passages that would score better are not, unless the scope holds none of the newest
-    (it is then searched whole)."""
+    """Frequent words only are searched among the FREQUENT_RANKED newest passages of the whole
+    index: older passages that would score better are not ranked, unless the scope holds none
+    of the newest (it is then searched whole)."""
     from app.store.knowledge import FREQUENT_RANKED
 
     old, new = store.add_collection(owner, "Old"), store.add_collection(owner, "New")

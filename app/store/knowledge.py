@@ -28,7 +28,7 @@ FUSED = 40  # passages of each ranking (words, meaning) merged when a search has
 # A query's words held by at most this share of the passages decide which are ranked (when it
 # has any: "make", "file", "time" match a third of a manual), as BM25's IDF all but does
 RARE_SHARE = 0.05
-FREQUENT_RANKED = 1_000  # a query of frequent words only: its newest matches ranked, at most
+FREQUENT_RANKED = 2_000  # a query of frequent words only is searched among the newest passages, first
 WORD_COUNTS_SECONDS = 60.0  # how long a word's count of passages is used before it is counted again
 WORD_COUNTS_MAX = 10_000  # words counted and kept; past this the counts start over
 
@@ -412,10 +412,10 @@ class Knowledge(Vectors):
 
         Which passages are ranked, alike on both engines (scored with every word either way):
         when the query has rare words (held by at most RARE_SHARE of the passages), those
-        holding one of them; else those holding all of its rarest words that at least `limit`
-        passages hold together (the rarest one, two, ...: `_frequent`), the newest
-        FREQUENT_RANKED of them over the whole index; within the scope, all of them, else
-        any of the words."""
+        holding one of them; else, of the FREQUENT_RANKED newest passages of the index, those
+        holding all of its rarest words that at least `limit` of them hold together (the
+        rarest one, two, ...: `_frequent`), else any of its words; searched within the scope,
+        every passage of it holding those rarest words, else any of the words."""
         total, held = self._word_counts(words)
         words = [w for w in words if held[w]] or words
         # a word held by half the passages or more is left out, as COMMON ones are, when there
@@ -433,32 +433,29 @@ class Knowledge(Vectors):
                                                               None)
 
     def _frequent(self, words: list[str], held: dict[str, int], limit: int) -> tuple[list[str], int | None]:
-        """A query of frequent words only: the most of its rarest words that at least `limit`
-        passages hold all of ([]: not even the rarest one alone, any of the words then), and
-        the id from which those are ranked (the FREQUENT_RANKED newest; None: all of them).
-        "read a text file one line at a time" holds all six nowhere, "read", "text" and "line"
-        (the rarest three) in 54 of Debian's documentation's 54,292 passages."""
+        """A query of frequent words only, searched among the FREQUENT_RANKED newest passages of
+        the index (from the id returned; None: the index is no larger): the most of its rarest
+        words that at least `limit` of those hold all of ([]: not even the rarest one alone,
+        any of the words then). "read a text file one line at a time" is held whole nowhere,
+        its rarest three, "read", "text" and "line", by 54 of Debian's documentation's 54,292
+        passages."""
+        row = self._one("SELECT id FROM passages ORDER BY id DESC LIMIT 1 OFFSET ?", [FREQUENT_RANKED - 1])
+        since = int(row[0]) if row else 0
         rarest = sorted(words, key=lambda w: (held[w], w))
-        every: list[str] = []
-        newest: list[int] = []
-        for n in range(1, len(rarest) + 1):
-            ids = self._newest(rarest[:n], True)
-            if len(ids) < limit:
-                break
-            every, newest = rarest[:n], ids
-        newest = newest if every else self._newest(words, False)
-        return every, newest[-1] if len(newest) == FREQUENT_RANKED else None
+        n = 0
+        while n < len(rarest) and self._holding(rarest[:n + 1], since, limit) >= limit:
+            n += 1
+        return rarest[:n], since or None
 
-    def _newest(self, words: list[str], every: bool) -> list[int]:
-        """The ids of the FREQUENT_RANKED newest passages holding all `words` (`every`) or any."""
+    def _holding(self, words: list[str], since: int, limit: int) -> int:
+        """How many passages from id `since` on hold all `words`, up to `limit`."""
         if dbm.postgres(self.db):
-            sql = ("SELECT id FROM search_passages WHERE doc @@ to_tsquery('tabletalk_english', ?) "
-                   "ORDER BY id DESC LIMIT ?")
-            expression = (" & " if every else " | ").join(words)
+            matches = "SELECT 1 FROM search_passages WHERE doc @@ to_tsquery('tabletalk_english', ?) AND id >= ? LIMIT ?"
+            expression = " & ".join(words)
         else:
-            sql = "SELECT rowid FROM search_passages WHERE search_passages MATCH ? ORDER BY rowid DESC LIMIT ?"
-            expression = (" AND " if every else " OR ").join(f'"{w}"' for w in words)
-        return [r[0] for r in self._all(sql, [expression, FREQUENT_RANKED])]
+            matches = "SELECT 1 FROM search_passages WHERE search_passages MATCH ? AND rowid >= ? LIMIT ?"
+            expression = " AND ".join(f'"{w}"' for w in words)
+        return int(self._one(f"SELECT count(*) FROM ({matches}) AS m", [expression, since, limit])[0])
 
     def _ranked(self, words: list[str], matched: list[str], every: bool, newest: int | None, total: int,
                 held: dict[str, int], scope: Scope, limit: int, first: int | None) -> list[Found] | None:
