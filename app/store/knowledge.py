@@ -418,19 +418,23 @@ class Knowledge(Vectors):
         every passage of it holding those rarest words, else any of the words."""
         total, held = self._word_counts(words)
         words = [w for w in words if held[w]] or words
-        # a word held by half the passages or more is left out, as COMMON ones are, when there
-        # are others: BM25's IDF of it is nil (FTS5's, 1e-6), so it changes no order, while
-        # ranking with it costs a read of its every row (bm25 counts them: ~3 ms at 100,000)
-        words = [w for w in words if 2 * held[w] < total] or words
-        rare = [w for w in words if held[w] <= RARE_SHARE * total]
+        # a word held by half the passages or more decides nothing of what is ranked when there
+        # are others, as COMMON ones are left out: BM25's IDF of it is nil on SQLite (FTS5's,
+        # 1e-6: left out of the expression too, as bm25 would read its every row to count them,
+        # ~3 ms at 100,000), small on PostgreSQL (the store's, which still scores it: without
+        # it 2 of 69 questions' answers fell from the first five to the sixth)
+        deciding = [w for w in words if 2 * held[w] < total] or words
+        scored = words if dbm.postgres(self.db) else deciding
+        rare = [w for w in deciding if held[w] <= RARE_SHARE * total]
+        ranked = lambda matched, every, newest, first: self._ranked(  # noqa: E731
+            scored, matched, every, newest, total, held, scope, limit, first)
         if rare:
-            return self._ranked(words, rare, False, None, total, held, scope, limit, first)
-        every, newest = self._frequent(words, held, limit)
+            return ranked(rare, False, None, first)
+        every, newest = self._frequent(deciding, held, limit)
         if first is not None:
-            return self._ranked(words, every or words, bool(every), newest, total, held, scope, limit, first)
-        found = self._ranked(words, every, True, None, total, held, scope, limit, None) if every else []
-        return found if len(found) >= limit else self._ranked(words, words, False, None, total, held, scope, limit,
-                                                              None)
+            return ranked(every or deciding, bool(every), newest, first)
+        found = ranked(every, True, None, None) if every else []
+        return found if len(found) >= limit else ranked(deciding, False, None, None)
 
     def _frequent(self, words: list[str], held: dict[str, int], limit: int) -> tuple[list[str], int | None]:
         """A query of frequent words only, searched among the FREQUENT_RANKED newest passages of
