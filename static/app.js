@@ -183,12 +183,13 @@
   // Copy. A control with data-copy puts text on the clipboard: data-copy="" copies the text
   // at its href (a link to the raw text: what a person without JavaScript gets instead),
   // data-copy="SELECTOR" the text of the nearest such element around it (a code block's
-  // <code>). Controls that only work with script carry class "js-only" (hidden without it).
+  // <code>; a field's value, as a new API key's). Controls that only work with script carry
+  // class "js-only" (hidden without it).
   document.documentElement.classList.add("js");
   function nearText(c, sel) {
     for (var el = c.parentElement; el; el = el.parentElement) {
       var t = el.querySelector(sel);
-      if (t) return t.textContent;
+      if (t) return t.tagName === "INPUT" || t.tagName === "TEXTAREA" ? t.value : t.textContent;
     }
     return "";
   }

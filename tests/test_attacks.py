@@ -17,7 +17,7 @@ from bs4 import BeautifulSoup
 
 from tests.conftest import Served, rows, wait_for
 from tests.fakes.mcp_server import FakeMCPServer, HostileMCPServer
-from tests.fakes.openai_server import hold, text, tool_call
+from tests.fakes.openai_server import FakeModelServer, hold, text, tool_call
 
 pytestmark = pytest.mark.process
 
@@ -188,6 +188,32 @@ def attack_page() -> Iterator[AttackPage]:
     server.server_close()
 
 
+# One server for the tests below that only read, or write only rows of their own (a
+# conversation, an agent named "X", a session they end): each test of this file had started
+# its own, ~1.5 s of CPU and 2-4 s under load. A test that changes what the others see (the
+# sign-in limit, the owner's session, the agent's plugins) keeps a server of its own.
+@pytest.fixture(scope="module")
+def one_model() -> Iterator[FakeModelServer]:
+    with FakeModelServer(models={"fake-model": 8192, "other-model": 4096}) as server:
+        server.plain_default = [text("A fitting title")]  # side requests (naming) leave the script alone
+        yield server
+
+
+@pytest.fixture(scope="module")
+def one_site(tmp_path_factory: pytest.TempPathFactory, one_model: FakeModelServer) -> Iterator[Served]:
+    data = tmp_path_factory.mktemp("site") / "data"
+    served = Served(data, {"TABLETALK_DATA": str(data), "AI_URL": one_model.url, "AI_KEY": "", "AI_MODEL": ""})
+    yield served.start()
+    served.stop()
+
+
+@pytest.fixture
+def site(one_site: Served, one_model: FakeModelServer) -> tuple[Served, FakeModelServer]:
+    """The shared server and its model, the model's script and recorded requests emptied."""
+    one_model.reset()
+    return one_site, one_model
+
+
 def anonymous_token(served: Served) -> tuple[dict[str, str], str]:
     """What anyone gets from the sign-in page: its cookies and the token of its form."""
     with httpx.Client(base_url=served.url) as anyone:
@@ -238,7 +264,8 @@ def test_a_page_on_another_port_cannot_change_an_agent_sign_out_or_sign_in(serve
     context.close()
 
 
-def test_tokens_are_bound_to_the_session_and_rotate(served):
+def test_tokens_are_bound_to_the_session_and_rotate(site):
+    served, _ = site
     cookies, token = anonymous_token(served)
     assert "tabletalk_pre" in cookies and "csrftoken" not in cookies
     form = {"name": "owner", "password": "a long test password", "next": "/"}
@@ -269,7 +296,8 @@ def test_tokens_are_bound_to_the_session_and_rotate(served):
         assert r.status_code == 303
 
 
-def test_the_cookies_are_secure_behind_https(served):
+def test_the_cookies_are_secure_behind_https(site):
+    served, _ = site
     with httpx.Client(base_url=served.url) as anyone:
         r = anyone.get("/signin", headers={"X-Forwarded-Proto": "https"})
         assert "Secure" in r.headers["set-cookie"] and "HttpOnly" in r.headers["set-cookie"]
@@ -278,7 +306,8 @@ def test_the_cookies_are_secure_behind_https(served):
 # --- 5: big bodies to public routes ----------------------------------------------------------
 
 
-def test_public_routes_read_a_few_kb_only(served):
+def test_public_routes_read_a_few_kb_only(site):
+    served, _ = site
     with httpx.Client(base_url=served.url, timeout=10) as anyone:
         for path in ("/signin", "/setup"):
             r = anyone.post(path, content=b"name=" + b"a" * 20_000_000,
@@ -550,8 +579,9 @@ def off_site(served: Served, href: str) -> bool:
     return urlsplit(urljoin(served.url + "/", read)).netloc != urlsplit(served.url).netloc
 
 
-def test_a_way_back_with_whitespace_or_control_characters_stays_on_the_site(served):
+def test_a_way_back_with_whitespace_or_control_characters_stays_on_the_site(site):
     """Browsers drop tab, CR and LF from a URL: `/<TAB>/evil.example/` is `//evil.example/`."""
+    served, _ = site
     client = served.client(timeout=10)
     chat = served.empty_chat()
     probes = ["%2F%09%2Fevil.example%2F", "%2F%0D%2Fevil.example%2F", "%2F%0A%2Fevil.example%2F",
@@ -569,7 +599,8 @@ def test_a_way_back_with_whitespace_or_control_characters_stays_on_the_site(serv
     assert shown.select_one("section.rename a")["href"] == "/search?q=two%20words"
 
 
-def test_the_error_pages_way_back_is_a_local_path_whatever_the_referer(served):
+def test_the_error_pages_way_back_is_a_local_path_whatever_the_referer(site):
+    served, _ = site
     client = served.client(timeout=10)
     offsite = []
     for referer in (f"{served.url}//evil.example/x", f"{served.url}/%09/evil.example/x",
@@ -582,7 +613,8 @@ def test_the_error_pages_way_back_is_a_local_path_whatever_the_referer(served):
     assert shown.select_one(".error-page a")["href"] == "/agents"  # a page of the site is still the way back
 
 
-def test_pages_for_someone_signed_in_are_kept_by_no_cache(served, fake):
+def test_pages_for_someone_signed_in_are_kept_by_no_cache(site):
+    served, fake = site
     fake.script("A private answer.")
     client = served.client(timeout=10)
     chat = ask(client, "private words")
@@ -625,7 +657,8 @@ def test_back_after_sign_out_does_not_show_the_conversation_again(served, browse
         assert "my private question" not in page_.content()
 
 
-def test_every_text_response_names_its_charset_once(served, fake):
+def test_every_text_response_names_its_charset_once(site):
+    served, fake = site
     fake.script("Read it.")
     client = served.client(timeout=10)
     r = client.post("/c", data={"_csrf_token": token_of(client), "text": "a file"},
@@ -647,8 +680,9 @@ def test_every_text_response_names_its_charset_once(served, fake):
     assert responses["file"].headers["content-type"] == "text/plain; charset=utf-8"
 
 
-def test_deeply_nested_call_input_leaves_the_conversation_readable(served, fake):
+def test_deeply_nested_call_input_leaves_the_conversation_readable(site):
     """A few KB of `{"a":` as a call's input made its page, export and feed answer 500 for good."""
+    served, fake = site
     deep = '{"a":' * 1_000 + "1" + "}" * 1_000
     fake.script([tool_call("update_plan", deep)], "All done.")
     client = served.client(timeout=10)

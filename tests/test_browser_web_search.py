@@ -40,7 +40,9 @@ def send(page, words: str, search: bool) -> None:
     if search:
         switch.check()
     page.locator("#composer textarea").fill(words)
-    page.get_by_role("button", name="Send").click()
+    # exact: while the last answer's run ends, "Send now" shows beside the arrow (then named
+    # "Queue"); a click resolved to it waited on a button that hid as the run ended
+    page.get_by_role("button", name="Send", exact=True).click()
 
 
 @pytest.mark.parametrize("javascript", [True, False])

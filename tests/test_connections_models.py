@@ -161,7 +161,7 @@ def test_a_model_kept_from_an_admin_is_the_owners_alone_to_change(client, other,
     add(client, name="Team", url=other.url, key=KEY)
     store = client.app.state.tabletalk.store
     k = store.connection_named("Team")
-    admin = signed_in(data, "Ada", owner=False)
+    admin, owner = signed_in(data, "Ada", owner=False), client.cookies.get(COOKIE)
     people = Accounts(store)
     ada = next(p for p in people.all() if p.name == "Ada")
     people.set_role(ada.id, "admin")
@@ -179,3 +179,9 @@ def test_a_model_kept_from_an_admin_is_the_owners_alone_to_change(client, other,
     assert post(client, f"{PAGE}/{k.id}/model", model="small-model", everyone="0",
                 person=str(ada.id)).status_code == 303
     assert store.connection(k.id).chosen["small-model"] == {ada.id}
+    # the owner may always use a model kept for chosen people: "you" to the owner, not to an admin
+    assert "for the owner and 1 chosen" in card(client, "Team").select_one('a.model-rule-link[href*="small-model"]').text
+    form = soup(client.get(f"{PAGE}/{k.id}/model?name=small-model")).select_one("form.model-rule")
+    assert "The owner and the people ticked" in form.text and "You and" not in form.text
+    client.cookies.set(COOKIE, owner)
+    assert "for you alone" in card(client, "Team").select_one('a.model-rule-link[href*="big-model"]').text

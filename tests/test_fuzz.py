@@ -9,16 +9,18 @@ from __future__ import annotations
 
 import asyncio
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import quote
 
+import httpx
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from app.store import db as dbm
 from app.store import Store
-from tests.conftest import app_client, csrf, database, new_chat, signed_in, wait_for
+from tests.conftest import Served, app_client, csrf, database, new_chat, signed_in, wait_for
 from tests.fakes.openai_server import text
 
 HOSTILE = [
@@ -182,10 +184,21 @@ def test_a_body_past_the_limit_is_refused_before_it_is_read(make_client):
         assert r.status_code == 413 and "at most 2,001,000 bytes in one request" in r.text
 
 
-@pytest.mark.parametrize("cursor", IDS + ["", "1" * 19, "１２"])
-def test_hostile_feed_cursors_resync_or_are_refused(served, cursor):
-    import httpx
+@pytest.fixture(scope="module")
+def feed_served(tmp_path_factory) -> Iterator[Served]:
+    """One server for every hostile cursor (each only opens a feed: nothing is written), where
+    a server each had cost 14 starts."""
+    data = tmp_path_factory.mktemp("cursors") / "data"
+    served = Served(data, {"TABLETALK_DATA": str(data), "AI_URL": "http://127.0.0.1:9/v1", "AI_KEY": "",
+                           "AI_MODEL": ""}).start()
+    yield served
+    served.stop()
 
+
+@pytest.mark.process
+@pytest.mark.parametrize("cursor", IDS + ["", "1" * 19, "１２"])
+def test_hostile_feed_cursors_resync_or_are_refused(feed_served, cursor):
+    served = feed_served
     for path in [f"/events?since={quote(cursor)}", f"/c/{quote(cursor)}/events"]:
         # a header value cannot begin or end with a space (the client refuses to send it)
         headers = {"Last-Event-ID": cursor.encode("utf-8")} if cursor == cursor.strip() else {}

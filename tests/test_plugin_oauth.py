@@ -68,8 +68,12 @@ def test_connecting_with_oauth_from_the_plugins_tab_without_script(site, oauth_s
         assert page.locator(".plugins li > div.muted").first.inner_text().startswith("over Streamable HTTP · ")
         assert page.locator(".plugins li").first.inner_text().count("Connected with OAuth") == 1
     assert (oauth_server.registered, oauth_server.issued) == (1, 1)
-    row = rows(site.data, "SELECT client, tokens, pending FROM plugin_auth")[0]
+    stored = rows(site.data, "SELECT plugin, client, tokens FROM plugin_auth")[0]
+    with site.store() as store:  # kept sealed (app/store/plugin_auth.py), opened by the store
+        row = store.plugin_auth(stored["plugin"])
     client, tokens = json.loads(row["client"]), json.loads(row["tokens"])
+    assert all(stored[c].startswith("sealed:v1:") for c in ("client", "tokens"))
+    assert tokens["token"]["access_token"] not in stored["tokens"]
     assert client["redirect_uris"] == [f"{site.url}/oauth/callback"] and client["client_name"] == "Tabletalk"
     assert tokens["token"]["access_token"].startswith("at-") and tokens["token"]["refresh_token"].startswith("rt-")
     assert tokens["expires_at"] > time.time() + 3000 and row["pending"] == ""

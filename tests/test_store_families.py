@@ -133,6 +133,33 @@ def test_plugin_secrets_are_kept_sealed_with_the_apps_key(store):
     assert sealed.Seal(b"k", "plugins.secret").open(sealed.Seal(b"k", "models.key").seal("x")) == ""
 
 
+def test_a_plugins_oauth_tokens_and_client_are_kept_sealed(store):
+    from app.store import sealed
+
+    def stored() -> dict:
+        return dict(store.db.conn.execute("SELECT client, tokens, pending FROM plugin_auth").fetchone())
+
+    agent = store.default_agent().id
+    p = store.add_plugin(Plugin(agent=agent, name="p", address="http://x"))
+    tokens = '{"token": {"access_token": "at-typed", "refresh_token": "rt-typed"}, "expires_at": null}'
+    client = '{"client_id": "cid", "client_secret": "cs-typed"}'
+    store.set_plugin_auth(p.id, tokens=tokens, client=client, pending='{"state": "s"}')
+    raw = stored()
+    assert all(raw[c].startswith(sealed.PREFIX) and "typed" not in raw[c] for c in ("client", "tokens")), raw
+    assert raw["pending"] == '{"state": "s"}'  # a flow's state and code are no secret past the flow
+    assert (store.plugin_auth(p.id)["tokens"], store.plugin_auth(p.id)["client"]) == (tokens, client)
+    assert store.plugins_with_auth([p.id]) == {p.id}
+    store.set_plugin_auth(p.id, tokens="")  # signed out: nothing to seal
+    assert stored()["tokens"] == "" and store.plugins_with_auth([p.id]) == set()
+    # rows a release before sealing wrote: read as they are, sealed at the next start
+    with store.write() as db:
+        db.conn.execute("UPDATE plugin_auth SET tokens = ?, client = ? WHERE plugin = ?", [tokens, client, p.id])
+    assert store.plugin_auth(p.id)["tokens"] == tokens
+    assert store.seal_plugin_tokens() == 1 and store.seal_plugin_tokens() == 0
+    assert all(stored()[c].startswith(sealed.PREFIX) for c in ("client", "tokens"))
+    assert (store.plugin_auth(p.id)["tokens"], store.plugin_auth(p.id)["client"]) == (tokens, client)
+
+
 def test_a_plugin_without_a_secret_makes_no_key(store, tmp_path):
     """A script of the API may add plugins before any server has started: one without a secret
     makes no app key, so the key an install before m028 kept in its data folder is still the

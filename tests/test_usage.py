@@ -16,7 +16,9 @@ from app.run.turn import Turn
 from app.run.writes import Writes
 from app.store import Store
 from app.store import db as dbm
+from app.store.usage import Used
 from app.tables import asked
+from app.web.usage import AXIS_STEPS, chart
 from tests.conftest import COOKIE, Served, ask, csrf, database, idle, rows, signed_in, soup, start_chat, wait_for
 from tests.fakes.openai_server import rate, text, usage
 from tests.test_openai_api import ask as api_ask
@@ -288,6 +290,16 @@ def test_the_usage_page_shows_everyone_per_person_and_per_model_with_a_chart(cli
         r = client.get(f"{PAGE}?{hostile}")
         assert r.status_code == 200, hostile
         assert len(soup(r).select("table.usage-days-table tbody tr")) <= 366
+
+
+@pytest.mark.parametrize("most", [0, 1, 3, 7, 10, 999, 1_001, 200_000, 210_000, 2_500_000])
+def test_the_charts_axis_lines_are_round_exact_and_above_the_highest_day(most):
+    drawn = chart(["2026-12-01", "2026-12-02"], {"2026-12-02": Used("2026-12-02", most, 0)})
+    labels = [label for _, label in drawn.ticks]
+    step = drawn.top // AXIS_STEPS
+    assert drawn.top >= most and drawn.top == step * AXIS_STEPS and str(step)[0] in "125", (most, drawn.top)
+    assert len(set(labels)) == len(labels) == AXIS_STEPS + 1, labels  # a day of one token read "0, 0, 0, 0, 1"
+    assert [y for y, _ in drawn.ticks] == sorted((y for y, _ in drawn.ticks), reverse=True)
 
 
 def test_a_member_sees_their_own_usage_and_is_refused_everyones(client, data):

@@ -58,6 +58,7 @@ async def running(config: Config, render: Render | None = None,
             setup.set_up_from_settings(store, config)
             key = setup.secret_key(store, config.data)
             store.seal_plugin_secrets()  # those stored as typed before they were sealed: with the key just read
+            store.seal_plugin_tokens()
             return store, feed, key
         except BaseException:
             if feed is not None:

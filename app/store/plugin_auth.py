@@ -1,5 +1,7 @@
 """A plugin connected with OAuth (app/plugins/oauth.py): its registered client, its tokens and a
-flow under way, one row per plugin (m023)."""
+flow under way, one row per plugin (m023). The tokens and the client (which may hold a client
+secret) are stored sealed with the app's key (app/store/sealed.py), as a plugin's secret is:
+whoever reads the table learns nothing they could sign in to the plugin's server with."""
 from __future__ import annotations
 
 import json
@@ -9,18 +11,24 @@ from . import db as dbm
 from .rows import Base
 
 AUTH_COLUMNS = ("client", "tokens", "pending", "flow")
+SEALED_COLUMNS = ("client", "tokens")
+TOKENS = "plugins.oauth"  # what they are sealed as (sealed.py)
 
 
 class PluginAuth(Base):
     def plugin_auth(self, plugin: int) -> dict[str, Any] | None:
         row = self._one("SELECT * FROM plugin_auth WHERE plugin = ?", [plugin])
-        return dict(row) if row else None
+        if not row:
+            return None
+        seal = self.seal(TOKENS)
+        return {k: seal.open(v) if k in SEALED_COLUMNS and v else v for k, v in dict(row).items()}
 
     def set_plugin_auth(self, plugin: int, **values: str) -> None:
         """Write some of the row's columns (the row is made when there is none)."""
         bad = set(values) - set(AUTH_COLUMNS)
         if bad:
             raise ValueError(f"not plugin_auth columns: {sorted(bad)}")
+        values = {k: self.seal(TOKENS).seal(v) if k in SEALED_COLUMNS and v else v for k, v in values.items()}
         with self.write() as db:
             db.conn.execute("INSERT INTO plugin_auth (plugin, updated) VALUES (?, ?) ON CONFLICT (plugin) DO NOTHING",
                             [plugin, dbm.now()])
@@ -44,3 +52,7 @@ class PluginAuth(Base):
         marks = ",".join("?" * len(plugins))
         return {r[0] for r in self._all(f"SELECT plugin FROM plugin_auth WHERE plugin IN ({marks}) "
                                        "AND tokens != ''", plugins)}
+
+    def seal_plugin_tokens(self) -> int:
+        """Seal the OAuth tokens and clients a release before sealing stored as typed; how many rows."""
+        return self.seal_typed("plugin_auth", "plugin", SEALED_COLUMNS, TOKENS)

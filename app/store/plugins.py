@@ -6,7 +6,6 @@ from dataclasses import replace
 from typing import Any
 
 from . import db as dbm
-from . import sealed
 from ..tables import Plugin
 from .rows import Base
 
@@ -84,28 +83,8 @@ class Plugins(Base):
         self._update("plugins", plugin_id, PLUGIN_COLUMNS, _columns(self._sealed(values)))
 
     def seal_plugin_secrets(self) -> int:
-        """Seal the plugin secrets a release before sealing stored as typed; how many. Every
-        worker's start calls it once the app's key is read; a sealed row is left as it is. No
-        rev: no page shows a secret."""
-        seal = self.seal(SECRET)
-        find = "SELECT id, secret FROM plugins WHERE secret != '' AND substr(secret, 1, ?) != ?"
-        if not self._one(find, [len(sealed.PREFIX), sealed.PREFIX]):
-            return 0
-        # SQLite keeps what an update frees in the file until reused unless secure_delete is on
-        # (Debian's build has it on; others not): on for this write, the typed secret leaves no
-        # copy behind. (PostgreSQL's old row versions go at its next vacuum.)
-        wiped = None if dbm.postgres(self.db) else self.db.conn.execute("PRAGMA secure_delete").fetchone()[0]
-        if wiped is not None:
-            self.db.conn.execute("PRAGMA secure_delete = 1")
-        try:
-            with self.write() as db:
-                plain = db.conn.execute(find, [len(sealed.PREFIX), sealed.PREFIX]).fetchall()
-                for plugin_id, secret in plain:
-                    db.conn.execute("UPDATE plugins SET secret = ? WHERE id = ?", [seal.seal(secret), plugin_id])
-        finally:
-            if wiped is not None:
-                self.db.conn.execute(f"PRAGMA secure_delete = {int(wiped)}")
-        return len(plain)
+        """Seal the plugin secrets a release before sealing stored as typed; how many."""
+        return self.seal_typed("plugins", "id", ("secret",), SECRET)
 
     def delete_plugin(self, plugin_id: int) -> None:
         with self.write() as db:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import secrets as random
 
 from . import db as dbm
+from . import sealed
 from .rows import Base
 from .sealed import Seal
 
@@ -42,3 +43,31 @@ class Secrets(Base):
             row = self._one("SELECT value FROM secrets WHERE name = ?", [APP_KEY])
             seals[purpose] = Seal((row[0] if row else self.kept_secret(APP_KEY, 48)).encode(), purpose)
         return seals[purpose]
+
+    def seal_typed(self, table: str, key: str, columns: tuple[str, ...], purpose: str) -> int:
+        """Seal the values of `table`'s `columns` that a release before sealing stored as typed;
+        how many rows. Every worker's start calls it (through its table's family) once the app's
+        key is read; a sealed value is left as it is. No rev: no page shows a secret."""
+        seal = self.seal(purpose)
+        typed = " OR ".join(f"({c} != '' AND substr({c}, 1, ?) != ?)" for c in columns)
+        find = f"SELECT {key}, {', '.join(columns)} FROM {table} WHERE {typed}"
+        params = [x for _ in columns for x in (len(sealed.PREFIX), sealed.PREFIX)]
+        if not self._one(find, params):
+            return 0
+        # SQLite keeps what an update frees in the file until reused unless secure_delete is on
+        # (Debian's build has it on; others not): on for this write, the typed secret leaves no
+        # copy behind. (PostgreSQL's old row versions go at its next vacuum.)
+        wiped = None if dbm.postgres(self.db) else self.db.conn.execute("PRAGMA secure_delete").fetchone()[0]
+        if wiped is not None:
+            self.db.conn.execute("PRAGMA secure_delete = 1")
+        try:
+            with self.write() as db:
+                plain = db.conn.execute(find, params).fetchall()
+                for row in plain:
+                    values = [v if not v or sealed.is_sealed(v) else seal.seal(v) for v in row[1:]]
+                    db.conn.execute(f"UPDATE {table} SET {', '.join(f'{c} = ?' for c in columns)} WHERE {key} = ?",
+                                    [*values, row[0]])
+        finally:
+            if wiped is not None:
+                self.db.conn.execute(f"PRAGMA secure_delete = {int(wiped)}")
+        return len(plain)

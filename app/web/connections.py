@@ -63,7 +63,7 @@ def from_environment(config: Config, choices: list[Choice], ollama_answered: boo
 
 def page(request: Request, status_code: int = 200, **context: Any) -> Response:
     """The page; `context` says what a form left to show (a problem, the fields as typed)."""
-    s = worker(request)
+    s, viewer = worker(request), me(request)
     choices = s.store.choices()
     shown: dict[str, Any] = {"problem": "", "default_problem": "", "typed": BLANK, "editing": None,
                              "model_rule": None, "saved_words": saved_words(s, request.query_params.get("saved", ""),
@@ -73,7 +73,7 @@ def page(request: Request, status_code: int = 200, **context: Any) -> Response:
                        default=s.store.default_model(), ai_model=s.config.ai_model,
                        offered=groups(c for c in choices if c.up), name_max=kinds.NAME_MAX,
                        people=[p for p in Accounts(s.store).all() if not p.owner],
-                       kept=s.store.barred(me(request).id), **(shown | context))
+                       kept=s.store.barred(viewer.id), owner_looking=viewer.owner, **(shown | context))
 
 
 def saved_words(s: Worker, saved: str, model: str = "") -> str:

@@ -31,6 +31,7 @@ SAVED = {"limits": "Saved: the daily limits apply from the next message."}
 
 # The chart's drawing, in its own units (the SVG scales to the page's width)
 CHART_WIDTH, CHART_HEIGHT, CHART_TOP, CHART_BOTTOM, CHART_LEFT = 720, 200, 12, 24, 56
+AXIS_STEPS = 4  # the axis's lines above its zero
 NARROW_WIDTH = 400  # the account page's column
 
 
@@ -77,14 +78,17 @@ class Chart:
         return sum(b.used.total for b in self.bars)
 
 
-def round_up(n: int) -> int:
-    """A round number at least `n` (1, 2 or 5 times a power of ten) for the axis's top."""
-    step = 1
+def axis_step(n: int) -> int:
+    """The step between the axis's AXIS_STEPS lines for a most of `n` tokens: a round number
+    (1, 2, 2.5 or 5 times a power of ten, whole), so that every line's label is exact (steps of
+    a top divided by four read "0, 0, 0, 0, 1" for a day of one token)."""
+    want, scale = max(-(-n // AXIS_STEPS), 1), 1
     while True:
-        for k in (1, 2, 5):
-            if k * step >= n:
-                return k * step
-        step *= 10
+        for k in (1, 2, 2.5, 5):
+            step = k * scale
+            if step == int(step) and step >= want:
+                return int(step)
+        scale *= 10
 
 
 def short(n: int) -> str:
@@ -97,7 +101,8 @@ def short(n: int) -> str:
 
 def chart(days: list[str], by_day: dict[str, Used], width: int = CHART_WIDTH) -> Chart:
     """The bars of `days` (every day of the range, those with no tokens too), `width` units wide."""
-    top = round_up(max((u.total for u in by_day.values()), default=0) or 1)
+    step = axis_step(max((u.total for u in by_day.values()), default=0))
+    top = step * AXIS_STEPS
     inner = CHART_HEIGHT - CHART_TOP - CHART_BOTTOM
     slot = (width - CHART_LEFT) / max(len(days), 1)
     bars = []
@@ -107,7 +112,7 @@ def chart(days: list[str], by_day: dict[str, Used], width: int = CHART_WIDTH) ->
         base = CHART_TOP + inner
         bars.append(Bar(day, used, round(CHART_LEFT + i * slot + slot * 0.1, 2), round(max(slot * 0.8, 0.5), 2),
                         round(base - h_in, 2), round(h_in, 2), round(base - h_in - h_out, 2), round(h_out, 2)))
-    ticks = [(round(CHART_TOP + inner * (1 - k / 4), 2), short(top * k // 4)) for k in range(5)]
+    ticks = [(round(CHART_TOP + inner * (1 - k / AXIS_STEPS), 2), short(step * k)) for k in range(AXIS_STEPS + 1)]
     return Chart(bars, top, ticks, days[0] if days else "", days[-1] if days else "", width)
 
 
