@@ -135,6 +135,63 @@ def test_a_scope_whose_passages_rank_below_the_first_look_is_searched_whole(stor
     assert len(both) == FIRST_LOOK + 12, "a limit past the first look: every match in scope"
 
 
+def written(store, owner: int, collection: int, passages: list[tuple[str, str]]) -> None:
+    d = a_document(store, owner, collection)
+    store.take_document("w", LEASE)
+    assert store.read_page(d, "w", 1, 1, passages, LEASE)
+    store.finish_document(d, "w", "ready")
+
+
+def test_only_passages_holding_a_rare_word_are_ranked_and_every_word_scores_them(store, owner):
+    """A query with a rare word (held by at most RARE_SHARE of the passages) ranks only the
+    passages holding one, by every word's score; a word held by half of them or more is left
+    out, as it changes no order. The same passages on both engines."""
+    c = store.add_collection(owner, "Manual")
+    written(store, owner, c, [
+        ("", "zeta stands alone"), ("", "zeta alpha beta"),  # as long: the frequent words decide
+        *[("", f"alpha alpha alpha beta beta omega {n}") for n in range(38)],  # frequent words only, many times
+        *[("", f"omega filler {n}") for n in range(60)]])
+    scope = Scope(collections=(c,))
+    found = store.search_passages("zeta alpha beta", scope, limit=10)
+    assert [f.text for f in found] == ["zeta alpha beta", "zeta stands alone"], "ranked: the 2 holding zeta"
+    assert [f.text for f in store.search_passages("zeta alpha beta omega", scope, limit=10)] == [f.text for f in found]
+    assert len(store.search_passages("alpha beta", scope, limit=50)) == 39, "no rare word: any of them"
+
+
+def test_a_query_of_frequent_words_ranks_those_holding_its_rarest_words_together(store, owner):
+    """Only frequent words: the passages holding all of the most of its rarest words that at
+    least `limit` passages hold together are ranked (every word scoring them), else any."""
+    c = store.add_collection(owner, "Colours")
+    written(store, owner, c, [
+        *[("", f"blue green red {n}") for n in range(2)], *[("", f"blue green pale {n}") for n in range(2)],  # as long
+        *[("", f"blue blue red red red {n}") for n in range(4)], *[("", f"green {n}") for n in range(4)],
+        *[("", f"red {n}") for n in range(11)], *[("", f"filler {n}") for n in range(17)]])
+    scope = Scope(collections=(c,))
+    # blue 8 of 40, green 8, red 17: blue and green are held together by 4, with red by 2
+    found = store.search_passages("red green blue", scope, limit=3)
+    assert [f.text for f in found][:2] == ["blue green red 0", "blue green red 1"], "red scores them too"
+    assert [f.text for f in found][2] in ("blue green pale 0", "blue green pale 1"), \
+        "ranked: the 4 holding blue and green"
+    assert {f.text for f in store.search_passages("red green blue", scope, limit=5)} <= {
+        *(f"blue green red {n}" for n in range(2)), *(f"blue green pale {n}" for n in range(2)),
+        *(f"blue blue red red red {n}" for n in range(4))}, "5: those holding blue (the rarest, by name)"
+    assert len(store.search_passages("red green blue", scope, limit=30)) == 23, "30: any of them"
+
+
+def test_a_query_of_frequent_words_ranks_the_newest_of_the_index_then_its_scope_whole(store, owner):
+    """Frequent words only are searched among the FREQUENT_RANKED newest passages of the whole
+    index: older passages that would score better are not ranked, unless the scope holds none
+    of the newest (it is then searched whole)."""
+    from app.store.knowledge import FREQUENT_RANKED
+
+    old, new = store.add_collection(owner, "Old"), store.add_collection(owner, "New")
+    written(store, owner, old, [("", f"anchor anchor anchor anchor {n}") for n in range(5)])
+    written(store, owner, new, [("", f"the anchor of ship {n}") for n in range(FREQUENT_RANKED)])
+    found = store.search_passages("anchor", Scope(collections=(old, new)), limit=5)
+    assert len(found) == 5 and all("ship" in f.text for f in found), [f.text for f in found]
+    assert len(store.search_passages("anchor", Scope(collections=(old,)), limit=5)) == 5
+
+
 @pytest.mark.parametrize("query", ["", "   ", "\"*)(", "NEAR AND OR NOT", "' OR 1=1 --", "x" * 10_000,
                                    "a:b c-d e.f", "\x00\ud800".encode("utf-8", "surrogatepass").decode("utf-8", "replace")])
 def test_any_query_is_words_or_nothing(store, owner, query):

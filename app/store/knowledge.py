@@ -4,7 +4,7 @@ A document is read as durable work, as a run is answered: a worker takes it (`ow
 `leased`), writes each page's passages with its progress in one transaction (`read_page`,
 which writes nothing once the document was stopped, deleted or taken by another worker),
 and a document whose lease ran out is taken again from the page after the last one written.
-Search is FTS5's BM25 on SQLite and full text ranked by ts_rank_cd on PostgreSQL, over the
+Search is FTS5's BM25 on SQLite and each word's ts_rank times its IDF on PostgreSQL, over the
 documents a question may see (`Scope`): the same shape of answer on both engines.
 """
 from __future__ import annotations
@@ -25,9 +25,10 @@ WORD = re.compile(r"[^\W_]+")  # a query's words: letters and digits (nothing to
 QUERY_WORDS_MAX = 32
 FIRST_LOOK = 64  # a search ranks the whole index and looks for its scope among the best of these first
 FUSED = 40  # passages of each ranking (words, meaning) merged when a search has both
-# PostgreSQL: a query's words held by at most this share of the passages decide which are ranked
-# (when it has any: "make", "file", "time" match a third of a manual), as BM25's IDF does
+# A query's words held by at most this share of the passages decide which are ranked (when it
+# has any: "make", "file", "time" match a third of a manual), as BM25's IDF all but does
 RARE_SHARE = 0.05
+FREQUENT_RANKED = 2_000  # a query of frequent words only is searched among the newest passages, first
 WORD_COUNTS_SECONDS = 60.0  # how long a word's count of passages is used before it is counted again
 WORD_COUNTS_MAX = 10_000  # words counted and kept; past this the counts start over
 
@@ -407,27 +408,94 @@ class Knowledge(Vectors):
 
     def _search(self, words: list[str], scope: Scope, limit: int, first: int | None) -> list[Found] | None:
         """The best `limit` in scope, from every match (`first` None) or from the best `first`
-        of the whole index: None when those held fewer than `limit` in scope."""
+        of the whole index: None when those held fewer than `limit` in scope.
+
+        Which passages are ranked, alike on both engines (scored with every word either way):
+        when the query has rare words (held by at most RARE_SHARE of the passages), those
+        holding one of them; else, of the FREQUENT_RANKED newest passages of the index, those
+        holding all of its rarest words that at least `limit` of them hold together (the
+        rarest one, two, ...: `_frequent`), else any of its words; searched within the scope,
+        every passage of it holding those rarest words, else any of the words."""
+        total, held = self._word_counts(words)
+        words = [w for w in words if held[w]] or words
+        # a word held by half the passages or more decides nothing of what is ranked when there
+        # are others, as COMMON ones are left out: BM25's IDF of it is nil on SQLite (FTS5's,
+        # 1e-6: left out of the expression too, as bm25 would read its every row to count them,
+        # ~3 ms at 100,000), small on PostgreSQL (the store's, which still scores it: without
+        # it 2 of 69 questions' answers fell from the first five to the sixth)
+        deciding = [w for w in words if 2 * held[w] < total] or words
+        scored = words if dbm.postgres(self.db) else deciding
+        rare = [w for w in deciding if held[w] <= RARE_SHARE * total]
+        ranked = lambda matched, every, newest, first: self._ranked(  # noqa: E731
+            scored, matched, every, newest, total, held, scope, limit, first)
+        if rare:
+            return ranked(rare, False, None, first)
+        every, newest = self._frequent(deciding, held, limit)
+        if first is not None:
+            return ranked(every or deciding, bool(every), newest, first)
+        found = ranked(every, True, None, None) if every else []
+        return found if len(found) >= limit else ranked(deciding, False, None, None)
+
+    def _frequent(self, words: list[str], held: dict[str, int], limit: int) -> tuple[list[str], int | None]:
+        """A query of frequent words only, searched among the FREQUENT_RANKED newest passages of
+        the index (from the id returned; None: the index is no larger): the most of its rarest
+        words that at least `limit` of those hold all of ([]: not even the rarest one alone,
+        any of the words then). "read a text file one line at a time" is held whole nowhere,
+        its rarest three, "read", "text" and "line", by 54 of Debian's documentation's 54,292
+        passages."""
+        row = self._one("SELECT id FROM passages ORDER BY id DESC LIMIT 1 OFFSET ?", [FREQUENT_RANKED - 1])
+        since = int(row[0]) if row else 0
+        rarest = sorted(words, key=lambda w: (held[w], w))
+        n = 0
+        while n < len(rarest) and self._holding(rarest[:n + 1], since, limit) >= limit:
+            n += 1
+        return rarest[:n], since or None
+
+    def _holding(self, words: list[str], since: int, limit: int) -> int:
+        """How many passages from id `since` on hold all `words`, up to `limit`."""
+        if dbm.postgres(self.db):
+            matches = "SELECT 1 FROM search_passages WHERE doc @@ to_tsquery('tabletalk_english', ?) AND id >= ? LIMIT ?"
+            expression = " & ".join(words)
+        else:
+            matches = "SELECT 1 FROM search_passages WHERE search_passages MATCH ? AND rowid >= ? LIMIT ?"
+            expression = " AND ".join(f'"{w}"' for w in words)
+        return int(self._one(f"SELECT count(*) FROM ({matches}) AS m", [expression, since, limit])[0])
+
+    def _ranked(self, words: list[str], matched: list[str], every: bool, newest: int | None, total: int,
+                held: dict[str, int], scope: Scope, limit: int, first: int | None) -> list[Found] | None:
+        """_search's SQL: the passages holding all the `matched` words (`every`) or any of them
+        (from id `newest` on), scored with every one of `words`."""
         within, params = self.within(scope)
+        since = " AND {} >= ?" if newest is not None else ""
         if dbm.postgres(self.db):
             # BM25's two halves that PostgreSQL's ranks lack, a word's rarity (IDF, from how many
             # passages hold it) and the rare words deciding what is ranked at all: each word's
             # ts_rank (the heading, weight A, twice the text, D, as on SQLite) times its IDF.
             # With ts_rank_cd alone recall@5 was 0.06 of 69 questions, 0.26 so (SQLite 0.33).
-            total, held = self._word_counts(words)
-            words = [w for w in words if held[w]] or words
-            rare = [w for w in words if held[w] <= RARE_SHARE * total] or words
             score = " + ".join("? * ts_rank('{0.1, 0.2, 0.4, 0.2}', s.doc, to_tsquery('tabletalk_english', ?), 0)"
                                for _ in words)
-            asked = [*(x for w in words for x in (idf(total, held[w]), w)), " | ".join(rare)]
+            asked = [*(x for w in words for x in (idf(total, held[w]), w)), (" & " if every else " | ").join(matched)]
             matches = (f"SELECT s.id, {score} AS score FROM search_passages s "
-                       "WHERE s.doc @@ to_tsquery('tabletalk_english', ?)")
+                       f"WHERE s.doc @@ to_tsquery('tabletalk_english', ?){since.format('s.id')}")
             best = f"{matches} ORDER BY score DESC, s.id LIMIT ?"
         else:
-            asked = [" OR ".join(f'"{w}"' for w in words)]
-            matches = ("SELECT rowid AS id, -rank AS score FROM search_passages "
-                       "WHERE search_passages MATCH ? AND rank MATCH 'bm25(2.0, 1.0)'")
-            best = f"{matches} ORDER BY rank LIMIT ?"  # FTS5's own order (by `rank` only): a third faster
+            # FTS5's bm25 scores the phrases its expression names, each as often as named, and
+            # ranks what the expression matches: "(the matched words) AND (the matched words OR
+            # the others OR the others)", each word named twice, ranks the passages holding the
+            # matched words by every word's BM25 (twice over), as one OR of all would score them
+            phrases = lambda ws, op=" OR ": op.join(f'"{w}"' for w in ws)  # noqa: E731
+            others = [w for w in words if w not in matched]
+            expression = phrases(matched, " AND " if every else " OR ")
+            if others:
+                expression = f"({expression}) AND ({phrases(matched)} OR {phrases(others)} OR {phrases(others)})"
+            asked = [expression]
+            matches = (f"SELECT rowid AS id, -rank / {2 if others else 1} AS score FROM search_passages "
+                       f"WHERE search_passages MATCH ?{since.format('rowid')} AND rank MATCH 'bm25(2.0, 1.0)'")
+            # FTS5's own order (by `rank` only) is a third faster over every match; over a range of
+            # ids it is slower than ordering them here
+            best = f"{matches} ORDER BY rank LIMIT ?" if newest is None else \
+                f"SELECT id, score FROM ({matches}) ORDER BY score DESC, id LIMIT ?"
+        asked += [newest] if newest is not None else []
         best = best if first is not None else matches
         rows = self._all(
             f"""SELECT p.id, p.document, d.name, p.page, p.heading, p.text, m.score
@@ -439,17 +507,26 @@ class Knowledge(Vectors):
         return [Found(*r) for r in rows]
 
     def _word_counts(self, words: list[str]) -> tuple[int, dict[str, int]]:
-        """PostgreSQL: how many passages there are, and how many hold each word, counted over
-        the GIN index at most once a WORD_COUNTS_SECONDS for a word (a rarity that lags new
-        documents by a minute ranks as well)."""
+        """How many passages there are, and how many hold each word, counted at most once a
+        WORD_COUNTS_SECONDS for a word (a rarity that lags new documents by a minute ranks as
+        well). PostgreSQL counts them all over the GIN index (each word's IDF is the store's);
+        SQLite, whose BM25 knows each word's rarity, counts up to half the passages: enough to
+        tell the rare words and those its BM25 scores nil, without reading a frequent word's
+        every row."""
         counts = self.word_counts
         now = time.monotonic()
         wanted = [w for w in ["", *words] if w not in counts or now - counts[w][1] > WORD_COUNTS_SECONDS]
-        if wanted:
+        if dbm.postgres(self.db) and wanted:
             found = self._one("SELECT " + ", ".join(
                 "(SELECT count(*) FROM search_passages)" if not w else
                 "(SELECT count(*) FROM search_passages WHERE doc @@ to_tsquery('tabletalk_english', ?))"
                 for w in wanted), [w for w in wanted if w])
+        elif wanted:
+            total = int(self._one("SELECT count(*) FROM passages")[0]) if "" in wanted else counts[""][0]
+            found = [total if not w else self._one(
+                "SELECT count(*) FROM (SELECT 1 FROM search_passages WHERE search_passages MATCH ? LIMIT ?)",
+                [f'"{w}"', (total + 1) // 2])[0] for w in wanted]
+        if wanted:
             if len(counts) > WORD_COUNTS_MAX:
                 counts.clear()
             counts.update({w: (int(n), now) for w, n in zip(wanted, found)})
