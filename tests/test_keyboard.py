@@ -154,3 +154,4 @@ def test_after_again_focus_is_in_the_message_box(page, served: Served, fake):
     page.keyboard.press("Enter")
     page.locator(".answer-actions .pager").wait_for()
     assert focused(page) == "textarea#text", "after Again, in the message box"
+    expect(page.locator("#items")).to_contain_text("The second version, a little slower.", timeout=15_000)  # (ends here)
