@@ -767,6 +767,7 @@ def module_served(request, tmp_path_factory, module_fake: FakeModelServer,
         else:
             mp.delenv("DATABASE_URL", raising=False)
         s = Served(Path(values["TABLETALK_DATA"]), values).start()
+        module_fake.answering = s  # what `shared_fake` waits on between tests
         try:
             yield s
         finally:
@@ -775,12 +776,26 @@ def module_served(request, tmp_path_factory, module_fake: FakeModelServer,
                 cluster.drop(values["DATABASE_URL"])
 
 
+QUIET_SECONDS = 10.0
+
+
+def quiet(served: Served) -> None:
+    """Waits until `served` answers no conversation (no lease held in its database), at most
+    QUIET_SECONDS: a test that left a run waiting for the person is not waited for longer."""
+    deadline = time.monotonic() + QUIET_SECONDS
+    while rows(served.data, "SELECT chat FROM runs", ()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
 @pytest.fixture
 def shared_fake(request, module_fake: FakeModelServer) -> Iterator[FakeModelServer]:
     """The module's fake model server as new: no script, no requests recorded (a run of an
     earlier test may still send one: its naming, answered by plain_default), its first models.
     A test that changed its models has them put back, and the module's served app (when the
-    test used it) lists them again."""
+    test used it) lists them again. An earlier test's run still going is waited for first (at
+    most QUIET_SECONDS): its next request would take this test's script."""
+    if (answering := getattr(module_fake, "answering", None)) is not None:
+        quiet(answering)
     module_fake.reset()
     for k, v in module_fake.knobs.items():
         setattr(module_fake, k, copy.copy(v))

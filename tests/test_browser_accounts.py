@@ -182,9 +182,9 @@ def test_the_owner_passes_on_a_link_that_sets_a_forgotten_password(browser, serv
 
 def test_an_api_key_is_made_shown_once_and_revoked_on_the_account_page(browser, served: Served):
     """Account: Make key shows the new key this once, and it opens /v1/; the page shown again
-    has only its start; Revoke refuses it at once."""
+    has only its start; Copy puts it on the clipboard; Revoke refuses it at once."""
     served = served.newcomer()  # no key of anyone's yet
-    context = served.context(browser)
+    context = served.context(browser, permissions=["clipboard-read", "clipboard-write"])
     try:
         page = context.new_page()
         problems = watched(page)
@@ -194,6 +194,8 @@ def test_an_api_key_is_made_shown_once_and_revoked_on_the_account_page(browser, 
         page.get_by_role("button", name="Make key").click()
         key = page.get_by_label("Your new key").input_value()
         assert key.startswith("tt-"), key
+        page.get_by_role("button", name="Copy").click()  # the field's value, not its (empty) text
+        wait_for(lambda: page.evaluate("navigator.clipboard.readText()") == key, timeout=10)
         api = served.client(timeout=10)
         assert api.get("/v1/models", headers={"Authorization": f"Bearer {key}"}).status_code == 200
         page.goto("/account#api")
