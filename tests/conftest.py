@@ -45,11 +45,12 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networki
 # under xdist the slowest files come first, by the seconds each took in the last runs (kept in
 # pytest's cache, .pytest_cache) or, on a fresh clone, by SLOW_FILES (measured; the rest keep
 # their order after them). A run in one process keeps the plain order.
-SLOW_FILES = (  # seconds of one file in one worker, the slowest first (a `-n 3` run, 2 cores)
-    "test_attacks.py", "test_files.py", "test_servers.py", "test_axe.py", "test_builtin_serve.py", "test_move.py",
-    "test_browser_knowledge.py", "test_llama_server.py", "test_composer.py", "test_browser.py", "test_accounts.py",
-    "test_layers.py", "test_browser_model_upload.py", "test_browser_layout.py", "test_ingest.py", "test_fuzz.py",
-    "test_browser_sidebar.py", "test_plugins_browser.py", "test_chaos_outage.py", "test_approval.py",
+SLOW_FILES = (  # seconds of one file in one worker, the slowest first (a `-n 3` run, 2 cores, 2026-12-07)
+    "test_attacks.py", "test_axe.py", "test_builtin_serve.py", "test_ingest.py", "test_move.py",
+    "test_llama_server.py", "test_browser_knowledge.py", "test_chaos_outage.py", "test_accounts.py",
+    "test_servers.py", "test_composer.py", "test_browser_model_upload.py", "test_browser_connections.py",
+    "test_layers.py", "test_fuzz.py", "test_browser_web_search.py", "test_everything_asks.py", "test_approval.py",
+    "test_chaos_pause.py", "test_browser_sidebar.py",
 )
 FILE_SECONDS = "tabletalk/file-seconds"
 
