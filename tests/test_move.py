@@ -56,7 +56,11 @@ def build(data: Path) -> dict:
     planner = store.add_agent(tables.Assistant(name="Planner", instructions="Plan things.", person=owner.id))
     store.add_memory(planner.id, "The owner likes short plans.")
     plugin = store.add_plugin(tables.plugin(planner.id, "https://mcp.example.org/mcp", name="Notes"))
-    store.set_plugin_auth(plugin.id, client='{"client_id": "x"}', tokens='{"access_token": "t"}')
+    # as a release before OAuth tokens were sealed wrote them: sealing them here would make the
+    # app's key a row, which an install older than m028 kept in its data folder instead
+    with store.write() as w:
+        w.conn.execute("INSERT INTO plugin_auth (plugin, client, tokens, updated) VALUES (?, ?, ?, ?)",
+                       [plugin.id, '{"client_id": "x"}', '{"access_token": "t"}', dbm.now()])
     store.add_skill(tables.skill("summarise", "Sum a text up", "Read it, then say it shortly."))
     store.replace_choices([Choice("fake-model", "fake-model", "Server", window=8192)])
     store.set_limits("fake-model", Limits(window=8192, images=False))

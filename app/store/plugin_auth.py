@@ -9,6 +9,7 @@ from typing import Any
 
 from . import db as dbm
 from .rows import Base
+from .sealed import is_sealed
 
 AUTH_COLUMNS = ("client", "tokens", "pending", "flow")
 SEALED_COLUMNS = ("client", "tokens")
@@ -20,8 +21,9 @@ class PluginAuth(Base):
         row = self._one("SELECT * FROM plugin_auth WHERE plugin = ?", [plugin])
         if not row:
             return None
-        seal = self.seal(TOKENS)
-        return {k: seal.open(v) if k in SEALED_COLUMNS and v else v for k, v in dict(row).items()}
+        # a value stored as typed (before sealing) opens as it is: the key is read only for a sealed one
+        return {k: self.seal(TOKENS).open(v) if k in SEALED_COLUMNS and is_sealed(v or "") else v
+                for k, v in dict(row).items()}
 
     def set_plugin_auth(self, plugin: int, **values: str) -> None:
         """Write some of the row's columns (the row is made when there is none)."""

@@ -48,12 +48,12 @@ class Secrets(Base):
         """Seal the values of `table`'s `columns` that a release before sealing stored as typed;
         how many rows. Every worker's start calls it (through its table's family) once the app's
         key is read; a sealed value is left as it is. No rev: no page shows a secret."""
-        seal = self.seal(purpose)
         typed = " OR ".join(f"({c} != '' AND substr({c}, 1, ?) != ?)" for c in columns)
         find = f"SELECT {key}, {', '.join(columns)} FROM {table} WHERE {typed}"
         params = [x for _ in columns for x in (len(sealed.PREFIX), sealed.PREFIX)]
         if not self._one(find, params):
-            return 0
+            return 0  # (and no key made for nothing)
+        seal = self.seal(purpose)
         # SQLite keeps what an update frees in the file until reused unless secure_delete is on
         # (Debian's build has it on; others not): on for this write, the typed secret leaves no
         # copy behind. (PostgreSQL's old row versions go at its next vacuum.)
