@@ -9,17 +9,38 @@ import os
 import pytest
 from playwright.sync_api import expect
 
-from tests.conftest import SHOTS, Served, rows, start_chat, wait_for
+from tests.conftest import SHOTS, Served, rows, shared_fixtures, start_chat, wait_for
 from tests.fakes.openai_server import tool_call
 from tests.test_ingest import CSV
 from tests.test_knowledge import MANUAL
 
 pytestmark = pytest.mark.browser
 
+# One served app for the file (docs/testing.md, "Shared servers"): each test is someone new on
+# it, with collections, documents and conversations of their own.
+served, fake = shared_fixtures(newcomer=True)
+
 
 def collection(served: Served, name: str = "Manuals") -> int:
     with served.store() as store:
-        return store.add_collection(store.owner(), name, "The GNU manuals we use")
+        return store.add_collection(served.person, name, "The GNU manuals we use")
+
+
+def chat_id(chat: str) -> int:
+    """The conversation's id, from its path (`/c/12`)."""
+    return int(chat.rsplit("/", 1)[1])
+
+
+def ready(served: Served) -> None:
+    """Waits until every document of this test's person has been read."""
+    wait_for(lambda: rows(served.data, "SELECT state FROM documents WHERE person = ?", (served.person,))
+             == [{"state": "ready"}] or None, 60)
+
+
+def answered(served: Served, chat: str) -> None:
+    """Waits until the conversation holds a finished answer."""
+    wait_for(lambda: rows(served.data, "SELECT 1 FROM items WHERE chat = ? AND kind = 'text' AND done = 1",
+                          (chat_id(chat),)) or None, 60)
 
 
 def no_wider_than(page, width: int) -> None:
@@ -37,7 +58,8 @@ def test_documents_added_from_the_page_are_followed_live_and_stopped(browser, se
         page.goto(f"/knowledge/{c}")
         page.set_input_files("#add-documents input[type=file]", [str(manual), str(big)])
         page.click("#add-documents button[type=submit]")
-        docs = {d["name"]: d["id"] for d in wait_for(lambda: rows(served.data, "SELECT id, name FROM documents") or None)}
+        docs = {d["name"]: d["id"] for d in wait_for(
+            lambda: rows(served.data, "SELECT id, name FROM documents WHERE collection = ?", (c,)) or None)}
         ready = page.locator(f"#document-{docs['libtasn1.md']}")
         expect(ready).to_contain_text("Ready: ", timeout=30_000)
         reading = page.locator(f"#document-{docs['tides.csv']}")
@@ -49,14 +71,14 @@ def test_documents_added_from_the_page_are_followed_live_and_stopped(browser, se
         reading.get_by_role("button", name="Stop").click()
         expect(reading).to_contain_text("Stopped at page", timeout=15_000)
         expect(reading.get_by_role("button", name="Read again")).to_be_visible()
-        [d] = rows(served.data, "SELECT state, pages_read, pages FROM documents WHERE name = 'tides.csv'")
+        [d] = rows(served.data, "SELECT state, pages_read, pages FROM documents WHERE id = ?", (docs["tides.csv"],))
         assert d["state"] == "stopped" and 0 < d["pages_read"] < d["pages"], d
 
 
 def test_without_javascript_a_collection_being_read_reloads_itself(browser, served):
     c = collection(served)
     with served.store() as store:
-        owner = store.owner()
+        owner = served.person
         file = store.add_file("tides.csv", CSV * 8, owner)
         d = store.add_document(owner, file, "tides.csv", collection=c, kind="csv")
     with served.watched_page(browser, java_script_enabled=False, viewport={"width": 390, "height": 844}) as page:
@@ -71,12 +93,12 @@ def test_without_javascript_a_collection_being_read_reloads_itself(browser, serv
 def test_an_answer_cites_a_page_and_its_chip_opens_it(browser, served, fake, scheme):
     c = collection(served)
     with served.store() as store:
-        owner = store.owner()
+        owner = served.person
         file = store.add_file("libtasn1.md", MANUAL.encode(), owner)
         store.add_document(owner, file, "libtasn1.md", collection=c, kind="markdown")
         agent = store.default_agent(owner).id
         store.set_agent_collections(agent, [c])
-    wait_for(lambda: rows(served.data, "SELECT state FROM documents") == [{"state": "ready"}] or None, 60)
+    ready(served)
     fake.script([tool_call("search_knowledge", {"query": "asn1_der_decoding wrong tag"})],
                 "It returns **ASN1_TAG_ERROR** (libtasn1.md, p. 5).")
     with served.client() as client:
@@ -117,18 +139,18 @@ def test_an_attached_pdfs_reading_and_a_deleted_sources_chip_on_the_conversation
 
     c = collection(served)
     with served.store() as store:
-        owner = store.owner()
+        owner = served.person
         cited = store.add_document(owner, store.add_file("libtasn1.md", MANUAL.encode(), owner), "libtasn1.md",
                                    collection=c, kind="markdown")
         store.set_agent_collections(store.default_agent(owner).id, [c])
-    wait_for(lambda: rows(served.data, "SELECT state FROM documents") == [{"state": "ready"}] or None, 60)
+    ready(served)
     fake.script([tool_call("search_knowledge", {"query": "asn1_der_decoding wrong tag"})],
                 "It returns **ASN1_TAG_ERROR** (libtasn1.md, p. 5); the log says tern-3.")
     pdf = text_pdf([[f"Page {p} of the keeper's log: the lantern is lit at dusk." for _ in range(30)] for p in range(1, 4)])
     with served.client() as client:
         chat = start_chat(client, "What does asn1_der_decoding return for a wrong tag, and what is in the log?",
                           files={"file": ("keepers-log.pdf", pdf, "application/pdf")})
-        wait_for(lambda: rows(served.data, "SELECT 1 FROM items WHERE kind = 'text' AND done = 1") or None, 60)
+        answered(served, chat)
         token = client.get(f"/knowledge/{c}").text.split('name="_csrf_token" value="')[1].split('"')[0]
         assert client.post(f"/knowledge/documents/{cited}/delete", data={"_csrf_token": token},
                            follow_redirects=False).status_code == 303
@@ -153,13 +175,13 @@ def test_hash_in_the_composer_picks_a_collection_for_one_message(browser, served
     c = collection(served, "Tide tables")
     other = collection(served, "Recipes")
     with served.store() as store:
-        owner = store.owner()
+        owner = served.person
         store.add_document(owner, store.add_file("libtasn1.md", MANUAL.encode(), owner), "libtasn1.md",
                            collection=c, kind="markdown")
-    wait_for(lambda: rows(served.data, "SELECT state FROM documents") == [{"state": "ready"}] or None, 60)
+    ready(served)
     with served.client() as client:
         chat = start_chat(client, "Hello")
-    wait_for(lambda: rows(served.data, "SELECT 1 FROM items WHERE kind = 'text' AND done = 1") or None, 60)
+    answered(served, chat)
     for width, height, name in ((1280, 900, "desk"), (390, 844, "phone")):
         fake.script(f"Searched ({name}).")
         with served.watched_page(browser, color_scheme=scheme, viewport={"width": width, "height": height}) as page:
@@ -188,7 +210,8 @@ def test_hash_in_the_composer_picks_a_collection_for_one_message(browser, served
             expect(page.locator("#composer ul.picked-resources li")).to_have_count(0)
             no_wider_than(page, width)
             page.screenshot(path=f"{SHOTS}/knowledge-picked-{name}-{scheme}.png")
-    [last] = rows(served.data, "SELECT knowledge FROM items WHERE kind = 'user' ORDER BY id DESC LIMIT 1")
+    [last] = rows(served.data, "SELECT knowledge FROM items WHERE chat = ? AND kind = 'user' ORDER BY id DESC LIMIT 1",
+                  (chat_id(chat),))
     assert last["knowledge"] == f"c{c}"
     assert other not in [c]
     fake.script("Without script.")
@@ -202,5 +225,6 @@ def test_hash_in_the_composer_picks_a_collection_for_one_message(browser, served
         page.screenshot(path=f"{SHOTS}/knowledge-pick-nojs-phone-{scheme}.png", full_page=True)
         form.get_by_role("button", name="Send, searching them").click()
         expect(page.locator(".item.user").last.locator(".picks")).to_contain_text("Recipes")
-    [last] = rows(served.data, "SELECT knowledge FROM items WHERE kind = 'user' ORDER BY id DESC LIMIT 1")
+    [last] = rows(served.data, "SELECT knowledge FROM items WHERE chat = ? AND kind = 'user' ORDER BY id DESC LIMIT 1",
+                  (chat_id(chat),))
     assert last["knowledge"] == f"c{other}"

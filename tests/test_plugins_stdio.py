@@ -10,9 +10,11 @@ import shutil
 import sys
 from pathlib import Path
 
+import anyio
 import pytest
 
 from app.plugins.sessions import Sessions
+from app.plugins.stdio import WholeLines
 from app.plugins.tools import PluginError, PluginRun, for_run, list_tools
 from app.tables import Plugin
 from app.tools import ToolContext
@@ -94,6 +96,43 @@ async def test_a_commands_result_has_the_same_size_limit():
         assert (await tools["fake_lines"].run({"count": 2}, ctx)).text == "line 1\nline 2\n"
     finally:
         await sessions.close_all()
+
+
+class Chunks:
+    """A byte stream that gives the chunks it was made of, one a receive, then ends."""
+
+    def __init__(self, pieces: list[bytes]):
+        self.pieces = list(pieces)
+
+    async def receive(self) -> bytes:
+        if not self.pieces:
+            raise anyio.EndOfStream
+        return self.pieces.pop(0)
+
+    async def aclose(self) -> None:
+        pass
+
+
+async def received(pieces: list[bytes]) -> list[str]:
+    stream = WholeLines(Chunks(pieces))
+    return [text async for text in stream]
+
+
+@pytest.mark.parametrize("pieces, expected", [
+    ([b'{"a": 1}\n'], ['{"a": 1}\n']),
+    ([b'{"a"', b': 1}\n{"b"', b': 2}\n'], ['{"a": 1}\n', '{"b": 2}\n']),  # a line across pieces, two in one
+    ([b'one\ntwo\nthr', b'ee\n'], ['one\ntwo\n', 'three\n']),
+    (["é€😀\n".encode()[:3], "é€😀\n".encode()[3:7], "é€😀\n".encode()[7:]], ["é€😀\n"]),  # characters cut in two
+    ([b'whole\n', b'no newline at the end'], ['whole\n', 'no newline at the end']),
+    ([b'x' * 1000 for _ in range(100)] + [b'\n'], ['x' * 100_000 + '\n']),
+    ([], []),
+])
+async def test_a_commands_output_is_handed_on_in_whole_lines(pieces, expected):
+    """What the mcp package's reader receives of a command's output (app/plugins/stdio.py,
+    WholeLines): whole lines, whatever pieces the pipe gave, so it joins nothing again."""
+    got = await received(pieces)
+    assert got == expected
+    assert all(t.endswith("\n") for t in got[:-1])
 
 
 RAW = Path(__file__).resolve().parent / "fakes" / "raw_stdio_server.py"

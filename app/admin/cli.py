@@ -16,7 +16,7 @@ from ..accounts.rules import RESET_SECONDS, Accounts, loopback
 from ..accounts.setup import set_up_from_settings, setup_code
 from ..serve import datalock, keeper
 from ..builtin.install import Installer, InstallError, Progress
-from . import backup, move
+from . import backup
 
 
 def migrate(config: configuration.Config) -> list[str]:
@@ -181,6 +181,8 @@ def main(argv: list[str] | None = None) -> None:
         applied = migrate(configuration.load())
         print("applied: " + (", ".join(applied) if applied else "nothing (up to date)"))
     elif args.command == "move-to":
+        from . import move  # psycopg with it: only this command pays for it on SQLite
+
         config = configuration.load()
         try:
             moved = move.move(config, args.url)

@@ -18,6 +18,9 @@ import tempfile
 from contextlib import asynccontextmanager
 from typing import Any
 
+from anyio import EndOfStream
+from anyio.streams.text import TextReceiveStream
+
 from app.tables import Plugin
 
 STDERR_SHOWN = 300  # characters of the command's standard error a status quotes
@@ -82,11 +85,43 @@ def _package(parts: list[str]) -> str:
     return name
 
 
+class WholeLines(TextReceiveStream):
+    """The command's standard output decoded, handed on only in whole lines (each piece ends
+    with a newline, but the last before the end). The mcp package's reader joins what it
+    holds to each piece it receives and splits the whole again, so a message of one long
+    line cost time as its square: a 19 MB answer ~12 s of the worker's loop, every page of
+    that worker stalled meanwhile. Given whole lines, its reader holds nothing between
+    pieces, and each byte is looked at a bounded number of times."""
+
+    def __post_init__(self, encoding: str, errors: str) -> None:
+        super().__post_init__(encoding, errors)
+        self._held: list[str] = []  # the line begun, in the pieces it came in
+
+    async def receive(self) -> str:
+        while True:
+            try:
+                piece = await super().receive()
+            except EndOfStream:
+                if not self._held:
+                    raise
+                rest, self._held = "".join(self._held), []
+                return rest  # a last line without its newline
+            end = piece.rfind("\n")
+            if end < 0:
+                self._held.append(piece)
+                continue
+            lines = "".join([*self._held, piece[:end + 1]])
+            self._held = [piece[end + 1:]] if end + 1 < len(piece) else []
+            return lines
+
+
 @asynccontextmanager
 async def streams(p: Plugin, attempt: Any = None):
     """The streams of the plugin's command, started here and stopped on leaving."""
+    from mcp.client import stdio as sdk
     from mcp.client.stdio import StdioServerParameters, stdio_client
 
+    sdk.TextReceiveStream = WholeLines  # its reader's stream of the command's output (above)
     if not p.command:
         raise StdioError("refused: a command plugin needs a program to run")
     params = StdioServerParameters(command=p.command, args=list(p.args), env=dict(p.env))
