@@ -455,11 +455,13 @@ def m054_passage_words(db) -> None:
     # The rows count the passages up to id `search_passages_counted.upto` (no row: none); the
     # newer ones, fewer than a thousand, a search counts itself from their tsvectors (~1 ms).
     # They are counted a thousand at a time, by the statement that writes the thousandth (a
-    # page: ~0.1-0.3 s, once every hundred pages): counted page by page, a page's ~600 words'
-    # rows were written with every page, and the passages' writing took 40-60% longer; counted
-    # so, ~15% (benchmarks/README.md). Every passage up to `upto` is counted: ids are taken and
-    # committed in order, as every write holds the store's write lock (docs/postgres.md), the
-    # same lock that keeps two writes from ever waiting on a frequent word's row.
+    # page: ~0.1-0.2 s more, once every hundred pages): counted page by page, a page's ~600
+    # words' rows were written with every page, and writing 100,000 passages took 65% longer;
+    # counted so (and a page's passages written by one statement), 4-6% (benchmarks/README.md,
+    # "Words' counts kept on PostgreSQL"). Every passage up to `upto` is counted: ids are
+    # taken and committed in order, as every write holds the store's write lock
+    # (docs/postgres.md), the same lock that keeps two writes from ever waiting on a frequent
+    # word's row.
     db.execute("""CREATE TABLE search_passage_words (
         word TEXT COLLATE "C" PRIMARY KEY,
         passages BIGINT NOT NULL CHECK (passages >= 0))""")
