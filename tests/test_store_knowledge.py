@@ -281,3 +281,99 @@ def test_picks_parse_what_the_composer_sends_and_nothing_else():
             Picks.parse(bad)
     with pytest.raises(ValueError, match="at most 20"):
         Picks.parse(",".join(f"d{n}" for n in range(21)))
+
+
+# --- PostgreSQL's kept counts of words (pg_migrations.py's m054) ----------------------------
+
+def kept_and_fresh(db) -> tuple[dict[str, int], dict[str, int]]:
+    """`search_passage_words` as kept, and as counted afresh from the tsvectors of the passages
+    it counts, those up to `search_passages_counted.upto` (ts_stat: how many passages hold
+    each lexeme; the empty word, every passage)."""
+    kept = dict(db.execute("SELECT word, passages FROM search_passage_words").fetchall())
+    upto = db.execute("SELECT coalesce(max(upto), 0) FROM search_passages_counted").fetchone()[0]
+    fresh = dict(db.execute(f"SELECT word, ndoc FROM ts_stat('SELECT doc FROM search_passages WHERE id <= {upto}')"))
+    total = db.execute("SELECT count(*) FROM search_passages WHERE id <= ?", [upto]).fetchone()[0]
+    return kept, {**fresh, **({"": total} if total else {})}
+
+
+def counted_over_the_index(db, words: list[str]) -> tuple[int, dict[str, int]]:
+    """What the search counted before m054, for each word: its rows over the GIN index."""
+    return db.execute("SELECT count(*) FROM search_passages").fetchone()[0], {w: db.execute(
+        "SELECT count(*) FROM search_passages WHERE doc @@ to_tsquery('tabletalk_english', ?)", [w]).fetchone()[0]
+        for w in words}
+
+
+def test_postgresqls_kept_word_counts_follow_every_write_and_delete_and_rank_as_counting_did(pg_url):
+    """Every way passages come and go (pages written, one written again, a failed document read
+    again, a document, a collection, a conversation and a person deleted, counted passages and
+    newer ones) leaves each word's kept count equal to a fresh count of the passages counted,
+    and the counts a search reads equal to those it counted over the index before (so it
+    ranks the same); m054 counts what was there."""
+    from app.accounts.rules import Accounts
+    from app.store import Store, db as dbm, schema
+    from app.store.schema import pg_migrations
+
+    db = dbm.connect(pg_url)
+    try:
+        with pytest.MonkeyPatch.context() as patch:  # a database from before m054, with passages
+            patch.setattr(pg_migrations, "MIGRATIONS", [fn for fn in pg_migrations.MIGRATIONS
+                                                         if fn.__name__ != "m054_passage_words"])
+            schema.migrate(db)
+            store = Store(db)
+            owner = Accounts(store).add("Owner", "correct horse battery").id
+            manuals = store.add_collection(owner, "Manuals")
+            before = a_document(store, owner, manuals)
+            store.take_document("w", LEASE)
+            store.read_page(before, "w", 1, 1, [("Café", "The café's résumé: encoded, encoding x-ray 3.14"),
+                                                ("", "Dogs run; the dog ran")], LEASE)
+        assert schema.migrate(db) == ["m054_passage_words"]
+        kept, fresh = kept_and_fresh(db)
+        assert kept == fresh and kept[""] == 2 and kept["cafe"] == 1 and kept["dog"] == 1
+
+        def same(words=("dog", "cafe", "encodes", "the", "x", "3", "14", "anchor", "nowhere", "résumé")):
+            kept, fresh = kept_and_fresh(db)
+            assert kept == fresh
+            assert store._word_counts(list(words)) == counted_over_the_index(db, list(words))
+
+        store.finish_document(before, "w", "ready")
+        read = a_document(store, owner, manuals, "read.pdf")
+        store.take_document("w", -1)  # its lease already over: taken again, a page written twice
+        store.read_page(read, "w", 1, 2, [("Anchor", "The anchor and the dog"), ("", ""), ("", "anchor chain")], -1)
+        store.take_document("w2", LEASE)
+        store.read_page(read, "w2", 1, 2, [("Anchor", "The anchor and the dog"), ("", ""), ("", "anchor chain")], LEASE)
+        # in three statements: the second's passages are counted with all before them
+        store.read_page(read, "w2", 2, 2, [("", f"anchor {n} the") for n in range(1200)], LEASE)
+        upto = db.execute("SELECT upto FROM search_passages_counted").fetchone()[0]
+        assert db.execute("SELECT count(*) FROM search_passages WHERE id > ?", [upto]).fetchone()[0] == 200
+        same()
+        store.finish_document(read, "w2", "failed", "a reason")
+        assert store.read_again(read)  # a failed one starts over: its passages go
+        same()
+        store.take_document("w", LEASE)
+        store.read_page(read, "w", 1, 1, [("", "anchor again")], LEASE)
+        store.finish_document(read, "w", "ready")
+        chat = store.new_conversation(store.default_agent(owner).id, "Attached", person=owner).id
+        attached = store.add_document(owner, store.add_file("a.txt", b"x", person=owner), "a.txt", chat=chat)
+        store.take_document("w", LEASE)
+        store.read_page(attached, "w", 1, 1, [("", "the dog in the conversation")], LEASE)
+        same()
+        found = store.search_passages("conversation dogs", Scope(collections=(manuals,), chat=chat), limit=20)
+        assert [f.text for f in found] == ["the dog in the conversation"], "the rare word decides what is ranked"
+        store.delete_document(before)
+        same()
+        store.delete_conversation(chat)
+        same()
+        store.delete_collection(manuals)
+        same()
+        other = store.add_collection(owner, "Other")
+        written(store, owner, other, [("", "the last dog")])
+        bea = Accounts(store).add("Bea", "another long password").id
+        written(store, bea, store.add_collection(bea, "Bea's"), [("", "Bea's dog"), ("", "her anchor")])
+        same()
+        assert store.remove_person(bea)
+        same()
+        store.delete_collection(other)
+        assert kept_and_fresh(db) == ({}, {}), "no passage: no word, no total"
+        assert store._word_counts(["dog"]) == (0, {"dog": 0})
+    finally:
+        db.conn.close()

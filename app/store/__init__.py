@@ -45,7 +45,7 @@ class Store(Chats, Changes, Search, Branches, Agents, Plugins, Context, Files, P
     def __init__(self, db, notify=lambda: None):
         super().__init__(db, notify)
         # What this process keeps of the rows between searches (a fenced view shares them):
-        self.word_counts: dict[str, tuple[int, float]] = {}  # passages holding a word, when counted (store/knowledge.py)
+        self.word_counts: dict[str, tuple[int, float]] = {}  # SQLite: passages holding a word, when counted (store/knowledge.py)
         self.codes: dict[str, Codes] = {}  # the embedding model's vectors' sign bits: a search's first look
 
 

@@ -29,8 +29,9 @@ FUSED = 40  # passages of each ranking (words, meaning) merged when a search has
 # has any: "make", "file", "time" match a third of a manual), as BM25's IDF all but does
 RARE_SHARE = 0.05
 FREQUENT_RANKED = 2_000  # a query of frequent words only is searched among the newest passages, first
-WORD_COUNTS_SECONDS = 60.0  # how long a word's count of passages is used before it is counted again
+WORD_COUNTS_SECONDS = 60.0  # how long SQLite uses a word's count of passages before it counts it again
 WORD_COUNTS_MAX = 10_000  # words counted and kept; past this the counts start over
+PAGE_ROWS = 500  # passages written by one statement (5 values each: within either engine's limit)
 
 
 def idf(total: int, held: int) -> float:
@@ -59,7 +60,7 @@ def query_words(query: str) -> list[str]:
 
 
 class Knowledge(Vectors):
-    word_counts: dict[str, tuple[int, float]]  # (Store.__init__)
+    word_counts: dict[str, tuple[int, float]]  # SQLite's, counted (Store.__init__)
 
     # --- collections ------------------------------------------------------------------------
 
@@ -337,12 +338,16 @@ class Knowledge(Vectors):
             if db.conn.execute("SELECT 1 FROM documents WHERE id = ? AND owner = ? AND state = 'reading'",
                                [document, owner]).fetchone() is None:
                 return False
+            # one statement for up to PAGE_ROWS passages: PostgreSQL indexes and counts the words
+            # of what one statement wrote together (pg_migrations.py's m054)
+            rows = [(document, page, n, heading, text) for n, (heading, text) in enumerate(passages) if text]
             added = 0
-            for n, (heading, text) in enumerate(passages):
-                if text:
-                    added += db.conn.execute(
-                        "INSERT INTO passages (document, page, n, heading, text) VALUES (?, ?, ?, ?, ?) "
-                        "ON CONFLICT (document, page, n) DO NOTHING", [document, page, n, heading, text]).rowcount
+            for start in range(0, len(rows), PAGE_ROWS):
+                part = rows[start:start + PAGE_ROWS]
+                added += db.conn.execute(
+                    "INSERT INTO passages (document, page, n, heading, text) VALUES "
+                    f"{', '.join(['(?, ?, ?, ?, ?)'] * len(part))} ON CONFLICT (document, page, n) DO NOTHING",
+                    [x for row in part for x in row]).rowcount
             db.conn.execute(
                 "UPDATE documents SET pages = ?, pages_read = ?, passages = passages + ?, leased = ?, updated = ?, "
                 "rev = ? WHERE id = ?", [pages, page, added, t + lease_seconds, t, dbm.bump(db), document])
@@ -507,30 +512,50 @@ class Knowledge(Vectors):
         return [Found(*r) for r in rows]
 
     def _word_counts(self, words: list[str]) -> tuple[int, dict[str, int]]:
-        """How many passages there are, and how many hold each word, counted at most once a
+        """How many passages there are, and how many hold each word. PostgreSQL reads the
+        counts the store keeps (`_kept_counts`: each word's IDF is the store's, exact and as
+        fresh as the passages). SQLite, whose BM25 knows
+        each word's rarity, counts up to half the passages, enough to tell the rare words and
+        those its BM25 scores nil without reading a frequent word's every row, at most once a
         WORD_COUNTS_SECONDS for a word (a rarity that lags new documents by a minute ranks as
-        well). PostgreSQL counts them all over the GIN index (each word's IDF is the store's);
-        SQLite, whose BM25 knows each word's rarity, counts up to half the passages: enough to
-        tell the rare words and those its BM25 scores nil, without reading a frequent word's
-        every row."""
+        well)."""
+        if dbm.postgres(self.db):
+            return self._kept_counts(words)
         counts = self.word_counts
         now = time.monotonic()
         wanted = [w for w in ["", *words] if w not in counts or now - counts[w][1] > WORD_COUNTS_SECONDS]
-        if dbm.postgres(self.db) and wanted:
-            found = self._one("SELECT " + ", ".join(
-                "(SELECT count(*) FROM search_passages)" if not w else
-                "(SELECT count(*) FROM search_passages WHERE doc @@ to_tsquery('tabletalk_english', ?))"
-                for w in wanted), [w for w in wanted if w])
-        elif wanted:
+        if wanted:
             total = int(self._one("SELECT count(*) FROM passages")[0]) if "" in wanted else counts[""][0]
             found = [total if not w else self._one(
                 "SELECT count(*) FROM (SELECT 1 FROM search_passages WHERE search_passages MATCH ? LIMIT ?)",
                 [f'"{w}"', (total + 1) // 2])[0] for w in wanted]
-        if wanted:
             if len(counts) > WORD_COUNTS_MAX:
                 counts.clear()
             counts.update({w: (int(n), now) for w, n in zip(wanted, found)})
         return counts[""][0], {w: counts[w][0] for w in words}
+
+    def _kept_counts(self, words: list[str]) -> tuple[int, dict[str, int]]:
+        """PostgreSQL's counts, in one read: those kept of the passages counted
+        (`search_passage_words`, up to `search_passages_counted.upto`), plus those of the
+        newer ones, fewer than a thousand, counted here from their tsvectors. A word that is
+        not one lexeme to the passages' configuration (none, or several, which the search
+        matches as a phrase; a query's words nearly never are) is counted over the GIN index,
+        as it is matched."""
+        lexeme = "(tsvector_to_array(to_tsvector('tabletalk_english', ?)))[1]"
+        kept = "coalesce((SELECT passages FROM search_passage_words WHERE word = {}), 0)"
+        counts = [kept.format("''") + " + newer.n"]
+        params: list = []
+        for n, w in enumerate(words):
+            counts.append(f"CASE WHEN numnode(to_tsquery('tabletalk_english', ?)) = 1 "
+                          f"THEN {kept.format(lexeme)} + newer.w{n} ELSE (SELECT count(*) FROM search_passages "
+                          "WHERE doc @@ to_tsquery('tabletalk_english', ?)) END")
+            params += [w, w, w]
+        newer = ", ".join(["count(*) AS n", *(f"count(*) FILTER (WHERE doc @@ to_tsquery('tabletalk_english', ?)) "
+                                             f"AS w{n}" for n in range(len(words)))])
+        row = self._one(
+            f"SELECT {', '.join(counts)} FROM (SELECT {newer} FROM search_passages WHERE id > "
+            "coalesce((SELECT upto FROM search_passages_counted), 0)) AS newer", [*params, *words])
+        return int(row[0]), {w: int(n) for w, n in zip(words, row[1:])}
 
     def passages_gone(self, items: list) -> frozenset[int]:
         """The passages the items cite (their sources' chips) that are no longer kept: their

@@ -5,7 +5,8 @@ What is copied is every table SQLite's migrations make, found from SQLite's own 
 a table a later migration adds is copied without a change here), in the order their foreign
 keys need. Not copied: `migrations` (each engine has its own history, both at this release's
 version), SQLite's FTS5 tables (PostgreSQL's `search` rows are written by its own triggers
-from the items and titles copied), and the rows of `runs`: leases of a server that is not
+from the items and titles copied, `search_passages` and its words' counts from the
+passages), and the rows of `runs`: leases of a server that is not
 running, void as `tabletalk serve` voids them when it starts on SQLite. Files' bytes, which
 SQLite's install keeps in files/, go into PostgreSQL's `blobs` and `chunks` through the
 store's blobs interface (app/store/blobs.py), each checked against its sha256.

@@ -441,3 +441,74 @@ def m053_model_people(db) -> None:
         PRIMARY KEY (connection, model, person),
         FOREIGN KEY (connection, model) REFERENCES model_rules(connection, model) ON DELETE CASCADE)""")
     db.execute("CREATE INDEX model_people_person ON model_people (person)")
+
+
+@migration
+def m054_passage_words(db) -> None:
+    # How many passages hold each word of the index, kept so that a search reads a word's IDF
+    # (store/knowledge.py) instead of counting the word's rows over the GIN index, which took
+    # ~300 ms for a word in a third of 100,000 passages (PostgreSQL's own, as m030: FTS5
+    # keeps its own statistics, so no twin on SQLite). `word` is a lexeme exactly as the
+    # passages' tsvectors hold it (their own `tsvector_to_array`); the empty word, which every
+    # passage holds, counts the passages; a word no counted passage holds has no row.
+    #
+    # The rows count the passages up to id `search_passages_counted.upto` (no row: none); the
+    # newer ones, fewer than a thousand, a search counts itself from their tsvectors (~1 ms).
+    # They are counted a thousand at a time, by the statement that writes the thousandth (a
+    # page: ~0.1-0.2 s more, once every hundred pages): counted page by page, a page's ~600
+    # words' rows were written with every page, and writing 100,000 passages took 65% longer;
+    # counted so (and a page's passages written by one statement), 4-6% (benchmarks/README.md,
+    # "Words' counts kept on PostgreSQL"). Every passage up to `upto` is counted: ids are
+    # taken and committed in order, as every write holds the store's write lock
+    # (docs/postgres.md), the same lock that keeps two writes from ever waiting on a frequent
+    # word's row.
+    db.execute("""CREATE TABLE search_passage_words (
+        word TEXT COLLATE "C" PRIMARY KEY,
+        passages BIGINT NOT NULL CHECK (passages >= 0))""")
+    db.execute("""CREATE TABLE search_passages_counted (
+        id BIGINT PRIMARY KEY CHECK (id = 1),
+        upto BIGINT NOT NULL)""")
+    # One statement writes the search rows of all the passages a statement wrote (a page's
+    # passages at once: Store.read_page; a move's whole COPY), not a row at a time.
+    db.execute("DROP TRIGGER passages_search ON passages")
+    db.execute("""CREATE OR REPLACE FUNCTION search_passages() RETURNS trigger LANGUAGE plpgsql AS $$
+    DECLARE
+        counted BIGINT := coalesce((SELECT upto FROM search_passages_counted), 0);
+        newest BIGINT;
+    BEGIN
+        INSERT INTO search_passages (id, document, doc) SELECT id, document,
+            setweight(to_tsvector('tabletalk_english', search_words(heading)), 'A')
+            || to_tsvector('tabletalk_english', search_words(text)) FROM added;
+        newest := (SELECT max(id) FROM search_passages);
+        IF newest - counted >= 1000 THEN
+            INSERT INTO search_passage_words AS w (word, passages)
+                SELECT word, count(*) FROM search_passages, unnest(array_append(tsvector_to_array(doc), '')) AS word
+                WHERE id > counted GROUP BY word ORDER BY word
+                ON CONFLICT (word) DO UPDATE SET passages = w.passages + excluded.passages;
+            INSERT INTO search_passages_counted (id, upto) VALUES (1, newest)
+                ON CONFLICT (id) DO UPDATE SET upto = excluded.upto;
+        END IF;
+        RETURN NULL;
+    END $$""")
+    db.execute("CREATE TRIGGER passages_search AFTER INSERT ON passages REFERENCING NEW TABLE AS added "
+               "FOR EACH STATEMENT EXECUTE FUNCTION search_passages()")
+    # Deleted, whatever deleted them (a document read again or deleted, its collection, its
+    # conversation, its person): `search_passages` rows go by their key's cascade, whose rows
+    # PostgreSQL hands this trigger at once, every cascade of the statement together.
+    db.execute("""CREATE FUNCTION search_passage_words_gone() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        WITH counted AS (
+            SELECT word, count(*) AS n FROM gone, unnest(array_append(tsvector_to_array(doc), '')) AS word
+            WHERE id <= coalesce((SELECT upto FROM search_passages_counted), 0) GROUP BY word),
+        emptied AS (
+            DELETE FROM search_passage_words w USING counted c WHERE w.word = c.word AND w.passages <= c.n)
+        UPDATE search_passage_words w SET passages = w.passages - c.n FROM counted c
+            WHERE w.word = c.word AND w.passages > c.n;
+        RETURN NULL;
+    END $$""")
+    db.execute("CREATE TRIGGER search_passages_gone AFTER DELETE ON search_passages REFERENCING OLD TABLE AS gone "
+               "FOR EACH STATEMENT EXECUTE FUNCTION search_passage_words_gone()")
+    db.execute("""INSERT INTO search_passage_words (word, passages)
+        SELECT word, count(*) FROM search_passages, unnest(array_append(tsvector_to_array(doc), '')) AS word
+        GROUP BY word""")
+    db.execute("INSERT INTO search_passages_counted (id, upto) SELECT 1, max(id) FROM search_passages HAVING count(*) > 0")
