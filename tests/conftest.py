@@ -30,6 +30,7 @@ from bs4 import BeautifulSoup
 from tests.fakes.everything import Everything
 from tests.fakes.openai_server import FakeModelServer, text
 from tests.marks import Marks
+from tests import zygote
 
 from app.store import schema
 
@@ -593,6 +594,12 @@ def free_port() -> int:
 NEWCOMERS = itertools.count(1)
 
 
+# `tabletalk serve` forked from a process that imported it once (tests/zygote.py): ~0.9 s of
+# CPU less a start. TABLETALK_TEST_FORK=0: each start a process from nothing.
+FORK = os.environ.get("TABLETALK_TEST_FORK", "1") != "0"
+atexit.register(zygote.close)
+
+
 class Served:
     """`tabletalk serve` as a real process (granian), for tests about serving."""
 
@@ -664,10 +671,13 @@ class Served:
         self.data.mkdir(parents=True, exist_ok=True)
         out = open(self.log, "ab")
         self.launched_at = out.tell()  # where this start's lines begin in the log
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "app.admin.cli", "serve", "--port", str(self.port), "--workers", str(self.workers)],
-            cwd=ROOT, env=self.env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
-        )
+        args = ["serve", "--port", str(self.port), "--workers", str(self.workers)]
+        if FORK:  # from this worker's zygote: the imports made once (tests/zygote.py)
+            out.close()
+            self.proc = zygote.fork(args, self.env, ROOT, self.log)
+        else:
+            self.proc = subprocess.Popen([sys.executable, "-m", "app.admin.cli", *args], cwd=ROOT, env=self.env,
+                                         stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
         return self
 
     def ready(self, timeout: float = 20) -> "Served":

@@ -30,7 +30,8 @@ MARKS = ("browser", "process", "postgres")
 FIXTURE_MARKS = {"browser": "browser", "pg_cluster": "postgres", "served": "process", "shared_served": "process",
                  "module_served": "process", "served_with_plugin": "process",
                  "everything": "process", "with_plugin": "process"}
-SPAWNS = ("subprocess.Popen", "os.posix_spawn", "os.fork", "os.forkpty", "os.exec", "os.spawn")
+SPAWNS = ("subprocess.Popen", "os.posix_spawn", "os.fork", "os.forkpty", "os.exec", "os.spawn",
+          "tabletalk.zygote.fork")  # (tests/zygote.py: `tabletalk serve` forked by another process)
 # what a library runs to learn about the machine, once, whichever test comes first
 # (platform.processor(), as argon2-cffi asks it): no server, nothing the fast set waits on
 PROBES = ("uname ",)
@@ -52,7 +53,7 @@ class Marks:
     @staticmethod
     def _command(event: str, args: tuple) -> str:
         try:
-            argv = args[1] if event == "subprocess.Popen" else (args[1] if len(args) > 1 else ())
+            argv = args[1] if event == "subprocess.Popen" or len(args) > 1 else (args[0] if args else ())
             words = [str(a) for a in (argv if isinstance(argv, (list, tuple)) else [argv])]
             return " ".join(words)[:200] or event
         except Exception:  # an audit hook must never raise into the code it watches
