@@ -247,3 +247,35 @@ async def test_an_api_stream_beside_a_page_is_handed_the_rows_not_the_pages_text
         assert "".join(sent) == "alpha beta gamma"
     finally:
         feed.db.conn.close()
+
+
+def test_what_pages_and_api_streams_follow_here_is_marked_watched_for_every_runner(store, monkeypatch):
+    """A feed marks the conversations its pages and API streams follow as watched in the rows
+    (Store.mark_watched), so a runner in any worker or server writes their answers' growth on
+    the beat: a new one at the feed's next turn, all of them again every WATCH_RENEW_SECONDS;
+    a sidebar's stream (no conversation) marks nothing."""
+    from app.feed import dispatch
+
+    a = store.new_conversation(None).id
+    b = store.new_conversation(None).id
+    feed = Feed(database_of(store), render=live.chat_changes)
+    try:
+        feed.follow(None, lists=True)
+        feed._mark()
+        assert store.watched([a, b]) == set()
+        page = feed.follow(a)
+        feed._mark()
+        assert store.watched([a, b]) == {a}
+        feed.watch(b)  # an API stream
+        feed._mark()
+        assert store.watched([a, b]) == {a, b}
+        feed.unfollow(page)
+        renewed = []
+        monkeypatch.setattr(feed.store, "mark_watched", lambda chats, seconds: renewed.append(chats))
+        feed._mark()
+        assert renewed == [], "nothing new, and not yet time to renew"
+        feed._mark_at = 0.0  # WATCH_RENEW_SECONDS later
+        feed._mark()
+        assert renewed == [[b]] and dispatch.WATCH_RENEW_SECONDS < dispatch.WATCH_SECONDS
+    finally:
+        feed.close()

@@ -13,7 +13,7 @@ from app.store import Store
 from app.tables import asked, item
 from app.tools import Result, Tool
 from tests.conftest import ENGINES, Served, database, on_both_engines, wait_for, whole_texts
-from tests.fakes.openai_server import rate, text
+from tests.fakes.openai_server import hold, rate, text
 
 
 @pytest.fixture(params=ENGINES)
@@ -159,6 +159,65 @@ def test_two_workers_answer_every_message_exactly_once(data, env, fake):
         assert len(per_turn) == 24 and all(n == 1 for _, n in per_turn)
         assert len(fake.streamed) == 24
     finally:
+        served.stop()
+        db.conn.close()
+
+
+@pytest.mark.process
+def test_a_page_on_the_other_worker_is_sent_the_answer_on_the_beat(data, env, fake):
+    """A page following a conversation in the worker that is not running its answer has its
+    feed mark the conversation watched (Feed._mark), so the runner writes the growth on the
+    beat for it, not once a second as for an answer nobody follows (run/writes.py). Counted:
+    the page's messages that grow the text, for 40 words at 20 a second (2 s): ~40 writes on
+    the beat, ~3 once a second."""
+    import threading
+    import time
+
+    import httpx
+
+    go = threading.Event()
+    fake.script([hold(go), rate(20), text(" ".join(f"w{n:02d}" for n in range(40)))])
+    served = Served(data, env, workers=2).start()
+    db = dbm.connect(database(data))
+    store = Store(db)
+    clients: list[httpx.Client] = []
+    try:
+        chat = store.new_conversation(None).id
+        store.add(asked(chat, "go"))  # its run waits for `go` at the model
+        owner = wait_for(lambda: db.conn.execute("SELECT owner FROM runs WHERE chat = ?", [chat]).fetchone())[0]
+        # which worker a stream lands on is the kernel's choice: streams are opened one at a
+        # time, and one on the running worker is closed again (a page there would have its
+        # answer on the beat anyway), until one is on the other
+        for _ in range(40):
+            client = httpx.Client(base_url=served.url, cookies=served.cookies, timeout=30)
+            clients.append(client)
+            stream = client.send(client.build_request("GET", f"/c/{chat}/events?since=0"), stream=True)
+            lines = stream.iter_lines()
+            if next(lines).split()[-1] != owner.split(":")[1]:  # ": worker PID", the stream's first line
+                break
+            stream.close()
+            client.close()
+        else:
+            pytest.fail("40 streams all landed on the worker running the answer")
+        time.sleep(0.5)  # the closed ones are gone from the running worker's feed
+        go.set()
+        messages, message, ended = [], "", False
+        deadline = time.monotonic() + 60
+        for line in lines:
+            message += line + "\n"
+            if line == "":
+                messages.append(message)
+                message = ""
+                ended = ended or "w39" in messages[-1]
+                if (ended and 'class="state done"' in messages[-1]) or time.monotonic() > deadline:
+                    break
+        assert ended, messages
+        grew = [m for m in messages if "<hx-a t=i" in m or re.search(r'id="i\d+-0"', m)]
+        assert len(grew) >= 10, f"{len(grew)} messages grew the text: {messages}"
+    finally:
+        go.set()
+        for client in clients:
+            client.close()
         served.stop()
         db.conn.close()
 

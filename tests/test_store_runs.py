@@ -377,3 +377,71 @@ async def test_a_text_read_once_a_frame_is_still_written_once_a_beat():
     await asyncio.sleep(BEAT_SECONDS * 2)
     beats = (loop.time() - start) / BEAT_SECONDS
     assert 0 < Counting.writes <= beats + 1, f"{Counting.writes} writes in {beats:.0f} beats"
+
+
+def test_a_followed_conversation_is_marked_watched_until_its_mark_runs_out(store, monkeypatch):
+    """Store.mark_watched (a feed's, for what its pages and API streams follow) and `watched`
+    (a runner's, for whether to write growth on the beat): a mark holds for its seconds, a
+    renewal never shortens one, a deleted conversation is left out, and no page is told of
+    it (no rev)."""
+    from app.store import db as dbm
+
+    a = store.new_conversation(None).id
+    b = store.new_conversation(None).id
+    gone = store.new_conversation(None).id
+    store.delete_conversation(gone)
+    assert store.watched([a, b]) == set()
+    rev = store.rev()
+    store.mark_watched([a, gone], 5.0)
+    assert store.watched([a, b, gone]) == {a} and store.rev() == rev
+    store.mark_watched([a], 1.0)  # another worker's renewal, shorter: the longer mark holds
+    later = dbm.now() + 3.0
+    monkeypatch.setattr(dbm, "now", lambda: later)
+    assert store.watched([a]) == {a}
+    later += 3.0  # past its five seconds
+    assert store.watched([a]) == set()
+    store.mark_watched([a, b], 5.0)
+    assert store.watched([a, b]) == {a, b}
+
+
+async def test_a_text_nobody_follows_is_written_once_a_second_and_on_the_beat_once_followed():
+    """Writes.watched (Runner.watched: a page or an API stream follows the conversation here or
+    anywhere): an answer nobody follows is written at most once every UNWATCHED_SECONDS,
+    however often it grows (a slow model's every chunk was a write transaction); once it is
+    followed, its next growth is written within a beat, and a flush (a step's end) writes
+    everything at once. Counts of writes, bounded above; the one lower bound waits."""
+    from app.beat import BEAT_SECONDS
+    from app.run.writes import UNWATCHED_SECONDS, Writes
+
+    class Counting:  # the store's side of a write of growth, counted
+        written: list[dict] = []
+
+        def grow_items(self, pending, notify=True, owner=None):
+            Counting.written.append({k: str(v["text"]) for k, v in pending.items()})
+            return 0
+
+    followed: set[int] = set()
+    writes, pieces = Writes(Counting(), watched=lambda chat: chat in followed), Pieces()
+    other = Pieces()
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    while loop.time() < start + 2.5:  # ten chunks a second, 2.5 seconds
+        writes.grow(1, 7, text=pieces.add("word "))
+        writes.grow(2, None, text=other.add("word "))  # (no conversation said: on the beat, as before)
+        await asyncio.sleep(0.1)
+    took = loop.time() - start
+    slow = [w for w in Counting.written if 1 in w]
+    assert 1 <= len(slow) <= took / UNWATCHED_SECONDS + 1, f"{len(slow)} writes in {took:.1f} s"
+    assert len([w for w in Counting.written if 2 in w]) > len(slow)
+    followed.add(7)  # a page begins to follow it
+    before = len(Counting.written)
+    writes.grow(1, 7, text=pieces.add("more "))
+    deadline = loop.time() + 10 * BEAT_SECONDS  # (a loaded machine's timers are late)
+    while len(Counting.written) == before and loop.time() < deadline:
+        await asyncio.sleep(BEAT_SECONDS / 5)
+    assert Counting.written[before:] and Counting.written[-1].get(1, "").endswith("more ")
+    followed.clear()
+    writes.grow(1, 7, text=pieces.add("last"))
+    writes.flush()  # a step's end: whatever is pending, now
+    assert Counting.written[-1][1].endswith("last")
+    writes.close()

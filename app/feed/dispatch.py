@@ -56,6 +56,12 @@ OUTAGE_POLL_SECONDS = 0.25  # how often the database is looked for while it cann
 # each, and a conversation a hundred pages follow gets a frame every 0.1 s (its CPU was 3x
 # the rows' path's at a frame each: benchmarks/README.md, "The fast path").
 FANOUT_SENDS = 1000
+# The conversations followed here are marked as watched in the rows (Store.mark_watched) for
+# WATCH_SECONDS, renewed every WATCH_RENEW_SECONDS while they are, a new one at the feed's
+# next turn: the runner of their answer, in whatever worker or server, writes its growth on
+# the beat while the mark holds, and once a second while it does not (run/writes.py).
+WATCH_SECONDS = 5.0
+WATCH_RENEW_SECONDS = 2.0
 
 # (store, chat, changed items, changed conversation or None, deleted dom ids, what the pages
 # in step have, brought up to date) -> one SSE message's HTML. The store reads through the
@@ -224,6 +230,8 @@ class Feed:
         self._frame: asyncio.Handle | None = None
         self._framed = 0.0
         self._chat_framed: dict[int, float] = {}  # when each conversation's pages were last sent a frame
+        self._marked: set[int] = set()  # the conversations marked watched at the last renewal (`_mark`)
+        self._mark_at = 0.0  # when the marks are renewed next
 
     # --- wake-ups -------------------------------------------------------------------
 
@@ -280,6 +288,7 @@ class Feed:
         poked = False  # the last look was for a commit of this process
         keepalive_at = time.monotonic() + KEEPALIVE_SECONDS
         while not self.closed:
+            self._mark()
             if time.monotonic() >= keepalive_at:  # one loop for every idle stream, not a timer each
                 keepalive_at = time.monotonic() + KEEPALIVE_SECONDS
                 for group in self.followers.values():
@@ -414,6 +423,24 @@ class Feed:
                     self._due.discard(item)
 
     # --- the fast path: growth read in this process, from memory -----------------------
+
+    def follows(self, chat: int) -> bool:
+        """Whether a page or an API stream in this process follows `chat`."""
+        return chat in self.followers or chat in self.watchers
+
+    def _mark(self) -> None:
+        """Mark the conversations followed here as watched (WATCH_SECONDS): every
+        WATCH_RENEW_SECONDS, and at once when one is new."""
+        chats = {c for c in self.followers if c is not None} | set(self.watchers)
+        if not chats or (time.monotonic() < self._mark_at and chats <= self._marked):
+            return
+        try:
+            self.store.mark_watched(sorted(chats), WATCH_SECONDS)
+        except Exception as e:  # (the runner then writes once a second: what a page shows lags, nothing is lost)
+            if not unavailable(e):
+                log.exception("marking the followed conversations failed")
+        self._marked = chats
+        self._mark_at = time.monotonic() + WATCH_RENEW_SECONDS
 
     def followed_here(self, chat: int) -> bool:
         """Whether a page in this process follows `chat` (its answer is read once a frame)."""

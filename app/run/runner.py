@@ -41,6 +41,10 @@ log = logging.getLogger(__name__)
 LEASE_SECONDS = 10.0  # the default of TABLETALK_LEASE_SECONDS (config.lease_seconds)
 IDLE_SCAN_SECONDS = 1.0   # a full scan for pending work, at least this often
 SCAN_GAP_SECONDS = 0.1    # the least time between two scans
+# How stale the runner's knowledge that nobody elsewhere follows a conversation may be: a page
+# that begins to follow one in another worker sees its growth on the beat within this, and
+# its catch-up lags the rows' last write (UNWATCHED_SECONDS at most) meanwhile.
+WATCH_CHECK_SECONDS = 0.25
 TAKE_PER_SCAN = 64        # on PostgreSQL, the most new conversations one scan leases (others share the rest)
 STOP_GRACE_SECONDS = 5.0  # a running tool told of a stop has this long to end itself
 FAILED = ("This answer failed on our side and was stopped (the error is in the server's log). "
@@ -76,9 +80,10 @@ class Runner(space.DiskFull):
         self.shared = bool(config.database_url)  # other servers' runners scan the same rows
         self.renew_seconds = config.lease_seconds / 3  # two renewals may fail before the lease goes
         self.runs: dict[int, Run] = {}
-        # every turn's growing text, written once a beat
+        # every turn's growing text, written once a beat (once a second while nobody follows it)
         self.writes = Writes(store, full=self.disk_full, quiet=None if dbm.postgres(store.db) else self.quiet,
-                             owner=self.owner)
+                             owner=self.owner, watched=self.watched)
+        self._watched: dict[int, tuple[float, bool]] = {}  # chat -> (when read, followed elsewhere)
         self.turn_setup = TurnSetup(config, store, providers, sessions)
         self.stopping = False
         self._wake: asyncio.Future | None = None  # done: scan again at once (a run ended)
@@ -121,6 +126,25 @@ class Runner(space.DiskFull):
         (Feed.follow) and the next write wakes it again. During an unfollowed answer the
         feed then wakes 10 times a second, not 20 (once per write)."""
         return not self.feed.listened
+
+    def watched(self, chat: int) -> bool:
+        """Whether a page or an API stream follows `chat`, in this process or (as the rows say,
+        read at most every WATCH_CHECK_SECONDS) in another worker or server."""
+        if self.feed.follows(chat):
+            return True
+        now = time.monotonic()
+        seen = self._watched.get(chat)
+        if seen is None or now - seen[0] >= WATCH_CHECK_SECONDS:
+            try:
+                seen = (now, bool(self.store.watched([chat])))
+            except Exception as e:
+                if not unavailable(e):
+                    raise
+                seen = (now, True)  # (as before marks: on the beat; the write says the outage)
+            if len(self._watched) > 1024:
+                self._watched = {c: v for c, v in self._watched.items() if c in self.runs}
+            self._watched[chat] = seen
+        return seen[1]
 
     def _wake_up(self) -> None:
         if self._wake is not None and not self._wake.done():

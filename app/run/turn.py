@@ -203,7 +203,7 @@ class Turn(Requests):
                 if kind == "text" and "reasoning" in self.items:
                     self.thought(done=True)  # the answer began: the reasoning is over
             case loop.MessageUpdate(kind=kind, so_far=so_far):
-                self.writes.grow(self.items[kind], text=so_far)  # joined when written (agent.SoFar)
+                self.writes.grow(self.items[kind], self.chat, text=so_far)  # joined when written (agent.SoFar)
                 if self.grew is not None:
                     self.grew(self.chat, self.items[kind], so_far)
             case loop.MessageEnd(message=message, reasoning=reasoning):
@@ -216,7 +216,7 @@ class Turn(Requests):
                 self.store.update(self.calls[call.id], dispatched=True)  # committed before the call leaves
             case loop.ToolUpdate(call=call, output=output) if not self.aborted:
                 # (after a stop, progress a server still sends would write over the stop's words)
-                self.writes.grow(self.calls[call.id], output=output)
+                self.writes.grow(self.calls[call.id], self.chat, output=output)
             case loop.ToolEnd(ok=False) if self.aborted:
                 # it ended itself for a stop: the stop's words say so (`stopped`: whether it may have run)
                 self.idle.set()

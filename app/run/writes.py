@@ -1,5 +1,5 @@
 """The write buffer: growing text reaches its row at most once a beat (~50 ms), in one
-transaction for every run at once.
+transaction for every run at once; once a second while nobody follows its conversation.
 
 One `Writes` per runner, shared by every Turn it runs: a turn buffers what grows (`grow`)
 and writes what is pending (`flush`) before anything that must follow it in the rows (a
@@ -23,12 +23,23 @@ from ..store.runs import CHUNK_CHARS, Chunked
 log = logging.getLogger(__name__)
 
 TICK_SECONDS = BEAT_SECONDS  # growing text is written at most once a beat (model streams are read on it too)
+# ... and at most once a second while no page or API stream follows its conversation anywhere
+# (`watched`): growth is written only to be shown (a step cut off is made again whole, its
+# growth deleted), and an answer nobody follows cost a write transaction for every chunk of a
+# slow model (10 a second), most of its CPU (benchmarks/README.md, "Unfollowed answers").
+UNWATCHED_SECONDS = 1.0
 
 
 class Writes:
     def __init__(self, store: Any, full: Callable[[], None] | None = None,
-                 quiet: Callable[[], bool] | None = None, owner: str | None = None):
+                 quiet: Callable[[], bool] | None = None, owner: str | None = None,
+                 watched: Callable[[int], bool] | None = None):
         self.store = store
+        # Whether a page or an API stream follows a conversation, here or anywhere
+        # (Runner.watched): a text growing in one nobody follows is written once a second
+        # (UNWATCHED_SECONDS), not once a beat. None: every text on the beat (tests).
+        self.watched = watched
+        self._slow: set[int] = set()  # the pending items whose conversation nobody follows
         # The runner's lease owner: growth is written only for conversations it still holds,
         # checked in the write's own transaction (Runs.grow_items). None: every item (tests).
         self.owner = owner
@@ -42,6 +53,7 @@ class Writes:
         self.pending: dict[int, dict[str, Any]] = {}  # item id -> columns to write at the next tick
         self._flushed = 0.0  # when growth was last written
         self._flush_at: asyncio.Handle | None = None  # the write of what is pending, scheduled
+        self._flush_when = 0.0  # (its time)
         # (last rev, revs taken) of each write of growth, newest last, until `mine` is asked
         # past them: a scan that finds only these since its last one has nothing to read
         self._wrote: list[tuple[int, int]] = []
@@ -51,37 +63,65 @@ class Writes:
         # though its stream may be read once a frame (a page here follows it: Feed.grew)
         self._wrote_at: dict[int, float] = {}
 
-    def grow(self, item_id: int, **values: Any) -> None:
-        """Buffer columns of an item (`text`, `output`) for the next tick."""
+    def grow(self, item_id: int, chat: int | None = None, **values: Any) -> None:
+        """Buffer columns of an item (`text`, `output`) of conversation `chat` for the next
+        tick (without `chat`: on the beat)."""
         self.pending.setdefault(item_id, {}).update(values)
         now = time.monotonic()
+        if chat is not None and self.watched is not None and not self.watched(chat):
+            self._slow.add(item_id)
+        else:
+            self._slow.discard(item_id)
+        due = self._due(item_id, now)
         if self._flush_at is not None:
-            # A busy loop can hold the scheduled write back when many streams have data
-            # buffered: write here too once a tick is due, so it still writes every ~50 ms.
-            if now - self._flushed >= TICK_SECONDS:
-                self.flush()
-            return
-        # No timer while nothing grows. The first growth in a beat (the streams read what
-        # came at the beat: asyncnet.pace) is written once every stream woken with it has
-        # run, in one transaction; a later one at the next phase (beat.PHASES).
-        loop = asyncio.get_running_loop()
+            if self._flush_when <= due:
+                # A busy loop can hold the scheduled write back when many streams have data
+                # buffered: write here too once a tick is due, so it still writes every ~50 ms.
+                if now - self._flushed >= TICK_SECONDS and item_id not in self._slow:
+                    self.flush(due_only=True)
+                return
+            self._flush_at.cancel()  # due before the write scheduled (a page began to follow it)
+        self._schedule(due, now)
+
+    def _due(self, item_id: int, now: float) -> float:
+        """When a pending item's growth may be written. No timer while nothing grows. The
+        first growth in a beat (the streams read what came at the beat: asyncnet.pace) is
+        written once every stream woken with it has run, in one transaction; a later one at
+        the next phase (beat.PHASES)."""
         beat = next_beat(now, PHASE_SECONDS)
         last = self._wrote_at.get(item_id)
+        if last is not None and item_id in self._slow and now - last < UNWATCHED_SECONDS - PHASE_SECONDS / 2:
+            return max(beat, beat_at_or_after(last + UNWATCHED_SECONDS - 0.001, PHASE_SECONDS))
         if last is not None and now - last < TICK_SECONDS - PHASE_SECONDS / 2:
             # written less than a beat ago (its stream read once a frame): a beat after that write
-            self._flush_at = loop.call_at(max(beat, beat_at_or_after(last + TICK_SECONDS - 0.001, PHASE_SECONDS)),
-                                          self._scheduled)
-        elif self._flushed < beat - PHASE_SECONDS:
-            self._flush_at = loop.call_soon(self._scheduled)
-        else:
-            self._flush_at = loop.call_at(beat, self._scheduled)
+            return max(beat, beat_at_or_after(last + TICK_SECONDS - 0.001, PHASE_SECONDS))
+        if self._flushed < beat - PHASE_SECONDS:
+            return now
+        return beat
 
-    def flush(self) -> None:
-        """Write everything buffered now, every run's at once."""
+    def _schedule(self, due: float, now: float) -> None:
+        loop = asyncio.get_running_loop()
+        self._flush_when = due
+        self._flush_at = loop.call_soon(self._scheduled) if due <= now else loop.call_at(due, self._scheduled)
+
+    def flush(self, due_only: bool = False) -> None:
+        """Write everything buffered now, every run's at once (`due_only`: but the texts
+        nobody follows that were written less than UNWATCHED_SECONDS ago)."""
         if not self.pending:
             return
-        self._flushed = time.monotonic()
+        now = time.monotonic()
         pending, self.pending = self.pending, {}
+        if due_only and self._slow:
+            for item_id in [i for i in pending if i in self._slow]:
+                last = self._wrote_at.get(item_id)
+                if last is not None and now - last < UNWATCHED_SECONDS - PHASE_SECONDS / 2:
+                    self.pending[item_id] = pending.pop(item_id)  # written less than a second ago
+            if self.pending and self._flush_at is None:
+                self._schedule(min(self._due(i, now) for i in self.pending), now)
+            if not pending:
+                return
+        self._flushed = now
+        self._slow -= set(pending)
         for item_id, values in pending.items():
             if "text" in values:
                 values["text"] = self._gain(item_id, values["text"])
@@ -91,8 +131,8 @@ class Writes:
                                          owner=self.owner)
             if last:
                 self._wrote.append((last, len(pending)))
-            if len(self._wrote_at) > 1024:  # those not written for a second are done or stopped
-                self._wrote_at = {k: t for k, t in self._wrote_at.items() if self._flushed - t < 1.0}
+            if len(self._wrote_at) > 1024:  # those not written for two seconds are done or stopped
+                self._wrote_at = {k: t for k, t in self._wrote_at.items() if self._flushed - t < 2 * UNWATCHED_SECONDS}
             for item_id in pending:
                 self._wrote_at[item_id] = self._flushed
             for item_id in set(asked) - set(pending):  # its lease is another's: that owner writes it whole
@@ -151,7 +191,7 @@ class Writes:
     def _scheduled(self) -> None:
         self._flush_at = None
         try:
-            self.flush()
+            self.flush(due_only=True)
         except Exception as e:
             # The database unreachable: what grew is written whole by the step's end, or the
             # step is made again once it is back (the runner's scan says the outage).

@@ -6,8 +6,8 @@ a table a later migration adds is copied without a change here), in the order th
 keys need. Not copied: `migrations` (each engine has its own history, both at this release's
 version), SQLite's FTS5 tables (PostgreSQL's `search` rows are written by its own triggers
 from the items and titles copied, `search_passages` and its words' counts from the
-passages), and the rows of `runs`: leases of a server that is not
-running, void as `tabletalk serve` voids them when it starts on SQLite. Files' bytes, which
+passages), and the rows of `runs` and `watched`: leases and follows of a server that is not
+running, void as `tabletalk serve` voids leases when it starts on SQLite. Files' bytes, which
 SQLite's install keeps in files/, go into PostgreSQL's `blobs` and `chunks` through the
 store's blobs interface (app/store/blobs.py), each checked against its sha256.
 
@@ -39,7 +39,7 @@ from .schema.pg_migrations import INDEXED
 
 BATCH = 20_000  # rows read from SQLite, then written to the COPY, at a time (a progress line each)
 NOT_COPIED = {"migrations", "sqlite_sequence", "sqlite_stat1", "sqlite_stat4"}
-VOID = {"runs"}  # copied empty: leases of a stopped server
+VOID = {"runs", "watched"}  # copied empty: leases and follows of a stopped server
 # What PostgreSQL's migrations write into a new database (pg_m001_to_m022.py's default agent,
 # m021's built-in model row, the counter at the rev the agent took): a database holding only
 # these is empty.

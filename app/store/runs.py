@@ -153,6 +153,30 @@ class Runs(Base):
         with self.write() as db:
             db.conn.execute("DELETE FROM runs")
 
+    # --- who follows ------------------------------------------------------------------
+
+    def mark_watched(self, chats: list[int], seconds: float) -> None:
+        """A page or an API stream follows each of `chats` in this process, for `seconds` more
+        (renewed while it does): the runner of their answers, in any worker or server, writes
+        their growth once a beat (`watched`). Not a change any page shows: no rev, nobody
+        woken. A conversation deleted meanwhile is left out."""
+        if not chats:
+            return
+        marks = ",".join("?" * len(chats))
+        with self.write(notify=False) as db:
+            db.conn.execute(
+                f"""INSERT INTO watched (chat, until) SELECT id, ? FROM conversations WHERE id IN ({marks})
+                    ON CONFLICT (chat) DO UPDATE SET until = excluded.until WHERE watched.until < excluded.until""",
+                [dbm.now() + seconds, *chats])
+
+    def watched(self, chats: list[int]) -> set[int]:
+        """Those of `chats` that a page or an API stream follows now, anywhere (`mark_watched`)."""
+        if not chats:
+            return set()
+        marks = ",".join("?" * len(chats))
+        return {r[0] for r in self._all(f"SELECT chat FROM watched WHERE until > ? AND chat IN ({marks})",
+                                        [dbm.now(), *chats])}
+
     # --- growing text ---------------------------------------------------------------
 
     def grow_items(self, changes: dict[int, dict[str, Any]], notify: bool = True, owner: str | None = None) -> int:

@@ -452,3 +452,17 @@ def m053_model_people(db: sqlite_utils.Database) -> None:
             PRIMARY KEY (connection, model, person),
             FOREIGN KEY (connection, model) REFERENCES model_rules(connection, model) ON DELETE CASCADE)""")
     db.execute("CREATE INDEX model_people_person ON model_people (person)")
+
+
+@migration
+def m055_watched(db: sqlite_utils.Database) -> None:
+    # Which conversations a page or an API stream follows, in any worker or server, until when
+    # (dbm.now(): the follower's worker marks them every few seconds while it follows:
+    # Feed.mark_watched). The runner writes an answer's growth once a beat while its
+    # conversation is followed somewhere, and once a second while it is not (run/writes.py):
+    # growth is never read from the rows but to be shown (a step cut off is made again whole).
+    # Marks of a deleted conversation go with it; old ones are simply past.
+    db.execute(
+        """CREATE TABLE watched (
+            chat INTEGER PRIMARY KEY REFERENCES conversations(id) ON DELETE CASCADE,
+            until REAL NOT NULL)""")

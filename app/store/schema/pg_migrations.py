@@ -512,3 +512,12 @@ def m054_passage_words(db) -> None:
         SELECT word, count(*) FROM search_passages, unnest(array_append(tsvector_to_array(doc), '')) AS word
         GROUP BY word""")
     db.execute("INSERT INTO search_passages_counted (id, upto) SELECT 1, max(id) FROM search_passages HAVING count(*) > 0")
+
+
+@migration
+def m055_watched(db) -> None:
+    # SQLite's m055: which conversations a page or an API stream follows, until when.
+    db.execute(
+        """CREATE TABLE watched (
+            chat BIGINT PRIMARY KEY REFERENCES conversations(id) ON DELETE CASCADE,
+            until DOUBLE PRECISION NOT NULL)""")
