@@ -191,7 +191,7 @@ def test_a_server_stopped_mid_document_leaves_it_for_the_next_start(data, env):
     try:
         with served.client() as client:
             c = collection(client)
-            upload(client, c, content=CSV * 12)  # long enough to be read still as the server stops
+            upload(client, c, content=CSV * 4)  # long enough to be read still as the server stops (~3,000 pages)
             reading_at(data, 2)
         # still mid-document: the reading gives the loop its turn between pages (it once held it
         # while the child ran ahead: the stop took 3.6 s instead of 0.1 s, and read all 9,086 pages)
