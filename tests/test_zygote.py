@@ -59,9 +59,11 @@ def test_a_forked_command_has_its_arguments_environment_output_and_exit_code(tmp
 
     # a server in a session of its own: the tests' killpg ends it, and it says how it ended
     served = zygote.fork(["serve", "--port", str(free_port())], env, ROOT, log)
-    assert os.getpgid(served.pid) == served.pid and served.poll() is None
-    wait_for(lambda: b"Started worker-" in log.read_bytes())
-    with pytest.raises(subprocess.TimeoutExpired):
-        served.wait(0.1)
-    os.killpg(served.pid, signal.SIGKILL)  # its worker with it: one process group
+    try:
+        assert os.getpgid(served.pid) == served.pid and served.poll() is None
+        wait_for(lambda: b"Started worker-" in log.read_bytes())
+        with pytest.raises(subprocess.TimeoutExpired):
+            served.wait(0.1)
+    finally:
+        os.killpg(served.pid, signal.SIGKILL)  # its worker with it: one process group
     assert served.wait(30) == -signal.SIGKILL
