@@ -231,7 +231,7 @@ class Feed:
         self._framed = 0.0
         self._chat_framed: dict[int, float] = {}  # when each conversation's pages were last sent a frame
         self._marked: set[int] = set()  # the conversations marked watched at the last renewal (`_mark`)
-        self._mark_at = 0.0  # when the marks are renewed next
+        self._mark_at = 0.0  # when the marks are renewed next (0: at the feed's next turn, one is new)
 
     # --- wake-ups -------------------------------------------------------------------
 
@@ -379,6 +379,8 @@ class Feed:
     def watch(self, chat: int) -> Watcher:
         """An API stream follows `chat`'s rows from now on (read the rows after this)."""
         w = Watcher(chat)
+        if chat not in self._marked:
+            self._mark_at = 0.0
         if not self.listened:
             self.notify()  # the feed may rest for UNFOLLOWED_POLL_SECONDS: look now, then poll as followed
         self.watchers[chat].add(w)
@@ -393,6 +395,8 @@ class Feed:
 
     def follow(self, chat: int | None, person: int | None = None, session: str = "", lists: bool = False) -> Follower:
         f = Follower(chat, person, session, lists)
+        if chat is not None and chat not in self._marked:
+            self._mark_at = 0.0
         if not self.listened:
             self.notify()  # the feed may rest for UNFOLLOWED_POLL_SECONDS: look now, then poll as followed
         self.followers[chat].add(f)
@@ -431,8 +435,10 @@ class Feed:
     def _mark(self) -> None:
         """Mark the conversations followed here as watched (WATCH_SECONDS): every
         WATCH_RENEW_SECONDS, and at once when one is new."""
+        if time.monotonic() < self._mark_at:
+            return
         chats = {c for c in self.followers if c is not None} | set(self.watchers)
-        if not chats or (time.monotonic() < self._mark_at and chats <= self._marked):
+        if not chats:
             return
         try:
             self.store.mark_watched(sorted(chats), WATCH_SECONDS)

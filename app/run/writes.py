@@ -90,7 +90,7 @@ class Writes:
         the next phase (beat.PHASES)."""
         beat = next_beat(now, PHASE_SECONDS)
         last = self._wrote_at.get(item_id)
-        if last is not None and item_id in self._slow and now - last < UNWATCHED_SECONDS - PHASE_SECONDS / 2:
+        if self._resting(item_id, now):
             return max(beat, beat_at_or_after(last + UNWATCHED_SECONDS - 0.001, PHASE_SECONDS))
         if last is not None and now - last < TICK_SECONDS - PHASE_SECONDS / 2:
             # written less than a beat ago (its stream read once a frame): a beat after that write
@@ -98,6 +98,11 @@ class Writes:
         if self._flushed < beat - PHASE_SECONDS:
             return now
         return beat
+
+    def _resting(self, item_id: int, now: float) -> bool:
+        """Whether a text nobody follows was written less than UNWATCHED_SECONDS ago."""
+        last = self._wrote_at.get(item_id)
+        return item_id in self._slow and last is not None and now - last < UNWATCHED_SECONDS - PHASE_SECONDS / 2
 
     def _schedule(self, due: float, now: float) -> None:
         loop = asyncio.get_running_loop()
@@ -112,10 +117,8 @@ class Writes:
         now = time.monotonic()
         pending, self.pending = self.pending, {}
         if due_only and self._slow:
-            for item_id in [i for i in pending if i in self._slow]:
-                last = self._wrote_at.get(item_id)
-                if last is not None and now - last < UNWATCHED_SECONDS - PHASE_SECONDS / 2:
-                    self.pending[item_id] = pending.pop(item_id)  # written less than a second ago
+            for item_id in [i for i in pending if self._resting(i, now)]:
+                self.pending[item_id] = pending.pop(item_id)
             if self.pending and self._flush_at is None:
                 self._schedule(min(self._due(i, now) for i in self.pending), now)
             if not pending:
