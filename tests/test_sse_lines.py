@@ -1,4 +1,5 @@
 """The model stream's lines, read straight from the socket's chunks (providers.sse_lines)."""
+import asyncio
 import gzip
 
 import httpx2
@@ -140,3 +141,41 @@ def test_a_paced_stream_takes_the_phase_fewest_are_on():
         for s in streams:
             s.pace(False)
     assert sockets._PACED == before
+
+
+async def test_an_answer_nobody_follows_is_read_once_a_second_not_once_a_beat(env, data, fake, monkeypatch):
+    """Runner._read_every: with no page and no API stream following its conversation, the
+    model's stream is read once a second (its growth is written once a second), not once a
+    beat: a model sending 20 chunks a second for ~3 s is read a few times, not ~60 (each
+    read a wake-up of the worker with its HTTP, SSE and agent layers). Counted: the reads of
+    the socket that brought bytes once the stream was paced. All of the answer is kept."""
+    from app import api
+    from app.netguard.sockets import AsyncioStream
+    from tests.conftest import serve_in_loop
+    from tests.fakes.openai_server import rate, text
+
+    reads = []
+    real = AsyncioStream.read
+
+    async def read(self, max_bytes, timeout=None):
+        data = await real(self, max_bytes, timeout)
+        if data and self.paced:
+            reads.append(asyncio.get_running_loop().time())
+        return data
+
+    monkeypatch.setattr(AsyncioStream, "read", read)
+    words = "".join(f"w{i} " for i in range(60))
+    fake.script([rate(20), text(words)])
+    store = api.open()
+    try:
+        chat = store.new_conversation(store.default_agent().id).id
+        store.add(api.asked("Hello", chat))
+        await serve_in_loop(until=lambda: all(it.done for it in store.items(chat) if it.kind == "user"))
+        said = [it.text for it in store.items(chat) if it.kind == "text"]
+    finally:
+        store.db.conn.close()
+    assert "".join(said).strip() == words.strip(), said
+    lasted = reads[-1] - reads[0] if reads else 0.0
+    assert lasted > 2.0, "the answer streamed for its ~3 s"
+    # once a beat would be ~60 reads; a loaded machine may split a second's read in two
+    assert len(reads) <= 2 * lasted + 4, (len(reads), lasted)

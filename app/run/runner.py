@@ -34,7 +34,7 @@ from .choices import relist_forever
 from .naming import name_conversation
 from .turn import Stopped, Turn
 from .turn_setup import TurnSetup
-from .writes import Writes
+from .writes import UNWATCHED_SECONDS, Writes
 
 log = logging.getLogger(__name__)
 
@@ -423,10 +423,19 @@ class Runner(space.DiskFull):
         if why := self.turn_setup.unready(turn.model, run.chat):
             turn.emit(loop.Failed(why))
         else:
-            # read once a frame while a page here follows (it is handed the words from memory), else once a beat
-            every = lambda: FRAME_SECONDS if self.feed.followed_here(run.chat) else BEAT_SECONDS  # noqa: E731
-            await turn.run(self.providers.stream_fn(turn.model, thinking=turn.thinking or None, every=every))
+            await turn.run(self.providers.stream_fn(turn.model, thinking=turn.thinking or None,
+                                                    every=lambda: self._read_every(run.chat)))
         self.writes.flush()
+
+    def _read_every(self, chat: int) -> float:
+        """How often the model's stream for `chat` is read (asked at each wait): once a frame
+        while a page here follows (it is handed the words from memory), once a beat while one
+        follows elsewhere (it reads the rows, written on the beat), once a second while nobody
+        follows (its growth is written once a second: each read of a slow model's chunk as it
+        came was a wake-up of the worker, most of what such an answer cost)."""
+        if self.feed.followed_here(chat):
+            return FRAME_SECONDS
+        return BEAT_SECONDS if self.watched(chat) else UNWATCHED_SECONDS
 
     def side(self, work) -> None:
         """Work beside a run (naming a conversation): never holds the run up, ends at shutdown.
