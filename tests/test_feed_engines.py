@@ -137,3 +137,33 @@ def test_the_feeds_read_of_items_is_found_by_rev_not_by_reading_the_conversation
     plan = " ".join(row[3] for row in db.conn.execute(f"EXPLAIN QUERY PLAN {sql}"))
     assert "items_rev" in plan and "items_chat" not in plan, plan
     db.conn.close()
+
+
+async def test_an_unfollowed_feed_is_woken_by_another_processs_write_not_by_polls(tmp_path, monkeypatch):
+    """SQLite on Linux (feed/walwatch.py): with nobody following here, the feed is woken by
+    the kernel when a process writes the database's WAL, and otherwise looks once a second,
+    not ten times: a write of another connection is seen though the polls are put off for
+    an hour, and idle for a second the feed looks for others' commits at most twice."""
+    from app.feed import dispatch
+
+    monkeypatch.setattr(dispatch, "TOLD_POLL_SECONDS", 3600.0)
+    path = tmp_path / "data" / "tabletalk.db"
+    schema.migrate(dbm.connect(path))
+    feed = Feed(path)
+    looks = []
+    real = feed._data_version
+    feed._data_version = lambda: (looks.append(1), real())[1]
+    feed.start()
+    try:
+        assert feed._wal is not None and feed._wal.watching, "inotify on this Linux machine"
+        await asyncio.sleep(1.0)
+        assert len(looks) <= 3, f"{len(looks)} looks in a second idle (ten a second before)"
+        other = Store(dbm.connect(path))
+        chat = other.new_conversation(None).id
+        other.ask(chat, "written elsewhere")
+        await asyncio.wait_for(feed.next_change(), 10)
+        assert feed.rev == other.rev()
+        other.db.conn.close()
+    finally:
+        await feed.aclose()
+    assert feed._wal.fd == -1

@@ -5,7 +5,8 @@ wake-up, for all conversations at once, renders each conversation's changes once
 hands the result to every follower of that conversation: a thousand followers of one
 answer cost one query and one render, not a thousand. A write in this process wakes it at
 once (`notify`); a write in another process is seen by one cheap `PRAGMA data_version`
-poll every 25 ms on this process's own feed connection, never one poll per follower.
+poll every 25 ms on this process's own feed connection, never one poll per follower (while
+no page follows here, when the kernel tells of a write to the WAL: walwatch.py).
 
 While the database cannot be reached the streams stay open: every follower is told so once
 (a banner, `render_outage`), the feed looks again every OUTAGE_POLL_SECONDS, and once the
@@ -38,6 +39,7 @@ from ..beat import BEAT_SECONDS, FRAME_SECONDS, beat_at_or_after
 from ..store.outage import WORDS, unavailable
 from ..tables import Builtin, Conversation, Document, Item
 from .followed import Followed
+from .walwatch import WalWatch
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +50,11 @@ POLL_SECONDS = 0.025
 # look no more often, and an idle worker wakes 10 times a second, not 40. A page that
 # starts following brings the 25 ms polls back at once (`follow`).
 UNFOLLOWED_POLL_SECONDS = 0.1
+# ... and once a second where the kernel tells of writes to the database (SQLite on Linux:
+# feed/walwatch.py): the feed is woken by them, and this look only stands in for a write it
+# was told of too early or not at all (a lost event). An idle worker then wakes a few times
+# a second, not 13 (benchmarks/README.md, "Idle wake-ups").
+TOLD_POLL_SECONDS = 1.0
 KEEPALIVE_SECONDS = 15.0  # a comment on every idle stream, so proxies keep it open
 FOLLOWER_BACKLOG = 256  # messages a slow follower may fall behind before it must resync
 OUTAGE_POLL_SECONDS = 0.25  # how often the database is looked for while it cannot be reached
@@ -205,6 +212,7 @@ class Feed:
                  render_builtin: RenderBuiltin | None = None, render_outage: RenderOutage | None = None,
                  render_documents: RenderDocuments | None = None, render_grown: RenderGrown | None = None):
         self.db = dbm.connect(path)
+        self.path = path
         self.store = Store(self.db)
         self.render = render
         self.render_list = render_list
@@ -219,6 +227,12 @@ class Feed:
         self.watchers: dict[int, set[Watcher]] = defaultdict(set)  # the API's streams, by conversation
         self.closed = False
         self._poked = False  # a commit in this process since the last dispatch
+        # Where the kernel tells of writes to the database (`WalWatch`, SQLite on Linux): a
+        # write told of since the last look (`_told`), and one told of that the look after
+        # it did not see yet (`_settle`: looked for once more, POLL_SECONDS on).
+        self._wal: WalWatch | None = None
+        self._told = False
+        self._settle = False
         self._waiter: asyncio.Future | None = None  # the run loop's rest, cut short by a commit
         self._tick: asyncio.Future | None = None  # done at the next dispatch (`next_change`)
         self._task: asyncio.Task | None = None
@@ -267,8 +281,8 @@ class Feed:
         (followed, it polls at the runner's next read after a commit of this process, else at
         the half-beat). A future and a timer, not a task: this
         turns up to 40 times a second in every worker."""
-        if self._poked:
-            return True
+        if self._poked or self._told:
+            return self._poked
         loop = asyncio.get_running_loop()
         self._waiter = waiter = loop.create_future()
         timer = loop.call_at(poll_at, _done, waiter)
@@ -279,7 +293,21 @@ class Feed:
             self._waiter = None
         return self._poked
 
+    def _written(self) -> None:
+        """The kernel tells of a write to the database's WAL, by any process: look now, unless
+        a page or an API stream here follows (the feed then polls every POLL_SECONDS, and its
+        own process's writes, a beat's growth, would each wake it twice more)."""
+        if self.listened:
+            return
+        self._told = True
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(None)
+
     def start(self) -> None:
+        if not dbm.postgres(self.db) and str(self.path) != ":memory:" and self.db.journal_mode == "wal":
+            self._wal = WalWatch(self.path)
+            if not self._wal.start(self._written):
+                self._wal = None
         self._task = asyncio.get_running_loop().create_task(self._run(), name="feed")
 
     async def _run(self) -> None:
@@ -301,11 +329,15 @@ class Feed:
                 # taking one of its own at the half-beat between (~60-100 us each, one a
                 # message of a growing answer). Others' commits meanwhile come within a beat.
                 poll_at = beat_at_or_after(looked + BEAT_SECONDS - POLL_SECONDS / 2, POLL_SECONDS)
-            elif self.listened:
+            elif self.listened or self._settle:
                 poll_at = beat_at_or_after(looked + POLL_SECONDS - 0.001, POLL_SECONDS)
+            elif self._wal is not None:
+                poll_at = beat_at_or_after(looked + TOLD_POLL_SECONDS - 0.001, BEAT_SECONDS)
             else:
                 poll_at = beat_at_or_after(looked + UNFOLLOWED_POLL_SECONDS - 0.001, BEAT_SECONDS)
+            self._settle = False
             poked = await self._rest(poll_at)
+            told, self._told = self._told, False
             try:
                 # Read before the dispatch's snapshot: a commit after it changes the version again.
                 seen = self._data_version()
@@ -320,8 +352,11 @@ class Feed:
             if self.down:
                 self._answers()
                 poked = True  # what changed meanwhile, at once
-            looked = time.monotonic() if poked else poll_at
+            looked = time.monotonic() if poked or told else poll_at
             if not poked and seen == version:
+                # a write told of may not be visible yet (the WAL index is updated after it):
+                # looked for once more (a write of this process's own, seen already, too)
+                self._settle = told
                 continue
             version = seen  # this dispatch covers this process's commits too: no second one
             self._poked = False
@@ -677,6 +712,8 @@ class Feed:
 
     async def aclose(self) -> None:
         self.close()
+        if self._wal is not None:
+            self._wal.close()
         if self._task:
             await asyncio.gather(self._task, return_exceptions=True)
         self.db.conn.close()
