@@ -86,10 +86,16 @@ class Ingest:
                         log.warning("documents wait to be read: %s", why)
                 else:
                     log.exception("looking for documents to read failed")
-            await asyncio.sleep(max(0.0, started + GAP_SECONDS - time.monotonic()))
+            # The gap is waited first while documents are read (their pages' commits come
+            # within it); with none, the change is: a worker with nothing to read woke at each
+            # gap's end only to wait again.
+            if self.reading:
+                await asyncio.sleep(max(0.0, started + GAP_SECONDS - time.monotonic()))
             rest = started + IDLE_SECONDS - time.monotonic()
             if rest > 0 and not changed.done() and not self._wake.done():
                 await asyncio.wait([changed, self._wake], timeout=rest, return_when=asyncio.FIRST_COMPLETED)
+            if not self.reading:
+                await asyncio.sleep(max(0.0, started + GAP_SECONDS - time.monotonic()))
 
     def take(self) -> None:
         """Start reading the documents that wait, while this worker has room for them."""

@@ -177,10 +177,19 @@ class Runner(space.DiskFull):
             # (app/beat.py). The gap is waited first and the change after it, so the commits
             # within the gap (the beats' writes) do not wake this loop only to wait again.
             # Futures, not tasks: this loop turns ten times a second while answers grow.
+            # With nothing running here the change is waited first: a commit seldom comes
+            # within the gap, and an idle worker woke at each gap's end only to wait again.
             changed = self.feed.next_change()  # done at the first dispatch from now on
             idle = SCAN_GAP_SECONDS if self._more else IDLE_SCAN_SECONDS
-            gap = beat_at_or_after(started + SCAN_GAP_SECONDS) - time.monotonic()
-            if gap > 0:
+            gap_end = beat_at_or_after(started + SCAN_GAP_SECONDS)
+            if not self.runs and not self._more:
+                rest = started + idle - time.monotonic()
+                if rest > 0 and not self._wake.done() and not changed.done():
+                    await asyncio.wait([changed, self._wake], timeout=rest, return_when=asyncio.FIRST_COMPLETED)
+                if (gap := gap_end - time.monotonic()) > 0 and not self._wake.done():
+                    await asyncio.wait([self._wake], timeout=gap)
+                continue
+            if (gap := gap_end - time.monotonic()) > 0:
                 await asyncio.wait([self._wake], timeout=gap)
             rest = started + idle - time.monotonic()
             if rest > 0 and not self._wake.done() and not changed.done():
