@@ -167,3 +167,36 @@ async def test_an_unfollowed_feed_is_woken_by_another_processs_write_not_by_poll
     finally:
         await feed.aclose()
     assert feed._wal.fd == -1
+
+
+async def test_a_followed_feed_is_told_of_another_processs_write_and_does_not_poll(tmp_path, monkeypatch):
+    """While a page follows here, the WAL watch stands in for the 25 ms polls too: idle for a
+    second with a follower the feed looks a few times (40 before), and a write of another
+    connection reaches the follower though the fallback look is put off for an hour."""
+    from app.feed import dispatch
+    from app.web import live
+
+    monkeypatch.setattr(dispatch, "TOLD_FOLLOWED_POLL_SECONDS", 3600.0)
+    path = tmp_path / "data" / "tabletalk.db"
+    schema.migrate(dbm.connect(path))
+    other = Store(dbm.connect(path))
+    chat = other.new_conversation(None).id
+    feed = Feed(path, render=live.chat_changes)
+    looks = []
+    real = feed._data_version
+    feed._data_version = lambda: (looks.append(1), real())[1]
+    feed.start()
+    try:
+        follower = feed.follow(chat)
+        follower.fresh = False
+        await asyncio.sleep(0.2)
+        looks.clear()
+        await asyncio.sleep(1.0)
+        assert len(looks) <= 4, f"{len(looks)} looks in a second with a page following (40 before)"
+        other.ask(chat, "written elsewhere")
+        data = b""
+        while b"written elsewhere" not in data:
+            data = b"".join(d for _, d in await asyncio.wait_for(follower.take(), 10))
+    finally:
+        await feed.aclose()
+        other.db.conn.close()

@@ -5,8 +5,8 @@ wake-up, for all conversations at once, renders each conversation's changes once
 hands the result to every follower of that conversation: a thousand followers of one
 answer cost one query and one render, not a thousand. A write in this process wakes it at
 once (`notify`); a write in another process is seen by one cheap `PRAGMA data_version`
-poll every 25 ms on this process's own feed connection, never one poll per follower (while
-no page follows here, when the kernel tells of a write to the WAL: walwatch.py).
+look on this process's own feed connection, never one per follower: when the kernel tells
+of a write to the WAL (walwatch.py), else polled every 25 ms (PostgreSQL: NOTIFY).
 
 While the database cannot be reached the streams stay open: every follower is told so once
 (a banner, `render_outage`), the feed looks again every OUTAGE_POLL_SECONDS, and once the
@@ -44,17 +44,26 @@ from .walwatch import WalWatch
 log = logging.getLogger(__name__)
 
 POLL_SECONDS = 0.025
-# With no page following in this process, other processes' commits are looked for at the
-# pace the runner scans (runner.SCAN_GAP_SECONDS), on its beats: the feed's only other
-# listeners then (the runner's scans, a wait for approval, the built-in model's keeper)
-# look no more often, and an idle worker wakes 10 times a second, not 40. A page that
-# starts following brings the 25 ms polls back at once (`follow`).
+# Without inotify (walwatch.py) and with no page following in this process, other
+# processes' commits are looked for at the pace the runner scans (runner.SCAN_GAP_SECONDS),
+# on its beats: the feed's only other listeners then (the runner's scans, a wait for
+# approval, the built-in model's keeper) look no more often, and an idle worker wakes 10
+# times a second, not 40. A page that starts following brings the 25 ms polls back at once
+# (`follow`).
 UNFOLLOWED_POLL_SECONDS = 0.1
 # ... and once a second where the kernel tells of writes to the database (SQLite on Linux:
 # feed/walwatch.py): the feed is woken by them, and this look only stands in for a write it
 # was told of too early or not at all (a lost event). An idle worker then wakes a few times
 # a second, not 13 (benchmarks/README.md, "Idle wake-ups").
 TOLD_POLL_SECONDS = 1.0
+# ... every 0.25 s while a page follows here: a write of another process is told of at once,
+# and this look bounds the wait for one the feed took for its own process's (below). An open
+# page cost 40 looks a second, and another worker's words waited for the next (25 ms).
+TOLD_FOLLOWED_POLL_SECONDS = 0.25
+# A write told of this soon after a commit of this process (`notify`) is taken for that
+# commit's, whose notify woke the feed already: looked at again, it would wake it twice more
+# for each beat's growth of an answer a page here follows.
+OWN_WRITE_SECONDS = 0.01
 KEEPALIVE_SECONDS = 15.0  # a comment on every idle stream, so proxies keep it open
 FOLLOWER_BACKLOG = 256  # messages a slow follower may fall behind before it must resync
 OUTAGE_POLL_SECONDS = 0.25  # how often the database is looked for while it cannot be reached
@@ -233,6 +242,7 @@ class Feed:
         self._wal: WalWatch | None = None
         self._told = False
         self._settle = False
+        self._own_at = 0.0  # when this process last committed (`notify`)
         self._waiter: asyncio.Future | None = None  # the run loop's rest, cut short by a commit
         self._tick: asyncio.Future | None = None  # done at the next dispatch (`next_change`)
         self._task: asyncio.Task | None = None
@@ -252,6 +262,7 @@ class Feed:
     def notify(self) -> None:
         """A row was committed in this process."""
         self._poked = True
+        self._own_at = time.monotonic()
         if self._waiter is not None and not self._waiter.done():
             self._waiter.set_result(None)
 
@@ -295,9 +306,8 @@ class Feed:
 
     def _written(self) -> None:
         """The kernel tells of a write to the database's WAL, by any process: look now, unless
-        a page or an API stream here follows (the feed then polls every POLL_SECONDS, and its
-        own process's writes, a beat's growth, would each wake it twice more)."""
-        if self.listened:
+        it is likely this process's own, just notified (OWN_WRITE_SECONDS)."""
+        if time.monotonic() - self._own_at < OWN_WRITE_SECONDS:
             return
         self._told = True
         if self._waiter is not None and not self._waiter.done():
@@ -323,16 +333,19 @@ class Feed:
                     for f in group:
                         if not f.messages:
                             f.push(0, KEEPALIVE)
-            if self.listened and poked:
+            if self._settle:  # a write told of, not yet seen
+                poll_at = beat_at_or_after(looked + POLL_SECONDS - 0.001, POLL_SECONDS)
+            elif self._wal is not None:  # others' writes are told of: this look stands in for one missed
+                every = TOLD_FOLLOWED_POLL_SECONDS if self.listened else TOLD_POLL_SECONDS
+                poll_at = beat_at_or_after(looked + every - 0.001, BEAT_SECONDS)
+            elif self.listened and poked:
                 # This process wrote (the runner, after its reads on a beat): it will again at
                 # its next read, a beat on, and the poll waits for that wake-up rather than
                 # taking one of its own at the half-beat between (~60-100 us each, one a
                 # message of a growing answer). Others' commits meanwhile come within a beat.
                 poll_at = beat_at_or_after(looked + BEAT_SECONDS - POLL_SECONDS / 2, POLL_SECONDS)
-            elif self.listened or self._settle:
+            elif self.listened:
                 poll_at = beat_at_or_after(looked + POLL_SECONDS - 0.001, POLL_SECONDS)
-            elif self._wal is not None:
-                poll_at = beat_at_or_after(looked + TOLD_POLL_SECONDS - 0.001, BEAT_SECONDS)
             else:
                 poll_at = beat_at_or_after(looked + UNFOLLOWED_POLL_SECONDS - 0.001, BEAT_SECONDS)
             self._settle = False
