@@ -335,7 +335,7 @@ class Feed:
                             f.push(0, KEEPALIVE)
             if self._settle:  # a write told of, not yet seen
                 poll_at = beat_at_or_after(looked + POLL_SECONDS - 0.001, POLL_SECONDS)
-            elif self._wal is not None:  # others' writes are told of: this look stands in for one missed
+            elif self._wal is not None and self._wal.watching:  # this look stands in for an event missed
                 every = TOLD_FOLLOWED_POLL_SECONDS if self.listened else TOLD_POLL_SECONDS
                 poll_at = beat_at_or_after(looked + every - 0.001, BEAT_SECONDS)
             elif self.listened and poked:
