@@ -182,18 +182,14 @@ class Runner(space.DiskFull):
             changed = self.feed.next_change()  # done at the first dispatch from now on
             idle = SCAN_GAP_SECONDS if self._more else IDLE_SCAN_SECONDS
             gap_end = beat_at_or_after(started + SCAN_GAP_SECONDS)
-            if not self.runs and not self._more:
-                rest = started + idle - time.monotonic()
-                if rest > 0 and not self._wake.done() and not changed.done():
-                    await asyncio.wait([changed, self._wake], timeout=rest, return_when=asyncio.FIRST_COMPLETED)
-                if (gap := gap_end - time.monotonic()) > 0 and not self._wake.done():
-                    await asyncio.wait([self._wake], timeout=gap)
-                continue
-            if (gap := gap_end - time.monotonic()) > 0:
+            gap_first = bool(self.runs) or self._more
+            if gap_first and (gap := gap_end - time.monotonic()) > 0:
                 await asyncio.wait([self._wake], timeout=gap)
             rest = started + idle - time.monotonic()
             if rest > 0 and not self._wake.done() and not changed.done():
                 await asyncio.wait([changed, self._wake], timeout=rest, return_when=asyncio.FIRST_COMPLETED)
+            if not gap_first and (gap := gap_end - time.monotonic()) > 0 and not self._wake.done():
+                await asyncio.wait([self._wake], timeout=gap)
 
     def scan(self, full: bool = True) -> None:
         """Start a run for each conversation with pending work that no live worker holds.
