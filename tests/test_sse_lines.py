@@ -176,6 +176,8 @@ async def test_an_answer_nobody_follows_is_read_once_a_second_not_once_a_beat(en
         store.db.conn.close()
     assert "".join(said).strip() == words.strip(), said
     lasted = reads[-1] - reads[0] if reads else 0.0
-    assert lasted > 2.0, "the answer streamed for its ~3 s"
+    # read once a second from the first words: ~2 s between the first and last reads of its ~3 s
+    # (1.998 s in a fresh-clone run: the bound sat on the grid itself)
+    assert lasted > 1.5, "the answer streamed for its ~3 s"
     # once a beat would be ~60 reads; a loaded machine may split a second's read in two
     assert len(reads) <= 2 * lasted + 4, (len(reads), lasted)
