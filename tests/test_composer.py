@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import pytest
 from playwright.sync_api import expect
 
-from tests.conftest import Served, csrf, shared_fixtures, wait_for
+from tests.conftest import Served, csrf, idle, shared_fixtures, wait_for
 from tests.fakes.openai_server import delay, rate, reasoning, text
 from tests.test_files import png
 
@@ -153,13 +153,14 @@ def test_again_without_a_model_uses_the_conversations_pick(client, fake):
     client.post("/models/refresh", data={"_csrf_token": csrf(client)})
     chat = new_chat(client)
     client.post(chat + "/ask", data={"_csrf_token": csrf(client), "text": "hi", "model": "m-one"})
-    wait_for(lambda: len(fake.streamed) == 1 and "One." in client.get(chat).text)
+    # its run ended, not only its words shown: "again" while it is written is refused (409)
+    assert "One." in idle(client, chat).text
     assert fake.streamed[0]["model"] == "m-one"
     assert client.post(chat + "/choice", data={"_csrf_token": csrf(client), "model": "m-three", "thinking": ""},
                        follow_redirects=False).status_code == 400, "only a model the list has"
     assert client.post(chat + "/choice", data={"_csrf_token": csrf(client), "model": "m-two", "thinking": "low"},
                        follow_redirects=False).status_code == 303
-    client.post(chat + "/retry", data={"_csrf_token": csrf(client)})
+    assert client.post(chat + "/retry", data={"_csrf_token": csrf(client)}, follow_redirects=False).status_code == 303
     wait_for(lambda: len(fake.streamed) == 2)
     assert fake.streamed[1]["model"] == "m-two"
     assert client.post(chat + "/choice", data={"_csrf_token": csrf(client), "thinking": "loud"}).status_code == 400
