@@ -320,6 +320,25 @@ async def test_tls_verifies_and_sends_the_name_not_the_address():
         assert server.requests[-1].headers["host"] == f"public.test:{server.port}"
 
 
+async def test_the_usual_tls_context_is_made_once_a_process_and_still_verifies():
+    """Making a TLS context reads the CA bundle (~20 ms of CPU), which every plugin connection
+    and page fetch paid: the usual one is shared; one a caller gives is used as given."""
+    server_tls, client_tls = tls_contexts("public.test")
+
+    def context(client):
+        return client._transport._pool._ssl_context
+
+    with LoopbackServer(tls=server_tls) as server:
+        guard = Guard(resolve=FakeDNS({"public.test": ["127.0.0.1"]}), allow_for_tests=only("127.0.0.1"))
+        async with guarded_client(guard=guard) as one, guarded_client(guard=guard) as other, \
+                guarded_client(guard=guard, verify=client_tls) as given:
+            assert context(one) is context(other)
+            assert context(given) is client_tls
+            with pytest.raises(httpx2.ConnectError, match="CERTIFICATE_VERIFY_FAILED"):
+                await one.get(server.url("/", host="public.test"))  # shared, it still trusts only the system's CAs
+            assert (await given.get(server.url("/", host="public.test"))).status_code == 200
+
+
 # --------------------------------------------------------------------------
 # Redirects
 # --------------------------------------------------------------------------

@@ -10,6 +10,7 @@ httpcore2's, as its own backends do, so httpx2 and the openai SDK see what they 
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import socket
 import ssl
@@ -255,6 +256,22 @@ class AsyncioBackend(httpcore2.AsyncNetworkBackend):
         await asyncio.sleep(seconds)
 
 
+def tls_context(verify: ssl.SSLContext | str | bool, cert, trust_env: bool, http1: bool, http2: bool) -> ssl.SSLContext:
+    """httpx2's TLS context for these settings. The usual one (the system's CAs, no client
+    certificate) is made once a process and shared: making one reads the CA bundle, ~20 ms of
+    CPU that every worker start, plugin connection, page fetch and web search paid. Shared
+    per http1/http2 pair, since httpcore2 sets the context's ALPN protocols from them at each
+    connection (the same value each time for one pair)."""
+    if verify is True and cert is None:
+        return _usual_tls(trust_env, http1, http2)
+    return httpx2.create_ssl_context(verify=verify, cert=cert, trust_env=trust_env)
+
+
+@functools.cache
+def _usual_tls(trust_env: bool, http1: bool, http2: bool) -> ssl.SSLContext:
+    return httpx2.create_ssl_context(verify=True, trust_env=trust_env)
+
+
 class PooledTransport(httpx2.AsyncHTTPTransport):
     """httpx2's transport over a connection pool on `backend` (default: AsyncioBackend; the
     guard's transport, netguard.GuardedTransport, passes its GuardedBackend).
@@ -267,7 +284,7 @@ class PooledTransport(httpx2.AsyncHTTPTransport):
                  cert=None, trust_env: bool = True, http1: bool = True, http2: bool = False) -> None:
         limits = limits or httpx2.Limits(max_connections=100, max_keepalive_connections=20)
         self._pool = httpcore2.AsyncConnectionPool(
-            ssl_context=httpx2.create_ssl_context(verify=verify, cert=cert, trust_env=trust_env),
+            ssl_context=tls_context(verify, cert, trust_env, http1, http2),
             max_connections=limits.max_connections,
             max_keepalive_connections=limits.max_keepalive_connections,
             keepalive_expiry=limits.keepalive_expiry,
