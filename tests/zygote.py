@@ -3,7 +3,8 @@
 A test that serves starts `tabletalk serve` (tests/conftest.py, `Served`): ~180 starts a
 `make test`. A start from nothing costs ~1.2 s of CPU, almost all of it imports: the command
 line ~0.4 s, then granian's worker imports the web app, ~0.45 s more. This process, one per
-pytest worker, imports both once and forks a child for each start. From `main` on the child
+pytest worker, imports both once (and the libraries a served app imports on first use: openai,
+mcp's clients) and forks a child for each start. From `main` on the child
 is what `python -m app.admin.cli serve ...` would be: a session of its own (so the tests'
 `os.killpg` reaches it and its workers), its arguments, environment (replaced whole), working
 folder, stdin from /dev/null, stdout and stderr into the test's log, no other file of ours
@@ -83,6 +84,17 @@ def child(start: dict) -> None:
 def main() -> None:
     import app.admin.cli  # noqa: F401  (what serve imports)
     import app.web.app  # noqa: F401  (what its granian worker imports)
+    # ... and what a served app imports on first use (each ~0.1-0.6 s of CPU a start when the
+    # child imported it: py-spy of a make test's zygotes put 15% of their samples in openai's
+    # import alone). Libraries, not app/: what openai reads at import is its module-level
+    # client's settings (OPENAI_API_TYPE ...: the app makes its own clients) and OPENAI_LOG,
+    # which no test sets.
+    import granian  # noqa: F401  (app/serve/granian.py)
+    import litestar.plugins.pydantic  # noqa: F401  (Litestar's constructor, with pydantic installed)
+    import mcp.client.session  # noqa: F401  (app/plugins/link.py)
+    import mcp.client.sse  # noqa: F401
+    import mcp.client.streamable_http  # noqa: F401
+    import openai  # noqa: F401  (app/providers/client.py, at the first request)
 
     out = sys.stdout
     wake_r, wake_w = os.pipe()
