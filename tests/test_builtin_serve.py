@@ -57,14 +57,6 @@ def served(data: Path) -> str:
         return ""
 
 
-def gone(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    return False
-
-
 def answers(data: Path, n: int) -> list[dict]:
     """The finished answers once there are `n` of them."""
     def found():
@@ -121,7 +113,7 @@ def test_chosen_on_the_page_it_installs_live_answers_restarts_and_stops_with_the
         pid = server_pid(data)
     finally:
         s.stop()
-    wait_for(lambda: gone(pid), timeout=15)  # stopped with the app (stop() waited for the supervisor)
+    wait_for(lambda: not builtin.alive(pid), timeout=15)  # stopped with the app (stop() waited for the supervisor)
     assert row(data)["serving"] == "stopped" and not builtin.Paths(data).address.exists()
     log = builtin.Paths(data).server_log.read_text()
     assert log.count("== start") == 2
@@ -153,7 +145,7 @@ def test_without_javascript_it_installs_by_reload_and_a_killed_app_leaves_no_ser
         assert s.proc is not None
         os.kill(s.proc.pid, signal.SIGKILL)
         s.proc.wait()
-        wait_for(lambda: gone(pid), timeout=20)
+        wait_for(lambda: not builtin.alive(pid), timeout=20)
         wait_for(lambda: row(data)["serving"] == "stopped", timeout=20)  # the supervisor's last word
         os.killpg(s.proc.pid, signal.SIGKILL)  # granian's worker outlives its killed parent: not ours to test
 

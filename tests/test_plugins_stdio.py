@@ -4,7 +4,6 @@ on the first call and stopped when the session closes. Tried with an mcp-package
 ours and with server-everything's stdio mode (the installed npm package, run by node)."""
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import sys
@@ -13,6 +12,7 @@ from pathlib import Path
 import anyio
 import pytest
 
+from app.builtin import alive
 from app.plugins.sessions import Sessions
 from app.plugins.stdio import WholeLines
 from app.plugins.tools import PluginError, PluginRun, for_run, list_tools
@@ -37,17 +37,6 @@ async def tools_of(p: Plugin, sessions: Sessions) -> dict:
     assert listing.ok, listing.status
     assert listing.transport == "stdio"
     return {t.name: t for t in for_run(listing.tools, PluginRun(sessions))}
-
-
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    try:  # a zombie (exited, not yet reaped) is not running
-        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
-    except OSError:
-        return False
 
 
 async def test_a_command_runs_once_per_conversation_session_and_stops_when_closed():
