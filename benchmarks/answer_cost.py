@@ -48,6 +48,8 @@ for where in (str(ROOT), str(Path(__file__).resolve().parent)):
 import brotli  # noqa: E402
 
 import feed as fb  # noqa: E402  (benchmarks/feed.py: the served app, a raw follower, pages)
+from app.store import Store  # noqa: E402
+from app.store import db as dbm  # noqa: E402
 from _shared import HOST, Table, pct  # noqa: E402
 from runs import RecordingServer  # noqa: E402  (the fake, noting each stream's chunk times)
 from tests.fakes.openai_server import rate, text  # noqa: E402
@@ -280,19 +282,64 @@ async def worker_delays(served: fb.Served, fake: RecordingServer, chunk_rate: fl
     return out
 
 
+PER_PERSON = 25  # answers one person asks in --answers (under PERSON_QUEUE_MAX, 30)
+
+
+def member(served: fb.Served, k: int) -> tuple[fb.Web, int]:
+    """A page client of a new member `bench-k` (their account and session written into the
+    database, as tests/conftest.py's `signed_in` does), and their id."""
+    from app.accounts.passwords import hash_password
+    from app.accounts.rules import Accounts
+
+    db = dbm.connect(served.data / "tabletalk.db")
+    try:
+        people = Accounts(Store(db))
+        person = people.add(f"bench-{k}", hash_password(fb.PASSWORD)).id
+        token = people.start_session(person)
+    finally:
+        db.conn.close()
+    web = fb.Web.__new__(fb.Web)  # signed in already: no /signin
+    web.port, web.cookies = served.port, {"tabletalk_session": token}
+    return web, person
+
+
+def conversation_of(web: fb.Web, person: int, data: Path) -> tuple[int, int, str]:
+    """(chat, rev, csrf token) of a new empty conversation of `person`'s, `web` theirs."""
+    db = dbm.connect(data / "tabletalk.db")
+    try:
+        store = Store(db)
+        agent = store.default_agent(person)
+        chat = store.new_conversation(agent.id if agent else None, person=person).id
+    finally:
+        db.conn.close()
+    return (chat, *web.page_state(chat))
+
+
 async def many_answers(served: fb.Served, fake: RecordingServer, answers: int, words: int,
                        chunk_rate: float) -> dict:
     """`answers` conversations answered at once, each with one follower: the server's CPU
     and every chunk's delay to its conversation's follower (marker words, as --no-delay's)."""
-    web = fb.Web(served.port)
+    owner = fb.Web(served.port)
     loop = asyncio.get_running_loop()
-    chats = [web.new_conversation(served.data) for _ in range(answers)]
+    # One person may have PERSON_QUEUE_MAX (30) messages waiting: the answers are asked by
+    # as many people as that takes, PER_PERSON each (the owner first), each with a session.
+    db = dbm.connect(served.data / "tabletalk.db")
+    try:
+        people = [(owner, Store(db).owner())]
+    finally:
+        db.conn.close()
+    people += [member(served, k) for k in range(1, -(-answers // PER_PERSON))]
+    chats = [(people[i // PER_PERSON][0], *conversation_of(*people[i // PER_PERSON], served.data))
+             for i in range(answers)]
     readers: dict[int, Reader] = {}
-    for chat, since, _ in chats:
+    own_session = fb.SESSION[0]
+    for web, chat, since, _ in chats:
+        fb.SESSION[0] = "; ".join(f"{k}={v}" for k, v in web.cookies.items())  # the follower's person's
         _, r = await loop.create_connection(lambda: Reader(f"/c/{chat}/events?since={since}", served.port),
                                             HOST, served.port)
         await asyncio.wait_for(asyncio.shield(r.ready), 15)
         readers[chat] = r
+    fb.SESSION[0] = own_session
     await asyncio.sleep(0.3)
     marks = {chat: len(r.plain) for chat, r in readers.items()}
     answer = marker_answer(words)
@@ -304,7 +351,7 @@ async def many_answers(served: fb.Served, fake: RecordingServer, answers: int, w
     t0 = time.monotonic()
 
     def ask_all() -> None:  # one after the other, as people would (a few ms each)
-        for chat, _, token in chats:
+        for web, chat, _, token in chats:
             web.ask(chat, f"bench-{chat} Write the answer", token)
 
     await loop.run_in_executor(None, ask_all)
