@@ -303,18 +303,6 @@ def member(served: fb.Served, k: int) -> tuple[fb.Web, int]:
     return web, person
 
 
-def conversation_of(web: fb.Web, person: int, data: Path) -> tuple[int, int, str]:
-    """(chat, rev, csrf token) of a new empty conversation of `person`'s, `web` theirs."""
-    db = dbm.connect(data / "tabletalk.db")
-    try:
-        store = Store(db)
-        agent = store.default_agent(person)
-        chat = store.new_conversation(agent.id if agent else None, person=person).id
-    finally:
-        db.conn.close()
-    return (chat, *web.page_state(chat))
-
-
 async def many_answers(served: fb.Served, fake: RecordingServer, answers: int, words: int,
                        chunk_rate: float) -> dict:
     """`answers` conversations answered at once, each with one follower: the server's CPU
@@ -323,14 +311,9 @@ async def many_answers(served: fb.Served, fake: RecordingServer, answers: int, w
     loop = asyncio.get_running_loop()
     # One person may have PERSON_QUEUE_MAX (30) messages waiting: the answers are asked by
     # as many people as that takes, PER_PERSON each (the owner first), each with a session.
-    db = dbm.connect(served.data / "tabletalk.db")
-    try:
-        people = [(owner, Store(db).owner())]
-    finally:
-        db.conn.close()
-    people += [member(served, k) for k in range(1, -(-answers // PER_PERSON))]
-    chats = [(people[i // PER_PERSON][0], *conversation_of(*people[i // PER_PERSON], served.data))
-             for i in range(answers)]
+    people = [(owner, None)] + [member(served, k) for k in range(1, -(-answers // PER_PERSON))]
+    chats = [(web, *web.new_conversation(served.data, person))
+             for web, person in (people[i // PER_PERSON] for i in range(answers))]
     readers: dict[int, Reader] = {}
     own_session = fb.SESSION[0]
     for web, chat, since, _ in chats:

@@ -547,15 +547,17 @@ class Web:
             raise RuntimeError("no CSRF token on the page")
         return m.group(1)
 
-    def new_conversation(self, data: Path) -> tuple[int, int, str]:
+    def new_conversation(self, data: Path, person: int | None = None) -> tuple[int, int, str]:
         """(chat, rev the page was rendered at, csrf token) of an empty conversation of the
-        owner's, written into the server's database: the pages make a conversation only with
-        its first message, and a benchmark opens its followers before the message is sent."""
+        owner's (or `person`'s, whom this Web is signed in as), written into the server's
+        database: the pages make a conversation only with its first message, and a benchmark
+        opens its followers before the message is sent."""
         db = dbm.connect(data / "tabletalk.db")
         try:
             store = Store(db)
-            agent = store.default_agent(store.owner())
-            chat = store.new_conversation(agent.id if agent else None, person=store.owner()).id
+            person = person if person is not None else store.owner()
+            agent = store.default_agent(person)
+            chat = store.new_conversation(agent.id if agent else None, person=person).id
         finally:
             db.conn.close()
         return (chat, *self.page_state(chat))
