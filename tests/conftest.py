@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import atexit
 import copy
+import inspect
 import itertools
 import os
 import re
@@ -476,13 +477,38 @@ def soup(response) -> BeautifulSoup:
     return BeautifulSoup(response.text, "html.parser")
 
 
+class OnTheLoop:
+    """An object of an in-process app whose methods run on the app's own event loop, where
+    every use of its SQLite connection is: a call from the test's thread could run inside a
+    transaction the app has open on that one connection ("cannot open savepoint - SQL
+    statements in progress", or a write that becomes a savepoint of the app's). What a call
+    returns is the test's; an attribute that is an object of the app (or its connection) is
+    wrapped in turn."""
+
+    def __init__(self, portal, target):
+        self._portal, self._target = portal, target
+
+    def __getattr__(self, name: str):
+        value = getattr(self._target, name)
+        if inspect.isroutine(value):
+            return lambda *a, **k: self._portal.call(lambda: value(*a, **k))
+        held = type(value).__module__.split(".")[0] in ("app", "sqlite3", "sqlite_utils")
+        return OnTheLoop(self._portal, value) if held else value
+
+
+def store_of(client) -> OnTheLoop:
+    """The Store of the app `client` serves in this process (app_client, in_process), its
+    calls made on the app's loop (OnTheLoop)."""
+    return OnTheLoop(client.blocking_portal, client.app.state.tabletalk.store)
+
+
 def new_chat(client) -> str:
     """An empty conversation to test in, made through the app's own store (the pages never
     make one: a conversation begins with its first message, see `start_chat`); its path.
     `client` is an in-process one (app_client), signed in."""
     from app.accounts.rules import Accounts
 
-    store = client.app.state.tabletalk.store
+    store = store_of(client)
     person = Accounts(store).session(client.cookies.get(COOKIE))
     assert person is not None, "the client is signed in"
     agent = store.default_agent(person.id)

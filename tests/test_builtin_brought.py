@@ -10,7 +10,7 @@ import pytest
 
 from app import builtin
 from app.builtin import brought, gguf
-from tests.conftest import COOKIE, ROOT, app_client, csrf, signed_in, soup
+from tests.conftest import COOKIE, ROOT, app_client, csrf, signed_in, soup, store_of
 from tests.fakes import gguf as made
 
 SMOLLM2 = sorted((ROOT / ".cache/llama").glob(f"lib/python*/site-packages/{builtin.GGUF}"))
@@ -72,7 +72,7 @@ def test_the_models_folder_is_read_and_each_file_checked(tmp_path):
 
 
 def installed(c) -> None:
-    c.app.state.tabletalk.store.set_builtin(state="ready", serving="up")
+    store_of(c).set_builtin(state="ready", serving="up")
 
 
 def test_the_page_is_the_owners_and_offers_the_install_until_there_is_one(env, data):
@@ -89,7 +89,7 @@ def test_installed_it_lists_the_models_here_and_serves_the_one_chosen(env, data)
     made.write(brought.folder(data) / "Qwen-Tiny.gguf", made.gguf(made.model(window=2048, architecture="qwen2")))
     made.write(brought.folder(data) / "cut.gguf", made.gguf(made.model(), {"a": (1024, 1024)})[:4096])
     with app_client(data) as c:
-        store = c.app.state.tabletalk.store
+        store = store_of(c)
         assert c.post("/model/use", data={"_csrf_token": csrf(c), "model": "Qwen-Tiny.gguf"},
                       follow_redirects=False).status_code == 409, "not installed: nothing serves it"
         installed(c)
@@ -115,7 +115,7 @@ def test_installed_it_lists_the_models_here_and_serves_the_one_chosen(env, data)
 def test_removing_the_served_model_serves_smollm2_and_deletes_only_that_file(env, data):
     path = made.write(brought.folder(data) / "Mine.gguf", made.gguf(made.model()))
     with app_client(data) as c:
-        store = c.app.state.tabletalk.store
+        store = store_of(c)
         installed(c)
         store.use_builtin_model("Mine.gguf")
         asked = soup(c.get("/model/remove", params={"model": "Mine.gguf"}))
@@ -132,13 +132,13 @@ def test_removing_the_served_model_serves_smollm2_and_deletes_only_that_file(env
 def test_the_page_says_why_a_brought_model_is_not_served(env, data):
     with app_client(data) as c:
         installed(c)
-        c.app.state.tabletalk.store.set_builtin(error="Mine.gguf stopped llama.cpp's server 3 times before it answered")
+        store_of(c).set_builtin(error="Mine.gguf stopped llama.cpp's server 3 times before it answered")
         assert "3 times" in soup(c.get("/model")).select_one('#builtin .problem').get_text()
 
 
 def test_two_choices_at_once_end_as_one(env, data):
     with app_client(data) as c:
-        store = c.app.state.tabletalk.store
+        store = store_of(c)
         installed(c)
         assert store.use_builtin_model("A.gguf") and store.use_builtin_model("B.gguf")
         assert not store.use_builtin_model("B.gguf"), "chosen already: nothing changes"

@@ -12,7 +12,7 @@ import pytest
 from app import builtin
 from app.builtin import runtime
 from app.builtin.install import Installer, InstallError, Progress, percent_in, readable
-from tests.conftest import COOKIE, ROOT, app_client, csrf, signed_in, soup
+from tests.conftest import COOKIE, ROOT, app_client, csrf, signed_in, soup, store_of
 
 NO_SERVER = {"AI_URL": "", "OLLAMA_HOST": "", "LOCAL_AI_URL": "", "AI_ACCOUNTS": ""}
 
@@ -41,7 +41,7 @@ def test_the_home_page_offers_the_built_in_model_when_no_server_is_set_up(bare):
 
 def test_a_conversation_page_offers_it_too(bare):
     with app_client(bare) as c:
-        store = c.app.state.tabletalk.store
+        store = store_of(c)
         chat = store.new_conversation(None, person=store.owner())
         assert soup(c.get(f"/c/{chat.id}")).select_one('#builtin button[form="builtin-form"]') is not None
 
@@ -61,12 +61,12 @@ def test_only_the_owner_may_choose_it(bare):
         assert "owner" in offer.get_text()
         r = c.post("/model/builtin", data={"_csrf_token": csrf(c)}, follow_redirects=False)
         assert r.status_code == 403 and "owner of this Tabletalk only" in r.text
-        assert c.app.state.tabletalk.store.builtin().state == ""
+        assert store_of(c).builtin().state == ""
 
 
 def test_choosing_it_writes_the_wish_and_the_page_shows_progress(bare):
     with app_client(bare) as c:
-        store = c.app.state.tabletalk.store
+        store = store_of(c)
         before = store.rev()
         r = c.post("/model/builtin", data={"_csrf_token": csrf(c)}, headers={"referer": "http://testserver/"},
                    follow_redirects=False)
@@ -82,7 +82,7 @@ def test_choosing_it_writes_the_wish_and_the_page_shows_progress(bare):
 
 def test_the_page_shows_each_state_of_the_row(bare):
     with app_client(bare) as c:
-        store = c.app.state.tabletalk.store
+        store = store_of(c)
         store.want_builtin()
         store.set_builtin(state="installing", step=2, steps=5, what="Building llama.cpp for this computer",
                           percent=45, line="[ 45%] Building C object ggml.c.o")
@@ -103,7 +103,7 @@ def test_a_stream_brings_the_row_live_and_to_a_page_that_reconnects(bare):
     from app.web.builtin import builtin_catch_up, builtin_changes
 
     with app_client(bare) as c:
-        store = c.app.state.tabletalk.store
+        store = store_of(c)
         owner = store.owner()
         at = store.rev()
         assert builtin_catch_up(store, owner, at) == ""  # nothing changed since the page was made

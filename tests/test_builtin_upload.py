@@ -13,7 +13,7 @@ import pytest
 
 from app import builtin
 from app.builtin import brought, upload
-from tests.conftest import COOKIE, csrf, signed_in, soup
+from tests.conftest import COOKIE, csrf, signed_in, soup, store_of
 from tests.fakes import gguf as made
 
 MODEL = made.gguf(made.model(), {"a": (1024, 1024)})  # 4 MB of tensors: more than one write
@@ -41,7 +41,7 @@ def left(data) -> list[str]:
 
 
 def installed(c) -> None:
-    c.app.state.tabletalk.store.set_builtin(state="ready", serving="up")
+    store_of(c).set_builtin(state="ready", serving="up")
 
 
 def listed(c) -> list[str]:

@@ -12,7 +12,7 @@ import pytest
 
 from app.accounts.rules import Accounts
 from app.providers.connections import OLLAMA, OPENAI, check, prefix_for
-from tests.conftest import COOKIE, ask, csrf, free_port, idle, signed_in, soup, start_chat
+from tests.conftest import COOKIE, ask, csrf, free_port, idle, signed_in, soup, start_chat, store_of
 from tests.fakes.ollama_server import FakeOllama, ollama_model
 from tests.fakes.openai_server import FakeModelServer, text
 from tests.fakes.redirect_server import LoopbackServer
@@ -55,7 +55,7 @@ def card(client, name: str):
 def test_the_owner_adds_a_server_its_models_answer_with_its_key_and_the_key_is_never_shown(client, fake, other):
     r = add(client, name="Team GPU", url=other.url + "/", key=KEY)
     assert r.status_code == 303 and "saved=" in r.headers["location"]
-    store = client.app.state.tabletalk.store
+    store = store_of(client)
     k = store.connection_named("team gpu")
     assert k.prefix == "team-gpu" and k.url == other.url and k.key == KEY and k.tested == "Connected: 2 models."
     stored = store._one("SELECT key FROM connections WHERE id = ?", [k.id])[0]
@@ -89,7 +89,7 @@ def test_the_owner_adds_a_server_its_models_answer_with_its_key_and_the_key_is_n
 
 def test_models_switched_off_leave_the_picker_and_the_default_is_the_owners_choice(client, fake, other):
     add(client, name="Team", url=other.url, key=KEY)
-    store = client.app.state.tabletalk.store
+    store = store_of(client)
     k = store.connection_named("Team")
     assert post(client, f"{PAGE}/{k.id}/models", on="small-model").status_code == 303
     assert store.connection(k.id).off == ("big-model",)
@@ -114,7 +114,7 @@ def test_an_ollama_is_listed_by_its_own_catalog(client):
                      "nomic-embed-text": ollama_model(2048, embedding=True)}) as ollama:
         r = add(client, name="Desk Ollama", kind=OLLAMA, url=ollama.host + f":{ollama.port}")
         assert r.status_code == 303
-        store = client.app.state.tabletalk.store
+        store = store_of(client)
         k = store.connection_named("Desk Ollama")
         assert k.url == ollama.address and k.tested == "Connected: 2 models."
         choice = store.choice("desk-ollama:llama3.2:3b")
@@ -170,7 +170,7 @@ def test_test_says_what_happened_in_the_servers_own_terms(other):
 
 def test_a_failed_test_is_kept_and_shown_and_test_again_reads_it_anew(client, other):
     add(client, name="Later", url=other.url, key="wrong")
-    store = client.app.state.tabletalk.store
+    store = store_of(client)
     k = store.connection_named("Later")
     assert card(client, "Later").select_one(".tested.problem").text.startswith("Wrong key")
     assert [c.id for c in store.choices() if c.group == "Later"] == ["!connection:later"], "down: one row says why"
@@ -189,7 +189,7 @@ def test_prefixes_are_plain_and_unique():
 
 def test_a_member_is_refused_the_page_and_every_form(client, other, data):
     add(client, name="Team", url=other.url, key=KEY)
-    k = client.app.state.tabletalk.store.connection_named("Team")
+    k = store_of(client).connection_named("Team")
     token = csrf(client, PAGE)
     client.cookies.set(COOKIE, signed_in(data, "Bea", owner=False))
     r = client.get(PAGE)
@@ -201,7 +201,7 @@ def test_a_member_is_refused_the_page_and_every_form(client, other, data):
         r = client.post(path, data={"_csrf_token": csrf(client, "/"), **fields}, follow_redirects=False)
         assert r.status_code == 403 and "manage people and connections" in r.text, path
     assert "Connections" not in soup(client.get("/")).select_one("nav.main").text
-    assert [c.name for c in client.app.state.tabletalk.store.connections()] == ["Team"] and token
+    assert [c.name for c in store_of(client).connections()] == ["Team"] and token
 
 
 def test_the_rows_on_both_engines(store):
@@ -226,7 +226,7 @@ def test_the_rows_on_both_engines(store):
 
 def test_a_connection_kept_for_chosen_people_is_offered_and_answered_to_them_alone(client, fake, other, data):
     add(client, name="Team", url=other.url, key=KEY)
-    store = client.app.state.tabletalk.store
+    store = store_of(client)
     k = store.connection_named("Team")
     owner_cookie = client.cookies.get(COOKIE)
     bea, cal = signed_in(data, "Bea", owner=False), signed_in(data, "Cal", owner=False)

@@ -8,7 +8,7 @@ from app.accounts.rules import Accounts
 from app.providers import connections as kinds
 from app.providers.connections import OPENAI, Barred, may_use
 from app.tables import assistant
-from tests.conftest import COOKIE, csrf, idle, signed_in, soup, start_chat
+from tests.conftest import COOKIE, csrf, idle, signed_in, soup, start_chat, store_of
 from tests.fakes.openai_server import text
 from tests.test_connections import KEY, PAGE, add, card, other, post  # noqa: F401 (the fixture)
 from tests.test_openai_api import bearer, make_key, refusal
@@ -51,7 +51,7 @@ def test_the_rule_on_both_engines(store):
 
 def test_a_model_kept_for_chosen_people_is_offered_to_them_alone(client, fake, other, data):
     add(client, name="Team", url=other.url, key=KEY)
-    store = client.app.state.tabletalk.store
+    store = store_of(client)
     k = store.connection_named("Team")
     owner_cookie = client.cookies.get(COOKIE)
     bea, cal = signed_in(data, "Bea", owner=False), signed_in(data, "Cal", owner=False)
@@ -130,7 +130,7 @@ def test_a_model_kept_for_chosen_people_is_offered_to_them_alone(client, fake, o
 
 def test_the_api_lists_and_answers_only_agents_whose_model_the_person_may_use(client, fake, other, data):
     add(client, name="Team", url=other.url, key=KEY)
-    store = client.app.state.tabletalk.store
+    store = store_of(client)
     k = store.connection_named("Team")
     owner_key = make_key(client)
     owner = store.default_agent(Accounts(store).all()[0].id)
@@ -159,7 +159,7 @@ def test_the_api_lists_and_answers_only_agents_whose_model_the_person_may_use(cl
 
 def test_a_model_kept_from_an_admin_is_the_owners_alone_to_change(client, other, data):
     add(client, name="Team", url=other.url, key=KEY)
-    store = client.app.state.tabletalk.store
+    store = store_of(client)
     k = store.connection_named("Team")
     admin, owner = signed_in(data, "Ada", owner=False), client.cookies.get(COOKIE)
     people = Accounts(store)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import csrf, rows, soup
+from tests.conftest import csrf, rows, soup, store_of
 
 LONG = "n" * 81  # one past NAME_MAX
 
@@ -100,7 +100,7 @@ def test_plugins_say_added_and_refuse_beside_the_field(client):
 
 def test_a_deleted_memory_says_so(client):
     agent = agent_id(client)
-    client.app.state.tabletalk.store.add_memory(agent, "Likes tea.")
+    store_of(client).add_memory(agent, "Likes tea.")
     action = soup(client.get(f"/agents/{agent}?tab=memory")).select_one('.memories form[action$="/delete"]')["action"]
     r = post(client, action, f"/agents/{agent}?tab=memory")
     assert saved(client, r.headers["location"], ".agent") == "Memory deleted."

@@ -8,7 +8,7 @@ import pytest
 from bs4 import BeautifulSoup
 
 from app import files as filestore
-from tests.conftest import ENGINES, database, csrf, idle, new_chat, on_both_engines, start_chat, wait_for
+from tests.conftest import ENGINES, database, csrf, idle, new_chat, on_both_engines, start_chat, wait_for, store_of
 from tests.fakes.openai_server import text
 
 
@@ -21,7 +21,7 @@ def env(request, env, monkeypatch):
 def held(store) -> list[bytes]:
     """Every content the store holds, whichever engine keeps it."""
     if store.blobs.transactional:
-        found = store.db.conn.execute("SELECT sha256 FROM blobs ORDER BY sha256").fetchall()
+        found = store._all("SELECT sha256 FROM blobs ORDER BY sha256")
         return [store.blobs.read(r[0]) for r in found]
     root: Path = store.blobs.root
     assert not list(root.rglob(".tmp-*")), "no temporary file left"
@@ -42,8 +42,8 @@ def send(client, chat, files, text_="See these", **headers):
 
 
 def counts(client) -> tuple[int, int]:
-    conn = client.app.state.tabletalk.store.db.conn
-    files, items = (conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0] for table in ("files", "items"))
+    store = store_of(client)
+    files, items = (store._one(f"SELECT count(*) FROM {table}")[0] for table in ("files", "items"))
     return files, items
 
 
@@ -157,7 +157,7 @@ def test_a_file_too_large_is_refused_with_413_and_nothing_is_written(make_client
         r = send(client, chat, [("ok.txt", b"x" * 1000, "text/plain"), ("big.txt", b"x" * 1001, "text/plain")])
         assert r.status_code == 413 and "too large" in r.text and "1,000" in r.text
         assert counts(client) == before
-        assert held(client.app.state.tabletalk.store) == []
+        assert held(store_of(client)) == []
 
 
 def test_too_many_files_are_refused_with_413_and_nothing_is_written(make_client):
@@ -184,8 +184,8 @@ def test_the_same_bytes_are_stored_once(client):
     data = b"the very same bytes"
     send(client, chat, [("one.txt", data, "text/plain")])
     send(client, chat, [("two.txt", data, "text/plain")])
-    store = client.app.state.tabletalk.store
-    rows = store.db.conn.execute("SELECT name, sha256, size FROM files ORDER BY id").fetchall()
+    store = store_of(client)
+    rows = store._all("SELECT name, sha256, size FROM files ORDER BY id")
     assert [r["name"] for r in rows] == ["one.txt", "two.txt"]
     assert rows[0]["sha256"] == rows[1]["sha256"] == filestore.digest(data)
     assert held(store) == [data]
@@ -204,7 +204,7 @@ def test_hostile_names_are_kept_harmless(client, raw):
     r = send(client, chat, [(raw, b"contents", "text/plain")])
     assert r.status_code == 303, r.text
     fid = file_ids(client, chat)[0]
-    name = client.app.state.tabletalk.store.file(fid)["name"]
+    name = store_of(client).file(fid)["name"]
     assert 1 <= len(name) <= 255
     assert "/" not in name and "\\" not in name and '"' not in name and "\r" not in name and "\n" not in name
     assert name not in (".", "..")
@@ -215,7 +215,7 @@ def test_hostile_names_are_kept_harmless(client, raw):
     assert header.startswith('attachment; filename="') and "filename*=UTF-8''" in header
     # nothing was written outside data/files (on PostgreSQL: nothing in the data folder at all)
     data = client.app.state.tabletalk.config.data
-    store = client.app.state.tabletalk.store
+    store = store_of(client)
     made = [p for p in data.rglob("*") if p.is_file() and "files" in p.relative_to(data).parts[:1]]
     if store.blobs.transactional:
         assert made == [] and held(store) == [b"contents"]
@@ -237,7 +237,7 @@ def test_a_tool_made_file_shows_on_its_call(client):
     """A call item's `file` links to /files/{id}."""
     from app.tables import Item
     chat = new_chat(client)
-    store = client.app.state.tabletalk.store
+    store = store_of(client)
     fid = store.add_file("chart.png", png())
     store.add(Item(kind="call", chat=int(chat.rsplit("/", 1)[1]), name="draw", input="{}", output="done",
                    state="done", done=True, file=fid))
@@ -305,7 +305,7 @@ def test_a_deleted_conversations_files_go_and_bytes_another_names_stay(client, d
 
     first, second = conversation_with(b"shared bytes"), conversation_with(b"shared bytes")
     only = conversation_with(b"bytes of the first alone")
-    stored = lambda: held(client.app.state.tabletalk.store)  # noqa: E731
+    stored = lambda: held(store_of(client))  # noqa: E731
     db = dbm.connect(database(data))
     rows = lambda: db.conn.execute("SELECT count(*) FROM files").fetchone()[0]  # noqa: E731
     assert rows() == 3 and len(stored()) == 2
@@ -326,7 +326,7 @@ def test_a_file_at_the_limit_is_taken_whole_and_one_byte_more_is_refused_leaving
 
     limit = 300_000
     with make_client(TABLETALK_UPLOAD_MAX=str(limit)) as client:
-        store = client.app.state.tabletalk.store
+        store = store_of(client)
         chat = new_chat(client)
         whole = os.urandom(limit)
         assert send(client, chat, [("whole.bin", whole, "application/octet-stream")]).status_code == 303
@@ -345,7 +345,7 @@ def test_a_name_with_path_separators_keeps_its_last_part_only(client):
     chat = new_chat(client)
     assert send(client, chat, [("a/b\\c/../notes.txt", b"words", "text/plain")]).status_code == 303
     [fid] = file_ids(client, chat)
-    store = client.app.state.tabletalk.store
+    store = store_of(client)
     assert store.file(fid)["name"] == "notes.txt" and held(store) == [b"words"]
     assert 'filename="notes.txt"' in client.get(f"/files/{fid}").headers["content-disposition"]
 

@@ -6,7 +6,7 @@ import re
 import pytest
 
 from app.accounts.rules import Accounts
-from tests.conftest import COOKIE, ask, csrf, idle, rows, signed_in, soup, start_chat, wait_for
+from tests.conftest import COOKIE, ask, csrf, idle, rows, signed_in, soup, start_chat, wait_for, store_of
 from tests.fakes.openai_server import tool_call
 
 HOSTILE = '<script>alert("x")</script> & “quotes”'
@@ -256,7 +256,7 @@ def test_an_agent_given_a_collection_searches_it_and_cites_the_page(client, data
     c = made(client)
     upload(client, c, ("libtasn1.md", MANUAL.encode(), "text/markdown"))
     [d] = ready(data)
-    store = client.app.state.tabletalk.store
+    store = store_of(client)
     agent = store.default_agent(store.owner()).id
     tab = soup(client.get(f"/agents/{agent}?tab=knowledge"))
     assert tab.select_one(f'input[name="collection"][value="{c}"]:not([checked])')
@@ -303,7 +303,7 @@ def test_a_collection_not_the_persons_is_refused_and_an_unshared_one_is_not_sear
     upload(client, c, ("secret.txt", b"The password is swordfish.", "text/plain"))
     ready(data)
     client.cookies.set(COOKIE, signed_in(data, "Bea", owner=False))
-    store = client.app.state.tabletalk.store
+    store = store_of(client)
     bea = store.default_agent(Accounts(store).session(client.cookies.get(COOKIE)).id)
     give(client, bea.id, c, status=400)
     assert store.agent_collections(bea.id) == []
@@ -431,8 +431,8 @@ def test_what_is_not_the_persons_to_pick_is_refused_and_nothing_is_written(clien
     c = made(client, "Mine")
     chat = start_chat(client, "Hello")
     idle(client, chat)
-    theirs = Accounts(client.app.state.tabletalk.store).add("Bea", "correct horse battery staple").id
-    store = client.app.state.tabletalk.store
+    theirs = Accounts(store_of(client)).add("Bea", "correct horse battery staple").id
+    store = store_of(client)
     hidden = store.add_collection(theirs, "Bea's diary")
     before = rows(data, "SELECT count(*) AS n FROM items")[0]["n"]
     for picked, says in [(f"c{hidden}", "not one you may search"), ("c999999", "not one you may search"),
@@ -474,7 +474,7 @@ def test_without_script_the_slash_page_sends_a_message_with_its_picks(client, da
     idle(client, chat)
     assert rows(data, "SELECT knowledge FROM items WHERE text = 'Summarise it'")[0]["knowledge"] == f"c{c}"
     # a new conversation's "/" page picks too
-    agent = client.app.state.tabletalk.store.default_agent(client.app.state.tabletalk.store.owner()).id
+    agent = store_of(client).default_agent(store_of(client).owner()).id
     fake.script("New one.")
     r = client.post(f"/new/{agent}/knowledge", data={"_csrf_token": token, "knowledge": f"d{d['id']}", "text": "Hi"},
                     follow_redirects=False)

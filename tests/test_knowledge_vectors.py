@@ -16,7 +16,7 @@ from app.providers.client import Providers
 from app.run.embedding import Embedding
 from app.store import Scope
 from app.tables import Assistant
-from tests.conftest import idle, rows, soup, start_chat, wait_for
+from tests.conftest import idle, rows, soup, start_chat, wait_for, store_of
 from tests.fakes.openai_server import FakeModelServer, error, tool_call
 from tests.test_knowledge import give, made, ready, upload
 
@@ -316,7 +316,7 @@ def test_an_agent_finds_the_passage_worded_otherwise_with_embeddings_set(monkeyp
         ready(data)
         count = lambda table: rows(data, f"SELECT count(*) AS n FROM {table}")[0]["n"]  # noqa: E731
         wait_for(lambda: count("passage_vectors") == count("passages"))
-        store = client.app.state.tabletalk.store
+        store = store_of(client)
         give(client, store.default_agent(store.owner()).id, c)
         fake.script([tool_call("search_knowledge", {"query": "repair a car"})], "Loosen the nuts first (garage.md, p. 1).")
         chat = start_chat(client, "How do I repair my car?")

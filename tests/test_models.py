@@ -18,7 +18,7 @@ from app.agent import Message, ModelError
 from app.config import load
 from app.providers.client import Providers
 from app.providers.ids import GROUP_LOCAL, GROUP_SERVER, Choice, choice_of, groups
-from tests.conftest import app_client, csrf, free_port, new_chat, rows, soup, start_chat, wait_for
+from tests.conftest import app_client, csrf, free_port, new_chat, rows, soup, start_chat, wait_for, store_of
 from tests.fakes.ollama_server import FakeOllama, OllamaModel, ollama_model
 from tests.fakes.openai_server import FakeModelServer, text
 from app import config as configuration
@@ -368,7 +368,7 @@ def test_the_pickers_are_grouped_and_show_the_down_account(app):
     offered = [o["value"] for o in picker.select("optgroup option:not([disabled])")]
     assert offered[:2] == ["local:llama3:8b", "local:qwen3:4b"] and "fake-model" in offered
     # Again's other model (the ▾ under an answer) is picked from the same groups
-    store = app.app.state.tabletalk.store
+    store = store_of(app)
     asked = store.ask(int(chat.rsplit("/", 1)[1]), "Hello")
     again = soup(app.get(f"{chat}/answers/{asked.id}/again")).select_one("select[name=model]")
     assert [g["label"] for g in again.select("optgroup")] == [GROUP_LOCAL, "gone", "openrouter", GROUP_SERVER]

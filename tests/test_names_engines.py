@@ -83,7 +83,7 @@ def test_an_install_whose_names_now_share_a_key_moves_and_everyone_signs_in(data
     from app.accounts.rules import Accounts
     from app.store import Store
     from app.web.app import create_app
-    from tests.conftest import COOKIE, PASSWORD, in_process, password_hash
+    from tests.conftest import COOKIE, PASSWORD, in_process, password_hash, store_of
     from tests.test_accounts import sign_in
     from tests.test_move import move_to
 
@@ -105,7 +105,7 @@ def test_an_install_whose_names_now_share_a_key_moves_and_everyone_signs_in(data
             client.cookies.clear()
             r = sign_in(client, typed, PASSWORD)
             assert r.status_code == 303 and r.headers["location"] == "/", (typed, r.text)
-            assert Accounts(client.app.state.tabletalk.store).session(r.cookies.get(COOKIE)).name == whose
+            assert Accounts(store_of(client)).session(r.cookies.get(COOKIE)).name == whose
     pg = dbm.connect(pg_url)
     try:
         assert sorted(p.name for p in Store(pg).people()) == sorted(names)

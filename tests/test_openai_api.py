@@ -17,7 +17,7 @@ from app.run.naming import TITLE_PROMPT
 from app.tables import Item, Person, assistant
 from app.web.completions import Completion, Place, Transcript
 from app.web.toolkit import PERSON_QUEUE_MAX
-from tests.conftest import COOKIE, csrf, rows, signed_in, soup, wait_for
+from tests.conftest import COOKIE, csrf, rows, signed_in, soup, wait_for, store_of
 from tests.fakes.openai_server import hold, reasoning, text, tool_call
 
 
@@ -104,7 +104,7 @@ def test_a_key_needs_a_name_and_an_agent_of_ones_own(client):
 
 
 def test_an_expired_key_is_refused(client):
-    store = client.app.state.tabletalk.store
+    store = store_of(client)
     owner = Person("owner", owner=True, id=store.owner())
     made_long_ago, _ = ApiKeys(store, clock=lambda: 1_000_000.0).make(owner, "old", "7")
     refusal(client.get("/v1/models", headers=bearer(made_long_ago)), 401, "invalid_api_key")
@@ -184,7 +184,7 @@ def test_every_refusal_is_in_the_openai_shape(client, data, fake):
 
 
 def test_a_key_for_one_agent_reaches_no_other(client, data):
-    store = client.app.state.tabletalk.store
+    store = store_of(client)
     owner = store.owner()
     other = store.add_agent(assistant(None, "Other", person=owner))
     first = store.agents(owner)[0]
@@ -210,7 +210,7 @@ def test_a_request_past_the_messages_that_may_wait_is_refused(client, data, fake
     release = threading.Event()
     fake.default = [hold(release)]
     key = make_key(client)
-    store = client.app.state.tabletalk.store
+    store = store_of(client)
     owner = store.owner()
     try:
         for i in range(PERSON_QUEUE_MAX):
@@ -227,7 +227,7 @@ def test_a_request_past_the_messages_that_may_wait_is_refused(client, data, fake
 
 def test_the_models_are_the_persons_agents(client):
     key = make_key(client)
-    store = client.app.state.tabletalk.store
+    store = store_of(client)
     listed = client.get("/v1/models", headers=bearer(key)).json()
     assert listed["object"] == "list"
     assert [(m["id"], m["name"]) for m in listed["data"]] == [(f"agent-{a.id}", a.name)
@@ -348,7 +348,7 @@ def test_a_history_with_the_clients_results_goes_on_from_them(client, data, fake
 
 def test_a_call_that_waits_for_approval_too_long_is_declined_in_words(client, data, fake):
     key = make_key(client)
-    store = client.app.state.tabletalk.store
+    store = store_of(client)
     store.update_agent(store.default_agent(store.owner()).id, approve="remember")
     client.post("/people/api", data={"_csrf_token": csrf(client, "/people"), "mode": "everyone", "per_minute": "60",
                                      "approval_seconds": "1"})

@@ -12,7 +12,7 @@ from app.accounts.invitations import DAY, INVITATION_GONE, Invitations
 from app.accounts.passwords import AccountError
 from app.accounts.rules import Accounts, token_id
 from app.tables import Person, asked
-from tests.conftest import COOKIE, csrf, idle, signed_in, soup, start_chat
+from tests.conftest import COOKIE, csrf, idle, signed_in, soup, start_chat, store_of
 from tests.test_accounts import db_rows
 
 HASH = "$argon2id$not-a-real-hash"
@@ -207,7 +207,7 @@ def test_an_invitation_from_the_page_to_a_new_person_signed_in(client, data):
 def test_an_expired_or_withdrawn_invitation_says_so(client, data):
     expired = invite(client).split("token=")[1]
     withdrawn = invite(client, note="Dee").split("token=")[1]
-    with client.app.state.tabletalk.store.write() as db:  # a week passed (the rows' time moved, no sleeping)
+    with store_of(client).write() as db:  # a week passed (the rows' time moved, no sleeping)
         db.conn.execute("UPDATE invitations SET expires = created - 1 WHERE hash = ?", [token_id(expired)])
     [(dee,)] = db_rows(data, "SELECT id FROM invitations WHERE note = 'Dee'")
     r = client.post(f"/people/invitations/{dee}/revoke", data={"_csrf_token": csrf(client, "/people")},
@@ -343,7 +343,7 @@ def test_removing_someone_asks_first_and_keeps_or_deletes_their_conversations(cl
     client.cookies.set(COOKIE, signed_in(data, "Bea"))
     chat = start_chat(client, "Bea's question", files={"file": ("plan.txt", b"Bea's plan", "text/plain")})
     idle(client, chat)
-    store = client.app.state.tabletalk.store
+    store = store_of(client)
     key, _ = ApiKeys(store).make(store.person(bea), "Bea's key")
     client.cookies.set(COOKIE, owners)
 
@@ -401,7 +401,7 @@ def test_a_changed_address_forgets_the_saved_key(client, data):
     with FakeModelServer(models={"big": 4096}, require_key=KEY) as owners, \
             FakeModelServer(models={"x": 4096}, require_key=KEY) as elsewhere:
         assert form(client, PAGE, kind="openai", name="Paid", url=owners.url, key=KEY).status_code == 303
-        store = client.app.state.tabletalk.store
+        store = store_of(client)
         k = store.connection_named("Paid")
         client.cookies.set(COOKIE, signed_in(data, "Bea", owner=False))
         store.set_admin(store.person_named("Bea")[0].id, True)
@@ -420,7 +420,7 @@ def test_a_connection_kept_from_an_admin_is_the_owners_to_change(client, data):
 
     with FakeModelServer(models={"big": 4096}) as owners:
         form(client, PAGE, kind="openai", name="Paid", url=owners.url, key=KEY)
-        store = client.app.state.tabletalk.store
+        store = store_of(client)
         k = store.connection_named("Paid")
         assert form(client, f"{PAGE}/{k.id}/people", everyone="0").status_code == 303  # the owner's alone
         client.cookies.set(COOKIE, signed_in(data, "Bea", owner=False))
@@ -442,7 +442,7 @@ def two_people(client, data) -> dict[str, int]:
     for name in ("Bea", "Cy"):
         client.post("/people", data={"_csrf_token": csrf(client), "name": name, "password": "a good password"})
     ids = dict(db_rows(data, "SELECT name, id FROM people"))
-    client.app.state.tabletalk.store.set_admin(ids["Bea"], True)
+    store_of(client).set_admin(ids["Bea"], True)
     return ids
 
 
@@ -487,10 +487,10 @@ def test_only_the_owner_withdraws_an_invitation_to_be_an_admin(client, data):
     ids = two_people(client, data)
     made = form(client, "/people/invitations", "/people", role="admin")
     assert made.status_code == 200
-    waiting = client.app.state.tabletalk.store.invitations()[0]
+    waiting = store_of(client).invitations()[0]
     assert waiting.admin
     client.cookies.set(COOKIE, signed_in(data, "Bea"))
     r = form(client, f"/people/invitations/{waiting.id}/revoke", "/people")
     assert r.status_code == 403 and "Only the owner" in r.text
-    assert client.app.state.tabletalk.store.invitation(waiting.id).revoked is None
+    assert store_of(client).invitation(waiting.id).revoked is None
     assert ids

@@ -10,7 +10,7 @@ import pytest
 from app.web import search
 from app.tables import Conversation
 from app.web.sidebar import PAGE, group_of, list_changes, parse_key, row_key
-from tests.conftest import csrf, new_chat, rows, soup, start_chat, wait_for
+from tests.conftest import csrf, new_chat, rows, soup, start_chat, wait_for, store_of
 from tests.fakes.openai_server import text
 
 NOW = datetime(2026, 12, 1, 15, 30)
@@ -133,7 +133,7 @@ def test_the_sidebar_is_on_every_signed_in_page_with_the_current_one_marked(clie
 
 
 def test_more_pages_by_a_cursor_and_refuses_one_it_did_not_make(client):
-    store = client.app.state.tabletalk.store
+    store = store_of(client)
     person = store.owner()
     for n in range(PAGE + 3):
         store.new_conversation(None, f"n{n}", person=person)
@@ -150,7 +150,7 @@ def test_more_pages_by_a_cursor_and_refuses_one_it_did_not_make(client):
 
 
 def test_home_suggests_what_the_agent_says_else_defaults_and_the_field_is_checked(client):
-    agent = client.app.state.tabletalk.store.default_agent(client.app.state.tabletalk.store.owner())
+    agent = store_of(client).default_agent(store_of(client).owner())
     suggested = [b["value"] for b in soup(client.get("/")).select(".suggestions button[name=text]")]
     assert len(suggested) == 4
     url = f"/agents/{agent.id}"

@@ -19,7 +19,7 @@ from app.store import db as dbm
 from app.store.usage import Used
 from app.tables import asked
 from app.web.usage import AXIS_STEPS, chart
-from tests.conftest import COOKIE, Served, ask, csrf, database, idle, rows, signed_in, soup, start_chat, wait_for
+from tests.conftest import COOKIE, Served, ask, csrf, database, idle, rows, signed_in, soup, start_chat, wait_for, store_of
 from tests.fakes.openai_server import rate, text, usage
 from tests.test_openai_api import ask as api_ask
 from tests.test_openai_api import make_key, refusal
@@ -35,7 +35,7 @@ def days(data) -> list[dict]:
 
 
 def owner_of(client) -> int:
-    return client.app.state.tabletalk.store.owner()
+    return store_of(client).owner()
 
 
 # --- what is counted --------------------------------------------------------------------------
@@ -176,7 +176,7 @@ def test_the_composer_says_the_limit_is_used_and_every_send_is_refused_keeping_w
     fake.script([text("Hello."), usage(10, 5)])
     chat = start_chat(client, "hi")
     idle(client, chat)
-    store = client.app.state.tabletalk.store
+    store = store_of(client)
     me = owner_of(client)
     store.set_token_limit(me, 1_000)
     assert "limit" not in (soup(client.get(chat)).select_one("#composer-error") or {"class": ""})["class"]
@@ -220,7 +220,7 @@ def test_messages_queued_before_the_limit_was_reached_are_not_sent_past_it(clien
     from tests.fakes.openai_server import hold
 
     release = threading.Event()
-    store = client.app.state.tabletalk.store
+    store = store_of(client)
     store.set_token_limit(owner_of(client), 1_000)
     fake.script([text("First."), hold(release), usage(900, 200)], *[[text("More."), usage(900, 200)]] * 5)
     chat = start_chat(client, "one")
@@ -236,7 +236,7 @@ def test_messages_queued_before_the_limit_was_reached_are_not_sent_past_it(clien
 
 def test_the_api_is_refused_in_the_same_words(client, fake, data):
     key = make_key(client)
-    store = client.app.state.tabletalk.store
+    store = store_of(client)
     store.set_default_token_limit(1_000)
     spend(store, owner_of(client), 1_200)
     before = rows(data, "SELECT count(*) AS n FROM conversations")[0]["n"]
@@ -266,7 +266,7 @@ def test_limits_reset_at_midnight_utc_and_a_persons_own_wins_over_the_default(st
 
 
 def test_the_usage_page_shows_everyone_per_person_and_per_model_with_a_chart(client, data):
-    store = client.app.state.tabletalk.store
+    store = store_of(client)
     me = owner_of(client)
     signed_in(data, "Bea", owner=False)
     bea = next(p.id for p in store.people() if p.name == "Bea")
@@ -303,7 +303,7 @@ def test_the_charts_axis_lines_are_round_exact_and_above_the_highest_day(most):
 
 
 def test_a_member_sees_their_own_usage_and_is_refused_everyones(client, data):
-    store = client.app.state.tabletalk.store
+    store = store_of(client)
     store.add_usage(owner_of(client), "fake-model", TODAY, 123_456, 7)
     client.cookies.set(COOKIE, signed_in(data, "Bea", owner=False))
     assert client.get(PAGE).status_code == 403
@@ -323,7 +323,7 @@ def test_a_member_sees_their_own_usage_and_is_refused_everyones(client, data):
     ("１０００", "is not one"),  # full-width digits: Python's isdigit, not a number a person means here
 ])
 def test_hostile_limits_are_refused_beside_their_field_and_nothing_is_saved(client, typed, words):
-    store = client.app.state.tabletalk.store
+    store = store_of(client)
     me = owner_of(client)
     for field in ("default", f"limit-{me}"):
         r = client.post(f"{PAGE}/limits", data={"_csrf_token": csrf(client, PAGE), field: typed}, follow_redirects=False)
@@ -335,7 +335,7 @@ def test_hostile_limits_are_refused_beside_their_field_and_nothing_is_saved(clie
 
 
 def test_limits_are_saved_as_typed_and_empty_means_none_or_the_default(client, data):
-    store = client.app.state.tabletalk.store
+    store = store_of(client)
     me = owner_of(client)
     signed_in(data, "Bea", owner=False)
     bea = next(p.id for p in store.people() if p.name == "Bea")

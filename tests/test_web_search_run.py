@@ -12,7 +12,7 @@ import pytest
 
 from app.context.segments import SEARCH_WEB
 from app.netguard import Guard
-from tests.conftest import ask, csrf, idle, soup, start_chat
+from tests.conftest import ask, csrf, idle, soup, start_chat, store_of
 from tests.fakes.openai_server import text, tool_call
 from tests.fakes.redirect_server import LoopbackServer
 from tests.fakes.search_providers import FakeSearch
@@ -61,7 +61,7 @@ def test_the_owner_chooses_a_provider_and_its_key_is_never_shown_again(client, s
     page = client.get("/people?saved=web_search")
     assert "sekret-key-123" not in page.text and "a key is saved" in page.text
     assert soup(page).select_one('input[name="kind"][value="brave"]').has_attr("checked")
-    store = client.app.state.tabletalk.store
+    store = store_of(client)
     stored = store.settings("web_search.")["web_search.key"]
     assert stored.startswith("sealed:v1:") and "sekret" not in stored
     assert store.search_provider().key == "sekret-key-123"
@@ -82,7 +82,7 @@ def test_with_the_switch_on_the_agent_searches_reads_two_pages_and_answers_with_
     client.app.state.tabletalk.runner.turn_setup.guard = Guard(
         resolve=resolve, allow_for_tests=lambda ip: ip == ipaddress.ip_address("127.0.0.1"))
     assert choose(client, kind="searxng", address=search.url("/searxng")).status_code == 303
-    store = client.app.state.tabletalk.store
+    store = store_of(client)
     agent = store.default_agent()
     store.update_agent(agent.id, tools="update_plan")  # not given web_search: the switch gives it for the message
     assert soup(client.get("/")).select_one('#composer input[type="checkbox"][name="search_web"][role="switch"]')
