@@ -119,5 +119,27 @@ def test_a_chosen_theme_holds_across_a_reload_whatever_the_system(browser, serve
         context.close()
 
 
+@pytest.mark.browser
+def test_the_typing_cursor_stands_still_when_the_system_asks_for_less_motion(browser, served: Served):
+    """The blinking cursor after "Answering…" (and the search switch's slide) move only for
+    a person whose system does not ask for reduced motion."""
+    def motion(reduced: str) -> list[str]:
+        context = served.context(browser, reduced_motion=reduced)
+        try:
+            page = context.new_page()
+            page.goto("/")
+            return page.evaluate("""() => {
+                document.body.insertAdjacentHTML("beforeend", '<span class="typing" id="t">Answering…</span>'
+                    + '<div class="composer"><label class="search-switch"><input type="checkbox" id="s"></label></div>');
+                return [getComputedStyle(document.getElementById("t"), "::after").animationName,
+                        getComputedStyle(document.getElementById("s"), "::before").transitionDuration];
+            }""")
+        finally:
+            context.close()
+
+    moving, still = motion("no-preference"), motion("reduce")
+    assert moving == ["blink", "0.15s"] and still == ["none", "0s"]
+
+
 if __name__ == "__main__":
     print(code_css(), end="")
