@@ -47,6 +47,15 @@ def no_wider_than(page, width: int) -> None:
     assert page.evaluate("document.documentElement.scrollWidth") <= width, "nothing wider than the screen"
 
 
+def shots(page, name: str, full_page: bool = False) -> None:
+    """SHOTS/knowledge-{name}-light.png and -dark.png: the same page with its colour scheme
+    switched (a theme changes only colours, so a flow is walked once and pictured in both)."""
+    for scheme in ("light", "dark"):
+        page.emulate_media(color_scheme=scheme)
+        page.screenshot(path=f"{SHOTS}/knowledge-{name}-{scheme}.png", full_page=full_page)
+    page.emulate_media(color_scheme="light")
+
+
 def test_documents_added_from_the_page_are_followed_live_and_stopped(browser, served, tmp_path):
     os.makedirs(SHOTS, exist_ok=True)
     c = collection(served)
@@ -89,8 +98,7 @@ def test_without_javascript_a_collection_being_read_reloads_itself(browser, serv
         page.screenshot(path=f"{SHOTS}/knowledge-collection-nojs-phone-light.png", full_page=True)
 
 
-@pytest.mark.parametrize("scheme", ["light", "dark"])
-def test_an_answer_cites_a_page_and_its_chip_opens_it(browser, served, fake, scheme):
+def test_an_answer_cites_a_page_and_its_chip_opens_it(browser, served, fake):
     c = collection(served)
     with served.store() as store:
         owner = served.person
@@ -104,34 +112,33 @@ def test_an_answer_cites_a_page_and_its_chip_opens_it(browser, served, fake, sch
     with served.client() as client:
         chat = start_chat(client, "What does asn1_der_decoding return for a wrong tag?")
     for width, height, name in ((1280, 900, "desk"), (390, 844, "phone")):
-        with served.watched_page(browser, color_scheme=scheme, viewport={"width": width, "height": height}) as page:
+        with served.watched_page(browser, viewport={"width": width, "height": height}) as page:
             page.goto(chat)
             chip = page.locator(".chips a").first
             expect(chip).to_be_visible(timeout=30_000)
             expect(chip).to_contain_text("libtasn1.md")
-            page.screenshot(path=f"{SHOTS}/knowledge-answer-{name}-{scheme}.png")
+            shots(page, f"answer-{name}")
             with page.context.expect_page() as opened:  # (a tab of its own: the conversation stays)
                 chip.click()
             cited = opened.value
             expect(cited.locator("#passage mark")).to_contain_text("ASN1_TAG_ERROR")
             no_wider_than(cited, width)
-            cited.screenshot(path=f"{SHOTS}/knowledge-passage-{name}-{scheme}.png", full_page=True)
+            shots(cited, f"passage-{name}", full_page=True)
             cited.close()
             page.goto("/knowledge")
             expect(page.locator(".collection-list")).to_contain_text("Manuals")
             no_wider_than(page, width)
-            page.screenshot(path=f"{SHOTS}/knowledge-list-{name}-{scheme}.png", full_page=True)
+            shots(page, f"list-{name}", full_page=True)
             page.goto(f"/knowledge/{c}")
             no_wider_than(page, width)
-            page.screenshot(path=f"{SHOTS}/knowledge-collection-{name}-{scheme}.png", full_page=True)
+            shots(page, f"collection-{name}", full_page=True)
             page.goto(f"/agents/{agent}?tab=knowledge")
             expect(page.get_by_label("Manuals")).to_be_checked()
             no_wider_than(page, width)
-            page.screenshot(path=f"{SHOTS}/knowledge-agent-tab-{name}-{scheme}.png", full_page=True)
+            shots(page, f"agent-tab-{name}", full_page=True)
 
 
-@pytest.mark.parametrize("scheme", ["light", "dark"])
-def test_an_attached_pdfs_reading_and_a_deleted_sources_chip_on_the_conversation(browser, served, fake, scheme):
+def test_an_attached_pdfs_reading_and_a_deleted_sources_chip_on_the_conversation(browser, served, fake):
     """A PDF attached to a message says beside its chip how its reading ended ("Ready: 3
     pages"), and the chip of a source whose document was deleted since says so, linking
     nowhere: desktop and phone, nothing wider than the screen."""
@@ -155,19 +162,17 @@ def test_an_attached_pdfs_reading_and_a_deleted_sources_chip_on_the_conversation
         assert client.post(f"/knowledge/documents/{cited}/delete", data={"_csrf_token": token},
                            follow_redirects=False).status_code == 303
     for width, height, name, js in ((1280, 900, "desk", True), (390, 844, "phone", True), (390, 844, "phone-nojs", False)):
-        with served.watched_page(browser, color_scheme=scheme, viewport={"width": width, "height": height},
-                                 java_script_enabled=js) as page:
+        with served.watched_page(browser, viewport={"width": width, "height": height}, java_script_enabled=js) as page:
             page.goto(chat)
             expect(page.locator(".attachments .document-progress")).to_contain_text("Ready: 3 pages")
             gone = page.locator(".chips .gone").first
             expect(gone).to_contain_text("deleted since")
             expect(page.locator(".chips a")).to_have_count(0)
             no_wider_than(page, width)
-            page.screenshot(path=f"{SHOTS}/knowledge-attached-and-gone-{name}-{scheme}.png")
+            shots(page, f"attached-and-gone-{name}")
 
 
-@pytest.mark.parametrize("scheme", ["light", "dark"])
-def test_hash_in_the_composer_picks_a_collection_for_one_message(browser, served, fake, scheme):
+def test_hash_in_the_composer_picks_a_collection_for_one_message(browser, served, fake):
     """"#" at the start of a message shows the person's collections and documents over the
     composer; typing filters them; the ones ticked ride with the message as chips (removable),
     and the message shows them once sent. Without script the "/" page's form does the same.
@@ -184,7 +189,7 @@ def test_hash_in_the_composer_picks_a_collection_for_one_message(browser, served
     answered(served, chat)
     for width, height, name in ((1280, 900, "desk"), (390, 844, "phone")):
         fake.script(f"Searched ({name}).")
-        with served.watched_page(browser, color_scheme=scheme, viewport={"width": width, "height": height}) as page:
+        with served.watched_page(browser, viewport={"width": width, "height": height}) as page:
             page.goto(chat)
             box = page.locator("#text")
             box.click()
@@ -194,7 +199,7 @@ def test_hash_in_the_composer_picks_a_collection_for_one_message(browser, served
             expect(pop.get_by_label("Tide tables")).to_be_visible()
             expect(pop.get_by_label("Recipes")).to_be_hidden()  # filtered by the name typed
             no_wider_than(page, width)
-            page.screenshot(path=f"{SHOTS}/knowledge-pick-{name}-{scheme}.png")
+            shots(page, f"pick-{name}")
             box.press("Enter")  # to the first collection shown, ticked with Space
             expect(pop.get_by_label("Tide tables")).to_be_focused()
             page.keyboard.press("Space")
@@ -209,20 +214,19 @@ def test_hash_in_the_composer_picks_a_collection_for_one_message(browser, served
             expect(sent.locator(".picks a.pick")).to_contain_text("Tide tables")
             expect(page.locator("#composer ul.picked-resources li")).to_have_count(0)
             no_wider_than(page, width)
-            page.screenshot(path=f"{SHOTS}/knowledge-picked-{name}-{scheme}.png")
+            shots(page, f"picked-{name}")
     [last] = rows(served.data, "SELECT knowledge FROM items WHERE chat = ? AND kind = 'user' ORDER BY id DESC LIMIT 1",
                   (chat_id(chat),))
     assert last["knowledge"] == f"c{c}"
     assert other not in [c]
     fake.script("Without script.")
-    with served.watched_page(browser, color_scheme=scheme, java_script_enabled=False,
-                             viewport={"width": 390, "height": 844}) as page:
+    with served.watched_page(browser, java_script_enabled=False, viewport={"width": 390, "height": 844}) as page:
         page.goto(f"{chat}/prompts")
         form = page.locator("form.picks")
         form.get_by_label("Recipes").check()
         form.get_by_label("Message").fill("Any soup?")
         no_wider_than(page, 390)
-        page.screenshot(path=f"{SHOTS}/knowledge-pick-nojs-phone-{scheme}.png", full_page=True)
+        shots(page, "pick-nojs-phone", full_page=True)
         form.get_by_role("button", name="Send, searching them").click()
         expect(page.locator(".item.user").last.locator(".picks")).to_contain_text("Recipes")
     [last] = rows(served.data, "SELECT knowledge FROM items WHERE chat = ? AND kind = 'user' ORDER BY id DESC LIMIT 1",

@@ -1,8 +1,8 @@
-"""An invitation walked end to end in Debian's Chromium, on a desktop and a phone, light and dark,
-with script (the Copy button) and without (the link as text to select): the owner makes it on
-the People page, the invited person opens it signed out, chooses a name and a password and is
-signed in; the link then says it does not work, and the People page says who used it.
-Screenshots of each step (SHOTS)."""
+"""An invitation walked end to end in Debian's Chromium, on a desktop and a phone, with script
+(the Copy button) and without (the link as text to select): the owner makes it on the People
+page, the invited person opens it signed out, chooses a name and a password and is signed in;
+the link then says it does not work, and the People page says who used it. Screenshots of
+each step, light and dark (SHOTS)."""
 from __future__ import annotations
 
 import os
@@ -16,22 +16,27 @@ from tests.conftest import SHOTS, Served
 pytestmark = pytest.mark.browser
 
 VIEWS = [("desktop", {"width": 1280, "height": 800}), ("phone", {"width": 390, "height": 844})]
-WALKS = [(view, scheme, True) for view in VIEWS for scheme in ("light", "dark")] + [(VIEWS[0], "light", False)]
+WALKS = [(view, True) for view in VIEWS] + [(VIEWS[0], False)]
 
 
-def shot(page, name: str, view: str, scheme: str) -> None:
+def shot(page, name: str, view: str) -> None:
+    """The page no wider than the screen, pictured light and dark (its colour scheme switched:
+    a theme changes only colours, so each walk is made once and pictured in both)."""
     width = page.evaluate("document.documentElement.scrollWidth")
     assert width <= page.viewport_size["width"], f"{name} scrolls sideways on a {view}: {width} px"
-    page.screenshot(path=os.path.join(SHOTS, f"people-{name}-{view}-{scheme}.png"), full_page=True)
+    for scheme in ("light", "dark"):
+        page.emulate_media(color_scheme=scheme)
+        page.screenshot(path=os.path.join(SHOTS, f"people-{name}-{view}-{scheme}.png"), full_page=True)
+    page.emulate_media(color_scheme="light")
 
 
 def test_an_invitation_from_the_people_page_to_a_new_person_signed_in(browser, data, env):
     served = Served(data, env).start()
     os.makedirs(SHOTS, exist_ok=True)
     try:
-        for n, ((view, viewport), scheme, javascript) in enumerate(WALKS):
+        for n, ((view, viewport), javascript) in enumerate(WALKS):
             joiner = f"Cy {n}"
-            owner = served.context(browser, viewport=viewport, color_scheme=scheme, java_script_enabled=javascript,
+            owner = served.context(browser, viewport=viewport, java_script_enabled=javascript,
                                    permissions=["clipboard-read", "clipboard-write"] if javascript else [])
             page = owner.new_page()
             errors: list[str] = []
@@ -45,7 +50,7 @@ def test_an_invitation_from_the_people_page_to_a_new_person_signed_in(browser, d
             form.get_by_label("Who it is for").fill(joiner)
             expect(form.get_by_label("The link works for")).to_have_value("7")
             if javascript:
-                shot(page, "page", view, scheme)
+                shot(page, "page", view)
             form.get_by_role("button", name="Make the link").click()
             expect(page.locator("h1")).to_have_text(f"An invitation for {joiner}")
             link = page.locator("#invitation-link").inner_text()
@@ -59,9 +64,9 @@ def test_an_invitation_from_the_people_page_to_a_new_person_signed_in(browser, d
                 expect(copy).to_be_hidden()  # the link is text to select: a triple click takes it whole
                 page.locator("#invitation-link").click(click_count=3)
                 assert page.evaluate("window.getSelection().toString()").strip() == link
-            shot(page, "invitation-link" + ("" if javascript else "-no-js"), view, scheme)
+            shot(page, "invitation-link" + ("" if javascript else "-no-js"), view)
 
-            guest = browser.new_context(viewport=viewport, color_scheme=scheme, java_script_enabled=javascript)
+            guest = browser.new_context(viewport=viewport, java_script_enabled=javascript)
             theirs = guest.new_page()
             theirs.goto(link)
             expect(theirs.locator("h1")).to_have_text("Join this Tabletalk")
@@ -72,7 +77,7 @@ def test_an_invitation_from_the_people_page_to_a_new_person_signed_in(browser, d
             expect(theirs.locator("p.problem")).to_have_text("The two passwords differ: type the same one twice.")
             expect(theirs.get_by_label("Your name")).to_have_value(joiner)
             if javascript:
-                shot(theirs, "join-refused", view, scheme)
+                shot(theirs, "join-refused", view)
             theirs.get_by_label("Password (at least 8 characters)").fill("cy's long password")
             theirs.get_by_label("Password again").fill("cy's long password")
             theirs.get_by_role("button", name="Join").click()
@@ -83,7 +88,7 @@ def test_an_invitation_from_the_people_page_to_a_new_person_signed_in(browser, d
             expect(theirs.locator("h1")).to_have_text("This invitation does not work")
             expect(theirs.locator("main form")).to_have_count(0)
             if javascript:
-                shot(theirs, "join-used", view, scheme)
+                shot(theirs, "join-used", view)
             guest.close()
 
             page.goto("/people")
@@ -92,7 +97,7 @@ def test_an_invitation_from_the_people_page_to_a_new_person_signed_in(browser, d
             expect(used).to_contain_text(f"{joiner} joined")
             expect(page.locator(".people-list")).to_contain_text(joiner)
             if javascript:
-                shot(page, "page-after", view, scheme)
+                shot(page, "page-after", view)
             owner.close()
             assert errors == [], errors
     finally:
