@@ -898,6 +898,18 @@ def browser():
 SHOTS = os.environ.get("TABLETALK_SHOTS") or os.path.join(tempfile.gettempdir(), "tabletalk-shots")
 
 
+def light_and_dark(page, path: str, **kw) -> None:
+    """Screenshots of the page as it is, light and dark: `path` with "{scheme}" in it, each
+    taken with the page's colour scheme switched (a theme changes only colours, so a flow is
+    walked once and pictured in both, not walked again in a context of its own); the page
+    is light again after. `kw` is the screenshot's (full_page=True)."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    for scheme in ("light", "dark"):
+        page.emulate_media(color_scheme=scheme)
+        page.screenshot(path=path.format(scheme=scheme), **kw)
+    page.emulate_media(color_scheme="light")
+
+
 # Tabletalk served with the real server-everything (npm) as the owner's default agent's
 # plugin "everything", over Streamable HTTP (browser tests of plugins).
 @pytest.fixture

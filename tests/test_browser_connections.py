@@ -12,7 +12,7 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from tests.conftest import COOKIE, SHOTS, Served, signed_in
+from tests.conftest import COOKIE, SHOTS, Served, light_and_dark, signed_in
 from tests.fakes.openai_server import FakeModelServer, text
 
 pytestmark = pytest.mark.browser
@@ -100,18 +100,17 @@ def test_screenshots_of_the_connections_page(browser, data, env, fake):
             context.close()
             os.makedirs(SHOTS, exist_ok=True)
             for name, viewport in VIEWS:
-                for scheme in ("light", "dark"):
-                    context = served.context(browser, viewport=viewport, color_scheme=scheme)
-                    page = context.new_page()
-                    page.goto("/settings/connections")
-                    width = page.evaluate("document.documentElement.scrollWidth")
-                    assert width <= viewport["width"], f"the page scrolls sideways on a {name}: {width} px"
-                    page.screenshot(path=os.path.join(SHOTS, f"connections-{name}-{scheme}.png"), full_page=True)
-                    page.locator("article.connection").filter(has_text="Team GPU").get_by_role("link", name="Edit").click()
-                    expect(page.locator("#edit ~ form input[name=key]")).to_have_value("")
-                    assert KEY not in page.content()
-                    page.screenshot(path=os.path.join(SHOTS, f"connections-edit-{name}-{scheme}.png"))
-                    context.close()
+                context = served.context(browser, viewport=viewport)
+                page = context.new_page()
+                page.goto("/settings/connections")
+                width = page.evaluate("document.documentElement.scrollWidth")
+                assert width <= viewport["width"], f"the page scrolls sideways on a {name}: {width} px"
+                light_and_dark(page, os.path.join(SHOTS, f"connections-{name}-{{scheme}}.png"), full_page=True)
+                page.locator("article.connection").filter(has_text="Team GPU").get_by_role("link", name="Edit").click()
+                expect(page.locator("#edit ~ form input[name=key]")).to_have_value("")
+                assert KEY not in page.content()
+                light_and_dark(page, os.path.join(SHOTS, f"connections-edit-{name}-{{scheme}}.png"))
+                context.close()
         finally:
             served.stop()
 

@@ -9,7 +9,7 @@ import os
 import pytest
 from playwright.sync_api import expect
 
-from tests.conftest import SHOTS, Served, rows, shared_fixtures, start_chat, wait_for
+from tests.conftest import SHOTS, Served, light_and_dark, rows, shared_fixtures, start_chat, wait_for
 from tests.fakes.openai_server import tool_call
 from tests.test_ingest import CSV
 from tests.test_knowledge import MANUAL
@@ -48,12 +48,7 @@ def no_wider_than(page, width: int) -> None:
 
 
 def shots(page, name: str, full_page: bool = False) -> None:
-    """SHOTS/knowledge-{name}-light.png and -dark.png: the same page with its colour scheme
-    switched (a theme changes only colours, so a flow is walked once and pictured in both)."""
-    for scheme in ("light", "dark"):
-        page.emulate_media(color_scheme=scheme)
-        page.screenshot(path=f"{SHOTS}/knowledge-{name}-{scheme}.png", full_page=full_page)
-    page.emulate_media(color_scheme="light")
+    light_and_dark(page, f"{SHOTS}/knowledge-{name}-{{scheme}}.png", full_page=full_page)
 
 
 def test_documents_added_from_the_page_are_followed_live_and_stopped(browser, served, tmp_path):

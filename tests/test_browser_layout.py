@@ -9,7 +9,7 @@ import os
 import pytest
 from playwright.sync_api import expect
 
-from tests.conftest import SHOTS, Served, ask, idle, shared_fixtures, start_chat
+from tests.conftest import SHOTS, Served, ask, idle, light_and_dark, shared_fixtures, start_chat
 from tests.fakes.openai_server import rate, text, tool_call
 
 pytestmark = pytest.mark.browser
@@ -27,16 +27,15 @@ TARGET = 44  # px: WCAG 2.5.5's target size, a finger's
 
 
 def screens(browser, served: Served, **kw):
-    """(name, context) for a desktop and a phone, light and dark: a phone is a touch screen."""
+    """(name, context) for a desktop and a phone: a phone is a touch screen. Light and dark
+    are pictured by `shot` (a theme changes only colours)."""
     for device, viewport in (("desktop", DESKTOP), ("phone", PHONE)):
-        for scheme in ("light", "dark"):
-            touch = {"is_mobile": True, "has_touch": True} if device == "phone" else {}
-            yield f"{device}-{scheme}", served.context(browser, viewport=viewport, color_scheme=scheme, **touch, **kw)
+        touch = {"is_mobile": True, "has_touch": True} if device == "phone" else {}
+        yield device, served.context(browser, viewport=viewport, **touch, **kw)
 
 
 def shot(page, name: str) -> None:
-    os.makedirs(SHOTS, exist_ok=True)
-    page.screenshot(path=os.path.join(SHOTS, f"layout-{name}.png"))
+    light_and_dark(page, os.path.join(SHOTS, f"layout-{name}-{{scheme}}.png"))
 
 
 def bottom_of(page, selector: str) -> float:

@@ -11,7 +11,7 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from tests.conftest import SHOTS, Served
+from tests.conftest import SHOTS, Served, light_and_dark
 
 pytestmark = pytest.mark.browser
 
@@ -20,14 +20,10 @@ WALKS = [(view, True) for view in VIEWS] + [(VIEWS[0], False)]
 
 
 def shot(page, name: str, view: str) -> None:
-    """The page no wider than the screen, pictured light and dark (its colour scheme switched:
-    a theme changes only colours, so each walk is made once and pictured in both)."""
+    """The page no wider than the screen, pictured light and dark."""
     width = page.evaluate("document.documentElement.scrollWidth")
     assert width <= page.viewport_size["width"], f"{name} scrolls sideways on a {view}: {width} px"
-    for scheme in ("light", "dark"):
-        page.emulate_media(color_scheme=scheme)
-        page.screenshot(path=os.path.join(SHOTS, f"people-{name}-{view}-{scheme}.png"), full_page=True)
-    page.emulate_media(color_scheme="light")
+    light_and_dark(page, os.path.join(SHOTS, f"people-{name}-{view}-{{scheme}}.png"), full_page=True)
 
 
 def test_an_invitation_from_the_people_page_to_a_new_person_signed_in(browser, data, env):

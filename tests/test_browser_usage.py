@@ -10,7 +10,7 @@ import pytest
 from playwright.sync_api import expect
 
 from app.accounts import usage as usage_rules
-from tests.conftest import SHOTS, Served, signed_in
+from tests.conftest import SHOTS, Served, light_and_dark, signed_in
 
 pytestmark = pytest.mark.browser
 
@@ -54,18 +54,17 @@ def test_the_usage_page_and_the_composer_at_its_limit(browser, data, env):
         with served.store() as store:
             store.add_usage(me, "team-gpu:llama-3.1-70b", usage_rules.today(), 250_000, 1_000)
         for name, viewport in VIEWS:
-            for scheme in ("light", "dark"):
-                context = served.context(browser, viewport=viewport, color_scheme=scheme)
-                page = context.new_page()
-                for path, shot in (("/settings/usage", "usage"), ("/account#usage", "usage-account"),
-                                   (f"/c/{chat}", "usage-limit-composer")):
-                    page.goto(path)
-                    page.screenshot(path=os.path.join(SHOTS, f"{shot}-{name}-{scheme}.png"),
-                                    full_page=shot != "usage-limit-composer")
-                    width = page.evaluate("document.documentElement.scrollWidth")
-                    assert width <= viewport["width"], f"{path} scrolls sideways on a {name}: {width} px"
-                expect(page.locator("#composer-error")).to_have_text(WORDS)
-                context.close()
+            context = served.context(browser, viewport=viewport)
+            page = context.new_page()
+            for path, shot in (("/settings/usage", "usage"), ("/account#usage", "usage-account"),
+                               (f"/c/{chat}", "usage-limit-composer")):
+                page.goto(path)
+                light_and_dark(page, os.path.join(SHOTS, f"{shot}-{name}-{{scheme}}.png"),
+                               full_page=shot != "usage-limit-composer")
+                width = page.evaluate("document.documentElement.scrollWidth")
+                assert width <= viewport["width"], f"{path} scrolls sideways on a {name}: {width} px"
+            expect(page.locator("#composer-error")).to_have_text(WORDS)
+            context.close()
         # a send refused with script: the words above the box, the text still in it
         with served.watched_page(browser, console=False) as page:
             page.goto(f"/c/{chat}")

@@ -12,7 +12,7 @@ import pytest
 from playwright.sync_api import expect
 
 from app.context.segments import SEARCH_WEB
-from tests.conftest import SHOTS, Served, wait_for
+from tests.conftest import SHOTS, Served, light_and_dark, wait_for
 from tests.fakes.openai_server import text, tool_call
 from tests.fakes.search_providers import FakeSearch
 
@@ -103,27 +103,26 @@ def test_screenshots_of_the_switch_the_chips_and_an_error(browser, data, env, fa
             context.close()
             os.makedirs(SHOTS, exist_ok=True)
             for name, viewport in VIEWS:
-                for scheme in ("light", "dark"):
-                    context = served.context(browser, viewport=viewport, color_scheme=scheme)
-                    page = context.new_page()
-                    page.goto("/")
-                    page.get_by_role("switch", name="Search the web").check()
-                    page.locator("#composer textarea").fill("What is new in Brest today?")
-                    box = page.locator("#composer").bounding_box()
-                    assert box["x"] + box["width"] <= viewport["width"] + 1, "the composer fits the width"
-                    page.screenshot(path=os.path.join(SHOTS, f"web-search-switch-{name}-{scheme}.png"))
-                    page.goto(found)
-                    expect(page.locator("article.call ul.chips a")).to_have_count(2)
-                    page.screenshot(path=os.path.join(SHOTS, f"web-search-chips-{name}-{scheme}.png"))
-                    page.goto(failed)
-                    page.locator("article.call details summary").first.click()
-                    expect(page.locator("article.call")).to_contain_text("Tavily is limiting the rate of searches")
-                    page.screenshot(path=os.path.join(SHOTS, f"web-search-error-{name}-{scheme}.png"))
-                    page.goto("/people#web-search")
-                    page.locator("#web-search").scroll_into_view_if_needed()
-                    expect(page.get_by_role("radio", name="Tavily")).to_be_checked()
-                    expect(page.locator('input[name="key"]')).to_have_value("")  # the key is never shown again
-                    page.screenshot(path=os.path.join(SHOTS, f"web-search-settings-{name}-{scheme}.png"))
-                    context.close()
+                context = served.context(browser, viewport=viewport)
+                page = context.new_page()
+                page.goto("/")
+                page.get_by_role("switch", name="Search the web").check()
+                page.locator("#composer textarea").fill("What is new in Brest today?")
+                box = page.locator("#composer").bounding_box()
+                assert box["x"] + box["width"] <= viewport["width"] + 1, "the composer fits the width"
+                light_and_dark(page, os.path.join(SHOTS, f"web-search-switch-{name}-{{scheme}}.png"))
+                page.goto(found)
+                expect(page.locator("article.call ul.chips a")).to_have_count(2)
+                light_and_dark(page, os.path.join(SHOTS, f"web-search-chips-{name}-{{scheme}}.png"))
+                page.goto(failed)
+                page.locator("article.call details summary").first.click()
+                expect(page.locator("article.call")).to_contain_text("Tavily is limiting the rate of searches")
+                light_and_dark(page, os.path.join(SHOTS, f"web-search-error-{name}-{{scheme}}.png"))
+                page.goto("/people#web-search")
+                page.locator("#web-search").scroll_into_view_if_needed()
+                expect(page.get_by_role("radio", name="Tavily")).to_be_checked()
+                expect(page.locator('input[name="key"]')).to_have_value("")  # the key is never shown again
+                light_and_dark(page, os.path.join(SHOTS, f"web-search-settings-{name}-{{scheme}}.png"))
+                context.close()
         finally:
             served.stop()
