@@ -211,6 +211,8 @@ def test_another_person_neither_sees_nor_changes_a_collection_until_it_is_shared
     token = csrf(client, "/knowledge")
     for path in (f"/knowledge/{c}", f"/knowledge/passages/{p['id']}", f"/files/{d['file']}"):
         assert client.get(path).status_code == 404, path
+    # another's passage is said as one that is not there, not as a collection that is
+    assert client.get(f"/knowledge/passages/{p['id']}").text == client.get("/knowledge/passages/999999").text
     for path in (f"/knowledge/{c}", f"/knowledge/{c}/documents", f"/knowledge/{c}/delete",
                  f"/knowledge/documents/{d['id']}/stop", f"/knowledge/documents/{d['id']}/delete"):
         assert client.post(path, data={"_csrf_token": token, "sure": "1", "name": "x"}).status_code == 404, path
@@ -225,9 +227,20 @@ def test_another_person_neither_sees_nor_changes_a_collection_until_it_is_shared
     assert page.select_one(f"#document-{d['id']}") and not page.select("#document-%d button" % d["id"])
     assert not page.select("#add-documents, #edit-collection, #delete-collection"), "only its maker changes it"
     assert client.get(f"/knowledge/passages/{p['id']}").status_code == 200
+    # the document's link (its file) opens for whoever sees the collection
+    assert page.select_one(f'#document-{d["id"]} a[href="/files/{d["file"]}"]')
+    opened = client.get(f"/files/{d['file']}")
+    assert opened.status_code == 200 and opened.content == b"The moon pulls the sea."
     assert client.post(f"/knowledge/documents/{d['id']}/delete", data={"_csrf_token": csrf(client, "/knowledge")}
                        ).status_code == 403
     assert rows(data, "SELECT id FROM documents") == [{"id": d["id"]}]
+    bea = client.cookies.get(COOKIE)
+    client.cookies.set(COOKIE, owner)
+    r = client.post(f"/knowledge/{c}", data={"_csrf_token": csrf(client, f"/knowledge/{c}"), "name": "Manuals",
+                                             "description": ""}, follow_redirects=False)
+    assert r.status_code == 303
+    client.cookies.set(COOKIE, bea)
+    assert client.get(f"/files/{d['file']}").status_code == 404, "unshared: the file is the owner's again"
 
 
 @pytest.mark.parametrize("raw", ["0", "-1", "x", "1" * 30, "%00", "9" * 18])

@@ -207,6 +207,12 @@ class Knowledge(Vectors):
         row = self._one(f"{self._DOCUMENT} WHERE id = ?", [document])
         return Document.from_row(row) if row else None
 
+    def file_in_reach(self, file: int, person: int) -> bool:
+        """Whether `file` is a document of a collection `person` may see (their own, or shared):
+        the document's link (its file) opens for whoever sees the collection, not its owner only."""
+        return self._one("SELECT 1 FROM documents d JOIN collections c ON c.id = d.collection "
+                         "WHERE d.file = ? AND (c.person = ? OR c.shared = 1) LIMIT 1", [file, person]) is not None
+
     def documents(self, collection: int) -> list[Document]:
         return [Document.from_row(r) for r in self._all(
             f"{self._DOCUMENT} WHERE collection = ? ORDER BY id DESC", [collection])]

@@ -289,7 +289,10 @@ async def passage_page(request: Request, passage_id: FromPath[str]) -> Response:
     if found is None:  # (a chip of an answer outlives the document it cited)
         raise NotFoundException("No such passage: the document it was in may have been deleted.")
     passage, document = found
-    document_or_404(request, str(document.id))
+    try:
+        document_or_404(request, str(document.id))
+    except NotFoundException:  # another's: said as one that is not there, whatever held it
+        raise NotFoundException("No such passage: the document it was in may have been deleted.") from None
     collection = s.store.collection(document.collection) if document.collection is not None else None
     return render.page(request, "passage.html", passage=passage, document=document, collection=collection,
                        page=s.store.page_passages(document.id, passage.page))

@@ -129,9 +129,14 @@ def person_or_404(request: Request, raw: str) -> Person:
 
 
 def file_or_404(request: Request, raw: str) -> tuple[dict, Iterator[bytes]]:
-    """A file's row and its bytes as a stream of chunks, when it is the person's."""
-    found = worker(request).store.file_stream(parse_id(raw, "file"))
-    if found is None or found[0]["person"] != me(request).id:
+    """A file's row and its bytes as a stream of chunks, when it is the person's, or a
+    document of a collection shared with them."""
+    store, file, person = worker(request).store, parse_id(raw, "file"), me(request).id
+    row = store.file(file)
+    if row is None or (row["person"] != person and not store.file_in_reach(file, person)):
+        raise NotFoundException("No such file.")
+    found = store.file_stream(file)
+    if found is None:
         raise NotFoundException("No such file.")
     return found
 
