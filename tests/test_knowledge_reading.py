@@ -137,6 +137,19 @@ def test_a_pdf_is_read_page_by_page_with_its_outline_as_headings(tmp_path):
     assert [p.number for p in read_all(path, "pdf", start=4)] == [4, 5], "taken up again from a page"
 
 
+def test_a_word_hyphenated_at_a_pdf_lines_end_is_read_whole(tmp_path):
+    """PDFium joins a word broken across two lines and marks where its hyphen was with U+FFFE;
+    left in, "manip\ufffeulation" was found by neither "manipulation" nor "manip" alone, and
+    showed a box on the passage's page."""
+    from app.knowledge.child import pdf_pages
+    from tests.fakes.documents import text_pdf
+
+    path = tmp_path / "libtasn1.pdf"
+    path.write_bytes(text_pdf([["Libtasn1 does the DER manip-", "ulation of ASN.1 structures."]]))
+    [(number, count, blocks)] = list(pdf_pages(path, 1))
+    assert (number, count, blocks) == (1, 1, [("", "Libtasn1 does the DER manipulation of ASN.1 structures.")])
+
+
 @pytest.mark.process  # the child: python -m app.knowledge.child
 def test_a_pdf_without_any_text_fails_saying_so_after_its_pages(tmp_path):
     from tests.fakes.documents import text_pdf

@@ -131,7 +131,10 @@ def pdf_pages(path: Path, start: int) -> Iterator[tuple[int, int, Blocks]]:
             try:
                 text = page.get_textpage()
                 try:
-                    blocks = [(heading, p) for p in BLANK.split(text.get_text_range().replace("\r\n", "\n"))]
+                    # PDFium joins a word hyphenated at a line's end and leaves U+FFFE (a noncharacter)
+                    # where the hyphen was: "manip\ufffeulation" would be two words to search
+                    whole = text.get_text_range().replace("\r\n", "\n").replace("\ufffe", "")
+                    blocks = [(heading, p) for p in BLANK.split(whole)]
                 finally:
                     text.close()
             finally:
