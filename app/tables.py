@@ -627,6 +627,11 @@ class Collection:
                    ready=row["ready"] if "ready" in keys else 0)
 
 
+def counted(n: int, noun: str) -> str:
+    """ "1 page", "2 pages", "8,123 pages": a count with its noun."""
+    return f"{n:,} {noun}{'' if n == 1 else 's'}"
+
+
 @dataclass(frozen=True)
 class Document:
     """A file read into passages: its state, and how far its reading got (`pages_read` of
@@ -665,13 +670,13 @@ class Document:
         if self.state == "queued":
             return "queued"
         if self.state == "reading":
-            return f"reading page {min(self.pages_read + 1, self.pages)} of {self.pages}" if self.pages else "reading"
+            return f"reading page {min(self.pages_read + 1, self.pages):,} of {self.pages:,}" if self.pages else "reading"
         if self.state == "ready":
-            read = f"ready: {self.pages} page{'s' if self.pages != 1 else ''}, {self.passages} passages"
+            read = f"ready: {counted(self.pages, 'page')}, {counted(self.passages, 'passage')}"
             return read + {"whole": ", sent whole to the model", "searched": ", searched: too long for the model to be "
                            "sent whole"}.get(self.sent, "")
         if self.state == "stopped":
-            return f"stopped at page {self.pages_read} of {self.pages}" if self.pages else "stopped"
+            return f"stopped at page {self.pages_read:,} of {self.pages:,}" if self.pages else "stopped"
         return f"failed: {self.reason}" if self.reason else "failed"
 
 

@@ -92,6 +92,24 @@ def test_a_document_added_is_read_in_the_background_into_passages_with_pages_and
     assert not page.select("noscript meta[http-equiv=refresh]"), "nothing being read: the page does not reload"
 
 
+def test_without_script_a_refused_upload_is_not_reloaded_away_while_another_is_read(client, data):
+    c = made(client)
+    store = client.app.state.tabletalk.store
+
+    def being_read():  # on the app's loop, in one go: its own reader cannot take it between
+        owner = store.owner()
+        store.add_document(owner, store.add_file("long.txt", b"Long notes.", owner), "long.txt", collection=c,
+                           kind="text")
+        return store.take_document("another-worker", 3600)
+
+    assert client.blocking_portal.call(being_read) is not None
+    assert soup(client.get(f"/knowledge/{c}")).select("noscript meta[http-equiv=refresh]"), "read: it reloads"
+    r = upload(client, c, ("fake.pdf", b"Not a PDF at all.", "application/pdf"), status=400)
+    assert "is not a PDF" in soup(r).select_one("#problem-file").text
+    assert not soup(r).select("noscript meta[http-equiv=refresh]"), \
+        "the words stay: a reload would GET the form's address (405) and lose them"
+
+
 @pytest.mark.process  # the document is read in a child process (app/knowledge/reading.py)
 def test_several_documents_at_once_and_each_kind_from_its_bytes(client, data):
     c = made(client)

@@ -2,6 +2,8 @@
 and search over passages with the same shape of answer (app/store/knowledge.py)."""
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from app.store import Scope
@@ -41,6 +43,9 @@ def test_a_document_is_read_page_by_page_under_a_lease_and_searched(store, owner
     doc = store.document(d)
     assert (doc.state, doc.pages, doc.pages_read, doc.passages) == ("ready", 2, 2, 3)
     assert doc.progress == "ready: 2 pages, 3 passages"
+    assert replace(doc, pages=1, passages=1).progress == "ready: 1 page, 1 passage"
+    assert replace(doc, pages=8123, passages=40609).progress == "ready: 8,123 pages, 40,609 passages"
+    assert replace(doc, state="reading", pages=8123, pages_read=4501).progress == "reading page 4,502 of 8,123"
     # stems: "encodes" finds "Encoding"; the heading counts
     assert [f.page for f in store.search_passages("encodes", Scope(collections=(c,)))] == [2]
     assert store.collection(c).documents == 1 and store.collection(c).ready == 1
