@@ -357,6 +357,28 @@ def pdf_of(pages: int, lines: int = 40) -> bytes:
 
 
 @pytest.mark.process
+def test_a_word_document_attached_is_sent_whole_under_its_headings(client, data, fake):
+    import io
+
+    import docx
+
+    d = docx.Document()
+    d.add_heading("Holidays", level=1)
+    d.add_paragraph("Each employee gets twenty-seven days a year.")
+    d.add_heading("Expenses", level=1)
+    d.add_paragraph("Expenses above 500 euros need a receipt.")
+    held = io.BytesIO()
+    d.save(held)
+    fake.script("Twenty-seven.")
+    chat = start_chat(client, "How many days off?", files={"file": (
+        "handbook.docx", held.getvalue(), "application/vnd.openxmlformats-officedocument.wordprocessingml.document")})
+    idle(client, chat)
+    sent = fake.streamed[0]["messages"][-1]["content"]
+    assert ("[page 1]\n## Holidays\nEach employee gets twenty-seven days a year.\n"
+            "## Expenses\nExpenses above 500 euros need a receipt.\n--- End of handbook.docx ---") in sent, sent
+
+
+@pytest.mark.process
 def test_a_pdf_attached_to_a_message_is_read_first_and_sent_whole_with_its_pages(client, data, fake):
     fake.script("It is tern-3 (page 3).")
     chat = start_chat(client, "What is the harbour code?", files={"file": ("harbour.pdf", pdf_of(3), "application/pdf")})

@@ -249,13 +249,18 @@ class Knowledge(Vectors):
         size = self._one("SELECT coalesce(sum(length(text)), 0) FROM passages WHERE document = ?", [document.id])[0]
         if not size or size > TEXT_TO_MODEL_MAX:
             return Attached(document, None)
-        parts, page = [], 0
-        for r in self._all("SELECT page, text FROM passages WHERE document = ? ORDER BY page, n", [document.id]):
+        parts, page, heading = [], 0, ""
+        for r in self._all("SELECT page, heading, text FROM passages WHERE document = ? ORDER BY page, n",
+                           [document.id]):
             if r[0] != page:
                 page = r[0]
                 parts.append(f"[page {page}]")
-            parts.append(r[1])
-        return Attached(document, "\n".join(parts))
+            if r[1] and r[1] != heading:  # the title and headings the passages were read under
+                heading = r[1]
+                parts.append(f"## {heading}")
+            parts.append(r[2])
+        text = "\n".join(parts)
+        return Attached(document, text if len(text) <= TEXT_TO_MODEL_MAX else None)
 
     def documents_since(self, rev: int, upto: int) -> list[Document]:
         """The documents whose row changed after `rev` (up to `upto`): what open pages show of them."""
