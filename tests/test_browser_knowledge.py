@@ -227,3 +227,38 @@ def test_hash_in_the_composer_picks_a_collection_for_one_message(browser, served
     [last] = rows(served.data, "SELECT knowledge FROM items WHERE chat = ? AND kind = 'user' ORDER BY id DESC LIMIT 1",
                   (chat_id(chat),))
     assert last["knowledge"] == f"c{other}"
+
+
+def test_a_name_of_one_long_word_wraps_on_every_page_that_shows_it(browser, served, fake):
+    """A collection named with a 150-letter word: its page, the list, the "#" picker, the
+    composer's chip (its × still on the screen) and the sent message's chip all stay within
+    a phone's width."""
+    long = "Tide" + "z" * 150
+    c = collection(served, long)
+    with served.client() as client:
+        chat = start_chat(client, "Hello")
+    answered(served, chat)
+    fake.script("Searched.")
+    with served.watched_page(browser, viewport={"width": 390, "height": 844}) as page:
+        for path in (f"/knowledge/{c}", "/knowledge"):
+            page.goto(path)
+            no_wider_than(page, 390)
+        page.goto(chat)
+        box = page.locator("#text")
+        box.click()
+        box.type("#tide")
+        pop = page.locator(".prompt-popover form.picks")
+        expect(pop.get_by_label(long)).to_be_visible()
+        no_wider_than(page, 390)
+        pop.get_by_label(long).check()
+        pop.get_by_role("button", name="Search them for the message").click()
+        chip = page.locator("#composer ul.picked-resources li")
+        expect(chip).to_have_count(1)
+        no_wider_than(page, 390)
+        x = chip.get_by_role("button").bounding_box()
+        assert x["x"] + x["width"] <= 390, f"the chip's × is off the screen: {x}"
+        box.fill("High tide?")
+        box.press("Enter")
+        expect(page.locator(".item.user").last.locator(".picks a.pick")).to_contain_text("Tide")
+        no_wider_than(page, 390)
+        shots(page, "long-name-phone")
