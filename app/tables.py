@@ -530,7 +530,7 @@ def cited_passages(items: list) -> set[int]:
 
 def chips(sources: str | list[dict[str, str]], gone: frozenset[int] = frozenset()) -> list[Chip]:
     """Sources as chips: one per site (its first page), six at most, http(s) only; or one per
-    document of the person's knowledge (its passage's page here, `/knowledge/passages/N`),
+    document of the person's knowledge (its passage's page here, `/knowledge/passages/N#passage`),
     `gone` when that passage is among those deleted since (`gone`: their ids)."""
     if isinstance(sources, str):
         sources = sources_of(sources)
@@ -544,8 +544,8 @@ def chips(sources: str | list[dict[str, str]], gone: frozenset[int] = frozenset(
                 continue
             seen.add(document)
             title = (s.get("title") or "").strip() or document
-            out.append(Chip(letter=document[:1].upper(), site=document[:60], title=title[:120], url=url,
-                            gone=int(found.group(1)) in gone))
+            out.append(Chip(letter=document[:1].upper(), site=document[:60], title=title[:120], url=url + "#passage",
+                            gone=int(found.group(1)) in gone))  # (the page opens at the passage it marks)
             if len(out) == CHIPS_MAX:
                 break
             continue

@@ -306,7 +306,7 @@ def test_an_agent_given_a_collection_searches_it_and_cites_the_page(client, data
     sources = json.loads(call["sources"])
     assert sources and all(s["document"] == "libtasn1.md" for s in sources), sources
     chip = page.select_one(".chips a")
-    assert chip and re.fullmatch(r"/knowledge/passages/\d+", chip["href"]) and "libtasn1.md" in chip.text
+    assert chip and re.fullmatch(r"/knowledge/passages/\d+#passage", chip["href"]) and "libtasn1.md" in chip.text
     passage = soup(client.get(chip["href"]))
     cited = re.search(r"\(libtasn1.md, p. (\d+) — Errors\)\nThe function asn1_der_decoding", result["content"])
     assert cited, result["content"]
@@ -402,7 +402,14 @@ def test_a_document_too_long_to_send_whole_is_searched_and_cited(client, data, f
     assert "Page 1, line 0" not in sent, "none of it inline"
     result = fake.streamed[1]["messages"][-1]["content"]
     assert "(long.pdf, p. 60)\n" in result and "tern-60" in result, result[:600]
-    assert page.select_one('.chips a[href^="/knowledge/passages/"]')
+    chip = page.select_one('.chips a[href^="/knowledge/passages/"]')
+    assert chip and chip["href"].endswith("#passage"), "the chip opens its page at the passage"
+    cited = soup(client.get(chip["href"].split("#")[0]))
+    assert cited.select_one("#passage mark") and "tern-60" in cited.select_one("#passage mark").text
+    assert cited.select_one(f'.crumbs a[href="{chat}"]').text == "Attached to a conversation", "the way back"
+    [d] = rows(data, "SELECT file FROM documents")
+    assert cited.select_one(f'a[href="/files/{d["file"]}"]').text == "Download long.pdf"
+    assert "(this is its page 60)" in cited.text
     # a conversation deleted takes its documents with it
     r = client.post(f"{chat}/delete", data={"_csrf_token": csrf(client, chat)}, follow_redirects=False)
     assert r.status_code in (303, 204), r.text
