@@ -92,6 +92,27 @@ def test_a_document_added_is_read_in_the_background_into_passages_with_pages_and
     assert not page.select("noscript meta[http-equiv=refresh]"), "nothing being read: the page does not reload"
 
 
+def test_an_upload_refused_says_why_beside_the_form_in_the_forms_words_and_adds_nothing(make_client, data):
+    with make_client(TABLETALK_DOCUMENT_MAX=str(2 * 1048576), TABLETALK_KNOWLEDGE_MAX=str(3 * 1048576)) as client:
+        c = made(client)
+        small = [(f"n{i}.txt", b"A note.", "text/plain") for i in range(21)]
+        for files, status, words in [
+            (small, 413, "Too many files: at most 20 at once. Nothing was added."),
+            ([("a.txt", b"A note.", "text/plain"), ("empty.txt", b"", "text/plain")], 400,
+             "“empty.txt” is empty: there is nothing in it. Nothing was added."),
+            ([("big.txt", b"x" * (2 * 1048576 + 1), "text/plain")], 413,
+             "“big.txt” is too large: at most 2 MB a file. Nothing was added."),
+        ]:
+            r = upload(client, c, *files, status=status)
+            assert soup(r).select_one("#problem-file").text.strip() == words, r.text[-500:]
+        upload(client, c, ("one.txt", b"y" * (2 * 1048576 - 10), "text/plain"))
+        r = upload(client, c, ("two.txt", b"z" * (2 * 1048576 - 10), "text/plain"), status=413)
+        assert soup(r).select_one("#problem-file").text.strip() == (
+            "These documents need 2.0 MB, and 1.0 MB of your room for documents is left: delete some first. "
+            "Nothing was added."), r.text[-500:]
+        assert [d["name"] for d in rows(data, "SELECT name FROM documents")] == ["one.txt"]
+
+
 def test_without_script_a_refused_upload_is_not_reloaded_away_while_another_is_read(client, data):
     c = made(client)
     store = client.app.state.tabletalk.store

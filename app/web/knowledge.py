@@ -14,7 +14,7 @@ from ..store import Store
 from ..tables import Collection, Document, Picks
 from . import render, uploads
 from .templating import fragment, removal
-from .toolkit import attachments, done, form_field, go, me, parse_id, worker
+from .toolkit import attachments, done, form_field, go, me, megabytes, parse_id, worker
 
 NAME_MAX = 200  # the rows' own limits (m036)
 DESCRIPTION_MAX = 2000
@@ -227,15 +227,19 @@ async def add_documents(request: Request, collection_id: FromPath[str]) -> Respo
     s = worker(request)
     c = collection_or_404(request, collection_id, change=True)
     person = me(request).id
-    sent = await attachments(request, s.config.document_max, FILES_MAX)
+    try:
+        sent = await attachments(request, s.config.document_max, FILES_MAX, per="at once")
+    except HTTPException as e:  # said beside the form, as every other refusal of this upload
+        return collection_view(request, c, e.status_code, problem=("file", f"{e.detail} Nothing was added."))
     if not sent:
         return collection_view(request, c, 400, problem=("file", "Choose one or more documents to add."))
     _, size = s.store.person_documents(person)
     adding = sum(u.examined.size for u in sent)
     if size + adding > s.config.knowledge_max:
         left = max(0, s.config.knowledge_max - size)
-        raise HTTPException(status_code=413, detail=f"These documents need {adding:,} bytes, and {left:,} bytes of "
-                                                    "your room for documents are left: delete some first.")
+        return collection_view(request, c, 413, problem=("file", (
+            f"These documents need {megabytes(adding)}, and {megabytes(left)} of your room for documents "
+            "is left: delete some first. Nothing was added.")))
     kinds = []
     for upload in sent:
         try:

@@ -213,11 +213,20 @@ def model_problem(store: Store, person: int | None, model: str) -> str:
     return ""
 
 
-async def attachments(request: Request, most: int, count: int) -> list[Spooled]:
+def megabytes(n: int) -> str:
+    """A size as the forms say their limits: "50 MB", "12.3 MB" (MB of 1,048,576 bytes), or
+    "300,000 bytes" under one."""
+    if n < 1048576:
+        return f"{n:,} bytes"
+    return f"{n // 1048576:,} MB" if n % 1048576 == 0 else f"{n / 1048576:,.1f} MB"
+
+
+async def attachments(request: Request, most: int, count: int, per: str = "a message") -> list[Spooled]:
     """The `file` inputs of a multipart form, checked before anything is written: each read
     through once, a chunk at a time in a thread, from the file the multipart parser spooled it
     to (files.spooled: its sha256, size and type; never held whole, web/uploads.py). An input
-    left empty by the browser (no name, no bytes) is skipped."""
+    left empty by the browser (no name, no bytes) is skipped. At most `count` files `per`
+    ("a message", "at once")."""
     form = await request.form()
     out: list[Spooled] = []
     for value in form.getall("file") if "file" in form else []:
@@ -231,12 +240,12 @@ async def attachments(request: Request, most: int, count: int) -> list[Spooled]:
             continue
         shown = clean_name(name)
         if not sent.examined.size:
-            raise HTTPException(status_code=400, detail=f"“{shown}” is empty: there is nothing to send.")
+            raise HTTPException(status_code=400, detail=f"“{shown}” is empty: there is nothing in it.")
         if sent.examined.size > most:
-            raise HTTPException(status_code=413, detail=f"“{shown}” is too large: at most {most:,} bytes a file.")
+            raise HTTPException(status_code=413, detail=f"“{shown}” is too large: at most {megabytes(most)} a file.")
         out.append(sent)
         if len(out) > count:
-            raise HTTPException(status_code=413, detail=f"Too many files: at most {count} a message.")
+            raise HTTPException(status_code=413, detail=f"Too many files: at most {count} {per}.")
     return out
 
 
