@@ -111,6 +111,9 @@ def test_an_upload_refused_says_why_beside_the_form_in_the_forms_words_and_adds_
             "These documents need 2.0 MB, and 1.0 MB of your room for documents is left: delete some first. "
             "Nothing was added."), r.text[-500:]
         assert [d["name"] for d in rows(data, "SELECT name FROM documents")] == ["one.txt"]
+        # the form's address opened (a reload of a refusal's page): the collection's page, not 405
+        r = client.get(f"/knowledge/{c}/documents", follow_redirects=False)
+        assert (r.status_code, r.headers["location"]) == (303, f"/knowledge/{c}")
 
 
 def test_without_script_a_refused_upload_is_not_reloaded_away_while_another_is_read(client, data):
@@ -133,16 +136,28 @@ def test_without_script_a_refused_upload_is_not_reloaded_away_while_another_is_r
 
 @pytest.mark.process  # the document is read in a child process (app/knowledge/reading.py)
 def test_several_documents_at_once_and_each_kind_from_its_bytes(client, data):
+    import io
+
+    import docx
+
+    word = docx.Document()
+    word.add_paragraph("Spring tides follow the new moon.")
+    held = io.BytesIO()
+    word.save(held)
     c = made(client)
     upload(client, c, ("notes.txt", b"Plain notes about tides.\n\nThe moon pulls the sea.", "text/plain"),
+           ("tides.docx", held.getvalue(), "application/octet-stream"),
            ("table.csv", b"name,role\nAda,engineer\nGrace,admiral\n", "text/csv"),
            ("page.html", b"<html><body><nav>menu</nav><article><h1>Tides</h1><p>" + b"The tide rises twice a day. " * 20
             + b"</p></article><script>alert(1)</script></body></html>", "text/html"))
     found = {d["name"]: d for d in ready(data)}
     assert {n: (d["kind"], d["state"]) for n, d in found.items()} == {
-        "notes.txt": ("text", "ready"), "table.csv": ("csv", "ready"), "page.html": ("html", "ready")}, found
+        "notes.txt": ("text", "ready"), "table.csv": ("csv", "ready"), "page.html": ("html", "ready"),
+        "tides.docx": ("docx", "ready")}, found
     texts = " ".join(r["text"] for r in rows(data, "SELECT text FROM passages"))
-    assert "Grace" in texts and "tide rises" in texts and "alert(1)" not in texts
+    assert "Grace" in texts and "tide rises" in texts and "alert(1)" not in texts and "Spring tides" in texts
+    page = soup(client.get(f"/knowledge/{c}"))
+    assert {page.select_one(f"#document-{d['id']} .badge").text for d in found.values()} == {"Text", "CSV", "HTML", "Word"}
 
 
 @pytest.mark.parametrize("name,content,says", [
@@ -248,7 +263,8 @@ def test_another_person_neither_sees_nor_changes_a_collection_until_it_is_shared
     owner = client.cookies.get(COOKIE)
     client.cookies.set(COOKIE, signed_in(data, "Bea", owner=False))
     token = csrf(client, "/knowledge")
-    for path in (f"/knowledge/{c}", f"/knowledge/passages/{p['id']}", f"/files/{d['file']}"):
+    for path in (f"/knowledge/{c}", f"/knowledge/passages/{p['id']}", f"/files/{d['file']}",
+                 f"/knowledge/{c}/documents"):
         assert client.get(path).status_code == 404, path
     # another's passage is said as one that is not there, not as a collection that is
     assert client.get(f"/knowledge/passages/{p['id']}").text == client.get("/knowledge/passages/999999").text

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from litestar import Request, Response, get, post
 from litestar.exceptions import HTTPException, NotFoundException
 from litestar.params import FromPath, FromQuery
+from litestar.response import Redirect
 
 from ..files import Spooled, clean_name
 from ..knowledge.kinds import Unreadable, kind_of
@@ -220,6 +221,12 @@ async def delete_collection(request: Request, collection_id: FromPath[str]) -> R
     return go(request, "/knowledge?saved=deleted")
 
 
+@get("/knowledge/{collection_id:str}/documents")
+async def documents_address(request: Request, collection_id: FromPath[str]) -> Response:
+    """The upload form's address opened (reloaded after a refusal, or kept): its collection's page."""
+    return Redirect(f"/knowledge/{collection_or_404(request, collection_id).id}", status_code=303)
+
+
 @post("/knowledge/{collection_id:str}/documents")
 async def add_documents(request: Request, collection_id: FromPath[str]) -> Response:
     """Documents into the collection, each checked before any is kept: its size, the person's
@@ -302,5 +309,6 @@ async def passage_page(request: Request, passage_id: FromPath[str]) -> Response:
                        page=s.store.page_passages(document.id, passage.page))
 
 
-routes = [knowledge_page, create_collection, collection_page, save_collection, delete_collection, add_documents,
+routes = [knowledge_page, create_collection, collection_page, save_collection, delete_collection, documents_address,
+          add_documents,
           stop_document, read_again, delete_document, passage_page]
