@@ -521,6 +521,14 @@ def test_a_collection_picked_for_a_message_is_searched_for_it_alone(client, data
     page = idle(client, chat)
     assert "the document “libtasn1.md”" in fake.streamed[-1]["messages"][-1]["content"]
     assert page.select(".item.user")[-1].select_one(".picks a.pick")["href"] == f"/knowledge/{c}#document-{d['id']}"
+    # the collection deleted: each message that picked it says so, linking nowhere
+    r = client.post(f"/knowledge/{c}/delete", data={"_csrf_token": csrf(client, f"/knowledge/{c}"), "sure": "1"},
+                    follow_redirects=False)
+    assert r.status_code == 303
+    said = [m.select_one(".picks") for m in soup(client.get(chat)).select(".item.user")]
+    assert [p and p.select_one(".pick.gone").text.strip() for p in said] == [
+        "A collection deleted since", None, "A document deleted since"]
+    assert not soup(client.get(chat)).select(".picks a")
 
 
 @pytest.mark.process

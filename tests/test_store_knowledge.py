@@ -273,7 +273,7 @@ def test_picks_are_searched_only_while_the_person_may_use_them(store):
     assert store.items_picks([said]) == {said.id: [("collection", mine, "Mine", mine), ("collection", theirs, "Theirs", theirs),
                                                    ("document", doc, "t.md", theirs)]}
     store.delete_document(doc)
-    assert [n[0] for n in store.items_picks([said])[said.id]] == ["collection", "collection"], "a deleted one left out"
+    assert store.items_picks([said])[said.id][2] == ("document", doc, None, None), "a deleted one kept, unnamed"
 
 
 def test_picks_parse_what_the_composer_sends_and_nothing_else():

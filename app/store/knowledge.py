@@ -165,15 +165,15 @@ class Knowledge(Vectors):
 
     def items_picks(self, items: list) -> dict[int, list[tuple[str, int, str, int]]]:
         """The picks of the messages among `items`, named (picked_names), by item id: one read
-        for all of them."""
+        for all of them. One deleted since stays, its name and collection None (its chip says so)."""
         picked = {it.id: picks_of(it) for it in items if it.kind == "user" and it.knowledge}
         if not picked:
             return {}
         every = Picks(tuple({c for p in picked.values() for c in p.collections}),
                       tuple({d for p in picked.values() for d in p.documents}))
         named = {(n[0], n[1]): n for n in self.picked_names(every)}
-        return {item: [named[k] for k in [*(("collection", c) for c in p.collections),
-                                          *(("document", d) for d in p.documents)] if k in named]
+        return {item: [named.get(k, (*k, None, None)) for k in [*(("collection", c) for c in p.collections),
+                                                               *(("document", d) for d in p.documents)]]
                 for item, p in picked.items()}
 
     def pickable(self, person: int) -> list[tuple[Collection, list[Document]]]:
