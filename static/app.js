@@ -591,11 +591,36 @@
       pop.querySelectorAll("form.picks label.check").forEach(function (l) {
         var name = (l.querySelector("input") || { getAttribute: function () { return ""; } }).getAttribute("data-name") || "";
         l.hidden = !!word && hash && name.toLowerCase().indexOf(word) < 0;
+        l.removeAttribute("data-context");
       });
-      if (hash && word) {  // a document that matches shows, its collection's list opened
-        pop.querySelectorAll("form.picks details").forEach(function (d) {
-          d.open = !!d.querySelector("label.check:not([hidden])");
-        });
+      var any = false;
+      pop.querySelectorAll("form.picks ul.pickable > li").forEach(function (li) {
+        var own = li.querySelector(":scope > label.check"), docs = li.querySelector("details");
+        var docShown = !!(docs && docs.querySelector("label.check:not([hidden])"));
+        if (hash && word) {
+          if (docs) docs.open = docShown;  // a document that matches shows, its collection's list opened
+          if (own && own.hidden && docShown) {  // ... under its collection's name, which Enter passes by
+            own.hidden = false;
+            own.setAttribute("data-context", "");
+          }
+        }
+        li.hidden = !!(own && own.hidden) && !docShown;
+        if (docs) docs.hidden = !!(hash && word) && !docShown;  // no empty "Or one of its documents"
+        if (!li.hidden) any = true;
+      });
+      var picks = pop.querySelector("form.picks");
+      if (picks) {  // "#" and a name nothing has: said, and nothing to send
+        var none = picks.querySelector(".no-match"), nothing = hash && !!word && !any;
+        if (!none) {
+          none = document.createElement("p");
+          none.className = "muted no-match";
+          none.setAttribute("role", "status");
+          picks.querySelector("ul.pickable").after(none);
+        }
+        none.hidden = !nothing;
+        none.textContent = nothing ? "Nothing of your knowledge is named “" + word + "”." : "";
+        var send = picks.querySelector("button[type=submit]");
+        if (send) send.disabled = nothing;
       }
       pop.classList.toggle("knowledge-only", hash);  // "#": the person's knowledge alone
     }
@@ -635,7 +660,7 @@
       else if (e.key === "Enter" && !e.shiftKey && box.value.charAt(0) === "#") {
         // "#": Enter goes to the first collection or document shown, to tick it (Space)
         var pick = Array.prototype.find.call(pop.querySelectorAll("form.picks label.check"), function (l) {
-          return !l.hidden && l.offsetParent !== null;
+          return !l.hidden && l.offsetParent !== null && !l.hasAttribute("data-context");
         });
         if (pick) { e.preventDefault(); e.stopImmediatePropagation(); pick.querySelector("input").focus(); }
       }
