@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import SHOTS
+from tests.conftest import SHOTS, light_and_dark
 from tests.fakes.openai_server import text, tool_call
 
 pytestmark = pytest.mark.browser
@@ -26,12 +26,8 @@ def test_an_image_from_a_plugin_appears_live_under_its_call(browser, served_with
     image.wait_for(timeout=15_000)
     page.locator("article.text .state.done").wait_for(state="attached", timeout=15_000)
     assert page.evaluate("document.querySelector('article.call p.file img').naturalWidth") == 20
-    for scheme in ("light", "dark"):
-        page.emulate_media(color_scheme=scheme)
-        page.screenshot(path=f"{SHOTS}/mcp-image-desk-{scheme}.png")
+    light_and_dark(page, f"{SHOTS}/mcp-image-desk-{{scheme}}.png")
     page.set_viewport_size({"width": 390, "height": 844})
-    for scheme in ("light", "dark"):
-        page.emulate_media(color_scheme=scheme)
-        page.screenshot(path=f"{SHOTS}/mcp-image-phone-{scheme}.png")
+    light_and_dark(page, f"{SHOTS}/mcp-image-phone-{{scheme}}.png")
     context.close()
     assert errors == []

@@ -161,7 +161,7 @@ def test_an_open_page_shows_the_banner_and_goes_on_once_the_database_is_back(bro
     A page asked for meanwhile is the banner's too. Screenshots, light and dark: SHOTS."""
     from playwright.sync_api import expect
 
-    from tests.conftest import SHOTS
+    from tests.conftest import SHOTS, light_and_dark
 
     fake.script("The answer before.", "The answer after.")
     served = Served(data, env).start()
@@ -186,9 +186,7 @@ def test_an_open_page_shows_the_banner_and_goes_on_once_the_database_is_back(bro
                 fresh = served.context(browser).new_page()
                 fresh.goto(served.url + "/")
                 expect(fresh.locator("#outage[role=alert]")).to_have_text(WORDS)
-                for scheme in ("light", "dark"):
-                    fresh.emulate_media(color_scheme=scheme)
-                    fresh.screenshot(path=f"{SHOTS}/outage-page-{scheme}.png")
+                light_and_dark(fresh, f"{SHOTS}/outage-page-{{scheme}}.png")
                 fresh.context.close()
             expect(banner).to_be_hidden(timeout=20_000)
             box.fill("again")

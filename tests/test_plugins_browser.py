@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import pytest
 
 from app.tables import plugin
-from tests.conftest import SHOTS, Served, shared_fixtures
+from tests.conftest import SHOTS, Served, light_and_dark, shared_fixtures
 from tests.fakes.everything import Everything
 
 pytestmark = pytest.mark.browser
@@ -42,9 +42,7 @@ fake = shared_fixtures(newcomer=False)[1]
 def shots(page, name: str) -> None:
     for width, height, size in ((1280, 800, "desk"), (390, 844, "phone")):
         page.set_viewport_size({"width": width, "height": height})
-        for scheme in ("light", "dark"):
-            page.emulate_media(color_scheme=scheme)
-            page.screenshot(path=f"{SHOTS}/mcp-a-{name}-{size}-{scheme}.png")
+        light_and_dark(page, f"{SHOTS}/mcp-a-{name}-{size}-{{scheme}}.png")
     page.set_viewport_size({"width": 1280, "height": 800})
 
 
@@ -167,9 +165,7 @@ def test_slash_on_a_new_conversations_empty_composer_begins_it_with_a_prompt(bro
         page.keyboard.press("Enter")
         popover.locator('input[name="arg.city"]').fill("Paris")
         popover.locator('input[name="arg.state"]').fill("IDF")
-        for scheme in ("light", "dark"):
-            page.emulate_media(color_scheme=scheme)
-            page.screenshot(path=f"{SHOTS}/tidy-new-slash-{'desk' if width > 800 else 'phone'}-{scheme}.png")
+        light_and_dark(page, f"{SHOTS}/tidy-new-slash-{'desk' if width > 800 else 'phone'}-{{scheme}}.png")
         popover.locator("details.prompt[open] button[type=submit]").click()
         page.wait_for_url("**/c/*")
         page.locator("article.user", has_text="What's weather in Paris, IDF?").wait_for(timeout=15_000)

@@ -310,5 +310,4 @@ async def passage_page(request: Request, passage_id: FromPath[str]) -> Response:
 
 
 routes = [knowledge_page, create_collection, collection_page, save_collection, delete_collection, documents_address,
-          add_documents,
-          stop_document, read_again, delete_document, passage_page]
+          add_documents, stop_document, read_again, delete_document, passage_page]
