@@ -382,3 +382,54 @@ def test_postgresqls_kept_word_counts_follow_every_write_and_delete_and_rank_as_
         assert store._word_counts(["dog"]) == (0, {"dog": 0})
     finally:
         db.conn.close()
+
+
+def plan_nodes(plan: dict):
+    yield plan
+    for child in plan.get("Plans", []):
+        yield from plan_nodes(child)
+
+
+def test_postgresqls_search_reads_what_it_ranks_whatever_the_planner_thinks_of_the_table(pg_url):
+    """A query of frequent words reads the FREQUENT_RANKED newest passages by their key, not a
+    bitmap of every passage holding its words, and search_passages is never scanned in parallel:
+    so even where the planner knows nothing of the table (no ANALYZE yet: it took "w1 & w2" for
+    a few dozen passages when they were 98,000 of 100,000, ~100 ms; and two workers started
+    for the count of a few newer passages, ~7 ms of a 4 ms search), here with parallel plans
+    made free. Each statement a search makes is run again under EXPLAIN ANALYZE: no scan of
+    search_passages in it is parallel, nor yields more rows than are ranked."""
+    from app.accounts.rules import Accounts
+    from app.store import Store, db as dbm, schema
+    from app.store.knowledge import FREQUENT_RANKED
+
+    db = dbm.connect(pg_url)
+    try:
+        schema.migrate(db)
+        store = Store(db)
+        owner = Accounts(store).add("Owner", "correct horse battery").id
+        c = store.add_collection(owner, "Manuals")
+        d = a_document(store, owner, c)
+        store.take_document("w", LEASE)
+        pages = 10
+        for page in range(1, pages + 1):  # 10,000 passages of ~130 words, every one holding both
+            store.read_page(d, "w", page, pages, [("", f"anchor chain {page} {n} " + " ".join(
+                f"x{(page * 1_000 + n) * 7 + k * 131}" for k in range(120))) for n in range(1_000)], LEASE)
+        store.finish_document(d, "w", "ready")
+        for setting in ["parallel_setup_cost = 0", "parallel_tuple_cost = 0", "min_parallel_table_scan_size = 0",
+                        "min_parallel_index_scan_size = 0"]:
+            db.execute(f"SET {setting}")
+        made: list[tuple[str, list]] = []
+        for name in ("_one", "_all"):
+            read = getattr(store, name)
+            setattr(store, name, lambda sql, params=(), read=read: made.append((sql, list(params))) or read(sql, params))
+        found = store.search_passages("anchor chain", Scope(collections=(c,)), limit=6)
+        assert len(found) == 6 and {f.page for f in found} == {pages - 1}, "of the 2,000 newest, ties by id"
+        assert len(made) >= 3
+        for sql, params in made:
+            plan = db.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + sql, params).fetchone()[0]
+            for node in plan_nodes(plan[0]["Plan"]):
+                if "search_passages" in (node.get("Relation Name"), (node.get("Index Name") or "")[:15]):
+                    assert not node["Parallel Aware"], (sql, node["Node Type"])
+                    assert node["Actual Rows"] <= FREQUENT_RANKED, (sql, node["Node Type"], node["Actual Rows"])
+    finally:
+        db.conn.close()

@@ -29,6 +29,11 @@ FUSED = 40  # passages of each ranking (words, meaning) merged when a search has
 # has any: "make", "file", "time" match a third of a manual), as BM25's IDF all but does
 RARE_SHARE = 0.05
 FREQUENT_RANKED = 2_000  # a query of frequent words only is searched among the newest passages, first
+# Those newest passages on PostgreSQL: read backwards by their key, as many as there are, whatever
+# the planner's statistics say (before the table's first ANALYZE, or after a large load, it took
+# "id >= ?" for a third of the table, and "w1 & w2" for a few dozen passages when they were most:
+# a bitmap of every match, ~100 ms at 100,000, to keep the 2,000 newest)
+NEWEST = f"SELECT id, doc FROM search_passages WHERE id >= ? ORDER BY id DESC LIMIT {FREQUENT_RANKED}"
 WORD_COUNTS_SECONDS = 60.0  # how long SQLite uses a word's count of passages before it counts it again
 WORD_COUNTS_MAX = 10_000  # words counted and kept; past this the counts start over
 PAGE_ROWS = 500  # passages written by one statement (5 values each: within either engine's limit)
@@ -470,12 +475,12 @@ class Knowledge(Vectors):
     def _holding(self, words: list[str], since: int, limit: int) -> int:
         """How many passages from id `since` on hold all `words`, up to `limit`."""
         if dbm.postgres(self.db):
-            matches = "SELECT 1 FROM search_passages WHERE doc @@ to_tsquery('tabletalk_english', ?) AND id >= ? LIMIT ?"
-            expression = " & ".join(words)
+            matches = (f"SELECT 1 FROM ({NEWEST}) AS s WHERE doc @@ to_tsquery('tabletalk_english', ?) LIMIT ?")
+            params = [since, " & ".join(words), limit]
         else:
             matches = "SELECT 1 FROM search_passages WHERE search_passages MATCH ? AND rowid >= ? LIMIT ?"
-            expression = " AND ".join(f'"{w}"' for w in words)
-        return int(self._one(f"SELECT count(*) FROM ({matches}) AS m", [expression, since, limit])[0])
+            params = [" AND ".join(f'"{w}"' for w in words), since, limit]
+        return int(self._one(f"SELECT count(*) FROM ({matches}) AS m", params)[0])
 
     def _ranked(self, words: list[str], matched: list[str], every: bool, newest: int | None, total: int,
                 held: dict[str, int], scope: Scope, limit: int, first: int | None) -> list[Found] | None:
@@ -488,11 +493,14 @@ class Knowledge(Vectors):
             # passages hold it) and the rare words deciding what is ranked at all: each word's
             # ts_rank (the heading, weight A, twice the text, D, as on SQLite) times its IDF.
             # With ts_rank_cd alone recall@5 was 0.06 of 69 questions, 0.26 so (SQLite 0.33).
-            score = " + ".join("? * ts_rank('{0.1, 0.2, 0.4, 0.2}', s.doc, to_tsquery('tabletalk_english', ?), 0)"
-                               for _ in words)
-            asked = [*(x for w in words for x in (idf(total, held[w]), w)), (" & " if every else " | ").join(matched)]
-            matches = (f"SELECT s.id, {score} AS score FROM search_passages s "
-                       f"WHERE s.doc @@ to_tsquery('tabletalk_english', ?){since.format('s.id')}")
+            # Each word's tsquery made once (`q`, kept from being pulled into every row by OFFSET
+            # 0): in the scores, to_tsquery (not immutable) was made again for every passage ranked
+            score = " + ".join(f"? * ts_rank('{{0.1, 0.2, 0.4, 0.2}}', s.doc, q.w{n}, 0)" for n in range(len(words)))
+            queries = ", ".join(f"to_tsquery('tabletalk_english', ?) AS w{n}" for n in range(len(words)))
+            asked = [*(idf(total, held[w]) for w in words), *([newest] if newest is not None else []), *words,
+                     (" & " if every else " | ").join(matched)]
+            matches = (f"SELECT s.id, {score} AS score FROM {f'({NEWEST})' if newest is not None else 'search_passages'} "
+                       f"AS s, (SELECT {queries} OFFSET 0) AS q WHERE s.doc @@ to_tsquery('tabletalk_english', ?)")
             best = f"{matches} ORDER BY score DESC, s.id LIMIT ?"
         else:
             # FTS5's bm25 scores the phrases its expression names, each as often as named, and
@@ -511,7 +519,7 @@ class Knowledge(Vectors):
             # ids it is slower than ordering them here
             best = f"{matches} ORDER BY rank LIMIT ?" if newest is None else \
                 f"SELECT id, score FROM ({matches}) ORDER BY score DESC, id LIMIT ?"
-        asked += [newest] if newest is not None else []
+        asked += [newest] if newest is not None and not dbm.postgres(self.db) else []
         best = best if first is not None else matches
         rows = self._all(
             f"""SELECT p.id, p.document, d.name, p.page, p.heading, p.text, m.score
