@@ -352,18 +352,20 @@ class Connection:
             self._given = False
             self.opened += 1
 
-    def execute(self, sql: str, params: Sequence[Any] = ()) -> psycopg.Cursor:
+    def execute(self, sql: str, params: Sequence[Any] = (), binary: bool = False) -> psycopg.Cursor:
+        """`binary`: the rows in PostgreSQL's binary format (bytes as they are, not as hex text
+        of twice their size; only for statements whose every column has a type of its own)."""
         self.ready()
         outside = not self.in_transaction
         try:
-            return self.raw.execute(translate(sql), _values(params))
+            return self.raw.execute(translate(sql), _values(params), binary=binary)
         except psycopg.IntegrityError as e:
             raise IntegrityError(str(e)) from e
         except psycopg.OperationalError:
             if not (outside and self.raw.broken and sql.lstrip()[:6].upper() == "SELECT"):
                 raise
             self.ready()
-            return self.raw.execute(translate(sql), _values(params))
+            return self.raw.execute(translate(sql), _values(params), binary=binary)
 
     def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> psycopg.Cursor:
         self.ready()
