@@ -83,6 +83,7 @@ PAGES: list[Page] = [
     Page("collection shared (not its maker)", "/knowledge/{collection}", who=GUEST, shows=".document.ready",
          known_without_js=("meta-refresh",)),
     Page("passage on its page", "/knowledge/passages/{passage}", shows="#passage mark"),
+    Page("delete document", "/knowledge/documents/{document}/delete"),
     Page("skills", "/skills"),
     Page("skill", "/skills/{skill}"),
     Page("skill (not the owner)", "/skills/{skill}", who=GUEST),
@@ -187,11 +188,12 @@ class World:
             invitations.revoke(invitations.opened(invitations.make(owner, note="withdrawn")).id)
             invite = invitations.make(owner, note="a friend")
             asking, ask = _plugin_asks(store)
-            collection, passage = _knowledge(store)
+            collection, passage, document = _knowledge(store)
             done_turn = store.db.execute("SELECT min(id) FROM items WHERE chat = ? AND kind = 'user'", [done]).fetchone()[0]
         self.ids = {"done": done, "done_turn": done_turn, "waiting": waiting, "running": running,
                     "agent": agent, "skill": skill, "guest": guest, "asking": asking, "ask": ask,
-                    "collection": collection, "passage": passage, "reset": reset, "invite": invite, "used": used}
+                    "collection": collection, "passage": passage, "document": document, "reset": reset,
+                    "invite": invite, "used": used}
         return self
 
 
@@ -205,7 +207,7 @@ ASKED = {"type": "object", "required": ["name"], "properties": {
 }}
 
 
-def _knowledge(store) -> tuple[int, int]:
+def _knowledge(store) -> tuple[int, int, int]:
     """A shared collection with a document read (one passage on page 2 under a heading), one that
     failed and one being read (rows as app/run/ingest.py writes them; no reading runs)."""
     owner = store.owner()
@@ -228,7 +230,7 @@ def _knowledge(store) -> tuple[int, int]:
         w.conn.execute("UPDATE documents SET state = 'reading', pages = 90, pages_read = 30, owner = 'elsewhere', "
                        "leased = 1e12 WHERE id = ?", [reading])
     store.set_agent_collections(store.default_agent(owner).id, [c])
-    return c, passage
+    return c, passage, ready
 
 
 def _plugin_asks(store) -> tuple[int, int]:

@@ -77,6 +77,14 @@ def test_documents_added_from_the_page_are_followed_live_and_stopped(browser, se
         expect(reading.get_by_role("button", name="Read again")).to_be_visible()
         [d] = rows(served.data, "SELECT state, pages_read, pages FROM documents WHERE id = ?", (docs["tides.csv"],))
         assert d["state"] == "stopped" and 0 < d["pages_read"] < d["pages"], d
+        # Delete… asks on a page of its own first, and comes back to the collection
+        reading.get_by_role("link", name="Delete… tides.csv").click()
+        expect(page.get_by_role("heading", level=1)).to_have_text("Delete “tides.csv”?")
+        shots(page, "document-delete-desk")
+        page.get_by_role("button", name="Delete").click()
+        expect(page.locator("main")).to_contain_text("Document deleted.")
+        expect(page.locator(f"#document-{docs['tides.csv']}")).to_have_count(0)
+        expect(ready).to_be_visible()
 
 
 def test_without_javascript_a_collection_being_read_reloads_itself(browser, served):

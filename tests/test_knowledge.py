@@ -231,9 +231,19 @@ def test_a_document_deleted_takes_its_passages_and_file_with_it(client, data):
     c = made(client)
     upload(client, c, ("notes.txt", b"The moon pulls the sea.", "text/plain"))
     [d] = ready(data)
-    r = client.post(f"/knowledge/documents/{d['id']}/delete", data={"_csrf_token": csrf(client, f"/knowledge/{c}")},
+    # Delete… asks first, saying what goes, with a way back (found by a new-user walk: one
+    # press lost the reading)
+    asking = soup(client.get(f"/knowledge/{c}")).select_one(f"#document-{d['id']} a.danger")
+    assert asking["href"] == f"/knowledge/documents/{d['id']}/delete" and "notes.txt" in asking.text
+    page = soup(client.get(asking["href"]))
+    assert page.h1.text == "Delete “notes.txt”?" and "1 passage go from" in page.select_one(".confirm p").text
+    assert page.select_one(f'.confirm form[action="/knowledge/documents/{d["id"]}/delete"] button.danger')
+    assert page.select_one(f'.confirm a[href="/knowledge/{c}"]').text == "Keep it"
+    assert rows(data, "SELECT id FROM documents") == [{"id": d["id"]}], "asking deletes nothing"
+    r = client.post(f"/knowledge/documents/{d['id']}/delete", data={"_csrf_token": csrf(client, asking["href"])},
                     follow_redirects=False)
     assert r.status_code == 303 and r.headers["location"] == f"/knowledge/{c}?saved=removed"
+    assert client.get(asking["href"]).status_code == 404
     assert rows(data, "SELECT * FROM documents") == [] and rows(data, "SELECT * FROM passages") == []
     assert client.get(f"/files/{d['file']}").status_code == 404
 
@@ -264,7 +274,7 @@ def test_another_person_neither_sees_nor_changes_a_collection_until_it_is_shared
     client.cookies.set(COOKIE, signed_in(data, "Bea", owner=False))
     token = csrf(client, "/knowledge")
     for path in (f"/knowledge/{c}", f"/knowledge/passages/{p['id']}", f"/files/{d['file']}",
-                 f"/knowledge/{c}/documents"):
+                 f"/knowledge/{c}/documents", f"/knowledge/documents/{d['id']}/delete"):
         assert client.get(path).status_code == 404, path
     # another's passage is said as one that is not there, not as a collection that is
     assert client.get(f"/knowledge/passages/{p['id']}").text == client.get("/knowledge/passages/999999").text
@@ -279,7 +289,8 @@ def test_another_person_neither_sees_nor_changes_a_collection_until_it_is_shared
     client.cookies.set(COOKIE, signed_in(data, "Bea", owner=False))
     assert "shared with everyone" in soup(client.get("/knowledge")).select_one(".collection-list").text
     page = soup(client.get(f"/knowledge/{c}"))
-    assert page.select_one(f"#document-{d['id']}") and not page.select("#document-%d button" % d["id"])
+    assert page.select_one(f"#document-{d['id']}") and not page.select("#document-%d :is(button, a.danger)" % d["id"])
+    assert client.get(f"/knowledge/documents/{d['id']}/delete").status_code == 403
     assert not page.select("#add-documents, #edit-collection, #delete-collection"), "only its maker changes it"
     assert client.get(f"/knowledge/passages/{p['id']}").status_code == 200
     # the document's link (its file) opens for whoever sees the collection

@@ -12,7 +12,7 @@ from litestar.response import Redirect
 from ..files import Spooled, clean_name
 from ..knowledge.kinds import Unreadable, kind_of
 from ..store import Store
-from ..tables import Collection, Document, Picks
+from ..tables import Collection, Document, Picks, counted
 from . import render, uploads
 from .templating import fragment, removal
 from .toolkit import attachments, done, form_field, go, me, megabytes, parse_id, worker
@@ -282,6 +282,18 @@ async def read_again(request: Request, document_id: FromPath[str]) -> Response:
     return done(request, f"/knowledge/{d.collection}")
 
 
+@get("/knowledge/documents/{document_id:str}/delete")
+async def confirm_delete_document(request: Request, document_id: FromPath[str]) -> Response:
+    """Asked first, as a conversation's deletion is: the reading is lost with it (a person
+    who pressed Delete by mistake had to upload the file again and wait for its reading)."""
+    d = document_or_404(request, document_id, change=True)
+    if d.collection is None:
+        raise NotFoundException("No such document.")  # (an attachment goes with its message)
+    collection = collection_or_404(request, str(d.collection), True)
+    return render.page(request, "document_delete.html", d=d, collection=collection,
+                       passages=counted(d.passages, "passage"))
+
+
 @post("/knowledge/documents/{document_id:str}/delete")
 async def delete_document(request: Request, document_id: FromPath[str]) -> Response:
     d = document_or_404(request, document_id, change=True)
@@ -310,4 +322,4 @@ async def passage_page(request: Request, passage_id: FromPath[str]) -> Response:
 
 
 routes = [knowledge_page, create_collection, collection_page, save_collection, delete_collection, documents_address,
-          add_documents, stop_document, read_again, delete_document, passage_page]
+          add_documents, stop_document, read_again, confirm_delete_document, delete_document, passage_page]
