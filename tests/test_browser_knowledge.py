@@ -1,10 +1,11 @@
 """Knowledge in Debian's Chromium: documents added from the page become ready while the page
 follows their reading live (a progress bar that moves, Stop that works) with JavaScript, and
-by reloading itself without it; an answer's chip opens the passage on its page; no page wider
+by a frame that reloads itself without it; an answer's chip opens the passage on its page; no page wider
 than a phone. Screenshots, desktop and phone, light and dark: SHOTS."""
 from __future__ import annotations
 
 import os
+import re
 
 import pytest
 from playwright.sync_api import expect
@@ -87,7 +88,10 @@ def test_documents_added_from_the_page_are_followed_live_and_stopped(browser, se
         expect(ready).to_be_visible()
 
 
-def test_without_javascript_a_collection_being_read_reloads_itself(browser, served):
+def test_without_javascript_a_collection_being_read_follows_it_in_a_frame_and_keeps_what_is_typed(browser, served):
+    """The documents' list refreshes itself in a frame every 5 s (/knowledge/ID/watch); the page
+    around it does not reload, so a description half typed stays (a new-user walk lost it to
+    the page's own reload), and the frame's buttons act on the whole page."""
     c = collection(served)
     with served.store() as store:
         owner = served.person
@@ -95,10 +99,17 @@ def test_without_javascript_a_collection_being_read_reloads_itself(browser, serv
         d = store.add_document(owner, file, "tides.csv", collection=c, kind="csv")
     with served.watched_page(browser, java_script_enabled=False, viewport={"width": 390, "height": 844}) as page:
         page.goto(f"/knowledge/{c}")
-        item = page.locator(f"#document-{d}")
-        expect(item).to_contain_text("Ready: ", timeout=60_000)  # by the page's own reload, every 5 s
+        assert page.locator('meta[http-equiv="refresh"]').count() == 0, "the page itself never refreshes"
+        expect(page.locator(f"ul.documents #document-{d}")).to_be_hidden()  # (the frame shows the list)
+        page.fill("#edit-collection textarea[name=description]", "Half typed")
+        item = page.frame_locator("iframe.documents-frame").locator(f"#document-{d}")
+        expect(item).to_contain_text("Ready: ", timeout=60_000)  # by the frame's own reload, every 5 s
+        expect(page.locator("#edit-collection textarea[name=description]")).to_have_value("Half typed")
         no_wider_than(page, 390)
+        page.locator("h1").scroll_into_view_if_needed()  # (the top bar sticks: drawn where the page was scrolled)
         page.screenshot(path=f"{SHOTS}/knowledge-collection-nojs-phone-light.png", full_page=True)
+        item.get_by_role("link", name="Delete… tides.csv").click()  # the frame's links open on the whole page
+        expect(page).to_have_url(re.compile(f"/knowledge/documents/{d}/delete$"))
 
 
 def test_an_answer_cites_a_page_and_its_chip_opens_it(browser, served, fake):

@@ -89,7 +89,7 @@ def test_a_document_added_is_read_in_the_background_into_passages_with_pages_and
     page = soup(client.get(f"/knowledge/{c}"))
     li = page.select_one(f"#document-{d['id']}")
     assert "Ready" in li.text and li.select_one(f'a[href="/files/{d["file"]}"]').text == "libtasn1.md"
-    assert not page.select("noscript meta[http-equiv=refresh]"), "nothing being read: the page does not reload"
+    assert not page.select("meta[http-equiv=refresh], iframe"), "nothing being read: nothing reloads"
 
 
 def test_an_upload_refused_says_why_beside_the_form_in_the_forms_words_and_adds_nothing(make_client, data):
@@ -116,7 +116,10 @@ def test_an_upload_refused_says_why_beside_the_form_in_the_forms_words_and_adds_
         assert (r.status_code, r.headers["location"]) == (303, f"/knowledge/{c}")
 
 
-def test_without_script_a_refused_upload_is_not_reloaded_away_while_another_is_read(client, data):
+def test_without_script_a_document_being_read_is_followed_in_a_frame_and_the_page_never_reloads(client, data):
+    """The collection's page frames its documents (/knowledge/ID/watch), which reload
+    themselves every 5 s while one is read; the page does not, so a refusal's words, or a
+    description half typed, stay (a new-user walk lost both to the page's own reload)."""
     c = made(client)
     store = client.app.state.tabletalk.store
 
@@ -126,12 +129,24 @@ def test_without_script_a_refused_upload_is_not_reloaded_away_while_another_is_r
                            kind="text")
         return store.take_document("another-worker", 3600)
 
-    assert client.blocking_portal.call(being_read) is not None
-    assert soup(client.get(f"/knowledge/{c}")).select("noscript meta[http-equiv=refresh]"), "read: it reloads"
+    d = client.blocking_portal.call(being_read)
+    assert d is not None
+    page = soup(client.get(f"/knowledge/{c}"))
+    assert page.select_one(f'noscript iframe.documents-frame[src="/knowledge/{c}/watch"]')
+    assert not page.select("meta[http-equiv=refresh]"), "the page itself never reloads"
+    r = client.get(f"/knowledge/{c}/watch")
+    frame = soup(r)
+    assert r.status_code == 200 and "frame-ancestors 'self'" in r.headers["content-security-policy"]
+    assert frame.select_one('meta[http-equiv=refresh][content="5"]') and frame.select_one('base[target="_top"]')
+    assert frame.select_one(
+        f'#document-{d.id} button[form="document-actions"][formaction="/knowledge/documents/{d.id}/stop"]')
+    assert frame.select_one('form#document-actions input[name="_csrf_token"]')["value"], "its buttons post"
     r = upload(client, c, ("fake.pdf", b"Not a PDF at all.", "application/pdf"), status=400)
     assert "is not a PDF" in soup(r).select_one("#problem-file").text
-    assert not soup(r).select("noscript meta[http-equiv=refresh]"), \
-        "the words stay: a reload would GET the form's address (405) and lose them"
+    assert soup(r).select_one("noscript iframe.documents-frame") and not soup(r).select("meta[http-equiv=refresh]")
+    client.blocking_portal.call(lambda: store.finish_document(d.id, "another-worker", "ready"))
+    assert not soup(client.get(f"/knowledge/{c}/watch")).select("meta[http-equiv=refresh]"), "read: it stops"
+    assert not soup(client.get(f"/knowledge/{c}")).select("iframe")
 
 
 @pytest.mark.process  # the document is read in a child process (app/knowledge/reading.py)
@@ -274,7 +289,7 @@ def test_another_person_neither_sees_nor_changes_a_collection_until_it_is_shared
     client.cookies.set(COOKIE, signed_in(data, "Bea", owner=False))
     token = csrf(client, "/knowledge")
     for path in (f"/knowledge/{c}", f"/knowledge/passages/{p['id']}", f"/files/{d['file']}",
-                 f"/knowledge/{c}/documents", f"/knowledge/documents/{d['id']}/delete"):
+                 f"/knowledge/{c}/documents", f"/knowledge/documents/{d['id']}/delete", f"/knowledge/{c}/watch"):
         assert client.get(path).status_code == 404, path
     # another's passage is said as one that is not there, not as a collection that is
     assert client.get(f"/knowledge/passages/{p['id']}").text == client.get("/knowledge/passages/999999").text

@@ -221,6 +221,16 @@ async def delete_collection(request: Request, collection_id: FromPath[str]) -> R
     return go(request, "/knowledge?saved=deleted")
 
 
+@get("/knowledge/{collection_id:str}/watch")
+async def documents_watch(request: Request, collection_id: FromPath[str]) -> Response:
+    """The collection's documents alone, refreshing every 5 s while one is read: what its page
+    frames without JavaScript, so the page itself (and its half-filled forms) is not reloaded."""
+    c = collection_or_404(request, collection_id)
+    documents = worker(request).store.documents(c.id)
+    return render.page(request, "documents_watch.html", framed=True, side=None, c=c, documents=documents,
+                       mine=c.person == me(request).id, busy=any(d.busy for d in documents))
+
+
 @get("/knowledge/{collection_id:str}/documents")
 async def documents_address(request: Request, collection_id: FromPath[str]) -> Response:
     """The upload form's address opened (reloaded after a refusal, or kept): its collection's page."""
@@ -321,5 +331,6 @@ async def passage_page(request: Request, passage_id: FromPath[str]) -> Response:
                        page=s.store.page_passages(document.id, passage.page))
 
 
-routes = [knowledge_page, create_collection, collection_page, save_collection, delete_collection, documents_address,
-          add_documents, stop_document, read_again, confirm_delete_document, delete_document, passage_page]
+routes = [knowledge_page, create_collection, collection_page, save_collection, delete_collection, documents_watch,
+          documents_address, add_documents, stop_document, read_again, confirm_delete_document, delete_document,
+          passage_page]
