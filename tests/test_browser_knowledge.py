@@ -73,8 +73,12 @@ def test_documents_added_from_the_page_are_followed_live_and_stopped(browser, se
         first = int(bar.get_attribute("value"))
         wait_for(lambda: int(bar.get_attribute("value") or 0) > first or None, 30, every=0.1)
         page.screenshot(path=f"{SHOTS}/knowledge-reading-desk-light.png")
+        # a screen reader is told when each reading ends (a polite live region), the bar's changes are silent
+        said = page.locator("#documents-announce[aria-live=polite]")
+        expect(said).to_have_text(re.compile(r"^libtasn1\.md: ready: \d+ pages, \d+ passages\.$"))
         reading.get_by_role("button", name="Stop").click()
         expect(reading).to_contain_text("Stopped at page", timeout=15_000)
+        expect(said).to_have_text(re.compile(r"^tides\.csv: stopped at page [\d,]+ of [\d,]+\.$"))
         expect(reading.get_by_role("button", name="Read again")).to_be_visible()
         [d] = rows(served.data, "SELECT state, pages_read, pages FROM documents WHERE id = ?", (docs["tides.csv"],))
         assert d["state"] == "stopped" and 0 < d["pages_read"] < d["pages"], d

@@ -611,3 +611,29 @@ def test_without_script_the_slash_page_sends_a_message_with_its_picks(client, da
                     follow_redirects=False)
     assert r.status_code == 303
     assert rows(data, "SELECT knowledge FROM items WHERE text = 'Hi'")[0]["knowledge"] == f"d{d['id']}"
+
+
+def test_a_readings_end_is_said_in_the_live_region_and_a_hostile_name_stays_text(client, data):
+    """The feed's message for documents whose reading ended fills the collection's polite live
+    region ("NAME: ready: …."), escaped: a file's name is the person's text, never markup."""
+    from bs4 import BeautifulSoup
+
+    from app.web.knowledge import document_changes
+
+    c = made(client)
+    store = client.app.state.tabletalk.store
+    name = '<img src=x onerror="alert(1)">.txt'
+
+    def ended():
+        owner = store.owner()
+        d = store.add_document(owner, store.add_file(name, b"Notes.", owner), name, collection=c, kind="text",
+                               state="ready")
+        reading = store.add_document(owner, store.add_file("b.txt", b"More.", owner), "b.txt", collection=c, kind="text")
+        return document_changes(store, [store.document(d), store.document(reading)], owner)
+
+    html = client.blocking_portal.call(ended)
+    parts = BeautifulSoup(html, "html.parser")
+    said = parts.select_one('hx-partial[hx-target="#documents-announce"]')
+    assert said.text == f"{name}: ready: 0 pages, 0 passages.", "the one that ended, not the one queued"
+    assert not parts.select("img") and "&lt;img" in html
+    assert soup(client.get(f"/knowledge/{c}")).select_one('#documents-announce[aria-live="polite"]')

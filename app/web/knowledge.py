@@ -8,6 +8,7 @@ from litestar import Request, Response, get, post
 from litestar.exceptions import HTTPException, NotFoundException
 from litestar.params import FromPath, FromQuery
 from litestar.response import Redirect
+from markupsafe import escape
 
 from ..files import Spooled, clean_name
 from ..knowledge.kinds import Unreadable, kind_of
@@ -91,7 +92,7 @@ def document_changes(store: Store, documents: list[Document], person: int | None
     between two pages would be lost). The buttons post through the page's own form."""
     collections: dict[int, Collection | None] = {}
     by_collection: dict[int, list[str]] = {}
-    progress = []
+    progress, ended = [], []
     for d in documents:
         if d.collection is None and d.chat is not None and d.person == person:
             progress.append(progress_html(d))  # a message's attachment: its chip's progress, on its conversation's page
@@ -102,9 +103,14 @@ def document_changes(store: Store, documents: list[Document], person: int | None
             else:
                 by_collection.setdefault(d.collection, []).append(
                     document_html(d, mine=c is not None and c.person == person))
+                if not d.busy:
+                    ended.append(f"{d.name}: {d.progress}.")
+    # a reading's end, said to a screen reader (the collection's polite live region): the
+    # bar and its words change silently
+    said = f'<hx-partial hx-target="#documents-announce">{escape(" ".join(ended))}</hx-partial>' if ended else ""
     return "".join(progress) + "".join(removal(f"documents-none-{c}")
                    + f'<hx-partial hx-target="#documents-{c}" hx-swap="upsert key:data-key sort:desc">'
-                   + "".join(items) + "</hx-partial>" for c, items in by_collection.items())
+                   + "".join(items) + "</hx-partial>" for c, items in by_collection.items()) + said
 
 
 def documents_catch_up(store: Store, person: int | None, cursor: int, top: int, chat: int | None = None) -> str:
