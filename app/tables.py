@@ -447,6 +447,7 @@ class Chip:
     title: str
     url: str
     gone: bool = False  # a passage of a document deleted since: said, not linked
+    document: bool = False  # a passage of the person's knowledge: `site` is its document, `title` its page
 
 
 CHIPS_MAX = 6
@@ -543,9 +544,10 @@ def chips(sources: str | list[dict[str, str]], gone: frozenset[int] = frozenset(
             if document in seen:
                 continue
             seen.add(document)
-            title = (s.get("title") or "").strip() or document
+            # "libtasn1.md, page 5" (the tool's title) beside its document's name: "page 5"
+            title = (s.get("title") or "").strip().removeprefix(f"{document}, ") or document
             out.append(Chip(letter=document[:1].upper(), site=document[:60], title=title[:120], url=url + "#passage",
-                            gone=int(found.group(1)) in gone))  # (the page opens at the passage it marks)
+                            gone=int(found.group(1)) in gone, document=True))  # (the page opens at the passage it marks)
             if len(out) == CHIPS_MAX:
                 break
             continue

@@ -96,6 +96,11 @@ def test_chips_are_one_per_site_six_at_most_http_only():
     assert (got[1].site, got[1].title) == ("docs.python.org", "docs.python.org")
     assert all(c.url.startswith(("http://", "https://")) for c in got)
     assert chips("not json") == [] and chips("") == []
+    # a passage of the person's knowledge: its document's name once, then its page
+    [doc, old] = chips([{"url": "/knowledge/passages/7", "title": "libtasn1.md, page 5", "document": "libtasn1.md"},
+                        {"url": "/knowledge/passages/8", "title": "An older title", "document": "tides.csv"}])
+    assert (doc.site, doc.title, doc.url, doc.document) == ("libtasn1.md", "page 5", "/knowledge/passages/7#passage", True)
+    assert (old.site, old.title) == ("tides.csv", "An older title")
 
 
 def test_pretty_json_is_one_rule_for_the_page_and_the_export():
