@@ -290,6 +290,21 @@ def test_picks_parse_what_the_composer_sends_and_nothing_else():
 
 # --- PostgreSQL's kept counts of words (pg_migrations.py's m054) ----------------------------
 
+def a_document_being_read(db):
+    """On PostgreSQL's `db`, migrated: its store, an owner, their collection "Manuals" and a
+    document of it taken for reading by worker "w"."""
+    from app.accounts.rules import Accounts
+    from app.store import Store, schema
+
+    schema.migrate(db)
+    store = Store(db)
+    owner = Accounts(store).add("Owner", "correct horse battery").id
+    manuals = store.add_collection(owner, "Manuals")
+    document = a_document(store, owner, manuals)
+    store.take_document("w", LEASE)
+    return store, owner, manuals, document
+
+
 def kept_and_fresh(db) -> tuple[dict[str, int], dict[str, int]]:
     """`search_passage_words` as kept, and as counted afresh from the tsvectors of the passages
     it counts, those up to `search_passages_counted.upto` (ts_stat: how many passages hold
@@ -315,7 +330,7 @@ def test_postgresqls_kept_word_counts_follow_every_write_and_delete_and_rank_as_
     and the counts a search reads equal to those it counted over the index before (so it
     ranks the same); m054 counts what was there."""
     from app.accounts.rules import Accounts
-    from app.store import Store, db as dbm, schema
+    from app.store import db as dbm, schema
     from app.store.schema import pg_migrations
 
     db = dbm.connect(pg_url)
@@ -323,12 +338,7 @@ def test_postgresqls_kept_word_counts_follow_every_write_and_delete_and_rank_as_
         with pytest.MonkeyPatch.context() as patch:  # a database from before m054, with passages
             patch.setattr(pg_migrations, "MIGRATIONS", [fn for fn in pg_migrations.MIGRATIONS
                                                          if fn.__name__ != "m054_passage_words"])
-            schema.migrate(db)
-            store = Store(db)
-            owner = Accounts(store).add("Owner", "correct horse battery").id
-            manuals = store.add_collection(owner, "Manuals")
-            before = a_document(store, owner, manuals)
-            store.take_document("w", LEASE)
+            store, owner, manuals, before = a_document_being_read(db)
             store.read_page(before, "w", 1, 1, [("Café", "The café's résumé: encoded, encoding x-ray 3.14"),
                                                 ("", "Dogs run; the dog ran")], LEASE)
         assert schema.migrate(db) == ["m054_passage_words"]
@@ -398,18 +408,12 @@ def test_postgresqls_search_reads_what_it_ranks_whatever_the_planner_thinks_of_t
     for the count of a few newer passages, ~7 ms of a 4 ms search), here with parallel plans
     made free. Each statement a search makes is run again under EXPLAIN ANALYZE: no scan of
     search_passages in it is parallel, nor yields more rows than are ranked."""
-    from app.accounts.rules import Accounts
-    from app.store import Store, db as dbm, schema
+    from app.store import db as dbm
     from app.store.knowledge import FREQUENT_RANKED
 
     db = dbm.connect(pg_url)
     try:
-        schema.migrate(db)
-        store = Store(db)
-        owner = Accounts(store).add("Owner", "correct horse battery").id
-        c = store.add_collection(owner, "Manuals")
-        d = a_document(store, owner, c)
-        store.take_document("w", LEASE)
+        store, owner, c, d = a_document_being_read(db)
         pages = 10
         for page in range(1, pages + 1):  # 10,000 passages of ~130 words, every one holding both
             store.read_page(d, "w", page, pages, [("", f"anchor chain {page} {n} " + " ".join(
