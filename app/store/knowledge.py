@@ -475,7 +475,7 @@ class Knowledge(Vectors):
     def _holding(self, words: list[str], since: int, limit: int) -> int:
         """How many passages from id `since` on hold all `words`, up to `limit`."""
         if dbm.postgres(self.db):
-            matches = (f"SELECT 1 FROM ({NEWEST}) AS s WHERE doc @@ to_tsquery('tabletalk_english', ?) LIMIT ?")
+            matches = f"SELECT 1 FROM ({NEWEST}) AS s WHERE doc @@ to_tsquery('tabletalk_english', ?) LIMIT ?"
             params = [since, " & ".join(words), limit]
         else:
             matches = "SELECT 1 FROM search_passages WHERE search_passages MATCH ? AND rowid >= ? LIMIT ?"
@@ -487,7 +487,6 @@ class Knowledge(Vectors):
         """_search's SQL: the passages holding all the `matched` words (`every`) or any of them
         (from id `newest` on), scored with every one of `words`."""
         within, params = self.within(scope)
-        since = " AND {} >= ?" if newest is not None else ""
         if dbm.postgres(self.db):
             # BM25's two halves that PostgreSQL's ranks lack, a word's rarity (IDF, from how many
             # passages hold it) and the rare words deciding what is ranked at all: each word's
@@ -512,14 +511,14 @@ class Knowledge(Vectors):
             expression = phrases(matched, " AND " if every else " OR ")
             if others:
                 expression = f"({expression}) AND ({phrases(matched)} OR {phrases(others)} OR {phrases(others)})"
-            asked = [expression]
+            asked = [expression, *([newest] if newest is not None else [])]
+            since = " AND rowid >= ?" if newest is not None else ""
             matches = (f"SELECT rowid AS id, -rank / {2 if others else 1} AS score FROM search_passages "
-                       f"WHERE search_passages MATCH ?{since.format('rowid')} AND rank MATCH 'bm25(2.0, 1.0)'")
+                       f"WHERE search_passages MATCH ?{since} AND rank MATCH 'bm25(2.0, 1.0)'")
             # FTS5's own order (by `rank` only) is a third faster over every match; over a range of
             # ids it is slower than ordering them here
             best = f"{matches} ORDER BY rank LIMIT ?" if newest is None else \
                 f"SELECT id, score FROM ({matches}) ORDER BY score DESC, id LIMIT ?"
-        asked += [newest] if newest is not None and not dbm.postgres(self.db) else []
         best = best if first is not None else matches
         rows = self._all(
             f"""SELECT p.id, p.document, d.name, p.page, p.heading, p.text, m.score

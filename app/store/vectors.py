@@ -86,11 +86,12 @@ class Vectors(Base):
             # by their keys alone, the model checked here: with "v.model = ?" in the WHERE, SQLite
             # (no statistics) walked the model's index, every vector of it, ~16 ms at 100,000
             # (on PostgreSQL the ids as one array: a statement of 320 marks was parsed anew each time)
-            ids = ("= ANY(?)", [looked]) if dbm.postgres(self.db) else (f"IN ({','.join('?' * len(looked))})", looked)
+            keyed, keys = ("= ANY(?)", [looked]) if dbm.postgres(self.db) else \
+                (f"IN ({','.join('?' * len(looked))})", looked)
             rows = [r for r in self._vector_rows(
                 f"""SELECT v.passage, v.vector, CASE WHEN {where} THEN 1 ELSE 0 END, v.model FROM passage_vectors v
                     JOIN passages p ON p.id = v.passage JOIN documents d ON d.id = p.document
-                    WHERE v.passage {ids[0]}""", [*params, *ids[1]]) if r[3] == model]
+                    WHERE v.passage {keyed}""", [*params, *keys]) if r[3] == model]
             if len(looked) - len(rows) > GONE_SHARE * len(looked):
                 codes.stale = True
             kept = [r for r in rows if r[2]]

@@ -527,9 +527,9 @@ def m055_watched(db) -> None:
 def m056_search_passages_serial(db) -> None:
     # The passages' search rows never scanned in parallel (PostgreSQL's own: SQLite plans none).
     # They are only ever read by key or by their GIN index, a few thousand at most; a parallel
-    # plan never pays there. Yet a search's count of
-    # the passages newer than the kept counts (`id > upto`, none to a thousand) was planned as
-    # a parallel scan whenever the planner took the table for larger than it is (before its
-    # first ANALYZE, after a large load): two workers started for every search, ~7 ms of a
-    # query's ~4 (benchmarks/README.md, "Search on PostgreSQL before its statistics").
+    # plan never pays there. Yet a search's count of the passages newer than the kept counts
+    # (`id > upto`, none to a thousand) was planned as a parallel scan whenever the planner
+    # took the table for larger than it is (before its first ANALYZE, after a large load): two
+    # workers started for every search, ~7 ms of a query's ~4 (benchmarks/README.md, "Search
+    # on PostgreSQL before its statistics").
     db.execute("ALTER TABLE search_passages SET (parallel_workers = 0)")
