@@ -404,44 +404,6 @@ def test_a_followed_conversation_is_marked_watched_until_its_mark_runs_out(store
     assert store.watched([a, b]) == {a, b}
 
 
-async def test_a_text_nobody_follows_is_written_in_the_wake_up_that_read_it():
-    """Its stream is read once a second (Runner._read_every), and what a read brought is written
-    in the same turn of the loop, not at a grid of its own a fraction of a second away (a
-    second wake-up of the worker every second); growth read less than a second after the last
-    write waits for the next read's, or two seconds when none comes. Counted; the one wait
-    for the fallback has a loaded machine's slack."""
-    from app.run.writes import UNWATCHED_SECONDS, Writes
-
-    written: list[str] = []
-
-    class Counting:
-        def grow_items(self, pending, notify=True, owner=None):
-            written.append(pending[1]["text"])
-            return 0
-
-    writes = Writes(Counting(), watched=lambda chat: False)
-    loop = asyncio.get_running_loop()
-    writes.grow(1, 7, text="a")
-    await asyncio.sleep(0)  # (the read's task yields: the write runs before any timer)
-    assert written == ["a"]
-    first = loop.time()
-    writes.grow(1, 7, text="ab")  # a read less than a second after: it waits
-    await asyncio.sleep(0.3)
-    assert written == ["a"]
-    # the next read's, a second and a bit after the last write (reads keep their own grid):
-    # written at once with what waited, and not also at a second after the write (as before)
-    await asyncio.sleep(max(0.0, first + 1.15 * UNWATCHED_SECONDS - loop.time()))
-    writes.grow(1, 7, text="abc")
-    await asyncio.sleep(0)
-    assert written == ["a", "abc"]
-    writes.grow(1, 7, text="abcd")  # and none after it: written within two seconds
-    deadline = loop.time() + 10 * UNWATCHED_SECONDS
-    while len(written) < 3 and loop.time() < deadline:
-        await asyncio.sleep(0.1)
-    assert written == ["a", "abc", "abcd"] and loop.time() - first >= 2 * UNWATCHED_SECONDS
-    writes.close()
-
-
 async def test_a_text_nobody_follows_is_written_once_a_second_and_on_the_beat_once_followed():
     """Writes.watched (Runner.watched: a page or an API stream follows the conversation here or
     anywhere): an answer nobody follows is written at most once every UNWATCHED_SECONDS,

@@ -90,14 +90,8 @@ class Writes:
         the next phase (beat.PHASES)."""
         beat = next_beat(now, PHASE_SECONDS)
         last = self._wrote_at.get(item_id)
-        if item_id in self._slow:
-            # Nobody follows it: its stream is read once a second (Runner._read_every), and what
-            # a read brought is written in the same wake-up, not at a grid of its own a fraction
-            # of a second away (a second wake-up a second). Growth read less than a second after
-            # the last write waits for the next read's, or, should none come, two seconds.
-            if not self._resting(item_id, now):
-                return now
-            return beat_at_or_after(last + 2 * UNWATCHED_SECONDS, PHASE_SECONDS)
+        if self._resting(item_id, now):
+            return max(beat, beat_at_or_after(last + UNWATCHED_SECONDS - 0.001, PHASE_SECONDS))
         if last is not None and now - last < TICK_SECONDS - PHASE_SECONDS / 2:
             # written less than a beat ago (its stream read once a frame): a beat after that write
             return max(beat, beat_at_or_after(last + TICK_SECONDS - 0.001, PHASE_SECONDS))
