@@ -92,6 +92,7 @@ def test_a_document_added_is_read_in_the_background_into_passages_with_pages_and
     assert not page.select("meta[http-equiv=refresh], iframe"), "nothing being read: nothing reloads"
 
 
+@pytest.mark.process  # the one file added is read in a child process (app/knowledge/reading.py)
 def test_an_upload_refused_says_why_beside_the_form_in_the_forms_words_and_adds_nothing(make_client, data):
     with make_client(TABLETALK_DOCUMENT_MAX=str(2 * 1048576), TABLETALK_KNOWLEDGE_MAX=str(3 * 1048576)) as client:
         c = made(client)
