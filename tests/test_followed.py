@@ -271,11 +271,48 @@ def test_what_pages_and_api_streams_follow_here_is_marked_watched_for_every_runn
         assert store.watched([a, b]) == {a, b}
         feed.unfollow(page)
         renewed = []
-        monkeypatch.setattr(feed.store, "mark_watched", lambda chats, seconds: renewed.append(chats))
+        monkeypatch.setattr(feed.store, "mark_watched", lambda chats, seconds, marker: renewed.append(chats))
         feed._mark()
         assert renewed == [], "nothing new, and not yet time to renew"
         feed._mark_at = 0.0  # WATCH_RENEW_SECONDS later
         feed._mark()
         assert renewed == [[b]] and dispatch.WATCH_RENEW_SECONDS < dispatch.WATCH_SECONDS
+    finally:
+        feed.close()
+
+
+def test_a_text_handed_from_memory_needs_the_rows_on_the_beat_only_for_what_reads_them(store, tmp_path, monkeypatch):
+    """Runner.watched: growth any follower reads from the rows is written on the beat, and
+    the rest once a second. A text handed to the pages here from memory (Feed.grew) is read
+    from the rows by a page catching up (until a dispatch brings it in step), by an API
+    stream, and by any page in another worker or server (its feed's marks: a feed's own marks
+    are left out); a tool's output, not handed, is read from the rows by every page."""
+    from app import config as configuration
+    from app.run import runner as running
+    from app.run.runner import Runner
+    from app.plugins.sessions import Sessions
+
+    monkeypatch.setenv("TABLETALK_DATA", str(tmp_path))
+    monkeypatch.setattr(running, "WATCH_CHECK_SECONDS", 0.0)  # the marks read at each ask
+    chat = store.new_conversation(None).id
+    feed = Feed(database_of(store), render=live.chat_changes, render_grown=live.texts_grown)
+    try:
+        runner = Runner(configuration.load(), store, feed, providers=None, sessions=Sessions())
+        assert not runner.watched(chat, True) and not runner.watched(chat, False)  # nobody follows
+        page = feed.follow(chat)
+        assert page.fresh and runner.watched(chat, True), "a page catching up reads the rows"
+        store.ask(chat, "Write it")
+        feed.dispatch()
+        assert not page.fresh, "the dispatch brought it in step"
+        assert not runner.watched(chat, True), "handed from memory: the rows once a second"
+        assert runner.watched(chat, False), "a tool's output: the page reads the rows"
+        feed._mark()  # this feed's own mark
+        assert not runner.watched(chat, True)
+        api = feed.watch(chat)
+        assert runner.watched(chat, True), "an API stream reads the rows"
+        feed.unwatch(api)
+        feed.unfollow(page)
+        store.mark_watched([chat], 5.0, "a page in another worker")
+        assert runner.watched(chat, True) and runner.watched(chat, False)
     finally:
         feed.close()

@@ -382,8 +382,9 @@ async def test_a_text_read_once_a_frame_is_still_written_once_a_beat():
 def test_a_followed_conversation_is_marked_watched_until_its_mark_runs_out(store, monkeypatch):
     """Store.mark_watched (a feed's, for what its pages and API streams follow) and `watched`
     (a runner's, for whether to write growth on the beat): a mark holds for its seconds, a
-    renewal never shortens one, a deleted conversation is left out, and no page is told of
-    it (no rev)."""
+    renewal never shortens one, a deleted conversation is left out, a runner may leave its
+    own feed's marks out (`besides`), a mark a minute past goes at the next marking, and no
+    page is told of any of it (no rev)."""
     from app.store import db as dbm
 
     a = store.new_conversation(None).id
@@ -392,16 +393,24 @@ def test_a_followed_conversation_is_marked_watched_until_its_mark_runs_out(store
     store.delete_conversation(gone)
     assert store.watched([a, b]) == set()
     rev = store.rev()
-    store.mark_watched([a, gone], 5.0)
+    store.mark_watched([a, gone], 5.0, "here")
     assert store.watched([a, b, gone]) == {a} and store.rev() == rev
-    store.mark_watched([a], 1.0)  # another worker's renewal, shorter: the longer mark holds
-    later = dbm.now() + 3.0
+    assert store.watched([a, b], besides="here") == set() and store.watched([a], besides="there") == {a}
+    store.mark_watched([a], 1.0, "here")  # a renewal, shorter: the longer mark holds
+    store.mark_watched([a], 4.0, "there")  # another worker's
+    assert store.watched([a], besides="here") == {a} and store.watched([a], besides="there") == {a}
+    now = dbm.now()
+    later = now + 4.5
     monkeypatch.setattr(dbm, "now", lambda: later)
-    assert store.watched([a]) == {a}
-    later += 3.0  # past its five seconds
+    assert store.watched([a]) == {a} and store.watched([a], besides="here") == set()
+    later += 1.0  # past its five seconds
     assert store.watched([a]) == set()
-    store.mark_watched([a, b], 5.0)
+    store.mark_watched([a, b], 5.0, "here")
     assert store.watched([a, b]) == {a, b}
+    later += 120.0
+    store.mark_watched([b], 5.0, "here")
+    assert [tuple(r) for r in store.db.conn.execute("SELECT chat, marker FROM watched").fetchall()] == [(b, "here")]
+    assert store.rev() == rev
 
 
 async def test_a_text_nobody_follows_is_written_once_a_second_and_on_the_beat_once_followed():
@@ -421,7 +430,7 @@ async def test_a_text_nobody_follows_is_written_once_a_second_and_on_the_beat_on
             return 0
 
     followed: set[int] = set()
-    writes, pieces = Writes(Counting(), watched=lambda chat: chat in followed), Pieces()
+    writes, pieces = Writes(Counting(), watched=lambda chat, handed: chat in followed), Pieces()
     other = Pieces()
     loop = asyncio.get_running_loop()
     start = loop.time()

@@ -26,7 +26,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+import os
 import re
+import secrets
+import socket
 import time
 from collections import defaultdict, deque
 from collections.abc import Callable
@@ -255,6 +258,8 @@ class Feed:
         self._framed = 0.0
         self._chat_framed: dict[int, float] = {}  # when each conversation's pages were last sent a frame
         self._marked: set[int] = set()  # the conversations marked watched at the last renewal (`_mark`)
+        # this feed's name on its marks: a runner here asks for marks other than its own (`watched`)
+        self.marker = f"{socket.gethostname()[:60]}:{os.getpid()}:{secrets.token_hex(4)}"
         self._mark_at = 0.0  # when the marks are renewed next (0: at the feed's next turn, one is new)
 
     # --- wake-ups -------------------------------------------------------------------
@@ -489,12 +494,22 @@ class Feed:
         if not chats:
             return
         try:
-            self.store.mark_watched(sorted(chats), WATCH_SECONDS)
+            self.store.mark_watched(sorted(chats), WATCH_SECONDS, self.marker)
         except Exception as e:  # (the runner then writes once a second: what a page shows lags, nothing is lost)
             if not unavailable(e):
                 log.exception("marking the followed conversations failed")
         self._marked = chats
         self._mark_at = time.monotonic() + WATCH_RENEW_SECONDS
+
+    def in_rows(self, chat: int) -> bool:
+        """Whether what follows `chat` here needs its growth in the rows on the beat: an API
+        stream (it reads the rows), or a page that is not handed the words from memory: one
+        catching up (it waits for the rows' next dispatch, `Follower.fresh`), or any while
+        this feed has no fast path (`render_grown`)."""
+        if chat in self.watchers:
+            return True
+        group = self.followers.get(chat)
+        return bool(group) and (self.render_grown is None or any(f.fresh for f in group))
 
     def followed_here(self, chat: int) -> bool:
         """Whether a page in this process follows `chat` (its answer is read once a frame)."""

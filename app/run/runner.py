@@ -127,16 +127,21 @@ class Runner(space.DiskFull):
         feed then wakes 10 times a second, not 20 (once per write)."""
         return not self.feed.listened
 
-    def watched(self, chat: int) -> bool:
-        """Whether a page or an API stream follows `chat`, in this process or (as the rows say,
-        read at most every WATCH_CHECK_SECONDS) in another worker or server."""
-        if self.feed.follows(chat):
+    def watched(self, chat: int, handed: bool = False) -> bool:
+        """Whether `chat`'s growth must reach the rows on the beat: a page or an API stream
+        follows it here, or in another worker or server (as the rows' marks say, read at most
+        every WATCH_CHECK_SECONDS). A text `handed` to the pages here from memory as it is
+        read (Feed.grew) is not needed in the rows by pages in step with it: while only such
+        pages follow, it is written once a second, as for nobody (at 50 chunks a second, its
+        writes and their dispatches were a third of the answer's CPU: benchmarks/README.md,
+        "Pages here in step"); an API stream or a page catching up reads the rows (Feed.in_rows)."""
+        if self.feed.in_rows(chat) if handed else self.feed.follows(chat):
             return True
         now = time.monotonic()
         seen = self._watched.get(chat)
         if seen is None or now - seen[0] >= WATCH_CHECK_SECONDS:
             try:
-                seen = (now, bool(self.store.watched([chat])))
+                seen = (now, bool(self.store.watched([chat], besides=self.feed.marker)))
             except Exception as e:
                 if not unavailable(e):
                     raise

@@ -203,7 +203,8 @@ class Turn(Requests):
                 if kind == "text" and "reasoning" in self.items:
                     self.thought(done=True)  # the answer began: the reasoning is over
             case loop.MessageUpdate(kind=kind, so_far=so_far):
-                self.writes.grow(self.items[kind], self.chat, text=so_far)  # joined when written (agent.SoFar)
+                # (joined when written: agent.SoFar; handed to the pages here from memory too)
+                self.writes.grow(self.items[kind], self.chat, handed=self.grew is not None, text=so_far)
                 if self.grew is not None:
                     self.grew(self.chat, self.items[kind], so_far)
             case loop.MessageEnd(message=message, reasoning=reasoning):

@@ -23,8 +23,8 @@ from ..store.runs import CHUNK_CHARS, Chunked
 log = logging.getLogger(__name__)
 
 TICK_SECONDS = BEAT_SECONDS  # growing text is written at most once a beat (model streams are read on it too)
-# ... and at most once a second while no page or API stream follows its conversation anywhere
-# (`watched`): growth is written only to be shown (a step cut off is made again whole, its
+# ... and at most once a second while no page or API stream follows its conversation anywhere,
+# or only pages here handed it from memory (`watched`): growth is written only to be shown (a step cut off is made again whole, its
 # growth deleted), and an answer nobody follows cost a write transaction for every chunk of a
 # slow model (10 a second), most of its CPU (benchmarks/README.md, "Unfollowed answers").
 UNWATCHED_SECONDS = 1.0
@@ -33,11 +33,12 @@ UNWATCHED_SECONDS = 1.0
 class Writes:
     def __init__(self, store: Any, full: Callable[[], None] | None = None,
                  quiet: Callable[[], bool] | None = None, owner: str | None = None,
-                 watched: Callable[[int], bool] | None = None):
+                 watched: Callable[[int, bool], bool] | None = None):
         self.store = store
-        # Whether a page or an API stream follows a conversation, here or anywhere
-        # (Runner.watched): a text growing in one nobody follows is written once a second
-        # (UNWATCHED_SECONDS), not once a beat. None: every text on the beat (tests).
+        # Whether a conversation's growth must reach the rows on the beat (Runner.watched: a
+        # page or an API stream follows it, and, for a text handed to the pages here from
+        # memory, one that reads the rows): otherwise it is written once a second
+        # (UNWATCHED_SECONDS). None: every text on the beat (tests).
         self.watched = watched
         self._slow: set[int] = set()  # the pending items whose conversation nobody follows
         # The runner's lease owner: growth is written only for conversations it still holds,
@@ -63,12 +64,13 @@ class Writes:
         # though its stream may be read once a frame (a page here follows it: Feed.grew)
         self._wrote_at: dict[int, float] = {}
 
-    def grow(self, item_id: int, chat: int | None = None, **values: Any) -> None:
+    def grow(self, item_id: int, chat: int | None = None, handed: bool = False, **values: Any) -> None:
         """Buffer columns of an item (`text`, `output`) of conversation `chat` for the next
-        tick (without `chat`: on the beat)."""
+        tick (without `chat`: on the beat). `handed`: the pages here are handed this growth
+        from memory as it is read (Feed.grew), so they need not find it in the rows."""
         self.pending.setdefault(item_id, {}).update(values)
         now = time.monotonic()
-        if chat is not None and self.watched is not None and not self.watched(chat):
+        if chat is not None and self.watched is not None and not self.watched(chat, handed):
             self._slow.add(item_id)
         else:
             self._slow.discard(item_id)

@@ -155,27 +155,33 @@ class Runs(Base):
 
     # --- who follows ------------------------------------------------------------------
 
-    def mark_watched(self, chats: list[int], seconds: float) -> None:
-        """A page or an API stream follows each of `chats` in this process, for `seconds` more
-        (renewed while it does): the runner of their answers, in any worker or server, writes
-        their growth once a beat (`watched`). Not a change any page shows: no rev, nobody
-        woken. A conversation deleted meanwhile is left out."""
+    def mark_watched(self, chats: list[int], seconds: float, marker: str) -> None:
+        """A page or an API stream follows each of `chats` in the process whose feed is
+        `marker`, for `seconds` more (renewed while it does): the runner of their answers, in
+        another worker or server, writes their growth once a beat (`watched`). Not a change
+        any page shows: no rev, nobody woken. A conversation deleted meanwhile is left out;
+        marks a minute past (a process gone) go."""
         if not chats:
             return
         marks = ",".join("?" * len(chats))
+        now = dbm.now()
         with self.write(notify=False) as db:
+            db.conn.execute("DELETE FROM watched WHERE until < ?", [now - 60.0])
             db.conn.execute(
-                f"""INSERT INTO watched (chat, until) SELECT id, ? FROM conversations WHERE id IN ({marks})
-                    ON CONFLICT (chat) DO UPDATE SET until = excluded.until WHERE watched.until < excluded.until""",
-                [dbm.now() + seconds, *chats])
+                f"""INSERT INTO watched (chat, marker, until) SELECT id, ?, ? FROM conversations WHERE id IN ({marks})
+                    ON CONFLICT (chat, marker) DO UPDATE SET until = excluded.until
+                    WHERE watched.until < excluded.until""",
+                [marker, now + seconds, *chats])
 
-    def watched(self, chats: list[int]) -> set[int]:
-        """Those of `chats` that a page or an API stream follows now, anywhere (`mark_watched`)."""
+    def watched(self, chats: list[int], besides: str | None = None) -> set[int]:
+        """Those of `chats` that a page or an API stream follows now (`mark_watched`):
+        anywhere, or in a process whose feed is not `besides`."""
         if not chats:
             return set()
         marks = ",".join("?" * len(chats))
-        return {r[0] for r in self._all(f"SELECT chat FROM watched WHERE until > ? AND chat IN ({marks})",
-                                        [dbm.now(), *chats])}
+        return {r[0] for r in self._all(
+            f"SELECT DISTINCT chat FROM watched WHERE until > ? AND marker <> ? AND chat IN ({marks})",
+            [dbm.now(), besides or "", *chats])}
 
     # --- growing text ---------------------------------------------------------------
 

@@ -466,3 +466,19 @@ def m055_watched(db: sqlite_utils.Database) -> None:
         """CREATE TABLE watched (
             chat INTEGER PRIMARY KEY REFERENCES conversations(id) ON DELETE CASCADE,
             until REAL NOT NULL)""")
+
+
+@migration
+def m057_watched_by(db: sqlite_utils.Database) -> None:
+    # A mark names the feed that made it (Feed.marker: a worker's, new at each start): a runner
+    # asks whether a conversation is followed in another worker or server than its own, and
+    # writes the growth of one only its own pages follow once a second, as for nobody (they
+    # are handed the words from memory: run/runner.py, `watched`). Marks are seconds long and
+    # renewed while they hold: those of m055 are simply dropped.
+    db.execute("DROP TABLE watched")
+    db.execute(
+        """CREATE TABLE watched (
+            chat INTEGER NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+            marker TEXT NOT NULL CHECK (length(marker) BETWEEN 1 AND 100),
+            until REAL NOT NULL,
+            PRIMARY KEY (chat, marker))""")

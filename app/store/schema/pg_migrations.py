@@ -533,3 +533,15 @@ def m056_search_passages_serial(db) -> None:
     # workers started for every search, ~7 ms of a query's ~4 (benchmarks/README.md, "Search
     # on PostgreSQL before its statistics").
     db.execute("ALTER TABLE search_passages SET (parallel_workers = 0)")
+
+
+@migration
+def m057_watched_by(db) -> None:
+    # SQLite's m057: a mark names the feed that made it.
+    db.execute("DROP TABLE watched")
+    db.execute(
+        """CREATE TABLE watched (
+            chat BIGINT NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+            marker TEXT NOT NULL CHECK (length(marker) BETWEEN 1 AND 100),
+            until DOUBLE PRECISION NOT NULL,
+            PRIMARY KEY (chat, marker))""")
