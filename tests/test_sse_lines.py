@@ -5,6 +5,8 @@ import gzip
 import httpx2
 import pytest
 
+from app.beat import BEAT_SECONDS, FRAME_SECONDS, PHASE_SECONDS
+from app.netguard.sockets import BEAT_FIRST_SECONDS
 from app.providers.wire import sse_lines
 
 
@@ -175,9 +177,39 @@ async def test_an_answer_nobody_follows_is_read_once_a_second_not_once_a_beat(en
     finally:
         store.db.conn.close()
     assert "".join(said).strip() == words.strip(), said
-    lasted = reads[-1] - reads[0] if reads else 0.0
-    # read once a second from the first words: ~2 s between the first and last reads of its ~3 s
-    # (1.998 s in a fresh-clone run: the bound sat on the grid itself)
-    assert lasted > 1.5, "the answer streamed for its ~3 s"
-    # once a beat would be ~60 reads; a loaded machine may split a second's read in two
-    assert len(reads) <= 2 * lasted + 4, (len(reads), lasted)
+    # its first second is read on the beat (BEAT_FIRST_SECONDS: ~20 reads); the rest once a second
+    later = [t for t in reads if t >= reads[0] + BEAT_FIRST_SECONDS + PHASE_SECONDS] if reads else []
+    lasted = later[-1] - reads[0] if later else 0.0
+    assert lasted > 2.0, "the answer streamed for its ~3 s"
+    # once a beat would be ~40 reads after its first second; a loaded machine may split a second's read in two
+    assert len(later) <= 2 * (lasted - BEAT_FIRST_SECONDS) + 4, (len(later), lasted)
+
+
+def test_a_stream_read_once_a_second_is_read_on_the_beat_for_its_first_second(monkeypatch):
+    """AsyncioStream._every: a stream paced to be read less often than a beat (an answer
+    nobody follows: once a second) is read on the beat for its first BEAT_FIRST_SECONDS, so a
+    short model step (a tool call, a title) is not held up to a second for its grid point; a
+    stream paced on the beat or the frame keeps its pace from the start."""
+    from types import SimpleNamespace
+
+    from app.netguard import sockets
+
+    now = [100.0]
+    monkeypatch.setattr(sockets.time, "monotonic", lambda: now[0])
+    transport = SimpleNamespace(is_closing=lambda: False, resume_reading=lambda: None)
+    writer = SimpleNamespace(transport=transport, get_extra_info=lambda name: None)
+    stream, framed = sockets.AsyncioStream(None, writer), sockets.AsyncioStream(None, writer)
+    try:
+        stream.pace(True, lambda: 1.0)
+        framed.pace(True, lambda: FRAME_SECONDS)
+        assert stream._every() == BEAT_SECONDS and framed._every() == FRAME_SECONDS
+        now[0] += BEAT_FIRST_SECONDS - 0.01
+        assert stream._every() == BEAT_SECONDS
+        now[0] += 0.02
+        assert stream._every() == 1.0 and framed._every() == FRAME_SECONDS
+        stream.pace(False)
+        stream.pace(True, lambda: 1.0)  # the connection's next answer: its own first second
+        assert stream._every() == BEAT_SECONDS
+    finally:
+        stream.pace(False)
+        framed.pace(False)

@@ -14,6 +14,7 @@ import functools
 import os
 import socket
 import ssl
+import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -24,6 +25,11 @@ from httpcore2._utils import is_socket_readable
 from ..beat import BEAT_SECONDS, PHASE_SECONDS, PHASES, next_beat
 
 READ_LIMIT = 256 * 1024  # StreamReader's buffer before it pauses the transport
+# A stream read less often than a beat (`every`: once a second, an answer nobody follows) is
+# read on the beat for its first second: a short model step (a tool call, a title, a one-line
+# answer) is not held up to a second for its grid point, while a long one costs a few more
+# reads, once (each step of a background agent waited ~0.5 s for its read).
+BEAT_FIRST_SECONDS = 1.0
 TAKE_BYTES = 64 * 1024  # one read of the socket at a beat (AsyncioStream._take); more reads while they fill it
 # Streams being read on each phase of the beat (beat.PHASES): a stream paced takes the phase
 # fewest are on, the first on a tie. So one answer alone streams on the beat itself, where the
@@ -49,11 +55,13 @@ class AsyncioStream(httpcore2.AsyncNetworkStream):
         # as it comes: waiting for a grid point first would only wake once more to find nothing.
         self._gap = 0.0
         self._got_at: float | None = None
+        self._paced_at = 0.0  # when it was paced (BEAT_FIRST_SECONDS)
 
     def pace(self, on: bool, every: Callable[[], float] | None = None) -> None:
         self.every = every
         if on and not self.paced:
             self._gap, self._got_at = 0.0, None  # (a pooled connection's next stream: its own pace)
+            self._paced_at = time.monotonic()
             self._phase = _PACED.index(min(_PACED))
             _PACED[self._phase] += 1
             self.phase = self._phase * PHASE_SECONDS
@@ -84,7 +92,14 @@ class AsyncioStream(httpcore2.AsyncNetworkStream):
         return data
 
     def _every(self) -> float:
-        return self.every() if self.every is not None else BEAT_SECONDS
+        """Seconds between reads while paced: `every()`, or the beat (no `every`, or within
+        BEAT_FIRST_SECONDS of the pace's start when `every()` is longer)."""
+        if self.every is None:
+            return BEAT_SECONDS
+        every = self.every()
+        if every > BEAT_SECONDS and time.monotonic() - self._paced_at < BEAT_FIRST_SECONDS:
+            return BEAT_SECONDS
+        return every
 
     def _paced_by(self, data: bytes) -> None:
         """Measure the stream's pace at a read that brought `data`."""
