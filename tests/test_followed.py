@@ -316,3 +316,57 @@ def test_a_text_handed_from_memory_needs_the_rows_on_the_beat_only_for_what_read
         assert runner.watched(chat, True) and runner.watched(chat, False)
     finally:
         feed.close()
+
+
+async def test_a_read_is_sent_at_once_when_half_a_frame_has_passed_and_many_pages_wait_their_turn(store):
+    """Feed._schedule: a text read here goes to the pages at once when the last frame is half
+    a frame old (FRAME_GAP_SECONDS): the reads come once a frame on a grid of their own, and a
+    frame held to a whole frame after the last kept a lag behind them (~8 ms at the median).
+    A read sooner waits for that half frame; a conversation a hundred pages follow waits for
+    its share of FANOUT_SENDS, and a read in another conversation meanwhile is not held for it."""
+    from app.feed.dispatch import FANOUT_SENDS, FRAME_GAP_SECONDS
+
+    feed = Feed(database_of(store), render=live.chat_changes, render_grown=live.texts_grown)
+    loop = asyncio.get_running_loop()
+    try:
+        chats, answers, pages = [], [], []
+        for many in (1, 100):
+            chat = store.new_conversation(None).id
+            pages.append([feed.follow(chat) for _ in range(many)])
+            user = store.ask(chat, "Count")
+            answers.append(store.add(item("text", chat, "", turn=user.id)).id)
+            chats.append(chat)
+        feed.dispatch()
+        (one, hundred), pieces = chats, [Pieces(), Pieces()]
+
+        before = {id(p): len(p.messages) for group in pages for p in group}  # (the dispatch's)
+
+        def frames(group: int) -> set[int]:  # the frames each page of a group was sent since
+            return {len(p.messages) - before[id(p)] for p in pages[group]}
+
+        feed.grew(one, answers[0], pieces[0].add("w1 "))
+        assert feed._frame_at <= loop.time(), "the first read after a quiet frame: at once"
+        await asyncio.sleep(0)
+        assert frames(0) == {1}
+        framed = feed._framed
+        feed.grew(one, answers[0], pieces[0].add("w2 "))
+        assert feed._frame_at == framed + FRAME_GAP_SECONDS < framed + FRAME_SECONDS
+        await asyncio.sleep(FRAME_GAP_SECONDS * 2)
+        assert frames(0) == {2}
+        # a hundred pages: a frame, then the next read waits for their share of the sends
+        feed.grew(hundred, answers[1], pieces[1].add("w1 "))
+        await asyncio.sleep(FRAME_GAP_SECONDS * 2)
+        assert frames(1) == {1}
+        feed.grew(hundred, answers[1], pieces[1].add("w2 "))
+        await asyncio.sleep(FRAME_GAP_SECONDS * 2)
+        turn = feed._chat_framed[hundred] + 100 / FANOUT_SENDS
+        assert frames(1) == {1} and feed._frame_at == turn, "its turn, not every frame"
+        feed.grew(one, answers[0], pieces[0].add("w3 "))  # another conversation's read is not held for it
+        assert feed._frame_at < turn
+        await asyncio.sleep(FRAME_GAP_SECONDS * 2)
+        assert frames(0) == {3}
+        while loop.time() < turn + FRAME_GAP_SECONDS * 2:
+            await asyncio.sleep(FRAME_GAP_SECONDS)
+        assert frames(1) == {2}
+    finally:
+        feed.close()

@@ -75,6 +75,12 @@ OUTAGE_POLL_SECONDS = 0.25  # how often the database is looked for while it cann
 # each, and a conversation a hundred pages follow gets a frame every 0.1 s (its CPU was 3x
 # the rows' path's at a frame each: benchmarks/README.md, "The fast path").
 FANOUT_SENDS = 1000
+# A frame goes once half a frame has passed since the last, not a whole one: the texts it
+# sends are read once a frame, on a grid of their own (netguard/sockets.py), and a frame held
+# to a whole frame after the last fell behind the reads by a fraction of a frame that it then
+# kept (~8 ms at the median at 200 chunks a second: benchmarks/README.md, "Frames after their
+# reads"). A page still gets at most a message a read.
+FRAME_GAP_SECONDS = FRAME_SECONDS / 2
 # The conversations followed here are marked as watched in the rows (Store.mark_watched) for
 # WATCH_SECONDS, renewed every WATCH_RENEW_SECONDS while they are, a new one at the feed's
 # next turn: the runner of their answer, in whatever worker or server, writes its growth on
@@ -255,6 +261,7 @@ class Feed:
         self._grown: dict[int, tuple[int, SoFar]] = {}
         self._due: set[int] = set()
         self._frame: asyncio.Handle | None = None
+        self._frame_at = 0.0  # (when it is due)
         self._framed = 0.0
         self._chat_framed: dict[int, float] = {}  # when each conversation's pages were last sent a frame
         self._marked: set[int] = set()  # the conversations marked watched at the last renewal (`_mark`)
@@ -525,12 +532,19 @@ class Feed:
         self._due.add(item)
         self._schedule()
 
-    def _schedule(self) -> None:
-        if self._frame is None:
-            loop = asyncio.get_running_loop()
-            at = self._framed + FRAME_SECONDS
-            # call_soon: the other streams read on the same wake-up join this frame
-            self._frame = loop.call_soon(self._send_frame) if at <= loop.time() else loop.call_at(at, self._send_frame)
+    def _schedule(self, not_before: float = 0.0) -> None:
+        """The next frame: FRAME_GAP_SECONDS after the last at the earliest (and not before
+        `not_before`: a conversation whose many pages had one too recently), or sooner than
+        one scheduled for later (a text grew in another conversation meanwhile)."""
+        loop = asyncio.get_running_loop()
+        at = max(self._framed + FRAME_GAP_SECONDS, not_before)
+        if self._frame is not None:
+            if self._frame_at <= at:
+                return
+            self._frame.cancel()
+        self._frame_at = at
+        # call_soon: the other streams read on the same wake-up join this frame
+        self._frame = loop.call_soon(self._send_frame) if at <= loop.time() else loop.call_at(at, self._send_frame)
 
     def current(self, items: list[Item]) -> list[Item]:
         """`items` (rows just read) with the text of those growing here as the pages in step
@@ -574,12 +588,15 @@ class Feed:
             sent = followed.items.get(item) if followed is not None else None
             if sent is not None and item in followed.renders and text.size > sent.length:
                 by_chat[chat].append((item, str(text)))
+        later = 0.0  # when the first conversation held back for its many pages may have its frame
         for chat, texts in by_chat.items():
             group = [f for f in self.followers.get(chat, ()) if not f.fresh]
             if not group:
                 continue
-            if now < self._chat_framed.get(chat, -math.inf) + len(group) / FANOUT_SENDS - 0.001:
+            due = self._chat_framed.get(chat, -math.inf) + len(group) / FANOUT_SENDS
+            if now < due - 0.001:
                 self._due.update(item for item, _ in texts)  # too soon for so many pages
+                later = min(later, due) if later else due
                 continue
             self._chat_framed[chat] = now
             followed = self.followed[chat]
@@ -597,7 +614,7 @@ class Feed:
                 for f in group:
                     f.push(None, data)
         if self._due:
-            self._schedule()
+            self._schedule(later)
 
     def dispatch(self) -> None:
         """Read what changed since the last rev seen and hand it to the followers."""
