@@ -24,9 +24,10 @@ log = logging.getLogger(__name__)
 
 TICK_SECONDS = BEAT_SECONDS  # growing text is written at most once a beat (model streams are read on it too)
 # ... and at most once a second while no page or API stream follows its conversation anywhere,
-# or only pages here handed it from memory (`watched`): growth is written only to be shown (a step cut off is made again whole, its
-# growth deleted), and an answer nobody follows cost a write transaction for every chunk of a
-# slow model (10 a second), most of its CPU (benchmarks/README.md, "Unfollowed answers").
+# or only pages here, handed it from memory (`watched`): growth is written only to be shown (a
+# step cut off is made again whole, its growth deleted), and an answer nobody follows cost a
+# write transaction for every chunk of a slow model (10 a second), most of its CPU
+# (benchmarks/README.md, "Unfollowed answers").
 UNWATCHED_SECONDS = 1.0
 
 
