@@ -71,10 +71,11 @@ KEEPALIVE_SECONDS = 15.0  # a comment on every idle stream, so proxies keep it o
 FOLLOWER_BACKLOG = 256  # messages a slow follower may fall behind before it must resync
 OUTAGE_POLL_SECONDS = 0.25  # how often the database is looked for while it cannot be reached
 # The pages following one conversation here are sent at most this many frame messages a
-# second in all (each page's message a write of its own, ~25 us): up to ~16 pages a frame
-# each, and a conversation a hundred pages follow gets a frame every 0.1 s (its CPU was 3x
-# the rows' path's at a frame each: benchmarks/README.md, "The fast path").
-FANOUT_SENDS = 1000
+# second in all (each page's message a write of its own, ~25 us): up to ~18 pages a frame
+# each, and a conversation a hundred pages follow gets a frame every ~91 ms, its turn (its
+# CPU was 3x the rows' path's at a frame each: benchmarks/README.md, "The fast path"; 1,100,
+# not 1,000, keeps their delay's p99 within 100 ms: "Frames after their reads").
+FANOUT_SENDS = 1100
 # A frame goes once half a frame has passed since the last, not a whole one: the texts it
 # sends are read once a frame, on a grid of their own (netguard/sockets.py), and a frame held
 # to a whole frame after the last fell behind the reads by a fraction of a frame that it then
