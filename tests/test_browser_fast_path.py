@@ -137,3 +137,72 @@ def test_words_reach_the_page_a_frame_at_a_time_and_a_reconnect_repeats_and_skip
     growing = [len(w) for w in shown if 0 < len(w) < WORDS]
     steps = [b - a for a, b in zip(growing, growing[1:]) if b > a]
     assert len(steps) >= WORDS / 3, f"{len(steps)} updates for {WORDS} words: {steps}"
+
+
+def test_a_worker_killed_mid_answer_leaves_every_page_showing_each_word_once(browser, data, env, fake):
+    """Exactly once across a worker's death, on `serve --workers 2`: pages follow one answer,
+    their streams on both workers (as the kernel gives them: pages are opened until each
+    worker's feed marks the conversation followed); those on the answer's worker are handed
+    its words from memory, written to the rows once a second, the others read the rows,
+    written on the beat for them. A third of the way the worker running
+    the answer is killed (-9): its pages' streams end and connect again (to either worker),
+    and the other worker takes the lease when it runs out and makes the step again whole.
+    At every change each page shows the start of the answer, never a word twice or one left
+    out (a step made again starts again), and each ends with all of it."""
+    import os
+    import signal
+    import time
+
+    from tests.conftest import app_store, wait_for
+
+    fake.script([rate(60), text(ANSWER)], [rate(120), text(ANSWER)])
+    # the other worker takes the answer over 3 s after the kill
+    served = Served(data, {**env, "TABLETALK_LEASE_SECONDS": "3"}, workers=2).start()
+    context = served.context(browser)
+    errors: list[str] = []
+    try:
+        chat = served.empty_chat()
+        number = int(chat.rsplit("/", 1)[1])
+
+        def followed_in() -> set[str]:  # the workers whose feeds mark the conversation followed (m057)
+            with app_store(data) as store:
+                return {r[0].split(":")[1] for r in store.db.conn.execute(
+                    "SELECT marker FROM watched WHERE chat = ?", [number]).fetchall()}
+
+        # pages are opened until the kernel has given streams to both workers (their marks say it)
+        pages, streams = [], []  # each page's requests of its conversation's stream
+        while len(pages) < 12 and (len(pages) < 4 or len(followed_in()) < 2):
+            n = len(pages)
+            streams.append(0)
+            p = context.new_page()
+            p.on("pageerror", lambda e: errors.append(str(e)))
+            p.on("request", lambda r, n=n: streams.__setitem__(n, streams[n] + 1) if "/events" in r.url else None)
+            p.goto(chat)
+            p.wait_for_function("() => window.htmx && document.documentElement.classList.contains('js')")
+            p.evaluate(WATCH)
+            pages.append(p)
+            wait_for(lambda: len(followed_in()) >= 1, timeout=10)
+            time.sleep(0.3)  # (a feed marks a new conversation at its next turn)
+        assert len(followed_in()) == 2, f"{len(pages)} pages' streams all on one worker"
+        pages[0].locator("#composer textarea").fill("Count")
+        pages[0].locator("#composer textarea").press("Enter")
+        pages[0].wait_for_function("() => window.__seen.length && window.__seen.at(-1)[1].split(' ').length > 80",
+                                   timeout=30_000)
+        with app_store(data) as store:
+            owner = store.db.conn.execute("SELECT owner FROM runs WHERE chat = ?", [number]).fetchone()[0]
+        before = list(streams)
+        os.kill(int(owner.split(":")[1]), signal.SIGKILL)
+        for p in pages:
+            p.locator("article.text .state.done").wait_for(state="attached", timeout=60_000)
+        for n, p in enumerate(pages):
+            shown = shown_words(p.evaluate("window.__seen"))
+            assert shown[-1] == EXPECTED, f"page {n} ends with the answer"
+            for words in shown:
+                whole = words[:-1] == EXPECTED[:len(words) - 1] and EXPECTED[len(words) - 1].startswith(words[-1])
+                assert not words or whole, f"page {n} showed {words[-12:]} (of {len(words)} words)"
+        assert len(fake.streamed) == 2, "the step cut by the kill was made again, once"
+        assert any(b > a for a, b in zip(before, streams)), f"a page's stream was on the killed worker: {streams}"
+    finally:
+        context.close()
+        served.stop()
+    assert errors == [], f"a page raised: {errors}"
