@@ -286,7 +286,8 @@ def test_a_text_handed_from_memory_needs_the_rows_on_the_beat_only_for_what_read
     the rest once a second. A text handed to the pages here from memory (Feed.grew) is read
     from the rows by a page catching up (until a dispatch brings it in step), by an API
     stream, and by any page in another worker or server (its feed's marks: a feed's own marks
-    are left out); a tool's output, not handed, is read from the rows by every page."""
+    are left out while its pages are in step, and count once they left, for a page that
+    comes back); a tool's output, not handed, is read from the rows by every page."""
     from app import config as configuration
     from app.run import runner as running
     from app.run.runner import Runner
@@ -311,9 +312,12 @@ def test_a_text_handed_from_memory_needs_the_rows_on_the_beat_only_for_what_read
         api = feed.watch(chat)
         assert runner.watched(chat, True), "an API stream reads the rows"
         feed.unwatch(api)
-        feed.unfollow(page)
         store.mark_watched([chat], 5.0, "a page in another worker")
         assert runner.watched(chat, True) and runner.watched(chat, False)
+        store.db.conn.execute("DELETE FROM watched WHERE marker <> ?", [feed.marker])
+        assert not runner.watched(chat, True)
+        feed.unfollow(page)  # its last page here left: its own mark holds a few seconds more,
+        assert runner.watched(chat, True), "so a page that comes back finds rows that went on"
     finally:
         feed.close()
 
@@ -368,5 +372,35 @@ async def test_a_read_is_sent_at_once_when_half_a_frame_has_passed_and_many_page
         while loop.time() < turn + FRAME_GAP_SECONDS * 2:
             await asyncio.sleep(FRAME_GAP_SECONDS)
         assert frames(1) == {2}
+    finally:
+        feed.close()
+
+
+async def test_the_last_page_leaving_a_text_read_here_has_it_written(store):
+    """Feed.left (Runner.left): when the last page here following a conversation leaves
+    while its text grows here, the runner is told, and writes what it read: those pages were
+    handed the words from memory while the rows had them once a second, and a page opening it
+    again catches up from the rows. A page leaving a conversation with nothing growing here,
+    or with another page still following, tells nothing."""
+    chat = store.new_conversation(None).id
+    feed = Feed(database_of(store), render=live.chat_changes, render_grown=live.texts_grown)
+    left: list[int] = []
+    feed.left = left.append
+    try:
+        first, second = feed.follow(chat), feed.follow(chat)
+        user = store.ask(chat, "Count")
+        answer = store.add(item("text", chat, "", turn=user.id))
+        feed.dispatch()
+        feed.unfollow(second)
+        quiet = feed.follow(chat)
+        feed.unfollow(quiet)
+        feed.grew(chat, answer.id, Pieces().add("w1 "))
+        await asyncio.sleep(FRAME_SECONDS * 2)
+        assert left == []
+        feed.unfollow(first)
+        assert left == [chat]
+        again = feed.follow(chat)
+        feed.unfollow(again)  # nothing read here since it came
+        assert left == [chat]
     finally:
         feed.close()

@@ -266,6 +266,10 @@ class Feed:
         self._framed = 0.0
         self._chat_framed: dict[int, float] = {}  # when each conversation's pages were last sent a frame
         self._marked: set[int] = set()  # the conversations marked watched at the last renewal (`_mark`)
+        # Told when the last page here following a conversation whose text grows here leaves
+        # (Runner.left): what was read of it is written, so a page that opens it again (a
+        # reconnect) catches up from rows holding what the pages were shown from memory.
+        self.left: Callable[[int], None] | None = None
         # this feed's name on its marks: a runner here asks for marks other than its own (`watched`)
         self.marker = f"{socket.gethostname()[:60]}:{os.getpid()}:{secrets.token_hex(4)}"
         self._mark_at = 0.0  # when the marks are renewed next (0: at the feed's next turn, one is new)
@@ -483,9 +487,12 @@ class Feed:
                 del self.followers[follower.chat]
                 self.followed.pop(follower.chat, None)
                 self._chat_framed.pop(follower.chat, None)
-                for item in [i for i, (chat, _) in self._grown.items() if chat == follower.chat]:
+                growing = [i for i, (chat, _) in self._grown.items() if chat == follower.chat]
+                for item in growing:
                     del self._grown[item]
                     self._due.discard(item)
+                if growing and self.left is not None and follower.chat is not None:
+                    self.left(follower.chat)
 
     # --- the fast path: growth read in this process, from memory -----------------------
 

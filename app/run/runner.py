@@ -76,6 +76,8 @@ class Runner(space.DiskFull):
         self.providers = providers
         self.sessions = sessions  # the worker's plugin sessions: its turns' calls, swept here
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
+        if feed is not None:
+            feed.left = self.left
         self.lease_seconds = config.lease_seconds
         self.shared = bool(config.database_url)  # other servers' runners scan the same rows
         self.renew_seconds = config.lease_seconds / 3  # two renewals may fail before the lease goes
@@ -83,7 +85,7 @@ class Runner(space.DiskFull):
         # every turn's growing text, written once a beat (once a second while nobody follows it)
         self.writes = Writes(store, full=self.disk_full, quiet=None if dbm.postgres(store.db) else self.quiet,
                              owner=self.owner, watched=self.watched)
-        self._watched: dict[int, tuple[float, bool]] = {}  # chat -> (when read, followed elsewhere)
+        self._watched: dict[tuple[int, bool], tuple[float, bool]] = {}  # (chat, others' only) -> (when read, followed)
         self.turn_setup = TurnSetup(config, store, providers, sessions)
         self.stopping = False
         self._wake: asyncio.Future | None = None  # done: scan again at once (a run ended)
@@ -129,27 +131,44 @@ class Runner(space.DiskFull):
 
     def watched(self, chat: int, handed: bool = False) -> bool:
         """Whether `chat`'s growth must reach the rows on the beat: a page or an API stream
-        follows it here, or in another worker or server (as the rows' marks say, read at most
-        every WATCH_CHECK_SECONDS). A text `handed` to the pages here from memory as it is
-        read (Feed.grew) is not needed in the rows by pages in step with it: while only such
-        pages follow, it is written once a second, as for nobody (at 50 chunks a second, its
-        writes and their dispatches were a third of the answer's CPU: benchmarks/README.md,
-        "Pages here in step"); an API stream or a page catching up reads the rows (Feed.in_rows)."""
+        follows it here, or in any worker or server (as the rows' marks say, read at most
+        every WATCH_CHECK_SECONDS; this worker's own outlive its last page by a few seconds,
+        so a page that comes back, a reconnect, finds rows that went on). A text `handed` to
+        the pages here from memory as it is read (Feed.grew) is not needed in the rows by
+        pages in step with it: while only such pages follow, it is written once a second, as
+        for nobody (at 50 chunks a second, its writes and their dispatches were a third of
+        the answer's CPU: benchmarks/README.md, "Pages here in step"), unless a page or an
+        API stream elsewhere follows too (marks but this worker's); an API stream or a page
+        catching up here reads the rows (Feed.in_rows)."""
         if self.feed.in_rows(chat) if handed else self.feed.follows(chat):
             return True
+        others = handed and self.feed.followed_here(chat)  # pages here in step: only other feeds' marks
         now = time.monotonic()
-        seen = self._watched.get(chat)
+        seen = self._watched.get((chat, others))
         if seen is None or now - seen[0] >= WATCH_CHECK_SECONDS:
             try:
-                seen = (now, bool(self.store.watched([chat], besides=self.feed.marker)))
+                seen = (now, bool(self.store.watched([chat], besides=self.feed.marker if others else None)))
             except Exception as e:
                 if not unavailable(e):
                     raise
                 seen = (now, True)  # (as before marks: on the beat; the write says the outage)
             if len(self._watched) > 1024:
-                self._watched = {c: v for c, v in self._watched.items() if c in self.runs}
-            self._watched[chat] = seen
+                self._watched = {k: v for k, v in self._watched.items() if k[0] in self.runs}
+            self._watched[(chat, others)] = seen
         return seen[1]
+
+    def left(self, chat: int) -> None:
+        """The last page here following `chat` left while its text grew here: what was read
+        is written now. Those pages were handed the words from memory while the rows had them
+        once a second (`watched`); a page opening it again (a reconnect: the same page, its
+        stream cut) catches up from the rows, and would show less than it had."""
+        if chat not in self.runs or self.stopping:
+            return
+        try:
+            self.writes.flush()
+        except Exception as e:  # (the runs' next write says it: an outage, a full disk)
+            if not unavailable(e) and not space.is_full(e):
+                log.exception("writing a text its last page left failed")
 
     def _wake_up(self) -> None:
         if self._wake is not None and not self._wake.done():
