@@ -8,7 +8,7 @@ from bs4 import BeautifulSoup
 
 from app.feed.dispatch import Feed
 from app.web import live
-from tests.conftest import ask, database_of, idle, new_chat, rows, sse_value
+from tests.conftest import ask, database_of, idle, new_chat, rows, sse_value, store_of
 from tests.fakes.openai_server import FakeModelServer, text, usage
 
 WINDOW = 4000  # tokens, as the fake reports it: small enough to outgrow in a test
@@ -38,6 +38,9 @@ def question(n):
 
 def test_a_conversation_that_outgrows_the_window_leaves_out_its_oldest_turns(client, fake, data):
     chat = new_chat(client)
+    # followed, as by its page open in another worker (that worker's row of `watched`): an
+    # answer nobody follows is read once a second, and 24 turns took 24 s; followed, once a beat
+    store_of(client).mark_watched([int(chat.rsplit("/", 1)[1])], 600)
     asked = []
     for n in range(1, 25):
         fake.script(counted(f"Answer {n}: " + "otters hold hands while they sleep so they do not drift apart. " * 6))
