@@ -164,8 +164,9 @@ test: setup browser postgres npm-tools llama llm mcp-py
 
 # The inner loop: every test that starts nothing but pytest's own processes (no browser, no
 # `tabletalk serve`, no model, MCP or PostgreSQL server: the marks of tests/marks.py, which
-# fails a test that starts a process without one). Two workers, one a core; see docs/testing.md.
-FAST_WORKERS ?= 2
+# fails a test that starts a process without one). Three workers: with two, the tests' waits left
+# the 2 cores about half idle; see docs/testing.md.
+FAST_WORKERS ?= 3
 
 test-fast: setup
 	$(BIN)/python -m compileall -q app tests

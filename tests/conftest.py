@@ -65,9 +65,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if not hasattr(config, "workerinput"):
         return  # one process (or xdist's controller, which runs nothing)
     cache = getattr(config, "cache", None)  # none under -p no:cacheprovider
-    seconds: dict[str, float] = cache.get(FILE_SECONDS, {}) if cache else {}
-    if not seconds:
-        seconds = {f"tests/{name}": len(SLOW_FILES) - i for i, name in enumerate(SLOW_FILES)}
+    seconds: dict[str, float] = dict(cache.get(FILE_SECONDS, {})) if cache else {}
+    # a slow file not timed yet goes ahead of every timed one, in SLOW_FILES' order: on a fresh
+    # clone, and on one whose only runs were `make test-fast`'s (which times no browser or process
+    # file: they went last)
+    ahead = max(seconds.values(), default=0.0)
+    for i, name in enumerate(SLOW_FILES):
+        seconds.setdefault(f"tests/{name}", ahead + len(SLOW_FILES) - i)
     items.sort(key=lambda item: -seconds.get(file_of(item.nodeid), 0.0))  # stable: a file keeps its order
 
 

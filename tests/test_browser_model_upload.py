@@ -61,10 +61,18 @@ def model_file(tmp_path) -> Path:
     return made.write(tmp_path / "upload" / "Tiny Model.gguf", MODEL)
 
 
-def throttled(context, page, bytes_per_second: int) -> None:
-    """Chromium's own network emulation: the upload takes seconds, so its progress shows."""
+def throttled(context, page, bytes_per_second: int):
+    """Chromium's own network emulation: the upload takes seconds, so its progress shows. The
+    session returned lifts it (`throttle(cdp, -1)`) once what the test waited for is seen: the
+    rest of a 34 MB upload at 4-6 MB/s was ~5 s of each test."""
     cdp = context.new_cdp_session(page)
     cdp.send("Network.enable")
+    throttle(cdp, bytes_per_second)
+    return cdp
+
+
+def throttle(cdp, bytes_per_second: int) -> None:
+    """Uploads at most `bytes_per_second` (-1: as fast as they go)."""
     cdp.send("Network.emulateNetworkConditions", {"offline": False, "latency": 0, "downloadThroughput": -1,
                                                    "uploadThroughput": bytes_per_second})
 
@@ -94,7 +102,7 @@ def test_with_javascript_the_page_shows_how_far_the_upload_got_then_the_model_li
     path = made.write(tmp_path / f"{name}.gguf", MODEL)
     with installed.watched_page(browser, viewport=viewport, color_scheme=scheme) as page:
         page.goto("/model")
-        throttled(page.context, page, 6_000_000)
+        cdp = throttled(page.context, page, 6_000_000)
         page.set_input_files("#model-upload input[type=file]", str(path))
         page.click("#model-upload button[type=submit]")
         bar = page.locator("#model-upload progress")
@@ -104,6 +112,7 @@ def test_with_javascript_the_page_shows_how_far_the_upload_got_then_the_model_li
         expect(page.locator("#model-upload .upload-stop")).to_be_visible()
         page.screenshot(path=f"{SHOTS}/model-upload-js-{device}-{scheme}.png", full_page=True)
         no_axe_violations(page, f"uploading, {device} {scheme}")
+        throttle(cdp, -1)
         page.wait_for_url("**/model?saved=uploaded", timeout=60_000)
         assert name in rows_named(page)
         expect(page.locator(".saved")).to_contain_text("Uploaded")
@@ -118,7 +127,7 @@ def test_with_javascript_an_upload_cut_by_a_killed_worker_goes_on_from_where_it_
     # the killed worker's page loses its live feed for a moment, which the console says
     with installed.watched_page(browser, console=False, viewport=DESK) as page:
         page.goto("/model")
-        throttled(page.context, page, 4_000_000)
+        cdp = throttled(page.context, page, 4_000_000)
         page.set_input_files("#model-upload input[type=file]", str(path))
         page.click("#model-upload button[type=submit]")
         part = lambda: [n for n in os.listdir(brought.folder(installed.data)) if n.startswith(".Cut-Off.gguf.")]
@@ -129,6 +138,7 @@ def test_with_javascript_an_upload_cut_by_a_killed_worker_goes_on_from_where_it_
         went_on = float(page.locator("#model-upload progress").get_attribute("value"))
         assert went_on > 4_000_000, "it did not start again from the beginning"
         page.screenshot(path=f"{SHOTS}/model-upload-resumed-desk-light.png", full_page=True)
+        throttle(cdp, -1)
         page.wait_for_url("**/model?saved=uploaded", timeout=60_000)
         assert "Cut-Off" in rows_named(page)
     assert (brought.folder(installed.data) / "Cut-Off.gguf").read_bytes() == MODEL
@@ -139,7 +149,7 @@ def test_with_javascript_stop_keeps_what_came_and_the_same_file_chosen_again_goe
     path = made.write(tmp_path / "Stopped.gguf", MODEL)
     with installed.watched_page(browser, viewport=PHONE, color_scheme="dark") as page:
         page.goto("/model")
-        throttled(page.context, page, 4_000_000)
+        cdp = throttled(page.context, page, 4_000_000)
         page.set_input_files("#model-upload input[type=file]", str(path))
         page.click("#model-upload button[type=submit]")
         bar = page.locator("#model-upload progress")
@@ -148,10 +158,11 @@ def test_with_javascript_stop_keeps_what_came_and_the_same_file_chosen_again_goe
         expect(page.locator("#model-upload .upload-status")).to_contain_text("Stopped at")
         expect(page.locator("#model-upload .upload-stop")).to_be_hidden()
         page.reload()  # later, from a new page: the browser kept the upload's key
-        throttled(page.context, page, 4_000_000)
+        throttle(cdp, 4_000_000)
         page.set_input_files("#model-upload input[type=file]", str(path))
         page.click("#model-upload button[type=submit]")
         expect(page.locator("#model-upload .upload-status")).to_contain_text("Going on from")
+        throttle(cdp, -1)
         page.wait_for_url("**/model?saved=uploaded", timeout=60_000)
         assert "Stopped" in rows_named(page)
     assert (brought.folder(installed.data) / "Stopped.gguf").read_bytes() == MODEL
