@@ -491,7 +491,7 @@ class Feed:
                 for item in growing:
                     del self._grown[item]
                     self._due.discard(item)
-                if growing and self.left is not None and follower.chat is not None:
+                if growing and self.left is not None:  # (texts grow in conversations only)
                     self.left(follower.chat)
 
     # --- the fast path: growth read in this process, from memory -----------------------
